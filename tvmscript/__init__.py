@@ -1,0 +1,46 @@
+"""tvms: a TVMScript-first machine-learning compiler toolchain.
+
+``import tvmscript as tvms`` gives Apache TVM's Python names, so tutorials port with an import
+change: ``tvms.parse``/``tvms.load``/``tvms.script.from_source`` read TVMScript into an
+`IRModule`, ``mod.show()`` and ``mod.script()`` print it back as canonical TVMScript.
+"""
+
+from __future__ import annotations
+
+import importlib.util as _importlib_util
+import os as _os
+import sys as _sys
+
+
+def _mount_sibling_packages() -> None:
+    """In a source checkout compiler/, runtime/ and grammar/ sit beside tvmscript/ (the design
+    card's layout); installed, setuptools places them inside the package. Either way they import
+    as ``tvmscript.compiler``, ``tvmscript.runtime`` and ``tvmscript.grammar``."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    root = _os.path.dirname(here)
+    for name in ("compiler", "runtime", "grammar"):
+        full = f"{__name__}.{name}"
+        if full in _sys.modules or _os.path.isdir(_os.path.join(here, name)):
+            continue
+        init = _os.path.join(root, name, "__init__.py")
+        if not _os.path.exists(init):
+            continue
+        spec = _importlib_util.spec_from_file_location(
+            full, init, submodule_search_locations=[_os.path.join(root, name)]
+        )
+        module = _importlib_util.module_from_spec(spec)
+        _sys.modules[full] = module
+        spec.loader.exec_module(module)
+
+
+_mount_sibling_packages()
+
+from . import ir, relax, tir  # noqa: E402
+from .api import load, parse  # noqa: E402
+from .diagnostics import TVMScriptError  # noqa: E402
+from .ir import GlobalVar, IRModule  # noqa: E402
+from . import script  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = ["parse", "load", "script", "ir", "relax", "tir", "IRModule", "GlobalVar", "TVMScriptError"]

@@ -1,0 +1,161 @@
+"""The module-level IR shared by both dialects: `IRModule`, `GlobalVar`, and structural equality.
+
+An `IRModule` maps `GlobalVar`s to functions, Relax (`relax.Function`) or TensorIR
+(`tir.PrimFunc`), as in Apache TVM. Printing a module or a function gives its canonical
+TVMScript (`tvmscript.printer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from .diagnostics import Span
+
+__all__ = ["Node", "Span", "GlobalVar", "IRModule", "structural_equal", "Comments"]
+
+
+class Node:
+    """Base of every IR node. Nodes print as TVMScript."""
+
+    __slots__ = ()
+
+    def script(self) -> str:
+        from .printer import to_script
+
+        return to_script(self)
+
+    def show(self) -> None:
+        from .printer import show
+
+        show(self)
+
+    def __str__(self) -> str:
+        return self.script()
+
+
+@dataclass(slots=True)
+class Comments:
+    """Comments the user wrote around a statement: lines before it, one at the end of its first
+    line, and lines after it (comments at the end of a block). Kept so `tvms fmt` loses none."""
+
+    before: list = field(default_factory=list)
+    trailing: Optional[str] = None
+    after: list = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class GlobalVar(Node):
+    """The name of a function in a module. ``cls.f`` in TVMScript."""
+
+    name_hint: str
+
+    def __repr__(self) -> str:
+        return f'I.GlobalVar("{self.name_hint}")'
+
+    def __str__(self) -> str:
+        return repr(self)
+
+
+class GlobalVarList(list):
+    """A list of GlobalVars that prints as TVM prints it: ``[I.GlobalVar("main")]``."""
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(repr(gv) for gv in self) + "]"
+
+
+class IRModule(Node):
+    """A collection of functions indexed by `GlobalVar` (or by name)."""
+
+    __slots__ = ("functions", "attrs", "global_infos", "source_header", "comments", "_by_name", "name")
+
+    def __init__(self, functions: dict | None = None, attrs: dict | None = None) -> None:
+        self.functions: dict[GlobalVar, Any] = {}
+        self._by_name: dict[str, GlobalVar] = {}
+        self.attrs: dict = dict(attrs or {})
+        self.global_infos: dict = {}
+        # The `# from tvm.script import ...` lines the source began with, if any (the printer
+        # keeps them when they still describe the module; see printer.module_header).
+        self.source_header: Optional[list[str]] = None
+        # Comments the user wrote outside functions, keyed by the node they belong to (the module
+        # itself, or a GlobalVar for comments before a function's decorators).
+        self.comments: dict = {}
+        self.name = "Module"
+        for key, func in (functions or {}).items():
+            self[key] = func
+
+    # ---- mapping interface, with TVM's names
+    def __getitem__(self, key) -> Any:
+        if isinstance(key, str):
+            if key not in self._by_name:
+                raise KeyError(f"module has no function named {key!r}")
+            key = self._by_name[key]
+        return self.functions[key]
+
+    def __setitem__(self, key, func) -> None:
+        if isinstance(key, str):
+            key = self._by_name.get(key) or GlobalVar(key)
+        old = self._by_name.get(key.name_hint)
+        if old is not None and old is not key:
+            del self.functions[old]
+        self._by_name[key.name_hint] = key
+        self.functions[key] = func
+
+    def __delitem__(self, key) -> None:
+        gv = self._by_name[key] if isinstance(key, str) else key
+        del self.functions[gv]
+        del self._by_name[gv.name_hint]
+
+    def __contains__(self, key) -> bool:
+        if isinstance(key, str):
+            return key in self._by_name
+        return key in self.functions
+
+    def __iter__(self) -> Iterator:
+        return iter(self.functions.items())
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+    def update_func(self, gv: GlobalVar, func) -> None:
+        self[gv] = func
+
+    def get_global_var(self, name: str) -> GlobalVar:
+        if name not in self._by_name:
+            raise KeyError(f"module has no function named {name!r}")
+        return self._by_name[name]
+
+    def get_global_vars(self) -> GlobalVarList:
+        return GlobalVarList(sorted(self.functions, key=lambda gv: gv.name_hint))
+
+    def items(self):
+        return self.functions.items()
+
+    def copy(self) -> "IRModule":
+        new = IRModule(attrs=self.attrs)
+        for gv, func in self.functions.items():
+            new[gv] = func
+        new.global_infos = dict(self.global_infos)
+        new.name = self.name
+        return new
+
+    def __eq__(self, other) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+def structural_equal(a, b, map_free_vars: bool = False) -> bool:
+    """Whether two IR objects are the same program up to the names of variables."""
+    from .structural import StructuralEqual
+
+    return StructuralEqual(map_free_vars).equal(a, b)
+
+
+def assert_structural_equal(a, b, map_free_vars: bool = False) -> None:
+    from .structural import StructuralEqual
+
+    checker = StructuralEqual(map_free_vars)
+    if not checker.equal(a, b):
+        raise AssertionError(f"structural mismatch at {checker.mismatch_path or '<root>'}")

@@ -1,0 +1,583 @@
+"""Syntax tree to Relax: builds a `relax.Function` from an ``@R.function`` definition.
+
+Bindings get their struct info by inference (ops through the op registry in
+`tvmscript.compiler.op`, `call_tir` from its ``out_sinfo``); an annotation the user wrote is
+checked against the inferred struct info and then kept. Dataflow blocks are scoped: a variable
+bound inside ``with R.dataflow():`` and not listed in ``R.output`` does not exist after it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir, relax, tir
+from . import ast
+from .builder import Context, Scope, bind_arguments, comments_of, dotted_name, literal, merge_comments
+
+SINFO_NAMES = ("R.Tensor", "R.Tuple", "R.Shape", "R.Object", "R.Prim", "R.Callable")
+DTYPES = set(tir.SCALAR_DTYPES)
+
+
+class _Expired:
+    """Marks a dataflow variable whose block has ended."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var) -> None:
+        self.var = var
+
+
+class RelaxFunctionBuilder:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.scope = Scope()
+        self.sym_vars: dict[str, tir.Var] = dict(ctx.type_vars)
+        self.attrs: dict = {}
+        self.comments: dict = {}
+        self.pending: list = []
+        self.is_pure = True
+        self.in_dataflow = False
+
+    def error(self, message, node, notes=None):
+        return self.ctx.error(message, node, notes)
+
+    # ------------------------------------------------------------------ function
+    def build(self, fdef: ast.FunctionDef) -> relax.Function:
+        private = False
+        for dec in fdef.decorators:
+            if isinstance(dec, ast.Call):
+                for kw in dec.keywords:
+                    if kw.arg == "private":
+                        private = bool(literal(self.ctx, kw.value))
+                    elif kw.arg == "pure":
+                        self.is_pure = bool(literal(self.ctx, kw.value))
+                    else:
+                        raise self.error(f"R.function() got an unexpected keyword argument '{kw.arg}'", kw)
+        params = []
+        for arg in fdef.args:
+            if arg.annotation is None:
+                raise self.error(f"parameter '{arg.name}' needs a struct info annotation such as R.Tensor(...)", arg)
+            sinfo = self.sinfo(arg.annotation, defining=True)
+            var = relax.Var(arg.name, sinfo, self.ctx.span(arg))
+            self.scope.define(arg.name, var)
+            params.append(var)
+        ret_sinfo = self.sinfo(fdef.returns, defining=True) if fdef.returns is not None else None
+        body = self.seq_body(fdef.body, fdef, function_body=True)
+        if ret_sinfo is not None:
+            self.check_annotation(ret_sinfo, relax.struct_info_of(body.body), fdef.returns, "return value")
+        else:
+            ret_sinfo = relax.struct_info_of(body.body)
+        attrs = dict(self.attrs)
+        if not private:
+            attrs.setdefault("global_symbol", fdef.name)
+        func = relax.Function(
+            params, body, ret_sinfo, attrs, self.is_pure, private, span=self.ctx.span(fdef),
+        )
+        func.comments = self.comments
+        merge_comments(self.comments, func, comments_of(fdef))
+        return func
+
+    # ------------------------------------------------------------------ bodies
+    def seq_body(self, stmts: list, owner, function_body: bool = False) -> relax.SeqExpr:
+        blocks: list = []
+        bindings: list = []
+        ret = None
+        for i, s in enumerate(stmts):
+            if ret is not None:
+                raise self.error("unreachable statement after return", s)
+            if isinstance(s, ast.Return):
+                if s.value is None:
+                    raise self.error("a Relax function must return a value", s)
+                ret = self.expr(s.value)
+                self._comment_node(("return", owner), s)
+                continue
+            if isinstance(s, ast.With):
+                name = dotted_name(s.item.func) if isinstance(s.item, ast.Call) else dotted_name(s.item)
+                if name != "R.dataflow":
+                    raise self.error(f"unknown scope '{name}': expected R.dataflow()", s.item)
+                if self.in_dataflow:
+                    raise self.error("dataflow blocks cannot be nested", s)
+                if bindings:
+                    blocks.append(relax.BindingBlock(bindings))
+                    bindings = []
+                block = self.dataflow_block(s)
+                self._comment_node(block, s)
+                blocks.append(block)
+                continue
+            binding = self.stmt(s, function_body)
+            if binding is not None:
+                bindings.append(binding)
+                self._comment_node(binding, s)
+            elif s.comments or s.trailing:
+                self.pending.append(s)
+        if bindings:
+            blocks.append(relax.BindingBlock(bindings))
+        if ret is None:
+            raise self.error("a Relax function body must end with a return statement", owner)
+        return relax.SeqExpr(blocks, ret, relax.struct_info_of(ret))
+
+    def _comment_node(self, key, s) -> None:
+        for p in self.pending:
+            merge_comments(self.comments, key, ir.Comments(list(p.comments) + ([p.trailing] if p.trailing else [])))
+        self.pending = []
+        merge_comments(self.comments, key, comments_of(s))
+
+    def dataflow_block(self, s: ast.With) -> relax.DataflowBlock:
+        outputs_stmt = None
+        for st in s.body:
+            if _is_call_stmt(st, "R.output"):
+                outputs_stmt = st
+        output_names = set()
+        if outputs_stmt is not None:
+            for a in outputs_stmt.value.args:
+                if not isinstance(a, ast.Name):
+                    raise self.error("R.output takes variable names", a)
+                output_names.add(a.id)
+        self.in_dataflow = True
+        self.dataflow_outputs = output_names
+        self.scope.push()
+        bindings = []
+        outputs = []
+        seen_output = False
+        for st in s.body:
+            if _is_call_stmt(st, "R.output"):
+                if seen_output:
+                    raise self.error("a dataflow block has one R.output", st)
+                seen_output = True
+                for a in st.value.args:
+                    v = self.scope.frames[-1].get(a.id)
+                    if v is None:
+                        raise self.error(f"R.output names '{a.id}', which is not bound in this dataflow block", a)
+                    outputs.append(v)
+                if st.value.keywords:
+                    raise self.error("R.output takes no keyword arguments", st.value.keywords[0])
+                continue
+            if seen_output:
+                raise self.error("R.output must be the last statement of a dataflow block", st)
+            if isinstance(st, ast.Return):
+                raise self.error("return is not allowed inside a dataflow block", st)
+            binding = self.stmt(st, False)
+            if binding is not None:
+                bindings.append(binding)
+                self._comment_node(binding, st)
+            elif st.comments or st.trailing:
+                self.pending.append(st)
+        frame = self.scope.pop()
+        self.in_dataflow = False
+        for name, value in frame.items():
+            if isinstance(value, relax.DataflowVar):
+                self.scope.define(name, _Expired(value))
+            else:
+                self.scope.define(name, value)
+        return relax.DataflowBlock(bindings, outputs)
+
+    def stmt(self, s, function_body: bool):
+        if isinstance(s, ast.ExprStmt):
+            v = s.value
+            name = dotted_name(v.func) if isinstance(v, ast.Call) else None
+            if name == "R.func_attr":
+                if not function_body or self.in_dataflow:
+                    raise self.error("R.func_attr must be at the top of the function body", v)
+                args = bind_arguments(self.ctx, v, name, ["attrs"])
+                value = literal(self.ctx, args["attrs"])
+                if not isinstance(value, dict):
+                    raise self.error("R.func_attr takes a dict", args["attrs"])
+                self.attrs.update(value)
+                return None
+            if name == "R.output":
+                raise self.error("R.output is only allowed at the end of a dataflow block", v)
+            value = self.expr(v)
+            return self._bind("_", value, None, s)
+        if isinstance(s, ast.Assign):
+            target, value = s.target, s.value
+            if not isinstance(target, ast.Name):
+                raise self.error("expected a variable name on the left of '='", target)
+            if isinstance(value, ast.Name) and value.id == getattr(self.ctx, "class_name", None) and target.id == "cls":
+                self.scope.define("cls", _ClassRef())
+                return None
+            if isinstance(value, ast.Call):
+                callee = dotted_name(value.func)
+                if callee and callee.startswith("T.") and callee[2:] in DTYPES and not value.args and not value.keywords:
+                    var = self.sym_vars.get(target.id) or tir.Var(callee[2:], target.id)
+                    self.sym_vars[target.id] = var
+                    return None
+            return self._binding(target, None, value, s)
+        if isinstance(s, ast.AnnAssign):
+            if not isinstance(s.target, ast.Name):
+                raise self.error("expected a variable name", s.target)
+            if s.value is None:
+                raise self.error("a binding needs a value", s)
+            ann = self.sinfo(s.annotation, defining=True)
+            return self._binding(s.target, ann, s.value, s, s.annotation)
+        if isinstance(s, ast.If):
+            return self._if(s)
+        if isinstance(s, ast.Pass):
+            return None
+        if isinstance(s, ast.With):
+            raise self.error("dataflow blocks cannot be nested", s)
+        raise self.error("unsupported statement in an R.function", s)
+
+    def _binding(self, target: ast.Name, ann, value_node, stmt, ann_node=None):
+        if isinstance(value_node, ast.Call) and dotted_name(value_node.func) == "R.match_cast":
+            args = bind_arguments(self.ctx, value_node, "R.match_cast", ["value", "struct_info"])
+            value = self.expr(args["value"])
+            sinfo = self.sinfo(args["struct_info"], defining=True)
+            if ann is not None:
+                self.check_annotation(ann, sinfo, ann_node, target.id)
+            var = self._new_var(target, ann or sinfo)
+            return relax.MatchCast(var, value, sinfo)
+        value = self.expr(value_node)
+        return self._bind(target.id, value, ann, stmt, target, ann_node)
+
+    def _bind(self, name, value, ann, stmt, target=None, ann_node=None):
+        inferred = relax.struct_info_of(value)
+        if ann is not None:
+            self.check_annotation(ann, inferred, ann_node, name)
+        var = self._new_var(target or stmt, ann if ann is not None else inferred, name)
+        return relax.VarBinding(var, value)
+
+    def _new_var(self, target, sinfo, name=None):
+        name = name or target.id
+        is_dataflow = self.in_dataflow and name not in self.dataflow_outputs
+        cls = relax.DataflowVar if is_dataflow else relax.Var
+        var = cls(name, sinfo, self.ctx.span(target))
+        if name != "_":
+            self.scope.define(name, var)
+        return var
+
+    def _if(self, s: ast.If):
+        cond = self.expr(s.test)
+        if not s.orelse:
+            raise self.error("an if statement in an R.function needs an else branch", s)
+        branches = []
+        names = []
+        for body in (s.body, s.orelse):
+            last = body[-1]
+            if not isinstance(last, (ast.Assign, ast.AnnAssign)) or not isinstance(last.target, ast.Name):
+                raise self.error("each branch of an if must end by assigning the result variable", last)
+            names.append(last.target.id)
+            self.scope.push()
+            bindings = []
+            for st in body[:-1]:
+                b = self.stmt(st, False)
+                if b is not None:
+                    bindings.append(b)
+                    self._comment_node(b, st)
+            if isinstance(last, ast.AnnAssign):
+                ann = self.sinfo(last.annotation, defining=True)
+            else:
+                ann = None
+            value = self.expr(last.value)
+            if ann is not None:
+                self.check_annotation(ann, relax.struct_info_of(value), last.annotation, last.target.id)
+            self.scope.pop()
+            blocks = [relax.BindingBlock(bindings)] if bindings else []
+            branches.append((relax.SeqExpr(blocks, value, ann or relax.struct_info_of(value)), ann))
+        if names[0] != names[1]:
+            raise self.error(
+                f"both branches of an if must assign the same variable ('{names[0]}' vs '{names[1]}')", s.orelse[-1]
+            )
+        (t, t_ann), (f, f_ann) = branches
+        sinfo = t_ann or f_ann or unify_sinfo(t.struct_info, f.struct_info)
+        if_expr = relax.If(cond, t, f, sinfo)
+        var = relax.Var(names[0], sinfo, self.ctx.span(s.body[-1].target))
+        self.scope.define(names[0], var)
+        return relax.VarBinding(var, if_expr)
+
+    # ------------------------------------------------------------------ struct info
+    def sinfo(self, node, defining: bool = False) -> relax.StructInfo:
+        name = dotted_name(node.func) if isinstance(node, ast.Call) else dotted_name(node)
+        if name == "R.Tensor":
+            if not isinstance(node, ast.Call):
+                return relax.TensorStructInfo(None, "", -1)
+            args = bind_arguments(self.ctx, node, "R.Tensor", ["shape", "dtype", "ndim", "vdevice"],
+                                  {"shape": None, "dtype": None, "ndim": None, "vdevice": None})
+            shape = None
+            if args["shape"] is not None and not (isinstance(args["shape"], ast.Name) and args["shape"].id == "None"):
+                shape_node = args["shape"]
+                if not isinstance(shape_node, (ast.Tuple, ast.List)):
+                    raise self.error("R.Tensor shape must be a tuple such as (1, 784)", shape_node)
+                shape = [self.dim(e, defining) for e in shape_node.elts]
+            dtype = ""
+            if args["dtype"] is not None:
+                d = literal(self.ctx, args["dtype"])
+                if d is not None:
+                    if not isinstance(d, str) or not (tir.is_valid_dtype(d)):
+                        raise self.error(f"unknown dtype '{d}'", args["dtype"])
+                    dtype = "" if d == "void" else d
+            ndim = -1
+            if args["ndim"] is not None:
+                ndim = literal(self.ctx, args["ndim"])
+                if not isinstance(ndim, int) or ndim < -1:
+                    raise self.error("ndim must be a non-negative integer", args["ndim"])
+                if shape is not None and ndim != len(shape):
+                    raise self.error(f"ndim={ndim} does not match the shape's {len(shape)} dimensions", args["ndim"])
+            return relax.TensorStructInfo(shape, dtype, ndim if shape is None else len(shape))
+        if name == "R.Tuple":
+            if not isinstance(node, ast.Call):
+                return relax.TupleStructInfo([])
+            if node.keywords:
+                raise self.error("R.Tuple() takes no keyword arguments", node.keywords[0])
+            return relax.TupleStructInfo([self.sinfo(a, defining) for a in node.args])
+        if name == "R.Shape":
+            if not isinstance(node, ast.Call):
+                return relax.ShapeStructInfo(None, -1)
+            args = bind_arguments(self.ctx, node, "R.Shape", ["values", "ndim"], {"values": None, "ndim": None})
+            if args["values"] is not None:
+                vals = args["values"]
+                if not isinstance(vals, (ast.List, ast.Tuple)):
+                    raise self.error("R.Shape values must be a list", vals)
+                return relax.ShapeStructInfo([self.dim(e, defining) for e in vals.elts])
+            ndim = literal(self.ctx, args["ndim"]) if args["ndim"] is not None else -1
+            return relax.ShapeStructInfo(None, ndim)
+        if name == "R.Object":
+            return relax.ObjectStructInfo()
+        if name == "R.Prim":
+            if not isinstance(node, ast.Call):
+                raise self.error("R.Prim needs a dtype, e.g. R.Prim(\"int64\")", node)
+            args = bind_arguments(self.ctx, node, "R.Prim", ["dtype", "value"], {"dtype": None, "value": None})
+            if args["value"] is not None:
+                value = self.dim(args["value"], defining)
+                return relax.PrimStructInfo(value.dtype, value)
+            dtype = literal(self.ctx, args["dtype"]) if args["dtype"] is not None else "int64"
+            if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
+                raise self.error(f"unknown dtype '{dtype}'", args["dtype"])
+            return relax.PrimStructInfo(dtype)
+        raise self.error("expected a struct info annotation such as R.Tensor((1, 784), \"float32\")", node)
+
+    def dim(self, node, defining: bool) -> tir.PrimExpr:
+        """A dimension in an annotation: an int, a symbolic name ("n" or n), or an expression."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return tir.IntImm("int64", node.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            var = self.sym_vars.get(node.value)
+            if var is None:
+                var = tir.Var("int64", node.value, self.ctx.span(node))
+                self.sym_vars[node.value] = var
+            return var
+        if isinstance(node, ast.Name):
+            var = self.sym_vars.get(node.id)
+            if var is None:
+                raise self.error(f"undefined symbolic dimension '{node.id}' (declare it with {node.id} = T.int64() or write \"{node.id}\")", node)
+            return var
+        if isinstance(node, ast.Call) and dotted_name(node.func) in ("T.int64", "T.int32") and len(node.args) == 1:
+            v = literal(self.ctx, node.args[0])
+            return tir.IntImm("int64", int(v))
+        if isinstance(node, ast.BinOp) and node.op in ("+", "-", "*", "//", "%"):
+            a, b = self.dim(node.left, defining), self.dim(node.right, defining)
+            cls = {"+": tir.Add, "-": tir.Sub, "*": tir.Mul, "//": tir.FloorDiv, "%": tir.FloorMod}[node.op]
+            return cls("int64", a, b)
+        raise self.error("expected a dimension: an integer or a symbolic name", node)
+
+    def check_annotation(self, ann, inferred, node, what: str) -> None:
+        problem = sinfo_conflict(ann, inferred)
+        if problem:
+            from ..printer import sinfo_text
+
+            raise self.error(
+                f"annotation of '{what}' contradicts its inferred struct info: {problem}",
+                node,
+                [f"inferred: {sinfo_text(inferred)}", f"annotated: {sinfo_text(ann)}"],
+            )
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, node) -> relax.Expr:
+        if isinstance(node, ast.Name):
+            return self._name(node)
+        if isinstance(node, ast.Tuple):
+            fields = [self.expr(e) for e in node.elts]
+            return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node)
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return relax.StringImm(node.value, relax.ObjectStructInfo())
+        if isinstance(node, ast.Constant):
+            raise self.error("a number in a Relax expression must be wrapped: R.const(...) or R.prim_value(...)", node)
+        raise self.error("unsupported expression in an R.function", node)
+
+    def _name(self, node: ast.Name):
+        value = self.scope.lookup(node.id)
+        if isinstance(value, _Expired):
+            raise self.error(
+                f"dataflow variable '{node.id}' is used outside its dataflow block",
+                node,
+                [f"list it in R.output(...) at the end of the block to use it afterwards"],
+            )
+        if isinstance(value, relax.Var):
+            return value
+        if value is None and node.id in self.ctx.module_names:
+            return self.ctx.module_names[node.id]
+        if value is None and node.id in self.sym_vars:
+            v = self.sym_vars[node.id]
+            return relax.PrimValue(v, relax.PrimStructInfo(v.dtype, v))
+        if node.id in ("meta", "metadata"):
+            raise self.error(f"'{node.id}[...]' refers to a metadata section, which this file does not have", node)
+        raise self.error(f"undefined name '{node.id}'", node)
+
+    def _attribute(self, node: ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "cls":
+            if not isinstance(self.scope.lookup("cls"), _ClassRef) and "cls" not in self.ctx.module_names:
+                if self.scope.lookup("cls") is None and not self.ctx.module_names:
+                    raise self.error("'cls' refers to the module, but this function is not in an @I.ir_module", node.value)
+            gv = self.ctx.module_names.get(node.attr)
+            if gv is None:
+                raise self.error(f"module has no function named '{node.attr}'", node)
+            return gv
+        raise self.error(f"unsupported expression '{dotted_name(node) or node.attr}'", node)
+
+    def _subscript(self, node: ast.Subscript):
+        if isinstance(node.value, ast.Name) and node.value.id in ("meta", "metadata"):
+            raise self.error(
+                f"{node.value.id}[...] refers to a metadata section (constants stored beside the text), "
+                "which this file does not have",
+                node,
+            )
+        base = self.expr(node.value)
+        index = literal(self.ctx, node.index)
+        if not isinstance(index, int):
+            raise self.error("a tuple index must be an integer", node.index)
+        sinfo = relax.struct_info_of(base)
+        if isinstance(sinfo, relax.TupleStructInfo):
+            if not -len(sinfo.fields) <= index < len(sinfo.fields):
+                raise self.error(f"tuple index {index} is out of range for a tuple of {len(sinfo.fields)}", node.index)
+            if index < 0:
+                index += len(sinfo.fields)
+            return relax.TupleGetItem(base, index, sinfo.fields[index])
+        if isinstance(sinfo, relax.ObjectStructInfo):
+            return relax.TupleGetItem(base, index, relax.ObjectStructInfo())
+        raise self.error("only tuples can be indexed in Relax", node.value)
+
+    def _call(self, node: ast.Call):
+        from .relax_calls import RELAX_CALLS
+
+        name = dotted_name(node.func)
+        handler = RELAX_CALLS.get(name) if name else None
+        if handler is not None:
+            return handler(self, node, name)
+        if name and name.startswith("R."):
+            from ..compiler.op import find_op
+
+            op = find_op(name)
+            if op is None:
+                raise self.error(f"unknown Relax function '{name}'", node.func)
+            return self._op_call(op, node, name)
+        callee = self.expr(node.func)
+        args = [self.expr(a) for a in node.args]
+        if node.keywords:
+            raise self.error("calls of Relax functions take no keyword arguments", node.keywords[0])
+        sinfo = relax.ObjectStructInfo()
+        if isinstance(callee, ir.GlobalVar):
+            kind = self.ctx.module_kinds.get(callee.name_hint)
+            if kind == "tir":
+                raise self.error(f"'{callee.name_hint}' is a T.prim_func: call it with R.call_tir", node.func)
+            ret = getattr(self.ctx, "relax_signatures", {}).get(callee.name_hint)
+            if ret is not None:
+                sinfo = ret
+        return relax.Call(callee, args, {}, [], sinfo, self.ctx.span(node))
+
+    def _op_call(self, op, node: ast.Call, name: str):
+        from ..compiler.op import OpError
+
+        params = list(op.args) + [a.name for a in op.attrs]
+        defaults = {a.name: _DEFAULT for a in op.attrs}
+        bound = bind_arguments(self.ctx, node, name, params, defaults)
+        args = []
+        arg_nodes = {}
+        for a in op.args:
+            e = self.expr(bound[a])
+            args.append(e)
+            arg_nodes[a] = bound[a]
+        attrs = {}
+        for a in op.attrs:
+            raw = bound[a.name]
+            value = a.default if raw is _DEFAULT else literal(self.ctx, raw)
+            if a.convert is not None:
+                try:
+                    value = a.convert(value)
+                except OpError as err:
+                    raise self.error(f"{name}: {err.message}", raw if raw is not _DEFAULT else node) from None
+            attrs[a.name] = value
+        try:
+            sinfo = op.infer([relax.struct_info_of(x) for x in args], attrs)
+        except OpError as err:
+            where = bound.get(err.arg) if err.arg in bound and bound[err.arg] is not _DEFAULT else node
+            raise self.error(f"{name}: {err.message}", where) from None
+        return relax.Call(relax.Op(op.name), args, attrs, [], sinfo, self.ctx.span(node))
+
+
+_DEFAULT = object()
+
+
+class _ClassRef:
+    """The value of ``cls = Module``: lets ``cls.f`` name module functions."""
+
+
+def _is_call_stmt(s, name: str) -> bool:
+    return isinstance(s, ast.ExprStmt) and isinstance(s.value, ast.Call) and dotted_name(s.value.func) == name
+
+
+# ----------------------------------------------------------------------------- struct info relations
+
+
+def sinfo_conflict(ann, inferred) -> str | None:
+    """Why an annotation cannot describe a value of the inferred struct info (None if it can)."""
+    from ..compiler.op.tensor_ops import dim_equal
+
+    if isinstance(inferred, relax.ObjectStructInfo) or isinstance(ann, relax.ObjectStructInfo):
+        return None
+    if type(ann) is not type(inferred):
+        return f"{_kind(ann)} vs {_kind(inferred)}"
+    if isinstance(ann, relax.TensorStructInfo):
+        if ann.dtype and inferred.dtype and ann.dtype != inferred.dtype:
+            return f"dtype {ann.dtype} vs {inferred.dtype}"
+        if ann.ndim >= 0 and inferred.ndim >= 0 and ann.ndim != inferred.ndim:
+            return f"rank {ann.ndim} vs {inferred.ndim}"
+        if ann.shape is not None and inferred.shape is not None:
+            for i, (a, b) in enumerate(zip(ann.shape, inferred.shape)):
+                if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm) and a.value != b.value:
+                    return f"dimension {i} is {a.value} vs {b.value}"
+        return None
+    if isinstance(ann, relax.TupleStructInfo):
+        if len(ann.fields) != len(inferred.fields):
+            return f"a tuple of {len(ann.fields)} vs a tuple of {len(inferred.fields)}"
+        for a, b in zip(ann.fields, inferred.fields):
+            p = sinfo_conflict(a, b)
+            if p:
+                return p
+        return None
+    if isinstance(ann, relax.ShapeStructInfo):
+        if ann.ndim >= 0 and inferred.ndim >= 0 and ann.ndim != inferred.ndim:
+            return f"rank {ann.ndim} vs {inferred.ndim}"
+        return None
+    if isinstance(ann, relax.PrimStructInfo):
+        if ann.dtype != inferred.dtype:
+            return f"dtype {ann.dtype} vs {inferred.dtype}"
+    return None
+
+
+def _kind(s) -> str:
+    return {
+        relax.TensorStructInfo: "a tensor", relax.TupleStructInfo: "a tuple", relax.ShapeStructInfo: "a shape",
+        relax.PrimStructInfo: "a prim value", relax.FuncStructInfo: "a function",
+    }.get(type(s), "an object")
+
+
+def unify_sinfo(a, b):
+    """The most specific struct info describing both ``a`` and ``b``."""
+    from ..structural import StructuralEqual
+
+    if StructuralEqual().equal(a, b):
+        return a
+    if isinstance(a, relax.TensorStructInfo) and isinstance(b, relax.TensorStructInfo):
+        dtype = a.dtype if a.dtype == b.dtype else ""
+        ndim = a.ndim if a.ndim == b.ndim else -1
+        return relax.TensorStructInfo(None, dtype, ndim)
+    return relax.ObjectStructInfo()
+
+
+def const_sinfo(array: np.ndarray) -> relax.TensorStructInfo:
+    return relax.TensorStructInfo([tir.IntImm("int64", d) for d in array.shape], str(array.dtype))

@@ -1,0 +1,250 @@
+"""The ``R.*`` calls that are not ordinary ops: calls into TensorIR and packed functions,
+constants, shapes and primitive values. One handler per name, in `RELAX_CALLS`.
+
+``R.call_tir`` is read in both the classic form, ``R.call_tir(cls.f, (x,), out_sinfo=...)``, and
+the older one, ``R.call_tir(f, (x,), (1, 128), dtype="float32")``, whose callee may be a bare name
+or a string naming a registered extern function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir, relax, tir
+from . import ast
+from .builder import bind_arguments, dotted_name, literal
+from .relax_builder import RelaxFunctionBuilder, const_sinfo
+
+_MISSING = object()
+
+
+def _args_tuple(b: RelaxFunctionBuilder, node, name: str) -> relax.Tuple:
+    if isinstance(node, ast.Tuple) or isinstance(node, ast.List):
+        fields = [b.expr(e) for e in node.elts]
+    else:
+        fields = [b.expr(node)]
+    return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
+
+
+def _out_sinfo(b: RelaxFunctionBuilder, node, name: str) -> list:
+    if isinstance(node, ast.List):
+        return [b.sinfo(e) for e in node.elts]
+    return [b.sinfo(node)]
+
+
+def _callee(b: RelaxFunctionBuilder, node, name: str):
+    """The function a call_tir targets: cls.f, a bare module function name, or a string."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return relax.ExternFunc(node.value)
+    if isinstance(node, ast.Name):
+        if node.id in b.ctx.module_names:
+            gv = b.ctx.module_names[node.id]
+        else:
+            value = b.scope.lookup(node.id)
+            if value is None:
+                raise b.error(f"{name} to a missing function: '{node.id}' is not defined in this module", node)
+            raise b.error(f"{name} expects a T.prim_func, not '{node.id}'", node)
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "cls":
+        gv = b.ctx.module_names.get(node.attr)
+        if gv is None:
+            raise b.error(f"{name} to a missing function: the module has no function '{node.attr}'", node)
+    else:
+        raise b.error(f"{name} expects a T.prim_func (cls.f) or an extern function name", node)
+    kind = b.ctx.module_kinds.get(gv.name_hint)
+    if kind != "tir":
+        raise b.error(f"{name} expects a T.prim_func, but '{gv.name_hint}' is an R.function", node)
+    return gv
+
+
+def _old_style_sinfo(b: RelaxFunctionBuilder, shape_node, dtype_node, name: str):
+    """``(1, 128), dtype="float32"`` of older TVMScript: one output tensor."""
+    if not isinstance(shape_node, (ast.Tuple, ast.List)):
+        raise b.error(f"{name}: expected the output shape as a tuple", shape_node)
+    if dtype_node is None:
+        raise b.error(f"{name}: the output shape needs dtype=", shape_node)
+    dtype = literal(b.ctx, dtype_node)
+    if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
+        raise b.error(f"unknown dtype '{dtype}'", dtype_node)
+    return [relax.TensorStructInfo([b.dim(e, True) for e in shape_node.elts], dtype)]
+
+
+def _result_sinfo(sinfos: list):
+    return sinfos[0] if len(sinfos) == 1 else relax.TupleStructInfo(list(sinfos))
+
+
+def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(
+        b.ctx, node, name, ["func", "args", "out_sinfo", "tir_vars", "dtype", "out_ty"],
+        {"out_sinfo": None, "tir_vars": None, "dtype": None, "out_ty": None},
+    )
+    func = _callee(b, args["func"], name)
+    tup = _args_tuple(b, args["args"], name)
+    out = args["out_sinfo"] if args["out_sinfo"] is not None else args["out_ty"]
+    if out is None:
+        raise b.error(f"{name}() missing required argument 'out_sinfo'", node)
+    if isinstance(out, (ast.Tuple,)) or args["dtype"] is not None:
+        sinfos = _old_style_sinfo(b, out, args["dtype"], name)
+    else:
+        sinfos = _out_sinfo(b, out, name)
+    for s in sinfos:
+        if not isinstance(s, relax.TensorStructInfo):
+            raise b.error(f"{name}: out_sinfo must be R.Tensor(...) or a list of them", out)
+    call_args = [func, tup]
+    if args["tir_vars"] is not None:
+        tv = args["tir_vars"]
+        elts = tv.elts if isinstance(tv, (ast.Tuple, ast.List)) else None
+        if isinstance(tv, ast.Call) and dotted_name(tv.func) == "R.shape":
+            elts = tv.args[0].elts
+        if elts is None:
+            raise b.error("tir_vars must be a shape such as R.shape([n])", tv)
+        vals = [b.dim(e, False) for e in elts]
+        call_args.append(relax.ShapeExpr(vals, relax.ShapeStructInfo(vals)))
+    op = "relax.call_tir"
+    return relax.Call(relax.Op(op), call_args, {}, sinfos, _result_sinfo(sinfos), b.ctx.span(node))
+
+
+def call_dps_packed(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(b.ctx, node, name, ["func", "args", "out_sinfo", "dtype", "out_ty"],
+                          {"out_sinfo": None, "dtype": None, "out_ty": None})
+    f = args["func"]
+    if not (isinstance(f, ast.Constant) and isinstance(f.value, str)):
+        raise b.error(f"{name} expects the extern function's name as a string", f)
+    tup = _args_tuple(b, args["args"], name)
+    out = args["out_sinfo"] if args["out_sinfo"] is not None else args["out_ty"]
+    if out is None:
+        raise b.error(f"{name}() missing required argument 'out_sinfo'", node)
+    sinfos = _old_style_sinfo(b, out, args["dtype"], name) if isinstance(out, ast.Tuple) else _out_sinfo(b, out, name)
+    return relax.Call(relax.Op("relax.call_dps_packed"), [relax.ExternFunc(f.value), tup], {}, sinfos,
+                      _result_sinfo(sinfos), b.ctx.span(node))
+
+
+def call_packed(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    if not node.args or not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        raise b.error(f"{name} expects the packed function's name as a string first", node)
+    sinfo_args = []
+    for kw in node.keywords:
+        if kw.arg in ("sinfo_args", "ty_args"):
+            v = kw.value
+            items = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
+            sinfo_args = [b.sinfo(e) for e in items]
+        else:
+            raise b.error(f"{name}() got an unexpected keyword argument '{kw.arg}'", kw)
+    args = [b.expr(a) for a in node.args[1:]]
+    sinfo = _result_sinfo(sinfo_args) if sinfo_args else relax.ObjectStructInfo()
+    func = relax.ExternFunc(node.args[0].value)
+    if name == "R.call_pure_packed":
+        return relax.Call(relax.Op("relax.call_pure_packed"), [func] + args, {}, sinfo_args, sinfo, b.ctx.span(node))
+    return relax.Call(func, args, {}, sinfo_args, sinfo, b.ctx.span(node))
+
+
+def alloc_tensor(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(b.ctx, node, name, ["shape", "dtype", "runtime_device_index", "storage_scope"],
+                          {"runtime_device_index": None, "storage_scope": None})
+    shape = _shape_value(b, args["shape"])
+    dtype_node = args["dtype"]
+    if isinstance(dtype_node, ast.Call) and dotted_name(dtype_node.func) == "R.dtype":
+        dtype_node = dtype_node.args[0]
+    dtype = literal(b.ctx, dtype_node)
+    if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
+        raise b.error(f"unknown dtype '{dtype}'", args["dtype"])
+    device = 0
+    if args["runtime_device_index"] is not None:
+        dn = args["runtime_device_index"]
+        if isinstance(dn, ast.Call) and dotted_name(dn.func) == "R.prim_value":
+            dn = dn.args[0]
+        device = literal(b.ctx, dn)
+    scope = "global"
+    if args["storage_scope"] is not None:
+        sn = args["storage_scope"]
+        if isinstance(sn, ast.Call) and dotted_name(sn.func) == "R.str":
+            sn = sn.args[0]
+        scope = literal(b.ctx, sn)
+    sinfo = relax.TensorStructInfo(list(shape.values), dtype)
+    call_args = [
+        shape,
+        relax.DataTypeImm(dtype, relax.ObjectStructInfo()),
+        relax.PrimValue(tir.IntImm("int64", device), relax.PrimStructInfo("int64", tir.IntImm("int64", device))),
+        relax.StringImm(scope, relax.ObjectStructInfo()),
+    ]
+    return relax.Call(relax.Op("relax.builtin.alloc_tensor"), call_args, {}, [], sinfo, b.ctx.span(node))
+
+
+def _shape_value(b: RelaxFunctionBuilder, node) -> relax.ShapeExpr:
+    if isinstance(node, ast.Call) and dotted_name(node.func) == "R.shape":
+        if len(node.args) != 1:
+            raise b.error("R.shape takes one list of dimensions", node)
+        node = node.args[0]
+    if not isinstance(node, (ast.Tuple, ast.List)):
+        raise b.error("expected a shape such as (1, 128) or R.shape([1, 128])", node)
+    vals = [b.dim(e, False) for e in node.elts]
+    return relax.ShapeExpr(vals, relax.ShapeStructInfo(vals))
+
+
+def shape(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    return _shape_value(b, node)
+
+
+def const(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(b.ctx, node, name, ["value", "dtype"], {"dtype": None})
+    value = literal(b.ctx, args["value"])
+    dtype = literal(b.ctx, args["dtype"]) if args["dtype"] is not None else None
+    if dtype is not None and (not isinstance(dtype, str) or not tir.is_valid_dtype(dtype)):
+        raise b.error(f"unknown dtype '{dtype}'", args["dtype"])
+    try:
+        if dtype is None:
+            arr = np.array(value)
+            if arr.dtype == np.float64:
+                arr = arr.astype("float32")
+            elif arr.dtype == np.int64:
+                arr = arr.astype("int32")
+        else:
+            arr = np.array(value, dtype=dtype)
+    except (ValueError, TypeError) as err:
+        raise b.error(f"R.const: {err}", args["value"]) from None
+    return relax.Constant(arr, const_sinfo(arr))
+
+
+def prim_value(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(b.ctx, node, name, ["value"])
+    v = args["value"]
+    if isinstance(v, ast.Constant) and isinstance(v.value, (int, float)) and not isinstance(v.value, bool):
+        e = tir.IntImm("int64", v.value) if isinstance(v.value, int) else tir.FloatImm("float64", v.value)
+    else:
+        e = b.dim(v, False)
+    return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
+
+
+def str_imm(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(b.ctx, node, name, ["value"])
+    value = literal(b.ctx, args["value"])
+    if not isinstance(value, str):
+        raise b.error("R.str takes a string", args["value"])
+    return relax.StringImm(value, relax.ObjectStructInfo())
+
+
+def dtype_imm(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(b.ctx, node, name, ["value"])
+    value = literal(b.ctx, args["value"])
+    if not isinstance(value, str) or not tir.is_valid_dtype(value):
+        raise b.error(f"unknown dtype '{value}'", args["value"])
+    return relax.DataTypeImm(value, relax.ObjectStructInfo())
+
+
+def match_cast_outside(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    raise b.error("R.match_cast must be the whole right-hand side of a binding", node)
+
+
+RELAX_CALLS = {
+    "R.call_tir": call_tir,
+    "R.call_dps_packed": call_dps_packed,
+    "R.call_packed": call_packed,
+    "R.call_pure_packed": call_packed,
+    "R.alloc_tensor": alloc_tensor,
+    "R.builtin.alloc_tensor": alloc_tensor,
+    "R.shape": shape,
+    "R.const": const,
+    "R.prim_value": prim_value,
+    "R.str": str_imm,
+    "R.dtype": dtype_imm,
+    "R.match_cast": match_cast_outside,
+}

@@ -1,0 +1,139 @@
+"""IR to canonical TVMScript text.
+
+`to_script` prints a module, a function, or a single node; `show` prints it to the terminal with
+syntax highlighting. A module prints as TVM prints one: header comments for the dialects used,
+``@I.ir_module class Module:``, the prim_funcs sorted by name, then the Relax functions sorted by
+name, one blank line between functions. Dialect details are in `tir_printer` and
+`relax_printer`; layout in `doc`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .. import ir, relax, tir
+from .doc import Doc
+from .relax_printer import RelaxPrinter
+from .tir_printer import TIRPrinter, print_name
+
+HEADER_LINES = {
+    "ir": "# from tvm.script import ir as I",
+    "tir": "# from tvm.script import tir as T",
+    "relax": "# from tvm.script import relax as R",
+}
+
+
+def to_script(node) -> str:
+    if isinstance(node, ir.IRModule):
+        return print_module(node)
+    if isinstance(node, (tir.PrimFunc, relax.Function)):
+        return print_function(node, print_name(node))
+    if isinstance(node, relax.StructInfo):
+        return sinfo_text(node)
+    if isinstance(node, tir.PrimExpr):
+        return TIRPrinter().expr(node)
+    if isinstance(node, relax.Expr):
+        return RelaxPrinter().expr(node)
+    return repr(node)
+
+
+def sinfo_text(sinfo) -> str:
+    return RelaxPrinter().sinfo(sinfo)
+
+
+def function_order(mod: ir.IRModule) -> list:
+    """TVM's order: prim_funcs by name, then Relax functions by name."""
+    return sorted(
+        mod.functions.items(),
+        key=lambda kv: (isinstance(kv[1], relax.Function), kv[0].name_hint),
+    )
+
+
+def print_module(mod: ir.IRModule) -> str:
+    body = Doc()
+    mc = mod.comments.get(mod)
+    if mc is not None:
+        for c in mc.before:
+            body.comment(c)
+    body.line("@I.ir_module")
+    # TVM prints every module as `class Module`, whatever the source called it.
+    body.line("class Module:", _trailing(mc))
+    used = {"ir"}
+    names = {gv.name_hint for gv in mod.functions}
+    with body.indent():
+        if mod.attrs:
+            body.line(f"I.module_attrs({TIRPrinter().attr_dict(mod.attrs)})")
+        first = True
+        for gv, func in function_order(mod):
+            if not first:
+                body.blank()
+            first = False
+            if isinstance(func, tir.PrimFunc):
+                used.add("tir")
+                TIRPrinter(comments=func.comments).prim_func(body, func, gv.name_hint)
+            else:
+                used.add("relax")
+                printer = RelaxPrinter(names, func.comments)
+                printer.function(body, func, gv.name_hint)
+                if printer.uses_tir:
+                    used.add("tir")
+    if mc is not None:
+        body.after(mc)
+    return _with_header(body, used, mod.source_header)
+
+
+def print_function(func, name: str) -> str:
+    doc = Doc()
+    if isinstance(func, tir.PrimFunc):
+        TIRPrinter(comments=func.comments).prim_func(doc, func, name)
+        used = {"tir"}
+    else:
+        printer = RelaxPrinter(None, func.comments)
+        printer.function(doc, func, name)
+        used = {"relax"} | ({"tir"} if printer.uses_tir else set())
+    return _with_header(doc, used, None)
+
+
+def module_header(used: set, source_header: list | None) -> list[str]:
+    """The ``# from tvm.script import ...`` lines. A header the source already had is kept when it
+    is a classic one naming every dialect the text uses (TVM's printer sometimes leaves out
+    ``ir as I``, and a file already in canonical form must print back unchanged)."""
+    canonical = [HEADER_LINES[d] for d in ("ir", "tir", "relax") if d in used]
+    if source_header:
+        known = set(HEADER_LINES.values())
+        needed = {HEADER_LINES[d] for d in used if d != "ir"}
+        if all(line in known for line in source_header) and needed <= set(source_header) \
+                and len(set(source_header)) == len(source_header) \
+                and all(HEADER_LINES[d] in HEADER_LINES.values() for d in used):
+            unused = {line for line in source_header} - {HEADER_LINES[d] for d in used}
+            if not unused:
+                return list(source_header)
+    return canonical
+
+
+def _with_header(doc: Doc, used: set, source_header) -> str:
+    header = module_header(used, source_header)
+    return "\n".join(header) + "\n\n" + doc.text()
+
+
+def _trailing(comments):
+    if comments is None or not comments.trailing:
+        return None
+    return ir.Comments([], comments.trailing)
+
+
+def show(node, file=None, color: bool | None = None) -> None:
+    """Print canonical TVMScript, syntax-highlighted when writing to a terminal."""
+    text = to_script(node)
+    out = file or sys.stdout
+    if color is None:
+        color = getattr(out, "isatty", lambda: False)()
+    if color:
+        from rich.console import Console
+        from rich.syntax import Syntax
+
+        Console(file=out, force_terminal=True).print(
+            Syntax(text.rstrip("\n"), "python", theme="monokai", background_color="default")
+        )
+    else:
+        out.write(text)

@@ -1,0 +1,304 @@
+"""Relax to TVMScript text, in the classic dialect TVM prints.
+
+Every binding is annotated with its struct info, except a ``call_tir``/``call_dps_packed`` whose
+variable has exactly the struct info its ``out_sinfo`` gives (TVM's rule). Symbolic dimensions
+are written as strings in the signature (``R.Tensor(("n", 784), ...)``) and declared in the body
+(``n = T.int64()``); ``cls = Module`` is written when the function refers to module functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ir, relax, tir
+from ..structural import StructuralEqual
+from .doc import Doc
+from .tir_printer import Names, TIRPrinter, format_string, printed_attrs
+
+_OP_PREFIX = "relax."
+
+
+class RelaxPrinter:
+    def __init__(self, module_functions: set | None = None, comments: dict | None = None) -> None:
+        self.names = Names()
+        self.tir = TIRPrinter(self.names)
+        self.module_functions = module_functions  # names of the module's functions, if in one
+        self.comments = comments or {}
+        self.quote_sym = False
+        self.uses_cls = False
+        self.uses_tir = False
+
+    # ------------------------------------------------------------------ struct info
+    def sinfo(self, s) -> str:
+        t = type(s)
+        if t is relax.TensorStructInfo:
+            parts = []
+            if s.shape is not None:
+                parts.append(self.shape_tuple(s.shape))
+            if s.dtype:
+                parts.append(f'dtype="{s.dtype}"')
+            if s.shape is None and s.ndim >= 0:
+                parts.append(f"ndim={s.ndim}")
+            return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
+        if t is relax.TupleStructInfo:
+            if not s.fields:
+                return "R.Tuple"
+            return f"R.Tuple({', '.join(self.sinfo(f) for f in s.fields)})"
+        if t is relax.ShapeStructInfo:
+            if s.values is not None:
+                return f"R.Shape([{', '.join(self.dim(v) for v in s.values)}])"
+            if s.ndim >= 0:
+                return f"R.Shape(ndim={s.ndim})"
+            return "R.Shape"
+        if t is relax.PrimStructInfo:
+            if s.value is not None:
+                return f"R.Prim(value={self.dim(s.value)})"
+            return f'R.Prim("{s.dtype}")'
+        if t is relax.FuncStructInfo:
+            return "R.Callable"
+        return "R.Object"
+
+    def dim(self, d) -> str:
+        if isinstance(d, tir.IntImm):
+            return str(d.value)
+        if isinstance(d, tir.Var):
+            name = self.names.get(d)
+            if name is None:
+                name = self.names.define(d, d.name)
+                self.pending_sym.append(d)
+            return f'"{name}"' if self.quote_sym else name
+        if self.quote_sym:
+            return format_string(self.tir.expr(d))
+        return self.tir.expr(d)
+
+    def shape_tuple(self, shape) -> str:
+        inner = ", ".join(self.dim(d) for d in shape)
+        return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e) -> str:
+        t = type(e)
+        if t is relax.Var or t is relax.DataflowVar:
+            name = self.names.get(e)
+            return name if name is not None else e.name_hint
+        if t is ir.GlobalVar:
+            if self.module_functions is not None and e.name_hint in self.module_functions:
+                self.uses_cls = True
+                return f"cls.{e.name_hint}"
+            return e.name_hint
+        if t is relax.Call:
+            return self.call(e)
+        if t is relax.Tuple:
+            inner = ", ".join(self.expr(f) for f in e.fields)
+            return f"({inner},)" if len(e.fields) == 1 else f"({inner})"
+        if t is relax.TupleGetItem:
+            return f"{self.expr(e.tuple_value)}[{e.index}]"
+        if t is relax.Constant:
+            return self.constant(e)
+        if t is relax.ShapeExpr:
+            return f"R.shape([{', '.join(self.dim(v) for v in e.values)}])"
+        if t is relax.PrimValue:
+            return f"R.prim_value({self.tir.expr(e.value) if not isinstance(e.value, tir.IntImm) else e.value.value})"
+        if t is relax.StringImm:
+            return f"R.str({format_string(e.value)})"
+        if t is relax.DataTypeImm:
+            return f'R.dtype("{e.value}")'
+        if t is relax.ExternFunc:
+            return format_string(e.global_symbol)
+        raise TypeError(f"cannot print Relax expression {e!r}")
+
+    def constant(self, c: relax.Constant) -> str:
+        data = c.data
+        dtype = str(data.dtype)
+        value = _py_value(data)
+        return f'R.const({value}, "{dtype}")'
+
+    def call(self, e: relax.Call) -> str:
+        op = e.op
+        if isinstance(op, relax.Op):
+            name = op.name
+            if name in ("relax.call_tir", "relax.call_dps_packed"):
+                callee, args = e.args[0], e.args[1]
+                parts = [self.expr(callee), self.expr(args)]
+                out = e.sinfo_args
+                if len(out) == 1:
+                    parts.append(f"out_sinfo={self.sinfo(out[0])}")
+                else:
+                    parts.append(f"out_sinfo=[{', '.join(self.sinfo(s) for s in out)}]")
+                if len(e.args) > 2:
+                    parts.append(f"tir_vars={self.expr(e.args[2])}")
+                return f"R.{name[len(_OP_PREFIX):]}({', '.join(parts)})"
+            if name == "relax.call_pure_packed":
+                parts = [self.expr(a) for a in e.args]
+                if e.sinfo_args:
+                    parts.append(f"sinfo_args=({', '.join(self.sinfo(s) for s in e.sinfo_args)},)")
+                return f"R.call_pure_packed({', '.join(parts)})"
+            parts = [self.expr(a) for a in e.args]
+            for k, v in e.attrs.items():
+                parts.append(f"{k}={self.attr_value(v)}")
+            return f"R.{name[len(_OP_PREFIX):]}({', '.join(parts)})"
+        if isinstance(op, relax.ExternFunc):
+            parts = [format_string(op.global_symbol)] + [self.expr(a) for a in e.args]
+            if e.sinfo_args:
+                parts.append(f"sinfo_args=({', '.join(self.sinfo(s) for s in e.sinfo_args)},)")
+            return f"R.call_packed({', '.join(parts)})"
+        return f"{self.expr(op)}({', '.join(self.expr(a) for a in e.args)})"
+
+    def attr_value(self, v) -> str:
+        if v is None:
+            return "None"
+        if isinstance(v, bool):
+            return repr(v)
+        if isinstance(v, str):
+            return format_string(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(self.attr_value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{self.attr_value(k)}: {self.attr_value(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, tir.PrimExpr):
+            return self.tir.expr(v)
+        return repr(v)
+
+    # ------------------------------------------------------------------ functions
+    def function(self, doc: Doc, func: relax.Function, name: str) -> None:
+        fc = self.comments.get(func)
+        if fc is not None:
+            for c in fc.before:
+                doc.comment(c)
+        opts = []
+        if func.private:
+            opts.append("private=True")
+        if not func.is_pure:
+            opts.append("pure=False")
+        doc.line("@R.function" + (f"({', '.join(opts)})" if opts else ""))
+        self.names.push()
+        self.pending_sym: list = []
+        self.quote_sym = True
+        params = []
+        for p in func.params:
+            pname = self.names.define(p, p.name_hint)
+            params.append(f"{pname}: {self.sinfo(p.struct_info)}")
+        ret = self.sinfo(func.ret_struct_info) if func.ret_struct_info is not None else None
+        self.quote_sym = False
+        header = f"def {name}({', '.join(params)})" + (f" -> {ret}" if ret else "") + ":"
+        body = Doc()
+        body.depth = doc.depth + 1
+        self.uses_cls = False
+        self.body_doc = body
+        sym_defs = [f"{self.names.get(v)} = T.{v.dtype}()" for v in self.pending_sym]
+        self.seq_expr(body, func.body, ("return", func))
+        doc.line(header, _trailing_only(fc))
+        with doc.indent():
+            for line in sym_defs:
+                doc.line(line)
+            attrs = printed_attrs(func.attrs, name)
+            if attrs:
+                doc.line(f"R.func_attr({self.func_attrs(attrs)})")
+            if self.uses_cls:
+                doc.line(f"cls = {self.class_name}")
+        doc.lines.extend(body.lines)
+        if fc is not None:
+            doc.after(fc)
+        if sym_defs:
+            self.uses_tir = True
+        self.names.pop()
+
+    class_name = "Module"
+
+    def func_attrs(self, attrs: dict) -> str:
+        items = sorted(attrs.items(), key=lambda kv: str(kv[0]))
+        return "{" + ", ".join(f"{self.attr_value(k)}: {self.attr_value(v)}" for k, v in items) + "}"
+
+    def seq_expr(self, doc: Doc, seq: relax.SeqExpr, return_key) -> None:
+        for block in seq.blocks:
+            if isinstance(block, relax.DataflowBlock):
+                c = self.comments.get(block)
+                doc.line("with R.dataflow():", c)
+                with doc.indent():
+                    for b in block.bindings:
+                        self.binding(doc, b)
+                    outputs = block.outputs or [b.var for b in block.bindings if not isinstance(b.var, relax.DataflowVar)]
+                    doc.line(f"R.output({', '.join(self.expr(v) for v in outputs)})")
+                doc.after(c)
+            else:
+                for b in block.bindings:
+                    self.binding(doc, b)
+        doc.line(f"return {self.return_value(seq.body)}", self.comments.get(return_key))
+
+    def return_value(self, e) -> str:
+        return self.expr(e)
+
+    def binding(self, doc: Doc, b) -> None:
+        c = self.comments.get(b)
+        var = b.var
+        if isinstance(b, relax.MatchCast):
+            value = f"R.match_cast({self.expr(b.value)}, {self.sinfo(b.struct_info)})"
+            ann = self.sinfo(var.struct_info)
+            name = self.names.define(var, var.name_hint)
+            self._flush_sym(doc)
+            doc.line(f"{name}: {ann} = {value}", c)
+            return
+        value = b.value
+        if isinstance(value, relax.If):
+            self.if_binding(doc, b, c)
+            return
+        rhs = self.binding_value(value)
+        ann = None if self._hide_annotation(var, value) else self.sinfo(var.struct_info)
+        name = self.names.define(var, var.name_hint) if var.name_hint != "_" else "_"
+        self._flush_sym(doc)
+        doc.line(f"{name}: {ann} = {rhs}" if ann else f"{name} = {rhs}", c)
+
+    def _flush_sym(self, doc: Doc) -> None:
+        """Symbolic dims first seen inside the body (from match_cast) get declared on the spot."""
+        if self.pending_sym:
+            for v in self.pending_sym:
+                doc.line(f"{self.names.get(v)} = T.{v.dtype}()")
+            self.pending_sym = []
+            self.uses_tir = True
+
+    def binding_value(self, value) -> str:
+        if isinstance(value, relax.Tuple) and value.fields:
+            return ", ".join(self.expr(f) for f in value.fields) + ("," if len(value.fields) == 1 else "")
+        return self.expr(value)
+
+    def _hide_annotation(self, var, value) -> bool:
+        if isinstance(value, relax.Call) and isinstance(value.op, relax.Op) and value.op.name in (
+            "relax.call_tir", "relax.call_dps_packed"
+        ):
+            out = value.sinfo_args
+            implied = out[0] if len(out) == 1 else relax.TupleStructInfo(list(out))
+            return StructuralEqual().equal(implied, var.struct_info)
+        return False
+
+    def if_binding(self, doc: Doc, b: relax.VarBinding, c) -> None:
+        e: relax.If = b.value
+        doc.line(f"if {self.expr(e.cond)}:", c)
+        name = None
+        for i, branch in enumerate((e.true_branch, e.false_branch)):
+            if i == 1:
+                doc.line("else:")
+            with doc.indent():
+                self.names.push()
+                for block in branch.blocks:
+                    for x in block.bindings:
+                        self.binding(doc, x)
+                self.names.pop()
+                rhs = self.binding_value(branch.body)
+                if name is None:
+                    name = self.names.define(b.var, b.var.name_hint)
+                doc.line(f"{name}: {self.sinfo(b.var.struct_info)} = {rhs}")
+
+
+def _py_value(data: np.ndarray):
+    if data.ndim == 0:
+        v = data.item()
+        if isinstance(v, float):
+            return repr(v)
+        return repr(v)
+    return repr(data.tolist())
+
+
+def _trailing_only(comments):
+    if comments is None or not comments.trailing:
+        return None
+    return ir.Comments([], comments.trailing)

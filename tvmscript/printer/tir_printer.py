@@ -1,0 +1,502 @@
+"""TensorIR to TVMScript text, in the classic dialect TVM prints.
+
+`TIRPrinter.expr` prints expressions with Python precedence (parentheses only where needed);
+`TIRPrinter.stmt` prints statements into a `Doc`, applying TVM's sugar: perfectly nested serial
+loops become ``T.grid``, block iterators bound to loop variables become ``T.axis.remap``, the
+implicit root block becomes the ``# with T.block("root"):`` comment.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import tir
+from .doc import Doc
+
+# Python operator precedence, for parenthesization.
+PREC_OR, PREC_AND, PREC_NOT, PREC_CMP = 1, 2, 3, 4
+PREC_ADD, PREC_MUL, PREC_UNARY, PREC_ATOM = 9, 10, 11, 13
+
+INFIX = {
+    tir.Add: ("+", PREC_ADD), tir.Sub: ("-", PREC_ADD), tir.Mul: ("*", PREC_MUL),
+    tir.FloorDiv: ("//", PREC_MUL), tir.FloorMod: ("%", PREC_MUL),
+    tir.EQ: ("==", PREC_CMP), tir.NE: ("!=", PREC_CMP), tir.LT: ("<", PREC_CMP),
+    tir.LE: ("<=", PREC_CMP), tir.GT: (">", PREC_CMP), tir.GE: (">=", PREC_CMP),
+    tir.And: ("and", PREC_AND), tir.Or: ("or", PREC_OR),
+}
+FUNCTION_FORM = {tir.Min: "T.min", tir.Max: "T.max", tir.Mod: "T.truncmod"}
+LOOP_PREFIX = {"parallel": "T.parallel", "vectorized": "T.vectorized", "unroll": "T.unroll",
+               "serial": "T.serial", "thread_binding": "T.thread_binding"}
+AXIS_NAMES = {"S": "spatial", "R": "reduce", "C": "scan", "O": "opaque"}
+
+
+def format_float(value: float) -> str:
+    """TVM's float literal text: 17 significant digits, always with a decimal point."""
+    if math.isnan(value):
+        return '"nan"'
+    if math.isinf(value):
+        return '"inf"' if value > 0 else '"-inf"'
+    text = "%.17g" % value
+    if "." not in text and "e" not in text and "n" not in text:
+        text += ".0"
+    return text
+
+
+def format_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class Names:
+    """Printed names of variables and buffers: the name the user gave, made unique among the
+    names visible at the point of definition (``lv`` then ``lv_1``), as TVM's printer does."""
+
+    def __init__(self) -> None:
+        self.frames: list[dict] = [{}]
+        self.used: list[set] = [set()]
+        self.names: dict[int, str] = {}
+
+    def push(self) -> None:
+        self.frames.append({})
+        self.used.append(set())
+
+    def pop(self) -> None:
+        frame = self.frames.pop()
+        self.used.pop()
+        for key in frame:
+            self.names.pop(key, None)
+
+    def define(self, obj, hint: str) -> str:
+        name = hint or "v"
+        if self._taken(name):
+            i = 1
+            while self._taken(f"{name}_{i}"):
+                i += 1
+            name = f"{name}_{i}"
+        self.frames[-1][id(obj)] = obj
+        self.used[-1].add(name)
+        self.names[id(obj)] = name
+        return name
+
+    def _taken(self, name: str) -> bool:
+        return any(name in u for u in self.used)
+
+    def get(self, obj) -> str | None:
+        return self.names.get(id(obj))
+
+    def is_defined(self, obj) -> bool:
+        return id(obj) in self.names
+
+
+class TIRPrinter:
+    def __init__(self, names: Names | None = None, comments: dict | None = None) -> None:
+        self.names = names or Names()
+        self.comments = comments or {}
+        self.loop_ranges: dict[int, tir.For] = {}
+
+    # ------------------------------------------------------------------ expressions
+    def name_of(self, obj) -> str:
+        name = self.names.get(obj)
+        if name is None:
+            # A free variable (e.g. printing an expression alone): use its own name.
+            name = getattr(obj, "name", "v")
+        return name
+
+    def expr(self, e, prec: int = 0) -> str:
+        text, p = self._expr(e)
+        return f"({text})" if p < prec else text
+
+    def _expr(self, e) -> tuple[str, int]:
+        t = type(e)
+        if t is tir.Var:
+            return self.name_of(e), PREC_ATOM
+        if t is tir.IntImm:
+            return self.int_literal(e), PREC_ATOM if e.value >= 0 or e.dtype != "int32" else PREC_UNARY
+        if t is tir.FloatImm:
+            return f"T.{e.dtype}({format_float(e.value)})", PREC_ATOM
+        if t is tir.BufferLoad:
+            return self.buffer_access(e.buffer, e.indices), PREC_ATOM
+        info = INFIX.get(t)
+        if info is not None:
+            op, prec = info
+            # Comparisons don't chain in TIR: both sides bind tighter.
+            left = self.expr(e.a, prec + (1 if prec == PREC_CMP else 0))
+            right = self.expr(e.b, prec + 1)
+            return f"{left} {op} {right}", prec
+        if t is tir.Div:
+            if tir.is_float(e.dtype):
+                return f"{self.expr(e.a, PREC_MUL)} / {self.expr(e.b, PREC_MUL + 1)}", PREC_MUL
+            return f"T.Div({self.expr(e.a)}, {self.expr(e.b)})", PREC_ATOM
+        if t in FUNCTION_FORM:
+            return f"{FUNCTION_FORM[t]}({self.expr(e.a)}, {self.expr(e.b)})", PREC_ATOM
+        if t is tir.Not:
+            return f"not {self.expr(e.a, PREC_NOT)}", PREC_NOT
+        if t is tir.Cast:
+            return f'T.Cast("{e.dtype}", {self.expr(e.value)})', PREC_ATOM
+        if t is tir.Select:
+            return (f"T.Select({self.expr(e.condition)}, {self.expr(e.true_value)}, "
+                    f"{self.expr(e.false_value)})"), PREC_ATOM
+        if t is tir.Call:
+            return self.call(e), PREC_ATOM
+        if t is tir.StringImm:
+            return format_string(e.value), PREC_ATOM
+        if t is tir.Ramp:
+            return f"T.Ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes})", PREC_ATOM
+        if t is tir.Broadcast:
+            return f"T.Broadcast({self.expr(e.value)}, {e.lanes})", PREC_ATOM
+        if t is tir.Let:
+            return f"T.Let({self.expr(e.body)}, where={{{self.name_of(e.var)}: {self.expr(e.value)}}})", PREC_ATOM
+        raise TypeError(f"cannot print TIR expression {e!r}")
+
+    def int_literal(self, e: tir.IntImm) -> str:
+        if e.dtype == "int32":
+            return str(e.value)
+        if e.dtype == "bool":
+            return f"T.bool({bool(e.value)})"
+        return f"T.{e.dtype}({e.value})"
+
+    def call(self, e: tir.Call) -> str:
+        op = e.op
+        if op == "tir.call_extern":
+            args = ", ".join(self.expr(a) for a in e.args)
+            return f'T.call_extern("{e.dtype}", {args})'
+        if op == "tir.reinterpret":
+            return f'T.reinterpret("{e.dtype}", {self.expr(e.args[0])})'
+        if op in ("tir.max_value", "tir.min_value"):
+            return f'T.{op[4:]}("{e.dtype}")'
+        name = op[4:] if op.startswith("tir.") else op
+        return f"T.{name}({', '.join(self.expr(a) for a in e.args)})"
+
+    def buffer_access(self, buf: tir.Buffer, indices) -> str:
+        return f"{self.name_of(buf)}[{', '.join(self.expr(i) for i in indices)}]"
+
+    def dim(self, e) -> str:
+        return self.expr(e)
+
+    def shape(self, shape: list) -> str:
+        inner = ", ".join(self.dim(d) for d in shape)
+        return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+    def attr_value(self, v) -> str:
+        if isinstance(v, bool):
+            return "True" if v else "False"
+        if isinstance(v, str):
+            return format_string(v)
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if v is None:
+            return "None"
+        if isinstance(v, dict):
+            return self.attr_dict(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(self.attr_value(x) for x in v) + "]"
+        if isinstance(v, tir.PrimExpr):
+            return self.expr(v)
+        return repr(v)
+
+    def attr_dict(self, d: dict) -> str:
+        items = sorted(d.items(), key=lambda kv: str(kv[0]))
+        return "{" + ", ".join(f"{self.attr_value(k)}: {self.attr_value(v)}" for k, v in items) + "}"
+
+    # ------------------------------------------------------------------ functions
+    def prim_func(self, doc: Doc, func: tir.PrimFunc, name: str, decorator: str = "T.prim_func") -> None:
+        names = self.names
+        fc = self.comments.get(func)
+        deco = f"@{decorator}(private=True)" if func.private else f"@{decorator}"
+        if fc is not None:
+            for c in fc.before:
+                doc.comment(c)
+        doc.line(deco)
+        names.push()
+        params = []
+        prelude: list[str] = []
+        for p in func.params:
+            buf = func.buffer_map.get(p)
+            if buf is None:
+                pname = names.define(p, p.name)
+                params.append(f"{pname}: T.{p.dtype}" if p.dtype != "handle" else f"{pname}: T.handle")
+                continue
+            if self._inline_buffer(buf):
+                bname = names.define(buf, buf.name)
+                names.names[id(p)] = bname
+                params.append(f"{bname}: {self.buffer_decl(buf, 'T.Buffer', keep_dtype=True)}")
+            else:
+                pname = names.define(p, p.name)
+                params.append(f"{pname}: T.handle")
+                for v in _vars_in(buf.shape + list(buf.strides)):
+                    if not names.is_defined(v):
+                        vname = names.define(v, v.name)
+                        prelude.append(f"{vname} = T.{v.dtype}()")
+                bname = names.define(buf, buf.name)
+                prelude.append(f"{bname} = T.match_buffer({pname}, {self.buffer_args(buf, keep_dtype=False)})")
+        header = f"def {name}({', '.join(params)}):"
+        doc.line(header, _trailing_only(fc))
+        with doc.indent():
+            attrs = printed_attrs(func.attrs, name)
+            if attrs:
+                doc.line(f"T.func_attr({self.attr_dict(attrs)})")
+            for line in prelude:
+                doc.line(line)
+            self.function_body(doc, func.body)
+        if fc is not None:
+            doc.after(fc)
+        names.pop()
+
+    def _inline_buffer(self, buf: tir.Buffer) -> bool:
+        return all(self.names.is_defined(v) for v in _vars_in(buf.shape + list(buf.strides)))
+
+    def buffer_args(self, buf: tir.Buffer, keep_dtype: bool) -> str:
+        parts = [self.shape(buf.shape)]
+        if keep_dtype or buf.dtype != "float32":
+            parts.append(f'"{buf.dtype}"')
+        if buf.strides:
+            parts.append(f"strides={self.shape(buf.strides)}")
+        if buf.elem_offset is not None:
+            parts.append(f"elem_offset={self.expr(buf.elem_offset)}")
+        if buf.scope != "global":
+            parts.append(f'scope="{buf.scope}"')
+        if buf.align != 64:
+            parts.append(f"align={buf.align}")
+        if buf.offset_factor != 1:
+            parts.append(f"offset_factor={buf.offset_factor}")
+        if buf.axis_separators:
+            parts.append(f"axis_separators={list(buf.axis_separators)}")
+        return ", ".join(parts)
+
+    def buffer_decl(self, buf: tir.Buffer, kind: str, keep_dtype: bool) -> str:
+        return f"{kind}({self.buffer_args(buf, keep_dtype)})"
+
+    def function_body(self, doc: Doc, body) -> None:
+        if (
+            isinstance(body, tir.BlockRealize)
+            and body.block.name == "root"
+            and not body.block.iter_vars
+            and not body.block.annotations
+            and not body.block.match_buffers
+            and body.block.init is None
+        ):
+            block = body.block
+            doc.comment('# with T.block("root"):')
+            for buf in block.alloc_buffers:
+                self.alloc(doc, buf)
+            self.stmt(doc, block.body)
+            return
+        self.stmt(doc, body)
+
+    def alloc(self, doc: Doc, buf: tir.Buffer) -> None:
+        name = self.names.define(buf, buf.name)
+        doc.line(f"{name} = T.alloc_buffer({self.buffer_args(buf, keep_dtype=False)})", self.comments.get(buf))
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, doc: Doc, s) -> None:
+        t = type(s)
+        if t is tir.SeqStmt:
+            for x in s.seq:
+                self.stmt(doc, x)
+            return
+        c = self.comments.get(s)
+        if t is tir.BufferStore:
+            doc.line(f"{self.buffer_access(s.buffer, s.indices)} = {self.expr(s.value)}", c)
+        elif t is tir.For:
+            self.for_loop(doc, s, c)
+        elif t is tir.BlockRealize:
+            self.block(doc, s, c)
+        elif t is tir.IfThenElse:
+            doc.line(f"if {self.expr(s.condition)}:", c)
+            with doc.indent():
+                self.stmt(doc, s.then_case)
+            if s.else_case is not None:
+                doc.line("else:")
+                with doc.indent():
+                    self.stmt(doc, s.else_case)
+            doc.after(c)
+        elif t is tir.Evaluate:
+            v = s.value
+            if isinstance(v, tir.Call):
+                doc.line(self.expr(v), c)
+            else:
+                doc.line(f"T.evaluate({self.expr(v)})", c)
+        elif t is tir.LetStmt:
+            name = self.names.define(s.var, s.var.name)
+            doc.line(f"{name}: T.{s.var.dtype} = {self.expr(s.value)}", c)
+            self.stmt(doc, s.body)
+        elif t is tir.AssertStmt:
+            doc.line(f"assert {self.expr(s.condition)}, {self.expr(s.message)}", c)
+            self.stmt(doc, s.body)
+        elif t is tir.While:
+            doc.line(f"while {self.expr(s.condition)}:", c)
+            with doc.indent():
+                self.stmt(doc, s.body)
+            doc.after(c)
+        else:
+            raise TypeError(f"cannot print TIR statement {s!r}")
+
+    def for_loop(self, doc: Doc, loop: tir.For, c) -> None:
+        grid = []
+        grid_vars = set()
+        node = loop
+        while isinstance(node, tir.For):
+            if (node.kind != "serial" or not tir.is_const_int(node.min, 0) or node.annotations
+                    or _uses_any(node.extent, grid_vars) or (grid and self.comments.get(node) is not None)):
+                break
+            grid.append(node)
+            grid_vars.add(node.loop_var)
+            node = node.body
+        self.names.push()
+        if len(grid) > 1:
+            names = [self.names.define(l.loop_var, l.loop_var.name) for l in grid]
+            for l in grid:
+                self.loop_ranges[id(l.loop_var)] = l
+            extents = ", ".join(self.expr(l.extent) for l in grid)
+            doc.line(f"for {', '.join(names)} in T.grid({extents}):", c)
+            body = grid[-1].body
+        else:
+            name = self.names.define(loop.loop_var, loop.loop_var.name)
+            self.loop_ranges[id(loop.loop_var)] = loop
+            if tir.is_const_int(loop.min, 0):
+                args = [self.expr(loop.extent)]
+            else:
+                args = [self.expr(loop.min), self.expr(_add(loop.min, loop.extent))]
+            if loop.kind == "serial" and not loop.annotations:
+                prefix = "range"
+            else:
+                prefix = LOOP_PREFIX[loop.kind]
+            if loop.kind == "thread_binding":
+                args.append(f'thread="{loop.thread_tag}"')
+            if loop.annotations:
+                args.append(f"annotations={self.attr_dict(loop.annotations)}")
+            doc.line(f"for {name} in {prefix}({', '.join(args)}):", c)
+            body = loop.body
+        with doc.indent():
+            self.stmt(doc, body)
+        doc.after(c)
+        self.names.pop()
+
+    def block(self, doc: Doc, realize: tir.BlockRealize, c) -> None:
+        block = realize.block
+        doc.line(f"with T.block({format_string(block.name)}):", c)
+        self.names.push()
+        with doc.indent():
+            self.block_iters(doc, realize)
+            if not tir.is_const_int(realize.predicate, 1) or realize.predicate.dtype != "bool":
+                doc.line(f"T.where({self.expr(realize.predicate)})")
+            doc.line(f"T.reads({', '.join(self.region(r) for r in block.reads)})")
+            doc.line(f"T.writes({', '.join(self.region(r) for r in block.writes)})")
+            if block.annotations:
+                doc.line(f"T.block_attr({self.attr_dict(block.annotations)})")
+            for buf in block.alloc_buffers:
+                self.alloc(doc, buf)
+            if block.init is not None:
+                doc.line("with T.init():")
+                with doc.indent():
+                    self.stmt(doc, block.init)
+            self.stmt(doc, block.body)
+        doc.after(c)
+        self.names.pop()
+
+    def block_iters(self, doc: Doc, realize: tir.BlockRealize) -> None:
+        block = realize.block
+        group: list[int] = []
+
+        def remappable(i: int) -> bool:
+            iv, value = block.iter_vars[i], realize.iter_values[i]
+            if iv.kind not in ("S", "R") or not isinstance(value, tir.Var):
+                return False
+            loop = self.loop_ranges.get(id(value))
+            if loop is None or not self.names.is_defined(value):
+                return False
+            from ..structural import StructuralEqual
+
+            eq = StructuralEqual().equal
+            return eq(loop.min, iv.dom.min) and eq(loop.extent, iv.dom.extent)
+
+        def single(i: int) -> None:
+            iv, value = block.iter_vars[i], realize.iter_values[i]
+            value_text = self.expr(value)
+            name = self.names.define(iv.var, iv.var.name)
+            if tir.is_const_int(iv.dom.min, 0):
+                dom = self.expr(iv.dom.extent)
+            else:
+                dom = f"({self.expr(iv.dom.min)}, {self.expr(_add(iv.dom.min, iv.dom.extent))})"
+            doc.line(f"{name} = T.axis.{AXIS_NAMES[iv.kind]}({dom}, {value_text})")
+
+        def flush() -> None:
+            if not group:
+                return
+            if len(group) == 1:
+                single(group[0])
+            else:
+                values = [self.expr(realize.iter_values[i]) for i in group]
+                names = [self.names.define(block.iter_vars[i].var, block.iter_vars[i].var.name) for i in group]
+                kinds = "".join(block.iter_vars[i].kind for i in group)
+                doc.line(f'{", ".join(names)} = T.axis.remap("{kinds}", [{", ".join(values)}])')
+            group.clear()
+
+        for i in range(len(block.iter_vars)):
+            if remappable(i):
+                group.append(i)
+            else:
+                flush()
+                single(i)
+        flush()
+
+    def region(self, r: tir.BufferRegion) -> str:
+        parts = []
+        for rng in r.region:
+            if tir.is_const_int(rng.extent, 1):
+                parts.append(self.expr(rng.min))
+            else:
+                parts.append(f"{self.expr(rng.min)}:{self.expr(_add(rng.min, rng.extent))}")
+        return f"{self.name_of(r.buffer)}[{', '.join(parts)}]"
+
+
+def printed_attrs(attrs: dict, name: str) -> dict:
+    """Function attributes as printed: ``global_symbol`` is implied by the name it is printed
+    under, so it is written only when it differs."""
+    if attrs.get("global_symbol") == name:
+        attrs = {k: v for k, v in attrs.items() if k != "global_symbol"}
+    return attrs
+
+
+def print_name(func, default: str = "main") -> str:
+    """The name a function printed on its own goes by: its global symbol, else ``main``."""
+    symbol = func.attrs.get("global_symbol")
+    return symbol if isinstance(symbol, str) else default
+
+
+def _add(a, b):
+    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+        return tir.IntImm(a.dtype, a.value + b.value)
+    if tir.is_const_int(a, 0):
+        return b
+    return tir.Add(a.dtype, a, b)
+
+
+def _vars_in(exprs) -> list:
+    out: list = []
+
+    def visit(e):
+        if isinstance(e, tir.Var):
+            if e not in out:
+                out.append(e)
+        elif isinstance(e, tir.BinaryOp):
+            visit(e.a)
+            visit(e.b)
+        elif isinstance(e, tir.Cast):
+            visit(e.value)
+
+    for e in exprs:
+        if e is not None:
+            visit(e)
+    return out
+
+
+def _uses_any(e, vars_: set) -> bool:
+    return any(v in vars_ for v in _vars_in([e]))
+
+
+def _trailing_only(comments):
+    if comments is None or not comments.trailing:
+        return None
+    from ..ir import Comments
+
+    return Comments([], comments.trailing)
