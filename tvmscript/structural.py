@@ -8,14 +8,19 @@ comparison must agree with that binding. Everything else is compared field by fi
 from __future__ import annotations
 
 import dataclasses
-
-import numpy as np
+import sys
 
 from . import ir, relax, tir
 
 # Fields that are bookkeeping, not program: they never take part in equality.
 _IGNORED_FIELDS = frozenset(("span", "comments", "name", "name_hint"))
 _BINDABLE = (tir.Var, tir.Buffer, relax.Var)
+
+
+def _is_ndarray(x) -> bool:
+    # numpy is imported lazily (start-up time); an ndarray can only exist once it is.
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
 
 
 class StructuralEqual:
@@ -72,7 +77,8 @@ class StructuralEqual:
                     if not self._eq(ka, kb, path) or not self._eq(va, b[kb], f"{path}[{i}]"):
                         return False
             return True
-        if isinstance(a, np.ndarray):
+        if _is_ndarray(a):
+            np = sys.modules["numpy"]
             return (a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)) or self._fail(path)
         if isinstance(a, ir.GlobalVar):
             bound = self.mapping.get(id(a))

@@ -191,7 +191,13 @@ def literal(ctx: Context, node) -> Any:
     if isinstance(node, (ast.Tuple, ast.List)):
         return [literal(ctx, e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {literal(ctx, k): literal(ctx, v) for k, v in zip(node.keys, node.values)}
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            key = literal(ctx, k)
+            if isinstance(key, (list, dict)):
+                raise ctx.error("a dict key must be a string or a number", k)
+            out[key] = literal(ctx, v)
+        return out
     raise ctx.error("expected a literal value", node)
 
 
@@ -243,6 +249,34 @@ def bind_arguments(
 
 def build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, filename: str):
     """Build the IR for a whole file: an IRModule, or a single function."""
+    try:
+        return _build(stmts, comments, source, filename)
+    except RecursionError:
+        # Building recurses on the syntax tree; only absurdly deep expressions get here.
+        where = _deepest_statement(stmts)
+        raise Context(source, filename, []).error("expression nested too deeply", where) from None
+
+
+def _deepest_statement(stmts: list[ast.Stmt]):
+    """The statement holding the most deeply nested expression (found without recursion)."""
+    best, best_depth = None, -1
+    todo = [(s, 0, s) for s in stmts]
+    while todo:
+        node, depth, stmt = todo.pop()
+        if isinstance(node, ast.Stmt):
+            stmt = node
+        if depth > best_depth:
+            best, best_depth = stmt, depth
+        for cls in type(node).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                child = getattr(node, slot, None)
+                for c in child if isinstance(child, list) else (child,):
+                    if isinstance(c, ast.Node):
+                        todo.append((c, depth + 1, stmt))
+    return best
+
+
+def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, filename: str):
     from .relax_builder import RelaxFunctionBuilder
     from .tir_builder import PrimFuncBuilder
 
@@ -339,7 +373,11 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
         if isinstance(stmt, ast.FunctionDef):
             kind = function_kind(ctx, stmt)
             if stmt.name in ctx.module_names:
-                raise ctx.error(f"duplicate function name '{stmt.name}' in module", stmt)
+                first = next(f for _, _, f in funcs if f.name == stmt.name)
+                raise ctx.error(
+                    f"duplicate function name '{stmt.name}' in module", stmt,
+                    [f"'{stmt.name}' is first defined on line {first.line}"],
+                )
             gv = ir.GlobalVar(stmt.name)
             ctx.module_names[stmt.name] = gv
             ctx.module_kinds[stmt.name] = kind

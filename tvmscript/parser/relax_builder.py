@@ -8,8 +8,6 @@ bound inside ``with R.dataflow():`` and not listed in ``R.output`` does not exis
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import ir, relax, tir
 from . import ast
 from .builder import Context, Scope, bind_arguments, comments_of, dotted_name, literal, merge_comments
@@ -57,6 +55,8 @@ class RelaxFunctionBuilder:
         for arg in fdef.args:
             if arg.annotation is None:
                 raise self.error(f"parameter '{arg.name}' needs a struct info annotation such as R.Tensor(...)", arg)
+            if any(p.name_hint == arg.name for p in params):
+                raise self.error(f"duplicate parameter '{arg.name}' in function '{fdef.name}'", arg)
             sinfo = self.sinfo(arg.annotation, defining=True)
             var = relax.Var(arg.name, sinfo, self.ctx.span(arg))
             self.scope.define(arg.name, var)
@@ -308,7 +308,7 @@ class RelaxFunctionBuilder:
             ndim = -1
             if args["ndim"] is not None:
                 ndim = literal(self.ctx, args["ndim"])
-                if not isinstance(ndim, int) or ndim < -1:
+                if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < -1:
                     raise self.error("ndim must be a non-negative integer", args["ndim"])
                 if shape is not None and ndim != len(shape):
                     raise self.error(f"ndim={ndim} does not match the shape's {len(shape)} dimensions", args["ndim"])
@@ -329,6 +329,8 @@ class RelaxFunctionBuilder:
                     raise self.error("R.Shape values must be a list", vals)
                 return relax.ShapeStructInfo([self.dim(e, defining) for e in vals.elts])
             ndim = literal(self.ctx, args["ndim"]) if args["ndim"] is not None else -1
+            if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < -1:
+                raise self.error("ndim must be a non-negative integer", args["ndim"])
             return relax.ShapeStructInfo(None, ndim)
         if name == "R.Object":
             return relax.ObjectStructInfo()
@@ -362,7 +364,9 @@ class RelaxFunctionBuilder:
             return var
         if isinstance(node, ast.Call) and dotted_name(node.func) in ("T.int64", "T.int32") and len(node.args) == 1:
             v = literal(self.ctx, node.args[0])
-            return tir.IntImm("int64", int(v))
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise self.error(f"{dotted_name(node.func)}() in a shape takes an integer", node.args[0])
+            return tir.IntImm("int64", v)
         if isinstance(node, ast.BinOp) and node.op in ("+", "-", "*", "//", "%"):
             a, b = self.dim(node.left, defining), self.dim(node.right, defining)
             cls = {"+": tir.Add, "-": tir.Sub, "*": tir.Mul, "//": tir.FloorDiv, "%": tir.FloorMod}[node.op]
@@ -579,5 +583,5 @@ def unify_sinfo(a, b):
     return relax.ObjectStructInfo()
 
 
-def const_sinfo(array: np.ndarray) -> relax.TensorStructInfo:
+def const_sinfo(array) -> relax.TensorStructInfo:
     return relax.TensorStructInfo([tir.IntImm("int64", d) for d in array.shape], str(array.dtype))

@@ -8,8 +8,6 @@ or a string naming a registered extern function.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import ir, relax, tir
 from . import ast
 from .builder import bind_arguments, dotted_name, literal
@@ -190,6 +188,8 @@ def const(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     dtype = literal(b.ctx, args["dtype"]) if args["dtype"] is not None else None
     if dtype is not None and (not isinstance(dtype, str) or not tir.is_valid_dtype(dtype)):
         raise b.error(f"unknown dtype '{dtype}'", args["dtype"])
+    import numpy as np
+
     try:
         if dtype is None:
             arr = np.array(value)

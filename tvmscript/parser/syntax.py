@@ -11,10 +11,10 @@ disk (``cache=True``) so start-up does not rebuild them.
 from __future__ import annotations
 
 import ast as _pyast
+import operator
 import os
 import re
 
-from lark import Lark, Transformer
 
 from ..diagnostics import Span, TVMScriptError
 from . import ast
@@ -38,7 +38,7 @@ def _span_of_tokens(first: "Tok", last: "Tok") -> tuple[int, int, int, int]:
     return first.line, first.column, last.end_line, last.end_column
 
 
-class _Builder(Transformer):
+class _Builder:
     """One callback per grammar rule; each returns a `tvmscript.parser.ast` node."""
 
     # ---- atoms
@@ -125,7 +125,12 @@ class _Builder(Transformer):
         return ast.Call(func, args, kwargs, func.line, func.col, end[0], end[1])
 
     def arguments(self, c):
-        return [x for x in c if x is not None]
+        # `_argument` | `arguments "," _argument` | `arguments ","`: extend the list in place.
+        if isinstance(c[0], list):
+            items = c[0]
+            items.extend(c[1:])
+            return items
+        return list(c)
 
     def keyword(self, c):
         t, value = c
@@ -366,54 +371,39 @@ _OPERATORS = (
 
 class _Tables:
     """The grammar compiled for the driver: master regex, candidate terminals per spelling,
-    integer action tables and per-rule (length, result symbol, callback)."""
+    integer action tables and per-rule (length, result symbol, callback).
 
-    def __init__(self, lark: Lark) -> None:
-        terms = {t.name: t for t in lark.terminals}
+    Built from `grammar_spec` (plain data: what Lark computed from the grammar), which is cached
+    on disk keyed by the grammar's hash, so a start-up does not even import Lark."""
+
+    def __init__(self, spec: dict) -> None:
+        terms = spec["terminals"]  # name -> (regexp, literal string or None)
         self.terminal_patterns = {
-            name: re.compile(t.pattern.to_regexp(), re.S if "STRING" in name else 0)
-            for name, t in terms.items()
+            name: re.compile(regexp, re.S if "STRING" in name else 0) for name, (regexp, _) in terms.items()
         }
         self.keywords: dict[str, list[str]] = {}
-        for name, t in terms.items():
-            value = t.pattern.value
-            if type(t.pattern).__name__ == "PatternStr" and value.isidentifier():
-                self.keywords.setdefault(value, []).append(name)
+        for name, (_, literal) in terms.items():
+            if literal is not None and literal.isidentifier():
+                self.keywords.setdefault(literal, []).append(name)
         for word in ("in", "is"):
             self.keywords.setdefault(word, []).append("COMP_OP")
         for names in self.keywords.values():
             names.append("NAME")
         self.master = re.compile(
             r"(?P<WS>[ \t\f]+|\\[ \t\f]*\r?\n)"
-            rf"|(?P<NL>{terms['_NEWLINE'].pattern.to_regexp()})"
-            rf"|(?P<STRING>{terms['STRING'].pattern.to_regexp()})"
-            rf"|(?P<NUMBER>{terms['NUMBER'].pattern.to_regexp()})"
-            rf"|(?P<NAME>{terms['NAME'].pattern.to_regexp()})"
+            rf"|(?P<NL>{terms['_NEWLINE'][0]})"
+            rf"|(?P<STRING>{terms['STRING'][0]})"
+            rf"|(?P<NUMBER>{terms['NUMBER'][0]})"
+            rf"|(?P<NAME>{terms['NAME'][0]})"
             rf"|(?P<OP>{_OPERATORS})",
             re.S,
         )
         self._op_candidates: dict[str, list[str]] = {}
-        self._terms = terms
-
-        table = lark.parser.parser.parser.parse_table
-        callbacks = lark.parser.parser.parser.callbacks
-        rules: list = []
-        rule_index: dict = {}
-        self.actions: dict[int, dict[str, int]] = {}
-        for state, row in table.states.items():
-            out = {}
-            for symbol, (action, arg) in row.items():
-                if action.name == "Shift":
-                    out[symbol] = arg
-                else:
-                    if arg not in rule_index:
-                        rule_index[arg] = len(rules)
-                        rules.append((len(arg.expansion), arg.origin.name, callbacks[arg]))
-                    out[symbol] = -1 - rule_index[arg]
-            self.actions[state] = out
-        self.rules = rules
-        self.start_state = table.start_states["start"]
-        self.end_state = table.end_states["start"]
+        builder = _Builder()
+        self.actions = spec["actions"]
+        self.rules = [(r[0], r[1], _rule_callback(r, builder)) for r in spec["rules"]]
+        self.start_state = spec["start"]
+        self.end_state = spec["end"]
 
     def op_candidates(self, text: str) -> list[str]:
         found = self._op_candidates.get(text)
@@ -426,37 +416,159 @@ class _Tables:
         return found
 
 
-_LARK: Lark | None = None
+def grammar_spec(grammar: str) -> dict:
+    """Compile the grammar with Lark and keep what the driver needs, as plain data."""
+    from lark import Lark  # imported only when the table cache is cold
+
+    lark = Lark(grammar, parser="lalr", lexer="basic", maybe_placeholders=True)
+    terms = {}
+    for t in lark.terminals:
+        literal = t.pattern.value if type(t.pattern).__name__ == "PatternStr" else None
+        terms[str(t.name)] = (str(t.pattern.to_regexp()), None if literal is None else str(literal))
+    table = lark.parser.parser.parser.parse_table
+    rules: list = []
+    rule_index: dict = {}
+    actions: dict = {}
+    for state, row in table.states.items():
+        out = {}
+        for symbol, (action, arg) in row.items():
+            if action.name == "Shift":
+                out[str(symbol)] = int(arg)
+            else:
+                if arg not in rule_index:
+                    rule_index[arg] = len(rules)
+                    rules.append(_rule_shape(arg))
+                out[str(symbol)] = -1 - rule_index[arg]
+        actions[int(state)] = out
+    return {
+        "terminals": terms, "actions": actions, "rules": rules,
+        "start": table.start_states["start"], "end": table.end_states["start"],
+    }
+
+
+def _rule_shape(rule) -> tuple:
+    """How one grammar rule shapes its children, following Lark's conventions: anonymous tokens
+    (punctuation, keywords) are dropped, rules named ``_x`` are spliced into their parent,
+    ``[optional]`` parts absent from the text become None, and a ``?rule`` with one child is
+    that child (unless the alternative has an alias)."""
+    expansion = rule.expansion
+    empty = rule.options.empty_indices
+    if empty:
+        counts = [len(ones) for ones in "".join(str(int(b)) for b in empty).split("0")]
+    else:
+        counts = [0] * (len(expansion) + 1)
+    plan = []  # (index, splice, nones before)
+    nones = 0
+    for i, sym in enumerate(expansion):
+        nones += counts[i]
+        if not (sym.is_term and sym.filter_out):
+            plan.append((i, not sym.is_term and sym.name.startswith("_"), nones))
+            nones = 0
+    trailing = nones + counts[len(expansion)]
+    name = rule.alias or rule.origin.name
+    expand1 = bool(rule.options.expand1 and not rule.alias)
+    return (len(expansion), str(rule.origin.name), str(name), expand1, tuple(plan), trailing)
+
+
+_FIRST = operator.itemgetter(0)
+
+
+class _Splice(list):
+    """The children of an inlined rule (``_stmt``, ``__suite_plus_4``), spliced into its parent."""
+
+    __slots__ = ()
+
+
+def _rule_callback(shape: tuple, builder: "_Builder"):
+    """The reduce action of one grammar rule (see `_rule_shape`): shape the children, then call
+    the `_Builder` method named after the rule."""
+    size, _, name, expand1, plan, trailing = shape
+    splice_result = name.startswith("_")
+    method = None if splice_result else getattr(builder, name, None)
+    simple = all(not sp and not nb for _, sp, nb in plan) and not trailing and len(plan) == size
+
+    # The common shapes get a callback with no Python frame of its own.
+    if simple and splice_result:
+        return _Splice
+    if simple and expand1 and size == 1:
+        return _FIRST
+    if simple and not expand1 and method is not None:
+        return method
+
+    def callback(args):
+        if simple:
+            children = args
+        else:
+            children = []
+            for i, splice, nb in plan:
+                if nb:
+                    children.extend([None] * nb)
+                if splice:
+                    children.extend(args[i])
+                else:
+                    children.append(args[i])
+            if trailing:
+                children.extend([None] * trailing)
+        if splice_result:
+            return _Splice(children)
+        if expand1 and len(children) == 1:
+            return children[0]
+        if method is None:
+            raise AssertionError(f"no builder for grammar rule {name}")
+        return method(children)
+
+    return callback
+
+
 _TABLES: _Tables | None = None
 
 
 def _tables() -> _Tables:
-    global _LARK, _TABLES
+    global _TABLES
     if _TABLES is None:
         with open(_grammar_path(), encoding="utf-8") as f:
             grammar = f.read()
-        _LARK = Lark(
-            grammar,
-            parser="lalr",
-            lexer="basic",
-            transformer=_Builder(),
-            maybe_placeholders=True,
-            cache=_cache_file(),
-        )
-        _TABLES = _Tables(_LARK)
+        _TABLES = _Tables(_cached_spec(grammar))
     return _TABLES
 
 
-def _cache_file() -> str | bool:
-    """A per-user cache file for the parser tables; falls back to Lark's temp-dir cache."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    try:
-        import lark
+def _cached_spec(grammar: str) -> dict:
+    """`grammar_spec`, from the cache file when one matches this grammar and Lark version."""
+    import hashlib
+    import marshal
 
-        os.makedirs(os.path.join(base, "tvms"), exist_ok=True)
-        return os.path.join(base, "tvms", f"grammar-lark{lark.__version__}.cache")
+    key = hashlib.sha256(grammar.encode() + _SPEC_FORMAT.encode()).hexdigest()[:20]
+    path = os.path.join(_cache_dir(), f"tables-{key}.marshal")
+    try:
+        with open(path, "rb") as f:
+            return marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    spec = grammar_spec(grammar)
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            marshal.dump(spec, f)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass  # a read-only home: parse without a cache
+    return spec
+
+
+# Bump when the shape of `grammar_spec`'s result changes.
+_SPEC_FORMAT = "tvms-spec-1"
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "tvms")
+    try:
+        os.makedirs(path, exist_ok=True)
     except OSError:
-        return True
+        import tempfile
+
+        path = tempfile.gettempdir()
+    return path
 
 
 class _SyntaxErrorAt(Exception):
@@ -588,9 +700,34 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
                 last_tok = tok
                 continue
         tok = Tok(None, text, line, col, line, end - line_start + 1)
-        feed(tok, candidates)
         last_tok = tok
         pos = end
+        # Shift the token, reducing as long as the parser asks to (`feed`, inlined: this loop
+        # runs for every token).
+        row = actions[state_stack[-1]]
+        for ttype in candidates:
+            if ttype in row:
+                break
+        else:
+            raise _SyntaxErrorAt(tok, sorted(k for k in row if k.isupper() or k == "$END"))
+        tok.type = ttype
+        act = row[ttype]
+        while act < 0:
+            size, origin, callback = rules[-1 - act]
+            if size:
+                args = value_stack[-size:]
+                del state_stack[-size:]
+                del value_stack[-size:]
+            else:
+                args = []
+            value_stack.append(callback(args))
+            state_stack.append(actions[state_stack[-1]][origin])
+            row = actions[state_stack[-1]]
+            act = row.get(ttype)
+            if act is None:
+                raise _SyntaxErrorAt(tok, sorted(k for k in row if k.isupper() or k == "$END"))
+        state_stack.append(act)
+        value_stack.append(tok)
     # end of input: close the last line and every open block
     if last_tok is not None and (not value_stack or not isinstance(value_stack[-1], Tok) or value_stack[-1].type != "_NEWLINE"):
         if "_NEWLINE" in actions[state_stack[-1]]:

@@ -188,14 +188,22 @@ class PrimFuncBuilder:
         if args["elem_offset"] is not None:
             buf.elem_offset = self._dim(args["elem_offset"])
         if args["scope"] is not None:
-            buf.scope = literal(self.ctx, args["scope"])
+            buf.scope = self._typed_literal(args["scope"], str, "scope", "a string such as \"global\"")
         if args["align"] is not None:
-            buf.align = literal(self.ctx, args["align"])
+            buf.align = self._typed_literal(args["align"], int, "align", "an integer")
         if args["offset_factor"] is not None:
-            buf.offset_factor = literal(self.ctx, args["offset_factor"])
+            buf.offset_factor = self._typed_literal(args["offset_factor"], int, "offset_factor", "an integer")
         if args["axis_separators"] is not None:
-            buf.axis_separators = literal(self.ctx, args["axis_separators"])
+            buf.axis_separators = self._typed_literal(args["axis_separators"], list, "axis_separators", "a list of integers")
+            if not all(isinstance(a, int) and not isinstance(a, bool) for a in buf.axis_separators):
+                raise self.error(f"{kind}(): axis_separators must be a list of integers", args["axis_separators"])
         return buf
+
+    def _typed_literal(self, node, typ, what: str, expected: str):
+        value = literal(self.ctx, node)
+        if not isinstance(value, typ) or isinstance(value, bool):
+            raise self.error(f"{what} must be {expected}", node)
+        return value
 
     def _shape(self, node) -> list:
         if isinstance(node, (ast.Tuple, ast.List)):
@@ -358,6 +366,8 @@ class PrimFuncBuilder:
         out = {}
         for k, val in zip(node.keys, node.values):
             key = literal(self.ctx, k)
+            if isinstance(key, (list, dict)):
+                raise self.error("an attribute name must be a string", k)
             out[key] = self._attr_value(val)
         return out
 
@@ -534,7 +544,7 @@ class PrimFuncBuilder:
                 if args.get("thread") is None:
                     raise self.error("T.thread_binding() needs thread=\"threadIdx.x\" (or another thread tag)", it)
                 tag = literal(self.ctx, args["thread"])
-                if tag not in THREAD_TAGS:
+                if not isinstance(tag, str) or tag not in THREAD_TAGS:
                     raise self.error(f"unknown thread tag '{tag}'", args["thread"])
             annotations = self._attr_dict(args["annotations"]) if args.get("annotations") is not None else {}
         else:
@@ -633,7 +643,14 @@ class PrimFuncBuilder:
         frame = self.blocks[-1] if self.blocks else None
         if frame is None or not isinstance(frame.node, ast.With):
             raise self.error("T.axis.remap is only allowed inside a T.block", call)
+        if len(call.args) > 2:
+            raise self.error(
+                f"T.axis.remap() takes 2 positional arguments (kinds, [loop variables]) but {len(call.args)} were given",
+                call.args[2],
+            )
         args = bind_arguments(self.ctx, call, "T.axis.remap", ["kinds", "bindings", "dtype"], {"dtype": None})
+        if args["dtype"] is not None:
+            self._dtype(args["dtype"])
         kinds = literal(self.ctx, args["kinds"])
         if not isinstance(kinds, str):
             raise self.error("T.axis.remap kinds must be a string such as \"SSR\"", args["kinds"])
@@ -861,12 +878,19 @@ class PrimFuncBuilder:
                     return tir.FloatImm(dtype, float(v))
                 if dtype == "bool":
                     return tir.IntImm("bool", int(bool(v)))
-                if float(v) != int(v):
-                    raise self.error(f"T.{dtype} needs an integer value", arg)
-                return tir.IntImm(dtype, int(v))
+                if isinstance(v, float) and not v.is_integer():
+                    raise self.error(f"T.{dtype} needs an integer value, not {v!r}", arg)
+                v = int(v)
+                bits = int(dtype.lstrip("uint")) if dtype != "handle" else 64
+                lo, hi = (0, 2**bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+                if not lo <= v <= hi:
+                    raise self.error(f"{v} is out of range for T.{dtype} ({lo} to {hi})", arg)
+                return tir.IntImm(dtype, v)
         if isinstance(lit, ast.Name) and lit.id in ("True", "False") and self.scope.lookup(lit.id) is None:
             return tir.IntImm(dtype if dtype == "bool" else dtype, int(lit.id == "True"))
         value = self.expr(arg)
+        if isinstance(value, tir.StringImm):
+            raise self.error(f"T.{dtype}() takes a number or an expression, not a string", arg)
         if value.dtype == dtype:
             return value
         return tir.Cast(dtype, value)
@@ -956,6 +980,8 @@ def _call_extern(b, node, name):
         raise b.error(f"{name}(dtype, func_name, *args) needs a dtype and a function name", node)
     dtype = b._dtype(node.args[0])
     func = literal(b.ctx, node.args[1])
+    if not isinstance(func, str):
+        raise b.error(f"{name}: the function name must be a string", node.args[1])
     args = [b.expr(a) for a in node.args[2:]]
     return tir.Call(dtype, "tir.call_extern", [tir.StringImm("handle", func)] + args)
 

@@ -8,8 +8,6 @@ are written as strings in the signature (``R.Tensor(("n", 784), ...)``) and decl
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import ir, relax, tir
 from ..structural import StructuralEqual
 from .doc import Doc
@@ -27,6 +25,8 @@ class RelaxPrinter:
         self.quote_sym = False
         self.uses_cls = False
         self.uses_tir = False
+        self.pending_sym: list = []
+        self.func_frame = 0  # the Names frame of the function being printed
 
     # ------------------------------------------------------------------ struct info
     def sinfo(self, s) -> str:
@@ -64,7 +64,9 @@ class RelaxPrinter:
         if isinstance(d, tir.Var):
             name = self.names.get(d)
             if name is None:
-                name = self.names.define(d, d.name)
+                # Declared at the top of the function, so it is defined in the function's frame
+                # even when first seen inside an if branch.
+                name = self.names.define(d, d.name, frame=self.func_frame)
                 self.pending_sym.append(d)
             return f'"{name}"' if self.quote_sym else name
         if self.quote_sym:
@@ -131,7 +133,7 @@ class RelaxPrinter:
             if name == "relax.call_pure_packed":
                 parts = [self.expr(a) for a in e.args]
                 if e.sinfo_args:
-                    parts.append(f"sinfo_args=({', '.join(self.sinfo(s) for s in e.sinfo_args)},)")
+                    parts.append(f"sinfo_args={_tuple([self.sinfo(s) for s in e.sinfo_args])}")
                 return f"R.call_pure_packed({', '.join(parts)})"
             parts = [self.expr(a) for a in e.args]
             for k, v in e.attrs.items():
@@ -140,7 +142,7 @@ class RelaxPrinter:
         if isinstance(op, relax.ExternFunc):
             parts = [format_string(op.global_symbol)] + [self.expr(a) for a in e.args]
             if e.sinfo_args:
-                parts.append(f"sinfo_args=({', '.join(self.sinfo(s) for s in e.sinfo_args)},)")
+                parts.append(f"sinfo_args={_tuple([self.sinfo(s) for s in e.sinfo_args])}")
             return f"R.call_packed({', '.join(parts)})"
         return f"{self.expr(op)}({', '.join(self.expr(a) for a in e.args)})"
 
@@ -172,7 +174,8 @@ class RelaxPrinter:
             opts.append("pure=False")
         doc.line("@R.function" + (f"({', '.join(opts)})" if opts else ""))
         self.names.push()
-        self.pending_sym: list = []
+        self.func_frame = len(self.names.frames) - 1
+        self.pending_sym = []
         self.quote_sym = True
         params = []
         for p in func.params:
@@ -185,8 +188,12 @@ class RelaxPrinter:
         body.depth = doc.depth + 1
         self.uses_cls = False
         self.body_doc = body
-        sym_defs = [f"{self.names.get(v)} = T.{v.dtype}()" for v in self.pending_sym]
+        # As in TVM, every symbolic dimension is declared at the top of the function: those of
+        # the signature first, then R.func_attr, then those first seen in the body (e.g. in an
+        # R.match_cast), then ``cls = Module``.
+        sym_defs = self._take_sym_defs()
         self.seq_expr(body, func.body, ("return", func))
+        body_sym_defs = self._take_sym_defs()
         doc.line(header, _trailing_only(fc))
         with doc.indent():
             for line in sym_defs:
@@ -194,12 +201,14 @@ class RelaxPrinter:
             attrs = printed_attrs(func.attrs, name)
             if attrs:
                 doc.line(f"R.func_attr({self.func_attrs(attrs)})")
+            for line in body_sym_defs:
+                doc.line(line)
             if self.uses_cls:
                 doc.line(f"cls = {self.class_name}")
         doc.lines.extend(body.lines)
         if fc is not None:
             doc.after(fc)
-        if sym_defs:
+        if sym_defs or body_sym_defs:
             self.uses_tir = True
         self.names.pop()
 
@@ -235,7 +244,6 @@ class RelaxPrinter:
             value = f"R.match_cast({self.expr(b.value)}, {self.sinfo(b.struct_info)})"
             ann = self.sinfo(var.struct_info)
             name = self.names.define(var, var.name_hint)
-            self._flush_sym(doc)
             doc.line(f"{name}: {ann} = {value}", c)
             return
         value = b.value
@@ -245,16 +253,13 @@ class RelaxPrinter:
         rhs = self.binding_value(value)
         ann = None if self._hide_annotation(var, value) else self.sinfo(var.struct_info)
         name = self.names.define(var, var.name_hint) if var.name_hint != "_" else "_"
-        self._flush_sym(doc)
         doc.line(f"{name}: {ann} = {rhs}" if ann else f"{name} = {rhs}", c)
 
-    def _flush_sym(self, doc: Doc) -> None:
-        """Symbolic dims first seen inside the body (from match_cast) get declared on the spot."""
-        if self.pending_sym:
-            for v in self.pending_sym:
-                doc.line(f"{self.names.get(v)} = T.{v.dtype}()")
-            self.pending_sym = []
-            self.uses_tir = True
+    def _take_sym_defs(self) -> list[str]:
+        """The ``n = T.int64()`` lines of the symbolic dims seen since the last call."""
+        lines = [f"{self.names.get(v)} = T.{v.dtype}()" for v in self.pending_sym]
+        self.pending_sym = []
+        return lines
 
     def binding_value(self, value) -> str:
         if isinstance(value, relax.Tuple) and value.fields:
@@ -289,13 +294,18 @@ class RelaxPrinter:
                 doc.line(f"{name}: {self.sinfo(b.var.struct_info)} = {rhs}")
 
 
-def _py_value(data: np.ndarray):
+def _py_value(data):
     if data.ndim == 0:
         v = data.item()
         if isinstance(v, float):
             return repr(v)
         return repr(v)
     return repr(data.tolist())
+
+
+def _tuple(items: list) -> str:
+    """A Python tuple display: ``(a,)`` for one item, ``(a, b)`` for more."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
 def _trailing_only(comments):

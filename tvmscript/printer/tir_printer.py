@@ -31,15 +31,16 @@ AXIS_NAMES = {"S": "spatial", "R": "reduce", "C": "scan", "O": "opaque"}
 
 
 def format_float(value: float) -> str:
-    """TVM's float literal text: 17 significant digits, always with a decimal point."""
+    """TVM's float literal text: a float with an integral value in fixed notation with one
+    decimal (``100000000000000000.0``, never ``1e+17``), any other at 17 significant digits
+    (``0.10000000000000001``, ``1.0000000000000001e-05``); inf and nan as quoted strings."""
     if math.isnan(value):
         return '"nan"'
     if math.isinf(value):
         return '"inf"' if value > 0 else '"-inf"'
-    text = "%.17g" % value
-    if "." not in text and "e" not in text and "n" not in text:
-        text += ".0"
-    return text
+    if value == math.floor(value):
+        return "%.1f" % value
+    return "%.17g" % value
 
 
 def format_string(value: str) -> str:
@@ -65,17 +66,24 @@ class Names:
         for key in frame:
             self.names.pop(key, None)
 
-    def define(self, obj, hint: str) -> str:
+    def define(self, obj, hint: str, frame: int = -1) -> str:
+        """Name ``obj`` in the innermost frame (or in ``frame``, an index into the frames)."""
         name = hint or "v"
         if self._taken(name):
             i = 1
             while self._taken(f"{name}_{i}"):
                 i += 1
             name = f"{name}_{i}"
-        self.frames[-1][id(obj)] = obj
-        self.used[-1].add(name)
+        self.frames[frame][id(obj)] = obj
+        self.used[frame].add(name)
         self.names[id(obj)] = name
         return name
+
+    def alias(self, obj, text: str) -> None:
+        """Print ``obj`` as ``text`` (e.g. a buffer's data pointer as ``A.data``) while the
+        current frame lasts."""
+        self.frames[-1][id(obj)] = obj
+        self.names[id(obj)] = text
 
     def _taken(self, name: str) -> bool:
         return any(name in u for u in self.used)
@@ -209,25 +217,28 @@ class TIRPrinter:
         names.push()
         params = []
         prelude: list[str] = []
+        # As TVM: first the parameters (a simple buffer inline as ``A: T.Buffer(...)``, any other
+        # as its ``T.handle``), then a ``T.match_buffer`` for each buffer not inlined, preceded
+        # by the declarations of the symbolic variables its shape introduces.
+        matched = []
         for p in func.params:
             buf = func.buffer_map.get(p)
-            if buf is None:
-                pname = names.define(p, p.name)
-                params.append(f"{pname}: T.{p.dtype}" if p.dtype != "handle" else f"{pname}: T.handle")
-                continue
-            if self._inline_buffer(buf):
+            if buf is not None and _is_simple_buffer(buf):
                 bname = names.define(buf, buf.name)
-                names.names[id(p)] = bname
+                names.alias(p, f"{bname}.data")
                 params.append(f"{bname}: {self.buffer_decl(buf, 'T.Buffer', keep_dtype=True)}")
-            else:
-                pname = names.define(p, p.name)
-                params.append(f"{pname}: T.handle")
-                for v in _vars_in(buf.shape + list(buf.strides)):
-                    if not names.is_defined(v):
-                        vname = names.define(v, v.name)
-                        prelude.append(f"{vname} = T.{v.dtype}()")
-                bname = names.define(buf, buf.name)
-                prelude.append(f"{bname} = T.match_buffer({pname}, {self.buffer_args(buf, keep_dtype=False)})")
+                continue
+            pname = names.define(p, p.name)
+            params.append(f"{pname}: T.{p.dtype}")
+            if buf is not None:
+                matched.append((pname, buf))
+        for pname, buf in matched:
+            for v in _vars_in(buf.shape + list(buf.strides) + [buf.elem_offset]):
+                if not names.is_defined(v):
+                    vname = names.define(v, v.name)
+                    prelude.append(f"{vname} = T.{v.dtype}()")
+            bname = names.define(buf, buf.name)
+            prelude.append(f"{bname} = T.match_buffer({pname}, {self.buffer_args(buf, keep_dtype=False)})")
         header = f"def {name}({', '.join(params)}):"
         doc.line(header, _trailing_only(fc))
         with doc.indent():
@@ -240,9 +251,6 @@ class TIRPrinter:
         if fc is not None:
             doc.after(fc)
         names.pop()
-
-    def _inline_buffer(self, buf: tir.Buffer) -> bool:
-        return all(self.names.is_defined(v) for v in _vars_in(buf.shape + list(buf.strides)))
 
     def buffer_args(self, buf: tir.Buffer, keep_dtype: bool) -> str:
         parts = [self.shape(buf.shape)]
@@ -284,6 +292,8 @@ class TIRPrinter:
 
     def alloc(self, doc: Doc, buf: tir.Buffer) -> None:
         name = self.names.define(buf, buf.name)
+        if buf.data is not None and not self.names.is_defined(buf.data):
+            self.names.alias(buf.data, f"{name}.data")
         doc.line(f"{name} = T.alloc_buffer({self.buffer_args(buf, keep_dtype=False)})", self.comments.get(buf))
 
     # ------------------------------------------------------------------ statements
@@ -469,6 +479,20 @@ def _add(a, b):
     if tir.is_const_int(a, 0):
         return b
     return tir.Add(a.dtype, a, b)
+
+
+def _is_simple_buffer(buf: tir.Buffer) -> bool:
+    """TVM's test for printing a parameter's buffer inline as ``A: T.Buffer(...)``: a constant
+    shape and every other field at its default; any other buffer gets a ``T.match_buffer``."""
+    return (
+        not _vars_in(buf.shape)
+        and not buf.strides
+        and buf.elem_offset is None
+        and buf.scope == "global"
+        and buf.align == 64
+        and buf.offset_factor == 1
+        and not buf.axis_separators
+    )
 
 
 def _vars_in(exprs) -> list:

@@ -1,0 +1,173 @@
+"""Parse and print speed of tvms on a large generated module, with start-up time of the CLI.
+
+    python benchmarks/parse_print.py [--lines 5000]
+
+Generates a module of prim_funcs (matmul, elementwise, reduction and transpose kernels with
+blocks, T.init, int64 shapes, float literals) and Relax functions with dataflow blocks and
+call_tir bindings, at least --lines lines long; then reports, each as the best of several runs:
+lines/s for parse (text to IR) and print (IR to text), peak memory of parsing a 10,000-line
+module, and the wall time of `tvms show` on a small sample in a fresh process. The goals from
+the issue are printed beside the figures, with Apache TVM 0.27's figures for scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import tvmscript as tvms  # noqa: E402
+
+KERNELS = [
+    '''    @T.prim_func(private=True)
+    def matmul{i}(A: T.Buffer((T.int64({m}), T.int64({k})), "float32"), B: T.Buffer((T.int64({k}), T.int64({n})), "float32"), C: T.Buffer((T.int64({m}), T.int64({n})), "float32")):
+        T.func_attr({{"op_pattern": 4, "tir.noalias": True}})
+        # with T.block("root"):
+        for i0, i1, k in T.grid(T.int64({m}), T.int64({n}), T.int64({k})):
+            with T.block("matmul"):
+                v_i0, v_i1, v_k = T.axis.remap("SSR", [i0, i1, k])
+                T.reads(A[v_i0, v_k], B[v_k, v_i1])
+                T.writes(C[v_i0, v_i1])
+                with T.init():
+                    C[v_i0, v_i1] = T.float32(0.0)
+                C[v_i0, v_i1] = C[v_i0, v_i1] + A[v_i0, v_k] * B[v_k, v_i1]
+''',
+    '''    @T.prim_func(private=True)
+    def gelu{i}(x: T.Buffer((T.int64({m}), T.int64({n})), "float32"), out: T.Buffer((T.int64({m}), T.int64({n})), "float32")):
+        T.func_attr({{"op_pattern": 0, "tir.noalias": True}})
+        # with T.block("root"):
+        t = T.alloc_buffer((T.int64({m}), T.int64({n})))
+        for ax0, ax1 in T.grid(T.int64({m}), T.int64({n})):
+            with T.block("T_multiply"):
+                v_ax0, v_ax1 = T.axis.remap("SS", [ax0, ax1])
+                T.reads(x[v_ax0, v_ax1])
+                T.writes(t[v_ax0, v_ax1])
+                t[v_ax0, v_ax1] = x[v_ax0, v_ax1] * T.float32(0.70710678118654757)
+        for ax0, ax1 in T.grid(T.int64({m}), T.int64({n})):
+            with T.block("compute"):
+                v_ax0, v_ax1 = T.axis.remap("SS", [ax0, ax1])
+                T.reads(x[v_ax0, v_ax1], t[v_ax0, v_ax1])
+                T.writes(out[v_ax0, v_ax1])
+                out[v_ax0, v_ax1] = x[v_ax0, v_ax1] * (T.float32(0.5) + T.erf(t[v_ax0, v_ax1]) * T.float32(0.5))
+''',
+    '''    @T.prim_func(private=True)
+    def softmax_max{i}(x: T.Buffer((T.int64({m}), T.int64({n})), "float32"), out: T.Buffer((T.int64({m}),), "float32")):
+        T.func_attr({{"op_pattern": 3, "tir.noalias": True}})
+        # with T.block("root"):
+        for i0, k in T.grid(T.int64({m}), T.int64({n})):
+            with T.block("T_softmax_maxelem"):
+                v_i0, v_k = T.axis.remap("SR", [i0, k])
+                T.reads(x[v_i0, v_k])
+                T.writes(out[v_i0])
+                with T.init():
+                    out[v_i0] = T.float32(-340282346638528859811704183484516925440.0)
+                out[v_i0] = T.max(out[v_i0], x[v_i0, v_k])
+''',
+    '''    @T.prim_func(private=True)
+    def transpose{i}(x: T.Buffer((T.int64({m}), T.int64({n})), "float32"), T_transpose: T.Buffer((T.int64({n}), T.int64({m})), "float32")):
+        T.func_attr({{"op_pattern": 2, "tir.noalias": True}})
+        # with T.block("root"):
+        for ax0, ax1 in T.grid(T.int64({n}), T.int64({m})):
+            with T.block("T_transpose"):
+                v_ax0, v_ax1 = T.axis.remap("SS", [ax0, ax1])
+                T.reads(x[v_ax1, v_ax0])
+                T.writes(T_transpose[v_ax0, v_ax1])
+                T_transpose[v_ax0, v_ax1] = T.if_then_else(v_ax0 < T.int64({n}) and v_ax1 >= T.int64(0), x[v_ax1, v_ax0], T.float32(0.0))
+''',
+]
+
+RELAX = '''    @R.function
+    def main{i}(x: R.Tensor(({m}, {k}), dtype="float32"), w: R.Tensor(({k}, {n}), dtype="float32")) -> R.Tensor(({n}, {m}), dtype="float32"):
+        R.func_attr({{"num_input": 1}})
+        cls = Module
+        with R.dataflow():
+            lv = R.call_tir(cls.matmul{i}, (x, w), out_sinfo=R.Tensor(({m}, {n}), dtype="float32"))
+            lv1 = R.call_tir(cls.gelu{i}, (lv,), out_sinfo=R.Tensor(({m}, {n}), dtype="float32"))
+            lv2: R.Tensor(({m}, {n}), dtype="float32") = R.add(lv1, lv)
+            lv3: R.Tensor(({m}, {n}), dtype="float32") = R.multiply(lv2, lv1)
+            lv4 = R.call_tir(cls.transpose{i}, (lv3,), out_sinfo=R.Tensor(({n}, {m}), dtype="float32"))
+            gv: R.Tensor(({n}, {m}), dtype="float32") = lv4
+            R.output(gv)
+        return gv
+'''
+
+
+def generate(min_lines: int) -> str:
+    """A canonical module of at least ``min_lines`` lines."""
+    tir_parts, relax_parts = [], []
+    lines = 5
+    i = 0
+    while lines < min_lines:
+        m, n, k = 1 + i % 7, 16 + i % 13, 32 + i % 11
+        for tmpl in KERNELS:
+            text = tmpl.format(i=i, m=m, n=n, k=k)
+            tir_parts.append(text)
+            lines += text.count("\n") + 1
+        text = RELAX.format(i=i, m=m, n=n, k=k)
+        relax_parts.append(text)
+        lines += text.count("\n") + 1
+        i += 1
+    head = "# from tvm.script import ir as I\n# from tvm.script import tir as T\n# from tvm.script import relax as R\n\n@I.ir_module\nclass Module:\n"
+    return head + "\n".join(tir_parts + relax_parts)
+
+
+def best_of(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=5000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+
+    text = generate(args.lines)
+    n_lines = text.count("\n")
+    mod = tvms.parse(text)  # warm up: grammar tables, caches
+    printed = mod.script()
+    assert tvms.parse(printed).script() == printed
+    t_parse = best_of(lambda: tvms.parse(text), args.repeat)
+    t_print = best_of(lambda: mod.script(), args.repeat)
+
+    big = generate(10_000)
+    gc.collect()
+    tracemalloc.start()
+    tvms.parse(big)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    small = os.path.join(ROOT, "samples", "mlp.tvms")
+    cmd = [sys.executable, "-m", "tvmscript.cli", "show", small, "--no-color"]
+    subprocess.run(cmd, check=True, capture_output=True)  # warm the OS file cache
+    t_show = best_of(lambda: subprocess.run(cmd, check=True, capture_output=True), args.repeat)
+    t_python = best_of(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
+
+    rows = [
+        ("parse (text -> IR)", f"{n_lines / t_parse:,.0f} lines/s", ">= 10,000 lines/s", "TVM 0.27: ~1,100 lines/s"),
+        ("print (IR -> text)", f"{n_lines / t_print:,.0f} lines/s", ">= 50,000 lines/s", "TVM 0.27: ~110,000 lines/s"),
+        ("peak memory, parse 10k lines", f"{peak / 2**20:,.0f} MB", "< 300 MB", ""),
+        ("tvms show samples/mlp.tvms", f"{t_show:.3f} s", "< 0.3 s", f"bare python: {t_python:.3f} s; TVM import: ~0.85 s"),
+    ]
+    print(f"module: {n_lines} lines; best of {args.repeat} runs\n")
+    widths = [max(len(r[i]) for r in rows + [("measure", "tvms", "goal", "for scale")]) for i in range(4)]
+    header = ("measure", "tvms", "goal", "for scale")
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+
+
+if __name__ == "__main__":
+    main()
