@@ -104,7 +104,8 @@ class RelaxFunctionBuilder:
                 self._comment_node(block, s)
                 blocks.append(block)
                 continue
-            binding = self.stmt(s, function_body)
+            # R.func_attr is allowed only before the first binding (function_body says "at the top").
+            binding = self.stmt(s, function_body and not blocks and not bindings)
             if binding is not None:
                 bindings.append(binding)
                 self._comment_node(binding, s)
@@ -177,7 +178,7 @@ class RelaxFunctionBuilder:
             name = dotted_name(v.func) if isinstance(v, ast.Call) else None
             if name == "R.func_attr":
                 if not function_body or self.in_dataflow:
-                    raise self.error("R.func_attr must be at the top of the function body", v)
+                    raise self.error("R.func_attr must be at the top of the function body, before any binding", v)
                 args = bind_arguments(self.ctx, v, name, ["attrs"])
                 value = literal(self.ctx, args["attrs"])
                 if not isinstance(value, dict):

@@ -92,7 +92,8 @@ def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
         tv = args["tir_vars"]
         elts = tv.elts if isinstance(tv, (ast.Tuple, ast.List)) else None
         if isinstance(tv, ast.Call) and dotted_name(tv.func) == "R.shape":
-            elts = tv.args[0].elts
+            if len(tv.args) == 1 and not tv.keywords and isinstance(tv.args[0], (ast.Tuple, ast.List)):
+                elts = tv.args[0].elts
         if elts is None:
             raise b.error("tir_vars must be a shape such as R.shape([n])", tv)
         vals = [b.dim(e, False) for e in elts]
@@ -139,24 +140,22 @@ def alloc_tensor(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     args = bind_arguments(b.ctx, node, name, ["shape", "dtype", "runtime_device_index", "storage_scope"],
                           {"runtime_device_index": None, "storage_scope": None})
     shape = _shape_value(b, args["shape"])
-    dtype_node = args["dtype"]
-    if isinstance(dtype_node, ast.Call) and dotted_name(dtype_node.func) == "R.dtype":
-        dtype_node = dtype_node.args[0]
+    dtype_node = _unwrap(b, args["dtype"], "R.dtype")
     dtype = literal(b.ctx, dtype_node)
     if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
         raise b.error(f"unknown dtype '{dtype}'", args["dtype"])
     device = 0
     if args["runtime_device_index"] is not None:
-        dn = args["runtime_device_index"]
-        if isinstance(dn, ast.Call) and dotted_name(dn.func) == "R.prim_value":
-            dn = dn.args[0]
+        dn = _unwrap(b, args["runtime_device_index"], "R.prim_value")
         device = literal(b.ctx, dn)
+        if not isinstance(device, int) or isinstance(device, bool):
+            raise b.error(f"{name}: runtime_device_index must be an integer", dn)
     scope = "global"
     if args["storage_scope"] is not None:
-        sn = args["storage_scope"]
-        if isinstance(sn, ast.Call) and dotted_name(sn.func) == "R.str":
-            sn = sn.args[0]
+        sn = _unwrap(b, args["storage_scope"], "R.str")
         scope = literal(b.ctx, sn)
+        if not isinstance(scope, str):
+            raise b.error(f"{name}: storage_scope must be a string such as \"global\"", sn)
     sinfo = relax.TensorStructInfo(list(shape.values), dtype)
     call_args = [
         shape,
@@ -165,6 +164,15 @@ def alloc_tensor(b: RelaxFunctionBuilder, node: ast.Call, name: str):
         relax.StringImm(scope, relax.ObjectStructInfo()),
     ]
     return relax.Call(relax.Op("relax.builtin.alloc_tensor"), call_args, {}, [], sinfo, b.ctx.span(node))
+
+
+def _unwrap(b: RelaxFunctionBuilder, node, wrapper: str):
+    """The argument of ``R.dtype("float32")`` / ``R.prim_value(0)`` / ``R.str("global")`` where a
+    plain literal may also be written."""
+    if isinstance(node, ast.Call) and dotted_name(node.func) == wrapper:
+        args = bind_arguments(b.ctx, node, wrapper, ["value"])
+        return args["value"]
+    return node
 
 
 def _shape_value(b: RelaxFunctionBuilder, node) -> relax.ShapeExpr:
@@ -199,8 +207,10 @@ def const(b: RelaxFunctionBuilder, node: ast.Call, name: str):
                 arr = arr.astype("int32")
         else:
             arr = np.array(value, dtype=dtype)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, OverflowError) as err:
         raise b.error(f"R.const: {err}", args["value"]) from None
+    if not tir.is_valid_dtype(str(arr.dtype)):
+        raise b.error(f"R.const: cannot make a tensor of {str(arr.dtype)!r} values from this value", args["value"])
     return relax.Constant(arr, const_sinfo(arr))
 
 

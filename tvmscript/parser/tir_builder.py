@@ -115,6 +115,8 @@ class PrimFuncBuilder:
         self.scope.push()
         params = []
         for arg in fdef.args:
+            if any(a.name == arg.name for a in fdef.args[: fdef.args.index(arg)]):
+                raise self.error(f"duplicate parameter '{arg.name}' in function '{fdef.name}'", arg)
             params.append(self._param(arg))
         root = _BlockFrame("root", fdef)
         self.blocks.append(root)

@@ -505,8 +505,26 @@ def _vars_in(exprs) -> list:
         elif isinstance(e, tir.BinaryOp):
             visit(e.a)
             visit(e.b)
-        elif isinstance(e, tir.Cast):
+        elif isinstance(e, (tir.Cast, tir.Broadcast)):
             visit(e.value)
+        elif isinstance(e, tir.Not):
+            visit(e.a)
+        elif isinstance(e, tir.Select):
+            visit(e.condition)
+            visit(e.true_value)
+            visit(e.false_value)
+        elif isinstance(e, tir.Call):
+            for x in e.args:
+                visit(x)
+        elif isinstance(e, tir.BufferLoad):
+            for x in e.indices:
+                visit(x)
+        elif isinstance(e, tir.Ramp):
+            visit(e.base)
+            visit(e.stride)
+        elif isinstance(e, tir.Let):
+            visit(e.value)
+            visit(e.body)
 
     for e in exprs:
         if e is not None:
