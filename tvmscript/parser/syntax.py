@@ -389,15 +389,17 @@ class _Tables:
             self.keywords.setdefault(word, []).append("COMP_OP")
         for names in self.keywords.values():
             names.append("NAME")
+        # Leading blanks are part of every match, so they cost no loop iteration of their own.
         self.master = re.compile(
-            r"(?P<WS>[ \t\f]+|\\[ \t\f]*\r?\n)"
+            r"[ \t\f]*(?:(?P<WS>\\[ \t\f]*\r?\n)"
             rf"|(?P<NL>{terms['_NEWLINE'][0]})"
             rf"|(?P<STRING>{terms['STRING'][0]})"
             rf"|(?P<NUMBER>{terms['NUMBER'][0]})"
             rf"|(?P<NAME>{terms['NAME'][0]})"
-            rf"|(?P<OP>{_OPERATORS})",
+            rf"|(?P<OP>{_OPERATORS}))",
             re.S,
         )
+        self.filtered = frozenset(spec["filtered"])
         self._op_candidates: dict[str, list[str]] = {}
         builder = _Builder()
         self.actions = spec["actions"]
@@ -440,8 +442,14 @@ def grammar_spec(grammar: str) -> dict:
                     rules.append(_rule_shape(arg))
                 out[str(symbol)] = -1 - rule_index[arg]
         actions[int(state)] = out
+    # Terminals every rule drops from its children (punctuation, keywords, newlines).
+    kept, dropped = set(), set()
+    for rule in lark.rules:
+        for sym in rule.expansion:
+            if sym.is_term:
+                (dropped if sym.filter_out else kept).add(str(sym.name))
     return {
-        "terminals": terms, "actions": actions, "rules": rules,
+        "terminals": terms, "actions": actions, "rules": rules, "filtered": sorted(dropped - kept),
         "start": table.start_states["start"], "end": table.end_states["start"],
     }
 
@@ -556,7 +564,7 @@ def _cached_spec(grammar: str) -> dict:
 
 
 # Bump when the shape of `grammar_spec`'s result changes.
-_SPEC_FORMAT = "tvms-spec-1"
+_SPEC_FORMAT = "tvms-spec-2"
 
 
 def _cache_dir() -> str:
@@ -578,6 +586,8 @@ class _SyntaxErrorAt(Exception):
 
 
 _COMMENT_RE = re.compile(r"#[^\n]*")
+_NOT_IN = re.compile(r"[ \t]+in\b")
+_IS_NOT = re.compile(r"[ \t]+not\b")
 _OPEN = frozenset("([{")
 _CLOSE = frozenset(")]}")
 
@@ -630,19 +640,22 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
                 raise _SyntaxErrorAt(tok, sorted(k for k in row if k.isupper() or k == "$END"))
 
     name_only = ("NAME",)
+    filtered = tables.filtered
+    newline_last = True
     while pos < n:
         m = match(source, pos)
         if m is None:
+            pos += len(source) - len(source[pos:].lstrip(" \t\f"))
             col = pos - line_start + 1
             raise TVMScriptError(f"invalid character {source[pos]!r}", Span(filename, line, col, line, col + 1))
         kind = m.lastgroup
-        text = m.group()
         end = m.end()
-        col = pos - line_start + 1
-        if kind == "WS":
-            if "\n" in text:
-                line += 1
-                line_start = end
+        text = m.group(kind)
+        start = end - len(text)
+        col = start - line_start + 1
+        if kind == "WS":  # a backslash continuation
+            line += 1
+            line_start = end
             pos = end
             continue
         if kind == "NL":
@@ -652,12 +665,12 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
             tok_line = line
             line += nl_count
             if nl_count:
-                line_start = pos + text.rfind("\n") + 1
+                line_start = start + text.rfind("\n") + 1
             pos = end
             if paren:
                 continue
-            tok = Tok("_NEWLINE", text, tok_line, col, line, end - line_start + 1)
-            feed(tok, ("_NEWLINE",))
+            newline_last = True
+            feed(Tok("_NEWLINE", text, tok_line, col, line, end - line_start + 1), ("_NEWLINE",))
             indent_str = text.rsplit("\n", 1)[-1]
             indent = len(indent_str.expandtabs(8))
             if end >= n:
@@ -675,13 +688,14 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
                         Span(filename, line, 1, line, indent + 1),
                     )
             continue
+        newline_last = False
         if kind == "NAME":
             candidates = keywords.get(text, name_only)
-            if text in ("not", "is") and "NOT" not in actions[state_stack[-1]] or text == "is":
-                two = re.compile(r"[ \t]+in\b" if text == "not" else r"[ \t]+not\b").match(source, end)
+            if text == "is" or (text == "not" and "NOT" not in actions[state_stack[-1]]):
+                two = (_NOT_IN if text == "not" else _IS_NOT).match(source, end)
                 if two and "COMP_OP" in actions[state_stack[-1]]:
                     end = two.end()
-                    text = source[pos:end]
+                    text = source[start:end]
                     candidates = ("COMP_OP",)
         elif kind == "OP":
             candidates = op_candidates(text)
@@ -692,25 +706,22 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
         else:
             candidates = (kind,)
             if kind == "STRING" and "\n" in text:
-                tok = Tok(kind, text, line, col, line + text.count("\n"), end - (pos + text.rfind("\n")))
+                tok = Tok(kind, text, line, col, line + text.count("\n"), end - (start + text.rfind("\n")))
                 line += text.count("\n")
-                line_start = pos + text.rfind("\n") + 1
+                line_start = start + text.rfind("\n") + 1
                 pos = end
                 feed(tok, candidates)
-                last_tok = tok
                 continue
-        tok = Tok(None, text, line, col, line, end - line_start + 1)
-        last_tok = tok
         pos = end
         # Shift the token, reducing as long as the parser asks to (`feed`, inlined: this loop
-        # runs for every token).
+        # runs for every token). Tokens the rules drop (punctuation, keywords) are not built.
         row = actions[state_stack[-1]]
         for ttype in candidates:
             if ttype in row:
                 break
         else:
+            tok = Tok(None, text, line, col, line, end - line_start + 1)
             raise _SyntaxErrorAt(tok, sorted(k for k in row if k.isupper() or k == "$END"))
-        tok.type = ttype
         act = row[ttype]
         while act < 0:
             size, origin, callback = rules[-1 - act]
@@ -725,13 +736,13 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
             row = actions[state_stack[-1]]
             act = row.get(ttype)
             if act is None:
+                tok = Tok(ttype, text, line, col, line, end - line_start + 1)
                 raise _SyntaxErrorAt(tok, sorted(k for k in row if k.isupper() or k == "$END"))
         state_stack.append(act)
-        value_stack.append(tok)
+        value_stack.append(None if ttype in filtered else Tok(ttype, text, line, col, line, end - line_start + 1))
     # end of input: close the last line and every open block
-    if last_tok is not None and (not value_stack or not isinstance(value_stack[-1], Tok) or value_stack[-1].type != "_NEWLINE"):
-        if "_NEWLINE" in actions[state_stack[-1]]:
-            feed(Tok("_NEWLINE", "\n", line, n - line_start + 1, line + 1, 1), ("_NEWLINE",))
+    if not newline_last and "_NEWLINE" in actions[state_stack[-1]]:
+        feed(Tok("_NEWLINE", "\n", line, n - line_start + 1, line + 1, 1), ("_NEWLINE",))
     while len(indents) > 1:
         indents.pop()
         feed(Tok("_DEDENT", "", line, 1, line, 1), ("_DEDENT",))
