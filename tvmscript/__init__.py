@@ -30,6 +30,7 @@ def _mount_sibling_packages() -> None:
         )
         module = _importlib_util.module_from_spec(spec)
         _sys.modules[full] = module
+        globals()[name] = module
         spec.loader.exec_module(module)
 
 

@@ -141,10 +141,10 @@ def infer_matmul(args, attrs):
     a, b = _tensor(args[0], "x1"), _tensor(args[1], "x2")
     out_dtype = attrs["out_dtype"]
     if a.dtype and b.dtype and a.dtype != b.dtype and out_dtype == "void":
-        raise OpError(f"matmul operand dtypes differ: {a.dtype} and {b.dtype}; give out_dtype")
+        raise OpError(f"operand dtypes differ: {a.dtype} and {b.dtype} (give out_dtype= to mix them)")
     dtype = a.dtype if out_dtype == "void" else out_dtype
     if a.ndim == 0 or b.ndim == 0:
-        raise OpError("matmul does not take scalars (rank-0 tensors)")
+        raise OpError("operands must have at least one dimension, not be scalars (rank-0 tensors)")
     if a.shape is None or b.shape is None:
         if a.ndim < 0 or b.ndim < 0:
             return relax.TensorStructInfo(None, dtype, -1)
@@ -159,8 +159,8 @@ def infer_matmul(args, attrs):
     ka, kb = sa[-1], sb[-2]
     if isinstance(ka, tir.IntImm) and isinstance(kb, tir.IntImm) and ka.value != kb.value:
         raise OpError(
-            f"matmul reduction dimensions differ: {ka.value} (last of x1) vs {kb.value} "
-            f"(second to last of x2)"
+            f"reduction dimensions differ: {ka.value} (last dimension of x1) vs {kb.value} "
+            f"({'only' if b_vec else 'second-to-last'} dimension of x2)"
         )
     batch = broadcast_shapes(sa[:-2], sb[:-2], "batch dimensions")
     if batch is None:
@@ -187,10 +187,10 @@ def infer_permute_dims(args, attrs):
         order = list(range(x.ndim))[::-1]
     else:
         if len(axes) != x.ndim:
-            raise OpError(f"permute_dims needs {x.ndim} axes for a tensor of rank {x.ndim}, got {len(axes)}", "axes")
+            raise OpError(f"needs {x.ndim} axes for a tensor of rank {x.ndim}, got {len(axes)}", "axes")
         order = [_normalize_axis(a, x.ndim, "axes") for a in axes]
         if sorted(order) != list(range(x.ndim)):
-            raise OpError(f"permute_dims axes {axes} are not a permutation", "axes")
+            raise OpError(f"axes {axes} are not a permutation of 0..{x.ndim - 1}", "axes")
     if x.shape is None:
         return relax.TensorStructInfo(None, x.dtype, x.ndim)
     return relax.TensorStructInfo([x.shape[i] for i in order], x.dtype)
@@ -199,4 +199,29 @@ def infer_permute_dims(args, attrs):
 register_op(
     "permute_dims", ("x",), infer_permute_dims,
     attrs=(Attr("axes", None, _axes_attr),), pattern="injective",
+)
+
+
+def infer_dense(args, attrs):
+    """``nn.dense(x, w)`` of older Relax (seed 002): ``x @ w.T``, weight as (units, in)."""
+    x, w = _tensor(args[0], "data"), _tensor(args[1], "weight")
+    out_dtype = attrs["out_dtype"]
+    dtype = x.dtype if out_dtype == "void" else out_dtype
+    if x.shape is None or w.shape is None:
+        return relax.TensorStructInfo(None, dtype, x.ndim)
+    if len(w.shape) != 2:
+        raise OpError(f"nn.dense weight must be 2-D (units, in), got rank {len(w.shape)}", "weight")
+    if len(x.shape) < 1:
+        raise OpError("nn.dense data must have at least one dimension", "data")
+    if not dim_equal(x.shape[-1], w.shape[1]) and isinstance(x.shape[-1], tir.IntImm) and isinstance(w.shape[1], tir.IntImm):
+        raise OpError(
+            f"nn.dense reduction dimensions differ: {x.shape[-1].value} (last of data) vs "
+            f"{w.shape[1].value} (second of weight)"
+        )
+    return relax.TensorStructInfo(list(x.shape[:-1]) + [w.shape[0]], dtype)
+
+
+register_op(
+    "nn.dense", ("data", "weight"), infer_dense,
+    attrs=(Attr("out_dtype", "void", _dtype_attr),), pattern="out_ewise_fusable",
 )
