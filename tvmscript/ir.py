@@ -25,10 +25,11 @@ class Node:
 
         return to_script(self)
 
-    def show(self) -> None:
+    def show(self, file=None) -> None:
+        """Print as TVMScript: highlighted on a terminal, plain otherwise (or into ``file``)."""
         from .printer import show
 
-        show(self)
+        show(self, file=file)
 
     def __str__(self) -> str:
         return self.script()
