@@ -41,6 +41,11 @@ from .api import load, parse  # noqa: E402
 from .diagnostics import TVMScriptError  # noqa: E402
 from .ir import GlobalVar, IRModule  # noqa: E402
 from . import script  # noqa: E402
+# Compiling and running, with TVM's names (tvms.compile, tvms.relax.VirtualMachine, tvms.nd, ...).
+from .relax_api import (  # noqa: E402
+    Device, VirtualMachine, compile, cpu, cuda, device, get_global_func, register_func,
+)
+from .relax_api import __getattr__  # noqa: E402,F401  (lazy: tvms.nd, tvms.Tensor import NumPy on use)
 
 __version__ = "0.1.0"
 

@@ -33,10 +33,16 @@ def decode_source(data: bytes, filename: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-        raise TVMScriptError(
-            f"the file is not valid UTF-8 (byte 0x{data[err.start]:02x})", Span(filename, line, col, line, col + 1)
-        ) from None
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        # The column counts characters, as everywhere else: decode the line's good prefix.
+        col = len(data[line_start:err.start].decode("utf-8", "replace")) + 1
+        diag = TVMScriptError(
+            f"the file is not valid UTF-8 (byte 0x{data[err.start]:02x})", Span(filename, line, col, line, col + 1),
+            ["TVMScript files are UTF-8 text; re-save the file as UTF-8"],
+        )
+        # What the user would see in an editor, so the diagnostic can show the line.
+        diag.source = data.decode("utf-8", "replace")
+        raise diag from None
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.replace("\r\n", "\n")

@@ -34,6 +34,15 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except Exception as exc:  # a bug in tvms, not in the user's program
+        if os.environ.get("TVMS_DEBUG"):
+            raise
+        print(
+            f"error: internal error in tvms ({type(exc).__name__}: {exc}); this is a bug in tvms, not in "
+            "your program. Run with TVMS_DEBUG=1 for the Python traceback.",
+            file=sys.stderr,
+        )
+        return 70
 
 
 def _argument_parser() -> argparse.ArgumentParser:
@@ -110,6 +119,8 @@ def _load(path: str):
         print(f"error: {path} is a directory", file=sys.stderr)
     except PermissionError:
         print(f"error: permission denied: {path}", file=sys.stderr)
+    except OSError as err:
+        print(f"error: cannot read {path}: {err.strerror or err}", file=sys.stderr)
     return None
 
 
@@ -150,10 +161,15 @@ def cmd_fmt(args) -> int:
             continue
         node, text = loaded
         formatted = to_script(node)
-        if path == "-":
+        if path == "-" and not (args.check or args.diff):
             sys.stdout.write(formatted)
             continue
         if formatted == text:
+            continue
+        problem = _unsafe_to_write(text, formatted)
+        if problem:
+            print(f"error: not reformatting {path}: {problem}; this is a bug in tvms", file=sys.stderr)
+            status = 1
             continue
         changed += 1
         if args.diff:
@@ -164,10 +180,10 @@ def cmd_fmt(args) -> int:
                 )
             )
         if args.check:
-            print(f"would reformat {path}", file=sys.stderr)
+            print(f"would reformat {'<stdin>' if path == '-' else path}", file=sys.stderr)
             status = 1
             continue
-        if args.diff:
+        if args.diff or path == "-":
             continue
         try:
             _write_atomically(path, formatted)
@@ -179,10 +195,35 @@ def cmd_fmt(args) -> int:
     return status
 
 
+def _unsafe_to_write(original: str, formatted: str) -> str | None:
+    """Why the formatted text must not replace the original, if it must not: it does not parse,
+    or a comment of the original is missing from it."""
+    from collections import Counter
+
+    from .diagnostics import TVMScriptError
+    from .parser import parse_source
+    from .parser.builder import is_printer_artifact
+    from .parser.syntax import parse_syntax
+
+    try:
+        parse_source(formatted, "<formatted>")
+    except TVMScriptError as err:
+        return f"the formatted text does not parse ({err})"
+
+    def comments(text: str) -> Counter:
+        return Counter(c.text.rstrip() for c in parse_syntax(text)[1] if not is_printer_artifact(c.text))
+
+    lost = comments(original) - comments(formatted)
+    if lost:
+        return f"formatting would lose the comment {next(iter(lost))!r}"
+    return None
+
+
 def _write_atomically(path: str, text: str) -> None:
     """Write through a temporary file in the same folder, then rename over the original, so a
     crash or a full disk never leaves the user's file half-written."""
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)  # through a symlink: rewrite its target, keep the link
+    folder = os.path.dirname(path)
     mode = os.stat(path).st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(prefix=".tvms-fmt-", suffix=".tmp", dir=folder)
     try:

@@ -55,7 +55,14 @@ class TVMScriptError(Exception):
 
     def render(self, source: str | None = None, color: bool = False) -> str:
         """The full diagnostic text: message, location, source line, caret."""
-        return render_diagnostic(self.message, self.span, source or self.source, self.notes, color=color)
+        return render_diagnostic(
+            self.message, self.span, self.source if source is None else source, self.notes, color=color
+        )
+
+
+# Lines longer than this are shown as a window around the span, so a caret under column 20000
+# of a generated file stays readable.
+MAX_SHOWN = 100
 
 
 def render_diagnostic(
@@ -79,16 +86,47 @@ def render_diagnostic(
         gutter = " " * len(str(span.line))
         out.append(f"{gutter}{blue}-->{reset} {span.filename}:{span.line}:{span.col}")
         if line_text is not None:
-            expanded = line_text.expandtabs(4)
-            col = max(span.col, 1)
-            if span.end_line == span.line and span.end_col > span.col:
-                width = span.end_col - span.col
-            else:
-                width = max(len(expanded.rstrip()) - col + 1, 1)
-            width = max(1, min(width, max(len(expanded) - col + 1, 1)))
+            shown, caret_at, width = _caret_line(line_text, span)
             out.append(f"{gutter} {blue}|{reset}")
-            out.append(f"{blue}{span.line} |{reset} {expanded}")
-            out.append(f"{gutter} {blue}|{reset} {' ' * (col - 1)}{red}{'^' * width}{reset}")
+            out.append(f"{blue}{span.line} |{reset} {shown}")
+            out.append(f"{gutter} {blue}|{reset} {' ' * caret_at}{red}{'^' * width}{reset}")
     for note in notes or []:
         out.append(f"{' ' * (len(str(span.line)) if span else 0)} = note: {note}")
     return "\n".join(out)
+
+
+def _caret_line(line_text: str, span: Span) -> tuple[str, int, int]:
+    """The line as shown (tabs expanded, long lines cut to a window) and where the caret run
+    starts and how wide it is, in shown characters."""
+    col = max(span.col, 1)
+    if span.end_line == span.line and span.end_col > col:
+        end_col = span.end_col
+    else:  # a span running past this line: underline the rest of it
+        end_col = max(len(line_text.rstrip()) + 1, col + 1)
+    # Measure in expanded text so a tab before the span does not shift the caret.
+    start = len(line_text[: col - 1].expandtabs(4))
+    end = len(line_text[: end_col - 1].expandtabs(4))
+    shown = line_text.expandtabs(4)
+    if start >= len(shown):
+        end = start + 1
+    width = max(1, end - start)
+    if len(shown) > MAX_SHOWN:
+        # Keep the start of the span near the left, with some context before it.
+        lo = max(0, min(start - 20, len(shown) - MAX_SHOWN))
+        hi = lo + MAX_SHOWN
+        prefix = "..." if lo > 0 else ""
+        suffix = "..." if hi < len(shown) else ""
+        shown_cut = prefix + shown[lo:hi] + suffix
+        start_cut = start - lo + len(prefix)
+        width = max(1, min(width, hi - start))
+        return shown_cut, start_cut, width
+    return shown, start, width
+
+
+def did_you_mean(name: str, candidates) -> list[str]:
+    """A note suggesting the closest of ``candidates`` to a misspelt ``name`` (none if nothing
+    is close)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.75)
+    return [f"did you mean '{close[0]}'?"] if close else []

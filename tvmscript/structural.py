@@ -1,8 +1,11 @@
 """Structural equality of IR: same program, up to the identity (and names) of variables.
 
-Variables (`tir.Var`, `relax.Var`), buffers and global vars are matched by position of
-definition: the first time a pair is compared they are bound to each other, and every later
-comparison must agree with that binding. Everything else is compared field by field.
+Variables (`tir.Var`, `relax.Var`) and buffers are matched at their definitions (function
+parameters and the symbolic dims in their annotations, loop and block variables, bindings,
+allocations): there a pair is bound to each other, and every later use must agree with that
+binding. A variable used without a definition in the compared objects is *free*: free
+variables are equal only to themselves, unless ``map_free_vars`` is set, in which case they
+bind on first use too (TVM's semantics). Everything else is compared field by field.
 """
 
 from __future__ import annotations
@@ -15,6 +18,19 @@ from . import ir, relax, tir
 # Fields that are bookkeeping, not program: they never take part in equality.
 _IGNORED_FIELDS = frozenset(("span", "comments", "name", "name_hint"))
 _BINDABLE = (tir.Var, tir.Buffer, relax.Var)
+
+# The fields where variables are defined, per node class.
+_DEFINING_FIELDS = {
+    tir.PrimFunc: ("params", "buffer_map"),
+    tir.For: ("loop_var",),
+    tir.IterVar: ("var",),
+    tir.LetStmt: ("var",),
+    tir.Let: ("var",),
+    tir.Block: ("alloc_buffers", "match_buffers"),
+    relax.Function: ("params",),
+    relax.VarBinding: ("var",),
+    relax.MatchCast: ("var", "struct_info"),
+}
 
 
 def _is_ndarray(x) -> bool:
@@ -29,10 +45,12 @@ class StructuralEqual:
         self.mapping: dict[int, object] = {}
         self.reverse: dict[int, object] = {}
         self.mismatch_path: str | None = None
+        self._defining = 0  # > 0 while comparing a definition site
 
     def equal(self, a, b) -> bool:
         self.mapping.clear()
         self.reverse.clear()
+        self._defining = 0
         return self._eq(a, b, "")
 
     def _fail(self, path: str) -> bool:
@@ -79,7 +97,10 @@ class StructuralEqual:
             return True
         if _is_ndarray(a):
             np = sys.modules["numpy"]
-            return (a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)) or self._fail(path)
+            if a.dtype != b.dtype or a.shape != b.shape:
+                return self._fail(path)
+            same_nan = a.dtype.kind in "fc"  # a constant holding NaN equals its own copy
+            return bool(np.array_equal(a, b, equal_nan=same_nan)) or self._fail(path)
         if isinstance(a, ir.GlobalVar):
             bound = self.mapping.get(id(a))
             if bound is not None:
@@ -91,6 +112,8 @@ class StructuralEqual:
                 return bound is b or self._fail(path)
             if id(b) in self.reverse:
                 return self._fail(path)
+            if not (self._defining or self.map_free_vars):
+                return self._fail(path)  # two different free variables
             self.mapping[id(a)] = b
             self.reverse[id(b)] = a
             # Compare the definition itself (dtype, shape, struct info), names aside.
@@ -102,9 +125,18 @@ class StructuralEqual:
         return a == b or self._fail(path)
 
     def _fields(self, a, b, path: str) -> bool:
-        for f in dataclasses.fields(a):
+        defining = _DEFINING_FIELDS.get(type(a), ())
+        # Definitions first: a block's allocations are used by its reads, writes and body.
+        fields = sorted(dataclasses.fields(a), key=lambda f: f.name not in defining)
+        for f in fields:
             if f.name in _IGNORED_FIELDS:
                 continue
-            if not self._eq(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}"):
+            is_def = f.name in defining
+            self._defining += is_def
+            try:
+                same = self._eq(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+            finally:
+                self._defining -= is_def
+            if not same:
                 return False
         return True

@@ -15,9 +15,15 @@ from .registry import Attr, OpError, register_op
 # ----------------------------------------------------------------------------- helpers
 
 
+_KINDS = {
+    relax.PrimStructInfo: "a prim value", relax.TupleStructInfo: "a tuple", relax.ShapeStructInfo: "a shape",
+    relax.FuncStructInfo: "a function", relax.ObjectStructInfo: "an object",
+}
+
+
 def _tensor(sinfo, what: str) -> relax.TensorStructInfo:
     if not isinstance(sinfo, relax.TensorStructInfo):
-        raise OpError(f"{what} must be a tensor", what)
+        raise OpError(f"{what} must be a tensor, not {_KINDS.get(type(sinfo), 'an object')}", what)
     return sinfo
 
 

@@ -186,7 +186,8 @@ class IfExp(Expr):
 
 
 class Stmt(Node):
-    __slots__ = ("comments", "trailing")
+    # ``after`` (comments closing the statement's block) is set only when there are some.
+    __slots__ = ("comments", "trailing", "after")
 
     def init_comments(self) -> None:
         self.comments: list[str] = []

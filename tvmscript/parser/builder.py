@@ -9,6 +9,7 @@ argument checking, comment attachment and module assembly.
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any, Callable
 
@@ -86,6 +87,7 @@ class Context:
         self.filename = filename
         self.comments = comments
         self._comment_index = 0
+        self._lines: list[str] | None = None
         self.module_names: dict[str, ir.GlobalVar] = {}
         self.module_kinds: dict[str, str] = {}
         self.type_vars: dict[str, tir.Var] = {}
@@ -96,8 +98,37 @@ class Context:
             return Span(self.filename, 1, 1, 1, 1)
         return Span(self.filename, node.line, node.col, node.end_line, node.end_col)
 
+    def error_span(self, node) -> Span:
+        """`span`, made exact for a diagnostic's caret (this reads the source, so it is kept
+        off the paths that build IR)."""
+        if node is None or not getattr(node, "line", 0):
+            return Span(self.filename, 1, 1, 1, 1)
+        line, col, end_line, end_col = node.line, node.col, node.end_line, node.end_col
+        # The syntax tree does not keep bracket tokens: a call, subscript, list or dict ends at
+        # its closing bracket, and a list, dict or parenthesized tuple starts at its opening one.
+        try:
+            if isinstance(node, (ast.List, ast.Dict)) or (isinstance(node, ast.Tuple) and node.parenthesized):
+                opened = _before(self.lines, line, col, "([{")
+                if opened is not None:
+                    line, col = opened
+                    end_line, end_col = _matching(self.lines, line, col)
+            elif isinstance(node, (ast.Call, ast.Subscript)):
+                head = node.func if isinstance(node, ast.Call) else node.value
+                opened = _after(self.lines, head.end_line, head.end_col, "([")
+                if opened is not None:
+                    end_line, end_col = _matching(self.lines, *opened)
+        except (IndexError, ValueError):
+            pass  # keep the span the parser gave
+        return Span(self.filename, line, col, end_line, end_col)
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.source.split("\n")
+        return self._lines
+
     def error(self, message: str, node, notes: list[str] | None = None) -> TVMScriptError:
-        return TVMScriptError(message, self.span(node), notes)
+        return TVMScriptError(message, self.error_span(node), notes)
 
     # ---- comments
     def take_comments(self, stmts: list[ast.Stmt]) -> None:
@@ -105,43 +136,157 @@ class Context:
         attach_comments(stmts, self.comments)
 
 
-def attach_comments(stmts: list[ast.Stmt], comments: list[ast.Comment]) -> list[ast.Comment]:
-    """Attach comments to statements: a comment on its own line goes to the statement that
-    follows it; a comment after code goes to the statement on that line. Comments after the last
-    statement of a body are returned so the caller can keep them too."""
-    flat: list[ast.Stmt] = []
+def _before(lines: list[str], line: int, col: int, brackets: str):
+    """The (line, col) of the opening bracket just before ``line:col`` (blanks between), if any."""
+    text = lines[line - 1][: col - 1].rstrip()
+    if text and text[-1] in brackets:
+        return line, len(text)
+    return None
 
-    def walk(body):
+
+def _after(lines: list[str], line: int, col: int, brackets: str):
+    """The (line, col) of the opening bracket at or just after ``line:col``, if any."""
+    text = lines[line - 1]
+    i = col - 1
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    if i < len(text) and text[i] in brackets:
+        return line, i + 1
+    return None
+
+
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+
+
+def _matching(lines: list[str], line: int, col: int) -> tuple[int, int]:
+    """The end (line, exclusive col) of the bracket group opening at ``line:col``; skips strings
+    and comments. ValueError if it does not close."""
+    depth = 0
+    quote = None
+    for ln in range(line, len(lines) + 1):
+        text = lines[ln - 1]
+        i = col - 1 if ln == line else 0
+        while i < len(text):
+            ch = text[i]
+            if quote:
+                if ch == "\\":
+                    i += 1
+                elif text.startswith(quote, i):
+                    i += len(quote) - 1
+                    quote = None
+            elif ch in "\"'":
+                quote = ch * 3 if text.startswith(ch * 3, i) else ch
+                i += len(quote) - 1
+            elif ch == "#":
+                break
+            elif ch in _CLOSER:
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+                if depth == 0:
+                    return ln, i + 2
+            i += 1
+        if quote is not None and len(quote) == 1:
+            quote = None
+    raise ValueError("unclosed bracket")
+
+
+def attach_comments(
+    stmts: list[ast.Stmt], comments: list[ast.Comment], source: str | None = None
+) -> list[ast.Comment]:
+    """Attach comments to statements, as a reader of the source would:
+
+    * a comment after code belongs to the statement on that line (its ``trailing`` comment; a
+      second one, on another line of a multi-line statement, goes before it);
+    * a comment on its own line goes before the statement that follows it, unless it is
+      indented deeper than that statement and follows the end of a block whose statements are
+      indented no deeper than it: then it closes that block (``after`` of the block's owner).
+
+    Comments after the last statement of the file are returned so the caller can keep them."""
+    if not comments:
+        return []
+    flat: list[ast.Stmt] = []
+    parent: dict[int, ast.Stmt | None] = {}
+
+    def walk(body, owner):
         for s in body:
             flat.append(s)
+            parent[id(s)] = owner
             for sub in _bodies(s):
-                walk(sub)
+                walk(sub, s)
 
-    walk(stmts)
-    starts = sorted(((ast.header_line(s), i) for i, s in enumerate(flat)))
-    leftovers: list[ast.Comment] = []
-    si = 0
-    # For trailing comments: map each header line to its statement.
-    by_line = {}
-    for s in flat:
-        by_line.setdefault(s.end_line if not _bodies(s) else s.line, s)
-    for c in comments:
-        owner = by_line.get(c.line)
-        if owner is not None and owner.line <= c.line and not _own_line(c, owner):
-            if owner.trailing is None:
-                owner.trailing = c.text
+    walk(stmts, None)
+    lines = source.split("\n") if source is not None else None
+    order = sorted(range(len(flat)), key=lambda i: ast.header_line(flat[i]))
+    heads = [ast.header_line(flat[i]) for i in order]
+
+    def indent_of(s: ast.Stmt) -> int:
+        if lines is None:
+            return s.col
+        text = lines[ast.header_line(s) - 1] if ast.header_line(s) <= len(lines) else ""
+        return len(text) - len(text.lstrip()) + 1
+
+    def code_owner(line: int):
+        """The innermost statement whose own code (not its body) covers ``line``."""
+        found = None
+        for s in flat:
+            first = ast.header_line(s)
+            if first > line:
                 continue
-        while si < len(starts) and starts[si][0] <= c.line:
-            si += 1
-        if si < len(starts):
-            flat[starts[si][1]].comments.append(c.text)
+            bodies = [b for b in _bodies(s) if b]
+            last = (ast.header_line(bodies[0][0]) - 1) if bodies else s.end_line
+            if line <= max(last, s.line):
+                found = s
+        return found
+
+    leftovers: list[ast.Comment] = []
+    for c in comments:
+        own_line = lines is not None and 1 <= c.line <= len(lines) and not lines[c.line - 1][: c.col - 1].strip()
+        if lines is None:
+            owner = next((s for s in flat if (s.line if _bodies(s) else s.end_line) == c.line), None)
+            own_line = owner is None
+        if not own_line:
+            owner = code_owner(c.line)
+            if owner is not None:
+                if owner.trailing is None:
+                    owner.trailing = c.text
+                else:
+                    owner.comments.append(c.text)
+                continue
+        k = bisect.bisect_right(heads, c.line)
+        nxt = flat[order[k]] if k < len(order) else None
+        prev = flat[order[k - 1]] if k > 0 else None
+        if nxt is not None and (prev is None or c.col <= indent_of(nxt)):
+            nxt.comments.append(c.text)
+            continue
+        # Indented deeper than what follows: the comment closes the innermost block around the
+        # previous statement that is indented no deeper than the comment.
+        target, child = None, prev
+        while child is not None:
+            owner = parent[id(child)]
+            if owner is None:
+                break
+            if indent_of(child) <= c.col:
+                target = owner
+                break
+            child = owner
+        if target is not None and not _inside(nxt, target, parent):
+            if getattr(target, "after", None) is None:
+                target.after = []
+            target.after.append(c.text)
+        elif nxt is not None:
+            nxt.comments.append(c.text)
         else:
             leftovers.append(c)
     return leftovers
 
 
-def _own_line(comment: ast.Comment, owner: ast.Stmt) -> bool:
-    return comment.line > owner.line and comment.line > owner.end_line
+def _inside(s: ast.Stmt | None, owner: ast.Stmt, parent: dict) -> bool:
+    while s is not None:
+        if s is owner:
+            return True
+        s = parent[id(s)]
+    return False
 
 
 def _bodies(s: ast.Stmt) -> list:
@@ -153,9 +298,18 @@ def _bodies(s: ast.Stmt) -> list:
 
 
 def comments_of(stmt: ast.Stmt) -> ir.Comments | None:
-    if not stmt.comments and stmt.trailing is None:
+    after = getattr(stmt, "after", None)
+    if not stmt.comments and stmt.trailing is None and not after:
         return None
-    return ir.Comments(list(stmt.comments), stmt.trailing)
+    return ir.Comments(list(stmt.comments), stmt.trailing, list(after or ()))
+
+
+def loose_comments(stmt: ast.Stmt) -> ir.Comments:
+    """All of a statement's comments as lines before the next thing printed, for statements
+    that print nothing of their own (``T.axis.remap``, ``cls = Module``, ...)."""
+    return ir.Comments(
+        list(stmt.comments) + ([stmt.trailing] if stmt.trailing else []) + list(getattr(stmt, "after", None) or ())
+    )
 
 
 def merge_comments(table: dict, node, extra: ir.Comments | None) -> None:
@@ -186,8 +340,10 @@ def literal(ctx: Context, node) -> Any:
             return False
         if node.id == "None":
             return None
-    if isinstance(node, ast.UnaryOp) and node.op == "-" and isinstance(node.operand, ast.Constant):
-        return -node.operand.value
+    if isinstance(node, ast.UnaryOp) and node.op in ("-", "+") and isinstance(node.operand, ast.Constant):
+        value = node.operand.value
+        if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+            return -value if node.op == "-" else value
     if isinstance(node, (ast.Tuple, ast.List)):
         return [literal(ctx, e) for e in node.elts]
     if isinstance(node, ast.Dict):
@@ -283,7 +439,7 @@ def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, file
     header = _source_header(stmts, comments)
     comments = [c for c in comments if not is_printer_artifact(c.text)]
     ctx = Context(source, filename, comments)
-    leftovers = attach_comments(stmts, comments)
+    leftovers = attach_comments(stmts, comments, source)
 
     items = []
     for stmt in stmts:
@@ -300,22 +456,38 @@ def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, file
             "expected an @I.ir_module class, an @R.function or a @T.prim_func at the top level", stmt
         )
     if not items:
-        raise TVMScriptError("no @I.ir_module, @R.function or @T.prim_func found", Span(filename, 1, 1, 1, 1))
+        wanted = "expected an @I.ir_module class, an @R.function or a @T.prim_func"
+        if not source.strip():
+            raise TVMScriptError(f"the file is empty: {wanted}", Span(filename, 1, 1, 1, 1))
+        if not stmts:
+            first = comments[0] if comments else None
+            line = first.line if first is not None else 1
+            raise TVMScriptError(f"the file holds only comments: {wanted}", Span(filename, line, 1, line, 1))
+        raise TVMScriptError(f"no @I.ir_module, @R.function or @T.prim_func found: {wanted}", Span(filename, 1, 1, 1, 1))
     if len(items) > 1:
         raise ctx.error("a file holds one module or one function; found another definition", items[1])
     item = items[0]
     if isinstance(item, ast.ClassDef):
         result = _build_module(ctx, item, PrimFuncBuilder, RelaxFunctionBuilder)
         result.source_header = header
-        if leftovers:
-            merge_comments(result.comments, result, ir.Comments(after=[c.text for c in leftovers]))
+        _keep_leftovers(result.comments, result, leftovers)
         return result
     kind = function_kind(ctx, item)
     builder = PrimFuncBuilder if kind == "tir" else RelaxFunctionBuilder
     func = builder(ctx).build(item)
-    if leftovers:
-        merge_comments(func.comments, func, ir.Comments(after=[c.text for c in leftovers]))
+    _keep_leftovers(func.comments, func, leftovers)
     return func
+
+
+def _keep_leftovers(table: dict, node, leftovers: list[ast.Comment]) -> None:
+    """Comments after the last statement: at the left margin they end the file (the printer
+    puts them last, unindented); indented, they close the module or function."""
+    closing = [c.text for c in leftovers if c.col > 1]
+    end = [c.text for c in leftovers if c.col == 1]
+    if closing:
+        merge_comments(table, node, ir.Comments(after=closing))
+    if end:
+        merge_comments(table, ("end", node), ir.Comments(after=end))
 
 
 def _is_type_var(stmt: ast.Assign) -> bool:

@@ -9,8 +9,11 @@ bound inside ``with R.dataflow():`` and not listed in ``R.output`` does not exis
 from __future__ import annotations
 
 from .. import ir, relax, tir
+from ..diagnostics import did_you_mean
 from . import ast
-from .builder import Context, Scope, bind_arguments, comments_of, dotted_name, literal, merge_comments
+from .builder import (
+    Context, Scope, bind_arguments, comments_of, dotted_name, literal, loose_comments, merge_comments,
+)
 
 SINFO_NAMES = ("R.Tensor", "R.Tuple", "R.Shape", "R.Object", "R.Prim", "R.Callable")
 DTYPES = set(tir.SCALAR_DTYPES)
@@ -75,6 +78,9 @@ class RelaxFunctionBuilder:
         )
         func.comments = self.comments
         merge_comments(self.comments, func, comments_of(fdef))
+        # The printer looks the return statement's comments up by the function.
+        ret_comments = self.comments.pop(("return", fdef), None)
+        merge_comments(self.comments, ("return", func), ret_comments)
         return func
 
     # ------------------------------------------------------------------ bodies
@@ -100,8 +106,12 @@ class RelaxFunctionBuilder:
                 if bindings:
                     blocks.append(relax.BindingBlock(bindings))
                     bindings = []
+                before, self.pending = self.pending, []
                 block = self.dataflow_block(s)
+                inner, self.pending = self.pending, before
                 self._comment_node(block, s)
+                for p in inner:
+                    merge_comments(self.comments, block, ir.Comments(after=loose_comments(p).before))
                 blocks.append(block)
                 continue
             # R.func_attr is allowed only before the first binding (function_body says "at the top").
@@ -109,7 +119,7 @@ class RelaxFunctionBuilder:
             if binding is not None:
                 bindings.append(binding)
                 self._comment_node(binding, s)
-            elif s.comments or s.trailing:
+            elif s.comments or s.trailing or getattr(s, "after", None):
                 self.pending.append(s)
         if bindings:
             blocks.append(relax.BindingBlock(bindings))
@@ -119,7 +129,7 @@ class RelaxFunctionBuilder:
 
     def _comment_node(self, key, s) -> None:
         for p in self.pending:
-            merge_comments(self.comments, key, ir.Comments(list(p.comments) + ([p.trailing] if p.trailing else [])))
+            merge_comments(self.comments, key, loose_comments(p))
         self.pending = []
         merge_comments(self.comments, key, comments_of(s))
 
@@ -140,11 +150,13 @@ class RelaxFunctionBuilder:
         bindings = []
         outputs = []
         seen_output = False
+        output_key = ("output", s)
         for st in s.body:
             if _is_call_stmt(st, "R.output"):
                 if seen_output:
                     raise self.error("a dataflow block has one R.output", st)
                 seen_output = True
+                self._comment_node(output_key, st)
                 for a in st.value.args:
                     v = self.scope.frames[-1].get(a.id)
                     if v is None:
@@ -161,7 +173,7 @@ class RelaxFunctionBuilder:
             if binding is not None:
                 bindings.append(binding)
                 self._comment_node(binding, st)
-            elif st.comments or st.trailing:
+            elif st.comments or st.trailing or getattr(st, "after", None):
                 self.pending.append(st)
         frame = self.scope.pop()
         self.in_dataflow = False
@@ -170,7 +182,10 @@ class RelaxFunctionBuilder:
                 self.scope.define(name, _Expired(value))
             else:
                 self.scope.define(name, value)
-        return relax.DataflowBlock(bindings, outputs)
+        block = relax.DataflowBlock(bindings, outputs)
+        # The printer looks the R.output line's comments up by the block.
+        merge_comments(self.comments, ("output", block), self.comments.pop(output_key, None))
+        return block
 
     def stmt(self, s, function_body: bool):
         if isinstance(s, ast.ExprStmt):
@@ -252,6 +267,7 @@ class RelaxFunctionBuilder:
             raise self.error("an if statement in an R.function needs an else branch", s)
         branches = []
         names = []
+        before, self.pending = self.pending, []
         for body in (s.body, s.orelse):
             last = body[-1]
             if not isinstance(last, (ast.Assign, ast.AnnAssign)) or not isinstance(last.target, ast.Name):
@@ -273,7 +289,11 @@ class RelaxFunctionBuilder:
                 self.check_annotation(ann, relax.struct_info_of(value), last.annotation, last.target.id)
             self.scope.pop()
             blocks = [relax.BindingBlock(bindings)] if bindings else []
-            branches.append((relax.SeqExpr(blocks, value, ann or relax.struct_info_of(value)), ann))
+            seq = relax.SeqExpr(blocks, value, ann or relax.struct_info_of(value))
+            # The printer looks the comments of the branch's result line up by the branch.
+            self._comment_node(("result", seq), last)
+            branches.append((seq, ann))
+        self.pending = before + self.pending
         if names[0] != names[1]:
             raise self.error(
                 f"both branches of an if must assign the same variable ('{names[0]}' vs '{names[1]}')", s.orelse[-1]
@@ -304,7 +324,7 @@ class RelaxFunctionBuilder:
                 d = literal(self.ctx, args["dtype"])
                 if d is not None:
                     if not isinstance(d, str) or not (tir.is_valid_dtype(d)):
-                        raise self.error(f"unknown dtype '{d}'", args["dtype"])
+                        raise self.error(f"unknown dtype '{d}'", args["dtype"], did_you_mean(str(d), tir.SCALAR_DTYPES))
                     dtype = "" if d == "void" else d
             ndim = -1
             if args["ndim"] is not None:
@@ -335,6 +355,9 @@ class RelaxFunctionBuilder:
             return relax.ShapeStructInfo(None, ndim)
         if name == "R.Object":
             return relax.ObjectStructInfo()
+        if name and name.startswith("T.") and name[2:] in DTYPES and not isinstance(node, ast.Call):
+            # TVM 0.25+ writes a primitive value's struct info as its TIR type: `n: T.int64`.
+            return relax.PrimStructInfo(name[2:])
         if name == "R.Prim":
             if not isinstance(node, ast.Call):
                 raise self.error("R.Prim needs a dtype, e.g. R.Prim(\"int64\")", node)
@@ -400,8 +423,11 @@ class RelaxFunctionBuilder:
             return self._call(node)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return relax.StringImm(node.value, relax.ObjectStructInfo())
-        if isinstance(node, ast.Constant):
-            raise self.error("a number in a Relax expression must be wrapped: R.const(...) or R.prim_value(...)", node)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            # A bare number is a primitive value, as R.prim_value(...) writes it.
+            v = node.value
+            e = tir.IntImm("int64", v) if isinstance(v, int) else tir.FloatImm("float64", v)
+            return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
         raise self.error("unsupported expression in an R.function", node)
 
     def _name(self, node: ast.Name):
@@ -421,7 +447,8 @@ class RelaxFunctionBuilder:
             return relax.PrimValue(v, relax.PrimStructInfo(v.dtype, v))
         if node.id in ("meta", "metadata"):
             raise self.error(f"'{node.id}[...]' refers to a metadata section, which this file does not have", node)
-        raise self.error(f"undefined name '{node.id}'", node)
+        visible = [n for frame in self.scope.frames for n, v in frame.items() if isinstance(v, relax.Var)]
+        raise self.error(f"undefined name '{node.id}'", node, did_you_mean(node.id, visible))
 
     def _attribute(self, node: ast.Attribute):
         if isinstance(node.value, ast.Name) and node.value.id == "cls":
@@ -468,7 +495,11 @@ class RelaxFunctionBuilder:
 
             op = find_op(name)
             if op is None:
-                raise self.error(f"unknown Relax function '{name}'", node.func)
+                from ..compiler.op import all_ops
+                from .relax_calls import RELAX_CALLS
+
+                known = [o.script_name for o in all_ops().values()] + list(RELAX_CALLS)
+                raise self.error(f"unknown Relax function '{name}'", node.func, did_you_mean(name, known))
             return self._op_call(op, node, name)
         callee = self.expr(node.func)
         args = [self.expr(a) for a in node.args]

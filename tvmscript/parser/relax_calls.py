@@ -99,6 +99,12 @@ def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
         vals = [b.dim(e, False) for e in elts]
         call_args.append(relax.ShapeExpr(vals, relax.ShapeStructInfo(vals)))
     op = "relax.call_tir"
+    if isinstance(func, relax.ExternFunc):
+        # Older TVMScript called packed functions with R.call_tir("env.f", ...); TVM now calls
+        # them with R.call_dps_packed, which is what this is and how it prints.
+        if len(call_args) > 2:
+            raise b.error(f"{name} of an extern function takes no tir_vars", args["tir_vars"])
+        op = "relax.call_dps_packed"
     return relax.Call(relax.Op(op), call_args, {}, sinfos, _result_sinfo(sinfos), b.ctx.span(node))
 
 

@@ -68,6 +68,8 @@ class _Builder:
             except (ValueError, SyntaxError):
                 raise TVMScriptError("invalid string literal", _tok_span(t)) from None
         first, last = c[0], c[-1]
+        if len({type(p) for p in parts}) > 1:
+            raise TVMScriptError("cannot mix bytes and str literals", _span_of_tokens(first, last))
         value = parts[0] if len(parts) == 1 else type(parts[0])().join(parts)
         return ast.Constant(value, *_span_of_tokens(first, last))
 
@@ -200,13 +202,14 @@ class _Builder:
         return ast.AugAssign(target, op.value[:-1], value, target.line, target.col, value.end_line, value.end_col)
 
     def return_stmt(self, c):
-        v = c[0]
+        kw, v = c  # the RETURN token is kept (a named terminal) for the statement's position
         if v is None:
-            return ast.Return(None, 0, 0, 0, 0)
-        return ast.Return(v, v.line, max(v.col - 7, 1), v.end_line, v.end_col)
+            return ast.Return(None, kw.line, kw.column, kw.end_line, kw.end_column)
+        return ast.Return(v, kw.line, kw.column, v.end_line, v.end_col)
 
     def pass_stmt(self, c):
-        return ast.Pass(0, 0, 0, 0)
+        kw = c[0]
+        return ast.Pass(kw.line, kw.column, kw.end_line, kw.end_column)
 
     def assert_stmt(self, c):
         test, msg = c
@@ -295,6 +298,7 @@ def _parse_operation(items: list, i: int, min_prec: int):
         left = first
         i += 1
     n = len(items)
+    chain = None
     while i < n:
         op = " ".join(items[i].value.split())
         prec = _BINARY_PRECEDENCE[op]
@@ -313,8 +317,10 @@ def _parse_operation(items: list, i: int, min_prec: int):
             continue
         rhs, i = _parse_operation(items, i + 1, prec if op == "**" else prec + 1)
         if op in ("and", "or"):
-            values = left.values + [rhs] if isinstance(left, ast.BoolOp) and left.op == op else [left, rhs]
-            left = ast.BoolOp(op, values, left.line, left.col, rhs.end_line, rhs.end_col)
+            # `a and b and c` flattens; a parenthesized `(a and b) and c` does not (as in Python):
+            # only a BoolOp built by this loop is extended.
+            values = left.values + [rhs] if left is chain and left.op == op else [left, rhs]
+            left = chain = ast.BoolOp(op, values, left.line, left.col, rhs.end_line, rhs.end_col)
         else:
             left = ast.BinOp(op, left, rhs, left.line, left.col, rhs.end_line, rhs.end_col)
     return left, i
@@ -397,7 +403,8 @@ class _Tables:
             rf"|(?P<NUMBER>{terms['NUMBER'][0]})"
             rf"|(?P<NAME>{terms['NAME'][0]})"
             rf"|(?P<OP>{_OPERATORS}))",
-            re.S,
+            # No re.S: a '...' or "..." string ends on its line (the triple-quoted alternative
+            # carries its own (?s:...) flag), so an unclosed quote is reported where it is.
         )
         self.filtered = frozenset(spec["filtered"])
         self._op_candidates: dict[str, list[str]] = {}
@@ -590,9 +597,48 @@ _NOT_IN = re.compile(r"[ \t]+in\b")
 _IS_NOT = re.compile(r"[ \t]+not\b")
 _OPEN = frozenset("([{")
 _CLOSE = frozenset(")]}")
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+_OPENING = {")": "(", "]": "[", "}": "{"}
 
 
-def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
+def _bracket_at(source: str, offset: int) -> tuple[str, int, int]:
+    """The bracket at ``offset`` with its line and column."""
+    return source[offset], source.count("\n", 0, offset) + 1, offset - source.rfind("\n", 0, offset)
+_BLANKS = re.compile(r"[ \t\f]*")
+
+
+def _can_shift(actions, rules, state_stack, ttype: str) -> bool:
+    """Whether the parser shifts ``ttype`` after the reductions it triggers from this state."""
+    stack = list(state_stack)
+    while True:
+        act = actions[stack[-1]].get(ttype)
+        if act is None:
+            return False
+        if act >= 0:
+            return True
+        size = rules[-1 - act][0]
+        if size:
+            del stack[-size:]
+        stack.append(actions[stack[-1]][rules[-1 - act][1]])
+
+
+def _tab_error(filename: str, line: int, indent_str: str) -> TVMScriptError:
+    return TVMScriptError(
+        "inconsistent use of tabs and spaces in indentation",
+        Span(filename, line, 1, line, len(indent_str) + 1),
+        ["indent with spaces only (TVMScript is printed with 4 spaces per level)"],
+    )
+
+
+def _word_end(source: str, pos: int) -> int:
+    """Where the name or symbol starting at ``pos`` ends (for underlining a statement's start)."""
+    m = re.compile(r"\w+|\S").match(source, pos)
+    return m.end() if m else pos + 1
+
+
+def _run(source: str, filename: str, tables: _Tables, comments: list, brackets: list) -> list:
+    """Parse; ``comments`` collects the comments, ``brackets`` holds the offset in ``source`` of
+    each bracket open at the point reached (for the diagnostic of one never closed)."""
     actions = tables.actions
     rules = tables.rules
     keywords = tables.keywords
@@ -600,7 +646,7 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
     state_stack = [tables.start_state]
     value_stack: list = []
     indents = [0]
-    paren = 0
+    alt_indents = [0]  # the same indentation counting a tab as one column, to catch tab/space mixes
     line = 1
     line_start = 0
     pos = 0
@@ -645,9 +691,19 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
     while pos < n:
         m = match(source, pos)
         if m is None:
-            pos += len(source) - len(source[pos:].lstrip(" \t\f"))
+            pos = _BLANKS.match(source, pos).end()
             col = pos - line_start + 1
-            raise TVMScriptError(f"invalid character {source[pos]!r}", Span(filename, line, col, line, col + 1))
+            ch = source[pos]
+            if ch in "\"'":
+                eol = source.find("\n", pos)
+                quote = ch * 3 if source.startswith(ch * 3, pos) else ch
+                kind = "triple-quoted string" if len(quote) == 3 else "string"
+                raise TVMScriptError(
+                    f"unterminated {kind} literal: the closing {quote} is missing",
+                    Span(filename, line, col, line, (eol if eol >= 0 else n) - line_start + 1),
+                )
+            what = repr(ch) if ch.isascii() else f"{ch!r} (U+{ord(ch):04X})"
+            raise TVMScriptError(f"invalid character {what}", Span(filename, line, col, line, col + 1))
         kind = m.lastgroup
         end = m.end()
         text = m.group(kind)
@@ -667,26 +723,36 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
             if nl_count:
                 line_start = start + text.rfind("\n") + 1
             pos = end
-            if paren:
+            if brackets:
                 continue
             newline_last = True
             feed(Tok("_NEWLINE", text, tok_line, col, line, end - line_start + 1), ("_NEWLINE",))
             indent_str = text.rsplit("\n", 1)[-1]
             indent = len(indent_str.expandtabs(8))
+            alt = len(indent_str)
             if end >= n:
-                indent = 0
+                indent = alt = 0
             if indent > indents[-1]:
+                if alt <= alt_indents[-1]:
+                    raise _tab_error(filename, line, indent_str)
                 indents.append(indent)
+                alt_indents.append(alt)
                 feed(Tok("_INDENT", indent_str, line, 1, line, indent + 1), ("_INDENT",))
             else:
-                while indent < indents[-1]:
-                    indents.pop()
-                    feed(Tok("_DEDENT", "", line, 1, line, indent + 1), ("_DEDENT",))
-                if indent != indents[-1]:
+                if indent < indents[-1] and indent not in indents:
+                    first = len(indent_str) + 1
                     raise TVMScriptError(
                         "unindent does not match any outer indentation level",
-                        Span(filename, line, 1, line, indent + 1),
+                        Span(filename, line, first, line, _word_end(source, line_start + first - 1) - line_start + 1),
+                        [f"this line is indented by {indent} columns; the enclosing blocks are indented by "
+                         + ", ".join(str(i) for i in indents)],
                     )
+                while indent < indents[-1]:
+                    indents.pop()
+                    alt_indents.pop()
+                    feed(Tok("_DEDENT", "", line, 1, line, indent + 1), ("_DEDENT",))
+                if alt != alt_indents[-1]:
+                    raise _tab_error(filename, line, indent_str)
             continue
         newline_last = False
         if kind == "NAME":
@@ -700,9 +766,17 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
         elif kind == "OP":
             candidates = op_candidates(text)
             if text in _OPEN:
-                paren += 1
-            elif text in _CLOSE and paren:
-                paren -= 1
+                brackets.append(start)
+            elif text in _CLOSE and brackets:
+                opened = brackets.pop()
+                if _OPENING[text] != source[opened]:
+                    bracket, oline, ocol = _bracket_at(source, opened)
+                    where = "" if oline == line else f" on line {oline}"
+                    raise TVMScriptError(
+                        f"closing '{text}' does not match the opening '{bracket}'{where}",
+                        Span(filename, line, col, line, col + 1),
+                        [f"expected '{_CLOSING[bracket]}' to close the '{bracket}' at line {oline}, column {ocol}"],
+                    )
         else:
             candidates = (kind,)
             if kind == "STRING" and "\n" in text:
@@ -722,6 +796,10 @@ def _run(source: str, filename: str, tables: _Tables, comments: list) -> list:
         else:
             tok = Tok(None, text, line, col, line, end - line_start + 1)
             raise _SyntaxErrorAt(tok, sorted(k for k in row if k.isupper() or k == "$END"))
+        if ttype == "IN" and "COMP_OP" in row and not _can_shift(actions, rules, state_stack, "IN"):
+            # `a in b`: the LALR tables reduce on `in` after any operand (merged states allow the
+            # `for x in` keyword there), but only the comparison can follow here.
+            ttype = "COMP_OP"
         act = row[ttype]
         while act < 0:
             size, origin, callback = rules[-1 - act]
@@ -792,14 +870,15 @@ def parse_syntax(source: str, filename: str = "<string>") -> tuple[list[ast.Stmt
         source += "\n"
     tables = _tables()
     comments: list[ast.Comment] = []
+    brackets: list = []
     try:
-        stmts = _run(source, filename, tables, comments)
+        stmts = _run(source, filename, tables, comments, brackets)
     except TVMScriptError as err:
         if err.span is not None and err.span.filename == "<string>":
             err.span = err.span.with_filename(filename)
         raise
     except _SyntaxErrorAt as err:
-        raise _syntax_error(err.tok, err.expected, source, filename) from None
+        raise _syntax_error(err.tok, err.expected, source, filename, brackets) from None
     except RecursionError:
         raise TVMScriptError("expression nested too deeply", Span(filename, 1, 1, 1, 2)) from None
     return stmts, comments
@@ -811,12 +890,24 @@ _TOKEN_DESCRIPTIONS = {
     "COMMA": "','", "DOT": "'.'", "EQUAL": "'='", "_NEWLINE": "a new line",
     "_INDENT": "an indented block", "_DEDENT": "the end of the block", "$END": "the end of the file",
     "RARROW": "'->'", "AT": "'@'", "ADD_OP": "'+' or '-'", "MUL_OP": "an operator",
-    "COMP_OP": "a comparison", "SEMICOLON": "';'",
+    "COMP_OP": "a comparison", "SEMICOLON": "';'", "INVERT": "'~'", "POW_OP": "'**'",
+    "AUGOP": "an augmented assignment such as '+='", "SHIFT_OP": "'<<' or '>>'", "BIT_OP": "'|', '&' or '^'",
+    "STAR": "'*'",
 }
+
+
+_EXPRESSION_START = frozenset({"NAME", "NUMBER", "STRING", "LPAR", "LSQB", "LBRACE"})
+_AFTER_OPERAND = frozenset({"ADD_OP", "MUL_OP", "COMP_OP", "COMMA", "DOT", "LPAR", "LSQB"})
+_UNARY = frozenset({"ADD_OP", "INVERT", "NOT"})
 
 
 def _describe(terminals) -> str:
     names = []
+    terminals = set(terminals)
+    if _EXPRESSION_START <= terminals:
+        # Anything that starts an expression is welcome: say so instead of listing them all.
+        names.append("an expression")
+        terminals -= _EXPRESSION_START | _UNARY
     for t in sorted(terminals):
         if t in _TOKEN_DESCRIPTIONS:
             d = _TOKEN_DESCRIPTIONS[t]
@@ -829,14 +920,35 @@ def _describe(terminals) -> str:
     if not names:
         return ""
     if len(names) > 6:
-        names = names[:6] + ["..."]
-    return ", ".join(names)
+        return ", ".join(names[:6]) + ", ..."
+    if len(names) > 1:
+        return ", ".join(names[:-1]) + " or " + names[-1]
+    return names[0]
 
 
-def _syntax_error(tok: Tok, expected: list[str], source: str, filename: str) -> TVMScriptError:
+def _syntax_error(tok: Tok, expected: list[str], source: str, filename: str, brackets=()) -> TVMScriptError:
     line, col = tok.line, tok.column
-    if tok.type == "_INDENT" or (tok.type is None and False):
-        return TVMScriptError("unexpected indent", Span(filename, line, 1, line, col))
+    lines = source.split("\n")
+    if brackets:
+        # An open bracket swallows the line ends after it, so a missing ')' shows up as an error
+        # at the end of the file or at the start of a later statement: report the bracket.
+        opener, oline, ocol = _bracket_at(source, brackets[-1])
+        starts_line = 1 <= line <= len(lines) and not lines[line - 1][: col - 1].strip()
+        opener_indent = len(lines[oline - 1]) - len(lines[oline - 1].lstrip()) + 1
+        if tok.type in ("$END", "_NEWLINE", "_DEDENT") or (line > oline and starts_line and col <= opener_indent):
+            return TVMScriptError(
+                f"'{opener}' was never closed", Span(filename, oline, ocol, oline, ocol + 1),
+                [f"expected '{_CLOSING[opener]}' before the end of the file" if tok.type in ("$END", "_NEWLINE", "_DEDENT")
+                 else f"expected '{_CLOSING[opener]}' before the statement on line {line}"],
+            )
+    if tok.type == "_INDENT":
+        first = len(tok.value) + 1
+        line_pos = sum(len(x) + 1 for x in lines[: line - 1])
+        return TVMScriptError(
+            "unexpected indent",
+            Span(filename, line, first, line, _word_end(source, line_pos + first - 1) - line_pos + 1),
+            ["this line is indented more than the one before it, which does not open a block with ':'"],
+        )
     if tok.type == "$END":
         lines = source.rstrip("\n").split("\n")
         line = len(lines)
@@ -849,6 +961,16 @@ def _syntax_error(tok: Tok, expected: list[str], source: str, filename: str) -> 
     else:
         found = repr(tok.value)
     msg = f"invalid syntax: unexpected {found}"
+    if _AFTER_OPERAND <= set(expected):
+        # After a complete operand the merged LALR states accept every operator and closer;
+        # the bracket the token stands in says more about what was meant.
+        if brackets:
+            closer = _CLOSING[source[brackets[-1]]]
+            msg += f"; expected ',' or '{closer}' (is a comma missing?)"
+        else:
+            msg += "; expected an operator, '=' or the end of the line"
+        width = len(tok.value) if tok.type not in ("_NEWLINE", "$END", "_DEDENT") else 1
+        return TVMScriptError(msg, Span(filename, line, col, line, col + max(width, 1)))
     described = _describe(expected)
     if described:
         msg += f"; expected {described}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ir, tir
+from ..diagnostics import did_you_mean
 from . import ast
 from .builder import (
     Context,
@@ -21,6 +22,7 @@ from .builder import (
     comments_of,
     dotted_name,
     literal,
+    loose_comments,
     merge_comments,
 )
 
@@ -100,6 +102,9 @@ class PrimFuncBuilder:
     def error(self, message, node, notes=None):
         return self.ctx.error(message, node, notes)
 
+    def _visible_names(self) -> list[str]:
+        return [n for frame in self.scope.frames for n in frame]
+
     # ------------------------------------------------------------------ function
     def build(self, fdef: ast.FunctionDef) -> tir.PrimFunc:
         private = False
@@ -121,6 +126,7 @@ class PrimFuncBuilder:
         root = _BlockFrame("root", fdef)
         self.blocks.append(root)
         body = self.body(fdef.body, function_level=True)
+        left_over, self._pending = self._pending, []
         self.blocks.pop()
         if _contains_block(body) or root.alloc_buffers:
             if not (isinstance(body, tir.BlockRealize) and body.block.name == "root" and not root.alloc_buffers):
@@ -136,6 +142,8 @@ class PrimFuncBuilder:
         )
         func.comments = self.comments
         merge_comments(self.comments, func, comments_of(fdef))
+        for p in left_over:
+            merge_comments(self.comments, func, ir.Comments(after=loose_comments(p).before))
         return func
 
     def _param(self, arg: ast.Arg):
@@ -235,14 +243,14 @@ class PrimFuncBuilder:
             else:
                 raise self.error("expected a dtype string such as \"float32\"", node)
         if not tir.is_valid_dtype(dtype):
-            raise self.error(f"unknown dtype '{dtype}'", node)
+            raise self.error(f"unknown dtype '{dtype}'", node, did_you_mean(dtype, tir.SCALAR_DTYPES))
         return dtype
 
     def _lookup_buffer(self, node) -> tir.Buffer:
         if isinstance(node, ast.Name):
             value = self.scope.lookup(node.id)
             if value is None:
-                raise self.error(f"undefined name '{node.id}'", node)
+                raise self.error(f"undefined name '{node.id}'", node, did_you_mean(node.id, self._visible_names()))
             if isinstance(value, tir.Buffer):
                 return value
             raise self.error(f"'{node.id}' is not a buffer", node)
@@ -254,32 +262,43 @@ class PrimFuncBuilder:
         i = 0
         while i < len(stmts):
             s = stmts[i]
+            # Comments waiting from before this statement belong to it, not to whatever its
+            # nested body builds first; comments its body leaves over close it.
+            outer, self._pending = self._pending, []
             result = self.stmt(s, function_level)
             if isinstance(result, _Scoped):
                 # LetStmt / AssertStmt take the rest of the body as their body.
+                self._pending = []
                 rest = self.body(stmts[i + 1:], function_level) if i + 1 < len(stmts) else tir.Evaluate(tir.IntImm("int32", 0))
                 node = result.make(rest)
-                self._note(node, s)
+                inner, self._pending = self._pending, outer
+                self._note(node, s, inner)
                 out.append(node)
                 self.scope.pop()
                 break
+            inner, self._pending = self._pending, outer
             if result is not None:
-                self._note(result, s)
+                self._note(result, s, inner)
                 out.append(result)
-            elif s.comments or s.trailing:
-                self._pending.append(s)
+            else:
+                if s.comments or s.trailing or getattr(s, "after", None):
+                    self._pending.append(s)
+                self._pending.extend(inner)
             i += 1
         if not out:
             return tir.Evaluate(tir.IntImm("int32", 0))
         return tir.seq(out)
 
-    def _note(self, node, s) -> None:
-        """Keep the comments of statement ``s`` (and of declarations before it) for ``node``."""
+    def _note(self, node, s, inner=()) -> None:
+        """Keep the comments of statement ``s`` (and of declarations before it) for ``node``;
+        ``inner`` are statements of its body whose comments found no node there."""
         if self._pending:
             for p in self._pending:
-                merge_comments(self.comments, node, ir.Comments(list(p.comments) + ([p.trailing] if p.trailing else [])))
+                merge_comments(self.comments, node, loose_comments(p))
             self._pending = []
         merge_comments(self.comments, node, comments_of(s))
+        for p in inner:
+            merge_comments(self.comments, node, ir.Comments(after=loose_comments(p).before))
 
     def stmt(self, s, function_level: bool):
         if isinstance(s, ast.ExprStmt):
@@ -413,6 +432,9 @@ class PrimFuncBuilder:
                 return None
             if callee in ("T.alloc_buffer", "T.decl_buffer"):
                 buf = self._buffer_decl(name, value, kind=callee)
+                if buf.data is None:
+                    # Its data pointer, one variable for every ``name.data`` in the body.
+                    buf.data = tir.Var("handle", name, self.ctx.span(target))
                 self.blocks[-1].alloc_buffers.append(buf)
                 self.scope.define(name, buf)
                 return None
@@ -587,7 +609,31 @@ class PrimFuncBuilder:
                 raise self.error("a block has one T.init()", item)
             frame.init = self._nested_body(s.body)
             return None
+        if name in ("T.LetStmt", "T.Assert") and isinstance(item, ast.Call):
+            # How TVM prints a let or an assert that is not the last statement of its body.
+            return self._scoped_with(s, name)
         raise self.error(f"unknown scope '{name}': expected T.block(...) or T.init()", item)
+
+    def _scoped_with(self, s: ast.With, name: str):
+        item = s.item
+        if name == "T.Assert":
+            args = bind_arguments(self.ctx, item, name, ["condition", "message"])
+            cond = self._condition(args["condition"])
+            return tir.AssertStmt(cond, self.expr(args["message"]), self._nested_body(s.body))
+        args = bind_arguments(self.ctx, item, name, ["value", "type_annotation"], {"type_annotation": None})
+        if not isinstance(s.target, ast.Name):
+            raise self.error("T.LetStmt binds a variable: with T.LetStmt(value) as x:", item)
+        value = self.expr(args["value"])
+        if args["type_annotation"] is not None:
+            value = self._coerce(value, self._dtype(args["type_annotation"]), args["value"])
+        var = tir.Var(value.dtype, s.target.id, self.ctx.span(s.target))
+        self.scope.push()
+        self.scope.define(var.name, var)
+        try:
+            body = self.body(s.body)
+        finally:
+            self.scope.pop()
+        return tir.LetStmt(var, value, body)
 
     def _block(self, s: ast.With):
         call = s.item
@@ -600,7 +646,7 @@ class PrimFuncBuilder:
         self.scope.push()
         saved_pending, self._pending = self._pending, []
         body = self.body(s.body)
-        self._pending = saved_pending
+        self._pending = saved_pending + self._pending
         self.scope.pop()
         self.blocks.pop()
         reads, writes = frame.reads, frame.writes
@@ -713,7 +759,7 @@ class PrimFuncBuilder:
                 return tir.IntImm("bool", 1)
             if node.id == "False":
                 return tir.IntImm("bool", 0)
-            raise self.error(f"undefined name '{node.id}'", node)
+            raise self.error(f"undefined name '{node.id}'", node, did_you_mean(node.id, self._visible_names()))
         if isinstance(value, tir.PrimExpr):
             return value
         if isinstance(value, tir.Buffer):
@@ -793,7 +839,10 @@ class PrimFuncBuilder:
         if node.op == "~":
             return tir.Call(a.dtype, "tir.bitwise_not", [a])
         if isinstance(a, (tir.IntImm, tir.FloatImm)):
-            c = tir.const(-a.value, a.dtype)
+            dtype = a.dtype
+            if id(a) in self.literals and dtype == "int64" and a.value == 2**31:
+                dtype = "int32"  # the literal -2147483648 is the smallest int32, as printed
+            c = tir.const(-a.value, dtype)
             if id(a) in self.literals:
                 self.literals.add(id(c))
             return c
@@ -856,7 +905,8 @@ class PrimFuncBuilder:
             dtype = "bool" if op in BOOL_RESULT_INTRINSICS else args[0].dtype
             return tir.Call(dtype, op, args)
         if name.startswith("T."):
-            raise self.error(f"unknown function '{name}'", node.func)
+            known = [f"T.{n}" for n in INTRINSICS] + [f"T.{n}" for n in DTYPE_NAMES] + list(EXPR_CALLS)
+            raise self.error(f"unknown function '{name}'", node.func, did_you_mean(name, known))
         raise self.error(f"undefined function '{name}'", node.func)
 
     def _typed(self, node: ast.Call, dtype: str):
@@ -1053,7 +1103,26 @@ def _sub(hi, lo):
         return tir.IntImm(hi.dtype, hi.value - lo.value)
     if isinstance(lo, tir.IntImm) and lo.value == 0:
         return hi
+    if isinstance(hi, tir.Add) and _same_expr(hi.a, lo):
+        # ``range(n, n + 10)`` (how a loop from n of extent 10 prints) has extent 10, not
+        # ``n + 10 - n``: reading back what the printer wrote gives the same loop.
+        return hi.b
     return tir.Sub(hi.dtype, hi, lo)
+
+
+def _same_expr(a, b) -> bool:
+    """The same expression over the same variables (variables compare by identity)."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or a.dtype != b.dtype:
+        return False
+    if isinstance(a, (tir.IntImm, tir.FloatImm)):
+        return a.value == b.value
+    if isinstance(a, tir.BinaryOp):
+        return _same_expr(a.a, b.a) and _same_expr(a.b, b.b)
+    if isinstance(a, tir.Cast):
+        return _same_expr(a.value, b.value)
+    return False
 
 
 def _range_as(r: tir.Range, dtype: str) -> tir.Range:

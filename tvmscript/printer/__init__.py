@@ -79,7 +79,14 @@ def print_module(mod: ir.IRModule) -> str:
                     used.add("tir")
     if mc is not None:
         body.after(mc)
+    _file_end(body, mod.comments.get(("end", mod)))
     return _with_header(body, used, mod.source_header)
+
+
+def _file_end(doc: Doc, comments) -> None:
+    """Comments at the end of the file, after everything, at the left margin."""
+    for c in comments.after if comments is not None else ():
+        doc.comment(c)
 
 
 def print_function(func, name: str) -> str:
@@ -91,6 +98,7 @@ def print_function(func, name: str) -> str:
         printer = RelaxPrinter(None, func.comments)
         printer.function(doc, func, name)
         used = {"relax"} | ({"tir"} if printer.uses_tir else set())
+    _file_end(doc, (func.comments or {}).get(("end", func)))
     return _with_header(doc, used, None)
 
 

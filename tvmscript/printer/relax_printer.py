@@ -9,9 +9,8 @@ are written as strings in the signature (``R.Tensor(("n", 784), ...)``) and decl
 from __future__ import annotations
 
 from .. import ir, relax, tir
-from ..structural import StructuralEqual
 from .doc import Doc
-from .tir_printer import Names, TIRPrinter, format_string, printed_attrs
+from .tir_printer import Names, TIRPrinter, format_float, format_string, printed_attrs, same_node
 
 _OP_PREFIX = "relax."
 
@@ -227,7 +226,7 @@ class RelaxPrinter:
                     for b in block.bindings:
                         self.binding(doc, b)
                     outputs = block.outputs or [b.var for b in block.bindings if not isinstance(b.var, relax.DataflowVar)]
-                    doc.line(f"R.output({', '.join(self.expr(v) for v in outputs)})")
+                    doc.line(f"R.output({', '.join(self.expr(v) for v in outputs)})", self.comments.get(("output", block)))
                 doc.after(c)
             else:
                 for b in block.bindings:
@@ -272,7 +271,7 @@ class RelaxPrinter:
         ):
             out = value.sinfo_args
             implied = out[0] if len(out) == 1 else relax.TupleStructInfo(list(out))
-            return StructuralEqual().equal(implied, var.struct_info)
+            return same_node(implied, var.struct_info)
         return False
 
     def if_binding(self, doc: Doc, b: relax.VarBinding, c) -> None:
@@ -291,16 +290,22 @@ class RelaxPrinter:
                 rhs = self.binding_value(branch.body)
                 if name is None:
                     name = self.names.define(b.var, b.var.name_hint)
-                doc.line(f"{name}: {self.sinfo(b.var.struct_info)} = {rhs}")
+                doc.line(f"{name}: {self.sinfo(b.var.struct_info)} = {rhs}", self.comments.get(("result", branch)))
+        doc.after(c)
 
 
-def _py_value(data):
-    if data.ndim == 0:
-        v = data.item()
+def _py_value(data) -> str:
+    """The value of ``R.const(value, dtype)`` (``data`` is a numpy array): a float as TVM writes
+    float literals (full precision, ``"nan"``/``"inf"`` quoted), nested lists for a tensor."""
+
+    def text(v) -> str:
+        if isinstance(v, list):
+            return "[" + ", ".join(text(x) for x in v) + "]"
         if isinstance(v, float):
-            return repr(v)
+            return format_float(v)
         return repr(v)
-    return repr(data.tolist())
+
+    return text(data.tolist())
 
 
 def _tuple(items: list) -> str:

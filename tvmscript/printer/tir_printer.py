@@ -8,9 +8,10 @@ implicit root block becomes the ``# with T.block("root"):`` comment.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from .. import tir
+from .. import ir, relax, tir
 from .doc import Doc
 
 # Python operator precedence, for parenthesization.
@@ -297,11 +298,15 @@ class TIRPrinter:
         doc.line(f"{name} = T.alloc_buffer({self.buffer_args(buf, keep_dtype=False)})", self.comments.get(buf))
 
     # ------------------------------------------------------------------ statements
-    def stmt(self, doc: Doc, s) -> None:
+    def stmt(self, doc: Doc, s, tail: bool = True) -> None:
+        """Print statement ``s``. ``tail``: nothing follows it in its body, so a LetStmt or an
+        AssertStmt can scope the rest of the body without a block of its own (TVM's concise
+        scoping); elsewhere they print as ``with T.LetStmt(...) as x:`` / ``with T.Assert(...):``."""
         t = type(s)
         if t is tir.SeqStmt:
-            for x in s.seq:
-                self.stmt(doc, x)
+            last = len(s.seq) - 1
+            for i, x in enumerate(s.seq):
+                self.stmt(doc, x, tail and i == last)
             return
         c = self.comments.get(s)
         if t is tir.BufferStore:
@@ -326,12 +331,28 @@ class TIRPrinter:
             else:
                 doc.line(f"T.evaluate({self.expr(v)})", c)
         elif t is tir.LetStmt:
-            name = self.names.define(s.var, s.var.name)
-            doc.line(f"{name}: T.{s.var.dtype} = {self.expr(s.value)}", c)
-            self.stmt(doc, s.body)
+            value = self.expr(s.value)
+            if tail:
+                name = self.names.define(s.var, s.var.name)
+                doc.line(f"{name}: T.{s.var.dtype} = {value}", c)
+                self.stmt(doc, s.body)
+            else:
+                self.names.push()
+                name = self.names.define(s.var, s.var.name)
+                doc.line(f"with T.LetStmt({value}) as {name}:", c)
+                with doc.indent():
+                    self.stmt(doc, s.body)
+                doc.after(c)
+                self.names.pop()
         elif t is tir.AssertStmt:
-            doc.line(f"assert {self.expr(s.condition)}, {self.expr(s.message)}", c)
-            self.stmt(doc, s.body)
+            if tail:
+                doc.line(f"assert {self.expr(s.condition)}, {self.expr(s.message)}", c)
+                self.stmt(doc, s.body)
+            else:
+                doc.line(f"with T.Assert({self.expr(s.condition)}, {self.expr(s.message)}):", c)
+                with doc.indent():
+                    self.stmt(doc, s.body)
+                doc.after(c)
         elif t is tir.While:
             doc.line(f"while {self.expr(s.condition)}:", c)
             with doc.indent():
@@ -414,10 +435,7 @@ class TIRPrinter:
             loop = self.loop_ranges.get(id(value))
             if loop is None or not self.names.is_defined(value):
                 return False
-            from ..structural import StructuralEqual
-
-            eq = StructuralEqual().equal
-            return eq(loop.min, iv.dom.min) and eq(loop.extent, iv.dom.extent)
+            return same_node(loop.min, iv.dom.min) and same_node(loop.extent, iv.dom.extent)
 
         def single(i: int) -> None:
             iv, value = block.iter_vars[i], realize.iter_values[i]
@@ -479,6 +497,30 @@ def _add(a, b):
     if tir.is_const_int(a, 0):
         return b
     return tir.Add(a.dtype, a, b)
+
+
+def same_node(a, b) -> bool:
+    """Whether two IR values are the same, field by field, with variables and buffers compared
+    by identity (unlike structural equality, which maps a variable to any other one)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tir.Var, tir.Buffer, relax.Var, ir.GlobalVar)):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_node(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_node(a[k], b[k]) for k in a)
+    if dataclasses.is_dataclass(a):
+        return all(
+            same_node(getattr(a, f.name), getattr(b, f.name))
+            for f in dataclasses.fields(a)
+            if f.name not in ("span", "comments")
+        )
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
 
 
 def _is_simple_buffer(buf: tir.Buffer) -> bool:

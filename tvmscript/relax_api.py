@@ -1,0 +1,87 @@
+"""Apache TVM's Python names for compiling and running, wired onto tvmscript's namespaces::
+
+    ex = tvms.compile(mod, target="llvm")           # also tvms.relax.build / tvms.relax.vm.build
+    vm = tvms.relax.VirtualMachine(ex, tvms.cpu())
+    out = vm["main"](tvms.nd.array(x), *params)     # NumPy arrays are accepted too
+    out.numpy()
+
+    @tvms.register_func("env.linear", override=True)
+    def linear(x, w, b, out): ...
+
+``tvms.nd`` (TVM before 0.21) and ``tvms.runtime.tensor`` / ``tvms.runtime.Tensor`` (0.21+)
+import NumPy when first used, so ``import tvmscript`` stays fast for the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+from . import relax as _relax
+from .runtime.device import Device, cpu, cuda, device, gpu
+from .runtime.registry import get_global_func, list_global_func_names, register_func, remove_global_func
+from .runtime.vm import VirtualMachine
+from .runtime.executable import Executable
+
+__all__ = ["compile", "build", "VirtualMachine", "Executable", "Device", "cpu", "cuda", "gpu", "device",
+           "register_func", "get_global_func", "list_global_func_names", "remove_global_func"]
+
+
+def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_lib=None, **kwargs) -> Executable:
+    """Compile a lowered IRModule (``R.call_tir`` + prim_funcs) into an `Executable`."""
+    from .compiler.build import build as _build
+
+    return _build(mod, target, params=params, exec_mode=exec_mode, system_lib=system_lib, **kwargs)
+
+
+def compile(mod, target="llvm", **kwargs) -> Executable:  # noqa: A001 - TVM's name
+    """``tvms.compile(mod, target="llvm")``: TVM's newer spelling of ``relax.build``."""
+    return build(mod, target, **kwargs)
+
+
+# ---- tvms.relax: build, VirtualMachine, Executable, and the older tvms.relax.vm namespace
+_vm_namespace = types.ModuleType("tvmscript.relax.vm", "TVM's relax.vm: build and VirtualMachine.")
+_vm_namespace.build = build
+_vm_namespace.VirtualMachine = VirtualMachine
+_vm_namespace.Executable = Executable
+
+for _name, _value in (("build", build), ("VirtualMachine", VirtualMachine), ("Executable", Executable),
+                      ("vm", _vm_namespace)):
+    if not hasattr(_relax, _name):
+        setattr(_relax, _name, _value)
+
+
+# ---- names served lazily (they need NumPy)
+_LAZY_RUNTIME = {
+    "Tensor": ("ndarray", "Tensor"), "NDArray": ("ndarray", "Tensor"), "tensor": ("ndarray", "tensor"),
+    "array": ("ndarray", "array"), "empty": ("ndarray", "empty"), "from_dlpack": ("ndarray", "from_dlpack"),
+}
+
+
+def _runtime_getattr(name: str):
+    """Module ``__getattr__`` for ``tvmscript.runtime``: ``tvms.runtime.tensor(...)`` and friends."""
+    spec = _LAZY_RUNTIME.get(name)
+    if spec is None:
+        raise AttributeError(f"module 'tvmscript.runtime' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"tvmscript.runtime.{spec[0]}"), spec[1])
+    setattr(_runtime_pkg, name, value)
+    return value
+
+
+_runtime_pkg = importlib.import_module("tvmscript.runtime")
+for _name, _value in (("Device", Device), ("cpu", cpu), ("cuda", cuda), ("device", device),
+                      ("register_func", register_func), ("get_global_func", get_global_func),
+                      ("VirtualMachine", VirtualMachine), ("Executable", Executable)):
+    if not hasattr(_runtime_pkg, _name):
+        setattr(_runtime_pkg, _name, _value)
+if not hasattr(_runtime_pkg, "__getattr__"):
+    _runtime_pkg.__getattr__ = _runtime_getattr
+
+
+def __getattr__(name: str):
+    """Lazy attributes of the tvmscript package (re-exported there): ``nd``, ``Tensor``."""
+    if name == "nd":
+        return importlib.import_module("tvmscript.runtime.ndarray")
+    if name in ("Tensor", "NDArray"):
+        return importlib.import_module("tvmscript.runtime.ndarray").Tensor
+    raise AttributeError(f"module 'tvmscript' has no attribute '{name}'")
