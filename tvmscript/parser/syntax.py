@@ -509,6 +509,20 @@ def _rule_callback(shape: tuple, builder: "_Builder"):
         return _FIRST
     if simple and not expand1 and method is not None:
         return method
+    no_splice = not any(sp for _, sp, _ in plan)
+    if no_splice and not expand1 and method is not None:
+        # Only dropped tokens and absent optionals: pick the kept children in C.
+        slots: list = []
+        for i, _, nb in plan:
+            slots.extend([None] * nb)
+            slots.append(i)
+        slots.extend([None] * trailing)
+        if None not in slots and len(slots) > 1:
+            pick = operator.itemgetter(*slots)
+            return lambda args: method(list(pick(args)))
+        if None not in slots and len(slots) == 1:
+            (only,) = slots
+            return lambda args: method([args[only]])
 
     def callback(args):
         if simple:
@@ -643,6 +657,7 @@ def _run(source: str, filename: str, tables: _Tables, comments: list, brackets: 
     rules = tables.rules
     keywords = tables.keywords
     op_candidates = tables.op_candidates
+    op_cache = tables._op_candidates
     state_stack = [tables.start_state]
     value_stack: list = []
     indents = [0]
@@ -764,7 +779,7 @@ def _run(source: str, filename: str, tables: _Tables, comments: list, brackets: 
                     text = source[start:end]
                     candidates = ("COMP_OP",)
         elif kind == "OP":
-            candidates = op_candidates(text)
+            candidates = op_cache.get(text) or op_candidates(text)
             if text in _OPEN:
                 brackets.append(start)
             elif text in _CLOSE and brackets:
