@@ -518,3 +518,24 @@ def test_internal_error_is_reported_without_a_traceback(monkeypatch, capsys):
     monkeypatch.setenv("TVMS_DEBUG", "1")
     with pytest.raises(RuntimeError):
         cli.main(["show", str(SAMPLES / "mlp.tvms")])
+
+
+def test_fmt_keeps_comments_on_func_attr_lines(tmp_path):
+    path = tmp_path / "attrs.tvms"
+    path.write_text(
+        "@I.ir_module\nclass Module:\n"
+        "    @T.prim_func\n"
+        '    def f(A: T.Buffer((4,), "float32")):\n'
+        "        # attributes\n"
+        '        T.func_attr({"tir.noalias": True})  # no alias\n'
+        "        for i in range(4):\n"
+        "            A[i] = T.float32(0)\n\n"
+        "    @R.function\n"
+        '    def main(x: R.Tensor((4,), "float32")):\n'
+        '        R.func_attr({"num_input": 1})  # one input\n'
+        "        return x\n"
+    )
+    subprocess.run(["tvms", "fmt", str(path)], check=True, capture_output=True)
+    text = path.read_text()
+    assert '        # attributes\n        T.func_attr({"tir.noalias": True})  # no alias\n' in text
+    assert '        R.func_attr({"num_input": 1})  # one input\n' in text

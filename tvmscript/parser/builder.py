@@ -312,6 +312,18 @@ def loose_comments(stmt: ast.Stmt) -> ir.Comments:
     )
 
 
+# Key of the comments written on a function's T.func_attr / R.func_attr line.
+FUNC_ATTR = "func_attr"
+
+
+def take_comments(table: dict, key, stmt: ast.Stmt) -> None:
+    """Move a statement's comments to ``table[key]``, for statements that build no node of their
+    own but print back as a line (``T.func_attr``)."""
+    merge_comments(table, key, comments_of(stmt))
+    stmt.comments = []
+    stmt.trailing = None
+
+
 def merge_comments(table: dict, node, extra: ir.Comments | None) -> None:
     """Record comments for an IR node, merging with any it already has."""
     if extra is None:

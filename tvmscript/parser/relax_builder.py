@@ -12,7 +12,8 @@ from .. import ir, relax, tir
 from ..diagnostics import did_you_mean
 from . import ast
 from .builder import (
-    Context, Scope, bind_arguments, comments_of, dotted_name, literal, loose_comments, merge_comments,
+    FUNC_ATTR, Context, Scope, bind_arguments, comments_of, dotted_name, literal, loose_comments,
+    merge_comments, take_comments,
 )
 
 SINFO_NAMES = ("R.Tensor", "R.Tuple", "R.Shape", "R.Object", "R.Prim", "R.Callable")
@@ -199,6 +200,7 @@ class RelaxFunctionBuilder:
                 if not isinstance(value, dict):
                     raise self.error("R.func_attr takes a dict", args["attrs"])
                 self.attrs.update(value)
+                take_comments(self.comments, FUNC_ATTR, s)
                 return None
             if name == "R.output":
                 raise self.error("R.output is only allowed at the end of a dataflow block", v)

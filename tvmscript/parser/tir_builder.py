@@ -24,6 +24,8 @@ from .builder import (
     literal,
     loose_comments,
     merge_comments,
+    FUNC_ATTR,
+    take_comments,
 )
 
 DTYPE_NAMES = set(tir.SCALAR_DTYPES)
@@ -349,6 +351,7 @@ class PrimFuncBuilder:
                     raise self.error("T.func_attr must be at the top of the function body", v)
                 args = bind_arguments(self.ctx, v, name, ["attrs"])
                 self.attrs.update(self._attr_dict(args["attrs"]))
+                take_comments(self.comments, FUNC_ATTR, s)
                 return None
             if name in ("T.reads", "T.writes"):
                 if frame is None or frame.name == "root" and frame.node is not None and not isinstance(frame.node, ast.With):

@@ -199,7 +199,7 @@ class RelaxPrinter:
                 doc.line(line)
             attrs = printed_attrs(func.attrs, name)
             if attrs:
-                doc.line(f"R.func_attr({self.func_attrs(attrs)})")
+                doc.line(f"R.func_attr({self.func_attrs(attrs)})", self.comments.get("func_attr"))
             for line in body_sym_defs:
                 doc.line(line)
             if self.uses_cls:

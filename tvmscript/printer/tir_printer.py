@@ -245,7 +245,7 @@ class TIRPrinter:
         with doc.indent():
             attrs = printed_attrs(func.attrs, name)
             if attrs:
-                doc.line(f"T.func_attr({self.attr_dict(attrs)})")
+                doc.line(f"T.func_attr({self.attr_dict(attrs)})", self.comments.get("func_attr"))
             for line in prelude:
                 doc.line(line)
             self.function_body(doc, func.body)
