@@ -8,6 +8,7 @@ same regions TVM would print.
 from __future__ import annotations
 
 from tvmscript import tir
+from tvmscript.tir_visitor import TIRVisitor
 
 
 def collect_accesses(body: tir.Stmt, init: tir.Stmt | None = None) -> tuple[list, list]:
@@ -20,6 +21,15 @@ def collect_accesses(body: tir.Stmt, init: tir.Stmt | None = None) -> tuple[list
         collector.stmt(init)
     collector.stmt(body)
     return collector.regions(collector.reads), collector.regions(collector.writes)
+
+
+class _LoadCollector(TIRVisitor):
+    def __init__(self, owner: "_AccessCollector") -> None:
+        self.owner = owner
+
+    def visit_BufferLoad(self, e) -> None:
+        self.owner._add(self.owner.reads, e.buffer, e.indices)
+        self.generic_visit(e)
 
 
 class _AccessCollector:
@@ -69,32 +79,7 @@ class _AccessCollector:
                     self._add_region(self.writes, r, subst)
 
     def expr(self, e) -> None:
-        if isinstance(e, tir.BufferLoad):
-            self._add(self.reads, e.buffer, e.indices)
-            for i in e.indices:
-                self.expr(i)
-        elif isinstance(e, tir.BinaryOp):
-            self.expr(e.a)
-            self.expr(e.b)
-        elif isinstance(e, (tir.Cast,)):
-            self.expr(e.value)
-        elif isinstance(e, tir.Not):
-            self.expr(e.a)
-        elif isinstance(e, tir.Select):
-            self.expr(e.condition)
-            self.expr(e.true_value)
-            self.expr(e.false_value)
-        elif isinstance(e, tir.Call):
-            for a in e.args:
-                self.expr(a)
-        elif isinstance(e, tir.Let):
-            self.expr(e.value)
-            self.expr(e.body)
-        elif isinstance(e, tir.Broadcast):
-            self.expr(e.value)
-        elif isinstance(e, tir.Ramp):
-            self.expr(e.base)
-            self.expr(e.stride)
+        _LoadCollector(self).visit(e)
 
     # ---- regions
     def _add(self, table: dict, buf, indices) -> None:

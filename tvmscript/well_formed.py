@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import ir, relax, tir
 from .diagnostics import TVMScriptError
+from .tir_visitor import TIRVisitor, vars_in
 
 
 def check_well_formed(node) -> None:
@@ -157,39 +158,23 @@ class _PrimFuncChecker:
             raise _fail(f"in '{self.name}': buffer '{buf.name}' is used outside the scope that defines it", self.func)
 
     def expr(self, e) -> None:
-        if isinstance(e, tir.Var):
-            if e not in self.vars:
-                raise _fail(f"in '{self.name}': variable '{e.name}' is used where it is not defined", self.func)
-        elif isinstance(e, tir.BufferLoad):
-            self.buffer(e.buffer)
-            for i in e.indices:
-                self.expr(i)
-        elif isinstance(e, tir.BinaryOp):
-            self.expr(e.a)
-            self.expr(e.b)
-        elif isinstance(e, (tir.Cast,)):
-            self.expr(e.value)
-        elif isinstance(e, tir.Not):
-            self.expr(e.a)
-        elif isinstance(e, tir.Select):
-            self.expr(e.condition)
-            self.expr(e.true_value)
-            self.expr(e.false_value)
-        elif isinstance(e, tir.Call):
-            for a in e.args:
-                self.expr(a)
+        _UseChecker(self).visit(e)
+
+
+class _UseChecker(TIRVisitor):
+    """Every variable an expression uses is defined, every buffer it loads is in scope."""
+
+    def __init__(self, checker: _PrimFuncChecker) -> None:
+        self.checker = checker
+
+    def visit_Var(self, v) -> None:
+        if v not in self.checker.vars:
+            raise _fail(f"in '{self.checker.name}': variable '{v.name}' is used where it is not defined", self.checker.func)
+
+    def visit_BufferLoad(self, e) -> None:
+        self.checker.buffer(e.buffer)
+        self.generic_visit(e)
 
 
 def _free_vars(exprs) -> set:
-    out = set()
-
-    def visit(e):
-        if isinstance(e, tir.Var):
-            out.add(e)
-        elif isinstance(e, tir.BinaryOp):
-            visit(e.a)
-            visit(e.b)
-
-    for e in exprs:
-        visit(e)
-    return out
+    return set(vars_in(exprs))

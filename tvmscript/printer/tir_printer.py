@@ -12,6 +12,7 @@ import dataclasses
 import math
 
 from .. import ir, relax, tir
+from ..tir_visitor import vars_in
 from .doc import Doc
 
 # Python operator precedence, for parenthesization.
@@ -234,7 +235,7 @@ class TIRPrinter:
             if buf is not None:
                 matched.append((pname, buf))
         for pname, buf in matched:
-            for v in _vars_in(buf.shape + list(buf.strides) + [buf.elem_offset]):
+            for v in vars_in(buf.shape + list(buf.strides) + [buf.elem_offset]):
                 if not names.is_defined(v):
                     vname = names.define(v, v.name)
                     prelude.append(f"{vname} = T.{v.dtype}()")
@@ -527,7 +528,7 @@ def _is_simple_buffer(buf: tir.Buffer) -> bool:
     """TVM's test for printing a parameter's buffer inline as ``A: T.Buffer(...)``: a constant
     shape and every other field at its default; any other buffer gets a ``T.match_buffer``."""
     return (
-        not _vars_in(buf.shape)
+        not vars_in(buf.shape)
         and not buf.strides
         and buf.elem_offset is None
         and buf.scope == "global"
@@ -537,45 +538,8 @@ def _is_simple_buffer(buf: tir.Buffer) -> bool:
     )
 
 
-def _vars_in(exprs) -> list:
-    out: list = []
-
-    def visit(e):
-        if isinstance(e, tir.Var):
-            if e not in out:
-                out.append(e)
-        elif isinstance(e, tir.BinaryOp):
-            visit(e.a)
-            visit(e.b)
-        elif isinstance(e, (tir.Cast, tir.Broadcast)):
-            visit(e.value)
-        elif isinstance(e, tir.Not):
-            visit(e.a)
-        elif isinstance(e, tir.Select):
-            visit(e.condition)
-            visit(e.true_value)
-            visit(e.false_value)
-        elif isinstance(e, tir.Call):
-            for x in e.args:
-                visit(x)
-        elif isinstance(e, tir.BufferLoad):
-            for x in e.indices:
-                visit(x)
-        elif isinstance(e, tir.Ramp):
-            visit(e.base)
-            visit(e.stride)
-        elif isinstance(e, tir.Let):
-            visit(e.value)
-            visit(e.body)
-
-    for e in exprs:
-        if e is not None:
-            visit(e)
-    return out
-
-
 def _uses_any(e, vars_: set) -> bool:
-    return any(v in vars_ for v in _vars_in([e]))
+    return any(v in vars_ for v in vars_in([e]))
 
 
 def _trailing_only(comments):
