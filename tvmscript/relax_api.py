@@ -18,7 +18,7 @@ import importlib
 import types
 
 from . import relax as _relax
-from .runtime.device import Device, cpu, cuda, device, gpu
+from .runtime.devices import Device, cpu, cuda, device, gpu
 from .runtime.registry import get_global_func, list_global_func_names, register_func, remove_global_func
 from .runtime.vm import VirtualMachine
 from .runtime.executable import Executable
@@ -69,7 +69,8 @@ def _runtime_getattr(name: str):
 
 
 _runtime_pkg = importlib.import_module("tvmscript.runtime")
-for _name, _value in (("Device", Device), ("cpu", cpu), ("cuda", cuda), ("device", device),
+# Not "cpu": runtime/cpu.py (the CPU backend) owns that name in this package; tvms.cpu() is it.
+for _name, _value in (("Device", Device), ("cuda", cuda), ("device", device),
                       ("register_func", register_func), ("get_global_func", get_global_func),
                       ("VirtualMachine", VirtualMachine), ("Executable", Executable)):
     if not hasattr(_runtime_pkg, _name):

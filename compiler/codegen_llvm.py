@@ -1,0 +1,1204 @@
+"""LLVM code generation for lowered TensorIR, with llvmlite's IR builder.
+
+`codegen(funcs)` lowers each `tir.PrimFunc` (`compiler.lower_tir.lower`) and emits one LLVM
+function per kernel into one `llvmlite.ir.Module`, for the host CPU (its triple, CPU name and
+features, from `llvmlite.binding`). `optimize` runs LLVM's new pass manager at O3 with loop
+and SLP vectorization; `runtime.cpu` JIT-compiles the result with MCJIT.
+
+Kernel ABI (the contract with `runtime.kernel.Kernel`), for a function named ``name`` in the
+IRModule, exported as the symbol ``tvms_<name>`` (non-identifier characters become ``_``)::
+
+    void tvms_name(ptr buf0, ..., <scalar params>..., i64 sym0, ...)
+
+first the data pointer of every buffer parameter in parameter order, then every scalar
+(non-buffer) parameter in order with its C type (``bool`` as ``i8``; ``float16`` is passed
+as a C ``float``), then one ``i64`` per symbolic shape/stride variable of the buffer
+parameters that is not itself a scalar parameter, in order of first appearance. Buffer
+pointers are ``noalias`` when the function has the ``tir.noalias`` attribute.
+
+Loops: ``T.serial`` loops are plain loops; ``T.unroll`` loops with a constant extent of at most
+`UNROLL_LIMIT` are unrolled here (larger ones get ``llvm.loop.unroll.full``); ``T.vectorized``
+loops carry ``llvm.loop.vectorize.enable`` (and their width when constant), so LLVM's loop
+vectorizer treats them as vectorizable; ``T.parallel`` loops are outlined and run on libgomp.
+
+Why libgomp's ``GOMP_parallel`` for parallel loops: it is the OpenMP runtime gcc itself emits
+calls to, present on every Linux machine with gcc's runtime, and it keeps a pool of worker
+threads alive between calls, so a parallel loop costs a few microseconds to start instead of
+the tens of microseconds of creating threads in the generated code on every call; it also
+honours ``OMP_NUM_THREADS``. The loop body becomes a function taking the values it uses as
+(``noalias``) arguments plus its sub-range; a small wrapper unpacks a struct of those values,
+takes its static chunk of the range from ``omp_get_thread_num``/``omp_get_num_threads``, and
+calls it. Only the outermost parallel loop of a nest is outlined (an inner one runs serially
+inside each worker). Without libgomp (``parallel_runtime="serial"``) the body function is
+called once on the whole range.
+
+A float multiply feeding an add (``a + b * c``, in one expression) becomes ``llvm.fmuladd``:
+one fused multiply-add on targets with FMA, in scalar and vector code alike, so results do
+not depend on which loops LLVM vectorizes. Nothing is reassociated: reductions keep their
+order. ``T.max``/``T.min`` on floats are ``a > b ? a : b`` / ``a < b ? a : b``, as in TVM.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Optional
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from tvmscript import tir
+
+from .lower_tir import Allocate, lower
+
+__all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize",
+           "UNROLL_LIMIT", "symbol_name"]
+
+UNROLL_LIMIT = 64
+ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
+
+_I1 = ir.IntType(1)
+_I8 = ir.IntType(8)
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_PTR = ir.PointerType()
+_VOID = ir.VoidType()
+
+
+# ----------------------------------------------------------------------------- target
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    triple: str
+    cpu: str
+    features: str
+
+    def target_machine(self, opt: int = 3):
+        target = llvm.Target.from_triple(self.triple)
+        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt,
+                                            reloc="default", codemodel="jitdefault")
+
+
+_initialized = False
+
+
+def init_llvm() -> None:
+    global _initialized
+    if not _initialized:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _initialized = True
+
+
+@lru_cache(maxsize=None)
+def host_target() -> HostTarget:
+    """The machine we run on: its triple, CPU name (``znver3``, ``skylake-avx512``...) and
+    feature string (``+avx2,+fma,...``), as LLVM detects them."""
+    init_llvm()
+    try:
+        features = llvm.get_host_cpu_features().flatten()
+    except RuntimeError:  # some hosts cannot report features
+        features = ""
+    return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(), features)
+
+
+def optimize(llmod, tm, speed_level: int = 3) -> None:
+    """LLVM's new pass manager, the default O3 pipeline with loop and SLP vectorization."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pto.loop_interleaving = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    mpm.run(llmod, pb)
+
+
+# ----------------------------------------------------------------------------- types
+
+
+def value_type(dtype: str) -> ir.Type:
+    """The LLVM type of a value of ``dtype`` (``bool`` is ``i1``)."""
+    if dtype == "bool":
+        return _I1
+    if dtype in ("int8", "uint8"):
+        return _I8
+    if dtype in ("int16", "uint16"):
+        return ir.IntType(16)
+    if dtype in ("int32", "uint32"):
+        return _I32
+    if dtype in ("int64", "uint64"):
+        return _I64
+    if dtype == "float16":
+        return ir.HalfType()
+    if dtype == "float32":
+        return ir.FloatType()
+    if dtype == "float64":
+        return ir.DoubleType()
+    if dtype == "handle":
+        return _PTR
+    raise NotImplementedError(f"the CPU code generator does not support dtype '{dtype}'")
+
+
+def memory_type(dtype: str) -> ir.Type:
+    """The LLVM type of a ``dtype`` element in memory (``bool`` is a byte, as in NumPy)."""
+    return _I8 if dtype == "bool" else value_type(dtype)
+
+
+def abi_type(dtype: str) -> ir.Type:
+    """The LLVM type of a scalar kernel argument (``bool`` as ``i8``, ``float16`` as float)."""
+    if dtype == "bool":
+        return _I8
+    if dtype == "float16":
+        return ir.FloatType()
+    return value_type(dtype)
+
+
+def _is_signed(dtype: str) -> bool:
+    return dtype.startswith("int")
+
+
+def _is_unsigned(dtype: str) -> bool:
+    return dtype.startswith("uint") or dtype == "bool"
+
+
+def _bits(dtype: str) -> int:
+    if dtype == "bool":
+        return 1
+    if dtype == "handle":
+        return 64
+    return int("".join(ch for ch in dtype if ch.isdigit()))
+
+
+def _const(dtype: str, value) -> ir.Constant:
+    ty = value_type(dtype)
+    if isinstance(ty, ir.IntType):
+        v = int(value)
+        w = ty.width
+        if w == 1:
+            return ir.Constant(ty, 1 if v else 0)
+        v &= (1 << w) - 1
+        if v >= 1 << (w - 1):
+            v -= 1 << w
+        return ir.Constant(ty, v)
+    return ir.Constant(ty, float(value))
+
+
+def symbol_name(name: str) -> str:
+    return "tvms_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class KernelInfo:
+    """One kernel's exported symbol and its argument description (`runtime.kernel.ParamSpec`)."""
+
+    name: str
+    symbol: str
+    params: list
+    sym_vars: list
+
+
+@dataclass
+class CodegenResult:
+    module: ir.Module
+    kernels: list = field(default_factory=list)
+    parallel_runtime: str = "gomp"
+
+    def __str__(self) -> str:
+        return str(self.module)
+
+
+# ----------------------------------------------------------------------------- IR scans
+
+
+def _vars_in_expr(e, out: dict) -> None:
+    if isinstance(e, tir.Var):
+        out.setdefault(e, None)
+    elif isinstance(e, tir.BinaryOp):
+        _vars_in_expr(e.a, out)
+        _vars_in_expr(e.b, out)
+    elif isinstance(e, (tir.Cast,)):
+        _vars_in_expr(e.value, out)
+    elif isinstance(e, tir.Not):
+        _vars_in_expr(e.a, out)
+
+
+def _collect_free(stmt) -> list:
+    """Variables a statement uses but does not define, in first-use order: scalars, loop
+    variables of enclosing loops, and the data variables of the buffers it accesses."""
+    used: dict = {}
+    defined: set = set()
+
+    def ex(e):
+        if isinstance(e, tir.Var):
+            if e not in defined:
+                used.setdefault(e, None)
+        elif isinstance(e, tir.BinaryOp):
+            ex(e.a)
+            ex(e.b)
+        elif isinstance(e, tir.BufferLoad):
+            if e.buffer.data not in defined:
+                used.setdefault(e.buffer.data, None)
+            for i in e.indices:
+                ex(i)
+        elif isinstance(e, tir.Cast):
+            ex(e.value)
+        elif isinstance(e, tir.Not):
+            ex(e.a)
+        elif isinstance(e, tir.Select):
+            ex(e.condition)
+            ex(e.true_value)
+            ex(e.false_value)
+        elif isinstance(e, tir.Call):
+            for a in e.args:
+                ex(a)
+        elif isinstance(e, tir.Let):
+            ex(e.value)
+            defined.add(e.var)
+            ex(e.body)
+
+    def st(s):
+        if isinstance(s, tir.BufferStore):
+            if s.buffer.data not in defined:
+                used.setdefault(s.buffer.data, None)
+            ex(s.value)
+            for i in s.indices:
+                ex(i)
+        elif isinstance(s, tir.SeqStmt):
+            for x in s.seq:
+                st(x)
+        elif isinstance(s, tir.For):
+            ex(s.min)
+            ex(s.extent)
+            defined.add(s.loop_var)
+            st(s.body)
+        elif isinstance(s, tir.IfThenElse):
+            ex(s.condition)
+            st(s.then_case)
+            if s.else_case is not None:
+                st(s.else_case)
+        elif isinstance(s, tir.LetStmt):
+            ex(s.value)
+            defined.add(s.var)
+            st(s.body)
+        elif isinstance(s, tir.AssertStmt):
+            ex(s.condition)
+            st(s.body)
+        elif isinstance(s, tir.While):
+            ex(s.condition)
+            st(s.body)
+        elif isinstance(s, tir.Evaluate):
+            ex(s.value)
+        elif isinstance(s, Allocate):
+            ex(s.buffer.shape[0])
+            defined.add(s.buffer.data)
+            st(s.body)
+
+    st(stmt)
+    return list(used)
+
+
+def _written_data_vars(stmt) -> set:
+    out: set = set()
+
+    def st(s):
+        if isinstance(s, tir.BufferStore):
+            out.add(s.buffer.data)
+        elif isinstance(s, tir.SeqStmt):
+            for x in s.seq:
+                st(x)
+        elif isinstance(s, (tir.For, tir.LetStmt, tir.AssertStmt, tir.While, Allocate)):
+            st(s.body)
+        elif isinstance(s, tir.IfThenElse):
+            st(s.then_case)
+            if s.else_case is not None:
+                st(s.else_case)
+        elif isinstance(s, tir.Evaluate):
+            pass
+
+    st(stmt)
+    return out
+
+
+def _has_load(e) -> bool:
+    if isinstance(e, tir.BufferLoad):
+        return True
+    if isinstance(e, tir.BinaryOp):
+        return _has_load(e.a) or _has_load(e.b)
+    if isinstance(e, (tir.Cast,)):
+        return _has_load(e.value)
+    if isinstance(e, tir.Not):
+        return _has_load(e.a)
+    if isinstance(e, tir.Select):
+        return _has_load(e.condition) or _has_load(e.true_value) or _has_load(e.false_value)
+    if isinstance(e, tir.Call):
+        return e.op == "tir.call_extern" or any(_has_load(a) for a in e.args if isinstance(a, tir.PrimExpr))
+    if isinstance(e, tir.Let):
+        return _has_load(e.value) or _has_load(e.body)
+    return False
+
+
+def _dim_text(e, names: dict) -> str:
+    """A shape dimension as text over symbol names, for `ParamSpec` (``"n"``, ``"n * 2"``)."""
+    if isinstance(e, tir.IntImm):
+        return str(e.value)
+    if isinstance(e, tir.Var):
+        return names[e]
+    if isinstance(e, tir.Cast):
+        return _dim_text(e.value, names)
+    ops = {tir.Add: "+", tir.Sub: "-", tir.Mul: "*", tir.FloorDiv: "//", tir.FloorMod: "%"}
+    if type(e) in ops:
+        return f"({_dim_text(e.a, names)} {ops[type(e)]} {_dim_text(e.b, names)})"
+    if isinstance(e, (tir.Min, tir.Max)):
+        return f"{type(e).__name__.lower()}({_dim_text(e.a, names)}, {_dim_text(e.b, names)})"
+    raise NotImplementedError(f"unsupported shape expression {type(e).__name__}")
+
+
+# ----------------------------------------------------------------------------- intrinsics tables
+
+_LLVM_FLOAT_UNARY = {
+    "tir.exp": "llvm.exp", "tir.exp2": "llvm.exp2", "tir.exp10": "llvm.exp10", "tir.log": "llvm.log",
+    "tir.log2": "llvm.log2", "tir.log10": "llvm.log10", "tir.sqrt": "llvm.sqrt", "tir.fabs": "llvm.fabs",
+    "tir.floor": "llvm.floor", "tir.ceil": "llvm.ceil", "tir.round": "llvm.roundeven",
+    "tir.nearbyint": "llvm.nearbyint", "tir.trunc": "llvm.trunc", "tir.sin": "llvm.sin",
+    "tir.cos": "llvm.cos", "tir.tan": "llvm.tan", "tir.tanh": "llvm.tanh", "tir.sinh": "llvm.sinh",
+    "tir.cosh": "llvm.cosh", "tir.asin": "llvm.asin", "tir.acos": "llvm.acos", "tir.atan": "llvm.atan",
+}
+_LIBM_FLOAT_UNARY = {
+    "tir.erf": "erf", "tir.log1p": "log1p", "tir.asinh": "asinh", "tir.acosh": "acosh", "tir.atanh": "atanh",
+}
+_LLVM_FLOAT_BINARY = {"tir.pow": "llvm.pow", "tir.copysign": "llvm.copysign", "tir.atan2": "llvm.atan2"}
+_LIBM_FLOAT_BINARY = {"tir.hypot": "hypot", "tir.nextafter": "nextafter"}
+_TYPE_SUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
+
+
+# ----------------------------------------------------------------------------- code generator
+
+
+class _ModuleGen:
+    def __init__(self, target: HostTarget, parallel_runtime: str) -> None:
+        self.module = ir.Module(name="tvms")
+        self.module.triple = target.triple
+        self.target = target
+        self.parallel_runtime = parallel_runtime
+        self.counter = 0
+        self.strings: dict = {}
+
+    def unique(self, base: str) -> str:
+        self.counter += 1
+        return f"{base}.{self.counter}"
+
+    def declare(self, name: str, ret: ir.Type, args: list, var_arg: bool = False) -> ir.Function:
+        existing = self.module.globals.get(name)
+        fnty = ir.FunctionType(ret, args, var_arg=var_arg)
+        if existing is not None:
+            if existing.function_type != fnty:
+                raise TypeError(f"function '{name}' is called with two different signatures: "
+                                f"{existing.function_type} and {fnty}")
+            return existing
+        return ir.Function(self.module, fnty, name=name)
+
+    def cstring(self, text: str) -> ir.GlobalVariable:
+        gv = self.strings.get(text)
+        if gv is None:
+            data = bytearray(text.encode("utf-8") + b"\x00")
+            ty = ir.ArrayType(_I8, len(data))
+            gv = ir.GlobalVariable(self.module, ty, name=self.unique(".str"))
+            gv.global_constant = True
+            gv.linkage = "private"
+            gv.initializer = ir.Constant(ty, data)
+            gv.type = _PTR  # opaque pointers throughout
+            self.strings[text] = gv
+        return gv
+
+    def loop_metadata(self, props: list) -> ir.values.MDValue:
+        """A self-referential ``!llvm.loop`` node with the given ``(name, value)`` properties."""
+        m = self.module
+        nodes = []
+        for name, value in props:
+            ops = [ir.MetaDataString(m, name)]
+            if value is not None:
+                ops.append(value)
+            nodes.append(m.add_metadata(ops))
+        loop_id = m.add_metadata([ir.MetaDataString(m, self.unique("tvms.loop"))])
+        loop_id.operands = (loop_id, *nodes)
+        return loop_id
+
+
+class _FuncGen:
+    """Emits the statements of one LLVM function (a kernel or an outlined parallel body)."""
+
+    def __init__(self, mg: _ModuleGen, fn: ir.Function, kname: str, env: dict, nonneg: set,
+                 noalias: set, in_parallel: bool) -> None:
+        self.mg = mg
+        self.module = mg.module
+        self.fn = fn
+        self.kname = kname
+        self.env = env
+        self.nonneg = nonneg  # Vars known to be >= 0
+        self.noalias = noalias  # data Vars whose pointers may be marked noalias
+        self.in_parallel = in_parallel
+        self.entry = fn.append_basic_block("entry")
+        self.entry_builder = ir.IRBuilder(self.entry)
+        start = fn.append_basic_block("start")
+        self.b = ir.IRBuilder(start)
+        self.start = start
+
+    def finish(self) -> None:
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        self.entry_builder.position_at_end(self.entry)
+        self.entry_builder.branch(self.start)
+
+    # ------------------------------------------------------------------ helpers
+    def new_block(self, name: str) -> ir.Block:
+        return self.fn.append_basic_block(name)
+
+    def alloca(self, ty: ir.Type, count=None, align: int = 0, name: str = "") -> ir.Instruction:
+        inst = self.entry_builder.alloca(ty, size=count, name=name)
+        inst.type = _PTR  # opaque pointers throughout
+        if align:
+            inst.align = align
+        return inst
+
+    def var(self, v: tir.Var):
+        val = self.env.get(v)
+        if val is None:
+            raise ValueError(f"kernel '{self.kname}': variable '{v.name}' is used but never defined "
+                             "(a free variable that is neither a parameter nor a buffer shape)")
+        return val
+
+    def is_nonneg(self, e) -> bool:
+        if isinstance(e, tir.IntImm):
+            return e.value >= 0
+        if isinstance(e, tir.Var):
+            return e in self.nonneg
+        if isinstance(e, (tir.Add, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Div, tir.Mod, tir.Max)):
+            return self.is_nonneg(e.a) and self.is_nonneg(e.b)
+        if isinstance(e, tir.Min):
+            return self.is_nonneg(e.a) and self.is_nonneg(e.b)
+        if isinstance(e, tir.Cast):
+            return tir.is_int(e.dtype) and tir.is_int(e.value.dtype) and _bits(e.dtype) >= _bits(e.value.dtype) and self.is_nonneg(e.value)
+        return False
+
+    def buffer_ptr(self, buf: tir.Buffer, index):
+        base = self.var(buf.data)
+        idx = self.expr(index)
+        return self.b.gep(base, [idx], inbounds=True, source_etype=memory_type(buf.dtype))
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, s) -> None:
+        if self.b.block.is_terminated:
+            # Code after a failed assertion's `ret`: give it a block of its own (unreachable).
+            self.b.position_at_end(self.new_block("dead"))
+        if isinstance(s, tir.BufferStore):
+            value = self.expr(s.value)
+            if s.buffer.dtype == "bool":
+                value = self.b.zext(value, _I8)
+            ptr = self.buffer_ptr(s.buffer, s.indices[0])
+            self.b.store(value, ptr, align=_elem_align(s.buffer.dtype))
+        elif isinstance(s, tir.SeqStmt):
+            for x in s.seq:
+                self.stmt(x)
+        elif isinstance(s, tir.For):
+            self.stmt_for(s)
+        elif isinstance(s, tir.IfThenElse):
+            cond = self.expr(s.condition)
+            then_bb = self.new_block("if.then")
+            end_bb = self.new_block("if.end")
+            else_bb = self.new_block("if.else") if s.else_case is not None else end_bb
+            self.b.cbranch(cond, then_bb, else_bb)
+            self.b.position_at_end(then_bb)
+            self.stmt(s.then_case)
+            if not self.b.block.is_terminated:
+                self.b.branch(end_bb)
+            if s.else_case is not None:
+                self.b.position_at_end(else_bb)
+                self.stmt(s.else_case)
+                if not self.b.block.is_terminated:
+                    self.b.branch(end_bb)
+            self.b.position_at_end(end_bb)
+        elif isinstance(s, tir.LetStmt):
+            self.env[s.var] = self.expr(s.value)
+            if tir.is_int(s.var.dtype) and self.is_nonneg(s.value):
+                self.nonneg.add(s.var)
+            self.stmt(s.body)
+        elif isinstance(s, tir.AssertStmt):
+            cond = self.expr(s.condition)
+            ok = self.new_block("assert.ok")
+            fail = self.new_block("assert.fail")
+            self.b.cbranch(cond, ok, fail)
+            self.b.position_at_end(fail)
+            msg = s.message.value if isinstance(s.message, tir.StringImm) else "assertion failed"
+            text = f"{self.kname}: {msg}" if msg else f"{self.kname}: assertion failed"
+            fail_fn = self.mg.declare(ASSERT_FAIL_SYMBOL, _VOID, [_PTR])
+            self.b.call(fail_fn, [self.mg.cstring(text)])
+            self.b.ret_void()
+            self.b.position_at_end(ok)
+            self.stmt(s.body)
+        elif isinstance(s, tir.While):
+            head = self.new_block("while.cond")
+            body = self.new_block("while.body")
+            end = self.new_block("while.end")
+            self.b.branch(head)
+            self.b.position_at_end(head)
+            self.b.cbranch(self.expr(s.condition), body, end)
+            self.b.position_at_end(body)
+            self.stmt(s.body)
+            if not self.b.block.is_terminated:
+                self.b.branch(head)
+            self.b.position_at_end(end)
+        elif isinstance(s, tir.Evaluate):
+            if not isinstance(s.value, (tir.IntImm, tir.FloatImm, tir.StringImm, tir.Var)):
+                self.expr(s.value)
+        elif isinstance(s, Allocate):
+            self.stmt_allocate(s)
+        elif isinstance(s, (tir.BlockRealize, tir.Block)):
+            raise ValueError("codegen: blocks must be lowered first (compiler.lower_tir.lower)")
+        else:
+            raise NotImplementedError(f"codegen: unsupported statement {type(s).__name__}")
+
+    def stmt_allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        ety = memory_type(buf.dtype)
+        size = s.buffer.shape[0]
+        if s.storage == "stack":
+            if not isinstance(size, tir.IntImm):
+                raise ValueError(f"stack allocation of '{buf.name}' needs a constant size")
+            ptr = self.alloca(ir.ArrayType(ety, max(1, size.value)), align=max(64, buf.align or 0), name=buf.name)
+            self.env[buf.data] = ptr
+            self.noalias.add(buf.data)
+            self.stmt(s.body)
+            return
+        n = self.b.sext(self.expr(size), _I64) if _bits(size.dtype) < 64 else self.expr(size)
+        esize = _elem_align(buf.dtype)
+        nbytes = self.b.mul(n, ir.Constant(_I64, esize))
+        nbytes = self.b.and_(self.b.add(nbytes, ir.Constant(_I64, 63)), ir.Constant(_I64, ~63))
+        nbytes = self.b.select(self.b.icmp_signed("==", nbytes, ir.Constant(_I64, 0)), ir.Constant(_I64, 64), nbytes)
+        alloc = self.mg.declare("aligned_alloc", _PTR, [_I64, _I64])
+        free = self.mg.declare("free", _VOID, [_PTR])
+        ptr = self.b.call(alloc, [ir.Constant(_I64, 64), nbytes], name=buf.name)
+        self.env[buf.data] = ptr
+        self.noalias.add(buf.data)
+        self.stmt(s.body)
+        if not self.b.block.is_terminated:
+            self.b.call(free, [ptr])
+
+    def stmt_for(self, s: tir.For) -> None:
+        kind = s.kind
+        if kind == "thread_binding":
+            raise NotImplementedError(f"kernel '{self.kname}': thread-bound loops need a GPU target")
+        if kind == "parallel" and not self.in_parallel:
+            self.stmt_parallel(s)
+            return
+        if kind == "unroll" and isinstance(s.extent, tir.IntImm) and isinstance(s.min, tir.IntImm) \
+                and s.extent.value <= UNROLL_LIMIT:
+            for i in range(s.min.value, s.min.value + s.extent.value):
+                self.env[s.loop_var] = _const(s.loop_var.dtype, i)
+                self.stmt(s.body)
+            return
+        props = []
+        if kind == "vectorized":
+            props.append(("llvm.loop.vectorize.enable", ir.Constant(_I1, 1)))
+            if isinstance(s.extent, tir.IntImm) and s.extent.value > 1:
+                width = 1
+                while width * 2 <= min(s.extent.value, 16):
+                    width *= 2
+                props.append(("llvm.loop.vectorize.width", ir.Constant(_I32, width)))
+        elif kind == "unroll":
+            props.append(("llvm.loop.unroll.full", None))
+        lo = self.expr(s.min)
+        hi = self.int_add(lo, self.expr(s.extent), s.loop_var.dtype)
+        self.emit_loop(s.loop_var, lo, hi, s.body, props, nonneg=self.is_nonneg(s.min))
+
+    def int_add(self, a, b, dtype):
+        if _is_signed(dtype) and _bits(dtype) >= 32:
+            return self.b.add(a, b, flags=["nsw"])
+        return self.b.add(a, b)
+
+    def emit_loop(self, var: tir.Var, lo, hi, body, props, nonneg: bool) -> None:
+        pre = self.b.block
+        head = self.new_block("for.head")
+        body_bb = self.new_block("for.body")
+        end = self.new_block("for.end")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        ty = value_type(var.dtype)
+        phi = self.b.phi(ty, name=var.name)
+        phi.add_incoming(lo, pre)
+        cmp = self.b.icmp_unsigned("<", phi, hi) if _is_unsigned(var.dtype) else self.b.icmp_signed("<", phi, hi)
+        self.b.cbranch(cmp, body_bb, end)
+        self.b.position_at_end(body_bb)
+        self.env[var] = phi
+        if nonneg:
+            self.nonneg.add(var)
+        self.stmt(body)
+        if not self.b.block.is_terminated:
+            nxt = self.int_add(phi, ir.Constant(ty, 1), var.dtype) if not _is_unsigned(var.dtype) else self.b.add(phi, ir.Constant(ty, 1), flags=["nuw"])
+            latch = self.b.block
+            br = self.b.branch(head)
+            if props:
+                br.set_metadata("llvm.loop", self.mg.loop_metadata(props))
+            phi.add_incoming(nxt, latch)
+        self.b.position_at_end(end)
+
+    def stmt_parallel(self, s: tir.For) -> None:
+        free = _collect_free(s)
+        captured = [(v, self.var(v)) for v in free]
+        loop_ty = value_type(s.loop_var.dtype)
+        base = self.mg.unique(f"{self.kname}.parallel")
+        # The loop body, as a function of the captured values and a [begin, end) sub-range.
+        body_args = [val.type for _, val in captured] + [loop_ty, loop_ty]
+        body_fn = ir.Function(self.module, ir.FunctionType(_VOID, body_args), name=base + ".body")
+        body_fn.linkage = "internal"
+        env = {}
+        for i, (v, _) in enumerate(captured):
+            arg = body_fn.args[i]
+            arg.name = v.name
+            env[v] = arg
+            if v in self.noalias and isinstance(arg.type, ir.PointerType):
+                arg.add_attribute("noalias")
+        sub = _FuncGen(self.mg, body_fn, self.kname, env, set(self.nonneg), set(self.noalias), True)
+        begin, end = body_fn.args[-2], body_fn.args[-1]
+        sub.emit_loop(s.loop_var, begin, end, s.body, [], nonneg=self.is_nonneg(s.min))
+        sub.finish()
+
+        lo = self.expr(s.min)
+        extent = self.expr(s.extent)
+        values = [val for _, val in captured]
+        if self.mg.parallel_runtime != "gomp":
+            self.b.call(body_fn, values + [lo, self.int_add(lo, extent, s.loop_var.dtype)])
+            return
+        # Wrapper run by every OpenMP thread: unpack the captured values, take a static chunk.
+        struct_ty = ir.LiteralStructType([v.type for v in values] + [loop_ty, loop_ty])
+        wrapper = ir.Function(self.module, ir.FunctionType(_VOID, [_PTR]), name=base)
+        wrapper.linkage = "internal"
+        wb = ir.IRBuilder(wrapper.append_basic_block("entry"))
+        data = wrapper.args[0]
+        loaded = []
+        for i in range(len(values) + 2):
+            p = wb.gep(data, [ir.Constant(_I32, 0), ir.Constant(_I32, i)], inbounds=True, source_etype=struct_ty)
+            loaded.append(wb.load(p, typ=struct_ty.elements[i]))
+        w_lo, w_ext = loaded[-2], loaded[-1]
+        signed = not _is_unsigned(s.loop_var.dtype)
+
+        def to64(v):
+            if v.type.width == 64:
+                return v
+            return wb.sext(v, _I64) if signed else wb.zext(v, _I64)
+
+        nthreads = wb.sext(wb.call(self.mg.declare("omp_get_num_threads", _I32, []), []), _I64)
+        tid = wb.sext(wb.call(self.mg.declare("omp_get_thread_num", _I32, []), []), _I64)
+        n = to64(w_ext)
+        chunk = wb.sdiv(wb.add(n, wb.sub(nthreads, ir.Constant(_I64, 1))), nthreads)
+        rel_begin = wb.mul(tid, chunk)
+        rel_begin = wb.select(wb.icmp_signed("<", rel_begin, n), rel_begin, n)
+        rel_end = wb.add(rel_begin, chunk)
+        rel_end = wb.select(wb.icmp_signed("<", rel_end, n), rel_end, n)
+        lo64 = to64(w_lo)
+        b64, e64 = wb.add(lo64, rel_begin), wb.add(lo64, rel_end)
+        if loop_ty.width != 64:
+            b64, e64 = wb.trunc(b64, loop_ty), wb.trunc(e64, loop_ty)
+        wb.call(body_fn, loaded[:-2] + [b64, e64])
+        wb.ret_void()
+
+        frame = self.alloca(struct_ty, name="parallel.args")
+        for i, v in enumerate(values + [lo, extent]):
+            p = self.b.gep(frame, [ir.Constant(_I32, 0), ir.Constant(_I32, i)], inbounds=True, source_etype=struct_ty)
+            self.b.store(v, p)
+        gomp = self.mg.declare("GOMP_parallel", _VOID, [_PTR, _PTR, _I32, _I32])
+        self.b.call(gomp, [wrapper, frame, ir.Constant(_I32, 0), ir.Constant(_I32, 0)])
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e):
+        method = _EXPR.get(type(e))
+        if method is None:
+            raise NotImplementedError(f"codegen: unsupported expression {type(e).__name__}")
+        return method(self, e)
+
+    def e_var(self, e):
+        return self.var(e)
+
+    def e_int(self, e):
+        return _const(e.dtype, e.value)
+
+    def e_float(self, e):
+        return _const(e.dtype, e.value)
+
+    def e_string(self, e):
+        return self.mg.cstring(e.value)
+
+    def e_load(self, e):
+        ptr = self.buffer_ptr(e.buffer, e.indices[0])
+        v = self.b.load(ptr, typ=memory_type(e.buffer.dtype), align=_elem_align(e.buffer.dtype))
+        if e.buffer.dtype == "bool":
+            v = self.b.icmp_unsigned("!=", v, ir.Constant(_I8, 0))
+        if e.dtype != e.buffer.dtype:
+            raise NotImplementedError(f"load of {e.dtype} from a {e.buffer.dtype} buffer")
+        return v
+
+    def fmuladd(self, mul, addend, negate_product: bool = False, negate_addend: bool = False):
+        """``mul.a * mul.b + addend`` as ``llvm.fmuladd``: one fused multiply-add wherever the
+        target has FMA, the same in scalar and vectorized code (so reordering loops never
+        changes which operations fuse, unlike the ``contract`` flag)."""
+        x, y, z = self.expr(mul.a), self.expr(mul.b), addend
+        if negate_product:
+            x = self.b.fneg(x)
+        if negate_addend:
+            z = self.b.fneg(z)
+        return self.float_call("llvm.fmuladd", mul.dtype, [x, y, z])
+
+    def e_arith(self, e):
+        dt = e.dtype
+        kind = type(e)
+        if tir.is_float(dt) and dt != "float16" and kind in (tir.Add, tir.Sub):
+            if isinstance(e.b, tir.Mul) and e.b.dtype == dt:
+                # a + b * c, a - b * c
+                return self.fmuladd(e.b, self.expr(e.a), negate_product=kind is tir.Sub)
+            if isinstance(e.a, tir.Mul) and e.a.dtype == dt:
+                # b * c + a, b * c - a
+                return self.fmuladd(e.a, self.expr(e.b), negate_addend=kind is tir.Sub)
+        a, b = self.expr(e.a), self.expr(e.b)
+        if tir.is_float(dt):
+            if kind is tir.Add:
+                return self.b.fadd(a, b)
+            if kind is tir.Sub:
+                return self.b.fsub(a, b)
+            if kind is tir.Mul:
+                return self.b.fmul(a, b)
+            if kind is tir.Div:
+                return self.b.fdiv(a, b)
+            if kind is tir.Mod:
+                return self.b.frem(a, b)
+            if kind is tir.FloorDiv:
+                return self.float_call("llvm.floor", dt, [self.b.fdiv(a, b)])
+            if kind is tir.FloorMod:
+                q = self.float_call("llvm.floor", dt, [self.b.fdiv(a, b)])
+                return self.b.fsub(a, self.b.fmul(q, b))
+        flags = ["nsw"] if _is_signed(dt) and _bits(dt) >= 32 else []
+        if kind is tir.Add:
+            return self.b.add(a, b, flags=flags)
+        if kind is tir.Sub:
+            return self.b.sub(a, b, flags=flags)
+        if kind is tir.Mul:
+            return self.b.mul(a, b, flags=flags)
+        unsigned = _is_unsigned(dt) or (self.is_nonneg(e.a) and self.is_nonneg(e.b))
+        if kind is tir.Div:
+            return self.b.udiv(a, b) if unsigned else self.b.sdiv(a, b)
+        if kind is tir.Mod:
+            return self.b.urem(a, b) if unsigned else self.b.srem(a, b)
+        if unsigned:
+            return self.b.udiv(a, b) if kind is tir.FloorDiv else self.b.urem(a, b)
+        # Python semantics: the quotient rounds toward -inf, the remainder has b's sign.
+        q = self.b.sdiv(a, b)
+        r = self.b.srem(a, b)
+        zero = ir.Constant(a.type, 0)
+        if isinstance(e.b, tir.IntImm) and e.b.value > 0:
+            adjust = self.b.icmp_signed("<", r, zero)
+        else:
+            signs_differ = self.b.xor(self.b.icmp_signed("<", r, zero), self.b.icmp_signed("<", b, zero))
+            adjust = self.b.and_(self.b.icmp_signed("!=", r, zero), signs_differ)
+        if kind is tir.FloorDiv:
+            return self.b.sub(q, self.b.zext(adjust, a.type))
+        return self.b.add(r, self.b.select(adjust, b, zero))
+
+    def e_minmax(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        op = "<" if isinstance(e, tir.Min) else ">"
+        if tir.is_float(e.dtype):
+            cond = self.b.fcmp_ordered(op, a, b)
+        elif _is_unsigned(e.dtype):
+            cond = self.b.icmp_unsigned(op, a, b)
+        else:
+            cond = self.b.icmp_signed(op, a, b)
+        return self.b.select(cond, a, b)
+
+    def e_compare(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        op = {tir.EQ: "==", tir.NE: "!=", tir.LT: "<", tir.LE: "<=", tir.GT: ">", tir.GE: ">="}[type(e)]
+        dt = e.a.dtype
+        if tir.is_float(dt):
+            if op == "!=":
+                return self.b.fcmp_unordered(op, a, b)
+            return self.b.fcmp_ordered(op, a, b)
+        if _is_unsigned(dt):
+            return self.b.icmp_unsigned(op, a, b)
+        return self.b.icmp_signed(op, a, b)
+
+    def e_logic(self, e):
+        is_and = isinstance(e, tir.And)
+        a = self.expr(e.a)
+        if not _has_load(e.b):
+            b = self.expr(e.b)
+            return self.b.and_(a, b) if is_and else self.b.or_(a, b)
+        # Short-circuit: the right side may read memory only valid when the left side allows.
+        start = self.b.block
+        rhs_bb = self.new_block("logic.rhs")
+        end = self.new_block("logic.end")
+        if is_and:
+            self.b.cbranch(a, rhs_bb, end)
+        else:
+            self.b.cbranch(a, end, rhs_bb)
+        self.b.position_at_end(rhs_bb)
+        b = self.expr(e.b)
+        rhs_end = self.b.block
+        self.b.branch(end)
+        self.b.position_at_end(end)
+        phi = self.b.phi(_I1)
+        phi.add_incoming(ir.Constant(_I1, 0 if is_and else 1), start)
+        phi.add_incoming(b, rhs_end)
+        return phi
+
+    def e_not(self, e):
+        return self.b.not_(self.expr(e.a))
+
+    def e_select(self, e):
+        c = self.expr(e.condition)
+        t = self.expr(e.true_value)
+        f = self.expr(e.false_value)
+        return self.b.select(c, t, f)
+
+    def e_let(self, e):
+        self.env[e.var] = self.expr(e.value)
+        return self.expr(e.body)
+
+    def e_cast(self, e):
+        return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def cast(self, v, src: str, dst: str):
+        if src == dst:
+            return v
+        b = self.b
+        dty = value_type(dst)
+        if dst == "bool":
+            if tir.is_float(src):
+                return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if tir.is_float(dst):
+            if tir.is_float(src):
+                if _bits(src) < _bits(dst):
+                    return b.fpext(v, dty)
+                if src == "float64" and dst == "float16":
+                    return self.f64_to_f16(v)
+                return b.fptrunc(v, dty)
+            if _is_unsigned(src):
+                return b.uitofp(v, dty)
+            return b.sitofp(v, dty)
+        # dst is an integer
+        if tir.is_float(src):
+            return b.fptoui(v, dty) if _is_unsigned(dst) else b.fptosi(v, dty)
+        sb, db = _bits(src), _bits(dst)
+        if sb == db:
+            return v
+        if sb > db:
+            return b.trunc(v, dty)
+        return b.zext(v, dty) if _is_unsigned(src) else b.sext(v, dty)
+
+    def f64_to_f16(self, v):
+        """double -> half rounded once (to nearest even), without the libgcc helper LLVM
+        would call: round to float *to odd*, then to half (float has more than 11 + 2
+        significant bits, so the second rounding is exact)."""
+        b = self.b
+        f32 = ir.FloatType()
+        f = b.fptrunc(v, f32)
+        back = b.fpext(f, ir.DoubleType())
+        inexact = b.fcmp_ordered("!=", back, v)
+        fabs = self.intrinsic("llvm.fabs.f64", ir.DoubleType(), [ir.DoubleType()])
+        away = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [v]))
+        bits = b.bitcast(f, _I32)
+        bits = b.select(b.and_(inexact, away), b.sub(bits, ir.Constant(_I32, 1)), bits)
+        bits = b.select(inexact, b.or_(bits, ir.Constant(_I32, 1)), bits)
+        return b.fptrunc(b.bitcast(bits, f32), ir.HalfType())
+
+    # ---- calls
+    def intrinsic(self, name: str, ret: ir.Type, args: list) -> ir.Function:
+        return self.mg.declare(name, ret, args)
+
+    def float_call(self, llvm_name: str, dtype: str, args: list):
+        """``llvm.<f>.<type>(args)``; float16 is computed in float32."""
+        if dtype == "float16":
+            f32 = ir.FloatType()
+            ext = [self.b.fpext(a, f32) for a in args]
+            fn = self.intrinsic(f"{llvm_name}.f32", f32, [f32] * len(args))
+            return self.b.fptrunc(self.b.call(fn, ext), ir.HalfType())
+        ty = value_type(dtype)
+        fn = self.intrinsic(f"{llvm_name}.{_TYPE_SUFFIX[dtype]}", ty, [ty] * len(args))
+        return self.b.call(fn, args)
+
+    def libm_call(self, base: str, dtype: str, args: list):
+        """A C math library function: ``erff`` for float32 (and float16), ``erf`` for float64."""
+        if dtype == "float64":
+            ty = ir.DoubleType()
+            return self.b.call(self.mg.declare(base, ty, [ty] * len(args)), args)
+        f32 = ir.FloatType()
+        conv = [self.b.fpext(a, f32) if dtype == "float16" else a for a in args]
+        r = self.b.call(self.mg.declare(base + "f", f32, [f32] * len(args)), conv)
+        return self.b.fptrunc(r, ir.HalfType()) if dtype == "float16" else r
+
+    def e_call(self, e):
+        op = e.op
+        dt = e.dtype
+        if op == "tir.if_then_else":
+            return self.if_then_else(e)
+        if op == "tir.likely":
+            return self.expr(e.args[0])
+        if op in ("tir.call_extern", "tir.call_pure_extern"):
+            return self.call_extern(e)
+        if op in ("tir.max_value", "tir.min_value"):
+            return _limit(dt, op == "tir.max_value")
+        if op == "tir.reinterpret":
+            src = self.expr(e.args[0])
+            return self.b.bitcast(src, value_type(dt))
+        args = [self.expr(a) for a in e.args]
+        adt = e.args[0].dtype if e.args else dt
+        if op in ("tir.isnan", "tir.isinf", "tir.isfinite"):
+            x = args[0]
+            if not tir.is_float(adt):
+                return ir.Constant(_I1, 1 if op == "tir.isfinite" else 0)
+            if op == "tir.isnan":
+                return self.b.fcmp_unordered("uno", x, x)
+            ax = self.float_call("llvm.fabs", adt, [x])
+            inf = ir.Constant(x.type, float("inf"))
+            return self.b.fcmp_ordered("==" if op == "tir.isinf" else "!=", ax, inf)
+        if tir.is_float(dt):
+            if op in _LLVM_FLOAT_UNARY and len(args) == 1:
+                return self.float_call(_LLVM_FLOAT_UNARY[op], dt, args)
+            if op in _LIBM_FLOAT_UNARY and len(args) == 1:
+                return self.libm_call(_LIBM_FLOAT_UNARY[op], dt, args)
+            if op in _LLVM_FLOAT_BINARY and len(args) == 2:
+                return self.float_call(_LLVM_FLOAT_BINARY[op], dt, args)
+            if op in _LIBM_FLOAT_BINARY and len(args) == 2:
+                return self.libm_call(_LIBM_FLOAT_BINARY[op], dt, args)
+            if op == "tir.fmod":
+                return self.b.frem(args[0], args[1])
+            if op in ("tir.sigmoid", "tir.rsqrt"):
+                raise ValueError(f"{op} must be lowered first (compiler.lower_tir.lower_intrinsics)")
+        if tir.is_int(dt):
+            ty = value_type(dt)
+            if op == "tir.pow":
+                f64 = ir.DoubleType()
+                conv = [self.cast(a, adt, "float64") for a in args]
+                r = self.b.call(self.intrinsic("llvm.pow.f64", f64, [f64, f64]), conv)
+                return self.cast(r, "float64", dt)
+            if op == "tir.bitwise_and":
+                return self.b.and_(args[0], args[1])
+            if op == "tir.bitwise_or":
+                return self.b.or_(args[0], args[1])
+            if op == "tir.bitwise_xor":
+                return self.b.xor(args[0], args[1])
+            if op == "tir.bitwise_not":
+                return self.b.not_(args[0])
+            if op == "tir.shift_left":
+                return self.b.shl(args[0], args[1])
+            if op == "tir.shift_right":
+                return self.b.lshr(args[0], args[1]) if _is_unsigned(dt) else self.b.ashr(args[0], args[1])
+            if op == "tir.popcount":
+                return self.b.call(self.intrinsic(f"llvm.ctpop.i{ty.width}", ty, [ty]), args)
+            if op == "tir.clz":
+                fn = self.intrinsic(f"llvm.ctlz.i{ty.width}", ty, [ty, _I1])
+                return self.b.call(fn, [args[0], ir.Constant(_I1, 0)])
+        if dt == "bool" and op in ("tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor"):
+            fn = {"tir.bitwise_and": self.b.and_, "tir.bitwise_or": self.b.or_, "tir.bitwise_xor": self.b.xor}[op]
+            return fn(args[0], args[1])
+        raise NotImplementedError(f"kernel '{self.kname}': intrinsic {op} on {dt} is not supported by the CPU code generator")
+
+    def if_then_else(self, e):
+        cond = self.expr(e.args[0])
+        then_bb = self.new_block("ite.then")
+        else_bb = self.new_block("ite.else")
+        end = self.new_block("ite.end")
+        self.b.cbranch(cond, then_bb, else_bb)
+        self.b.position_at_end(then_bb)
+        t = self.expr(e.args[1])
+        t_end = self.b.block
+        self.b.branch(end)
+        self.b.position_at_end(else_bb)
+        f = self.expr(e.args[2])
+        f_end = self.b.block
+        self.b.branch(end)
+        self.b.position_at_end(end)
+        phi = self.b.phi(t.type)
+        phi.add_incoming(t, t_end)
+        phi.add_incoming(f, f_end)
+        return phi
+
+    def call_extern(self, e):
+        name_arg = e.args[0]
+        if not isinstance(name_arg, tir.StringImm):
+            raise ValueError("call_extern: the first argument must be the function name")
+        args = [self.expr(a) for a in e.args[1:]]
+        types = [a.type for a in args]
+        ret = _VOID if e.dtype in ("void",) else value_type(e.dtype)
+        fn = self.mg.declare(name_arg.value, ret, types)
+        r = self.b.call(fn, args)
+        return r if e.dtype != "void" else ir.Constant(_I32, 0)
+
+
+def _truthy(value) -> bool:
+    """An attribute value as a bool: ``True`` and ``T.bool(True)`` (an IntImm) alike."""
+    if isinstance(value, (tir.IntImm, tir.FloatImm)):
+        return bool(value.value)
+    return bool(value)
+
+
+def _elem_align(dtype: str) -> int:
+    return 1 if dtype == "bool" else max(1, _bits(dtype) // 8)
+
+
+def _limit(dtype: str, upper: bool) -> ir.Constant:
+    if tir.is_float(dtype):
+        import numpy as np
+
+        fi = np.finfo(dtype)
+        return _const(dtype, float(fi.max if upper else fi.min))
+    bits = _bits(dtype)
+    if _is_unsigned(dtype):
+        return _const(dtype, (1 << bits) - 1 if upper else 0)
+    return _const(dtype, (1 << (bits - 1)) - 1 if upper else -(1 << (bits - 1)))
+
+
+_EXPR = {
+    tir.Var: _FuncGen.e_var,
+    tir.IntImm: _FuncGen.e_int,
+    tir.FloatImm: _FuncGen.e_float,
+    tir.StringImm: _FuncGen.e_string,
+    tir.BufferLoad: _FuncGen.e_load,
+    tir.Cast: _FuncGen.e_cast,
+    tir.Not: _FuncGen.e_not,
+    tir.Select: _FuncGen.e_select,
+    tir.Call: _FuncGen.e_call,
+    tir.Let: _FuncGen.e_let,
+    tir.Min: _FuncGen.e_minmax,
+    tir.Max: _FuncGen.e_minmax,
+    tir.And: _FuncGen.e_logic,
+    tir.Or: _FuncGen.e_logic,
+}
+for _cls in (tir.Add, tir.Sub, tir.Mul, tir.Div, tir.Mod, tir.FloorDiv, tir.FloorMod):
+    _EXPR[_cls] = _FuncGen.e_arith
+for _cls in tir.COMPARISONS:
+    _EXPR[_cls] = _FuncGen.e_compare
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def _signature(name: str, func: tir.PrimFunc):
+    """The kernel's ABI: ParamSpecs, symbolic variable list and the Vars behind each argument."""
+    from tvmscript.runtime.kernel import ParamSpec
+
+    buffers, scalars = [], []
+    for p in func.params:
+        if p in func.buffer_map:
+            buffers.append((p, func.buffer_map[p]))
+        else:
+            scalars.append(p)
+    scalar_set = set(scalars)
+    sym_vars: list = []
+    for _, buf in buffers:
+        found: dict = {}
+        for dim in list(buf.shape) + list(buf.strides or []):
+            _vars_in_expr(dim, found)
+        for v in found:
+            if v not in scalar_set and v not in sym_vars:
+                sym_vars.append(v)
+    names: dict = {}
+    taken: set = set()
+    for v in scalars + sym_vars:
+        base = v.name or "v"
+        n, i = base, 1
+        while n in taken:
+            n, i = f"{base}_{i}", i + 1
+        taken.add(n)
+        names[v] = n
+    written = _written_data_vars(func.body)
+    specs = []
+    for p in func.params:  # in the function's own parameter order: how callers pass them
+        buf = func.buffer_map.get(p)
+        if buf is None:
+            specs.append(ParamSpec("scalar", names[p], p.dtype))
+            continue
+        shape = [d.value if isinstance(d, tir.IntImm) else _dim_text(d, names) for d in buf.shape]
+        strides = None
+        if buf.strides:
+            strides = [d.value if isinstance(d, tir.IntImm) else _dim_text(d, names) for d in buf.strides]
+        specs.append(ParamSpec("buffer", p.name, buf.dtype, shape, strides=strides,
+                               written=buf.data in written, buffer_name=buf.name))
+    return specs, [names[v] for v in sym_vars], buffers, scalars, sym_vars
+
+
+def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc) -> KernelInfo:
+    func = lower(func)
+    specs, sym_names, buffers, scalars, sym_vars = _signature(name, func)
+    arg_types = [_PTR] * len(buffers) + [abi_type(p.dtype) for p in scalars] + [_I64] * len(sym_vars)
+    fn = ir.Function(mg.module, ir.FunctionType(_VOID, arg_types), name=symbol)
+    fn.attributes.add("nounwind")
+    noalias_attr = _truthy(func.attrs.get("tir.noalias"))
+    env: dict = {}
+    nonneg: set = set()
+    noalias: set = set()
+    gen = _FuncGen(mg, fn, name, env, nonneg, noalias, False)
+    args = list(fn.args)
+    for (p, buf), arg in zip(buffers, args):
+        arg.name = p.name
+        env[p] = arg
+        if buf.data is not None:
+            env[buf.data] = arg
+        if noalias_attr:
+            arg.add_attribute("noalias")
+            noalias.add(p)
+            if buf.data is not None:
+                noalias.add(buf.data)
+    args = args[len(buffers):]
+    b = gen.entry_builder
+    for p, arg in zip(scalars, args):
+        arg.name = p.name
+        if p.dtype == "bool":
+            env[p] = b.icmp_unsigned("!=", arg, ir.Constant(_I8, 0))
+        elif p.dtype == "float16":
+            env[p] = b.fptrunc(arg, ir.HalfType())
+        else:
+            env[p] = arg
+    args = args[len(scalars):]
+    shape_vars: dict = {}
+    for _, buf in buffers:
+        for dim in buf.shape:
+            _vars_in_expr(dim, shape_vars)
+    for v, arg in zip(sym_vars, args):
+        arg.name = v.name
+        ty = value_type(v.dtype)
+        env[v] = arg if ty.width == 64 else b.trunc(arg, ty)
+        if v in shape_vars:
+            nonneg.add(v)  # a dimension (a stride may be negative)
+    # Symbolic element offsets of parameters: the runtime passes pointers to the first element.
+    for _, buf in buffers:
+        if isinstance(buf.elem_offset, tir.Var) and buf.elem_offset not in env:
+            env[buf.elem_offset] = _const(buf.elem_offset.dtype, 0)
+    gen.stmt(func.body)
+    gen.finish()
+    return KernelInfo(name, symbol, specs, sym_names)
+
+
+def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTarget] = None) -> CodegenResult:
+    """One LLVM module holding a kernel per PrimFunc of ``funcs`` (name -> PrimFunc).
+
+    ``parallel_runtime`` is ``"gomp"`` (parallel loops call libgomp's ``GOMP_parallel``) or
+    ``"serial"`` (they run on the calling thread)."""
+    target = target or host_target()
+    mg = _ModuleGen(target, parallel_runtime)
+    result = CodegenResult(mg.module, parallel_runtime=parallel_runtime)
+    used: set = set()
+    for name, func in funcs.items():
+        if not isinstance(func, tir.PrimFunc):
+            raise TypeError(f"codegen: '{name}' is a {type(func).__name__}, not a tir.PrimFunc")
+        symbol = symbol_name(name)
+        base, i = symbol, 1
+        while symbol in used:
+            symbol, i = f"{base}_{i}", i + 1
+        used.add(symbol)
+        result.kernels.append(_emit_kernel(mg, name, symbol, func))
+    return result

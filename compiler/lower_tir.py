@@ -1,0 +1,518 @@
+"""Lowering of TensorIR to the loop-level form the CPU code generator reads.
+
+`lower(func)` runs small passes, each a plain ``PrimFunc -> PrimFunc`` function:
+
+1. `lower_init`               a block's ``T.init()`` becomes an ``if`` on its first reduction step
+2. `convert_blocks_to_loops`  blocks disappear: iterators are replaced by their bindings,
+                              ``T.where`` becomes an ``if``, ``T.alloc_buffer`` an `Allocate`
+3. `flatten_buffers`          N-d buffer accesses become 1-D element offsets
+4. `lower_intrinsics`         intrinsics with a simple definition in others (``rsqrt``,
+                              ``sigmoid``, integer ``abs``) are rewritten into it
+5. `plan_allocations`         each `Allocate` is placed on the stack or on the heap by its size
+
+After lowering, a function holds only `tir.For`, `tir.IfThenElse`, `tir.SeqStmt`,
+`tir.LetStmt`, `tir.AssertStmt`, `tir.While`, `tir.Evaluate`, `tir.BufferStore` and this
+module's `Allocate`; every buffer it reads or writes is one-dimensional and shares the ``data``
+variable of the buffer it came from. ``buffer_map`` still holds the original (N-d) parameter
+buffers: they describe the kernel's arguments. The lowered function has the attribute
+``"tvms.lowered"``.
+
+The passes never change the order in which a program touches memory; the loop transformations
+that make naive loops fast live in `compiler.schedule_cpu` and run before lowering.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from tvmscript import tir
+
+__all__ = [
+    "Allocate", "IRMutator", "lower", "lower_init", "convert_blocks_to_loops", "flatten_buffers",
+    "lower_intrinsics", "plan_allocations", "substitute", "STACK_ALLOC_LIMIT", "dump",
+]
+
+# Allocations of at most this many bytes, with a constant size, live on the stack (each thread
+# of a parallel loop has its own stack of at least 2 MiB); the rest are malloc'ed.
+STACK_ALLOC_LIMIT = 64 * 1024
+
+LOWERED_ATTR = "tvms.lowered"
+
+
+# ----------------------------------------------------------------------------- new IR node
+
+
+@dataclass(eq=False)
+class Allocate(tir.Stmt):
+    """Storage for ``buffer`` (a 1-D buffer whose ``data`` variable the body uses) during
+    ``body``. ``storage`` is ``"stack"``, ``"heap"``, or ``"auto"`` until `plan_allocations`
+    decides. Exists only after lowering; `tvmscript.tir` knows nothing of it."""
+
+    buffer: tir.Buffer
+    body: tir.Stmt
+    storage: str = "auto"
+
+
+# ----------------------------------------------------------------------------- mutator
+
+
+class IRMutator:
+    """Rebuilds a statement or an expression bottom-up, sharing unchanged subtrees.
+
+    Override `visit_expr` / `visit_stmt` (call the ``super()`` version for the default) or
+    `visit_buffer` (every buffer a load, a store or an `Allocate` mentions goes through it)."""
+
+    # ---- expressions
+    def visit_expr(self, e):
+        if isinstance(e, (tir.Var, tir.IntImm, tir.FloatImm, tir.StringImm)):
+            return e
+        if isinstance(e, tir.BinaryOp):
+            a, b = self.visit_expr(e.a), self.visit_expr(e.b)
+            if a is e.a and b is e.b:
+                return e
+            return type(e)(e.dtype, a, b)
+        if isinstance(e, tir.BufferLoad):
+            buf = self.visit_buffer(e.buffer)
+            idx = [self.visit_expr(i) for i in e.indices]
+            if buf is e.buffer and all(x is y for x, y in zip(idx, e.indices)):
+                return e
+            return tir.BufferLoad(e.dtype, buf, idx)
+        if isinstance(e, tir.Cast):
+            v = self.visit_expr(e.value)
+            return e if v is e.value else tir.Cast(e.dtype, v)
+        if isinstance(e, tir.Not):
+            a = self.visit_expr(e.a)
+            return e if a is e.a else tir.Not(e.dtype, a)
+        if isinstance(e, tir.Select):
+            c, t, f = self.visit_expr(e.condition), self.visit_expr(e.true_value), self.visit_expr(e.false_value)
+            if c is e.condition and t is e.true_value and f is e.false_value:
+                return e
+            return tir.Select(e.dtype, c, t, f)
+        if isinstance(e, tir.Call):
+            args = [self.visit_expr(a) if isinstance(a, tir.PrimExpr) else a for a in e.args]
+            if all(x is y for x, y in zip(args, e.args)):
+                return e
+            return tir.Call(e.dtype, e.op, args)
+        if isinstance(e, tir.Let):
+            v, b = self.visit_expr(e.value), self.visit_expr(e.body)
+            if v is e.value and b is e.body:
+                return e
+            return tir.Let(e.dtype, e.var, v, b)
+        if isinstance(e, tir.Ramp):
+            b, s = self.visit_expr(e.base), self.visit_expr(e.stride)
+            return e if b is e.base and s is e.stride else tir.Ramp(e.dtype, b, s, e.lanes)
+        if isinstance(e, tir.Broadcast):
+            v = self.visit_expr(e.value)
+            return e if v is e.value else tir.Broadcast(e.dtype, v, e.lanes)
+        raise NotImplementedError(f"lowering: unsupported expression {type(e).__name__}")
+
+    def visit_buffer(self, buf):
+        return buf
+
+    # ---- statements
+    def visit_stmt(self, s):
+        if isinstance(s, tir.BufferStore):
+            buf = self.visit_buffer(s.buffer)
+            v = self.visit_expr(s.value)
+            idx = [self.visit_expr(i) for i in s.indices]
+            if buf is s.buffer and v is s.value and all(x is y for x, y in zip(idx, s.indices)):
+                return s
+            return tir.BufferStore(buf, v, idx)
+        if isinstance(s, tir.SeqStmt):
+            seq = [self.visit_stmt(x) for x in s.seq]
+            if all(x is y for x, y in zip(seq, s.seq)):
+                return s
+            return tir.seq(seq)
+        if isinstance(s, tir.For):
+            lo, ext, body = self.visit_expr(s.min), self.visit_expr(s.extent), self.visit_stmt(s.body)
+            if lo is s.min and ext is s.extent and body is s.body:
+                return s
+            return dataclasses.replace(s, min=lo, extent=ext, body=body)
+        if isinstance(s, tir.IfThenElse):
+            c = self.visit_expr(s.condition)
+            t = self.visit_stmt(s.then_case)
+            f = self.visit_stmt(s.else_case) if s.else_case is not None else None
+            if c is s.condition and t is s.then_case and f is s.else_case:
+                return s
+            return tir.IfThenElse(c, t, f)
+        if isinstance(s, tir.LetStmt):
+            v, b = self.visit_expr(s.value), self.visit_stmt(s.body)
+            return s if v is s.value and b is s.body else tir.LetStmt(s.var, v, b)
+        if isinstance(s, tir.AssertStmt):
+            c, m, b = self.visit_expr(s.condition), s.message, self.visit_stmt(s.body)
+            return s if c is s.condition and b is s.body else tir.AssertStmt(c, m, b)
+        if isinstance(s, tir.While):
+            c, b = self.visit_expr(s.condition), self.visit_stmt(s.body)
+            return s if c is s.condition and b is s.body else tir.While(c, b)
+        if isinstance(s, tir.Evaluate):
+            v = self.visit_expr(s.value)
+            return s if v is s.value else tir.Evaluate(v)
+        if isinstance(s, Allocate):
+            buf, b = self.visit_buffer(s.buffer), self.visit_stmt(s.body)
+            return s if buf is s.buffer and b is s.body else Allocate(buf, b, s.storage)
+        if isinstance(s, tir.BlockRealize):
+            vals = [self.visit_expr(v) for v in s.iter_values]
+            pred = self.visit_expr(s.predicate)
+            block = self.visit_stmt(s.block)
+            if block is s.block and pred is s.predicate and all(x is y for x, y in zip(vals, s.iter_values)):
+                return s
+            return tir.BlockRealize(vals, pred, block)
+        if isinstance(s, tir.Block):
+            body = self.visit_stmt(s.body)
+            init = self.visit_stmt(s.init) if s.init is not None else None
+            if body is s.body and init is s.init:
+                return s
+            return dataclasses.replace(s, body=body, init=init)
+        raise NotImplementedError(f"lowering: unsupported statement {type(s).__name__}")
+
+
+class _Substituter(IRMutator):
+    def __init__(self, mapping: dict) -> None:
+        self.mapping = mapping
+
+    def visit_expr(self, e):
+        if isinstance(e, tir.Var):
+            return self.mapping.get(e, e)
+        return super().visit_expr(e)
+
+
+def substitute(node, mapping: dict):
+    """``node`` (a statement or an expression) with the Vars of ``mapping`` replaced."""
+    if not mapping:
+        return node
+    sub = _Substituter(mapping)
+    return sub.visit_expr(node) if isinstance(node, tir.PrimExpr) else sub.visit_stmt(node)
+
+
+def _with_body(func: tir.PrimFunc, body, **attrs) -> tir.PrimFunc:
+    new_attrs = dict(func.attrs)
+    new_attrs.update(attrs)
+    return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, new_attrs, func.private, func.span)
+
+
+# ----------------------------------------------------------------------------- arithmetic helpers
+
+
+def const_int(e) -> Optional[int]:
+    return e.value if isinstance(e, tir.IntImm) else None
+
+
+def make_cast(e, dtype: str):
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, tir.IntImm) and tir.is_int(dtype):
+        return tir.IntImm(dtype, e.value)
+    return tir.Cast(dtype, e)
+
+
+def make_add(a, b):
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return tir.IntImm(a.dtype, ca + cb)
+    if cb == 0:
+        return a
+    if ca == 0:
+        return b
+    return tir.Add(a.dtype, a, b)
+
+
+def make_mul(a, b):
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return tir.IntImm(a.dtype, ca * cb)
+    if cb == 1:
+        return a
+    if ca == 1:
+        return b
+    if ca == 0 or cb == 0:
+        return tir.IntImm(a.dtype, 0)
+    return tir.Mul(a.dtype, a, b)
+
+
+def _and(a, b):
+    if a is None:
+        return b
+    return tir.And("bool", a, b)
+
+
+# ----------------------------------------------------------------------------- passes
+
+
+def lower_init(func: tir.PrimFunc) -> tir.PrimFunc:
+    """Replace each block's ``T.init()`` by ``if <every reduce iterator == its domain's min>:
+    init`` placed before the block body.
+
+    Why: a reduction block's init runs once per spatial point, before its first update; once
+    blocks become plain loops the only place left to say "first" is a condition on the reduce
+    iterators. This holds for any order of the surrounding loops, since a loop nest always
+    visits the lexicographically first reduce point of a spatial point first."""
+
+    class M(IRMutator):
+        def visit_stmt(self, s):
+            s = super().visit_stmt(s)
+            if isinstance(s, tir.Block) and s.init is not None:
+                cond = None
+                for iv in s.iter_vars:
+                    if iv.kind == "R":
+                        cond = _and(cond, tir.EQ("bool", iv.var, make_cast(iv.dom.min, iv.var.dtype)))
+                init = s.init if cond is None else tir.IfThenElse(cond, s.init)
+                return dataclasses.replace(s, body=tir.seq([init, s.body]), init=None)
+            return s
+
+    return _with_body(func, M().visit_stmt(func.body))
+
+
+def convert_blocks_to_loops(func: tir.PrimFunc) -> tir.PrimFunc:
+    """Remove blocks: substitute each iterator by the value it is bound to, turn a ``T.where``
+    predicate into an ``if``, and make the block's ``T.alloc_buffer``s `Allocate` statements
+    around its body.
+
+    Why: blocks carry the information schedules need (iterator domains, declared regions), but
+    execution only needs their bodies at the bound points. Declared reads/writes are dropped."""
+
+    class M(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.BlockRealize):
+                block = s.block
+                if block.init is not None:
+                    raise ValueError(f"block '{block.name}' still has an init; run lower_init first")
+                if block.match_buffers:
+                    raise NotImplementedError(f"block '{block.name}': T.match_buffer inside a block is not supported")
+                body = self.visit_stmt(block.body)
+                mapping = {iv.var: make_cast(v, iv.var.dtype) for iv, v in zip(block.iter_vars, s.iter_values)}
+                body = substitute(body, mapping)
+                pred = s.predicate
+                if not (isinstance(pred, tir.IntImm) and pred.value == 1):
+                    body = tir.IfThenElse(substitute(self.visit_expr(pred), mapping), body)
+                for buf in reversed(block.alloc_buffers):
+                    body = Allocate(buf, body)
+                return body
+            if isinstance(s, tir.Block):
+                raise ValueError("a Block outside a BlockRealize")
+            return super().visit_stmt(s)
+
+    return _with_body(func, M().visit_stmt(func.body))
+
+
+def _row_major_strides(shape: list, dtype: str) -> list:
+    strides = []
+    acc = tir.IntImm(dtype, 1)
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc = make_mul(acc, make_cast(dim, dtype))
+    return list(reversed(strides))
+
+
+def buffer_size(buf: tir.Buffer, dtype: str = "int64"):
+    """Number of elements a buffer's storage spans (its extent under explicit strides)."""
+    if not buf.shape:
+        return tir.IntImm(dtype, 1)
+    if buf.strides:
+        # The last element's offset plus one.
+        size = tir.IntImm(dtype, 1)
+        for dim, stride in zip(buf.shape, buf.strides):
+            size = make_add(size, make_mul(make_add(make_cast(dim, dtype), tir.IntImm(dtype, -1)), make_cast(stride, dtype)))
+        return size
+    size = tir.IntImm(dtype, 1)
+    for dim in buf.shape:
+        size = make_mul(size, make_cast(dim, dtype))
+    return size
+
+
+def _index_dtype(buf: tir.Buffer, indices: list) -> str:
+    """int32 when every index is int32 and the buffer's offsets provably fit; int64 otherwise."""
+    if any(i.dtype != "int32" for i in indices):
+        return "int64"
+    size = buffer_size(buf, "int64")
+    if not isinstance(size, tir.IntImm) or size.value >= 2**31:
+        return "int64"
+    if buf.elem_offset is not None and not isinstance(buf.elem_offset, tir.IntImm):
+        return "int64"
+    return "int32"
+
+
+def flatten_buffers(func: tir.PrimFunc) -> tir.PrimFunc:
+    """Rewrite every N-d buffer access into a 1-D access at ``sum(index_d * stride_d) +
+    elem_offset``, using the buffer's explicit strides or, without them, row-major strides
+    from its shape.
+
+    Why: machine code addresses memory with one offset from a base pointer. Each flat buffer
+    keeps the ``data`` variable of the original one, so a parameter's pointer and an
+    allocation's pointer are found through it."""
+    flat: dict = {}
+
+    def flat_of(buf: tir.Buffer) -> tir.Buffer:
+        fb = flat.get(buf)
+        if fb is None:
+            if buf.data is None:
+                buf.data = tir.Var("handle", buf.name)
+            fb = tir.Buffer(buf.name, [buffer_size(buf)], buf.dtype, data=buf.data, scope=buf.scope, align=buf.align)
+            flat[buf] = fb
+            flat[fb] = fb
+        return fb
+
+    def offset(buf: tir.Buffer, indices: list):
+        if buf in flat and flat[buf] is buf:
+            return indices[0]  # already flat
+        dtype = _index_dtype(buf, indices)
+        strides = [make_cast(s, dtype) for s in buf.strides] if buf.strides else _row_major_strides(buf.shape, dtype)
+        off = tir.IntImm(dtype, 0)
+        for idx, stride in zip(indices, strides):
+            off = make_add(off, make_mul(make_cast(idx, dtype), stride))
+        if buf.elem_offset is not None:
+            off = make_add(off, make_cast(buf.elem_offset, dtype))
+        return off
+
+    class M(IRMutator):
+        def visit_expr(self, e):
+            if isinstance(e, tir.BufferLoad):
+                idx = [self.visit_expr(i) for i in e.indices]
+                return tir.BufferLoad(e.dtype, flat_of(e.buffer), [offset(e.buffer, idx)])
+            return super().visit_expr(e)
+
+        def visit_stmt(self, s):
+            if isinstance(s, tir.BufferStore):
+                idx = [self.visit_expr(i) for i in s.indices]
+                return tir.BufferStore(flat_of(s.buffer), self.visit_expr(s.value), [offset(s.buffer, idx)])
+            if isinstance(s, Allocate):
+                return Allocate(flat_of(s.buffer), self.visit_stmt(s.body), s.storage)
+            return super().visit_stmt(s)
+
+    return _with_body(func, M().visit_stmt(func.body))
+
+
+def lower_intrinsics(func: tir.PrimFunc) -> tir.PrimFunc:
+    """Rewrite intrinsics that are short formulas of others: ``rsqrt(x) = 1 / sqrt(x)``,
+    ``sigmoid(x) = 1 / (1 + exp(-x))``, integer ``abs(x) = x < 0 ? -x : x``.
+
+    Why: the code generator then needs one implementation of ``exp`` and ``sqrt`` (which LLVM
+    knows and may vectorize) instead of one per derived function."""
+
+    class M(IRMutator):
+        def visit_expr(self, e):
+            e = super().visit_expr(e)
+            if isinstance(e, tir.Call) and len(e.args) == 1:
+                x = e.args[0]
+                dt = e.dtype
+                if e.op == "tir.rsqrt" and tir.is_float(dt):
+                    return tir.Div(dt, tir.FloatImm(dt, 1.0), tir.Call(dt, "tir.sqrt", [x]))
+                if e.op == "tir.sigmoid" and tir.is_float(dt):
+                    neg = tir.Sub(dt, tir.FloatImm(dt, 0.0), x)
+                    den = tir.Add(dt, tir.FloatImm(dt, 1.0), tir.Call(dt, "tir.exp", [neg]))
+                    return tir.Div(dt, tir.FloatImm(dt, 1.0), den)
+                if e.op in ("tir.abs", "tir.fabs") and tir.is_int(dt):
+                    if dt.startswith("uint"):
+                        return x
+                    zero = tir.IntImm(dt, 0)
+                    return tir.Select(dt, tir.LT("bool", x, zero), tir.Sub(dt, zero, x), x)
+                if e.op == "tir.abs" and tir.is_float(dt):
+                    return tir.Call(dt, "tir.fabs", [x])
+            return e
+
+    return _with_body(func, M().visit_stmt(func.body))
+
+
+def _dtype_bytes(dtype: str) -> int:
+    if dtype == "bool":
+        return 1
+    digits = "".join(ch for ch in dtype if ch.isdigit())
+    return max(1, int(digits) // 8) if digits else 8
+
+
+def plan_allocations(func: tir.PrimFunc, stack_limit: int = STACK_ALLOC_LIMIT) -> tir.PrimFunc:
+    """Decide where each `Allocate` lives: on the stack when its size is a constant of at most
+    ``stack_limit`` bytes, on the heap (64-byte aligned ``malloc``) otherwise.
+
+    Why: stack storage is free to allocate and lets LLVM keep small buffers in registers, but
+    stacks are small (worker threads especially) and a dynamic size cannot be reserved in the
+    function's entry block."""
+
+    class M(IRMutator):
+        def visit_stmt(self, s):
+            s = super().visit_stmt(s)
+            if isinstance(s, Allocate) and s.storage == "auto":
+                size = s.buffer.shape[0]
+                nbytes = size.value * _dtype_bytes(s.buffer.dtype) if isinstance(size, tir.IntImm) else None
+                storage = "stack" if nbytes is not None and nbytes <= stack_limit else "heap"
+                return Allocate(s.buffer, s.body, storage)
+            return s
+
+    return _with_body(func, M().visit_stmt(func.body))
+
+
+def lower(func: tir.PrimFunc) -> tir.PrimFunc:
+    """All lowering passes, in order. Idempotent: a lowered function is returned as is."""
+    if func.attrs.get(LOWERED_ATTR):
+        return func
+    for p in (lower_init, convert_blocks_to_loops, flatten_buffers, lower_intrinsics, plan_allocations):
+        func = p(func)
+    return _with_body(func, func.body, **{LOWERED_ATTR: True})
+
+
+# ----------------------------------------------------------------------------- debugging
+
+
+def dump(node, indent: int = 0) -> str:
+    """A plain-text rendering of lowered IR (the TVMScript printer does not know `Allocate`)."""
+    pad = "    " * indent
+    if isinstance(node, tir.PrimFunc):
+        params = ", ".join(p.name for p in node.params)
+        return f"def ({params}):\n" + dump(node.body, 1)
+    s = node
+    if isinstance(s, tir.SeqStmt):
+        return "".join(dump(x, indent) for x in s.seq)
+    if isinstance(s, tir.For):
+        return f"{pad}for {s.loop_var.name} in {s.kind}({_e(s.min)}, {_e(s.min)} + {_e(s.extent)}):\n" + dump(s.body, indent + 1)
+    if isinstance(s, tir.IfThenElse):
+        out = f"{pad}if {_e(s.condition)}:\n" + dump(s.then_case, indent + 1)
+        if s.else_case is not None:
+            out += f"{pad}else:\n" + dump(s.else_case, indent + 1)
+        return out
+    if isinstance(s, tir.BufferStore):
+        return f"{pad}{s.buffer.name}[{', '.join(_e(i) for i in s.indices)}] = {_e(s.value)}\n"
+    if isinstance(s, Allocate):
+        return f"{pad}{s.buffer.name} = allocate[{s.storage}]({s.buffer.dtype}, {_e(s.buffer.shape[0])})\n" + dump(s.body, indent)
+    if isinstance(s, tir.LetStmt):
+        return f"{pad}{s.var.name} = {_e(s.value)}\n" + dump(s.body, indent)
+    if isinstance(s, tir.AssertStmt):
+        return f"{pad}assert {_e(s.condition)}\n" + dump(s.body, indent)
+    if isinstance(s, tir.While):
+        return f"{pad}while {_e(s.condition)}:\n" + dump(s.body, indent + 1)
+    if isinstance(s, tir.Evaluate):
+        return f"{pad}{_e(s.value)}\n"
+    if isinstance(s, tir.BlockRealize):
+        return f"{pad}block {s.block.name}:\n" + dump(s.block.body, indent + 1)
+    return f"{pad}<{type(s).__name__}>\n"
+
+
+_OPS = {tir.Add: "+", tir.Sub: "-", tir.Mul: "*", tir.Div: "/", tir.Mod: "tmod", tir.FloorDiv: "//",
+        tir.FloorMod: "%", tir.EQ: "==", tir.NE: "!=", tir.LT: "<", tir.LE: "<=", tir.GT: ">",
+        tir.GE: ">=", tir.And: "and", tir.Or: "or"}
+
+
+def _e(e) -> str:
+    if isinstance(e, tir.Var):
+        return e.name
+    if isinstance(e, (tir.IntImm, tir.FloatImm)):
+        return repr(e.value)
+    if isinstance(e, tir.StringImm):
+        return repr(e.value)
+    if type(e) in _OPS:
+        return f"({_e(e.a)} {_OPS[type(e)]} {_e(e.b)})"
+    if isinstance(e, (tir.Min, tir.Max)):
+        return f"{type(e).__name__.lower()}({_e(e.a)}, {_e(e.b)})"
+    if isinstance(e, tir.BufferLoad):
+        return f"{e.buffer.name}[{', '.join(_e(i) for i in e.indices)}]"
+    if isinstance(e, tir.Cast):
+        return f"{e.dtype}({_e(e.value)})"
+    if isinstance(e, tir.Not):
+        return f"not {_e(e.a)}"
+    if isinstance(e, tir.Select):
+        return f"select({_e(e.condition)}, {_e(e.true_value)}, {_e(e.false_value)})"
+    if isinstance(e, tir.Call):
+        return f"{e.op}({', '.join(_e(a) for a in e.args)})"
+    if isinstance(e, tir.Let):
+        return f"(let {e.var.name} = {_e(e.value)} in {_e(e.body)})"
+    return f"<{type(e).__name__}>"

@@ -1,0 +1,633 @@
+"""A default CPU schedule: makes naive TensorIR loop nests fast without changing results.
+
+`default_schedule(func)` looks for loop nests of the simplest, most common form: serial loops,
+perfectly nested, around one block that stores one buffer element per spatial point (an
+elementwise op, or a reduction ``C[s] = C[s] <op> f(...)`` with ``T.init``, where ``<op>`` is
+``+``, ``*``, ``max`` or ``min``). For such a nest it
+
+1. picks the innermost loop: if the current innermost loop accesses memory with a stride
+   other than 0 or 1, or is a reduce loop (vectorizing a reduction would reassociate it), the
+   spatial loop that writes the output with unit stride and has the fewest badly strided
+   reads (not counting one that step 2 packs) becomes innermost, and reduce loops move inside
+   the other spatial loops (``i, j, k`` -> ``i, k, j`` for a matmul), so LLVM vectorizes it;
+2. splits that innermost spatial loop into tiles of `tile_bytes()` (eight vector registers)
+   when there are reduce loops outside it, and moves the tile loop outermost: the reduction
+   then runs over one tile of the output, which LLVM keeps in vector registers for the whole
+   reduction, while the tile's panel of the other operand is reused for every row;
+   that operand's panel (``reduce extent x tile``) is packed into a contiguous buffer once
+   per tile when it is reused across other spatial loops (rows of a wide matrix lie 4 KiB or
+   more apart and compete for a few cache sets); a single reduce loop is split when the
+   panel would exceed `PACKED_PANEL_BYTES` (`PANEL_BYTES` unpacked);
+3. moves a reduction's ``T.init`` into a loop nest of its own over the spatial loops, run
+   before the reduction (TVM's ``decompose_reduction``), so the inner loop has no branch;
+4. marks the outermost spatial loop ``T.parallel`` when the nest does at least
+   `PARALLEL_MIN_WORK` iterations.
+
+Why this is legal: in the nests accepted, every spatial point writes its own element (the
+store's indices are exactly the spatial iterators), reads the stored buffer only at that
+element and only as the reduction's accumulator, and the reduce loops keep their relative
+order; so every element sees the same sequence of updates, in the same order, whatever the
+order of the loops around them. Results are bit-for-bit the same. (Requiring an associative
+and commutative combiner is stricter than this needs; it keeps the door open to reordering
+reduce loops later.) Nests that do not match are left alone, as are loops a user already
+annotated (``T.parallel``, ``T.vectorized``, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from tvmscript import tir
+
+from .lower_tir import IRMutator, substitute
+
+__all__ = ["default_schedule", "tile_bytes", "PANEL_BYTES", "PACKED_PANEL_BYTES", "PARALLEL_MIN_WORK"]
+
+VECTOR_REGISTERS_PER_TILE = 8  # accumulators: enough to keep two FMA pipes busy
+PACKED_PANEL_BYTES = 256 * 1024  # reduce extent x tile of a packed operand, kept in L2
+PANEL_BYTES = 64 * 1024  # the same, unpacked: strided rows use few cache sets, so far less fits
+PARALLEL_MIN_WORK = 1 << 17  # iterations below which starting threads costs more than it saves
+SCHEDULED_ATTR = "tvms.default_scheduled"
+_BIG = 1 << 30  # the stride of an access through a symbolic dimension: assume it is large
+
+
+def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
+    """``func`` with every matching loop nest rescheduled (see the module docstring)."""
+    if func.attrs.get("tvms.lowered") or func.attrs.get(SCHEDULED_ATTR) or func.attrs.get("tvms.no_default_schedule"):
+        return func
+
+    class M(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.For):
+                new = _schedule_nest(s)
+                if new is not None:
+                    return new
+            return super().visit_stmt(s)
+
+    body = M().visit_stmt(func.body)
+    attrs = dict(func.attrs)
+    attrs[SCHEDULED_ATTR] = True
+    return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, attrs, func.private, func.span)
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def _affine(e) -> Optional[dict]:
+    """``e`` as {Var: coefficient, None: constant} if it is affine in its Vars, else None."""
+    if isinstance(e, tir.IntImm):
+        return {None: e.value}
+    if isinstance(e, tir.Var):
+        return {e: 1, None: 0}
+    if isinstance(e, tir.Cast) and tir.is_int(e.dtype) and tir.is_int(e.value.dtype):
+        return _affine(e.value)
+    if isinstance(e, (tir.Add, tir.Sub)):
+        a, b = _affine(e.a), _affine(e.b)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, tir.Add) else -1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+    if isinstance(e, tir.Mul):
+        a, b = _affine(e.a), _affine(e.b)
+        if a is None or b is None:
+            return None
+        if len(a) == 1:
+            a, b = b, a
+        if len(b) != 1:
+            return None
+        c = b[None]
+        return {k: v * c for k, v in a.items()}
+    return None
+
+
+def _strides(buf: tir.Buffer) -> list:
+    if buf.strides:
+        return [s.value if isinstance(s, tir.IntImm) else _BIG for s in buf.strides]
+    out, acc = [], 1
+    for dim in reversed(buf.shape):
+        out.append(acc)
+        acc = acc * dim.value if isinstance(dim, tir.IntImm) else _BIG
+    return list(reversed(out))
+
+
+def _access_strides(buf: tir.Buffer, indices: list) -> Optional[dict]:
+    """Element stride of a buffer access along each Var, or None if not affine."""
+    total: dict = {}
+    for idx, stride in zip(indices, _strides(buf)):
+        aff = _affine(idx)
+        if aff is None:
+            return None
+        for k, v in aff.items():
+            if k is not None:
+                total[k] = total.get(k, 0) + v * stride
+    return total
+
+
+def _loads(e, out: list) -> list:
+    if isinstance(e, tir.BufferLoad):
+        out.append(e)
+        for i in e.indices:
+            _loads(i, out)
+    elif isinstance(e, tir.BinaryOp):
+        _loads(e.a, out)
+        _loads(e.b, out)
+    elif isinstance(e, tir.Cast):
+        _loads(e.value, out)
+    elif isinstance(e, tir.Not):
+        _loads(e.a, out)
+    elif isinstance(e, tir.Select):
+        _loads(e.condition, out)
+        _loads(e.true_value, out)
+        _loads(e.false_value, out)
+    elif isinstance(e, tir.Call):
+        for a in e.args:
+            if isinstance(a, tir.PrimExpr):
+                _loads(a, out)
+    elif isinstance(e, tir.Let):
+        _loads(e.value, out)
+        _loads(e.body, out)
+    return out
+
+
+def _impure(e) -> bool:
+    if isinstance(e, tir.Call):
+        if e.op in ("tir.call_extern", "tir.call_packed", "tir.call_llvm_intrin"):
+            return True
+        return any(_impure(a) for a in e.args if isinstance(a, tir.PrimExpr))
+    if isinstance(e, tir.BinaryOp):
+        return _impure(e.a) or _impure(e.b)
+    if isinstance(e, tir.Cast):
+        return _impure(e.value)
+    if isinstance(e, tir.Not):
+        return _impure(e.a)
+    if isinstance(e, tir.Select):
+        return _impure(e.condition) or _impure(e.true_value) or _impure(e.false_value)
+    if isinstance(e, tir.Let):
+        return _impure(e.value) or _impure(e.body)
+    if isinstance(e, tir.BufferLoad):
+        return any(_impure(i) for i in e.indices)
+    return False
+
+
+def _same_indices(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is y:
+            continue
+        if isinstance(x, tir.IntImm) and isinstance(y, tir.IntImm) and x.value == y.value and x.dtype == y.dtype:
+            continue
+        return False
+    return True
+
+
+_COMBINERS = (tir.Add, tir.Mul, tir.Max, tir.Min)
+
+
+def _reduction_rhs(store: tir.BufferStore):
+    """For ``C[idx] = C[idx] <op> rhs`` (either operand order) return rhs, else None."""
+    v = store.value
+    if not isinstance(v, _COMBINERS):
+        return None
+    for acc, rhs in ((v.a, v.b), (v.b, v.a)):
+        if isinstance(acc, tir.BufferLoad) and acc.buffer is store.buffer and _same_indices(acc.indices, store.indices):
+            return rhs
+    return None
+
+
+# ----------------------------------------------------------------------------- the transformation
+
+
+class _Loop:
+    def __init__(self, var, lo, extent, dtype, iv=None, kind="S") -> None:
+        self.var = var
+        self.min = lo
+        self.extent = extent
+        self.dtype = dtype
+        self.iv = iv  # the block IterVar it binds (None for an unbound extent-1 loop)
+        self.kind = kind  # "S" or "R"
+
+    @property
+    def const_extent(self) -> Optional[int]:
+        return self.extent.value if isinstance(self.extent, tir.IntImm) else None
+
+
+def _schedule_nest(top: tir.For):
+    loops = []
+    cur = top
+    while isinstance(cur, tir.For):
+        loops.append(cur)
+        cur = cur.body
+    if not isinstance(cur, tir.BlockRealize):
+        return None
+    realize = cur
+    block = realize.block
+    # ---- the loops: serial, unannotated, each bound to exactly one iterator
+    for lp in loops:
+        if lp.kind != "serial" or lp.annotations or lp.thread_tag is not None:
+            return None
+        if not isinstance(lp.min, tir.IntImm):
+            return None
+    if not (isinstance(realize.predicate, tir.IntImm) and realize.predicate.value == 1):
+        return None
+    if block.alloc_buffers or block.match_buffers or block.annotations:
+        return None
+    store = block.body
+    if not isinstance(store, tir.BufferStore):
+        return None
+    loop_of: dict = {}
+    for iv, val in zip(block.iter_vars, realize.iter_values):
+        if iv.kind not in ("S", "R") or not isinstance(val, tir.Var) or val.dtype != iv.var.dtype:
+            return None
+        if val in loop_of.values():
+            return None
+        loop_of[iv.var] = val
+    info = []
+    by_var = {lp.loop_var: lp for lp in loops}
+    bound = {v: iv for iv in block.iter_vars for v in [loop_of[iv.var]]}
+    for lp in loops:
+        iv = bound.get(lp.loop_var)
+        if iv is None and not tir.is_const_int(lp.extent, 1):
+            return None  # a loop that repeats the block: leave it
+        info.append(_Loop(lp.loop_var, lp.min, lp.extent, lp.loop_var.dtype, iv, iv.kind if iv else "S"))
+    if any(v not in by_var for v in loop_of.values()):
+        return None
+    for lp in info:
+        if lp.kind == "R" and not (isinstance(lp.iv.dom.min, tir.IntImm) and lp.iv.dom.min.value == lp.min.value):
+            return None  # the init would not run where the original runs it
+    spatial = [iv.var for iv in block.iter_vars if iv.kind == "S"]
+    reduce_ = [iv.var for iv in block.iter_vars if iv.kind == "R"]
+    # ---- the store: one element per spatial point
+    seen = []
+    for idx in store.indices:
+        if isinstance(idx, tir.IntImm):
+            continue
+        if not isinstance(idx, tir.Var) or idx not in spatial or idx in seen:
+            return None
+        seen.append(idx)
+    if len(seen) != len(spatial):
+        return None
+    if _impure(store.value) or any(_impure(i) for i in store.indices):
+        return None
+    out_buf = store.buffer
+    if reduce_:
+        rhs = _reduction_rhs(store)
+        if rhs is None:
+            return None
+        if any(ld.buffer is out_buf for ld in _loads(rhs, [])):
+            return None
+    else:
+        for ld in _loads(store.value, []):
+            if ld.buffer is out_buf and not _same_indices(ld.indices, store.indices):
+                return None
+    init = block.init
+    if init is not None:
+        if not reduce_:
+            return None
+        if not (isinstance(init, tir.BufferStore) and init.buffer is out_buf and _same_indices(init.indices, store.indices)):
+            return None
+        if _impure(init.value) or any(ld.buffer is out_buf for ld in _loads(init.value, [])):
+            return None
+
+    # ---- strides of every access along every iterator
+    rhs_loads = [ld for ld in _loads(store.value, []) if ld.buffer is not out_buf]
+    accesses = [_access_strides(out_buf, store.indices)] + [_access_strides(ld.buffer, ld.indices) for ld in rhs_loads]
+    if any(a is None for a in accesses):
+        return None
+
+    def cost(v) -> int:
+        return sum(1 for st in accesses if abs(st.get(v, 0)) > 1)
+
+    nontrivial = [lp for lp in info if not tir.is_const_int(lp.extent, 1)]
+    if not nontrivial:
+        return None
+    reduce_loops = [lp for lp in nontrivial if lp.kind == "R"]
+    ebytes = _dtype_bytes(out_buf.dtype)
+
+    def tileable(lp) -> bool:
+        return (bool(reduce_loops) and lp.const_extent is not None
+                and _pick_tile(lp.const_extent, max(1, tile_bytes() // ebytes)) is not None)
+
+    def effective_cost(lp) -> int:
+        """Badly strided accesses if ``lp`` were innermost, not counting one read that
+        packing would make contiguous."""
+        c, packed = 0, False
+        for ld, st in zip(rhs_loads, accesses[1:]):
+            if abs(st.get(lp.iv.var, 0)) <= 1:
+                continue
+            if not packed and tileable(lp) and _pack_reuse(ld, st, lp, nontrivial, rhs_loads) >= 4:
+                packed = True
+                continue
+            c += 1
+        return c
+
+    current = nontrivial[-1]
+    inner = current
+    cur_cost = cost(current.iv.var)
+    if cur_cost > 0 or current.kind == "R":
+        # A reduce loop innermost only vectorizes by reassociating the reduction, which
+        # would change results: a spatial loop of unit output stride is better even at equal
+        # cost, when it can be tiled.
+        best = None
+        for lp in nontrivial:
+            if lp.kind != "S" or accesses[0].get(lp.iv.var, 0) != 1:
+                continue
+            c = effective_cost(lp)
+            if (c < cur_cost or (current.kind == "R" and c == 0 and tileable(lp))) and (best is None or c <= best[0]):
+                best = (c, lp)
+        if best is not None:
+            inner = best[1]
+
+    unit = [lp for lp in info if tir.is_const_int(lp.extent, 1)]
+    others_s = [lp for lp in nontrivial if lp is not inner and lp.kind == "S"]
+    others_r = [lp for lp in nontrivial if lp is not inner and lp.kind == "R"]
+    plan = _Plan()
+    plan.inner_s = list(others_s)
+    if inner.kind == "R":
+        # The best innermost loop is a reduction (a dot product along unit strides): keep the
+        # order; only parallelize.
+        plan.order = list(info)
+    else:
+        e = inner.const_extent
+        if others_r and e is not None:
+            plan.tile = _pick_tile(e, max(1, tile_bytes() // ebytes))
+        if plan.tile is not None:
+            _plan_packing(plan, rhs_loads, accesses, inner, others_s, others_r, ebytes)
+        plan.order = (unit + ([inner] if plan.tile else []) + plan.outer_s
+                      + ([others_r[0]] if plan.ksplit else [])
+                      + plan.inner_s + others_r + [inner])
+    return _build(top, info, block, realize, store, init, inner, unit, others_s, others_r, plan)
+
+
+class _Plan:
+    """Decisions for one nest: loop order (a loop split in two appears twice: outer part
+    first), the inner loop's tile, the reduce split, and the load packed into a panel."""
+
+    def __init__(self) -> None:
+        self.order: list = []
+        self.tile: Optional[int] = None  # the innermost spatial loop split by this factor
+        self.ksplit: Optional[int] = None  # the single reduce loop split by this factor
+        self.pack = None  # the BufferLoad copied into a contiguous panel
+        self.pack_strides: dict = {}  # its element stride along each iterator
+        self.outer_s: list = []  # spatial loops above the packing point
+        self.inner_s: list = []  # spatial loops below it (the panel is reused across them)
+
+
+def _pack_reuse(ld, st, inner, nontrivial, rhs_loads) -> int:
+    """How often a panel of ``ld`` would be reused with ``inner`` tiled: the iterations of the
+    spatial loops it does not depend on; 0 when it cannot be packed (it must depend on the
+    reduce loops and vary along ``inner``, and be the only read of its buffer)."""
+    if not st.get(inner.iv.var, 0) or not any(st.get(lp.iv.var, 0) for lp in nontrivial if lp.kind == "R"):
+        return 0
+    if sum(1 for other in rhs_loads if other.buffer is ld.buffer) != 1:
+        return 0
+    reuse = 1
+    for lp in nontrivial:
+        if lp.kind == "S" and lp is not inner and not st.get(lp.iv.var, 0):
+            reuse *= lp.const_extent if lp.const_extent is not None else 1 << 20
+    return reuse
+
+
+def _plan_packing(plan: _Plan, rhs_loads, accesses, inner, others_s, others_r, ebytes) -> None:
+    """Choose a read to pack: one that depends on the reduce loops and on the inner loop and
+    is invariant along other spatial loops (the panel is reused across them), preferring one
+    the inner loop strides badly. Packing copies the ``reduce extent x tile`` panel it reads
+    into a contiguous buffer: afterwards it is read with unit stride, and strided rows of a
+    wide matrix no longer compete for a few cache sets."""
+    plan.inner_s = list(others_s)
+    candidates = []
+    nontrivial = others_s + others_r + [inner]
+    for ld, st in zip(rhs_loads, accesses[1:]):
+        reuse = _pack_reuse(ld, st, inner, nontrivial, rhs_loads)
+        if reuse >= 4:
+            outer = [lp for lp in others_s if st.get(lp.iv.var, 0)]
+            inner_s = [lp for lp in others_s if not st.get(lp.iv.var, 0)]
+            candidates.append((abs(st[inner.iv.var]) > 1, reuse, ld, outer, inner_s, st))
+    k = others_r[0].const_extent if len(others_r) == 1 else None
+    limit = PACKED_PANEL_BYTES if candidates else PANEL_BYTES
+    panel = plan.tile * ebytes
+    for lp in others_r:
+        panel *= lp.const_extent if lp.const_extent is not None else 1 << 20
+    if panel > limit:
+        if k is None:
+            candidates = []  # several (or symbolic) reduce loops: no split, panel too big to pack
+        else:
+            plan.ksplit = _pick_tile(k, max(1, limit // (plan.tile * ebytes)), allow_small=True)
+            if plan.ksplit is None:
+                candidates = []
+    if candidates:
+        candidates.sort(key=lambda c: (not c[0], -c[1]))
+        _, _, plan.pack, plan.outer_s, plan.inner_s, plan.pack_strides = candidates[0]
+
+
+def _build(top, info, block, realize, store, init, inner, unit, others_s, others_r, plan: _Plan):
+    """Emit the new nest (and the init nest and the packing) from the plan."""
+    def fresh(v: tir.Var, suffix: str = "") -> tir.Var:
+        return tir.Var(v.dtype, v.name + suffix)
+
+    binding: dict = {}  # iterator var -> its value over the new loops
+    base: dict = {}  # iterator var -> the value of its split's outer part (panel origin)
+    new_vars: dict = {}  # (id(loop), part) -> new loop var
+    loops = []  # (var, min, extent, origin loop, part) in the new order
+    seen_split: set = set()
+    for lp in plan.order:
+        dt = lp.dtype
+        factor = plan.tile if lp is inner and plan.tile else (plan.ksplit if plan.ksplit and lp is others_r[0] else None)
+        if factor is None:
+            nv = fresh(lp.var)
+            loops.append((nv, lp.min, lp.extent, lp, "full"))
+            if lp.iv is not None:
+                binding[lp.iv.var] = nv
+            continue
+        if id(lp) not in seen_split:
+            seen_split.add(id(lp))
+            nv = fresh(lp.var, "_o")
+            new_vars[(id(lp), "o")] = nv
+            loops.append((nv, tir.IntImm(dt, 0), tir.IntImm(dt, lp.const_extent // factor), lp, "outer"))
+        else:
+            nv = fresh(lp.var, "_i")
+            outer = new_vars[(id(lp), "o")]
+            loops.append((nv, tir.IntImm(dt, 0), tir.IntImm(dt, factor), lp, "inner"))
+            origin = tir.Mul(dt, outer, tir.IntImm(dt, factor))
+            if lp.min.value != 0:
+                origin = tir.Add(dt, origin, lp.min)
+            base[lp.iv.var] = origin
+            binding[lp.iv.var] = tir.Add(dt, origin, nv)
+
+    reordered = [(l[3], l[4]) for l in loops] != [(lp, "full") for lp in info]
+
+    # Parallelize the outermost non-trivial loop if it is spatial and the nest is big enough.
+    work, symbolic = 1, False
+    for lp in info:
+        if lp.const_extent is None:
+            symbolic = True
+        else:
+            work *= lp.const_extent
+    par_index = None
+    if symbolic or work >= PARALLEL_MIN_WORK:
+        for i, (nv, lo, ext, lp, part) in enumerate(loops):
+            if tir.is_const_int(ext, 1):
+                continue
+            if lp.kind == "S" and part != "inner":
+                par_index = i
+            break
+    if not reordered and par_index is None:
+        return None
+
+    values = [binding[iv.var] for iv in block.iter_vars]
+    decompose = init is not None and reordered
+    new_block = dataclasses.replace(block, init=None) if decompose else block
+    pack_at = None
+    if plan.pack is not None:
+        new_block, pack_block = _pack(plan, block, new_block, store, inner, others_r, binding, base, loops)
+        # The packing point: just below the last loop of the panel's origin (outer spatial
+        # loops, the tile loop, the reduce split's outer loop).
+        pack_at = 0
+        for i, (nv, lo, ext, lp, part) in enumerate(loops):
+            if part == "outer" or lp in plan.outer_s or lp in unit:
+                pack_at = i + 1
+    body = tir.BlockRealize(values, realize.predicate, new_block)
+    for i in range(len(loops) - 1, -1, -1):
+        if pack_at is not None and i == pack_at - 1:
+            body = pack_block(body)
+        nv, lo, ext, _, _ = loops[i]
+        body = tir.For(nv, lo, ext, "parallel" if i == par_index else "serial", body)
+    if pack_at == 0:
+        body = pack_block(body)
+    if not decompose:
+        return body
+    init_loops = [lp for lp in unit if lp.kind == "S"] + others_s + ([inner] if inner.kind == "S" else [])
+    init_nest = _init_nest(block, init, init_loops, par_index is not None)
+    guard = None
+    for lp in others_r:
+        if lp.const_extent is None:
+            cond = tir.GT("bool", lp.extent, tir.IntImm(lp.extent.dtype, 0))
+            guard = cond if guard is None else tir.And("bool", guard, cond)
+    if guard is not None:
+        # The original init never runs when a reduce loop is empty: keep it that way.
+        init_nest = tir.IfThenElse(guard, init_nest)
+    return tir.seq([init_nest, body])
+
+
+def _pack(plan, block, new_block, store, inner, others_r, binding, base, loops):
+    """Replace the planned load by a read of a contiguous panel buffer, and return a function
+    wrapping a statement into a block that allocates and fills that panel first."""
+    ld = plan.pack
+    dims = []  # (iterator var, extent, origin expression or None) per panel axis
+    for lp in others_r:
+        if plan.ksplit and lp is others_r[0]:
+            dims.append((lp.iv.var, tir.IntImm(lp.dtype, plan.ksplit), base[lp.iv.var]))
+        else:
+            dims.append((lp.iv.var, lp.extent, lp.min if not tir.is_const_int(lp.min, 0) else None))
+    dims.append((inner.iv.var, tir.IntImm(inner.dtype, plan.tile), base[inner.iv.var]))
+    panel = tir.Buffer(ld.buffer.name + "_panel", [d[1] for d in dims], ld.buffer.dtype)
+    panel.data = tir.Var("handle", panel.name)
+    # In the update block: panel[iterator - origin, ...].
+    idx = [v if origin is None else tir.Sub(v.dtype, v, origin) for v, _, origin in dims]
+    new_load = tir.BufferLoad(ld.dtype, panel, idx)
+
+    class Replace(IRMutator):
+        def visit_expr(self, e):
+            if e is ld:
+                return new_load
+            return super().visit_expr(e)
+
+    new_block = dataclasses.replace(new_block, body=Replace().visit_stmt(new_block.body))
+    # The filling nest: panel[p0, ..., pj] = load with each iterator = origin + p.
+    pvars = [tir.Var(v.dtype, f"p{i}") for i, (v, _, _) in enumerate(dims)]
+    mapping = dict(binding)
+    for (v, _, origin), pv in zip(dims, pvars):
+        mapping[v] = pv if origin is None else tir.Add(v.dtype, origin, pv)
+    src = substitute(ld, mapping)
+    fill = tir.BufferStore(panel, src, list(pvars))
+    # Copy loops: the one along which the source is most contiguous innermost (a transposing
+    # copy then reads rows and writes columns of the panel).
+    loops = sorted(zip(pvars, dims), key=lambda x: -abs(plan.pack_strides.get(x[1][0], 0)))
+    for pv, (_, ext, _) in reversed(loops):
+        fill = tir.For(pv, tir.IntImm(pv.dtype, 0), ext, "serial", fill)
+
+    def wrap(stmt):
+        pack_block = tir.Block(block.name + "_pack", [], [], [], tir.seq([fill, stmt]), alloc_buffers=[panel])
+        return tir.BlockRealize([], tir.IntImm("bool", 1), pack_block)
+
+    return new_block, wrap
+
+
+def _init_nest(block, init, spatial_loops: list, parallel: bool):
+    """A loop nest over the spatial loops only (in ``spatial_loops`` order) running the
+    block's init at every spatial point, its reduce iterators at their domain's minimum."""
+    mapping = {}
+    for iv in block.iter_vars:
+        if iv.kind == "R":
+            lo = iv.dom.min
+            mapping[iv.var] = lo if lo.dtype == iv.var.dtype else tir.Cast(iv.var.dtype, lo)
+    new_ivs, values, loops = [], [], []
+    for lp in spatial_loops:
+        lv = tir.Var(lp.dtype, lp.var.name)
+        loops.append((lv, lp.min, lp.extent))
+        if lp.iv is not None:
+            nv = tir.Var(lp.iv.var.dtype, lp.iv.var.name)
+            mapping[lp.iv.var] = nv
+            new_ivs.append(tir.IterVar(nv, lp.iv.dom, "S"))
+            values.append(lv)
+    body = substitute(init, mapping)
+    from .tir_analysis import collect_accesses
+
+    reads, writes = collect_accesses(body)
+    init_block = tir.Block(block.name + "_init", new_ivs, reads, writes, body)
+    stmt = tir.BlockRealize(values, tir.IntImm("bool", 1), init_block)
+    par_done = not parallel
+    outer_first = []
+    for lv, lo, ext in loops:
+        outer_first.append((lv, lo, ext))
+    kinds = []
+    for lv, lo, ext in outer_first:
+        if not par_done and not tir.is_const_int(ext, 1):
+            kinds.append("parallel")
+            par_done = True
+        else:
+            kinds.append("serial")
+    for (lv, lo, ext), kind in reversed(list(zip(outer_first, kinds))):
+        stmt = tir.For(lv, lo, ext, kind, stmt)
+    return stmt
+
+
+def tile_bytes() -> int:
+    """Bytes of one output row tile: `VECTOR_REGISTERS_PER_TILE` vectors of the host's widest
+    vector registers (64-byte AVX-512, 32-byte AVX, else 16-byte)."""
+    try:
+        from .codegen_llvm import host_target
+
+        features = host_target().features
+    except Exception:  # noqa: BLE001 - no LLVM: assume AVX
+        features = "+avx"
+    if "+avx512f" in features:
+        width = 64
+    elif "+avx" in features:
+        width = 32
+    else:
+        width = 16
+    return VECTOR_REGISTERS_PER_TILE * width
+
+
+def _pick_tile(extent: int, target: int, allow_small: bool = False) -> Optional[int]:
+    """The largest power of two <= target dividing extent (and smaller than it)."""
+    t = 1
+    while t * 2 <= target:
+        t *= 2
+    while t >= (1 if allow_small else 4):
+        if extent % t == 0 and extent > t:
+            return t
+        t //= 2
+    return None
+
+
+def _dtype_bytes(dtype: str) -> int:
+    if dtype == "bool":
+        return 1
+    digits = "".join(ch for ch in dtype if ch.isdigit())
+    return max(1, int(digits) // 8) if digits else 8

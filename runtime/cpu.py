@@ -1,0 +1,296 @@
+"""JIT compilation of TensorIR kernels for the host CPU.
+
+``build_cpu(funcs)`` takes ``{name: tir.PrimFunc}`` (or an `IRModule`, whose PrimFuncs are
+taken, or a lone PrimFunc), applies the CPU default schedule (`compiler.schedule_cpu`), lowers
+and generates LLVM IR (`compiler.codegen_llvm`), optimizes it at O3 with LLVM's new pass
+manager, and JIT-compiles it with MCJIT into a `CPUModule`::
+
+    mod = build_cpu(ir_mod)
+    mod["linear0"](x, w, b, out)        # a runtime.kernel.Kernel, destination-passing
+    print(mod.get_source("asm"))
+
+Compiled modules are cached in memory, keyed by a structural hash of the functions (names of
+variables do not matter, as in `tvmscript.ir.structural_equal`) and the build options; a hit
+is confirmed with `structural_equal` against a private copy of the functions it was built from.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import ctypes.util
+import dataclasses
+import hashlib
+import struct
+import sys
+import threading
+from typing import Optional
+
+import llvmlite.binding as llvm
+
+from tvmscript import ir as tir_ir
+from tvmscript import relax, tir
+from tvmscript.compiler import codegen_llvm
+from tvmscript.compiler.codegen_llvm import ASSERT_FAIL_SYMBOL, HostTarget, host_target, init_llvm
+
+from . import kernel as kernel_mod
+from .kernel import Kernel
+
+__all__ = ["CPUModule", "build_cpu", "structural_hash", "clear_cache", "parallel_runtime"]
+
+
+# ----------------------------------------------------------------------------- runtime libraries
+
+_runtime_lock = threading.Lock()
+_parallel_runtime: Optional[str] = None
+
+
+def parallel_runtime() -> str:
+    """``"gomp"`` when libgomp could be loaded into the process (parallel loops use it), else
+    ``"serial"``. Also registers the kernels' assertion callback with LLVM's symbol table."""
+    global _parallel_runtime
+    with _runtime_lock:
+        if _parallel_runtime is None:
+            init_llvm()
+            llvm.add_symbol(ASSERT_FAIL_SYMBOL, kernel_mod.assert_callback_address())
+            # libgcc's float16 helpers (__truncsfhf2, ...) for hosts without F16C.
+            try:
+                llvm.load_library_permanently("libgcc_s.so.1")
+            except RuntimeError:
+                pass
+            _parallel_runtime = "serial"
+            candidates = ["libgomp.so.1", ctypes.util.find_library("gomp")]
+            for name in candidates:
+                if not name:
+                    continue
+                try:
+                    llvm.load_library_permanently(name)
+                except RuntimeError:
+                    continue
+                if llvm.address_of_symbol("GOMP_parallel"):
+                    _parallel_runtime = "gomp"
+                    break
+    return _parallel_runtime
+
+
+# ----------------------------------------------------------------------------- structural hash
+
+_IGNORED_FIELDS = frozenset(("span", "comments", "name", "name_hint"))
+_BINDABLE = (tir.Var, tir.Buffer, relax.Var)
+
+
+def structural_hash(obj) -> str:
+    """A SHA-256 hex digest of ``obj``'s structure, consistent with
+    `tvmscript.ir.structural_equal`: structurally equal objects get equal hashes. Variables
+    and buffers are numbered in the order they are first met, so their names and identities do
+    not matter, only where each is defined and used."""
+    h = hashlib.sha256()
+    ids: dict = {}
+    put = h.update
+
+    def tok(s: str) -> None:
+        put(s.encode("utf-8", "surrogatepass"))
+        put(b"\x00")
+
+    def visit(x) -> None:
+        if x is None:
+            tok("N")
+        elif isinstance(x, bool):
+            tok("T" if x else "F")
+        elif isinstance(x, int):
+            tok(f"i{x}")
+        elif isinstance(x, float):
+            tok("f" + (struct.pack("<d", x).hex() if x == x else "nan"))
+        elif isinstance(x, str):
+            tok("s" + x)
+        elif isinstance(x, (list, tuple)):
+            tok(f"L{len(x)}")
+            for y in x:
+                visit(y)
+        elif isinstance(x, dict):
+            tok(f"D{len(x)}")
+            prim = [(k, v) for k, v in x.items() if isinstance(k, (str, int, float, bool))]
+            other = [(k, v) for k, v in x.items() if not isinstance(k, (str, int, float, bool))]
+            for k, v in sorted(prim, key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))):
+                visit(k)
+                visit(v)
+            for k, v in other:
+                visit(k)
+                visit(v)
+        elif isinstance(x, tir_ir.IRModule):
+            names = sorted(gv.name_hint for gv in x.functions)
+            tok("M")
+            visit(names)
+            visit(x.attrs)
+            for n in names:
+                visit(x[n])
+        elif isinstance(x, tir_ir.GlobalVar):
+            tok("G" + x.name_hint)
+        elif isinstance(x, _BINDABLE):
+            key = id(x)
+            if key in ids:
+                tok(f"R{ids[key]}")
+            else:
+                ids[key] = len(ids)
+                tok("V" + type(x).__name__)
+                fields(x)
+        elif dataclasses.is_dataclass(x):
+            tok("C" + type(x).__name__)
+            fields(x)
+        elif type(x).__module__ == "numpy" and hasattr(x, "tobytes"):
+            tok(f"A{x.dtype}{x.shape}")
+            put(x.tobytes())
+        else:
+            tok("O" + type(x).__name__ + repr(x))
+
+    def fields(x) -> None:
+        for f in dataclasses.fields(x):
+            if f.name in _IGNORED_FIELDS:
+                continue
+            visit(getattr(x, f.name))
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20000))
+    try:
+        visit(obj)
+    finally:
+        sys.setrecursionlimit(old)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- module
+
+
+class CPUModule:
+    """JIT-compiled kernels, by prim_func name. Holds the LLVM execution engine alive."""
+
+    def __init__(self, engine, target_machine, kernels: dict, llvm_ir: str, llvm_ir_unopt: str,
+                 target: HostTarget, parallel: str) -> None:
+        self._engine = engine
+        self._tm = target_machine
+        self.kernels: dict = kernels
+        self._llvm_ir = llvm_ir
+        self._llvm_ir_unopt = llvm_ir_unopt
+        self._asm: Optional[str] = None
+        self.target = target
+        self.parallel_runtime = parallel
+
+    def __getitem__(self, name: str) -> Kernel:
+        try:
+            return self.kernels[name]
+        except KeyError:
+            raise KeyError(f"the module has no kernel named {name!r} (it has: {', '.join(self.kernels)})") from None
+
+    def __contains__(self, name) -> bool:
+        return name in self.kernels
+
+    def __iter__(self):
+        return iter(self.kernels)
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    def keys(self):
+        return self.kernels.keys()
+
+    def get_function(self, name: str) -> Kernel:
+        return self[name]
+
+    def get_source(self, fmt: str = "llvm") -> str:
+        """``"llvm"``: the optimized LLVM IR; ``"llvm-unopt"``: as generated; ``"asm"``: the
+        host assembly."""
+        if fmt in ("llvm", "ll"):
+            return self._llvm_ir
+        if fmt in ("llvm-unopt", "ll-unopt"):
+            return self._llvm_ir_unopt
+        if fmt in ("asm", "s"):
+            if self._asm is None:
+                m = llvm.parse_assembly(self._llvm_ir)
+                self._asm = self._tm.emit_assembly(m)
+            return self._asm
+        raise ValueError(f"unknown source format {fmt!r} (expected 'llvm', 'llvm-unopt' or 'asm')")
+
+    def __repr__(self) -> str:
+        return f"CPUModule({', '.join(self.kernels)}; {self.target.cpu}, parallel={self.parallel_runtime})"
+
+
+def _as_func_dict(funcs) -> dict:
+    if isinstance(funcs, tir.PrimFunc):
+        return {funcs.attrs.get("global_symbol") or "main": funcs}
+    if isinstance(funcs, tir_ir.IRModule):
+        return {gv.name_hint: f for gv, f in funcs.functions.items() if isinstance(f, tir.PrimFunc)}
+    if isinstance(funcs, dict):
+        return dict(funcs)
+    raise TypeError(f"build_cpu expects a dict of PrimFuncs, an IRModule or a PrimFunc, not {type(funcs).__name__}")
+
+
+_cache_lock = threading.Lock()
+_cache: dict = {}  # key -> list of (copied funcs, CPUModule)
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bool = True,
+              parallel: Optional[str] = None) -> CPUModule:
+    """Compile PrimFuncs for the host CPU.
+
+    ``schedule``: apply `compiler.schedule_cpu.default_schedule` first (it never changes
+    results). ``parallel``: ``"gomp"``/``"serial"`` to force a parallel runtime (default: gomp
+    when libgomp is present). Structurally equal inputs built with equal options return the
+    same cached `CPUModule`."""
+    funcs = _as_func_dict(funcs)
+    runtime = parallel_runtime()
+    if parallel is not None:
+        if parallel not in ("gomp", "serial"):
+            raise ValueError("parallel must be 'gomp' or 'serial'")
+        if parallel == "gomp" and runtime != "gomp":
+            raise RuntimeError("libgomp is not available in this process")
+        runtime = parallel
+    target = host_target()
+    options = (bool(schedule), int(opt_level), runtime, target)
+    key = None
+    if use_cache:
+        parts = [repr(options)] + [f"{n}:{structural_hash(funcs[n])}" for n in sorted(funcs)]
+        key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        with _cache_lock:
+            for saved, module in _cache.get(key, ()):
+                if saved.keys() == funcs.keys() and all(
+                    tir_ir.structural_equal(saved[n], funcs[n]) for n in funcs
+                ):
+                    return module
+    module = _build(funcs, schedule, opt_level, runtime, target)
+    if use_cache:
+        saved = copy.deepcopy(funcs)
+        with _cache_lock:
+            _cache.setdefault(key, []).append((saved, module))
+    return module
+
+
+def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: HostTarget) -> CPUModule:
+    if schedule:
+        from tvmscript.compiler.schedule_cpu import default_schedule
+
+        funcs = {n: default_schedule(f) for n, f in funcs.items()}
+    result = codegen_llvm.codegen(funcs, parallel_runtime=runtime, target=target)
+    text = str(result.module)
+    tm = target.target_machine(opt_level)
+    llmod = llvm.parse_assembly(text)
+    llmod.triple = target.triple
+    llmod.data_layout = str(tm.target_data)
+    llmod.verify()
+    if opt_level > 0:
+        codegen_llvm.optimize(llmod, tm, speed_level=opt_level)
+    optimized = str(llmod)
+    engine = llvm.create_mcjit_compiler(llmod, tm)
+    engine.finalize_object()
+    engine.run_static_constructors()
+    module = CPUModule(engine, tm, {}, optimized, text, target, runtime)
+    for info in result.kernels:
+        addr = engine.get_function_address(info.symbol)
+        if not addr:
+            raise RuntimeError(f"JIT: no address for kernel symbol {info.symbol}")
+        module.kernels[info.name] = Kernel(info.name, info.params, info.sym_vars, addr, info.symbol, owner=module)
+    return module

@@ -1,0 +1,111 @@
+"""The executable: what `tvms.compile` produces and `VirtualMachine` runs.
+
+It holds the compiled kernels (one per ``T.prim_func``, from the CPU backend) and, for each
+Relax function, the Python code the VM runs for it: `compiler.build` translates the function
+once into straight-line Python (validation of the arguments, then one line per binding, with
+the kernels, output shapes and allocations resolved at build time), so a call does no IR walking
+at all. ``ex.as_python()`` shows that code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Executable", "VMFunction", "FuncSig"]
+
+
+@dataclass(eq=False)
+class FuncSig:
+    """What the VM needs to explain a bad call of a Relax function: its name, its parameters
+    (name and struct info) and where each symbolic dimension gets its value."""
+
+    name: str
+    param_names: list
+    param_sinfos: list
+    # symbolic dim name -> (parameter index, path inside it such as "dimension 0")
+    sym_origin: dict = field(default_factory=dict)
+
+    def describe_params(self) -> str:
+        return ", ".join(self.param_names)
+
+
+@dataclass(eq=False)
+class VMFunction:
+    """A Relax function compiled for the VM.
+
+    ``code`` is a code object that, executed in the VM's globals, defines ``pyname``. The VM
+    supplies the names it refers to: ``kernels`` (global name -> kernel name in the
+    executable), ``constants`` (global name -> NumPy array, wrapped as tensors once per VM),
+    ``objects`` (global name -> any Python object: signatures, struct infos, kernels' specs)
+    and, when the function has an arena, ``arena`` (list of (byte offset, shape, dtype)) with
+    ``arena_bytes`` in total: intermediate tensors that never leave the function live there and
+    are reused from call to call."""
+
+    name: str
+    pyname: str
+    sig: FuncSig
+    source: str
+    code: Any
+    kernels: dict = field(default_factory=dict)
+    constants: dict = field(default_factory=dict)
+    objects: dict = field(default_factory=dict)
+    arena: list = field(default_factory=list)
+    arena_bytes: int = 0
+    arena_names: tuple = ("", "")  # global names of the frame pool and the frame factory
+    num_kernel_calls: int = 0
+
+
+class Executable:
+    """A compiled module: ``ex["linear0"]`` is the kernel of prim_func ``linear0`` (callable
+    destination-passing style, ``ex["linear0"](x, w, b, out)``); Relax functions run through
+    ``tvms.relax.VirtualMachine(ex, tvms.cpu())``."""
+
+    def __init__(self, mod, target: str, kernels: dict, functions: dict) -> None:
+        self.mod = mod
+        self.target = target
+        self.kernels = dict(kernels)          # prim_func name -> runtime.kernel.Kernel
+        self.functions = dict(functions)      # Relax function name -> VMFunction
+
+    # ---- lookup
+    def __getitem__(self, name: str):
+        if name in self.kernels:
+            return self.kernels[name]
+        if name in self.functions:
+            raise KeyError(
+                f"'{name}' is a Relax function: run it with tvms.relax.VirtualMachine(ex, tvms.cpu())['{name}']"
+            )
+        raise KeyError(f"the executable has no function named '{name}' (it has: {', '.join(self.keys()) or 'none'})")
+
+    def __contains__(self, name) -> bool:
+        return name in self.kernels or name in self.functions
+
+    def keys(self) -> list:
+        return list(self.functions) + list(self.kernels)
+
+    def get_function(self, name: str, query_imports: bool = False):
+        return self[name]
+
+    def implements_function(self, name: str, query_imports: bool = False) -> bool:
+        return name in self
+
+    # ---- inspection, with TVM's names
+    def as_python(self) -> str:
+        """The Python code the VM runs for each Relax function."""
+        return "\n\n".join(f.source for f in self.functions.values())
+
+    def as_text(self) -> str:
+        return self.as_python()
+
+    def stats(self) -> str:
+        lines = [f"target: {self.target}", f"kernels: {len(self.kernels)} ({', '.join(self.kernels)})"]
+        for f in self.functions.values():
+            lines.append(
+                f"function {f.name}({f.sig.describe_params()}): {f.num_kernel_calls} kernel call site(s), "
+                f"{len(f.constants)} constant(s), arena {f.arena_bytes} bytes in {len(f.arena)} tensor(s)"
+            )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"<tvms Executable target={self.target!r} functions={list(self.functions)} "
+                f"kernels={list(self.kernels)}>")

@@ -1,0 +1,307 @@
+"""A compiled CPU kernel and its argument checking.
+
+A `Kernel` is called destination-passing style, as TVM's ``PackedFunc``s of prim_funcs are:
+``kernel(a, b, out)`` with one argument per parameter of the prim_func, in its order; buffer
+arguments are NumPy arrays (or objects exposing ``__array_interface__``, ``__dlpack__`` or a
+``numpy()`` method) and outputs are written in place; scalar arguments are Python numbers.
+
+Before calling the machine code, ``__call__`` checks the argument count, each buffer's dtype,
+rank, static dimensions and layout (C-contiguous unless the buffer declares strides), binds
+every symbolic dimension (the same symbol must get the same value everywhere, and agree with
+a scalar parameter of that name) and converts scalars; any mismatch raises a `TypeError` or
+`ValueError` naming the parameter. `call_raw` skips all checks (for the VM, which has
+validated shapes already).
+
+The machine-code ABI (see `compiler.codegen_llvm`): buffer data pointers in parameter order,
+then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+
+__all__ = ["ParamSpec", "Kernel", "ctype_of", "KernelAssertionError"]
+
+Dim = Union[int, str]
+
+
+@dataclass
+class ParamSpec:
+    """One kernel parameter. ``kind`` is ``"buffer"`` or ``"scalar"``; for buffers ``shape``
+    holds ints and symbol names (or, rarely, an expression over them such as ``"(n * 2)"``),
+    ``strides`` the declared strides in elements (None: C-contiguous), ``written`` whether the
+    kernel stores into it."""
+
+    kind: str
+    name: str
+    dtype: str
+    shape: list = field(default_factory=list)
+    strides: Optional[list] = None
+    written: bool = False
+    buffer_name: Optional[str] = None
+
+    def describe(self) -> str:
+        if self.kind == "scalar":
+            return f"{self.name}: {self.dtype}"
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"{self.name}: Buffer(({dims}), {self.dtype})"
+
+
+_CTYPES = {
+    "bool": ctypes.c_uint8,
+    "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+    "float16": ctypes.c_float, "float32": ctypes.c_float, "float64": ctypes.c_double,
+    "handle": ctypes.c_void_p,
+}
+
+
+def ctype_of(dtype: str):
+    """The C type a scalar of ``dtype`` is passed as (``float16`` travels as a float)."""
+    try:
+        return _CTYPES[dtype]
+    except KeyError:
+        raise TypeError(f"no C type for dtype '{dtype}'") from None
+
+
+class KernelAssertionError(RuntimeError):
+    """A ``T.Assert``/``assert`` inside a kernel failed."""
+
+
+# Assertion failures reported by generated code (possibly from a worker thread).
+_errors_lock = threading.Lock()
+_errors: list = []
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+def _assert_fail(msg):
+    with _errors_lock:
+        _errors.append(msg.decode("utf-8", "replace") if msg else "assertion failed")
+
+
+def assert_callback_address() -> int:
+    """Address of the ``tvms_assert_fail(const char*)`` function kernels call on a failed assert."""
+    return ctypes.cast(_assert_fail, ctypes.c_void_p).value
+
+
+def _raise_pending() -> None:
+    with _errors_lock:
+        if not _errors:
+            return
+        msg = _errors[0]
+        _errors.clear()
+    raise KernelAssertionError(msg)
+
+
+def _eval_dim(text: str, env: dict) -> Optional[int]:
+    """Value of a dimension expression over bound symbols; None if a symbol is unbound."""
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in env:
+                raise KeyError(node.id)
+            return env[node.id]
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                   ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b}
+            return ops[type(node.op)]()
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+            vals = [ev(a) for a in node.args]
+            return min(vals) if node.func.id == "min" else max(vals)
+        raise ValueError(f"unsupported dimension expression {text!r}")
+
+    try:
+        return ev(ast.parse(text, mode="eval"))
+    except KeyError:
+        return None
+
+
+def _as_array(arg, spec: ParamSpec, kname: str) -> np.ndarray:
+    if isinstance(arg, np.ndarray):
+        return arg
+    if isinstance(arg, (int, float, complex, bool, str, bytes, np.generic)) or arg is None:
+        raise TypeError(f"{kname}: parameter '{spec.name}' is a buffer ({spec.describe()}); "
+                        f"got {type(arg).__name__}, expected a numpy.ndarray")
+    if hasattr(arg, "__array_interface__"):
+        return np.asarray(arg)
+    if hasattr(arg, "__dlpack__"):
+        try:
+            return np.from_dlpack(arg)
+        except (TypeError, RuntimeError, BufferError):
+            pass
+    if hasattr(arg, "numpy"):
+        out = arg.numpy()
+        if isinstance(out, np.ndarray):
+            return out
+    raise TypeError(f"{kname}: parameter '{spec.name}' expects an array (numpy.ndarray or an object with "
+                    f"__array_interface__, __dlpack__ or numpy()), got {type(arg).__name__}")
+
+
+_INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1), "uint8": (0, 2**8 - 1), "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1),
+}
+
+
+def _scalar(arg, spec: ParamSpec, kname: str):
+    dt = spec.dtype
+    where = f"{kname}: parameter '{spec.name}' ({dt})"
+    if dt == "bool":
+        if isinstance(arg, (bool, np.bool_)) or (isinstance(arg, (int, np.integer)) and int(arg) in (0, 1)):
+            return int(bool(arg))
+        raise TypeError(f"{where} expects a bool, got {type(arg).__name__}")
+    if dt in _INT_RANGES:
+        if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, np.integer)):
+            raise TypeError(f"{where} expects an integer, got {type(arg).__name__}")
+        v = int(arg)
+        lo, hi = _INT_RANGES[dt]
+        if not lo <= v <= hi:
+            raise ValueError(f"{where}: {v} is out of range [{lo}, {hi}]")
+        return v
+    if dt.startswith("float"):
+        if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{where} expects a number, got {type(arg).__name__}")
+        return float(arg)
+    if dt == "handle":
+        if arg is None:
+            return None
+        if isinstance(arg, int):
+            return arg
+        if isinstance(arg, np.ndarray):
+            return arg.__array_interface__["data"][0]
+        raise TypeError(f"{where} expects an address (int) or an array, got {type(arg).__name__}")
+    raise TypeError(f"{where}: unsupported scalar dtype")
+
+
+class Kernel:
+    """A JIT-compiled prim_func. Keep the `runtime.cpu.CPUModule` it came from alive while
+    calling it (the module holds the machine code); a Kernel holds a reference to it."""
+
+    def __init__(self, name: str, params: list, sym_vars: list, address: int, symbol: str = "",
+                 owner: Any = None) -> None:
+        self.name = name
+        self.params = list(params)
+        self.sym_vars = list(sym_vars)
+        self.symbol = symbol or name
+        self.address = address
+        self._owner = owner  # keeps the execution engine alive
+        self._buffer_idx = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
+        self._scalar_idx = [i for i, p in enumerate(self.params) if p.kind == "scalar"]
+        argtypes = [ctypes.c_void_p] * len(self._buffer_idx)
+        argtypes += [ctype_of(self.params[i].dtype) for i in self._scalar_idx]
+        argtypes += [ctypes.c_int64] * len(self.sym_vars)
+        self.argtypes = argtypes
+        self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
+        self._np_dtypes = {i: np.dtype(self.params[i].dtype) for i in self._buffer_idx}
+        self._scalar_names = {self.params[i].name: i for i in self._scalar_idx}
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name}({', '.join(p.describe() for p in self.params)}))"
+
+    def _bind(self, env: dict, origin: dict, name: str, value: int, where: str) -> None:
+        old = env.get(name)
+        if old is None:
+            env[name] = value
+            origin[name] = where
+        elif old != value:
+            raise ValueError(f"{self.name}: {where} is {value}, but symbol '{name}' is {old} "
+                             f"(from {origin[name]})")
+
+    def __call__(self, *args):
+        params = self.params
+        if len(args) != len(params):
+            expected = ", ".join(p.name for p in params)
+            raise TypeError(f"{self.name}() takes {len(params)} argument{'s' if len(params) != 1 else ''} "
+                            f"({expected}) but {len(args)} were given")
+        env: dict = {}
+        origin: dict = {}
+        arrays: list = []
+        pointers: list = []
+        deferred: list = []
+        for i in self._buffer_idx:
+            spec = params[i]
+            arr = _as_array(args[i], spec, self.name)
+            want = self._np_dtypes[i]
+            if arr.dtype != want:
+                raise TypeError(f"{self.name}: parameter '{spec.name}' expects dtype {spec.dtype}, got {arr.dtype}")
+            if arr.ndim != len(spec.shape):
+                raise ValueError(f"{self.name}: parameter '{spec.name}' expects a {len(spec.shape)}-d array "
+                                 f"(shape ({', '.join(map(str, spec.shape))})), got shape {arr.shape}")
+            for d, (dim, got) in enumerate(zip(spec.shape, arr.shape)):
+                if isinstance(dim, int):
+                    if dim != got:
+                        raise ValueError(f"{self.name}: parameter '{spec.name}' expects shape "
+                                         f"({', '.join(map(str, spec.shape))}), got {arr.shape} "
+                                         f"(dimension {d} is {got}, not {dim})")
+                elif dim.isidentifier():
+                    self._bind(env, origin, dim, got, f"dimension {d} of '{spec.name}'")
+                else:
+                    deferred.append((dim, got, f"dimension {d} of '{spec.name}'"))
+            if spec.strides is None:
+                if not arr.flags.c_contiguous:
+                    raise ValueError(f"{self.name}: parameter '{spec.name}' must be C-contiguous "
+                                     "(use numpy.ascontiguousarray)")
+            else:
+                item = arr.itemsize
+                for d, (st, got) in enumerate(zip(spec.strides, arr.strides)):
+                    if got % item:
+                        raise ValueError(f"{self.name}: parameter '{spec.name}' has a stride not a multiple of its item size")
+                    got //= item
+                    if arr.shape[d] <= 1 and isinstance(st, int):
+                        continue  # a stride of a dimension of extent 1 is irrelevant
+                    if isinstance(st, int):
+                        if st != got:
+                            raise ValueError(f"{self.name}: parameter '{spec.name}' expects strides "
+                                             f"{spec.strides} (elements), got {tuple(s // item for s in arr.strides)}")
+                    elif st.isidentifier():
+                        self._bind(env, origin, st, got, f"stride {d} of '{spec.name}'")
+                    else:
+                        deferred.append((st, got, f"stride {d} of '{spec.name}'"))
+            if spec.written and not arr.flags.writeable:
+                raise ValueError(f"{self.name}: parameter '{spec.name}' is written by the kernel but the array is read-only")
+            arrays.append(arr)
+            pointers.append(arr.__array_interface__["data"][0])
+        scalars = []
+        for i in self._scalar_idx:
+            spec = params[i]
+            v = _scalar(args[i], spec, self.name)
+            if spec.name in env and v != env[spec.name]:
+                raise ValueError(f"{self.name}: parameter '{spec.name}' is {v}, but the buffer shapes "
+                                 f"say {env[spec.name]} ({origin[spec.name]})")
+            env.setdefault(spec.name, v)
+            scalars.append(v)
+        for text, got, where in deferred:
+            want = _eval_dim(text, env)
+            if want is None:
+                raise ValueError(f"{self.name}: cannot determine {where} ({text}): a symbol in it is not "
+                                 "bound by any other dimension")
+            if want != got:
+                raise ValueError(f"{self.name}: {where} is {got}, expected {text} = {want}")
+        syms = []
+        for name in self.sym_vars:
+            if name not in env:
+                raise ValueError(f"{self.name}: symbolic variable '{name}' appears in no dimension that binds it")
+            syms.append(env[name])
+        self.cfunc(*pointers, *scalars, *syms)
+        if _errors:
+            _raise_pending()
+        del arrays
+
+    def call_raw(self, pointers, syms=(), scalars=()) -> None:
+        """Call without any check: ``pointers`` are the buffers' data addresses (ints) in
+        parameter order, ``scalars`` the scalar arguments, ``syms`` the values of `sym_vars`."""
+        self.cfunc(*pointers, *scalars, *syms)
+        if _errors:
+            _raise_pending()

@@ -1,0 +1,639 @@
+"""The Relax virtual machine: ``tvms.relax.VirtualMachine(ex, tvms.cpu())``.
+
+``vm["main"]`` is a plain Python function made from the code `compiler.build` generated for the
+Relax function (see ``ex.as_python()``): it checks its arguments against the parameters'
+annotations, binds the symbolic dims, then runs one line per binding, calling kernels through
+their raw entry points with data pointers read from the tensors' slots. The helpers that code
+calls live here; the slow ones (``_bad``, ``_arity``, ``match_value``) only run to explain an
+error, or for struct infos the generated code does not check inline (tuples, shapes, match_cast).
+
+Intermediate tensors that never leave a function live in its *arena*: one aligned block per
+frame, reused by every call; a frame in use is taken out of the pool, so recursion and threads
+each get their own. Tensors that do leave (returned, passed to an extern function) are fresh.
+
+NumPy is imported when the first VM is made, not when tvmscript is imported.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+from .devices import Device, device as _as_device, kDLCPU
+from .executable import Executable, FuncSig
+
+__all__ = ["VirtualMachine", "BenchmarkResult", "match_value"]
+
+
+class VirtualMachine:
+    """Runs the Relax functions of an `Executable` on a device (the CPU).
+
+    ``vm["main"](*args)`` takes tvms tensors or NumPy arrays (wrapped without a copy when they
+    are C-contiguous) and returns a tensor, or a tuple for a tuple result."""
+
+    def __init__(self, rt_mod: Executable, device=None, memory_cfg=None, profile: bool = False) -> None:
+        if not isinstance(rt_mod, Executable):
+            raise TypeError(f"VirtualMachine expects an executable from tvms.compile, got {type(rt_mod).__name__}")
+        self.executable = rt_mod
+        self.device = _pick_device(device)
+        self._profile = profile
+        self._globals = _instantiate(rt_mod, self.device)
+        self._funcs = {name: self._globals[f.pyname] for name, f in rt_mod.functions.items()}
+        self._inputs: dict = {}
+        self._outputs: dict = {}
+
+    # ---- functions
+    def __getitem__(self, name: str):
+        try:
+            return self._funcs[name]
+        except KeyError:
+            pass
+        if name in self.executable.kernels:
+            return self.executable.kernels[name]
+        raise KeyError(f"the VM has no function named '{name}' (it has: {', '.join(self._funcs) or 'none'})")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._funcs or name in self.executable.kernels
+
+    def get_function(self, name: str):
+        return self[name]
+
+    def save_function(self, func_name: str, saved_name: str, *args, include_return: bool = True, **kwargs) -> None:
+        """Bind ``args`` to ``func_name`` under a new name: ``vm[saved_name]()`` calls it (TVM's
+        way to time a call without passing arguments through the FFI each time)."""
+        if kwargs:
+            raise TypeError("save_function: keyword arguments are not supported")
+        f = self[func_name]
+        if include_return:
+            self._funcs[saved_name] = lambda: f(*args)
+        else:
+            def call():
+                f(*args)
+            self._funcs[saved_name] = call
+
+    # ---- TVM's stateful interface
+    def set_input(self, func_name: str, *args, **kwargs) -> None:
+        if kwargs:
+            raise TypeError("set_input: keyword arguments are not supported; pass the inputs in order")
+        self[func_name]  # the name must exist
+        self._inputs[func_name] = args
+
+    def invoke_stateful(self, func_name: str) -> None:
+        if func_name not in self._inputs:
+            raise ValueError(f"invoke_stateful('{func_name}'): call set_input('{func_name}', ...) first")
+        self._outputs[func_name] = self[func_name](*self._inputs[func_name])
+
+    def get_outputs(self, func_name: str):
+        if func_name not in self._outputs:
+            raise ValueError(f"get_outputs('{func_name}'): call invoke_stateful('{func_name}') first")
+        return self._outputs[func_name]
+
+    # ---- timing
+    def time_evaluator(self, func_name: str, dev=None, number: int = 10, repeat: int = 1, min_repeat_ms: int = 0,
+                       cooldown_interval_ms: int = 0, repeats_to_cooldown: int = 1, f_preproc: str = ""):
+        """A function that runs ``func_name`` ``number`` times per repeat, ``repeat`` times, and
+        returns a `BenchmarkResult` (seconds per call, one entry per repeat)."""
+        f = self[func_name]
+        if number < 1 or repeat < 1:
+            raise ValueError("time_evaluator: number and repeat must be at least 1")
+
+        def evaluator(*args) -> BenchmarkResult:
+            f(*args)  # warm up (and fail early on bad arguments)
+            results = []
+            for r in range(repeat):
+                n = number
+                while True:
+                    t0 = _time.perf_counter()
+                    for _ in range(n):
+                        f(*args)
+                    elapsed = _time.perf_counter() - t0
+                    if elapsed * 1000 >= min_repeat_ms or n >= 1 << 30:
+                        break
+                    n *= 2
+                results.append(elapsed / n)
+                if cooldown_interval_ms and (r + 1) % repeats_to_cooldown == 0:
+                    _time.sleep(cooldown_interval_ms / 1000)
+            return BenchmarkResult(results)
+
+        return evaluator
+
+    def profile(self, func_name: str, *args):
+        raise NotImplementedError("VM profiling is not supported yet; use time_evaluator")
+
+    def __repr__(self) -> str:
+        return f"<tvms VirtualMachine on {self.device}: {', '.join(self._funcs)}>"
+
+
+class BenchmarkResult:
+    """Timing of a function: ``results`` are seconds per call, one per repeat."""
+
+    def __init__(self, results) -> None:
+        self.results = list(results)
+        r = sorted(self.results)
+        n = len(r)
+        self.mean = sum(r) / n
+        self.median = r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
+        self.min = r[0]
+        self.max = r[-1]
+        self.std = (sum((x - self.mean) ** 2 for x in r) / n) ** 0.5
+
+    def __repr__(self) -> str:
+        ms = 1000.0
+        return ("Execution time summary:\n"
+                f" mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)  \n"
+                f" {self.mean * ms:10.4f}   {self.median * ms:10.4f}   {self.max * ms:10.4f}   "
+                f"{self.min * ms:10.4f}   {self.std * ms:10.4f}")
+
+
+def _pick_device(device) -> Device:
+    if device is None:
+        from .devices import cpu
+
+        return cpu(0)
+    if isinstance(device, (list, tuple)):
+        if not device:
+            raise ValueError("VirtualMachine: the device list is empty")
+        device = device[0]
+    if not isinstance(device, Device):
+        device = _as_device(device)
+    if device.device_type != kDLCPU:
+        raise NotImplementedError(f"the VM runs on the CPU only for now, not on {device}")
+    return device
+
+
+# ----------------------------------------------------------------------------- instantiation
+
+
+def _instantiate(ex: Executable, dev: Device) -> dict:
+    """The globals the generated code runs in: helpers, kernels, constants, arenas; then the
+    functions themselves (all in one namespace, so Relax functions can call each other)."""
+    from . import ndarray as nd
+
+    g = dict(_helpers())
+    for f in ex.functions.values():
+        for gname, kname in f.kernels.items():
+            g[gname] = raw_entry(ex.kernels[kname])
+        for gname, arr in f.constants.items():
+            g[gname] = nd.array(arr, dev)  # the VM's own copy: nothing run here can change the IR
+        g.update(f.objects)
+        pool, factory = f.arena_names
+        if f.arena:
+            g[pool] = []
+            g[factory] = _frame_factory(f.arena, f.arena_bytes, dev)
+    for f in ex.functions.values():
+        exec(f.code, g)
+    return g
+
+
+def raw_entry(kernel):
+    """``kernel``'s machine-code entry, called with buffer data pointers (parameter order), then
+    scalar arguments, then symbolic dims, unchecked: the ctypes function itself when the kernel
+    exposes it (``cfunc``), else a wrapper over ``call_raw``. After each call the generated code
+    tests ``_kerr`` (assertion failures the kernel reported) and raises them."""
+    cfunc = getattr(kernel, "cfunc", None)
+    if cfunc is not None and _kernel_errors()[0] is not None:
+        return cfunc
+    nb = sum(1 for p in kernel.params if p.kind == "buffer")
+    ns = len(kernel.params) - nb
+    call_raw = kernel.call_raw
+
+    def call(*a):
+        call_raw(a[:nb], a[nb + ns:], a[nb:nb + ns])
+
+    return call
+
+
+def _kernel_errors():
+    """The CPU backend's list of pending kernel assertion failures and the function raising
+    them; (None, None) if the backend does not expose them (call_raw then raises itself)."""
+    try:
+        from . import kernel as kmod
+    except ImportError:  # pragma: no cover
+        return None, None
+    errors = getattr(kmod, "_errors", None)
+    raise_pending = getattr(kmod, "_raise_pending", None)
+    if isinstance(errors, list) and callable(raise_pending):
+        return errors, raise_pending
+    return None, None  # pragma: no cover
+
+
+def _frame_factory(layout: list, nbytes: int, dev: Device):
+    from . import ndarray as nd
+    import numpy as np
+
+    def new_frame() -> tuple:
+        raw = nd._aligned_empty((max(nbytes, 1),), np.uint8)
+        out = []
+        for offset, shape, dtype in layout:
+            dt = nd._np_dtype(dtype)
+            n = 1
+            for d in shape:
+                n *= d
+            out.append(nd._wrap(raw[offset:offset + n * dt.itemsize].view(dt).reshape(shape), dev))
+        return tuple(out)
+
+    return new_frame
+
+
+_HELPERS = None
+
+
+def _helpers() -> dict:
+    global _HELPERS
+    if _HELPERS is None:
+        _HELPERS = _make_helpers()
+    return _HELPERS
+
+
+def _make_helpers() -> dict:
+    import numpy as np
+
+    from . import ndarray as nd
+    from .registry import REGISTRY
+
+    Tensor = nd.Tensor
+    new = object.__new__
+    np_empty = np.empty
+    data_ptr = nd.data_ptr
+    cpu0 = nd._CPU0
+    get = REGISTRY.get
+
+    def _empty(shape, dtype):
+        try:
+            a = np_empty(shape, dtype)
+        except TypeError:
+            a = np_empty(shape, nd._np_dtype(dtype))
+        t = new(Tensor)
+        t._array = a
+        t._ptr = data_ptr(a)
+        t._shape = a.shape
+        t._dtype = dtype
+        t._device = cpu0
+        return t
+
+    def _extern(name):
+        f = get(name)
+        if f is None:
+            raise ValueError(
+                f"extern function {name!r} is not registered: define it with @tvms.register_func({name!r})")
+        return f
+
+    ndarray = np.ndarray
+    wrap = nd._wrap
+
+    def _coerce(value, sig: FuncSig, i: int):
+        if value.__class__ is ndarray and value.flags.c_contiguous and not value.dtype.hasobject:
+            return wrap(value)  # a NumPy argument: no copy
+        t = to_tensor(value)
+        if t is None:
+            what = f"{sig.name}() argument '{sig.param_names[i]}'"
+            raise TypeError(f"{what}: expected a tensor ({_sinfo_text(sig.param_sinfos[i])}), "
+                            f"got {_type_name(value)}")
+        return t
+
+    def _bad(sig: FuncSig, i: int, value, env: dict):
+        what = f"{sig.name}() argument '{sig.param_names[i]}'"
+        origin = {k: _origin_text(sig, v) for k, v in sig.sym_origin.items()}
+        match_value(value, sig.param_sinfos[i], dict(env), what, origin)
+        raise RuntimeError(f"{what}: does not match {_sinfo_text(sig.param_sinfos[i])}")  # pragma: no cover
+
+    def _arity(sig: FuncSig, args):
+        n = len(sig.param_names)
+        given = len(args)
+        names = ", ".join(sig.param_names)
+        if given < n:
+            missing = ", ".join(f"'{p}'" for p in sig.param_names[given:])
+            raise TypeError(f"{sig.name}() takes {n} argument{'s' if n != 1 else ''} ({names}) but {given} "
+                            f"{'was' if given == 1 else 'were'} given: missing {missing}")
+        raise TypeError(f"{sig.name}() takes {n} argument{'s' if n != 1 else ''} ({names}) but {given} were given")
+
+    def _match(value, sinfo, env, what):
+        return match_value(value, sinfo, env, what, {})
+
+    def _truth(v):
+        if isinstance(v, Tensor):
+            if v._array.size != 1:
+                raise ValueError(f"the condition of an if must be a scalar, got a tensor of shape {v._shape}")
+            return bool(v._array.reshape(()))
+        return bool(v)
+
+    def _kcheck(kernel, tensors, what):
+        check_kernel_args(kernel, tensors, what)
+
+    def _stride(t, d):
+        n = 1
+        for x in t._shape[d + 1:]:
+            n *= x
+        return n
+
+    kerr, kraise = _kernel_errors()
+
+    def _truncdiv(a, b):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+
+    def _truncmod(a, b):
+        return a - b * _truncdiv(a, b)
+
+    return {
+        "_Tensor": Tensor, "_empty": _empty, "_extern": _extern, "_coerce": _coerce, "_bad": _bad,
+        "_arity": _arity, "_match": _match, "_truth": _truth, "_kcheck": _kcheck, "_truncdiv": _truncdiv,
+        "_truncmod": _truncmod, "_stride": _stride, "_kerr": kerr if kerr is not None else [],
+        "_kraise": kraise,
+    }
+
+
+# ----------------------------------------------------------------------------- values and checks
+
+
+def to_tensor(value):
+    """A tvms Tensor for a Tensor, a NumPy array (no copy when C-contiguous) or a DLPack
+    exporter; None for anything else."""
+    nd = _nd()
+    if isinstance(value, nd.Tensor):
+        return value
+    np = nd.np
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return None
+        if not value.flags.c_contiguous:
+            value = np.ascontiguousarray(value)
+        return nd._wrap(value)
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        try:
+            dev = value.__dlpack_device__()
+        except Exception:
+            return None
+        if dev[0] != kDLCPU:
+            raise ValueError(f"cannot pass a tensor on device {dev} to a VM on the CPU")
+        arr = np.from_dlpack(value)
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        return nd._wrap(arr)
+    return None
+
+
+def _nd():
+    global _ND
+    if _ND is None:
+        from . import ndarray
+
+        _ND = ndarray
+    return _ND
+
+
+_ND = None
+
+
+def _type_name(value) -> str:
+    t = type(value)
+    mod = t.__module__
+    return t.__name__ if mod in ("builtins", None) else f"{mod}.{t.__name__}"
+
+
+def _sinfo_text(sinfo) -> str:
+    from tvmscript.printer import sinfo_text
+
+    try:
+        return sinfo_text(sinfo)
+    except Exception:  # pragma: no cover
+        return type(sinfo).__name__
+
+
+def _origin_text(sig: FuncSig, origin) -> str:
+    i, d = origin
+    where = f"argument '{sig.param_names[i]}'"
+    return f"{where}, dimension {d}" if d is not None else where
+
+
+def eval_dim(e, env: dict):
+    """The value of a TIR expression over the symbolic dims in ``env`` (KeyError if one is
+    missing)."""
+    from tvmscript import tir
+
+    if isinstance(e, tir.IntImm):
+        return bool(e.value) if e.dtype == "bool" else int(e.value)
+    if isinstance(e, tir.FloatImm):
+        return float(e.value)
+    if isinstance(e, tir.Var):
+        return env[e.name]
+    ops = {
+        tir.Add: lambda a, b: a + b, tir.Sub: lambda a, b: a - b, tir.Mul: lambda a, b: a * b,
+        tir.FloorDiv: lambda a, b: a // b, tir.FloorMod: lambda a, b: a % b,
+        tir.Min: min, tir.Max: max,
+        tir.EQ: lambda a, b: a == b, tir.NE: lambda a, b: a != b, tir.LT: lambda a, b: a < b,
+        tir.LE: lambda a, b: a <= b, tir.GT: lambda a, b: a > b, tir.GE: lambda a, b: a >= b,
+        tir.And: lambda a, b: a and b, tir.Or: lambda a, b: a or b,
+    }
+    f = ops.get(type(e))
+    if f is not None:
+        return f(eval_dim(e.a, env), eval_dim(e.b, env))
+    if isinstance(e, tir.Div):
+        a, b = eval_dim(e.a, env), eval_dim(e.b, env)
+        if isinstance(a, int) and isinstance(b, int):
+            q = abs(a) // abs(b)
+            return q if (a >= 0) == (b >= 0) else -q
+        return a / b
+    if isinstance(e, tir.Not):
+        return not eval_dim(e.a, env)
+    if isinstance(e, tir.Cast):
+        v = eval_dim(e.value, env)
+        return float(v) if tir.is_float(e.dtype) else (bool(v) if e.dtype == "bool" else int(v))
+    if isinstance(e, tir.Select):
+        return eval_dim(e.true_value, env) if eval_dim(e.condition, env) else eval_dim(e.false_value, env)
+    raise ValueError(f"cannot evaluate {type(e).__name__} in a shape")
+
+
+def _dim_text(e) -> str:
+    from tvmscript import tir
+
+    if isinstance(e, tir.IntImm):
+        return str(e.value)
+    if isinstance(e, tir.Var):
+        return e.name
+    try:
+        from tvmscript.printer import to_script
+
+        return to_script(e)
+    except Exception:  # pragma: no cover
+        return type(e).__name__
+
+
+def _bind_dims(dims, values, env: dict, origin: dict, what: str, label: str, sinfo) -> None:
+    """Bind the symbols first seen in ``dims`` to ``values``, then check every dim."""
+    from tvmscript import tir
+
+    ann = _sinfo_text(sinfo)
+    for d, (e, v) in enumerate(zip(dims, values)):
+        if isinstance(e, tir.Var) and e.name not in env:
+            env[e.name] = v
+            origin.setdefault(e.name, f"{what}, {label} {d}")
+    for d, (e, v) in enumerate(zip(dims, values)):
+        try:
+            want = eval_dim(e, env)
+        except KeyError as err:
+            raise ValueError(f"{what}: {label} {d} is {_dim_text(e)}, whose symbol {err.args[0]!r} has no value "
+                             f"yet; annotation {ann}") from None
+        if v != want:
+            if isinstance(e, tir.IntImm):
+                raise ValueError(f"{what}: {label} {d} is {v}, expected {want}; shape {tuple(values)} does not "
+                                 f"match {ann}")
+            if isinstance(e, tir.Var):
+                raise ValueError(f"{what}: {label} {d} is {v}, but {e.name} = {want} "
+                                 f"(from {origin.get(e.name, 'an earlier value')}); annotation {ann}")
+            names = sorted(_free_names(e) & set(env))
+            bound = ", ".join(f"{n} = {env[n]} from {origin.get(n, 'an earlier value')}" for n in names)
+            raise ValueError(f"{what}: {label} {d} is {v}, but {_dim_text(e)} = {want} ({bound}); "
+                             f"annotation {ann}")
+
+
+def _free_names(e) -> set:
+    from tvmscript import tir
+
+    if isinstance(e, tir.Var):
+        return {e.name}
+    out = set()
+    for field in ("a", "b", "value", "condition", "true_value", "false_value"):
+        sub = getattr(e, field, None)
+        if isinstance(sub, tir.PrimExpr):
+            out |= _free_names(sub)
+    return out
+
+
+def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None):
+    """Check ``value`` against ``sinfo``, binding the symbolic dims not yet in ``env``.
+    Returns the value, with NumPy arrays (also inside tuples) wrapped as tensors. Raises a
+    TypeError (wrong kind of value, dtype) or ValueError (rank, shape), starting with ``what``."""
+    from tvmscript import relax
+
+    origin = {} if origin is None else origin
+    if sinfo is None or isinstance(sinfo, relax.ObjectStructInfo):
+        return value
+    if isinstance(sinfo, relax.TensorStructInfo):
+        t = to_tensor(value)
+        if t is None:
+            raise TypeError(f"{what}: expected a tensor ({_sinfo_text(sinfo)}), got {_type_name(value)}")
+        ann = _sinfo_text(sinfo)
+        if sinfo.dtype and t._dtype != sinfo.dtype:
+            raise TypeError(f"{what}: expected dtype {sinfo.dtype}, got {t._dtype} (annotation {ann})")
+        if sinfo.ndim >= 0 and len(t._shape) != sinfo.ndim:
+            raise ValueError(f"{what}: expected a {sinfo.ndim}-d tensor, got a {len(t._shape)}-d tensor of shape "
+                             f"{t._shape} (annotation {ann})")
+        if sinfo.shape is not None:
+            _bind_dims(sinfo.shape, t._shape, env, origin, what, "dimension", sinfo)
+        return t
+    if isinstance(sinfo, relax.TupleStructInfo):
+        if not isinstance(value, (tuple, list)):
+            raise TypeError(f"{what}: expected a tuple of {len(sinfo.fields)} ({_sinfo_text(sinfo)}), "
+                            f"got {_type_name(value)}")
+        if len(value) != len(sinfo.fields):
+            raise ValueError(f"{what}: expected a tuple of {len(sinfo.fields)}, got {len(value)} items")
+        return tuple(match_value(v, s, env, f"{what}[{k}]", origin)
+                     for k, (v, s) in enumerate(zip(value, sinfo.fields)))
+    if isinstance(sinfo, relax.ShapeStructInfo):
+        if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                           for v in value):
+            raise TypeError(f"{what}: expected a shape (a tuple of ints) ({_sinfo_text(sinfo)}), got {value!r}")
+        value = tuple(int(v) for v in value)
+        if sinfo.ndim >= 0 and len(value) != sinfo.ndim:
+            raise ValueError(f"{what}: expected a shape of {sinfo.ndim} dims, got {value}")
+        if sinfo.values is not None:
+            _bind_dims(sinfo.values, value, env, origin, what, "shape value", sinfo)
+        return value
+    if isinstance(sinfo, relax.PrimStructInfo):
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            value = value.item()
+        from . import ndarray as nd
+
+        if isinstance(value, nd.Tensor) and value._shape == ():
+            value = value._array.item()
+        dt = sinfo.dtype
+        ok = (isinstance(value, bool) if dt == "bool" else
+              isinstance(value, (int, float)) and not isinstance(value, bool) if dt.startswith("float") else
+              isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise TypeError(f"{what}: expected a {dt} value ({_sinfo_text(sinfo)}), got {_type_name(value)} {value!r}")
+        if dt.startswith("float"):
+            value = float(value)
+        if sinfo.value is not None:
+            _bind_dims([sinfo.value], [value], env, origin, what, "value", sinfo)
+        return value
+    if isinstance(sinfo, relax.FuncStructInfo):
+        if not callable(value):
+            raise TypeError(f"{what}: expected a function, got {_type_name(value)}")
+        return value
+    return value
+
+
+def check_kernel_args(kernel, tensors, what: str) -> None:
+    """Check tensors against a kernel's buffer parameters (dtype, rank, dims, symbolic dims
+    agreeing, declared strides); used where the build could not prove a call_tir's arguments
+    fit, so a mismatch is an error here rather than memory the kernel should not touch."""
+    buffers = [p for p in kernel.params if p.kind == "buffer"]
+    env: dict = {}
+    origin: dict = {}
+    later = []
+    for p, t in zip(buffers, tensors):
+        label = f"{what}: parameter '{p.name}'"
+        if not isinstance(t, _tensor_class()):
+            raise TypeError(f"{label} expects a tensor, got {_type_name(t)}")
+        if t._dtype != p.dtype:
+            raise TypeError(f"{label} expects dtype {p.dtype}, got {t._dtype}")
+        if len(t._shape) != len(p.shape):
+            raise ValueError(f"{label} expects a {len(p.shape)}-d tensor, got shape {t._shape}")
+        compact = []
+        n = 1
+        for x in reversed(t._shape):
+            compact.append(n)
+            n *= x
+        compact.reverse()
+        dims = [(f"dimension {d}", want, got) for d, (want, got) in enumerate(zip(p.shape, t._shape))]
+        if p.strides is not None:
+            dims += [(f"stride {d}", want, got) for d, (want, got) in enumerate(zip(p.strides, compact))
+                     if t._shape[d] > 1]
+        for where, want, got in dims:
+            if isinstance(want, str):
+                if not want.isidentifier():
+                    later.append((label, where, want, got))
+                elif want not in env:
+                    env[want] = got
+                    origin[want] = f"parameter '{p.name}' {where}"
+                elif env[want] != got:
+                    raise ValueError(f"{label} {where} is {got}, but {want} = {env[want]} (from {origin[want]})")
+            elif got != want:
+                raise ValueError(f"{label} expects {where} to be {want}, got {got} (shape {t._shape})")
+    for label, where, text, got in later:
+        want = _eval_text(text, env)
+        if want != got:
+            raise ValueError(f"{label} {where} is {got}, expected {text} = {want}")
+
+
+def _tensor_class():
+    from .ndarray import Tensor
+
+    return Tensor
+
+
+def _eval_text(text: str, env: dict) -> int:
+    """The value of a kernel's dimension expression (``"(n * 2)"``) over bound symbols."""
+    import ast
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return env[node.id]
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                   ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b}
+            return ops[type(node.op)]()
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+            vals = [ev(a) for a in node.args]
+            return min(vals) if node.func.id == "min" else max(vals)
+        raise ValueError(f"unsupported dimension expression {text!r}")
+
+    return ev(ast.parse(text, mode="eval"))
