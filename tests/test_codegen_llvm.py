@@ -398,14 +398,16 @@ def test_default_schedule_does_not_change_results_bitwise():
 
 # ----------------------------------------------------------------------------- loop kinds
 
+THREAD_IDS = '''
+@T.prim_func
+def thread_ids(T_id: T.Buffer((64,), "int32")):
+    for i in T.parallel(64):
+        T_id[i] = T.call_extern("int32", "omp_get_thread_num")
+'''
+
 PARALLEL = '''
 @I.ir_module
 class Module:
-    @T.prim_func
-    def thread_ids(T_id: T.Buffer((64,), "int32")):
-        for i in T.parallel(64):
-            T_id[i] = T.call_extern("int32", "omp_get_thread_num")
-
     @T.prim_func
     def saxpy(a: T.float32, X: T.Buffer((1000, 3), "float32"), Y: T.Buffer((1000, 3), "float32")):
         T.func_attr({"tir.noalias": True})
@@ -436,9 +438,11 @@ class Module:
 
 
 def test_parallel_loop_runs_on_several_threads():
-    module = build_cpu(tvms.parse(PARALLEL))
-    if module.parallel_runtime != "gomp" or (os.cpu_count() or 1) < 2 or os.environ.get("OMP_NUM_THREADS") == "1":
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cpu.parallel_runtime() != "gomp" or cpus < 2 or os.environ.get("OMP_NUM_THREADS") == "1":
         pytest.skip("needs libgomp and two CPUs")
+    module = build_cpu({"thread_ids": tvms.parse(THREAD_IDS)})
+    # Each iteration records the OpenMP thread that ran it (omp_get_thread_num, from libgomp).
     ids = np.full(64, -1, "int32")
     module["thread_ids"](ids)
     # Static chunking: thread t runs iterations [t * chunk, (t + 1) * chunk), so the ids are

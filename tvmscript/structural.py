@@ -91,7 +91,11 @@ class StructuralEqual:
                     if ka not in b or not self._eq(va, b[ka], f"{path}[{ka!r}]"):
                         return self._fail(path)
                 else:
-                    kb = keys_b[i]
+                    # Keys already bound (e.g. a buffer_map's parameters) are looked up by their
+                    # binding; others pair up in order.
+                    kb = self.mapping.get(id(ka), keys_b[i])
+                    if kb not in b:
+                        return self._fail(path)
                     if not self._eq(ka, kb, path) or not self._eq(va, b[kb], f"{path}[{i}]"):
                         return False
             return True

@@ -97,7 +97,8 @@ class PrimFuncBuilder:
         self.comments: dict = {}
         self.attrs: dict = {}
         self.buffer_map: dict = {}
-        self._pending: list = []  # statements without IR of their own whose comments still wait
+        self._pending: list = []
+        self._named_dims: set = set()  # variables introduced by a string dimension, not yet declared  # statements without IR of their own whose comments still wait
         for name, var in ctx.type_vars.items():
             self.scope.define(name, var)
 
@@ -158,7 +159,8 @@ class PrimFuncBuilder:
             self.scope.define(arg.name, var)
             return var
         if name and name.startswith("T.") and name[2:] in DTYPE_NAMES:
-            var = tir.Var(name[2:], arg.name, self.ctx.span(arg))
+            var = self._declared_dim(arg.name) or tir.Var(name[2:], arg.name, self.ctx.span(arg))
+            var.dtype = name[2:]
             self.scope.define(arg.name, var)
             return var
         if (isinstance(ann, ast.Call) and dotted_name(ann.func) == "T.Buffer") or (
@@ -225,15 +227,27 @@ class PrimFuncBuilder:
     def _dim(self, node) -> tir.PrimExpr:
         """A shape dimension: an int, ``T.int64(n)``, a symbolic var, or a string naming one."""
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            var = self.scope.lookup(node.value)
+            # A string names a variable of this function (module-level TypeVars are not it).
+            var = next((f[node.value] for f in reversed(self.scope.frames[1:]) if node.value in f), None)
             if var is None:
                 var = tir.Var("int64", node.value, self.ctx.span(node))
                 self.scope.frames[1 if len(self.scope.frames) > 1 else 0][node.value] = var
+                self._named_dims.add(var)
             return var
         value = self.expr(node)
         if not tir.is_int(value.dtype):
             raise self.error(f"a shape dimension must be an integer, not {value.dtype}", node)
         return value
+
+    def _declared_dim(self, name: str):
+        """The variable a string dimension (``T.Buffer(("n", 4))``) already introduced under
+        ``name``, which a later ``n: T.int64`` parameter or ``n = T.int32()`` declares (TVM
+        writes both forms); None if there is none."""
+        var = self.scope.lookup(name)
+        if isinstance(var, tir.Var) and var in self._named_dims:
+            self._named_dims.discard(var)
+            return var
+        return None
 
     def _dtype(self, node) -> str:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -350,7 +364,11 @@ class PrimFuncBuilder:
                 if not function_level:
                     raise self.error("T.func_attr must be at the top of the function body", v)
                 args = bind_arguments(self.ctx, v, name, ["attrs"])
-                self.attrs.update(self._attr_dict(args["attrs"]))
+                for key, value in self._attr_dict(args["attrs"]).items():
+                    # TVM 0.25+ spells the classic "tir.*" attributes "tirx.*".
+                    if isinstance(key, str) and key.startswith("tirx."):
+                        key = "tir." + key[len("tirx."):]
+                    self.attrs[key] = value
                 take_comments(self.comments, FUNC_ATTR, s)
                 return None
             if name in ("T.reads", "T.writes"):
@@ -442,7 +460,8 @@ class PrimFuncBuilder:
                 self.scope.define(name, buf)
                 return None
             if callee and callee.startswith("T.") and callee[2:] in DTYPE_NAMES and not value.args and not value.keywords:
-                var = tir.Var(callee[2:], name, self.ctx.span(target))
+                var = self._declared_dim(name) or tir.Var(callee[2:], name, self.ctx.span(target))
+                var.dtype = callee[2:]
                 self.scope.define(name, var)
                 return None
             if callee in AXIS_KINDS:

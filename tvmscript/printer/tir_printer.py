@@ -230,7 +230,10 @@ class TIRPrinter:
                 names.alias(p, f"{bname}.data")
                 params.append(f"{bname}: {self.buffer_decl(buf, 'T.Buffer', keep_dtype=True)}")
                 continue
-            pname = names.define(p, p.name)
+            # `A: T.Buffer((n, 784))` whose shape needs a match_buffer prints as a handle plus
+            # T.match_buffer: the buffer keeps the name, the handle gets one of its own.
+            hint = f"{p.name}_handle" if buf is not None and p.name == buf.name else p.name
+            pname = names.define(p, hint)
             params.append(f"{pname}: T.{p.dtype}")
             if buf is not None:
                 matched.append((pname, buf))
