@@ -41,11 +41,27 @@ from .api import load, parse  # noqa: E402
 from .diagnostics import TVMScriptError  # noqa: E402
 from .ir import GlobalVar, IRModule  # noqa: E402
 from . import script  # noqa: E402
-# Compiling and running, with TVM's names (tvms.compile, tvms.relax.VirtualMachine, tvms.nd, ...).
-from .relax_api import (  # noqa: E402
-    Device, VirtualMachine, compile, cpu, cuda, device, get_global_func, register_func,
-)
-from .relax_api import __getattr__  # noqa: E402,F401  (lazy: tvms.nd, tvms.Tensor import NumPy on use)
+
+# Compiling and running, with TVM's names (tvms.compile, tvms.cpu, tvms.nd, ...): served on
+# first use, so the CLI's `show`/`fmt` do not load the runtime.
+_RUNTIME_NAMES = frozenset((
+    "Device", "VirtualMachine", "Executable", "compile", "build", "cpu", "cuda", "gpu", "device",
+    "get_global_func", "register_func", "list_global_func_names", "remove_global_func",
+))
+
+
+def __getattr__(name: str):
+    if name in _RUNTIME_NAMES:
+        from . import relax_api
+
+        value = getattr(relax_api, name)
+        globals()[name] = value
+        return value
+    if name in ("nd", "Tensor", "NDArray"):
+        from . import relax_api
+
+        return relax_api.__getattr__(name)
+    raise AttributeError(f"module 'tvmscript' has no attribute '{name}'")
 
 __version__ = "0.1.0"
 

@@ -249,3 +249,13 @@ def tensor_sinfo(shape, dtype: str) -> TensorStructInfo:
     """``R.Tensor(shape, dtype)`` with Python ints turned into int64 dims."""
     dims = [tir.IntImm("int64", d) if isinstance(d, int) else d for d in shape]
     return TensorStructInfo(dims, dtype)
+
+
+def __getattr__(name: str):
+    """TVM's ``relax.build`` / ``relax.VirtualMachine`` / ``relax.Executable`` / ``relax.vm``,
+    loaded on first use (the IR does not need the runtime)."""
+    if name in ("build", "VirtualMachine", "Executable", "vm"):
+        from . import relax_api  # noqa: F401  (defines them on this module)
+
+        return globals()[name]
+    raise AttributeError(f"module 'tvmscript.relax' has no attribute '{name}'")

@@ -47,7 +47,7 @@ _vm_namespace.Executable = Executable
 
 for _name, _value in (("build", build), ("VirtualMachine", VirtualMachine), ("Executable", Executable),
                       ("vm", _vm_namespace)):
-    if not hasattr(_relax, _name):
+    if _name not in vars(_relax):
         setattr(_relax, _name, _value)
 
 
