@@ -3,6 +3,11 @@
     tvms show FILE [--func NAME] [--no-color]     canonical TVMScript ('-' reads standard input)
     tvms fmt FILE... [--check] [--diff]           rewrite files in canonical form
     tvms check FILE...                            parse and check; diagnostics on error
+    tvms run FILE [--inputs F.npz] [--input NAME=F.npy] [--params F.npz] [--shape SYM=N]
+                  [--func NAME] [--seed N] [--repeat N] [--out F.npz]
+                                                  compile for the CPU, run one function, print its outputs
+    tvms compile FILE [--emit llvm|llvm-unopt|asm|python] [-o FILE] [--func NAME]
+                                                  the generated code of a module
 
 Errors in the user's program are printed as located diagnostics and exit with status 1; a
 Python traceback is a bug in tvms.
@@ -65,7 +70,69 @@ def _argument_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="parse and check .tvms files")
     check.add_argument("files", nargs="+", help=".tvms files ('-' for standard input)")
     check.set_defaults(run=cmd_check)
+
+    run = sub.add_parser(
+        "run", help="compile a .tvms file for the CPU and run one of its functions",
+        description="Compile a .tvms file for the CPU and run one of its functions. Parameters come from "
+        "--input, --inputs and --params (in that order of precedence); the ones still missing are made up "
+        "at random from their annotations (said on stderr, reproducible with --seed).",
+    )
+    run.add_argument("file", help="a .tvms file, or - for standard input")
+    run.add_argument("--func", help="the function to run (default: main)")
+    run.add_argument("--inputs", action="append", default=[], metavar="FILE.npz",
+                     help="named arrays; each key is a parameter name")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                     help="one parameter from a .npy file (repeatable)")
+    run.add_argument("--params", action="append", default=[], metavar="FILE.npz",
+                     help="named arrays for the remaining parameters (the weights)")
+    run.add_argument("--shape", action="append", default=[], metavar="SYM=N",
+                     help="the value of a symbolic dimension no input gives (repeatable; also n=8,m=4); "
+                     "for a lone prim_func also its scalar parameters")
+    run.add_argument("--seed", type=_natural_int, default=0, metavar="N",
+                     help="seed of the random inputs (default 0)")
+    run.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
+                     help="after a first call, time N calls and report the median (default 1)")
+    run.add_argument("--out", metavar="FILE.npz", help="save the outputs: output, or output_0, output_1, ...")
+    run.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU)")
+    run.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+    run.set_defaults(run=cmd_run)
+
+    comp = sub.add_parser(
+        "compile", help="print the code tvms generates for a .tvms file",
+        description="Compile a .tvms file and print the generated code: the LLVM IR (optimized, or as "
+        "generated with llvm-unopt) or the host assembly of its prim_funcs, or the Python the VM runs for "
+        "its Relax functions.",
+    )
+    comp.add_argument("file", help="a .tvms file, or - for standard input")
+    comp.add_argument("--emit", choices=_EMIT_KINDS, default="llvm", help="what to print (default: llvm)")
+    comp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    comp.add_argument("--func", help="only this function (a prim_func; a Relax function for --emit python)")
+    comp.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU)")
+    comp.set_defaults(run=cmd_compile)
     return p
+
+
+_EMIT_KINDS = ("llvm", "llvm-unopt", "asm", "python")
+
+
+def _natural_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _version() -> str:
@@ -261,6 +328,903 @@ def cmd_check(args) -> int:
         n = len(args.files)
         print(f"checked {n} file{'s' if n != 1 else ''}: no problems found", file=sys.stderr)
     return status
+
+
+# ============================================================================= run and compile
+#
+# Everything a user can get wrong (files, names, shapes, dtypes, a module that cannot be built)
+# is raised as a _Failure with the text to print, and becomes "error: ..." and exit status 1.
+
+
+class _Failure(Exception):
+    """A user error; ``str(self)`` is the complete text to print (already rendered)."""
+
+
+def _fail(message: str) -> "_Failure":
+    return _Failure(f"error: {message}")
+
+
+def _debugging() -> bool:
+    return bool(os.environ.get("TVMS_DEBUG"))
+
+
+def cmd_run(args) -> int:
+    try:
+        return _run(args)
+    except _Failure as failure:
+        return _report_failure(failure)
+
+
+def cmd_compile(args) -> int:
+    try:
+        return _compile_command(args)
+    except _Failure as failure:
+        return _report_failure(failure)
+
+
+def _report_failure(failure: _Failure) -> int:
+    if str(failure):  # empty: reported already
+        print(str(failure), file=sys.stderr)
+    return 1
+
+
+# ----------------------------------------------------------------------------- the program
+
+
+class _Program:
+    """The parsed file and the function chosen to run."""
+
+    def __init__(self, node, text: str, path: str) -> None:
+        self.node = node
+        self.text = text
+        self.path = path
+
+    def module(self):
+        from . import ir, relax, tir
+
+        node = self.node
+        if isinstance(node, ir.IRModule):
+            return node
+        if isinstance(node, relax.Function):
+            return ir.IRModule({"main": node})
+        if isinstance(node, tir.PrimFunc):
+            return ir.IRModule({_prim_name(node): node})
+        raise _fail(f"{self.path} holds no function to compile")
+
+    def pick(self, name: str | None):
+        """(name, function) of the function to run: --func, else ``main``, else the only one."""
+        from . import relax, tir
+
+        mod = self.module()
+        funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, (relax.Function, tir.PrimFunc))}
+        if not funcs:
+            raise _fail(f"{self.path} holds no function to run")
+        if name is None:
+            if "main" in funcs:
+                name = "main"
+            elif len(funcs) == 1:
+                name = next(iter(funcs))
+            else:
+                relax_names = [n for n, f in funcs.items() if isinstance(f, relax.Function)]
+                if len(relax_names) == 1:
+                    name = relax_names[0]
+                else:
+                    raise _fail(f"{self.path} has no function named 'main': pick one with --func "
+                                f"(the module has: {', '.join(funcs)})")
+        elif name not in funcs:
+            from .diagnostics import did_you_mean
+
+            hint = did_you_mean(name, funcs)
+            raise _fail(f"no function named '{name}' (the module has: {', '.join(funcs)})"
+                        + (f"; {hint[0]}" if hint else ""))
+        return name, funcs[name]
+
+    def report(self, err) -> "_Failure":
+        color = _stream_is_terminal(sys.stderr)
+        return _Failure(err.render(self.text, color=color))
+
+
+def _prim_name(func) -> str:
+    attrs = func.attrs if isinstance(func.attrs, dict) else {}
+    return attrs.get("global_symbol") or "main"
+
+
+def _load_program(path: str) -> _Program:
+    loaded = _load(path)
+    if loaded is None:
+        raise _Failure("")  # _load has reported it
+    node, text = loaded
+    return _Program(node, text, "<stdin>" if path == "-" else path)
+
+
+def _check_target(target: str) -> str:
+    from .compiler.build import SUPPORTED_TARGETS
+
+    word = target.split()[0] if target.split() else ""
+    if word not in SUPPORTED_TARGETS:
+        if word in ("cuda", "nvptx", "rocm", "vulkan", "metal", "opencl"):
+            raise _fail(f"target '{word}' is not supported yet: tvms compiles for the CPU ('llvm') only")
+        raise _fail(f"unknown target {target!r}: expected 'llvm'")
+    return target
+
+
+def _legalize(mod):
+    """High-level Relax ops lowered to prim_funcs, once the op library provides LegalizeOps;
+    until then the module is compiled as it is (already-lowered modules run)."""
+    from . import relax
+
+    transform = getattr(relax, "transform", None)
+    legalize = getattr(transform, "LegalizeOps", None)
+    if legalize is None:
+        return mod
+    return legalize()(mod)
+
+
+def _compile(program: _Program, mod, target: str):
+    """The executable for ``mod``; a build error is rendered at its place in the file."""
+    from .diagnostics import TVMScriptError
+    from .relax_api import compile as tvms_compile
+
+    try:
+        mod = _legalize(mod)
+        return tvms_compile(mod, target=target)
+    except TVMScriptError as err:
+        if "is not lowered yet" in err.message and not err.notes:
+            err.notes = [
+                "tvms run and tvms compile take modules already lowered to R.call_tir and T.prim_funcs "
+                "(like the LegalizeOps and zero-pipeline outputs); high-level ops are legalized "
+                "automatically once the op library lands"
+            ]
+        raise program.report(err) from None
+    except (NotImplementedError, ValueError, TypeError) as err:
+        if _debugging():
+            raise
+        raise _fail(f"cannot compile {program.path}: {err}") from None
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+class _Given:
+    """A value read from a file for a parameter, and where it came from."""
+
+    __slots__ = ("value", "source")
+
+    def __init__(self, value, source: str) -> None:
+        self.value = value
+        self.source = source
+
+
+def _load_arrays(path: str, want: str) -> dict:
+    """{name: array} of a .npz file (``want="npz"``) or {None: array} of a .npy file."""
+    import zipfile
+
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+    except FileNotFoundError:
+        raise _fail(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise _fail(f"{path} is a directory") from None
+    except PermissionError:
+        raise _fail(f"permission denied: {path}") from None
+    except OSError as err:
+        raise _fail(f"cannot read {path}: {err.strerror or err}") from None
+    is_npz = magic.startswith(b"PK\x03\x04") or magic.startswith(b"PK\x05\x06")
+    is_npy = magic == b"\x93NUMPY"
+    if want == "npz" and not is_npz:
+        hint = " (it is a .npy file: give it with --input NAME=FILE)" if is_npy else ""
+        raise _fail(f"{path} is not a NumPy .npz archive{hint}")
+    if want == "npy" and not is_npy:
+        hint = " (it is a .npz archive: give it with --inputs or --params)" if is_npz else ""
+        raise _fail(f"{path} is not a NumPy .npy file{hint}")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if want == "npy":
+            return {None: loaded}
+        with loaded as archive:
+            return {key: archive[key] for key in archive.files}
+    except ValueError as err:
+        if "pickle" in str(err).lower():
+            raise _fail(f"cannot read {path}: it holds Python objects (pickled data), which tvms does not load; "
+                        "save plain numeric arrays") from None
+        raise _fail(f"cannot read {path}: {err}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
+        raise _fail(f"cannot read {path}: a damaged or truncated NumPy file ({type(err).__name__}: {err})") from None
+
+
+def _unknown_name(name: str, names: list, fname: str, where: str) -> "_Failure":
+    from .diagnostics import did_you_mean
+
+    hint = did_you_mean(name, names)
+    listed = ", ".join(names) or "none"
+    sep = ", but" if where.endswith("'") else ":"
+    return _fail(f"{where}{sep} {fname}() has no parameter named '{name}' (its parameters: {listed})"
+                 + (f"; {hint[0]}" if hint else ""))
+
+
+def _read_given(args, names: list, fname: str, aliases: dict | None = None) -> dict:
+    """{parameter name: _Given} from --params, then --inputs, then --input (later ones win)."""
+    aliases = aliases or {}
+    given: dict = {}
+
+    def put(key: str, value, source: str, where: str) -> None:
+        key = aliases.get(key, key)
+        if key not in names:
+            raise _unknown_name(key, names, fname, where)
+        given[key] = _Given(value, source)
+
+    for path in args.params:
+        for key, value in _load_arrays(path, "npz").items():
+            put(key, value, path, f"{path} has an array '{key}'")
+    for path in args.inputs:
+        for key, value in _load_arrays(path, "npz").items():
+            put(key, value, path, f"{path} has an array '{key}'")
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not path:
+            raise _fail(f"--input expects NAME=FILE.npy (e.g. --input x=image.npy), got {item!r}")
+        put(name, _load_arrays(path, "npy")[None], path, f"--input {item}")
+    return given
+
+
+def _parse_shapes(items: list) -> dict:
+    """{name: value} from --shape n=8 (repeatable, or comma-separated)."""
+    values: dict = {}
+    for item in items:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, text = part.partition("=")
+            name = name.strip()
+            text = text.strip()
+            if not sep or not name.isidentifier():
+                raise _fail(f"--shape expects SYM=N (e.g. --shape n=8), got {part!r}")
+            try:
+                value = int(text)
+            except ValueError:
+                try:
+                    value = float(text)
+                except ValueError:
+                    raise _fail(f"--shape {part}: {text!r} is not a number") from None
+            values[name] = value
+    return values
+
+
+def _tir_names(e, out: list) -> list:
+    """Names of the variables in a TIR expression, in order of appearance."""
+    from . import tir
+
+    if isinstance(e, tir.Var):
+        if e.name not in out:
+            out.append(e.name)
+        return out
+    for field in ("a", "b", "value", "condition", "true_value", "false_value"):
+        sub = getattr(e, field, None)
+        if isinstance(sub, tir.PrimExpr):
+            _tir_names(sub, out)
+    return out
+
+
+def _sinfo_names(sinfo, out: list) -> list:
+    """Symbolic names a Relax struct info mentions."""
+    from . import relax
+
+    if isinstance(sinfo, relax.TensorStructInfo) and sinfo.shape is not None:
+        for d in sinfo.shape:
+            _tir_names(d, out)
+    elif isinstance(sinfo, relax.ShapeStructInfo) and sinfo.values is not None:
+        for d in sinfo.values:
+            _tir_names(d, out)
+    elif isinstance(sinfo, relax.PrimStructInfo) and sinfo.value is not None:
+        _tir_names(sinfo.value, out)
+    elif isinstance(sinfo, relax.TupleStructInfo):
+        for f in sinfo.fields:
+            _sinfo_names(f, out)
+    return out
+
+
+class _Symbols:
+    """Values of symbolic dimensions: from --shape first, then from the given inputs."""
+
+    def __init__(self, shapes: dict, known: list, fname: str, float_ok=()) -> None:
+        for name, value in shapes.items():
+            if name not in known:
+                listed = f"it has: {', '.join(known)}" if known else "it has none"
+                raise _fail(f"--shape {name}={value}: {fname}() has no symbolic dimension '{name}' ({listed})")
+            if isinstance(value, float) and name not in float_ok:
+                raise _fail(f"--shape {name}={value}: '{name}' is a dimension, which takes a whole number")
+        self.env = dict(shapes)
+        self.origin = {name: f"--shape {name}={value}" for name, value in shapes.items()}
+
+    def bind(self, dims, values, what: str) -> None:
+        """Bind the plain symbols of ``dims`` to ``values``; other mismatches are the VM's to report."""
+        from . import tir
+
+        if dims is None or len(dims) != len(values):
+            return
+        for d, (e, v) in enumerate(zip(dims, values)):
+            if not isinstance(e, tir.Var):
+                continue
+            v = int(v)
+            old = self.env.get(e.name)
+            if old is None:
+                self.env[e.name] = v
+                self.origin[e.name] = f"{what}, dimension {d}"
+            elif old != v and self.origin[e.name].startswith("--shape"):
+                raise _fail(f"{what} has {e.name} = {v} (dimension {d}), but {self.origin[e.name]}")
+
+    def value(self, e):
+        from .runtime.vm import eval_dim
+
+        return eval_dim(e, self.env)
+
+
+def _is_float_dtype(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def _new_array(shape: tuple, dtype: str, fill):
+    """``fill(np_dtype)`` for an array of ``shape`` and ``dtype``; a bad shape or dtype is the
+    user's error."""
+    from .runtime.ndarray import _np_dtype
+
+    try:
+        np_dtype = _np_dtype(dtype)
+    except TypeError as err:
+        raise _fail(str(err)) from None
+    if any(d < 0 for d in shape):
+        raise _fail(f"cannot make up an array of shape {shape}: a dimension is negative (see --shape)")
+    try:
+        return fill(np_dtype)
+    except MemoryError:
+        raise _fail(f"cannot make up an array of shape {shape} and dtype {dtype}: out of memory") from None
+
+
+def _zeros(shape: tuple, dtype: str):
+    import numpy as np
+
+    return _new_array(shape, dtype, lambda np_dtype: np.zeros(shape, np_dtype))
+
+
+def _random_array(shape: tuple, dtype: str, rng):
+    """Small random values: floats uniform in [-1, 1), ints in [0, 10), bools."""
+    import numpy as np
+
+    def fill(np_dtype):
+        if dtype == "bool":
+            return rng.integers(0, 2, size=shape).astype(np.bool_)
+        if _is_float_dtype(dtype):
+            return rng.uniform(-1.0, 1.0, size=shape).astype(np_dtype)
+        if dtype.startswith(("int", "uint")):
+            return rng.integers(0, 10, size=shape).astype(np_dtype)
+        raise _fail(f"cannot make up random values of dtype {dtype}")
+
+    return _new_array(shape, dtype, fill)
+
+
+def _random_value(sinfo, symbols: _Symbols, rng, what: str, param: str):
+    """A random value fitting ``sinfo`` (its symbols all bound)."""
+    from . import relax
+    from .printer import sinfo_text
+
+    def cannot(why: str) -> "_Failure":
+        return _fail(f"{what}: cannot make up a random value for it ({why}); "
+                     f"give it with --input {param}=FILE.npy or in --inputs/--params")
+
+    if isinstance(sinfo, relax.TensorStructInfo):
+        if not sinfo.dtype:
+            raise cannot(f"{sinfo_text(sinfo)} has no dtype")
+        if sinfo.shape is None:
+            raise cannot(f"{sinfo_text(sinfo)} has no shape")
+        shape = tuple(int(symbols.value(d)) for d in sinfo.shape)
+        return _random_array(shape, sinfo.dtype, rng)
+    if isinstance(sinfo, relax.TupleStructInfo):
+        return tuple(_random_value(f, symbols, rng, f"{what}[{k}]", param) for k, f in enumerate(sinfo.fields))
+    if isinstance(sinfo, relax.ShapeStructInfo):
+        if sinfo.values is None:
+            raise cannot(f"{sinfo_text(sinfo)} has no values")
+        return tuple(int(symbols.value(d)) for d in sinfo.values)
+    if isinstance(sinfo, relax.PrimStructInfo):
+        if sinfo.value is not None:
+            return symbols.value(sinfo.value)
+        return _random_array((), sinfo.dtype, rng).item()
+    raise cannot(f"{sinfo_text(sinfo) if sinfo is not None else 'no annotation'}")
+
+
+def _given_value(sinfo, value):
+    """A loaded array as the VM expects it for ``sinfo``: arrays for tensors, Python scalars for
+    prim values, tuples of ints for shapes."""
+    import numpy as np
+
+    from . import relax
+
+    if isinstance(sinfo, relax.PrimStructInfo) and isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    if isinstance(sinfo, relax.ShapeStructInfo) and isinstance(value, np.ndarray) and value.ndim == 1 \
+            and value.dtype.kind in "iu":
+        return tuple(int(v) for v in value)
+    return value
+
+
+def _missing_symbols_error(missing: dict, fname: str) -> "_Failure":
+    """``missing``: symbol -> [(parameter, its annotation, whether an input array can give the
+    symbol)]."""
+    lines = []
+    for name, uses in missing.items():
+        users = ", ".join(f"'{p}' {ann}" for p, ann, _ in uses)
+        carriers = [p for p, _, array in uses if array]
+        how = f"--shape {name}=VALUE"
+        if carriers:
+            how += f", or an input that has it (--input {carriers[0]}=FILE.npy)"
+        lines.append(f"  {name}: used by {users}; pass {how}")
+    names = ", ".join(f"'{n}'" for n in missing)
+    what = "values for" if len(missing) > 1 else "a value for"
+    return _Failure(f"error: {fname}() needs {what} {names}, which no input gives:\n" + "\n".join(lines))
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _run(args) -> int:
+    from . import relax
+
+    shapes = _parse_shapes(args.shape)
+    if args.out:
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if os.path.isdir(args.out):
+            raise _fail(f"--out {args.out} is a directory")
+        if not os.path.isdir(folder):
+            raise _fail(f"--out {args.out}: no such folder {folder}")
+    program = _load_program(args.file)
+    target = _check_target(args.target)
+    name, func = program.pick(args.func)
+    if isinstance(func, relax.Function):
+        outputs, compile_s, times = _run_relax(program, name, func, args, shapes, target)
+    else:
+        outputs, compile_s, times = _run_prim(program, name, func, args, shapes, target)
+    color = not args.no_color and _stream_is_terminal(sys.stdout)
+    _print_outputs(outputs, compile_s, times, color)
+    if args.out:
+        _save_outputs(args.out, outputs)
+    return 0
+
+
+def _announce_random(random_names: list, zeroed: list, seed: int) -> None:
+    if random_names:
+        print(f"note: random inputs for {', '.join(random_names)} (seed {seed}); give them with --inputs, "
+              "--input or --params", file=sys.stderr)
+    if zeroed:
+        print(f"note: zero-filled outputs {', '.join(zeroed)}", file=sys.stderr)
+
+
+def _run_relax(program: _Program, name: str, func, args, shapes: dict, target: str):
+    import time
+
+    import numpy as np
+
+    from .printer import sinfo_text
+    from .runtime.vm import VirtualMachine
+
+    params = [p.name_hint for p in func.params]
+    sinfos = [p.struct_info for p in func.params]
+    known = []
+    for s in sinfos:
+        _sinfo_names(s, known)
+    symbols = _Symbols(shapes, known, name)
+    given = _read_given(args, params, name)
+
+    t0 = time.perf_counter()
+    ex = _compile(program, program.module(), target)
+    compile_s = time.perf_counter() - t0
+    _check_externs(program, name, ex)
+
+    # Bind the symbolic dims the given inputs fix, then make up the rest.
+    values: list = [None] * len(params)
+    for i, (pname, sinfo) in enumerate(zip(params, sinfos)):
+        if pname in given:
+            values[i] = _given_value(sinfo, given[pname].value)
+            _bind_from(symbols, sinfo, values[i], f"input '{pname}' (from {given[pname].source})")
+    missing: dict = {}
+    for pname, sinfo in zip(params, sinfos):
+        if pname in given:
+            continue
+        for sym in _sinfo_names(sinfo, []):
+            if sym not in symbols.env:
+                missing.setdefault(sym, []).append((pname, sinfo_text(sinfo), True))
+    if missing:
+        raise _missing_symbols_error(missing, name)
+    rng = np.random.default_rng(args.seed)
+    random_names = []
+    for i, (pname, sinfo) in enumerate(zip(params, sinfos)):
+        if pname not in given:
+            values[i] = _random_value(sinfo, symbols, rng, f"{name}() parameter '{pname}'", pname)
+            random_names.append(pname)
+    _announce_random(random_names, [], args.seed)
+
+    vm = VirtualMachine(ex)
+    f = vm[name]
+    sources = {p: g.source for p, g in given.items()}
+    result, first, times = _timed(lambda: f(*values), args.repeat, sources)
+    return _name_outputs(result, func.ret_struct_info), compile_s, (first, times)
+
+
+def _bind_from(symbols: _Symbols, sinfo, value, what: str) -> None:
+    import numpy as np
+
+    from . import relax
+
+    if isinstance(sinfo, relax.TensorStructInfo) and hasattr(value, "shape"):
+        symbols.bind(sinfo.shape, tuple(value.shape), what)
+    elif isinstance(sinfo, relax.ShapeStructInfo) and isinstance(value, tuple):
+        symbols.bind(sinfo.values, value, what)
+    elif isinstance(sinfo, relax.PrimStructInfo) and sinfo.value is not None \
+            and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        symbols.bind([sinfo.value], (value,), what)
+
+
+def _timed(call, repeat: int, sources: dict):
+    """Call once (the outputs; it also warms up), then ``repeat`` timed times; returns (the
+    first result, seconds of the first call, seconds of each timed call). Errors the call
+    raises for bad arguments (the VM's and the kernels' checks) are the user's."""
+    import re
+    import time
+
+    from .runtime.kernel import KernelAssertionError
+
+    times = []
+    try:
+        t0 = time.perf_counter()
+        result = call()
+        first = time.perf_counter() - t0
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+    except (TypeError, ValueError, KernelAssertionError) as err:
+        if _debugging():
+            raise
+        message = str(err)
+        m = re.search(r"argument '([^']+)'|parameter '([^']+)'", message)
+        param = m and (m.group(1) or m.group(2))
+        if param in sources:
+            message += f" ({param} was read from {sources[param]})"
+        raise _fail(message) from None
+    return result, first, times
+
+
+def _name_outputs(result, sinfo) -> list:
+    """[(name, NumPy array)]: ``output`` for one value, ``output_0``, ``output_1``, ... for a
+    tuple (``output_1_0`` inside a nested one)."""
+    import numpy as np
+
+    from . import relax
+
+    out: list = []
+
+    def add(value, s, name: str) -> None:
+        if isinstance(s, relax.ShapeStructInfo) or (
+            isinstance(value, tuple) and value and all(isinstance(v, int) for v in value)
+            and not isinstance(s, relax.TupleStructInfo)
+        ):
+            out.append((name, np.asarray(value, dtype=np.int64)))
+        elif isinstance(value, (tuple, list)):
+            fields = s.fields if isinstance(s, relax.TupleStructInfo) else [None] * len(value)
+            for k, (v, fs) in enumerate(zip(value, fields)):
+                add(v, fs, f"{name}_{k}")
+        elif hasattr(value, "numpy"):
+            out.append((name, value.numpy()))
+        else:
+            out.append((name, np.asarray(value)))
+
+    add(result, sinfo, "output")
+    return out
+
+
+def _check_externs(program: _Program, name: str, ex) -> None:
+    """A call of an extern function that nobody registered (the CLI registers none) is an
+    error before the run, pointing at the call. Looks at ``name`` and the Relax functions it
+    calls."""
+    from . import ir, relax
+    from .diagnostics import TVMScriptError
+    from .runtime.registry import REGISTRY
+
+    skipped = ("struct_info", "ret_struct_info", "sinfo_args", "span", "comments", "attrs", "params")
+    mod = program.module()
+    seen: set = set()
+    todo = [name]
+
+    def visit(x, fname: str) -> None:
+        if isinstance(x, relax.Call):
+            for callee in [x.op, *x.args[:1]]:
+                if isinstance(callee, relax.ExternFunc) and callee.global_symbol not in ex.kernels \
+                        and callee.global_symbol not in REGISTRY:
+                    raise program.report(TVMScriptError(
+                        f"'{callee.global_symbol}' is an extern function, and none is registered in tvms run "
+                        f"(called in function '{fname}')", x.span,
+                        notes=["extern functions are registered from Python with tvms.register_func: "
+                               "run this module from Python"]))
+            if isinstance(x.op, ir.GlobalVar):
+                todo.append(x.op.name_hint)
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                visit(y, fname)
+        elif isinstance(x, (relax.Expr, relax.Binding, relax.BindingBlock)):
+            for field in type(x).__dataclass_fields__:
+                if field not in skipped:
+                    visit(getattr(x, field, None), fname)
+
+    while todo:
+        fname = todo.pop()
+        if fname in seen:
+            continue
+        seen.add(fname)
+        func = mod[fname] if fname in mod else None
+        if isinstance(func, relax.Function):
+            visit(func.body, fname)
+
+
+def _run_prim(program: _Program, name: str, func, args, shapes: dict, target: str):
+    """A prim_func, called destination-passing: every buffer not given is made up, zero-filled
+    when the kernel writes it (an output), random when it only reads it; the buffers it
+    writes are the outputs."""
+    import time
+
+    import numpy as np
+
+    from . import ir
+
+    params = [v.name for v in func.params]
+    buffers = {v.name: func.buffer_map.get(v) for v in func.params}
+    aliases = {b.name: v for v, b in buffers.items() if b is not None and b.name not in buffers}
+    scalars = [v for v in func.params if buffers[v.name] is None]
+    known = []
+    for b in buffers.values():
+        if b is not None:
+            for d in b.shape:
+                _tir_names(d, known)
+    for v in scalars:
+        if v.name not in known:
+            known.append(v.name)
+    floats = {v.name for v in scalars if _is_float_dtype(v.dtype)}
+    symbols = _Symbols(shapes, known, name, floats)
+    given = _read_given(args, params, name, aliases)
+
+    t0 = time.perf_counter()
+    ex = _compile(program, ir.IRModule({name: func}), target)
+    compile_s = time.perf_counter() - t0
+    kernel = ex.kernels[name] if name in ex.kernels else next(iter(ex.kernels.values()))
+    written = {p.name for p in kernel.params if p.kind == "buffer" and p.written}
+
+    for v in func.params:
+        g = given.get(v.name)
+        b = buffers[v.name]
+        if g is None:
+            continue
+        if b is not None and hasattr(g.value, "shape"):
+            symbols.bind(b.shape, tuple(g.value.shape), f"input '{v.name}' (from {g.source})")
+        elif b is None and getattr(g.value, "ndim", None) == 0 and not _is_float_dtype(v.dtype):
+            symbols.bind([v], (g.value.item(),), f"input '{v.name}' (from {g.source})")
+    missing: dict = {}
+    for v in func.params:
+        b = buffers[v.name]
+        if v.name in given:
+            continue
+        if b is None:
+            if v.name not in symbols.env:
+                missing.setdefault(v.name, []).append((v.name, f"(a {v.dtype} scalar parameter)", False))
+            continue
+        for sym in [n for d in b.shape for n in _tir_names(d, [])]:
+            if sym not in symbols.env:
+                dims = ", ".join(_dim_str(d) for d in b.shape) + ("," if len(b.shape) == 1 else "")
+                missing.setdefault(sym, []).append((v.name, f'T.Buffer(({dims}), "{b.dtype}")', True))
+    if missing:
+        raise _missing_symbols_error(missing, name)
+
+    rng = np.random.default_rng(args.seed)
+    values: list = []
+    random_names, zeroed = [], []
+    for v in func.params:
+        b = buffers[v.name]
+        g = given.get(v.name)
+        if b is None:
+            value = g.value.item() if g is not None and getattr(g.value, "ndim", None) == 0 else \
+                (g.value if g is not None else symbols.env[v.name])
+            values.append(float(value) if _is_float_dtype(v.dtype) else value)
+            continue
+        if g is not None:
+            values.append(np.ascontiguousarray(g.value) if isinstance(g.value, np.ndarray) else g.value)
+            continue
+        shape = tuple(int(symbols.value(d)) for d in b.shape)
+        if v.name in written:
+            values.append(_zeros(shape, b.dtype))
+            zeroed.append(v.name)
+        else:
+            values.append(_random_array(shape, b.dtype, rng))
+            random_names.append(v.name)
+    _announce_random(random_names, zeroed, args.seed)
+
+    out_index = [i for i, v in enumerate(func.params) if v.name in written] or \
+        [i for i, v in enumerate(func.params) if buffers[v.name] is not None]
+    pristine = {i: np.array(values[i], copy=True) for i in out_index if isinstance(values[i], np.ndarray)}
+    runs = [0]
+
+    def call():
+        if runs[0]:  # every run starts from the same buffers, so in-place kernels repeat
+            for i, saved in pristine.items():
+                np.copyto(values[i], saved)
+        runs[0] += 1
+        kernel(*values)
+
+    sources = {p: g.source for p, g in given.items()}
+    _, first, times = _timed(call, args.repeat, sources)
+    outputs = [(params[i], np.asarray(values[i])) for i in out_index]
+    return outputs, compile_s, (first, times)
+
+
+def _dim_str(d) -> str:
+    from . import tir
+
+    if isinstance(d, tir.IntImm):
+        return str(d.value)
+    if isinstance(d, tir.Var):
+        return d.name
+    from .runtime.vm import _dim_text
+
+    return _dim_text(d)
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def _value_view(a) -> str:
+    """A short one-line numpy-style view of an array's values."""
+    import numpy as np
+
+    a = np.asarray(a)
+    shown = a if a.size <= 6 else a.ravel()
+    try:
+        text = np.array2string(shown, threshold=6, edgeitems=3, precision=4, separator=", ",
+                               max_line_width=1 << 20, suppress_small=True)
+    except Exception:  # an exotic dtype NumPy cannot format
+        text = repr(shown.tolist()[:6])
+    return " ".join(line.strip() for line in text.splitlines())
+
+
+def _fmt_seconds(seconds: float) -> str:
+    ms = seconds * 1000.0
+    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
+def _print_outputs(outputs: list, compile_s: float, timing: tuple, color: bool) -> None:
+    rows = [(n, "(" + ", ".join(map(str, a.shape)) + ("," if a.ndim == 1 else "") + ")", str(a.dtype),
+             _value_view(a)) for n, a in outputs]
+    first, times = timing
+    ordered = sorted(times)
+    n = len(ordered)
+    median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    timing = [f"compile: {_fmt_seconds(compile_s)}",
+              f"run: median {_fmt_seconds(median)} over {n} run{'s' if n != 1 else ''} "
+              f"(min {_fmt_seconds(ordered[0])}; first call {_fmt_seconds(first)})"]
+    header = ("output", "shape", "dtype", "values")
+    if color:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*header, header_style="bold")
+        for row in rows:
+            table.add_row(*row)
+        console = Console(file=sys.stdout, highlight=False)
+        if rows:
+            console.print(table)
+        else:
+            console.print("(no outputs)")
+        for line in timing:
+            label, _, rest = line.partition(": ")
+            console.print(f"[bold]{label}:[/bold] {rest}", markup=True)
+        return
+    lines = []
+    if rows:
+        widths = [max(len(r[k]) for r in [header, *rows]) for k in range(3)]
+        for r in [header, *rows]:
+            lines.append("  ".join(r[k].ljust(widths[k]) for k in range(3)) + "  " + r[3])
+    else:
+        lines.append("(no outputs)")
+    sys.stdout.write("\n".join(lines + timing) + "\n")
+
+
+def _save_outputs(path: str, outputs: list) -> None:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **{n: a for n, a in outputs})
+    try:
+        _write_new_atomically(path, buffer.getvalue())
+    except OSError as err:
+        raise _fail(f"cannot write {path}: {err.strerror or err}") from None
+
+
+def _write_new_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename; an
+    existing file keeps its permissions, a new one gets the default ones."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "it is a directory", path)
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target) or "."
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=".tvms-out-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ----------------------------------------------------------------------------- compile
+
+
+def _compile_command(args) -> int:
+    from . import ir, tir
+
+    program = _load_program(args.file)
+    target = _check_target(args.target)
+    mod = program.module()
+    only = None
+    if args.func:
+        only, func = program.pick(args.func)
+        if isinstance(func, tir.PrimFunc):
+            if args.emit == "python":
+                raise _fail(f"'{only}' is a T.prim_func: --emit python shows the code of Relax functions; "
+                            "use --emit llvm or asm for a prim_func")
+            mod = ir.IRModule({only: func})
+        elif args.emit != "python":
+            raise _fail(f"'{only}' is a Relax function: --emit {args.emit} shows the prim_funcs' code; "
+                        "use --emit python, or give --func a prim_func")
+    ex = _compile(program, mod, target)
+    if args.emit == "python":
+        if only is not None:
+            text = ex.functions[only].source
+        elif not ex.functions:
+            raise _fail(f"{program.path} has no Relax function: nothing for --emit python")
+        else:
+            text = ex.as_python()
+    else:
+        prim_funcs = {gv.name_hint: f for gv, f in ex.mod.functions.items() if isinstance(f, tir.PrimFunc)}
+        if not prim_funcs:
+            raise _fail(f"{program.path} has no T.prim_func: nothing to compile to {args.emit}")
+        from .runtime.cpu import build_cpu
+
+        text = build_cpu(prim_funcs).get_source(args.emit)
+    if not text.endswith("\n"):
+        text += "\n"
+    if args.output:
+        try:
+            _write_new_atomically(args.output, text.encode("utf-8"))
+        except OSError as err:
+            raise _fail(f"cannot write {args.output}: {err.strerror or err}") from None
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 if __name__ == "__main__":

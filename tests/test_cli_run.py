@@ -1,0 +1,324 @@
+"""``tvms run`` and ``tvms compile``, through the installed ``tvms`` entry point, checked against
+NumPy. Every error exits 1 with a message naming or locating the problem, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+TVMS = shutil.which("tvms")
+pytestmark = pytest.mark.skipif(TVMS is None, reason="the tvms entry point is not installed")
+
+
+def tvms(*args, cwd=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TVMS_DEBUG")}
+    proc = subprocess.run([TVMS, *map(str, args)], capture_output=True, env=env, cwd=cwd, timeout=120)
+    proc.out = proc.stdout.decode("utf-8", "replace")
+    proc.err = proc.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in proc.out + proc.err, proc.out + proc.err
+    return proc
+
+
+def ok(*args, cwd=None) -> subprocess.CompletedProcess:
+    proc = tvms(*args, cwd=cwd)
+    assert proc.returncode == 0, proc.err
+    assert "\x1b[" not in proc.out + proc.err  # piped: plain text
+    return proc
+
+
+def load_npz(path) -> dict:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+# A dynamic-shape module: n is bound by x, or by --shape n=... when x is made up.
+DYN = '''\
+@I.ir_module
+class Module:
+    @T.prim_func
+    def scale_add(a: T.handle, b: T.handle, c: T.handle):
+        n = T.int64()
+        A = T.match_buffer(a, (n, 4), "float32")
+        B = T.match_buffer(b, (4,), "float32")
+        C = T.match_buffer(c, (n, 4), "float32")
+        for i, j in T.grid(n, 4):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = A[vi, vj] * T.float32(2) + B[vj]
+
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), y: R.Tensor((4,), "float32")):
+        n = T.int64()
+        cls = Module
+        with R.dataflow():
+            z = R.call_tir(cls.scale_add, (x, y), out_sinfo=R.Tensor((n, 4), "float32"))
+            R.output(z)
+        return (z, x)
+'''
+
+BROKEN = '''\
+@R.function
+def main(x: R.Tensor((1, 10), "float32")):
+    lv = R.nn.relu(lv9)
+    return lv
+'''
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> dict:
+    """Inputs of samples/e2e_mlp.tvms in files, and NumPy's answer."""
+    d = tmp_path_factory.mktemp("mlp")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 784)).astype("float32")
+    w0 = (rng.standard_normal((128, 784)) * 0.05).astype("float32")
+    b0 = rng.standard_normal(128).astype("float32")
+    w1 = (rng.standard_normal((10, 128)) * 0.1).astype("float32")
+    b1 = rng.standard_normal(10).astype("float32")
+    np.savez(d / "inputs.npz", x=x, w0=w0, b0=b0, w1=w1, b1=b1)
+    np.save(d / "img.npy", x)
+    np.savez(d / "weights.npz", x=np.zeros_like(x), w0=w0, b0=b0, w1=w1, b1=b1)  # x: overridden by --input
+    np.savez(d / "extra.npz", x=x, bias=b0)
+    np.savez(d / "x64.npz", x=x.astype("float64"))
+    np.save(d / "wide.npy", np.zeros((2, 784), "float32"))
+    (d / "junk.npz").write_text("not an archive")
+    expected = np.maximum(x @ w0.T + b0, 0) @ w1.T + b1
+    return {"dir": d, "expected": expected}
+
+
+@pytest.fixture(scope="module")
+def dyn(tmp_path_factory) -> pathlib.Path:
+    path = tmp_path_factory.mktemp("dyn") / "dyn.tvms"
+    path.write_text(DYN)
+    rng = np.random.default_rng(3)
+    np.save(path.parent / "x7.npy", rng.standard_normal((7, 4)).astype("float32"))
+    np.save(path.parent / "x5.npy", rng.standard_normal((5, 4)).astype("float32"))
+    np.save(path.parent / "y.npy", rng.standard_normal(4).astype("float32"))
+    return path
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def test_run_with_inputs_npz(mlp):
+    d = mlp["dir"]
+    proc = ok("run", SAMPLES / "e2e_mlp.tvms", "--inputs", d / "inputs.npz", "--out", d / "r1.npz")
+    out = load_npz(d / "r1.npz")
+    assert list(out) == ["output"]
+    np.testing.assert_allclose(out["output"], mlp["expected"], rtol=1e-4, atol=1e-4)
+    lines = proc.out.splitlines()
+    assert lines[0].split() == ["output", "shape", "dtype", "values"]
+    assert lines[1].startswith("output") and "(1, 10)" in lines[1] and "float32" in lines[1]
+    assert f"{mlp['expected'][0, 0]:.3f}"[:5] in lines[1]  # a view of the values
+    assert lines[2].startswith("compile: ") and lines[2].endswith(" ms")
+    assert lines[3].startswith("run: median ") and "over 1 run " in lines[3]
+    assert "random" not in proc.err
+    assert not [p for p in d.iterdir() if p.name.startswith(".tvms-")]  # written through a temp file
+
+
+def test_run_mixing_input_and_params_with_repeat(mlp):
+    d = mlp["dir"]
+    proc = ok("run", SAMPLES / "e2e_mlp.tvms", "--input", f"x={d / 'img.npy'}", "--params", d / "weights.npz",
+              "--out", d / "r2.npz", "--repeat", "7")
+    np.testing.assert_allclose(load_npz(d / "r2.npz")["output"], mlp["expected"], rtol=1e-4, atol=1e-4)
+    assert "run: median " in proc.out and " ms over 7 runs (min " in proc.out
+    assert proc.err == ""
+
+
+def test_random_inputs_are_announced_and_reproducible(tmp_path):
+    sample = SAMPLES / "e2e_mlp.tvms"
+    first = ok("run", sample, "--seed", "3", "--out", tmp_path / "a.npz")
+    assert "random inputs for x, w0, b0, w1, b1 (seed 3)" in first.err
+    ok("run", sample, "--seed", "3", "--out", tmp_path / "b.npz")
+    ok("run", sample, "--seed", "4", "--out", tmp_path / "c.npz")
+    a, b, c = (load_npz(tmp_path / f"{k}.npz")["output"] for k in "abc")
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_run_dynamic_shape_from_shape_flag(dyn):
+    out = dyn.parent / "s.npz"
+    proc = ok("run", dyn, "--shape", "n=5", "--input", f"y={dyn.parent / 'y.npy'}", "--out", out)
+    assert "random inputs for x (seed 0)" in proc.err
+    result = load_npz(out)
+    assert sorted(result) == ["output_0", "output_1"]  # the tuple (z, x)
+    x, y = result["output_1"], np.load(dyn.parent / "y.npy")
+    assert x.shape == (5, 4)
+    np.testing.assert_allclose(result["output_0"], x * 2 + y, rtol=1e-6)
+    assert "output_0" in proc.out and "(5, 4)" in proc.out and "output_1" in proc.out
+
+
+def test_run_dynamic_shape_bound_by_an_input(dyn):
+    out = dyn.parent / "b.npz"
+    ok("run", dyn, "--input", f"x={dyn.parent / 'x7.npy'}", "--input", f"y={dyn.parent / 'y.npy'}", "--out", out)
+    x, y = np.load(dyn.parent / "x7.npy"), np.load(dyn.parent / "y.npy")
+    np.testing.assert_allclose(load_npz(out)["output_0"], x * 2 + y, rtol=1e-6)
+
+
+def test_run_lowered_samples(tmp_path):
+    """Seed 000's zero-pipeline output (the README's first command) against NumPy, and its
+    LegalizeOps output against it."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 784)).astype("float32")
+    w1 = (rng.standard_normal((256, 784)) * 0.05).astype("float32")
+    b1 = rng.standard_normal(256).astype("float32")
+    w2 = (rng.standard_normal((10, 256)) * 0.05).astype("float32")
+    b2 = rng.standard_normal(10).astype("float32")
+    np.savez(tmp_path / "in.npz", x=x, p_fc1_weight=w1, p_fc1_bias=b1, p_fc2_weight=w2, p_fc2_bias=b2)
+    ok("run", SAMPLES / "mlp_zero.tvms", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "zero.npz")
+    expected = np.maximum(x @ w1.T + b1, 0) @ w2.T + b2
+    np.testing.assert_allclose(load_npz(tmp_path / "zero.npz")["output"], expected, rtol=1e-4, atol=1e-4)
+    proc = ok("run", SAMPLES / "mlp_legalized.tvms", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "leg.npz")
+    assert "(1, 10)" in proc.out
+    np.testing.assert_allclose(load_npz(tmp_path / "leg.npz")["output"], expected, rtol=1e-4, atol=1e-4)
+    proc = ok("run", SAMPLES / "mlp_zero.tvms")  # the README's quick start
+    assert "random inputs for x, p_fc1_weight, p_fc1_bias, p_fc2_weight, p_fc2_bias (seed 0)" in proc.err
+
+
+def test_run_a_lone_prim_func(tmp_path):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((128, 128)).astype("float32")
+    b = rng.standard_normal((128, 128)).astype("float32")
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    proc = ok("run", SAMPLES / "te_matmul.tvms", "--input", f"A={tmp_path / 'a.npy'}",
+              "--input", f"B={tmp_path / 'b.npy'}", "--out", tmp_path / "m.npz", "--repeat", "3")
+    assert "zero-filled outputs matmul" in proc.err
+    out = load_npz(tmp_path / "m.npz")
+    assert list(out) == ["matmul"]  # the buffers the kernel writes, by parameter name
+    np.testing.assert_allclose(out["matmul"], a @ b, rtol=1e-4, atol=1e-3)
+    proc = ok("run", SAMPLES / "te_relu_1d.tvms")
+    assert "random inputs for" in proc.err
+
+
+def test_run_one_prim_func_of_a_module(mlp):
+    proc = ok("run", SAMPLES / "e2e_mlp.tvms", "--func", "relu0", "--seed", "1", "--out", mlp["dir"] / "relu.npz")
+    assert "random inputs for X (seed 1)" in proc.err
+    y = load_npz(mlp["dir"] / "relu.npz")["Y"]
+    assert y.shape == (1, 128) and (y >= 0).all() and (y > 0).any()
+
+
+def _error(args, *expected, cwd=None):
+    proc = tvms(*args, cwd=cwd)
+    assert proc.returncode == 1, (proc.out, proc.err)
+    assert "error:" in proc.err
+    for text in expected:
+        assert text in proc.err, proc.err
+    return proc
+
+
+def test_run_input_errors(mlp):
+    d = mlp["dir"]
+    sample = SAMPLES / "e2e_mlp.tvms"
+    _error(["run", sample, "--inputs", d / "extra.npz"],
+           "extra.npz has an array 'bias', but main() has no parameter named 'bias' "
+           "(its parameters: x, w0, b0, w1, b1)")
+    _error(["run", sample, "--input", f"y={d / 'img.npy'}"], "no parameter named 'y'")
+    _error(["run", sample, "--inputs", d / "junk.npz"], "junk.npz is not a NumPy .npz archive")
+    _error(["run", sample, "--inputs", d / "missing.npz"], "no such file: ")
+    _error(["run", sample, "--input", "x"], "--input expects NAME=FILE.npy")
+    _error(["run", sample, "--params", d / "img.npy"], "is not a NumPy .npz archive (it is a .npy file")
+    _error(["run", sample, "--func", "nope"], "no function named 'nope' (the module has: relu0, linear0, linear1, main)")
+    _error(["run", sample, "--shape", "n=8"], "main() has no symbolic dimension 'n'")
+    _error(["run", sample, "--target", "cuda"], "target 'cuda' is not supported yet")
+    _error(["run", d / "missing.tvms"], "no such file: ")
+
+
+def test_run_errors_from_the_vm(mlp):
+    d = mlp["dir"]
+    sample = SAMPLES / "e2e_mlp.tvms"
+    _error(["run", sample, "--inputs", d / "x64.npz"],
+           "main() argument 'x': expected dtype float32, got float64", "x was read from")
+    _error(["run", sample, "--input", f"x={d / 'wide.npy'}"], "main() argument 'x': dimension 0 is 2, expected 1")
+
+
+def test_run_symbolic_dimension_errors(dyn):
+    proc = _error(["run", dyn], "main() needs a value for 'n'", "--shape n=VALUE", "--input x=FILE.npy")
+    assert "R.Tensor((n, 4)" in proc.err
+    _error(["run", dyn, "--shape", "n=8", "--input", f"x={dyn.parent / 'x5.npy'}"],
+           "has n = 5 (dimension 0), but --shape n=8")
+    _error(["run", dyn, "--shape", "m=8"], "no symbolic dimension 'm' (it has: n)")
+    _error(["run", dyn, "--shape", "n"], "--shape expects SYM=N")
+
+
+def test_run_errors_in_the_program_are_located(tmp_path):
+    bad = tmp_path / "bad.tvms"
+    bad.write_text(BROKEN)
+    _error(["run", bad], "undefined name 'lv9'", f"--> {bad}:3:20", "^^^")
+    proc = _error(["run", SAMPLES / "mlp.tvms"], "R.permute_dims is not lowered yet",
+                  f"--> {SAMPLES / 'mlp.tvms'}:13:28", "^^^")
+    assert "13 |             permute_dims = R.permute_dims(" in proc.err
+    _error(["run", SAMPLES / "mixture.tvms"], "'env.relu' is an extern function", "is registered",
+           f"--> {SAMPLES / 'mixture.tvms'}:30:19", "^^^")
+
+
+def test_run_out_errors(mlp, tmp_path):
+    _error(["run", SAMPLES / "e2e_mlp.tvms", "--out", tmp_path / "nowhere" / "r.npz"], "no such folder")
+    _error(["run", SAMPLES / "e2e_mlp.tvms", "--out", tmp_path], "is a directory")
+
+
+def _on_terminal(args: list) -> str:
+    pty = pytest.importorskip("pty")
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    try:
+        proc = subprocess.run([TVMS, *map(str, args)], stdout=slave, stderr=subprocess.PIPE, env=env, timeout=120)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+    assert proc.returncode == 0, proc.stderr
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_run_rich_table_on_a_terminal(dyn):
+    text = _on_terminal(["run", dyn, "--shape", "n=3"])
+    assert "\x1b[" in text and "output_0" in text and "┃" in text and "compile:" in text
+    plain = _on_terminal(["run", dyn, "--shape", "n=3", "--no-color"])
+    assert "\x1b[" not in plain and plain.splitlines()[0].split() == ["output", "shape", "dtype", "values"]
+
+
+# ----------------------------------------------------------------------------- compile
+
+
+def test_compile_emit_llvm():
+    proc = ok("compile", SAMPLES / "e2e_mlp.tvms", "--emit", "llvm")
+    assert "define " in proc.out
+    for kernel in ("relu0", "linear0", "linear1"):
+        assert f"{kernel}(" in proc.out
+    proc = ok("compile", SAMPLES / "e2e_mlp.tvms", "--func", "relu0")
+    assert "relu0(" in proc.out and "linear0(" not in proc.out
+
+
+def test_compile_emit_asm_to_a_file(tmp_path):
+    out = tmp_path / "mlp.s"
+    proc = ok("compile", SAMPLES / "e2e_mlp.tvms", "--emit", "asm", "-o", out)
+    assert proc.out == "" and f"wrote {out}" in proc.err
+    text = out.read_text()
+    assert ".globl" in text and "relu0:" in text and "ret" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.s"]
+
+
+def test_compile_emit_python():
+    proc = ok("compile", SAMPLES / "e2e_mlp.tvms", "--emit", "python")
+    assert proc.out.startswith("def _fn0_main(*args):") and "_K1_linear0(" in proc.out
+
+
+def test_compile_errors(tmp_path):
+    _error(["compile", SAMPLES / "mlp.tvms"], "R.permute_dims is not lowered yet", f"{SAMPLES / 'mlp.tvms'}:13:28")
+    _error(["compile", SAMPLES / "te_matmul.tvms", "--emit", "python"], "has no Relax function")
+    _error(["compile", SAMPLES / "e2e_mlp.tvms", "-o", tmp_path / "no" / "x.ll"], "cannot write")
