@@ -99,7 +99,7 @@ def _raise_pending() -> None:
     raise KernelAssertionError(msg)
 
 
-def _eval_dim(text: str, env: dict) -> Optional[int]:
+def eval_dim_text(text: str, env: dict) -> Optional[int]:
     """Value of a dimension expression over bound symbols; None if a symbol is unbound."""
 
     def ev(node):
@@ -283,7 +283,7 @@ class Kernel:
             env.setdefault(spec.name, v)
             scalars.append(v)
         for text, got, where in deferred:
-            want = _eval_dim(text, env)
+            want = eval_dim_text(text, env)
             if want is None:
                 raise ValueError(f"{self.name}: cannot determine {where} ({text}): a symbol in it is not "
                                  "bound by any other dimension")

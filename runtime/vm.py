@@ -604,7 +604,9 @@ def check_kernel_args(kernel, tensors, what: str) -> None:
             elif got != want:
                 raise ValueError(f"{label} expects {where} to be {want}, got {got} (shape {t._shape})")
     for label, where, text, got in later:
-        want = _eval_text(text, env)
+        from .kernel import eval_dim_text
+
+        want = eval_dim_text(text, env)
         if want != got:
             raise ValueError(f"{label} {where} is {got}, expected {text} = {want}")
 
@@ -613,27 +615,3 @@ def _tensor_class():
     from .ndarray import Tensor
 
     return Tensor
-
-
-def _eval_text(text: str, env: dict) -> int:
-    """The value of a kernel's dimension expression (``"(n * 2)"``) over bound symbols."""
-    import ast
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            return env[node.id]
-        if isinstance(node, ast.BinOp):
-            a, b = ev(node.left), ev(node.right)
-            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
-                   ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b}
-            return ops[type(node.op)]()
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
-            vals = [ev(a) for a in node.args]
-            return min(vals) if node.func.id == "min" else max(vals)
-        raise ValueError(f"unsupported dimension expression {text!r}")
-
-    return ev(ast.parse(text, mode="eval"))
