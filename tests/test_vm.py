@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import glob
 import os
-import timeit
 
 import numpy as np
 import pytest
@@ -695,24 +694,18 @@ def _chain_module(n: int, extern: bool) -> str:
     return "\n".join(lines)
 
 
-def _per_call(f, *args, number=200) -> float:
-    return min(timeit.repeat(lambda: f(*args), number=number, repeat=5)) / number
-
-
-def test_chain_of_100_kernels_is_cheap():
-    """100 call_tir of 1-element kernels: the VM's own cost per kernel stays around the cost of
-    the ctypes call itself (well under a microsecond here); the bound is loose for slow CI."""
+def test_chain_of_100_kernels():
+    """100 call_tir of 1-element kernels run in order (benchmarks/vm_overhead.py times them)."""
     vm = make_vm(tvms.parse(_chain_module(100, extern=False)))
     x = tvms.nd.array(np.zeros(1, "float32"))
     np.testing.assert_array_equal(vm["main"](x).numpy(), [100.0])
-    per_kernel = _per_call(vm["main"], x) / 100
-    assert per_kernel < 10e-6, f"{per_kernel * 1e6:.2f} us per kernel"
+    np.testing.assert_array_equal(vm["main"](x).numpy(), [100.0])  # the arena is reused
 
 
 def test_chain_of_100_extern_calls():
-    tvms.register_func("test_vm.noop", lambda a, out: None, override=True)
+    calls = []
+    tvms.register_func("test_vm.noop", lambda a, out: calls.append(1), override=True)
     vm = make_vm(tvms.parse(_chain_module(100, extern=True)))
     x = tvms.nd.array(np.zeros(1, "float32"))
     vm["main"](x)
-    per_call = _per_call(vm["main"], x) / 100
-    assert per_call < 20e-6, f"{per_call * 1e6:.2f} us per extern call"
+    assert len(calls) == 100
