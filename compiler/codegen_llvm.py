@@ -2,8 +2,9 @@
 
 `codegen(funcs)` lowers each `tir.PrimFunc` (`compiler.lower_tir.lower`) and emits one LLVM
 function per kernel into one `llvmlite.ir.Module`, for the host CPU (its triple, CPU name and
-features, from `llvmlite.binding`). `optimize` runs LLVM's new pass manager at O3 with loop
-and SLP vectorization; `runtime.cpu` JIT-compiles the result with MCJIT.
+features, from `llvmlite.binding`). `optimize` runs LLVM's new pass manager (its default
+pipeline at the level asked, with loop and SLP vectorization); `runtime.cpu` JIT-compiles the
+result with MCJIT.
 
 Kernel ABI (the contract with `runtime.kernel.Kernel`), for a function named ``name`` in the
 IRModule, exported as the symbol ``tvms_<name>`` (non-identifier characters become ``_``)::
@@ -20,6 +21,12 @@ Loops: ``T.serial`` loops are plain loops; ``T.unroll`` loops with a constant ex
 `UNROLL_LIMIT` are unrolled here (larger ones get ``llvm.loop.unroll.full``); ``T.vectorized``
 loops carry ``llvm.loop.vectorize.enable`` (and their width when constant), so LLVM's loop
 vectorizer treats them as vectorizable; ``T.parallel`` loops are outlined and run on libgomp.
+Loop annotations (set by `compiler.schedule_cpu`, see `lower_tir.VECTORIZE_ANN`) steer LLVM
+without changing results: ``"tvms.vectorize_width": n`` vectorizes a serial loop at width n,
+``"tvms.interleave": c`` with c vectors per iteration (default 1), ``"tvms.unroll": 0`` never
+unrolls it and ``"tvms.unroll": n`` unrolls it n times. Below O3, LLVM unrolls and interleaves
+only what the IR asks for (`optimize`): these annotations, and the full unrolling this module
+asks for on small loop nests (`UNROLL_BUDGET`).
 
 Why libgomp's ``GOMP_parallel`` for parallel loops: it is the OpenMP runtime gcc itself emits
 calls to, present on every Linux machine with gcc's runtime, and it keeps a pool of worker
@@ -50,12 +57,14 @@ import llvmlite.ir as ir
 
 from tvmscript import tir
 
-from .lower_tir import Allocate, lower
+from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
 
 __all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize",
-           "UNROLL_LIMIT", "symbol_name"]
+           "UNROLL_LIMIT", "UNROLL_BUDGET", "UNROLL_MAX_EXTENT", "symbol_name"]
 
 UNROLL_LIMIT = 64
+UNROLL_BUDGET = 384  # loop nests doing at most this many loads and stores in all are unrolled,
+UNROLL_MAX_EXTENT = 16  # ... if none of their loops is longer than this (longer ones vectorize)
 ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
 
 _I1 = ir.IntType(1)
@@ -104,13 +113,22 @@ def host_target() -> HostTarget:
     return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(), features)
 
 
-def optimize(llmod, tm, speed_level: int = 3) -> None:
-    """LLVM's new pass manager, the default O3 pipeline with loop and SLP vectorization."""
+def optimize(llmod, tm, speed_level: int = 2) -> None:
+    """LLVM's new pass manager, its default pipeline at ``speed_level`` (O1 to O3) with loop
+    and SLP vectorization.
+
+    Below O3, loops are unrolled and vector loops interleaved only where the IR asks for it
+    (loop metadata from the kernels' annotations, see `_FuncGen.annotation_props`), not by
+    LLVM's heuristics: those unroll and interleave every loop they can, which multiplies the
+    code LLVM then optimizes and selects instructions for (and the compile time: a kernel's
+    loop costs about twice as much) while kernels run memory-bound or are limited by their
+    loop order, not by loop overhead. O3 keeps LLVM's heuristics (and its compile time: about
+    four times O2's on the seed MLP)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
-    pto.loop_unrolling = True
-    pto.loop_interleaving = True
+    pto.loop_unrolling = speed_level >= 3
+    pto.loop_interleaving = speed_level >= 3
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(llmod, pb)
@@ -593,6 +611,14 @@ class _FuncGen:
         kind = s.kind
         if kind == "thread_binding":
             raise NotImplementedError(f"kernel '{self.kname}': thread-bound loops need a GPU target")
+        if tir.is_const_int(s.extent, 1):
+            # One iteration: no loop at all, just the body at the loop variable's minimum (fewer
+            # loops for LLVM to analyse, simplify and delete; no thread start for a parallel one).
+            self.env[s.loop_var] = self.expr(s.min)
+            if self.is_nonneg(s.min):
+                self.nonneg.add(s.loop_var)
+            self.stmt(s.body)
+            return
         if kind == "parallel" and not self.in_parallel:
             self.stmt_parallel(s)
             return
@@ -612,9 +638,40 @@ class _FuncGen:
                 props.append(("llvm.loop.vectorize.width", ir.Constant(_I32, width)))
         elif kind == "unroll":
             props.append(("llvm.loop.unroll.full", None))
+        props += self.annotation_props(s)
         lo = self.expr(s.min)
         hi = self.int_add(lo, self.expr(s.extent), s.loop_var.dtype)
         self.emit_loop(s.loop_var, lo, hi, s.body, props, nonneg=self.is_nonneg(s.min))
+
+    def annotation_props(self, s: tir.For) -> list:
+        """LLVM loop metadata for the loop's annotations (`VECTORIZE_ANN`, `INTERLEAVE_ANN`,
+        `UNROLL_ANN`) or, for an unannotated serial loop whose whole nest is small (constant
+        extents of at most `UNROLL_MAX_EXTENT`, at most `UNROLL_BUDGET` loads and stores in all
+        its iterations), full unrolling: what LLVM's own heuristics do to such a nest at O3
+        (they are off below O3, see `optimize`). A small reduction nest unrolled that way lets
+        the loop around it be vectorized (a convolution's window, a short matmul row)."""
+        ann = s.annotations
+        props = []
+        if not ann:
+            # (A parallel loop inside a parallel one runs serially: it is a serial loop here.)
+            serial = s.kind == "serial" or (s.kind == "parallel" and self.in_parallel)
+            if serial and _unroll_cost(s, self.in_parallel) <= UNROLL_BUDGET:
+                props.append(("llvm.loop.unroll.full", None))
+            return props
+        width = ann.get(VECTORIZE_ANN)
+        if width is not None and _int_value(width) > 1 and s.kind == "serial":
+            props.append(("llvm.loop.vectorize.enable", ir.Constant(_I1, 1)))
+            props.append(("llvm.loop.vectorize.width", ir.Constant(_I32, _int_value(width))))
+            count = _int_value(ann.get(INTERLEAVE_ANN, 1))
+            props.append(("llvm.loop.interleave.count", ir.Constant(_I32, max(1, count))))
+        unroll = ann.get(UNROLL_ANN)
+        if unroll is not None and s.kind != "unroll":
+            count = _int_value(unroll)
+            if count == 0:
+                props.append(("llvm.loop.unroll.disable", None))
+            elif count > 1:
+                props.append(("llvm.loop.unroll.count", ir.Constant(_I32, count)))
+        return props
 
     def int_add(self, a, b, dtype):
         if _is_signed(dtype) and _bits(dtype) >= 32:
@@ -1044,6 +1101,54 @@ def _truthy(value) -> bool:
     if isinstance(value, (tir.IntImm, tir.FloatImm)):
         return bool(value.value)
     return bool(value)
+
+
+_NO_UNROLL = 1 << 30
+
+
+def _unroll_cost(s, in_parallel: bool = False) -> int:
+    """Loads and stores a lowered statement executes, when that is a constant of loops with
+    constant extents and plain statements (else a huge number): the size of its full unroll.
+    ``in_parallel``: inside a parallel loop, where nested parallel loops run serially."""
+    if isinstance(s, tir.For):
+        kinds = ("serial", "unroll", "parallel") if in_parallel else ("serial", "unroll")
+        if s.kind not in kinds or s.annotations or not isinstance(s.extent, tir.IntImm) \
+                or s.extent.value > UNROLL_MAX_EXTENT:
+            return _NO_UNROLL
+        return min(_NO_UNROLL, max(0, s.extent.value) * _unroll_cost(s.body, in_parallel))
+    if isinstance(s, tir.SeqStmt):
+        return min(_NO_UNROLL, sum(_unroll_cost(x, in_parallel) for x in s.seq))
+    if isinstance(s, tir.IfThenElse):
+        return _unroll_cost(s.then_case, in_parallel) + (
+            _unroll_cost(s.else_case, in_parallel) if s.else_case is not None else 0)
+    if isinstance(s, tir.BufferStore):
+        return 1 + _count_loads(s.value)
+    return _NO_UNROLL
+
+
+def _count_loads(e) -> int:
+    if isinstance(e, tir.BufferLoad):
+        return 1
+    if isinstance(e, tir.BinaryOp):
+        return _count_loads(e.a) + _count_loads(e.b)
+    if isinstance(e, tir.Cast):
+        return _count_loads(e.value)
+    if isinstance(e, tir.Not):
+        return _count_loads(e.a)
+    if isinstance(e, tir.Select):
+        return _count_loads(e.condition) + _count_loads(e.true_value) + _count_loads(e.false_value)
+    if isinstance(e, tir.Call):
+        return sum(_count_loads(a) for a in e.args if isinstance(a, tir.PrimExpr))
+    if isinstance(e, tir.Let):
+        return _count_loads(e.value) + _count_loads(e.body)
+    return 0
+
+
+def _int_value(value) -> int:
+    """An annotation value as an int: ``8`` and ``T.int32(8)`` (an IntImm) alike."""
+    if isinstance(value, (tir.IntImm, tir.FloatImm)):
+        return int(value.value)
+    return int(value)
 
 
 def _elem_align(dtype: str) -> int:

@@ -32,11 +32,19 @@ from tvmscript import tir
 __all__ = [
     "Allocate", "IRMutator", "lower", "lower_init", "convert_blocks_to_loops", "flatten_buffers",
     "lower_intrinsics", "plan_allocations", "substitute", "STACK_ALLOC_LIMIT", "dump",
+    "VECTORIZE_ANN", "INTERLEAVE_ANN", "UNROLL_ANN",
 ]
 
 # Allocations of at most this many bytes, with a constant size, live on the stack (each thread
 # of a parallel loop has its own stack of at least 2 MiB); the rest are malloc'ed.
 STACK_ALLOC_LIMIT = 64 * 1024
+
+# Loop annotations (``tir.For.annotations``) the CPU code generator turns into LLVM loop
+# metadata; they change how a loop is compiled, never what it computes. `compiler.schedule_cpu`
+# sets them on loops it creates.
+VECTORIZE_ANN = "tvms.vectorize_width"  # int: vectorize at this width
+INTERLEAVE_ANN = "tvms.interleave"  # int: ... with this many vectors per iteration (default 1)
+UNROLL_ANN = "tvms.unroll"  # int: 0 never unroll this loop, n > 1 unroll it n times
 
 LOWERED_ATTR = "tvms.lowered"
 

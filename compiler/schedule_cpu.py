@@ -17,11 +17,16 @@ elementwise op, or a reduction ``C[s] = C[s] <op> f(...)`` with ``T.init``, wher
    that operand's panel (``reduce extent x tile``) is packed into a contiguous buffer once
    per tile when it is reused across other spatial loops (rows of a wide matrix lie 4 KiB or
    more apart and compete for a few cache sets); a single reduce loop is split when the
-   panel would exceed `PACKED_PANEL_BYTES` (`PANEL_BYTES` unpacked);
+   panel would exceed `PACKED_PANEL_BYTES` (`PANEL_BYTES` unpacked); the tile loop is
+   annotated to be vectorized as one iteration of ``tile / lanes`` vectors (see
+   `lower_tir.VECTORIZE_ANN`), which LLVM then holds in registers across the reduction;
+   without reduce loops, when the innermost loop still reads an operand with a large stride
+   (a transposing copy), that loop and the loop along which the operand is contiguous are
+   both split into blocks of `BLOCK_TILE_BYTES`, block loops outside (`_plan_block_tiles`);
 3. moves a reduction's ``T.init`` into a loop nest of its own over the spatial loops, run
    before the reduction (TVM's ``decompose_reduction``), so the inner loop has no branch;
 4. marks the outermost spatial loop ``T.parallel`` when the nest does at least
-   `PARALLEL_MIN_WORK` iterations.
+   `PARALLEL_MIN_WORK` iterations (and the init nest too, when it alone does that many).
 
 Why this is legal: in the nests accepted, every spatial point writes its own element (the
 store's indices are exactly the spatial iterators), reads the stored buffer only at that
@@ -40,14 +45,16 @@ from typing import Optional
 
 from tvmscript import tir
 
-from .lower_tir import IRMutator, substitute
+from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, substitute
 
-__all__ = ["default_schedule", "tile_bytes", "PANEL_BYTES", "PACKED_PANEL_BYTES", "PARALLEL_MIN_WORK"]
+__all__ = ["default_schedule", "tile_bytes", "vector_bytes", "PANEL_BYTES", "PACKED_PANEL_BYTES",
+           "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]
 
 VECTOR_REGISTERS_PER_TILE = 8  # accumulators: enough to keep two FMA pipes busy
 PACKED_PANEL_BYTES = 256 * 1024  # reduce extent x tile of a packed operand, kept in L2
 PANEL_BYTES = 64 * 1024  # the same, unpacked: strided rows use few cache sets, so far less fits
 PARALLEL_MIN_WORK = 1 << 17  # iterations below which starting threads costs more than it saves
+BLOCK_TILE_BYTES = 64  # each side of a block of a transposing copy: one cache line
 SCHEDULED_ATTR = "tvms.default_scheduled"
 _BIG = 1 << 30  # the stride of an access through a symbolic dimension: assume it is large
 
@@ -351,12 +358,20 @@ def _schedule_nest(top: tir.For):
         # The best innermost loop is a reduction (a dot product along unit strides): keep the
         # order; only parallelize.
         plan.order = list(info)
+    elif not others_r and _plan_block_tiles(plan, rhs_loads, accesses, inner, others_s, ebytes):
+        plan.order = unit + plan.outer_s + plan.order
     else:
         e = inner.const_extent
         if others_r and e is not None:
             plan.tile = _pick_tile(e, max(1, tile_bytes() // ebytes))
         if plan.tile is not None:
             _plan_packing(plan, rhs_loads, accesses, inner, others_s, others_r, ebytes)
+            # The tile is one iteration of `tile / lanes` vectors: LLVM keeps them in registers
+            # across the reduce loops around it (the accumulators of a matmul microkernel).
+            lanes = max(1, vector_bytes() // ebytes)
+            if plan.tile % lanes == 0:
+                plan.annotations[(id(inner), "inner")] = {VECTORIZE_ANN: lanes,
+                                                          INTERLEAVE_ANN: plan.tile // lanes}
         plan.order = (unit + ([inner] if plan.tile else []) + plan.outer_s
                       + ([others_r[0]] if plan.ksplit else [])
                       + plan.inner_s + others_r + [inner])
@@ -375,6 +390,8 @@ class _Plan:
         self.pack_strides: dict = {}  # its element stride along each iterator
         self.outer_s: list = []  # spatial loops above the packing point
         self.inner_s: list = []  # spatial loops below it (the panel is reused across them)
+        self.splits: dict = {}  # id(loop) -> factor: other loops split in two (block tiles)
+        self.annotations: dict = {}  # (id(loop), part) -> annotations of that new loop
 
 
 def _pack_reuse(ld, st, inner, nontrivial, rhs_loads) -> int:
@@ -424,6 +441,43 @@ def _plan_packing(plan: _Plan, rhs_loads, accesses, inner, others_s, others_r, e
         _, _, plan.pack, plan.outer_s, plan.inner_s, plan.pack_strides = candidates[0]
 
 
+def _plan_block_tiles(plan: _Plan, rhs_loads, accesses, inner, others_s, ebytes) -> bool:
+    """For a nest without reduction whose innermost loop still reads some operand with a large
+    stride (a transposing copy: ``B[j, i] = A[i, j]``), tile it in two dimensions: the
+    innermost loop and the spatial loop along which that operand is contiguous are split into
+    blocks of `BLOCK_TILE_BYTES`, with both block loops outside both in-block loops. A block
+    then reads and writes a few whole cache lines (and pages) at a time, instead of one
+    element of a different line (and often page) per iteration. Returns whether it did."""
+    if inner.const_extent is None:
+        return False
+    tile = max(1, BLOCK_TILE_BYTES // ebytes)
+    for ld, st in zip(rhs_loads, accesses[1:]):
+        if abs(st.get(inner.iv.var, 0)) <= 1:
+            continue
+        for lp in others_s:
+            if abs(st.get(lp.iv.var, 0)) != 1 or lp.const_extent is None:
+                continue
+            t_inner = _pick_tile(inner.const_extent, tile)
+            t_other = _pick_tile(lp.const_extent, tile)
+            if t_inner is None or t_other is None:
+                continue
+            plan.tile = t_inner
+            plan.splits[id(lp)] = t_other
+            plan.outer_s = [o for o in others_s if o is not lp]
+            plan.inner_s = []
+            plan.order = [lp, inner, lp, inner]
+            # In a block, code generation keeps the loops as they are: the inner one vectorized
+            # at the host's vector width (its strided loads gathered into vectors), the other
+            # one rolled. Unrolled (as LLVM's O3 heuristics would), LLVM searches interleaved
+            # access groups through the result, which costs several times the compile time of
+            # the whole kernel and runs no faster.
+            lanes = max(1, vector_bytes() // ebytes)
+            plan.annotations[(id(inner), "inner")] = {VECTORIZE_ANN: lanes, UNROLL_ANN: 0}
+            plan.annotations[(id(lp), "inner")] = {UNROLL_ANN: 0}
+            return True
+    return False
+
+
 def _build(top, info, block, realize, store, init, inner, unit, others_s, others_r, plan: _Plan):
     """Emit the new nest (and the init nest and the packing) from the plan."""
     def fresh(v: tir.Var, suffix: str = "") -> tir.Var:
@@ -437,6 +491,8 @@ def _build(top, info, block, realize, store, init, inner, unit, others_s, others
     for lp in plan.order:
         dt = lp.dtype
         factor = plan.tile if lp is inner and plan.tile else (plan.ksplit if plan.ksplit and lp is others_r[0] else None)
+        if factor is None:
+            factor = plan.splits.get(id(lp))
         if factor is None:
             nv = fresh(lp.var)
             loops.append((nv, lp.min, lp.extent, lp, "full"))
@@ -494,14 +550,23 @@ def _build(top, info, block, realize, store, init, inner, unit, others_s, others
     for i in range(len(loops) - 1, -1, -1):
         if pack_at is not None and i == pack_at - 1:
             body = pack_block(body)
-        nv, lo, ext, _, _ = loops[i]
-        body = tir.For(nv, lo, ext, "parallel" if i == par_index else "serial", body)
+        nv, lo, ext, lp, part = loops[i]
+        ann = dict(plan.annotations.get((id(lp), part), {}))
+        body = tir.For(nv, lo, ext, "parallel" if i == par_index else "serial", body, annotations=ann)
     if pack_at == 0:
         body = pack_block(body)
     if not decompose:
         return body
     init_loops = [lp for lp in unit if lp.kind == "S"] + others_s + ([inner] if inner.kind == "S" else [])
-    init_nest = _init_nest(block, init, init_loops, par_index is not None)
+    # The init stores one element per spatial point: worth threads only when there are many.
+    init_work, init_symbolic = 1, False
+    for lp in init_loops:
+        if lp.const_extent is None:
+            init_symbolic = True
+        else:
+            init_work *= lp.const_extent
+    init_parallel = par_index is not None and (init_symbolic or init_work >= PARALLEL_MIN_WORK)
+    init_nest = _init_nest(block, init, init_loops, init_parallel)
     guard = None
     for lp in others_r:
         if lp.const_extent is None:
@@ -596,9 +661,8 @@ def _init_nest(block, init, spatial_loops: list, parallel: bool):
     return stmt
 
 
-def tile_bytes() -> int:
-    """Bytes of one output row tile: `VECTOR_REGISTERS_PER_TILE` vectors of the host's widest
-    vector registers (64-byte AVX-512, 32-byte AVX, else 16-byte)."""
+def vector_bytes() -> int:
+    """Bytes of the host's widest vector registers (64 with AVX-512, 32 with AVX, else 16)."""
     try:
         from .codegen_llvm import host_target
 
@@ -606,12 +670,16 @@ def tile_bytes() -> int:
     except Exception:  # noqa: BLE001 - no LLVM: assume AVX
         features = "+avx"
     if "+avx512f" in features:
-        width = 64
-    elif "+avx" in features:
-        width = 32
-    else:
-        width = 16
-    return VECTOR_REGISTERS_PER_TILE * width
+        return 64
+    if "+avx" in features:
+        return 32
+    return 16
+
+
+def tile_bytes() -> int:
+    """Bytes of one output row tile: `VECTOR_REGISTERS_PER_TILE` vectors of the host's widest
+    vector registers (`vector_bytes`)."""
+    return VECTOR_REGISTERS_PER_TILE * vector_bytes()
 
 
 def _pick_tile(extent: int, target: int, allow_small: bool = False) -> Optional[int]:

@@ -2,8 +2,9 @@
 
 ``build_cpu(funcs)`` takes ``{name: tir.PrimFunc}`` (or an `IRModule`, whose PrimFuncs are
 taken, or a lone PrimFunc), applies the CPU default schedule (`compiler.schedule_cpu`), lowers
-and generates LLVM IR (`compiler.codegen_llvm`), optimizes it at O3 with LLVM's new pass
-manager, and JIT-compiles it with MCJIT into a `CPUModule`::
+and generates LLVM IR (`compiler.codegen_llvm`), optimizes it with LLVM's new pass manager (O2
+with loop and SLP vectorization by default), and JIT-compiles it with MCJIT into a
+`CPUModule`; all kernels of one call share one LLVM module and one execution engine::
 
     mod = build_cpu(ir_mod)
     mod["linear0"](x, w, b, out)        # a runtime.kernel.Kernel, destination-passing
@@ -11,7 +12,14 @@ manager, and JIT-compiles it with MCJIT into a `CPUModule`::
 
 Compiled modules are cached in memory, keyed by a structural hash of the functions (names of
 variables do not matter, as in `tvmscript.ir.structural_equal`) and the build options; a hit
-is confirmed with `structural_equal` against a private copy of the functions it was built from.
+is confirmed with `structural_equal` against a private copy of the functions it was built from
+(kept pickled: pickling is several times cheaper than `copy.deepcopy` on a cold build).
+
+Why O2 by default: at O2 LLVM unrolls and interleaves loops only where the IR asks for it
+(the annotations the default schedule puts on the loops it creates, and small loop nests, see
+`compiler.codegen_llvm.optimize`), where O3's heuristics unroll every loop they can; that
+multiplies the code LLVM optimizes and selects instructions for, so O3 compiles the seed MLP
+about four times slower, and its kernels run no faster. ``opt_level=3`` is still there.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import ctypes
 import ctypes.util
 import dataclasses
 import hashlib
+import pickle
 import struct
 import sys
 import threading
@@ -164,12 +173,12 @@ def structural_hash(obj) -> str:
 class CPUModule:
     """JIT-compiled kernels, by prim_func name. Holds the LLVM execution engine alive."""
 
-    def __init__(self, engine, target_machine, kernels: dict, llvm_ir: str, llvm_ir_unopt: str,
+    def __init__(self, engine, target_machine, kernels: dict, llvm_ir, llvm_ir_unopt: str,
                  target: HostTarget, parallel: str) -> None:
         self._engine = engine
         self._tm = target_machine
         self.kernels: dict = kernels
-        self._llvm_ir = llvm_ir
+        self._llvm_ir = llvm_ir  # text, or the engine's optimized llvmlite module (printed on demand)
         self._llvm_ir_unopt = llvm_ir_unopt
         self._asm: Optional[str] = None
         self.target = target
@@ -200,12 +209,14 @@ class CPUModule:
         """``"llvm"``: the optimized LLVM IR; ``"llvm-unopt"``: as generated; ``"asm"``: the
         host assembly."""
         if fmt in ("llvm", "ll"):
+            if not isinstance(self._llvm_ir, str):
+                self._llvm_ir = str(self._llvm_ir)
             return self._llvm_ir
         if fmt in ("llvm-unopt", "ll-unopt"):
             return self._llvm_ir_unopt
         if fmt in ("asm", "s"):
             if self._asm is None:
-                m = llvm.parse_assembly(self._llvm_ir)
+                m = llvm.parse_assembly(self.get_source("llvm"))
                 self._asm = self._tm.emit_assembly(m)
             return self._asm
         raise ValueError(f"unknown source format {fmt!r} (expected 'llvm', 'llvm-unopt' or 'asm')")
@@ -225,7 +236,20 @@ def _as_func_dict(funcs) -> dict:
 
 
 _cache_lock = threading.Lock()
-_cache: dict = {}  # key -> list of (copied funcs, CPUModule)
+_cache: dict = {}  # key -> list of (pickled or copied funcs, CPUModule)
+
+
+def _private_copy(funcs: dict):
+    """A copy of ``funcs`` that later changes to them cannot reach: their pickle (bytes), or a
+    deep copy if something in them cannot be pickled."""
+    try:
+        return pickle.dumps(funcs, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - an unpicklable attribute value: fall back
+        return copy.deepcopy(funcs)
+
+
+def _restore(saved) -> dict:
+    return pickle.loads(saved) if isinstance(saved, bytes) else saved
 
 
 def clear_cache() -> None:
@@ -233,14 +257,15 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bool = True,
+def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 2, use_cache: bool = True,
               parallel: Optional[str] = None) -> CPUModule:
     """Compile PrimFuncs for the host CPU.
 
     ``schedule``: apply `compiler.schedule_cpu.default_schedule` first (it never changes
-    results). ``parallel``: ``"gomp"``/``"serial"`` to force a parallel runtime (default: gomp
-    when libgomp is present). Structurally equal inputs built with equal options return the
-    same cached `CPUModule`."""
+    results). ``opt_level``: LLVM's optimization level, 0 to 3 (see the module docstring for
+    why 2 is the default). ``parallel``: ``"gomp"``/``"serial"`` to force a parallel runtime
+    (default: gomp when libgomp is present). Structurally equal inputs built with equal
+    options return the same cached `CPUModule`."""
     funcs = _as_func_dict(funcs)
     runtime = parallel_runtime()
     if parallel is not None:
@@ -256,14 +281,16 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
         parts = [repr(options)] + [f"{n}:{structural_hash(funcs[n])}" for n in sorted(funcs)]
         key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
         with _cache_lock:
-            for saved, module in _cache.get(key, ()):
-                if saved.keys() == funcs.keys() and all(
-                    tir_ir.structural_equal(saved[n], funcs[n]) for n in funcs
-                ):
-                    return module
+            candidates = list(_cache.get(key, ()))
+        for saved, module in candidates:
+            saved = _restore(saved)
+            if saved.keys() == funcs.keys() and all(
+                tir_ir.structural_equal(saved[n], funcs[n]) for n in funcs
+            ):
+                return module
     module = _build(funcs, schedule, opt_level, runtime, target)
     if use_cache:
-        saved = copy.deepcopy(funcs)
+        saved = _private_copy(funcs)
         with _cache_lock:
             _cache.setdefault(key, []).append((saved, module))
     return module
@@ -283,11 +310,11 @@ def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: Ho
     llmod.verify()
     if opt_level > 0:
         codegen_llvm.optimize(llmod, tm, speed_level=opt_level)
-    optimized = str(llmod)
     engine = llvm.create_mcjit_compiler(llmod, tm)
     engine.finalize_object()
     engine.run_static_constructors()
-    module = CPUModule(engine, tm, {}, optimized, text, target, runtime)
+    # The engine owns (and keeps alive) llmod: its text is printed only if someone asks.
+    module = CPUModule(engine, tm, {}, llmod, text, target, runtime)
     for info in result.kernels:
         addr = engine.get_function_address(info.symbol)
         if not addr:

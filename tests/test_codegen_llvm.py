@@ -423,17 +423,21 @@ class Module:
         X = T.match_buffer(x, (n, 8))
         Y = T.match_buffer(y, (n,))
         for i in T.parallel(n):
-            tmp = T.alloc_buffer((8,))
-            for j in T.parallel(8):
-                with T.block("t"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    tmp[vj] = X[vi, vj] * T.float32(2)
-            for j in range(8):
-                with T.block("s"):
-                    vi, vj = T.axis.remap("SR", [i, j])
-                    with T.init():
-                        Y[vi] = T.float32(0)
-                    Y[vi] = Y[vi] + tmp[vj]
+            # A block per iteration, so each iteration (each thread) has its own `tmp`: an
+            # alloc_buffer outside any block would belong to the root block, shared by all.
+            with T.block("row"):
+                vi = T.axis.spatial(n, i)
+                tmp = T.alloc_buffer((8,))
+                for j in T.parallel(8):
+                    with T.block("t"):
+                        vj = T.axis.spatial(8, j)
+                        tmp[vj] = X[vi, vj] * T.float32(2)
+                for j in range(8):
+                    with T.block("s"):
+                        vj = T.axis.reduce(8, j)
+                        with T.init():
+                            Y[vi] = T.float32(0)
+                        Y[vi] = Y[vi] + tmp[vj]
 '''
 
 
