@@ -91,7 +91,7 @@ def comment_lines(text: str) -> list[str]:
 
 
 def no_temp_files(folder: pathlib.Path) -> bool:
-    return not [p for p in folder.iterdir() if p.name.startswith(".tvms-fmt-")]
+    return not [p for p in folder.iterdir() if p.name.startswith(".tvms-")]
 
 
 # ----------------------------------------------------------------------------- show

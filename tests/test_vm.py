@@ -8,6 +8,8 @@ from __future__ import annotations
 import glob
 import os
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -672,26 +674,15 @@ def test_threads_each_get_their_own_arena():
 
 
 def _chain_module(n: int, extern: bool) -> str:
-    lines = ["@I.ir_module", "class Module:",
-             "    @T.prim_func",
-             '    def add_one(A: T.Buffer((1,), "float32"), B: T.Buffer((1,), "float32")):',
-             "        for i in range(1):",
-             '            with T.block("b"):',
-             "                vi = T.axis.spatial(1, i)",
-             "                B[vi] = A[vi] + T.float32(1)",
-             "",
-             "    @R.function",
-             '    def main(x: R.Tensor((1,), "float32")) -> R.Tensor((1,), "float32"):',
-             "        cls = Module",
-             "        with R.dataflow():"]
-    prev = "x"
-    callee = '"test_vm.noop"' if extern else "cls.add_one"
-    op = "R.call_dps_packed" if extern else "R.call_tir"
-    for i in range(n):
-        lines.append(f'            lv{i} = {op}({callee}, ({prev},), out_sinfo=R.Tensor((1,), "float32"))')
-        prev = f"lv{i}"
-    lines += [f"            R.output({prev})", f"        return {prev}", ""]
-    return "\n".join(lines)
+    """The benchmark's chain of n 1-element kernels (benchmarks/vm_overhead.py times it), with
+    the test's extern name."""
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "vm_overhead.py"
+    spec = importlib.util.spec_from_file_location("vm_overhead", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.chain_module(n, extern).replace('"bench.noop"', '"test_vm.noop"')
 
 
 def test_chain_of_100_kernels():

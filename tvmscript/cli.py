@@ -287,25 +287,8 @@ def _unsafe_to_write(original: str, formatted: str) -> str | None:
 
 
 def _write_atomically(path: str, text: str) -> None:
-    """Write through a temporary file in the same folder, then rename over the original, so a
-    crash or a full disk never leaves the user's file half-written."""
-    path = os.path.realpath(path)  # through a symlink: rewrite its target, keep the link
-    folder = os.path.dirname(path)
-    mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=".tvms-fmt-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """`_write_new_atomically` for the text of a file being reformatted."""
+    _write_new_atomically(path, text.encode("utf-8"))
 
 
 def cmd_check(args) -> int:
@@ -1151,8 +1134,10 @@ def _save_outputs(path: str, outputs: list) -> None:
 
 
 def _write_new_atomically(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename; an
-    existing file keeps its permissions, a new one gets the default ones."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so a
+    crash or a full disk never leaves the file half-written. An existing file keeps its
+    permissions (a new one gets the default ones); through a symlink, the target is rewritten
+    and the link kept."""
     if os.path.isdir(path):
         raise IsADirectoryError(21, "it is a directory", path)
     target = os.path.realpath(path)
@@ -1163,7 +1148,7 @@ def _write_new_atomically(path: str, data: bytes) -> None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=".tvms-out-", suffix=".tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=".tvms-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
