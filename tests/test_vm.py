@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import glob
 import os
-
 import pathlib
 
 import numpy as np
