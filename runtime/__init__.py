@@ -1,0 +1,29 @@
+"""tvmscript.runtime: everything that executes — tensors and devices, the extern function
+registry, JIT-compiled CPU kernels (`cpu.py`, `kernel.py`), the executable and the Relax VM.
+
+TVM's runtime names are served from here on first use (``tvms.runtime.tensor(x)``,
+``tvms.runtime.Tensor``, ``tvms.runtime.VirtualMachine``...), so importing the package does not
+load NumPy or LLVM.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Tensor": ("ndarray", "Tensor"), "NDArray": ("ndarray", "Tensor"), "tensor": ("ndarray", "tensor"),
+    "array": ("ndarray", "array"), "empty": ("ndarray", "empty"), "from_dlpack": ("ndarray", "from_dlpack"),
+    "Device": ("devices", "Device"), "cuda": ("devices", "cuda"), "device": ("devices", "device"),
+    "gpu": ("devices", "gpu"),
+    "register_func": ("registry", "register_func"), "get_global_func": ("registry", "get_global_func"),
+    "VirtualMachine": ("vm", "VirtualMachine"), "Executable": ("executable", "Executable"),
+}
+
+
+def __getattr__(name: str):
+    spec = _EXPORTS.get(name)
+    if spec is None:
+        raise AttributeError(f"module 'tvmscript.runtime' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"{__name__}.{spec[0]}"), spec[1])
+    globals()[name] = value
+    return value

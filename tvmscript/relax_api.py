@@ -51,34 +51,6 @@ for _name, _value in (("build", build), ("VirtualMachine", VirtualMachine), ("Ex
         setattr(_relax, _name, _value)
 
 
-# ---- names served lazily (they need NumPy)
-_LAZY_RUNTIME = {
-    "Tensor": ("ndarray", "Tensor"), "NDArray": ("ndarray", "Tensor"), "tensor": ("ndarray", "tensor"),
-    "array": ("ndarray", "array"), "empty": ("ndarray", "empty"), "from_dlpack": ("ndarray", "from_dlpack"),
-}
-
-
-def _runtime_getattr(name: str):
-    """Module ``__getattr__`` for ``tvmscript.runtime``: ``tvms.runtime.tensor(...)`` and friends."""
-    spec = _LAZY_RUNTIME.get(name)
-    if spec is None:
-        raise AttributeError(f"module 'tvmscript.runtime' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"tvmscript.runtime.{spec[0]}"), spec[1])
-    setattr(_runtime_pkg, name, value)
-    return value
-
-
-_runtime_pkg = importlib.import_module("tvmscript.runtime")
-# Not "cpu": runtime/cpu.py (the CPU backend) owns that name in this package; tvms.cpu() is it.
-for _name, _value in (("Device", Device), ("cuda", cuda), ("device", device),
-                      ("register_func", register_func), ("get_global_func", get_global_func),
-                      ("VirtualMachine", VirtualMachine), ("Executable", Executable)):
-    if not hasattr(_runtime_pkg, _name):
-        setattr(_runtime_pkg, _name, _value)
-if not hasattr(_runtime_pkg, "__getattr__"):
-    _runtime_pkg.__getattr__ = _runtime_getattr
-
-
 def __getattr__(name: str):
     """Lazy attributes of the tvmscript package (re-exported there): ``nd``, ``Tensor``."""
     if name == "nd":
