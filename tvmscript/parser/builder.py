@@ -91,6 +91,7 @@ class Context:
         self.module_names: dict[str, ir.GlobalVar] = {}
         self.module_kinds: dict[str, str] = {}
         self.type_vars: dict[str, tir.Var] = {}
+        self.metadata: dict[str, list] = {}  # the file's metadata section (large constants)
 
     # ---- errors
     def span(self, node) -> Span:
@@ -455,6 +456,9 @@ def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, file
 
     items = []
     for stmt in stmts:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.target, ast.Name) and stmt.target.id == "metadata":
+            ctx.metadata = read_metadata(ctx, stmt.value)
+            continue
         if isinstance(stmt, ast.Assign) and _is_type_var(stmt):
             name = stmt.target.id
             ctx.type_vars[name] = tir.Var("int64", name)
@@ -500,6 +504,36 @@ def _keep_leftovers(table: dict, node, leftovers: list[ast.Comment]) -> None:
         merge_comments(table, node, ir.Comments(after=closing))
     if end:
         merge_comments(table, ("end", node), ir.Comments(after=end))
+
+
+def read_metadata(ctx: Context, node) -> dict:
+    """The file's metadata section, ``metadata = {"relax.expr.Constant": [R.const_data(shape,
+    dtype, "base64..."), ...]}`` (tvmscript/metadata.py), as {table name: [numpy arrays]}."""
+    from ..metadata import decode
+
+    if not isinstance(node, ast.Dict):
+        raise ctx.error("the metadata section must be a dict of lists", node)
+    tables = {}
+    for key_node, value in zip(node.keys, node.values):
+        key = literal(ctx, key_node)
+        if not isinstance(key, str) or not isinstance(value, (ast.List, ast.Tuple)):
+            raise ctx.error("the metadata section must map names to lists", key_node)
+        entries = []
+        for entry in value.elts:
+            if not (isinstance(entry, ast.Call) and dotted_name(entry.func) == "R.const_data"):
+                raise ctx.error("a metadata entry is R.const_data(shape, dtype, \"base64\")", entry)
+            args = bind_arguments(ctx, entry, "R.const_data", ["shape", "dtype", "data"])
+            shape, dtype, data = (literal(ctx, args[k]) for k in ("shape", "dtype", "data"))
+            if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+                raise ctx.error("the shape of a metadata entry is a tuple of sizes", args["shape"])
+            if not isinstance(dtype, str) or not isinstance(data, str):
+                raise ctx.error("a metadata entry needs a dtype string and a base64 string", entry)
+            try:
+                entries.append(decode(tuple(shape), dtype, data))
+            except (ValueError, TypeError) as err:
+                raise ctx.error(f"bad metadata entry: {err}", args["data"]) from None
+        tables[key] = entries
+    return tables
 
 
 def _is_type_var(stmt: ast.Assign) -> bool:

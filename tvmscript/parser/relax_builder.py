@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import ir, relax, tir
 from ..diagnostics import did_you_mean
 from . import ast
+from ..metadata import CONSTANT_KEY
 from .builder import (
     FUNC_ATTR, Context, Scope, bind_arguments, comments_of, dotted_name, literal, loose_comments,
     merge_comments, take_comments,
@@ -464,12 +465,11 @@ class RelaxFunctionBuilder:
         raise self.error(f"unsupported expression '{dotted_name(node) or node.attr}'", node)
 
     def _subscript(self, node: ast.Subscript):
+        inner = node.value
+        if isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and inner.value.id in ("meta", "metadata"):
+            return self._metadata_constant(inner.value.id, inner.index, node)
         if isinstance(node.value, ast.Name) and node.value.id in ("meta", "metadata"):
-            raise self.error(
-                f"{node.value.id}[...] refers to a metadata section (constants stored beside the text), "
-                "which this file does not have",
-                node,
-            )
+            raise self.error(f"{node.value.id}[...] needs a kind and an index: metadata[\"{CONSTANT_KEY}\"][0]", node)
         base = self.expr(node.value)
         index = literal(self.ctx, node.index)
         if not isinstance(index, int):
@@ -516,6 +516,27 @@ class RelaxFunctionBuilder:
             if ret is not None:
                 sinfo = ret
         return relax.Call(callee, args, {}, [], sinfo, self.ctx.span(node))
+
+    def _metadata_constant(self, name: str, key_node, node: ast.Subscript):
+        """``metadata["relax.expr.Constant"][i]`` (and older TVM's ``meta[relay.Constant][i]``):
+        the i-th constant of the file's metadata section (see tvmscript/metadata.py)."""
+        key = key_node.value if isinstance(key_node, ast.Constant) else dotted_name(key_node)
+        if key in ("relay.Constant", "R.expr.Constant", "ir.GenericConst"):
+            key = CONSTANT_KEY  # older and newer TVM's names for the same table
+        index = literal(self.ctx, node.index)
+        table = self.ctx.metadata.get(key)
+        if table is None:
+            if not self.ctx.metadata:
+                raise self.error(
+                    f"{name}[...] refers to a metadata section (constants stored beside the text), "
+                    "which this file does not have",
+                    node,
+                )
+            raise self.error(f"the metadata section has no '{key}' table", key_node)
+        if not isinstance(index, int) or not 0 <= index < len(table):
+            raise self.error(f"metadata['{key}'] has {len(table)} entries; there is no [{index}]", node.index)
+        array = table[index]
+        return relax.Constant(array, const_sinfo(array))
 
     def _op_call(self, op, node: ast.Call, name: str):
         from ..compiler.op import OpError

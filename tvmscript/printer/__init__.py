@@ -60,6 +60,7 @@ def print_module(mod: ir.IRModule) -> str:
     body.line("class Module:", _trailing(mc))
     used = {"ir"}
     names = {gv.name_hint for gv in mod.functions}
+    metadata: list = []
     with body.indent():
         if mod.attrs:
             body.line(f"I.module_attrs({TIRPrinter().attr_dict(mod.attrs)})")
@@ -73,14 +74,25 @@ def print_module(mod: ir.IRModule) -> str:
                 TIRPrinter(comments=func.comments).prim_func(body, func, gv.name_hint)
             else:
                 used.add("relax")
-                printer = RelaxPrinter(names, func.comments)
+                printer = RelaxPrinter(names, func.comments, metadata)
                 printer.function(body, func, gv.name_hint)
                 if printer.uses_tir:
                     used.add("tir")
     if mc is not None:
         body.after(mc)
     _file_end(body, mod.comments.get(("end", mod)))
+    _metadata_section(body, metadata)
     return _with_header(body, used, mod.source_header)
+
+
+def _metadata_section(doc: Doc, constants: list) -> None:
+    """The constants printed by reference, at the end of the file (see tvmscript/metadata.py)."""
+    if constants:
+        from ..metadata import section
+
+        doc.blank()
+        for line in section(constants):
+            doc.comment(line)
 
 
 def _file_end(doc: Doc, comments) -> None:
@@ -95,10 +107,13 @@ def print_function(func, name: str) -> str:
         TIRPrinter(comments=func.comments).prim_func(doc, func, name)
         used = {"tir"}
     else:
-        printer = RelaxPrinter(None, func.comments)
+        metadata: list = []
+        printer = RelaxPrinter(None, func.comments, metadata)
         printer.function(doc, func, name)
         used = {"relax"} | ({"tir"} if printer.uses_tir else set())
     _file_end(doc, (func.comments or {}).get(("end", func)))
+    if isinstance(func, relax.Function):
+        _metadata_section(doc, metadata)
     return _with_header(doc, used, None)
 
 

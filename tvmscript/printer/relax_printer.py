@@ -9,6 +9,7 @@ are written as strings in the signature (``R.Tensor(("n", 784), ...)``) and decl
 from __future__ import annotations
 
 from .. import ir, relax, tir
+from ..metadata import CONSTANT_KEY, is_inline
 from .doc import Doc
 from .tir_printer import Names, TIRPrinter, format_float, format_string, printed_attrs, same_node
 
@@ -16,8 +17,11 @@ _OP_PREFIX = "relax."
 
 
 class RelaxPrinter:
-    def __init__(self, module_functions: set | None = None, comments: dict | None = None) -> None:
+    def __init__(self, module_functions: set | None = None, comments: dict | None = None,
+                 metadata: list | None = None) -> None:
         self.names = Names()
+        # Large constants printed by reference, for the file's metadata section (None: inline).
+        self.metadata = metadata
         self.tir = TIRPrinter(self.names)
         self.module_functions = module_functions  # names of the module's functions, if in one
         self.comments = comments or {}
@@ -110,9 +114,16 @@ class RelaxPrinter:
 
     def constant(self, c: relax.Constant) -> str:
         data = c.data
-        dtype = str(data.dtype)
-        value = _py_value(data)
-        return f'R.const({value}, "{dtype}")'
+        if not is_inline(data) and self.metadata is not None:
+            # Large: referenced as TVM does; the values go in the file's metadata section.
+            for i, seen in enumerate(self.metadata):
+                if seen is data:
+                    break
+            else:
+                i = len(self.metadata)
+                self.metadata.append(data)
+            return f'metadata["{CONSTANT_KEY}"][{i}]'
+        return f'R.const({_py_value(data)}, "{data.dtype}")'
 
     def call(self, e: relax.Call) -> str:
         op = e.op
