@@ -7,6 +7,7 @@ change: ``tvms.parse``/``tvms.load``/``tvms.script.from_source`` read TVMScript 
 
 from __future__ import annotations
 
+import importlib as _importlib
 import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
@@ -51,6 +52,8 @@ _RUNTIME_NAMES = frozenset((
 
 
 def __getattr__(name: str):
+    if name == "te":  # tensor expressions (compiler/te.py), loaded on first use
+        return globals().setdefault("te", _importlib.import_module(f"{__name__}.compiler.te"))
     if name in _RUNTIME_NAMES:
         from . import relax_api
 

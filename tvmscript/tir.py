@@ -45,6 +45,34 @@ def is_valid_dtype(dtype: str) -> bool:
 class PrimExpr(Node):
     dtype: str
 
+    # Python operators build the nodes TVMScript's operators build (as tvm.tir.PrimExpr's do),
+    # with TVM's literal rule: a Python number takes the other operand's dtype. ``==``/``hash``
+    # stay identity-based; use `equal` / `not_equal` for EQ / NE nodes.
+    def __add__(self, other): return _binary(Add, self, other)
+    def __radd__(self, other): return _binary(Add, other, self)
+    def __sub__(self, other): return _binary(Sub, self, other)
+    def __rsub__(self, other): return _binary(Sub, other, self)
+    def __mul__(self, other): return _binary(Mul, self, other)
+    def __rmul__(self, other): return _binary(Mul, other, self)
+    def __truediv__(self, other): return _binary(Div, self, other)
+    def __rtruediv__(self, other): return _binary(Div, other, self)
+    def __floordiv__(self, other): return _binary(FloorDiv, self, other)
+    def __rfloordiv__(self, other): return _binary(FloorDiv, other, self)
+    def __mod__(self, other): return _binary(FloorMod, self, other)
+    def __rmod__(self, other): return _binary(FloorMod, other, self)
+    def __pow__(self, other): return _binary("tir.pow", self, other)
+    def __rpow__(self, other): return _binary("tir.pow", other, self)
+    def __neg__(self):
+        if isinstance(self, (IntImm, FloatImm)):
+            return const(-self.value, self.dtype)
+        return Mul(self.dtype, self, const(-1, self.dtype))
+    def __lt__(self, other): return _binary(LT, self, other)
+    def __le__(self, other): return _binary(LE, self, other)
+    def __gt__(self, other): return _binary(GT, self, other)
+    def __ge__(self, other): return _binary(GE, self, other)
+    def equal(self, other): return _binary(EQ, self, other)
+    def not_equal(self, other): return _binary(NE, self, other)
+
 
 @dataclass(eq=False, slots=True)
 class Var(PrimExpr):
@@ -329,3 +357,77 @@ def seq(stmts: list) -> Stmt:
         else:
             flat.append(s)
     return flat[0] if len(flat) == 1 else SeqStmt(flat)
+
+
+_INT_RANK = {"bool": 0, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 3, "uint32": 3,
+             "int64": 4, "uint64": 4}
+_FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
+
+
+def _wider_dtype(a: str, b: str) -> str:
+    if is_float(a) and is_float(b):
+        return a if _FLOAT_RANK.get(a, 0) >= _FLOAT_RANK.get(b, 0) else b
+    if is_float(a):
+        return a
+    if is_float(b):
+        return b
+    return a if _INT_RANK.get(a, 0) >= _INT_RANK.get(b, 0) else b
+
+
+def as_expr(value, dtype: str | None = None) -> PrimExpr:
+    """A PrimExpr for ``value``: PrimExprs pass through; a Python number becomes a constant of
+    ``dtype`` (default int32 / float32, as TVM's convert); objects with ``as_prim_expr()``
+    (te's IterVar) give theirs."""
+    if isinstance(value, PrimExpr):
+        return value
+    conv = getattr(value, "as_prim_expr", None)
+    if conv is not None:
+        return conv()
+    if isinstance(value, bool):
+        return IntImm("bool", int(value))
+    if isinstance(value, int):
+        return IntImm(dtype if dtype is not None and not is_float(dtype) and dtype != "bool" else "int32", value) \
+            if not (dtype is not None and is_float(dtype)) else FloatImm(dtype, float(value))
+    if isinstance(value, float):
+        return FloatImm(dtype if dtype is not None and is_float(dtype) else "float32", value)
+    try:  # NumPy scalars
+        import numbers
+        if isinstance(value, numbers.Integral):
+            return as_expr(int(value), dtype)
+        if isinstance(value, numbers.Real):
+            return as_expr(float(value), dtype)
+    except Exception:  # pragma: no cover
+        pass
+    raise TypeError(f"cannot use {type(value).__name__} {value!r} in a TIR expression")
+
+
+def promote(a, b) -> tuple:
+    """Two operands in one dtype: a Python number takes the other side's dtype; otherwise the
+    narrower int is cast to the wider, an int to a float."""
+    a_lit = not isinstance(a, PrimExpr) and not hasattr(a, "as_prim_expr")
+    b_lit = not isinstance(b, PrimExpr) and not hasattr(b, "as_prim_expr")
+    if a_lit and b_lit:
+        a, b = as_expr(a), as_expr(b)
+    elif a_lit:
+        b = as_expr(b)
+        a = as_expr(a, b.dtype)
+    elif b_lit:
+        a = as_expr(a)
+        b = as_expr(b, a.dtype)
+    else:
+        a, b = as_expr(a), as_expr(b)
+    if a.dtype != b.dtype:
+        wider = _wider_dtype(a.dtype, b.dtype)
+        if a.dtype != wider:
+            a = Cast(wider, a)
+        if b.dtype != wider:
+            b = Cast(wider, b)
+    return a, b
+
+
+def _binary(cls, a, b):
+    a, b = promote(a, b)
+    if isinstance(cls, str):
+        return Call(a.dtype, cls, [a, b])
+    dtype = "bool" if cls in COMPARISONS else a.dtype
+    return cls(dtype, a, b)
