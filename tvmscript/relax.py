@@ -57,6 +57,8 @@ class TensorStructInfo(StructInfo):
 
     def __post_init__(self):
         if self.shape is not None:
+            # Sizes given as Python ints (from Python code) are int64 dims, as the parser makes.
+            self.shape = [tir.IntImm("int64", d) if type(d) is int else d for d in self.shape]
             self.ndim = len(self.shape)
 
 
@@ -85,6 +87,13 @@ class Var(Expr):
     name_hint: str
     struct_info: Optional[StructInfo] = None
     span: Optional[Span] = None
+
+    def __post_init__(self):
+        # Older Relax: relax.Var("A", (128, 128), relax.DynTensorType(2, "float32")).
+        if self.struct_info is not None and not isinstance(self.struct_info, StructInfo):
+            from .compiler.op.api import fix_legacy_var
+
+            fix_legacy_var(self)
 
     def __repr__(self) -> str:
         return f"relax.Var({self.name_hint})"
@@ -252,10 +261,23 @@ def tensor_sinfo(shape, dtype: str) -> TensorStructInfo:
 
 
 def __getattr__(name: str):
-    """TVM's ``relax.build`` / ``relax.VirtualMachine`` / ``relax.Executable`` / ``relax.vm``,
-    loaded on first use (the IR does not need the runtime)."""
+    """TVM's Python names under ``relax`` — ``build``, ``VirtualMachine``, ``Executable``, ``vm``,
+    ``transform``, ``get_pipeline``, ``BlockBuilder``, ``op``, ``const`` — loaded on first use
+    (the IR itself needs neither the compiler nor the runtime)."""
     if name in ("build", "VirtualMachine", "Executable", "vm"):
         from . import relax_api  # noqa: F401  (defines them on this module)
 
+        return globals()[name]
+    if name in ("transform", "get_pipeline"):
+        from .compiler import transform
+
+        globals().update(transform=transform, get_pipeline=transform.get_pipeline)
+        return globals()[name]
+    if name in ("BlockBuilder", "op", "const", "DynTensorType"):
+        from .compiler import block_builder
+        from .compiler.op import api
+
+        globals().update(BlockBuilder=block_builder.BlockBuilder, op=api, const=api.const,
+                         DynTensorType=api.DynTensorType)
         return globals()[name]
     raise AttributeError(f"module 'tvmscript.relax' has no attribute '{name}'")

@@ -1,0 +1,95 @@
+"""Helpers shared by the Relax passes: op-pattern kinds, walking Relax expressions for the
+variables and functions they use, and copying a module so a pass never mutates its input."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tvmscript import ir, relax, tir
+
+# TVM's OpPatternKind.
+kElemWise = 0
+kBroadcast = 1
+kInjective = 2
+kCommReduce = 3
+kOutEWiseFusable = 4
+kTuple = 7
+kOpaque = 8
+
+_SKIP = frozenset(("struct_info", "sinfo_args", "ret_struct_info", "span", "comments", "attrs", "var"))
+
+
+def walk_relax(node, visit) -> None:
+    """Calls ``visit(n)`` on every Relax expression (and GlobalVar) below ``node``, in order.
+    Binding variables and function parameters (definitions) are not visited."""
+    if isinstance(node, (relax.Var, ir.GlobalVar)):
+        visit(node)
+        return
+    if isinstance(node, list):
+        for item in node:
+            walk_relax(item, visit)
+        return
+    if not isinstance(node, (relax.Expr, relax.Binding, relax.BindingBlock)):
+        return
+    if isinstance(node, relax.Expr):
+        visit(node)
+    if isinstance(node, relax.Function):
+        walk_relax(node.body, visit)
+        return
+    for f in dataclasses.fields(node):
+        if f.name in _SKIP or f.name == "params":
+            continue
+        if isinstance(node, relax.DataflowBlock) and f.name == "outputs":
+            continue
+        walk_relax(getattr(node, f.name), visit)
+
+
+def var_use_counts(node) -> dict:
+    """How many times each relax.Var is used below ``node``."""
+    counts: dict = {}
+
+    def visit(n):
+        if isinstance(n, relax.Var):
+            counts[n] = counts.get(n, 0) + 1
+
+    walk_relax(node, visit)
+    return counts
+
+
+def global_vars_used(func) -> list:
+    """GlobalVars referenced by a Relax function, in order of first use."""
+    found: dict = {}
+
+    def visit(n):
+        if isinstance(n, ir.GlobalVar):
+            found.setdefault(n, None)
+
+    walk_relax(func, visit)
+    return list(found)
+
+
+def is_call_tir(expr) -> bool:
+    return (isinstance(expr, relax.Call) and isinstance(expr.op, relax.Op)
+            and expr.op.name == "relax.call_tir" and isinstance(expr.args[0], ir.GlobalVar))
+
+
+def call_tir_args(expr) -> list:
+    args = expr.args[1]
+    return list(args.fields) if isinstance(args, relax.Tuple) else [args]
+
+
+def copy_module(mod: ir.IRModule) -> ir.IRModule:
+    """A new module holding the same functions (same GlobalVars); no header kept, so the
+    result prints with the canonical one."""
+    new = mod.copy()
+    new.source_header = None
+    return new
+
+
+def replace_fields(node, **changes):
+    return dataclasses.replace(node, **changes)
+
+
+def static_shape(sinfo) -> bool:
+    return (isinstance(sinfo, relax.TensorStructInfo) and sinfo.shape is not None
+            and all(isinstance(d, tir.IntImm) for d in sinfo.shape))

@@ -1,0 +1,249 @@
+"""FuseOps: group the ``call_tir`` bindings of each dataflow block that should run as one kernel.
+
+Why: every separate PrimFunc call materializes its output in memory; fusing a matmul with
+the bias add and activation that follow it (and elementwise chains generally) lets FuseTIR
+emit one loop nest per group. This is TVM's operator-fusion algorithm on the dataflow graph,
+driven by the ``"op_pattern"`` attributes AnnotateTIROpPattern set:
+
+* an out-ewise-fusable producer (matmul) absorbs its consumer when the edge is elementwise
+  (a broadcast op whose argument already has the output's shape counts as elementwise) and
+  the consumer's group is at most broadcast;
+* an elementwise/broadcast group is fused into a consumer that is injective or a reduction;
+* injective producers (second phase) only fuse into injective consumers — so a transpose
+  feeding a matmul stays separate.
+
+A producer fuses only into its post-dominator, which here is the unique consumer of its
+result within the block (a value also used elsewhere is not fused). Each group of two or
+more calls becomes a private Relax function ``fused_<prim names>`` with attribute
+``"Primitive": 1``, called from the block; FuseTIR then turns it into one PrimFunc. Calls to
+PrimFuncs without a known pattern, or with non-static shapes, are left alone. Running the
+pass again changes nothing: the group calls are not ``call_tir`` calls.
+"""
+
+from __future__ import annotations
+
+from tvmscript import ir, relax, tir
+
+from ._common import (call_tir_args, copy_module, is_call_tir, kBroadcast, kCommReduce,
+                      kElemWise, kInjective, kOpaque, kOutEWiseFusable, replace_fields,
+                      static_shape, var_use_counts)
+
+
+def _same_shape(a, b) -> bool:
+    if not (static_shape(a) and static_shape(b)):
+        return False
+    return [d.value for d in a.shape] == [d.value for d in b.shape]
+
+
+class _Groups:
+    def __init__(self, n, patterns):
+        self.parent = list(range(n))
+        self.pattern = list(patterns)
+
+    def find(self, i):
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def merge(self, child, parent):
+        c, p = self.find(child), self.find(parent)
+        if c == p:
+            return
+        self.parent[c] = p
+        self.pattern[p] = max(self.pattern[p], self.pattern[c])
+
+
+def _partition(mod, block: relax.DataflowBlock, outside_uses: dict):
+    """Group ids (union-find roots) for the bindings of ``block`` (None: not fusable)."""
+    bindings = block.bindings
+    index = {b.var: i for i, b in enumerate(bindings)}
+    pattern = []
+    for b in bindings:
+        k = kOpaque
+        if is_call_tir(b.value) and len(b.value.args) == 2 and len(b.value.sinfo_args) == 1 \
+                and static_shape(b.value.sinfo_args[0]) \
+                and all(isinstance(a, relax.Var) and static_shape(a.struct_info) for a in call_tir_args(b.value)):
+            func = mod.functions.get(b.value.args[0])
+            if isinstance(func, tir.PrimFunc) and "op_pattern" in func.attrs:
+                k = int(func.attrs["op_pattern"])
+        pattern.append(k)
+    # consumers of each binding's value
+    consumers = [[] for _ in bindings]
+    uses = [0] * len(bindings)
+    for j, b in enumerate(bindings):
+        for v, n in var_use_counts(b).items():
+            if v in index:
+                consumers[index[v]].append(j)
+                uses[index[v]] += n
+    for i, b in enumerate(bindings):
+        uses[i] += outside_uses.get(b.var, 0) + (1 if b.var in block.outputs else 0)
+
+    def dom(i):
+        """The post-dominator of node i and the edge pattern to it, or None."""
+        if uses[i] != 1 or len(consumers[i]) != 1:
+            return None
+        j = consumers[i][0]
+        if pattern[j] == kOpaque:
+            return None
+        edge = pattern[j]
+        if edge == kBroadcast and _same_shape(bindings[i].var.struct_info, bindings[j].value.sinfo_args[0]):
+            edge = kElemWise
+        return j, edge
+
+    groups = _Groups(len(bindings), pattern)
+    for phase in (0, 1):
+        for i in range(len(bindings)):
+            if pattern[i] == kOpaque:
+                continue
+            d = dom(i)
+            if d is None:
+                continue
+            j, edge = d
+            gp = groups.pattern[groups.find(i)]
+            sink = groups.pattern[groups.find(j)]
+            if gp == kOutEWiseFusable:
+                if phase == 0 and edge == kElemWise and sink <= kBroadcast:
+                    groups.merge(i, j)
+            elif gp <= kBroadcast:
+                if (edge <= kInjective or edge == kCommReduce) and \
+                        (sink <= kInjective or sink in (kCommReduce, kOutEWiseFusable)):
+                    groups.merge(i, j)
+            elif gp == kInjective:
+                if phase == 1 and edge <= kInjective and sink <= kInjective:
+                    groups.merge(i, j)
+    roots = [groups.find(i) if pattern[i] != kOpaque else None for i in range(len(bindings))]
+    return roots
+
+
+def _unique_name(mod, name, taken):
+    cand, k = name, 1
+    while cand in mod or cand in taken:
+        cand = f"{name}{k}"
+        k += 1
+    taken.add(cand)
+    return cand
+
+
+class FuseOps:
+    """``IRModule -> IRModule``: fusable call_tir chains become calls of primitive functions."""
+
+    def __call__(self, mod: ir.IRModule) -> ir.IRModule:
+        new = copy_module(mod)
+        taken: set = set()
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function) and not func.attrs.get("Primitive"):
+                new[gv] = self._fuse_function(mod, new, func, taken)
+        return new
+
+    def _fuse_function(self, mod, new, func, taken):
+        blocks = list(func.body.blocks)
+        changed = False
+        for bi, block in enumerate(blocks):
+            if not isinstance(block, relax.DataflowBlock):
+                continue
+            rest = relax.SeqExpr(blocks[:bi] + blocks[bi + 1:], func.body.body)
+            outside = var_use_counts(rest)
+            roots = _partition(mod, block, outside)
+            members: dict = {}
+            for i, r in enumerate(roots):
+                if r is not None:
+                    members.setdefault(r, []).append(i)
+            members = {r: m for r, m in members.items() if len(m) > 1}
+            if not members:
+                continue
+            changed = True
+            blocks[bi] = self._rewrite_block(mod, new, block, roots, members, taken, outside)
+        if not changed:
+            return func
+        return replace_fields(func, body=replace_fields(func.body, blocks=blocks))
+
+    def _rewrite_block(self, mod, new, block, roots, members, taken, outside):
+        bindings = block.bindings
+        counts = var_use_counts(relax.SeqExpr([block], relax.Tuple([])))
+        replacement = {}  # index of the group's last binding -> new binding
+        drop = set()
+        rename = {}  # trivial `gv = lv` bindings folded into the group call
+        for r, idxs in members.items():
+            last = idxs[-1]
+            in_group = {bindings[i].var for i in idxs}
+            params, args = [], []
+            pmap = {}
+            body_bindings = []
+            for i in idxs:
+                b = bindings[i]
+                new_args = []
+                for a in call_tir_args(b.value):
+                    if a in in_group:
+                        new_args.append(pmap[a])
+                        continue
+                    if a not in pmap:
+                        p = relax.Var(a.name_hint, a.struct_info)
+                        pmap[a] = p
+                        params.append(p)
+                        args.append(a)
+                    new_args.append(pmap[a])
+                call = replace_fields(b.value, args=[b.value.args[0], relax.Tuple(new_args, relax.TupleStructInfo(
+                    [x.struct_info for x in new_args]))])
+                cls = relax.Var if i == last else relax.DataflowVar
+                v = cls("gv" if i == last else b.var.name_hint, b.var.struct_info)
+                pmap[b.var] = v
+                body_bindings.append(relax.VarBinding(v, call))
+            out = pmap[bindings[last].var]
+            ret = bindings[last].var.struct_info
+            name = _unique_name(mod, "fused_" + "_".join(bindings[i].value.args[0].name_hint for i in idxs), taken)
+            gfunc = relax.Function(
+                params=params,
+                body=relax.SeqExpr([relax.DataflowBlock(body_bindings, outputs=[pmap[bindings[last].var]])], out, ret),
+                ret_struct_info=ret, attrs={"Primitive": 1}, private=True,
+                struct_info=relax.FuncStructInfo([p.struct_info for p in params], ret))
+            fgv = ir.GlobalVar(name)
+            new[fgv] = gfunc
+            call = relax.Call(fgv, args, struct_info=ret)
+            old_var = bindings[last].var
+            var = relax.DataflowVar("lv", ret) if isinstance(old_var, relax.DataflowVar) else old_var
+            # `gv = lv6` with lv6 used only there: bind the group call to gv directly.
+            if isinstance(old_var, relax.DataflowVar) and counts.get(old_var, 0) == 1 \
+                    and outside.get(old_var, 0) == 0:
+                for k, b in enumerate(bindings):
+                    if isinstance(b, relax.VarBinding) and b.value is old_var \
+                            and not isinstance(b.var, relax.DataflowVar):
+                        var = b.var
+                        drop.add(k)
+            rename[old_var] = var
+            for i in idxs[:-1]:
+                drop.add(i)
+            replacement[last] = relax.VarBinding(var, call)
+        out_bindings = []
+        for k, b in enumerate(bindings):
+            if k in drop:
+                continue
+            b = replacement.get(k, b)
+            out_bindings.append(_subst_binding(b, rename))
+        return replace_fields(block, bindings=out_bindings)
+
+
+def _subst(expr, m):
+    if isinstance(expr, relax.Var):
+        return m.get(expr, expr)
+    if isinstance(expr, relax.Tuple):
+        fields = [_subst(f, m) for f in expr.fields]
+        if all(a is b for a, b in zip(fields, expr.fields)):
+            return expr
+        return replace_fields(expr, fields=fields)
+    if isinstance(expr, relax.Call):
+        args = [_subst(a, m) for a in expr.args]
+        if all(a is b for a, b in zip(args, expr.args)):
+            return expr
+        return replace_fields(expr, args=args)
+    if isinstance(expr, relax.TupleGetItem):
+        t = _subst(expr.tuple_value, m)
+        return expr if t is expr.tuple_value else replace_fields(expr, tuple_value=t)
+    return expr
+
+
+def _subst_binding(b, m):
+    if not m:
+        return b
+    v = _subst(b.value, m)
+    return b if v is b.value else replace_fields(b, value=v)

@@ -1,0 +1,193 @@
+"""FuseTIR: turn each primitive Relax function FuseOps made into one PrimFunc.
+
+Why: a group of ``call_tir`` calls is only a promise of fusion until its PrimFuncs are merged
+into a single loop nest program whose intermediate results are local ``T.alloc_buffer``\\ s;
+then codegen emits one kernel and no intermediate tensor is allocated by the VM.
+
+The fused PrimFunc ``fused_<names>`` is private and takes the group's external inputs (each
+named after the first PrimFunc parameter it is passed to) followed by the output; each
+intermediate and the output buffer are renamed ``<buffer>_intermediate``; the blocks are kept
+in order under one root block; its attributes are the first PrimFunc's ``"tir.noalias"`` only
+(the op_pattern is dropped, as in TVM). Calls of the primitive function become
+``R.call_tir(cls.fused_..., args, out_sinfo=...)``, the primitive functions are removed, and
+so is every PrimFunc no longer called (TVM runs DeadCodeElimination here). A module without
+primitive functions is returned unchanged, so running the pass twice is the same as once.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from tvmscript import ir, relax, tir
+
+from tvmscript.tir_visitor import TIRVisitor
+
+from ._common import call_tir_args, copy_module, replace_fields
+from .dead_code_elimination import DeadCodeElimination
+
+
+def _replace_buffers(node, bmap, seen=None):
+    """Replace, in place, every reference to a buffer in ``bmap`` below a freshly copied
+    TIR tree (loads, stores, read/write regions, match-buffer sources)."""
+    if seen is None:
+        seen = set()
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            if isinstance(item, tir.Buffer):
+                if item in bmap:
+                    node[i] = bmap[item]
+            else:
+                _replace_buffers(item, bmap, seen)
+        return
+    if isinstance(node, dict):
+        for v in node.values():
+            _replace_buffers(v, bmap, seen)
+        return
+    if not dataclasses.is_dataclass(node) or isinstance(node, (tir.Buffer, tir.Var, tir.IntImm, tir.FloatImm)):
+        return
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    for f in dataclasses.fields(node):
+        if f.name in ("span", "comments"):
+            continue
+        v = getattr(node, f.name)
+        if isinstance(v, tir.Buffer):
+            if v in bmap:
+                setattr(node, f.name, bmap[v])
+        else:
+            _replace_buffers(v, bmap, seen)
+
+
+def _fresh(name, taken):
+    cand, k = name, 1
+    while cand in taken:
+        cand = f"{name}_{k}"
+        k += 1
+    taken.add(cand)
+    return cand
+
+
+def _uniquify_names(buffers, stmts) -> None:
+    """Buffers and blocks coming from different PrimFuncs may share a name: suffix the later
+    ones (``Y``, ``Y_1``) so the fused function prints and parses back unambiguously."""
+    taken: set = set()
+    for buf in buffers:
+        name = _fresh(buf.name, taken)
+        if name != buf.name:
+            buf.name = name
+            if isinstance(buf.data, tir.Var):
+                buf.data.name = name
+    block_names: set = set()
+
+    class _Blocks(TIRVisitor):
+        def visit_Block(self, node):
+            node.name = _fresh(node.name, block_names)
+            self.generic_visit(node)
+
+    for st in stmts:
+        _Blocks().visit(st)
+
+
+def _root_parts(func: tir.PrimFunc):
+    """(alloc_buffers, body statement) of a PrimFunc whose body may be a root block."""
+    body = func.body
+    if isinstance(body, tir.BlockRealize) and body.block.name == "root" and not body.block.iter_vars:
+        return list(body.block.alloc_buffers), body.block.body
+    return [], body
+
+
+def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFunc:
+    """The PrimFunc computing primitive Relax function ``gfunc`` (a dataflow block of call_tirs)."""
+    bindings = [b for blk in gfunc.body.blocks for b in blk.bindings]
+    value_buf: dict = {}  # relax var -> tir.Buffer holding it in the fused function
+    param_handles: dict = {}  # relax param -> tir handle var
+    allocs, stmts = [], []
+    attrs = {}
+    out_var = gfunc.body.body
+    for n, b in enumerate(bindings):
+        prim = copy.deepcopy(mod.functions[b.value.args[0]])
+        if n == 0 and "tir.noalias" in prim.attrs:
+            attrs["tir.noalias"] = prim.attrs["tir.noalias"]
+        args = call_tir_args(b.value)
+        bufs = [prim.buffer_map[p] for p in prim.params]
+        bmap = {}
+        for a, p, buf in zip(args, prim.params, bufs):
+            if a in value_buf:
+                bmap[buf] = value_buf[a]
+            else:
+                value_buf[a] = buf
+                param_handles[a] = p
+        out_buf = bufs[len(args)]
+        out_buf.name = out_buf.name + "_intermediate"
+        if out_buf.data is not None and isinstance(out_buf.data, tir.Var):
+            out_buf.data.name = out_buf.name
+        value_buf[b.var] = out_buf
+        if b.var is out_var:
+            param_handles[b.var] = prim.params[len(args)]
+            param_handles[b.var].name = out_buf.name
+        else:
+            allocs.append(out_buf)
+        inner_allocs, stmt = _root_parts(prim)
+        allocs.extend(inner_allocs)
+        _replace_buffers(stmt, bmap)
+        stmts.append(stmt)
+    params, buffer_map = [], {}
+    for p in list(gfunc.params) + [out_var]:
+        h = param_handles[p]
+        params.append(h)
+        buffer_map[h] = value_buf[p]
+    _uniquify_names([buffer_map[h] for h in params] + allocs, stmts)
+    root = tir.Block("root", [], [], [], tir.seq(stmts), alloc_buffers=allocs)
+    body = tir.BlockRealize([], tir.IntImm("bool", 1), root)
+    return tir.PrimFunc(params, buffer_map, body, attrs=attrs, private=True)
+
+
+def _rewrite_calls(func: relax.Function, gmap: dict) -> relax.Function:
+    """``func`` with calls of primitive functions replaced by call_tir of their PrimFuncs."""
+    def rw(expr):
+        if isinstance(expr, relax.Call) and expr.op in gmap:
+            new_gv, ret = gmap[expr.op]
+            args = list(expr.args)
+            return relax.Call(relax.Op("relax.call_tir"),
+                              [new_gv, relax.Tuple(args, relax.TupleStructInfo([a.struct_info for a in args]))],
+                              sinfo_args=[ret], struct_info=ret, span=expr.span)
+        return expr
+
+    changed = False
+    blocks = []
+    for blk in func.body.blocks:
+        bs = []
+        for b in blk.bindings:
+            v = rw(b.value) if isinstance(b, relax.VarBinding) else b.value
+            if v is not b.value:
+                changed = True
+                b = replace_fields(b, value=v)
+            bs.append(b)
+        blocks.append(replace_fields(blk, bindings=bs))
+    if not changed:
+        return func
+    return replace_fields(func, body=replace_fields(func.body, blocks=blocks))
+
+
+class FuseTIR:
+    """``IRModule -> IRModule``: primitive Relax functions become fused PrimFuncs."""
+
+    def __call__(self, mod: ir.IRModule) -> ir.IRModule:
+        groups = [(gv, f) for gv, f in mod.functions.items()
+                  if isinstance(f, relax.Function) and f.attrs.get("Primitive")]
+        if not groups:
+            return mod
+        new = copy_module(mod)
+        gmap = {}
+        for gv, f in groups:
+            prim = fuse_group(mod, f, gv.name_hint)
+            del new[gv]
+            pgv = ir.GlobalVar(gv.name_hint)
+            new[pgv] = prim
+            gmap[gv] = (pgv, f.ret_struct_info)
+        for gv, f in list(new.functions.items()):
+            if isinstance(f, relax.Function):
+                new[gv] = _rewrite_calls(f, gmap)
+        return DeadCodeElimination(bindings=False)(new)

@@ -1,0 +1,61 @@
+"""Pass sequencing: `Sequential` and TVM's named pipelines (``get_pipeline("zero")``).
+
+Why: the "zero" pipeline is the default lowering of a Relax module before build: legalize
+the high-level ops into PrimFuncs, tag them with their fusion patterns, fold constants, fuse
+and merge the fused PrimFuncs — in TVM's order, so its printed output matches TVM's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from tvmscript import ir
+
+
+class Sequential:
+    """Runs passes in order: ``Sequential([p1, p2])(mod) == p2(p1(mod))``."""
+
+    def __init__(self, passes, name: str = "Sequential"):
+        self.passes = list(passes)
+        self.name = name
+
+    def __call__(self, mod: ir.IRModule) -> ir.IRModule:
+        for p in self.passes:
+            mod = p(mod)
+        return mod
+
+
+def _legalize_ops():
+    """LegalizeOps when the module defining it exists (another part of the project), else None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.exists(os.path.join(here, "legalize_ops.py")):
+        return None
+    from . import legalize_ops
+
+    cls = getattr(legalize_ops, "LegalizeOps", None)
+    return cls() if cls is not None else None
+
+
+def zero_pipeline() -> Sequential:
+    from .annotate_tir_op_pattern import AnnotateTIROpPattern
+    from .fold_constant import FoldConstant
+    from .fuse_ops import FuseOps
+    from .fuse_tir import FuseTIR
+
+    passes = []
+    legalize = _legalize_ops()
+    if legalize is not None:
+        passes.append(legalize)
+    passes += [AnnotateTIROpPattern(), FoldConstant(), FuseOps(), FuseTIR()]
+    return Sequential(passes, "zero")
+
+
+_PIPELINES = {"zero": zero_pipeline}
+
+
+def get_pipeline(name: str = "zero") -> Sequential:
+    """TVM's ``relax.get_pipeline(name)``; only "zero" is defined."""
+    if name not in _PIPELINES:
+        raise ValueError(f"unknown pipeline {name!r}; known: {', '.join(sorted(_PIPELINES))}")
+    return _PIPELINES[name]()
