@@ -57,7 +57,7 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     if params:
         raise NotImplementedError("build(params=...) is not supported: bind parameters into the module first")
     mod = _as_module(mod)
-    target_name = _target_name(target)
+    target_name = target_name_of(target)
 
     prim_funcs = {}
     relax_funcs = {}
@@ -98,7 +98,9 @@ def _as_module(mod) -> ir.IRModule:
     raise TypeError(f"tvms.compile expects an IRModule, got {type(mod).__name__}")
 
 
-def _target_name(target) -> str:
+def target_name_of(target) -> str:
+    """The target's name (``"llvm"``); NotImplementedError for a known target tvms cannot
+    compile for yet, ValueError for an unknown one."""
     if target is None:
         return "llvm"
     if isinstance(target, dict):

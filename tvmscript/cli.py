@@ -421,14 +421,12 @@ def _load_program(path: str) -> _Program:
 
 
 def _check_target(target: str) -> str:
-    from .compiler.build import SUPPORTED_TARGETS
+    from .compiler.build import target_name_of
 
-    word = target.split()[0] if target.split() else ""
-    if word not in SUPPORTED_TARGETS:
-        if word in ("cuda", "nvptx", "rocm", "vulkan", "metal", "opencl"):
-            raise _fail(f"target '{word}' is not supported yet: tvms compiles for the CPU ('llvm') only")
-        raise _fail(f"unknown target {target!r}: expected 'llvm'")
-    return target
+    try:
+        return target_name_of(target)
+    except (NotImplementedError, ValueError) as err:
+        raise _fail(str(err)) from None
 
 
 def _legalize(mod):

@@ -254,6 +254,19 @@ def struct_info_of(expr) -> StructInfo:
     return sinfo
 
 
+def default_const_array(value):
+    """The array of ``R.const(value)`` with no dtype: NumPy's, except that Python floats become
+    float32 and ints int32, TVM's defaults."""
+    import numpy as np
+
+    array = np.array(value)
+    if array.dtype == np.float64:
+        return array.astype("float32")
+    if array.dtype == np.int64:
+        return array.astype("int32")
+    return array
+
+
 def tensor_sinfo(shape, dtype: str) -> TensorStructInfo:
     """``R.Tensor(shape, dtype)`` with Python ints turned into int64 dims."""
     dims = [tir.IntImm("int64", d) if isinstance(d, int) else d for d in shape]

@@ -145,11 +145,7 @@ def const(value, dtype=None) -> relax.Constant:
         elif isinstance(value, float):
             data = np.asarray(value, dtype="float32")
         else:
-            data = np.asarray(value)
-            if data.dtype == np.float64:
-                data = data.astype("float32")
-            elif data.dtype == np.int64:
-                data = data.astype("int32")
+            data = relax.default_const_array(value)
     else:
         if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
             raise ValueError(f"relax.const: unknown dtype {dtype!r}")

@@ -206,11 +206,7 @@ def const(b: RelaxFunctionBuilder, node: ast.Call, name: str):
 
     try:
         if dtype is None:
-            arr = np.array(value)
-            if arr.dtype == np.float64:
-                arr = arr.astype("float32")
-            elif arr.dtype == np.int64:
-                arr = arr.astype("int32")
+            arr = relax.default_const_array(value)
         else:
             arr = np.array(value, dtype=dtype)
     except (ValueError, TypeError, OverflowError) as err:
