@@ -56,6 +56,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from tvmscript import tir
+from tvmscript.tir_visitor import vars_in
 
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
 
@@ -231,18 +232,6 @@ class CodegenResult:
 
 
 # ----------------------------------------------------------------------------- IR scans
-
-
-def _vars_in_expr(e, out: dict) -> None:
-    if isinstance(e, tir.Var):
-        out.setdefault(e, None)
-    elif isinstance(e, tir.BinaryOp):
-        _vars_in_expr(e.a, out)
-        _vars_in_expr(e.b, out)
-    elif isinstance(e, (tir.Cast,)):
-        _vars_in_expr(e.value, out)
-    elif isinstance(e, tir.Not):
-        _vars_in_expr(e.a, out)
 
 
 def _collect_free(stmt) -> list:
@@ -1204,10 +1193,7 @@ def _signature(name: str, func: tir.PrimFunc):
     scalar_set = set(scalars)
     sym_vars: list = []
     for _, buf in buffers:
-        found: dict = {}
-        for dim in list(buf.shape) + list(buf.strides or []):
-            _vars_in_expr(dim, found)
-        for v in found:
+        for v in vars_in(list(buf.shape) + list(buf.strides or [])):
             if v not in scalar_set and v not in sym_vars:
                 sym_vars.append(v)
     names: dict = {}
@@ -1268,10 +1254,7 @@ def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc) -> 
         else:
             env[p] = arg
     args = args[len(scalars):]
-    shape_vars: dict = {}
-    for _, buf in buffers:
-        for dim in buf.shape:
-            _vars_in_expr(dim, shape_vars)
+    shape_vars = set(vars_in([dim for _, buf in buffers for dim in buf.shape]))
     for v, arg in zip(sym_vars, args):
         arg.name = v.name
         ty = value_type(v.dtype)
