@@ -308,6 +308,12 @@ class BlockBuilder:
         unique: ``name``, ``name1``...); a prim_func equal to one already there is reused."""
         from tvmscript.ir import structural_equal
 
+        if isinstance(func, tir.PrimFunc) and "global_symbol" not in func.attrs and not func.private:
+            # Without a global symbol a module function is private (TVM prints private=True).
+            import copy
+
+            func = copy.copy(func)
+            func.private = True
         for gv, existing in self._mod.functions.items():
             if type(existing) is type(func) and isinstance(func, tir.PrimFunc):
                 try:
@@ -317,10 +323,7 @@ class BlockBuilder:
                 if same:
                     return gv
         name = self._global_name(func_name)
-        if isinstance(func, tir.PrimFunc) and not func.private:
-            func.attrs = dict(func.attrs)
-            func.attrs["global_symbol"] = name
-        elif isinstance(func, relax.Function) and not func.private:
+        if isinstance(func, relax.Function) and not func.private:
             func.attrs = dict(func.attrs)
             func.attrs["global_symbol"] = name
         gv = GlobalVar(name)
@@ -360,8 +363,8 @@ class BlockBuilder:
                         name = string.ascii_uppercase[n]
                     else:
                         name = f"tensor_input_{n}"
-                    shape = [d.value if isinstance(d, tir.IntImm) else d for d in sinfo.shape]
-                    ph = te.placeholder(tuple(shape), sinfo.dtype or "float32", name=name)
+                    # Relax dims are int64 (T.int64(128) in the PrimFunc), as in TVM.
+                    ph = te.placeholder(tuple(sinfo.shape), sinfo.dtype or "float32", name=name)
                     inputs.append(ph)
                     call_args.append(arg)
                     return ph

@@ -268,6 +268,11 @@ def reduce_axis(dom, name: str = "rv", thread_tag: str = "", span=None) -> IterV
         if len(dom) != 2:
             raise ValueError("reduce_axis takes (min, max) or an extent")
         lo, hi = _dim(dom[0]), _dim(dom[1])
+        # A plain int bound takes the other bound's dtype ((0, T.int64(784)) is int64), as in TVM.
+        if lo.dtype != hi.dtype and isinstance(dom[0], int) and isinstance(lo, tir.IntImm):
+            lo = tir.IntImm(hi.dtype, lo.value)
+        elif lo.dtype != hi.dtype and isinstance(dom[1], int) and isinstance(hi, tir.IntImm):
+            hi = tir.IntImm(lo.dtype, hi.value)
         lo, hi = tir.promote(lo, hi) if lo.dtype != hi.dtype else (lo, hi)
         extent = hi if tir.is_const_int(lo, 0) else _simplify_sub(hi, lo)
     else:

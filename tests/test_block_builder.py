@@ -61,7 +61,8 @@ def test_seed_emit_te_module_structure():
     mod, (A, B, C, D, R) = seed_module()
     assert sorted(gv.name_hint for gv in mod.get_global_vars()) == ["main", "te_matmul", "te_relu"]
     assert isinstance(mod["te_matmul"], tir.PrimFunc) and isinstance(mod["te_relu"], tir.PrimFunc)
-    assert mod["te_matmul"].attrs["global_symbol"] == "te_matmul"
+    # As in TVM, emitted PrimFuncs have no global symbol: they are private to the module.
+    assert mod["te_matmul"].private and "global_symbol" not in mod["te_matmul"].attrs
     # C and D are DataflowVars (5.3.3), which are relax.Vars too; R is a plain Var.
     assert type(C) is relax.DataflowVar and isinstance(C, relax.Var)
     assert type(R) is relax.Var
@@ -86,9 +87,11 @@ def test_seed_emit_te_module_structure():
     assert 'lv = R.call_tir(cls.te_matmul, (A, B), out_sinfo=R.Tensor((128, 128), dtype="float32"))' in text
     assert 'lv1 = R.call_tir(cls.te_relu, (lv,), out_sinfo=R.Tensor((128, 128), dtype="float32"))' in text
     assert 'gv: R.Tensor((128, 128), dtype="float32") = lv1' in text
-    # Placeholders are named after the Relax variables they stand for, as TVM does today.
-    assert 'def te_matmul(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"), matmul:' in text
-    assert 'def te_relu(lv: T.Buffer((128, 128), "float32"), relu:' in text
+    # Placeholders are named after the Relax variables they stand for, with Relax's int64
+    # dims, as TVM does today.
+    assert ('@T.prim_func(private=True)\n    def te_matmul(A: T.Buffer((T.int64(128), T.int64(128)), "float32"), '
+            'B: T.Buffer((T.int64(128), T.int64(128)), "float32"), matmul:') in text
+    assert 'def te_relu(lv: T.Buffer((T.int64(128), T.int64(128)), "float32"), relu:' in text
     # What it prints parses back to the same module.
     assert tvms.ir.structural_equal(tvms.parse(text), mod)
 

@@ -171,10 +171,75 @@ def to_expr(value, what: str = "argument"):
     raise ValueError(f"{what} must be a Relax expression, not {type(value).__name__}")
 
 
+def coerce_arg(spec, value, what: str):
+    """The Relax expression for an op argument declared as ``spec`` (an `Arg`): plain Python
+    values become what the argument's kind holds (a shape, prim values, constants); Relax
+    expressions stay as they are. Shared by the parser and ``relax.op.*``; raises ``OpError``."""
+    kind = spec.kind
+    if isinstance(value, (relax.Expr,)) and not (kind == "shape" and isinstance(value, relax.Tuple)) \
+            and not (kind == "prim" and isinstance(value, relax.Constant)):
+        if isinstance(value, relax.Var):
+            fix_legacy_var(value)
+        return value
+    if kind == "shape":
+        if isinstance(value, relax.Tuple):  # (2, 3) as written in the text: prim values
+            if not all(isinstance(f, relax.PrimValue) for f in value.fields):
+                raise OpError(f"{what} must be a shape such as R.shape([2, 3])", spec.name)
+            value = [f.value for f in value.fields]
+        if isinstance(value, (int, tir.PrimExpr)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise OpError(f"{what} must be a shape such as R.shape([2, 3]), not {type(value).__name__}", spec.name)
+        try:
+            vals = _dims(value)
+        except ValueError as err:
+            raise OpError(f"{what}: {err}", spec.name) from None
+        return relax.ShapeExpr(vals, relax.ShapeStructInfo(vals))
+    if kind == "prim":
+        return _prim_value(spec, value, what)
+    if kind == "prims":
+        if isinstance(value, (int, float, tir.PrimExpr)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise OpError(f"{what} must be a tuple of prim values, not {type(value).__name__}", spec.name)
+        fields = [_prim_value(spec, v, what) for v in value]
+        return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
+    try:
+        return to_expr(value, what)
+    except ValueError as err:
+        raise OpError(str(err), spec.name) from None
+
+
+def _prim_value(spec, value, what: str) -> relax.PrimValue:
+    if isinstance(value, relax.PrimValue):
+        return value
+    if isinstance(value, relax.Constant) and value.data.ndim == 0:
+        value = value.data.item()
+    if hasattr(value, "item") and not isinstance(value, tir.PrimExpr):  # numpy scalar
+        value = value.item()
+    if isinstance(value, bool):
+        value = tir.IntImm("bool", int(value))
+    elif isinstance(value, int):
+        value = tir.IntImm("int64", value)
+    elif isinstance(value, float):
+        value = tir.FloatImm("float64", value)
+    if not isinstance(value, tir.PrimExpr):
+        raise OpError(f"{what} must be a prim value (a number), not {type(value).__name__}", spec.name)
+    return relax.PrimValue(value, relax.PrimStructInfo(value.dtype, value))
+
+
 def make_op_call(op, args: list, attrs: dict) -> relax.Call:
-    """A call of the registered ``op`` (an `OpDef`), attrs validated, struct info inferred."""
+    """A call of the registered ``op`` (an `OpDef`), attrs validated, struct info inferred.
+    ``args`` has one entry per declared argument; an optional one left out is ``None``."""
     short = op.name[len("relax."):]
-    exprs = [to_expr(a, f"relax.op.{short}: {n}") for a, n in zip(args, op.args)]
+    exprs = []
+    try:
+        for spec, value in zip(op.params, args):
+            if value is None and spec.optional:
+                continue
+            exprs.append(coerce_arg(spec, value, f"relax.op.{short}: {spec.name}"))
+    except OpError as err:
+        raise ValueError(err.message if err.message.startswith("relax.op.") else f"relax.op.{short}: {err.message}") from None
     values = {}
     for a in op.attrs:
         value = attrs.get(a.name, a.default)
@@ -185,19 +250,29 @@ def make_op_call(op, args: list, attrs: dict) -> relax.Call:
                 raise ValueError(f"relax.op.{short}: {err.message}") from None
         values[a.name] = value
     try:
-        sinfo = op.infer([relax.struct_info_of(x) for x in exprs], values)
+        sinfo = op.infer(arg_sinfos(op, exprs), values)
     except OpError as err:
         raise ValueError(f"relax.op.{short}: {err.message}") from None
     return relax.Call(relax.Op(op.name), exprs, values, [], sinfo)
 
 
+def arg_sinfos(op, exprs: list) -> list:
+    """The struct infos ``op.infer`` receives: one per declared argument, None for an optional
+    argument the call leaves out."""
+    sinfos = [relax.struct_info_of(x) for x in exprs]
+    return sinfos + [None] * (len(op.params) - len(sinfos))
+
+
 def _make_function(op):
     short = op.name[len("relax."):]
     leaf = short.rsplit(".", 1)[-1]
-    params = [inspect.Parameter(a, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in op.args]
+    params = []
+    for a in op.params:
+        default = None if a.optional else inspect.Parameter.empty
+        params.append(inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
     params += [inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=a.default) for a in op.attrs]
     sig = inspect.Signature(params)
-    n_args = len(op.args)
+    n_args = len(op.params)
 
     def fn(*args, **kwargs):
         try:

@@ -32,14 +32,57 @@ class Attr:
     convert: Optional[Callable[[Any], Any]] = None
 
 
+ARG_KINDS = ("tensor", "tensors", "shape", "prim", "prims", "expr")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A positional (expression) argument of an op, printed before the attributes.
+
+    ``kind`` says what the argument holds and how plain values are turned into Relax
+    expressions, by the parser and by ``relax.op.*`` alike (see ``op/api.py: coerce_arg``):
+
+    - ``tensor``: a tensor expression (the default); Python numbers/arrays become ``R.const``;
+    - ``tensors``: a tuple of tensors (``R.concat((a, b))``);
+    - ``shape``: ``R.shape([2, 3])``; a tuple/list of ints or PrimExprs becomes one;
+    - ``prim``: ``R.prim_value(0)``; a number or PrimExpr becomes one;
+    - ``prims``: a tuple of prim values (``R.strided_slice``'s axes/begin/end);
+    - ``expr``: any Relax expression, as written.
+
+    An ``optional`` argument may be left out (``R.strided_slice``'s strides, ``linear``'s bias);
+    the call then has fewer arguments and ``infer`` gets ``None`` in its place.
+    """
+
+    name: str
+    kind: str = "tensor"
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ARG_KINDS:
+            raise ValueError(f"unknown argument kind {self.kind!r}")
+
+
 @dataclass
 class OpDef:
+    """Everything known about one op.
+
+    ``infer(arg_sinfos, attrs)`` returns the call's struct info (``OpError`` for bad calls);
+    ``legalize(bb, call)`` returns the expression replacing the call after LegalizeOps (usually
+    ``bb.call_te(topi_fn, ...)``), or None to leave it; ``pattern`` is the fusion pattern kind
+    the op's legalized PrimFunc has (elementwise, broadcast, injective, reduce,
+    out_ewise_fusable, opaque)."""
+
     name: str                     # registry name, "relax.add"
-    args: tuple                   # names of the tensor (expression) arguments
+    params: tuple                 # Arg declarations of the expression arguments
     infer: Callable               # (arg struct infos, attrs) -> StructInfo
     attrs: tuple = ()             # Attr declarations, in printing order
     pattern: str = "opaque"       # fusion pattern kind (elementwise, broadcast, injective, ...)
     legalize: Optional[Callable] = None
+
+    @property
+    def args(self) -> tuple:
+        """Names of the expression arguments."""
+        return tuple(a.name for a in self.params)
 
     @property
     def script_name(self) -> str:
@@ -49,11 +92,19 @@ class OpDef:
 _OPS: dict[str, OpDef] = {}
 
 
-def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque") -> OpDef:
+PATTERNS = ("elementwise", "broadcast", "injective", "reduce", "out_ewise_fusable", "opaque")
+
+
+def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque",
+                legalize: Optional[Callable] = None) -> OpDef:
+    """Declare an op. ``args`` are `Arg`s or plain names (tensor arguments)."""
     full = name if name.startswith("relax.") else "relax." + name
     if full in _OPS:
         raise ValueError(f"op {full} registered twice")
-    op = OpDef(full, tuple(args), infer, tuple(attrs), pattern)
+    if pattern not in PATTERNS:
+        raise ValueError(f"op {full}: unknown fusion pattern {pattern!r}")
+    params = tuple(a if isinstance(a, Arg) else Arg(a) for a in args)
+    op = OpDef(full, params, infer, tuple(attrs), pattern, legalize)
     _OPS[full] = op
     return op
 

@@ -540,16 +540,25 @@ class RelaxFunctionBuilder:
 
     def _op_call(self, op, node: ast.Call, name: str):
         from ..compiler.op import OpError
+        from ..compiler.op.api import arg_sinfos, coerce_arg
 
         params = list(op.args) + [a.name for a in op.attrs]
-        defaults = {a.name: _DEFAULT for a in op.attrs}
+        defaults = {a.name: _DEFAULT for a in op.params if a.optional}
+        defaults.update({a.name: _DEFAULT for a in op.attrs})
         bound = bind_arguments(self.ctx, node, name, params, defaults)
         args = []
-        arg_nodes = {}
-        for a in op.args:
-            e = self.expr(bound[a])
-            args.append(e)
-            arg_nodes[a] = bound[a]
+        skipped = None
+        for spec in op.params:
+            raw = bound[spec.name]
+            if raw is _DEFAULT:
+                skipped = spec
+                continue
+            if skipped is not None:
+                raise self.error(f"{name}: '{spec.name}' is given but the optional '{skipped.name}' before it is not", raw)
+            try:
+                args.append(coerce_arg(spec, self.expr(raw), f"{name}: {spec.name}"))
+            except OpError as err:
+                raise self.error(err.message, raw) from None
         attrs = {}
         for a in op.attrs:
             raw = bound[a.name]
@@ -561,7 +570,7 @@ class RelaxFunctionBuilder:
                     raise self.error(f"{name}: {err.message}", raw if raw is not _DEFAULT else node) from None
             attrs[a.name] = value
         try:
-            sinfo = op.infer([relax.struct_info_of(x) for x in args], attrs)
+            sinfo = op.infer(arg_sinfos(op, args), attrs)
         except OpError as err:
             where = bound.get(err.arg) if err.arg in bound and bound[err.arg] is not _DEFAULT else node
             raise self.error(f"{name}: {err.message}", where) from None
@@ -584,7 +593,7 @@ def _is_call_stmt(s, name: str) -> bool:
 
 def sinfo_conflict(ann, inferred) -> str | None:
     """Why an annotation cannot describe a value of the inferred struct info (None if it can)."""
-    from ..compiler.op.tensor_ops import dim_equal
+    from ..compiler.op.common import dim_equal
 
     if isinstance(inferred, relax.ObjectStructInfo) or isinstance(ann, relax.ObjectStructInfo):
         return None

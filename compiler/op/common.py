@@ -1,0 +1,118 @@
+"""Helpers the op declarations share: argument checks, NumPy broadcasting of symbolic shapes,
+axis normalization and attribute converters. Each raises `OpError`, which the parser reports at
+the op call's location."""
+
+from __future__ import annotations
+
+from tvmscript import relax, tir
+from tvmscript.structural import StructuralEqual
+
+from .registry import OpError
+
+_KINDS = {
+    relax.PrimStructInfo: "a prim value", relax.TupleStructInfo: "a tuple", relax.ShapeStructInfo: "a shape",
+    relax.FuncStructInfo: "a function", relax.ObjectStructInfo: "an object",
+}
+
+
+def tensor_arg(sinfo, what: str) -> relax.TensorStructInfo:
+    if not isinstance(sinfo, relax.TensorStructInfo):
+        raise OpError(f"{what} must be a tensor, not {_KINDS.get(type(sinfo), 'an object')}", what)
+    return sinfo
+
+
+def dim_equal(a, b) -> bool:
+    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+        return a.value == b.value
+    return a is b or StructuralEqual().equal(a, b)
+
+
+def is_one(d) -> bool:
+    return isinstance(d, tir.IntImm) and d.value == 1
+
+
+def broadcast_shapes(a: list, b: list, what: str = "operands") -> list | None:
+    """NumPy broadcasting of two shapes whose dims are TIR expressions; None if the result
+    cannot be known statically (two different symbolic dims)."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        da = a[-i] if i <= len(a) else None
+        db = b[-i] if i <= len(b) else None
+        if da is None:
+            out.append(db)
+        elif db is None or dim_equal(da, db):
+            out.append(da)
+        elif is_one(da):
+            out.append(db)
+        elif is_one(db):
+            out.append(da)
+        elif isinstance(da, tir.IntImm) and isinstance(db, tir.IntImm):
+            raise OpError(
+                f"shapes of the {what} do not broadcast: dimension {da.value} vs {db.value} "
+                f"(shapes ({fmt_shape(a)}) and ({fmt_shape(b)}))"
+            )
+        else:
+            return None
+    out.reverse()
+    return out
+
+
+def fmt_shape(shape) -> str:
+    parts = []
+    for d in shape:
+        parts.append(str(d.value) if isinstance(d, tir.IntImm) else getattr(d, "name", "?"))
+    return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+
+def dtype_attr(value):
+    if value is None:
+        return "void"
+    if not isinstance(value, str) or not tir.is_valid_dtype(value):
+        raise OpError(f"unknown dtype {value!r}")
+    return value
+
+
+def axes_attr(value):
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    raise OpError("axes must be a list of integers or None")
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if not -ndim <= axis < ndim:
+        raise OpError(f"{what} {axis} is out of range for a tensor of rank {ndim}", what)
+    return axis + ndim if axis < 0 else axis
+
+
+# ----------------------------------------------------------------------------- legalization
+
+
+def shapes_known(call) -> bool:
+    """Whether every tensor argument and the result of ``call`` have a known shape (static or
+    symbolic): what TE needs to build the op's loops."""
+    def known(sinfo) -> bool:
+        if isinstance(sinfo, relax.TensorStructInfo):
+            return sinfo.shape is not None
+        if isinstance(sinfo, relax.TupleStructInfo):
+            return all(known(f) for f in sinfo.fields)
+        return True
+
+    return all(known(relax.struct_info_of(a)) for a in call.args) and known(call.struct_info)
+
+
+def te_legalizer(topi_fn, name_hint: str, attrs=()):
+    """The common legalizer: ``bb.call_te(topi_fn, *call.args, **call's attrs named in attrs)``,
+    its PrimFunc named ``name_hint`` (``add``, ``add1``, ... as TVM names them)."""
+
+    def legalize(bb, call):
+        if not shapes_known(call):
+            return None
+        kwargs = {a: call.attrs[a] for a in attrs}
+        return bb.call_te(topi_fn, *call.args, primfunc_name_hint=name_hint, **kwargs)
+
+    legalize.__name__ = f"legalize_{name_hint}"
+    return legalize

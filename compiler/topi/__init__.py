@@ -1,0 +1,18 @@
+"""TE definitions of the tensor operators, TVM's TOPI: what each Relax op legalizes into.
+
+Each function takes `te.Tensor`s (and plain attribute values) and returns the output tensor(s)
+as `te.compute` stages, named as TVM's TOPI names them (``T_add``, ``T_transpose``, ``compute``;
+loops ``ax0, ax1`` for C++-style operators, ``i0, i1`` for Python-style ones), so that
+legalized modules print the way TVM prints them. The op declarations in ``compiler/op`` call
+these through ``bb.call_te``; users can call them too, with ``te.create_prim_func``.
+
+One module per family: `broadcast` (binary operators with NumPy broadcasting), `elemwise`
+(unary math), `transform` (shape manipulation), `linalg` (matmul), `reduction`, `nn`.
+"""
+
+from . import broadcast, elemwise, linalg, nn, reduction, transform  # noqa: F401
+from .broadcast import *  # noqa: F401,F403
+from .elemwise import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .reduction import *  # noqa: F401,F403
+from .transform import *  # noqa: F401,F403

@@ -1,0 +1,34 @@
+"""Helpers the TOPI definitions share."""
+
+from __future__ import annotations
+
+from tvmscript import tir
+
+from .. import te
+
+
+def axis_names(n: int, prefix: str = "ax") -> list:
+    """Loop names of a C++-style TOPI compute: ``ax0, ax1, ...``."""
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def compute(shape, fcompute, name: str, prefix: str = "ax"):
+    """``te.compute`` whose ``fcompute`` takes the indices as one list, loops named ``ax0...``
+    (as TVM's C++ operators name theirs)."""
+    shape = list(shape)
+    return te.compute(shape, lambda *idx: fcompute(list(idx)), name=name,
+                      varargs_names=axis_names(len(shape), prefix))
+
+
+def const_like(value, dtype: str) -> tir.PrimExpr:
+    return tir.const(value, dtype) if dtype != "bool" else tir.IntImm("bool", int(bool(value)))
+
+
+def is_one(d) -> bool:
+    return isinstance(d, tir.IntImm) and d.value == 1
+
+
+def same_dim(a, b) -> bool:
+    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+        return a.value == b.value
+    return a is b

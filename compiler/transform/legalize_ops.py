@@ -1,0 +1,139 @@
+"""LegalizeOps: replace each call of a high-level Relax op by a ``R.call_tir`` of the TensorIR the
+op's ``legalize`` builds (through TE and ``compiler/topi``), as TVM's pass does.
+
+Why: everything after this point (fusion, the CPU backend) works on PrimFuncs. The op table
+(``compiler/op``) says how each op legalizes; this pass only walks the Relax functions, gives
+each legalizer a BlockBuilder positioned at the binding being rewritten (so it can emit helper
+bindings and add PrimFuncs, deduplicated by structure and named ``add``, ``add1``...), and
+rebuilds the blocks. Calls the op table cannot legalize (no legalizer, or shapes it cannot
+handle) are left as they are; running the pass twice changes nothing more.
+"""
+
+from __future__ import annotations
+
+from tvmscript import ir, relax
+
+from ..block_builder import BlockBuilder, _BlockFrame, _FunctionFrame
+from ..op.registry import find_op
+from ._common import copy_module
+
+
+class LegalizeOps:
+    """``IRModule -> IRModule``. ``customize_legalize_map`` maps op names (``"relax.add"``) to
+    ``legalize(bb, call)`` functions used instead of the op table's."""
+
+    def __init__(self, customize_legalize_map: dict | None = None, enable_warning: bool = False) -> None:
+        self.custom = dict(customize_legalize_map or {})
+
+    def __call__(self, mod: ir.IRModule) -> ir.IRModule:
+        bb = BlockBuilder(copy_module(mod))
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function):
+                new = _FunctionLegalizer(bb, self.custom).function(func)
+                if new is not func:
+                    bb.update_func(gv, new)
+        out = bb.get()
+        out.source_header = None
+        return out
+
+    def __repr__(self) -> str:
+        return "LegalizeOps()"
+
+
+class _FunctionLegalizer:
+    def __init__(self, bb: BlockBuilder, custom: dict) -> None:
+        self.bb = bb
+        self.custom = custom
+        self.changed = False
+
+    def legalizer(self, call):
+        if not (isinstance(call, relax.Call) and isinstance(call.op, relax.Op)):
+            return None
+        fn = self.custom.get(call.op.name)
+        if fn is not None:
+            return fn
+        op = find_op(call.op.name)
+        return op.legalize if op is not None else None
+
+    def function(self, func: relax.Function) -> relax.Function:
+        names = _names_in(func)
+        frame = _FunctionFrame("", list(func.params), {}, func.private, func.is_pure)
+        frame.names = {n: 0 for n in names}
+        self.bb._func = frame
+        try:
+            body = self.seq(func.body)
+        finally:
+            self.bb._func = None
+            self.bb._block = None
+        if not self.changed:
+            return func
+        return relax.Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure,
+                              func.private, func.struct_info, func.span, func.comments)
+
+    def seq(self, seq: relax.SeqExpr) -> relax.SeqExpr:
+        blocks = [self.block(b) for b in seq.blocks]
+        body = seq.body
+        if isinstance(body, relax.If):
+            body = self.if_(body)
+        return relax.SeqExpr(blocks, body, seq.struct_info)
+
+    def if_(self, e: relax.If) -> relax.If:
+        return relax.If(e.cond, self.seq(e.true_branch), self.seq(e.false_branch), e.struct_info)
+
+    def block(self, block: relax.BindingBlock) -> relax.BindingBlock:
+        dataflow = isinstance(block, relax.DataflowBlock)
+        frame = _BlockFrame(dataflow)
+        self.bb._block = frame
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.If):
+                value = self.if_(value)
+            else:
+                value = self.expr(value)
+            if value is not binding.value:
+                binding = (relax.VarBinding(binding.var, value) if isinstance(binding, relax.VarBinding)
+                           else relax.MatchCast(binding.var, value, binding.struct_info))
+            frame.bindings.append(binding)
+        self.bb._block = None
+        if dataflow:
+            return relax.DataflowBlock(frame.bindings, list(block.outputs))
+        return relax.BindingBlock(frame.bindings)
+
+    def expr(self, e):
+        """``e`` with its op calls legalized (nested ones first, emitted as bindings of their own)."""
+        if not isinstance(e, relax.Call):
+            return e
+        args = list(e.args)
+        new_args = [self.bb.emit(self.expr(a)) if _is_op_call(a) else a for a in args]
+        if any(a is not b for a, b in zip(args, new_args)):
+            e = relax.Call(e.op, new_args, e.attrs, e.sinfo_args, e.struct_info, e.span)
+            self.changed = True
+        fn = self.legalizer(e)
+        if fn is None:
+            return e
+        out = fn(self.bb, e)
+        if out is None:
+            return e
+        self.changed = True
+        return self.bb.normalize(out)
+
+
+def _is_op_call(e) -> bool:
+    return isinstance(e, relax.Call) and isinstance(e.op, relax.Op) and e.op.name.count(".") >= 1 \
+        and not e.op.name.startswith("relax.call_")
+
+
+def _names_in(func: relax.Function) -> set:
+    """Names of all variables of a function, so emitted bindings get fresh ones."""
+    names = {p.name_hint for p in func.params}
+
+    def seq(s):
+        for b in s.blocks:
+            for binding in b.bindings:
+                names.add(binding.var.name_hint)
+                if isinstance(binding.value, relax.If):
+                    seq(binding.value.true_branch)
+                    seq(binding.value.false_branch)
+
+    seq(func.body)
+    return names
