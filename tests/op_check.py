@@ -1,0 +1,96 @@
+"""The per-op test harness: build a one-op Relax function, legalize it, check the printed module
+parses back, check the legalized PrimFuncs' analyzed fusion pattern is the op table's, compile
+for the CPU, run, and compare with a NumPy reference.
+
+    check_op(relax.op.add, [a, b], np.add(a, b))
+    check_op(relax.op.sum, [x], x.sum(axis=1, keepdims=True), axis=[1], keepdims=True)
+
+Array arguments become function parameters (``x0``, ``x1``...); anything else (shapes, lists,
+Python numbers, relax expressions) is passed to the op as it is. ``expected`` is an array, or a
+list of arrays for ops returning a tuple.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tvmscript as tvms
+from tvmscript import relax, tir
+from tvmscript.compiler.op.registry import find_op
+from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern
+
+PATTERN_KINDS = {"elementwise": 0, "broadcast": 1, "injective": 2, "reduce": 3, "out_ewise_fusable": 4,
+                 "opaque": 8}
+
+
+def build_op_module(op_fn, args, **attrs):
+    """(module, arrays): ``main`` with one parameter per array in ``args`` returning the op's call."""
+    params, call_args, arrays = [], [], []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            v = relax.Var(f"x{len(params)}", relax.TensorStructInfo(list(a.shape), str(a.dtype)))
+            params.append(v)
+            call_args.append(v)
+            arrays.append(a)
+        else:
+            call_args.append(a)
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(op_fn(*call_args, **attrs))
+        bb.emit_func_output(out)
+    return bb.get(), arrays
+
+
+def op_name_of(mod) -> str:
+    (block,) = mod["main"].body.blocks
+    return block.bindings[0].value.op.name
+
+
+def legalize_checked(mod):
+    """LegalizeOps, checking no high-level op is left and the patterns agree with the op table."""
+    name = op_name_of(mod)
+    out = LegalizeOps()(mod)
+    text = out.script()
+    assert "R." + name[len("relax."):] + "(" not in text, f"{name} was not legalized:\n{text}"
+    declared = PATTERN_KINDS[find_op(name).pattern]
+    for gv, f in out.functions.items():
+        if isinstance(f, tir.PrimFunc):
+            got = analyze_op_pattern(f)
+            assert got == declared, f"{name}: the op table says {find_op(name).pattern}, the legalized {gv.name_hint} analyzes as {got}"
+    return out
+
+
+def run(mod, arrays):
+    vm = relax.VirtualMachine(tvms.compile(mod, target="llvm"), tvms.cpu())
+    res = vm["main"](*arrays)
+    if isinstance(res, (list, tuple)):
+        return [r.numpy() for r in res]
+    return res.numpy()
+
+
+def check_op(op_fn, args, expected, rtol: float = 1e-5, atol: float = 1e-6, **attrs):
+    """Build, round-trip through the text, legalize, run and compare; returns the legalized module."""
+    mod, arrays = build_op_module(op_fn, args, **attrs)
+    text = mod.script()
+    again = tvms.parse(text)
+    assert again.script() == text, "the op call does not print back the same"
+    tvms.ir.assert_structural_equal(again["main"], mod["main"])
+    legal = legalize_checked(again)
+    got = run(legal, arrays)
+    if isinstance(expected, (list, tuple)):
+        assert isinstance(got, list) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            _compare(g, np.asarray(e), rtol, atol)
+    else:
+        _compare(got, np.asarray(expected), rtol, atol)
+    return legal
+
+
+def _compare(got, expected, rtol, atol) -> None:
+    assert got.shape == expected.shape, f"shape {got.shape} vs NumPy's {expected.shape}"
+    assert got.dtype == expected.dtype, f"dtype {got.dtype} vs NumPy's {expected.dtype}"
+    if expected.dtype == bool or np.issubdtype(expected.dtype, np.integer):
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
