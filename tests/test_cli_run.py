@@ -224,7 +224,7 @@ def test_run_input_errors(mlp):
     _error(["run", sample, "--inputs", d / "missing.npz"], "no such file: ")
     _error(["run", sample, "--input", "x"], "--input expects NAME=FILE.npy")
     _error(["run", sample, "--params", d / "img.npy"], "is not a NumPy .npz archive (it is a .npy file")
-    _error(["run", sample, "--func", "nope"], "no function named 'nope' (the module has: relu0, linear0, linear1, main)")
+    _error(["run", sample, "--func", "nope"], "no function named 'nope' (the module has: relu0, linear0, linear1, main, fused_linear0_relu0)")
     _error(["run", sample, "--shape", "n=8"], "main() has no symbolic dimension 'n'")
     _error(["run", sample, "--target", "cuda"], "target 'cuda' is not supported yet")
     _error(["run", d / "missing.tvms"], "no such file: ")
@@ -251,8 +251,8 @@ def test_run_errors_in_the_program_are_located(tmp_path):
     bad = tmp_path / "bad.tvms"
     bad.write_text(BROKEN)
     _error(["run", bad], "undefined name 'lv9'", f"--> {bad}:3:20", "^^^")
-    proc = _error(["run", SAMPLES / "mlp.tvms"], "R.permute_dims is not lowered yet",
-                  f"--> {SAMPLES / 'mlp.tvms'}:13:28", "^^^")
+    proc = _error(["run", SAMPLES / "mlp.tvms", "--pipeline", "none"], "R.permute_dims is not lowered yet",
+                  f"--> {SAMPLES / 'mlp.tvms'}:13:28", "^^^", "the default, --pipeline zero, legalizes")
     assert "13 |             permute_dims = R.permute_dims(" in proc.err
     _error(["run", SAMPLES / "mixture.tvms"], "'env.relu' is an extern function", "is registered",
            f"--> {SAMPLES / 'mixture.tvms'}:30:19", "^^^")
@@ -315,10 +315,88 @@ def test_compile_emit_asm_to_a_file(tmp_path):
 
 def test_compile_emit_python():
     proc = ok("compile", SAMPLES / "e2e_mlp.tvms", "--emit", "python")
-    assert proc.out.startswith("def _fn0_main(*args):") and "_K1_linear0(" in proc.out
+    # The default pipeline fused linear0 and relu0 (their public PrimFuncs stay in the module).
+    assert proc.out.startswith("def _fn0_main(*args):") and "_fused_linear0_relu0(" in proc.out
 
 
 def test_compile_errors(tmp_path):
-    _error(["compile", SAMPLES / "mlp.tvms"], "R.permute_dims is not lowered yet", f"{SAMPLES / 'mlp.tvms'}:13:28")
+    _error(["compile", SAMPLES / "mlp.tvms", "--pipeline", "none"], "R.permute_dims is not lowered yet",
+           f"{SAMPLES / 'mlp.tvms'}:13:28")
     _error(["compile", SAMPLES / "te_matmul.tvms", "--emit", "python"], "has no Relax function")
     _error(["compile", SAMPLES / "e2e_mlp.tvms", "-o", tmp_path / "no" / "x.ll"], "cannot write")
+
+
+# ----------------------------------------------------------------------------- pipelines and --bind
+
+
+@pytest.fixture(scope="module")
+def hl_mlp(tmp_path_factory) -> dict:
+    """Weights and an input for samples/mlp.tvms (the seed's high-level MLP), and NumPy's answer."""
+    d = tmp_path_factory.mktemp("hl_mlp")
+    rng = np.random.default_rng(11)
+    w = {"fc1_weight": rng.standard_normal((256, 784)).astype("float32"),
+         "fc1_bias": rng.standard_normal(256).astype("float32"),
+         "fc2_weight": rng.standard_normal((10, 256)).astype("float32"),
+         "fc2_bias": rng.standard_normal(10).astype("float32")}
+    x = rng.standard_normal((1, 784)).astype("float32")
+    np.savez(d / "weights.npz", **w)
+    np.savez(d / "x.npz", x=x)
+    np.savez(d / "bad.npz", fc1_bias=np.zeros(3, "float32"))
+    np.savez(d / "typo.npz", fc1_bais=w["fc1_bias"])
+    ref = np.maximum(x @ w["fc1_weight"].T + w["fc1_bias"], 0) @ w["fc2_weight"].T + w["fc2_bias"]
+    return {"dir": d, "ref": ref}
+
+
+def test_run_high_level_mlp_applies_the_zero_pipeline(hl_mlp):
+    d = hl_mlp["dir"]
+    proc = ok("run", SAMPLES / "mlp.tvms", "--inputs", d / "x.npz", "--params", d / "weights.npz", "--out", d / "o.npz")
+    assert proc.out.startswith("output")
+    np.testing.assert_allclose(load_npz(d / "o.npz")["output"], hl_mlp["ref"], rtol=1e-4, atol=1e-3)
+    ok("run", SAMPLES / "mlp.tvms", "--pipeline", "legalize", "--inputs", d / "x.npz", "--params", d / "weights.npz",
+       "--out", d / "l.npz")
+    np.testing.assert_allclose(load_npz(d / "l.npz")["output"], hl_mlp["ref"], rtol=1e-4, atol=1e-3)
+
+
+def test_run_with_bound_params(hl_mlp):
+    d = hl_mlp["dir"]
+    proc = ok("run", SAMPLES / "mlp.tvms", "--params", d / "weights.npz", "--bind", "--seed", "3", "--out", d / "b.npz")
+    assert "random inputs for x (seed 3)" in proc.err  # only x is left to make up
+    ok("run", SAMPLES / "mlp.tvms", "--params", d / "weights.npz", "--bind", "--inputs", d / "x.npz",
+       "--out", d / "b.npz")
+    np.testing.assert_allclose(load_npz(d / "b.npz")["output"], hl_mlp["ref"], rtol=1e-4, atol=1e-3)
+
+
+def test_bind_errors(hl_mlp):
+    d = hl_mlp["dir"]
+    mlp_file = SAMPLES / "mlp.tvms"
+    _error(["run", mlp_file, "--bind"], "--bind needs the arrays to bind")
+    _error(["run", mlp_file, "--params", d / "typo.npz", "--bind"], "no parameter named 'fc1_bais'", "fc1_bias")
+    _error(["run", mlp_file, "--params", d / "bad.npz", "--bind"], "parameter 'fc1_bias' has shape (256), the array (3,)")
+    _error(["compile", mlp_file, "--params", d / "weights.npz"], "--params is used with --bind")
+    _error(["run", SAMPLES / "te_matmul.tvms", "--params", d / "weights.npz", "--bind"],
+           "--bind binds parameters of a Relax function")
+
+
+def test_compile_applies_the_pipeline(hl_mlp):
+    py = ok("compile", SAMPLES / "mlp.tvms", "--emit", "python").out
+    assert "fused_matmul_add_relu" in py and "transpose" in py
+    bound = ok("compile", SAMPLES / "mlp.tvms", "--emit", "python", "--params", hl_mlp["dir"] / "weights.npz", "--bind").out
+    assert "fused_matmul_add_relu" in bound and "transpose" not in bound  # folded into constants
+    ll = ok("compile", SAMPLES / "mlp.tvms", "--pipeline", "legalize").out
+    assert "define" in ll and "@transpose" in ll and "@fused_" not in ll
+
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def test_show_pipelines():
+    src = GOLDEN / "seed000" / "torch_module.tvms"
+    assert ok("show", src).out == src.read_text()
+    assert ok("show", src, "--pipeline", "none").out == src.read_text()
+    legal = ok("show", src, "--pipeline", "legalize").out
+    assert legal == "# from tvm.script import ir as I\n" + (GOLDEN / "seed000" / "legalized.tvms").read_text()
+    assert ok("show", src, "--pipeline", "zero").out == (GOLDEN / "seed000" / "zero_pipeline.tvms").read_text()
+    main_only = ok("show", src, "--pipeline", "zero", "--func", "main").out
+    assert main_only.startswith("# from tvm.script import relax as R") and "fused_matmul_add_relu" in main_only
+    proc = tvms("show", src, "--pipeline", "fuse")
+    assert proc.returncode == 2 and "invalid choice: 'fuse'" in proc.err

@@ -59,6 +59,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     show.add_argument("file", help="a .tvms file, or - for standard input")
     show.add_argument("--func", help="print only this function")
     show.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+    _add_pipeline_arguments(show, default="none")
     show.set_defaults(run=cmd_show)
 
     fmt = sub.add_parser("fmt", help="rewrite .tvms files in canonical form, in place")
@@ -95,6 +96,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="FILE.npz", help="save the outputs: output, or output_0, output_1, ...")
     run.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU)")
     run.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+    _add_pipeline_arguments(run, default="zero", params=False)
     run.set_defaults(run=cmd_run)
 
     comp = sub.add_parser(
@@ -108,8 +110,25 @@ def _argument_parser() -> argparse.ArgumentParser:
     comp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     comp.add_argument("--func", help="only this function (a prim_func; a Relax function for --emit python)")
     comp.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU)")
+    _add_pipeline_arguments(comp, default="zero")
     comp.set_defaults(run=cmd_compile)
     return p
+
+
+_PIPELINES = ("none", "legalize", "zero")
+
+
+def _add_pipeline_arguments(parser, default: str, params: bool = True) -> None:
+    parser.add_argument(
+        "--pipeline", choices=_PIPELINES, default=default,
+        help=f"passes applied first: none, legalize (LegalizeOps) or zero (LegalizeOps, then "
+        f"AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR) (default: {default})")
+    if params:
+        parser.add_argument("--params", action="append", default=[], metavar="FILE.npz",
+                            help="named arrays for parameters of the function (with --bind)")
+    parser.add_argument("--bind", action="store_true",
+                        help="bind the --params arrays into the function as constants (BindParams) "
+                        "before the pipeline, so work on them is folded at compile time")
 
 
 _EMIT_KINDS = ("llvm", "llvm-unopt", "asm", "python")
@@ -201,7 +220,14 @@ def cmd_show(args) -> int:
     loaded = _load(args.file)
     if loaded is None:
         return 1
-    node, _ = loaded
+    node, text = loaded
+    if args.pipeline != "none" or args.bind or args.params:
+        try:
+            program = _Program(node, text, "<stdin>" if args.file == "-" else args.file)
+            program.transform(args, args.func or "main")
+        except _Failure as failure:
+            return _report_failure(failure)
+        node = program.node
     if args.func:
         if not isinstance(node, ir.IRModule):
             print("error: --func needs a file holding an @I.ir_module", file=sys.stderr)
@@ -406,6 +432,51 @@ class _Program:
         color = _stream_is_terminal(sys.stderr)
         return _Failure(err.render(self.text, color=color))
 
+    def transform(self, args, func_name: str | None) -> None:
+        """Apply ``--bind`` (the ``--params`` arrays into ``func_name``) and ``--pipeline``;
+        the transformed module replaces the parsed one."""
+        from .compiler import transform as T
+        from .diagnostics import TVMScriptError
+
+        if args.bind and not args.params:
+            raise _fail("--bind needs the arrays to bind: give them with --params FILE.npz")
+        if args.params and not args.bind and args.command != "run":
+            raise _fail("--params is used with --bind (it binds the arrays into the function as constants)")
+        mod = self.module()
+        try:
+            if args.bind:
+                mod = self._bind(mod, args.params, func_name)
+            if args.pipeline == "legalize":
+                mod = T.LegalizeOps()(mod)
+            elif args.pipeline == "zero":
+                mod = T.get_pipeline("zero")(mod)
+        except TVMScriptError as err:
+            raise self.report(err) from None
+        except (ValueError, TypeError, NotImplementedError) as err:
+            if _debugging():
+                raise
+            raise _fail(f"cannot transform {self.path}: {err}") from None
+        self.node = mod
+
+    def _bind(self, mod, paths: list, func_name: str | None):
+        from . import relax
+        from .compiler.transform import BindParams
+
+        name = func_name or "main"
+        if name not in mod or not isinstance(mod[name], relax.Function):
+            raise _fail(f"--bind binds parameters of a Relax function; {self.path} has no Relax function '{name}'")
+        names = [p.name_hint for p in mod[name].params]
+        arrays: dict = {}
+        for path in paths:
+            for key, value in _load_arrays(path, "npz").items():
+                if key not in names:
+                    raise _unknown_name(key, names, name, f"{path} has an array '{key}'")
+                arrays[key] = value
+        try:
+            return BindParams(name, arrays)(mod)
+        except ValueError as err:
+            raise _fail(str(err).replace("BindParams: ", f"--bind {', '.join(paths)}: ")) from None
+
 
 def _prim_name(func) -> str:
     attrs = func.attrs if isinstance(func.attrs, dict) else {}
@@ -429,33 +500,17 @@ def _check_target(target: str) -> str:
         raise _fail(str(err)) from None
 
 
-def _legalize(mod):
-    """High-level Relax ops lowered to prim_funcs, once the op library provides LegalizeOps;
-    until then the module is compiled as it is (already-lowered modules run)."""
-    from . import relax
-
-    transform = getattr(relax, "transform", None)
-    legalize = getattr(transform, "LegalizeOps", None)
-    if legalize is None:
-        return mod
-    return legalize()(mod)
-
-
 def _compile(program: _Program, mod, target: str):
     """The executable for ``mod``; a build error is rendered at its place in the file."""
     from .diagnostics import TVMScriptError
     from .relax_api import compile as tvms_compile
 
     try:
-        mod = _legalize(mod)
         return tvms_compile(mod, target=target)
     except TVMScriptError as err:
         if "is not lowered yet" in err.message and not err.notes:
-            err.notes = [
-                "tvms run and tvms compile take modules already lowered to R.call_tir and T.prim_funcs "
-                "(like the LegalizeOps and zero-pipeline outputs); high-level ops are legalized "
-                "automatically once the op library lands"
-            ]
+            err.notes = ["--pipeline none compiles the module as written; the default, --pipeline zero, "
+                         "legalizes high-level ops first"]
         raise program.report(err) from None
     except (NotImplementedError, ValueError, TypeError) as err:
         if _debugging():
@@ -537,7 +592,7 @@ def _read_given(args, names: list, fname: str, aliases: dict | None = None) -> d
             raise _unknown_name(key, names, fname, where)
         given[key] = _Given(value, source)
 
-    for path in args.params:
+    for path in [] if getattr(args, "bind", False) else args.params:  # --bind made them constants
         for key, value in _load_arrays(path, "npz").items():
             put(key, value, path, f"{path} has an array '{key}'")
     for path in args.inputs:
@@ -763,6 +818,7 @@ def _run(args) -> int:
             raise _fail(f"--out {args.out}: no such folder {folder}")
     program = _load_program(args.file)
     target = _check_target(args.target)
+    program.transform(args, args.func)
     name, func = program.pick(args.func)
     if isinstance(func, relax.Function):
         outputs, compile_s, times = _run_relax(program, name, func, args, shapes, target)
@@ -1170,6 +1226,7 @@ def _compile_command(args) -> int:
 
     program = _load_program(args.file)
     target = _check_target(args.target)
+    program.transform(args, args.func)
     mod = program.module()
     only = None
     if args.func:

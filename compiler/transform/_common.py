@@ -93,3 +93,45 @@ def replace_fields(node, **changes):
 def static_shape(sinfo) -> bool:
     return (isinstance(sinfo, relax.TensorStructInfo) and sinfo.shape is not None
             and all(isinstance(d, tir.IntImm) for d in sinfo.shape))
+
+
+def substitute(node, var_map: dict, tir_map: dict | None = None):
+    """``node`` (any Relax expression, binding, block or struct info) with the Relax variables in
+    ``var_map`` replaced by their expressions and the TIR variables in ``tir_map`` (symbolic
+    dims) by theirs. Variables whose struct info mentions a substituted dim are re-created with
+    the new struct info, consistently at their definition and every use. Unchanged subtrees are
+    shared."""
+    from ..substitute import substitute_expr
+
+    tir_map = tir_map or {}
+    var_map = dict(var_map)
+
+    def visit(n):
+        if isinstance(n, relax.Var):
+            if n in var_map:
+                return var_map[n]
+            if tir_map and n.struct_info is not None:
+                sinfo = visit(n.struct_info)
+                if sinfo is not n.struct_info:
+                    new = dataclasses.replace(n, struct_info=sinfo)
+                    var_map[n] = new
+                    return new
+            return n
+        if isinstance(n, tir.PrimExpr):
+            return substitute_expr(n, tir_map)
+        if isinstance(n, list):
+            items = [visit(x) for x in n]
+            return n if all(a is b for a, b in zip(items, n)) else items
+        if isinstance(n, ir.GlobalVar) or not dataclasses.is_dataclass(n) or isinstance(n, type):
+            return n
+        changes = {}
+        for f in dataclasses.fields(n):
+            if f.name in ("span", "comments"):
+                continue
+            v = getattr(n, f.name)
+            nv = visit(v)
+            if nv is not v:
+                changes[f.name] = nv
+        return dataclasses.replace(n, **changes) if changes else n
+
+    return visit(node)

@@ -63,7 +63,8 @@ def _partition(mod, block: relax.DataflowBlock, outside_uses: dict):
         k = kOpaque
         if is_call_tir(b.value) and len(b.value.args) == 2 and len(b.value.sinfo_args) == 1 \
                 and static_shape(b.value.sinfo_args[0]) \
-                and all(isinstance(a, relax.Var) and static_shape(a.struct_info) for a in call_tir_args(b.value)):
+                and all(isinstance(a, (relax.Var, relax.Constant)) and static_shape(a.struct_info)
+                        for a in call_tir_args(b.value)):
             func = mod.functions.get(b.value.args[0])
             if isinstance(func, tir.PrimFunc) and "op_pattern" in func.attrs:
                 k = int(func.attrs["op_pattern"])
@@ -178,7 +179,9 @@ class FuseOps:
                         new_args.append(pmap[a])
                         continue
                     if a not in pmap:
-                        p = relax.Var(a.name_hint, a.struct_info)
+                        # Constants (weights bound with BindParams) are passed in like variables.
+                        name = a.name_hint if isinstance(a, relax.Var) else f"param_{len(params)}"
+                        p = relax.Var(name, a.struct_info)
                         pmap[a] = p
                         params.append(p)
                         args.append(a)

@@ -7,9 +7,6 @@ and merge the fused PrimFuncs — in TVM's order, so its printed output matches 
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 from tvmscript import ir
 
 
@@ -26,28 +23,14 @@ class Sequential:
         return mod
 
 
-def _legalize_ops():
-    """LegalizeOps when the module defining it exists (another part of the project), else None."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if not os.path.exists(os.path.join(here, "legalize_ops.py")):
-        return None
-    from . import legalize_ops
-
-    cls = getattr(legalize_ops, "LegalizeOps", None)
-    return cls() if cls is not None else None
-
-
 def zero_pipeline() -> Sequential:
     from .annotate_tir_op_pattern import AnnotateTIROpPattern
     from .fold_constant import FoldConstant
     from .fuse_ops import FuseOps
     from .fuse_tir import FuseTIR
+    from .legalize_ops import LegalizeOps
 
-    passes = []
-    legalize = _legalize_ops()
-    if legalize is not None:
-        passes.append(legalize)
-    passes += [AnnotateTIROpPattern(), FoldConstant(), FuseOps(), FuseTIR()]
+    passes = [LegalizeOps(), AnnotateTIROpPattern(), FoldConstant(), FuseOps(), FuseTIR()]
     return Sequential(passes, "zero")
 
 
