@@ -69,6 +69,7 @@ class BlockBuilder:
         self._block: Optional[_BlockFrame] = None
         self._names: dict[str, int] = {}  # variable names outside functions
         self._global_names: dict[str, int] = {}
+        self._hashes: Optional[dict] = None  # see _prim_func_index
 
     @staticmethod
     def current() -> Optional["BlockBuilder"]:
@@ -307,6 +308,7 @@ class BlockBuilder:
         """Add ``func`` (a prim_func or Relax function) to the module under ``func_name`` (made
         unique: ``name``, ``name1``...); a prim_func equal to one already there is reused."""
         from tvmscript.ir import structural_equal
+        from tvmscript.structural import structural_hash
 
         if isinstance(func, tir.PrimFunc) and "global_symbol" not in func.attrs and not func.private:
             # Without a global symbol a module function is private (TVM prints private=True).
@@ -314,13 +316,14 @@ class BlockBuilder:
 
             func = copy.copy(func)
             func.private = True
-        for gv, existing in self._mod.functions.items():
-            if type(existing) is type(func) and isinstance(func, tir.PrimFunc):
-                try:
-                    same = structural_equal(_strip_symbol(existing), _strip_symbol(func))
-                except Exception:  # noqa: BLE001 - comparison is an optimization only
-                    same = False
-                if same:
+        key = None
+        if isinstance(func, tir.PrimFunc):
+            # Candidates share a structural hash; structural_equal confirms (legalizing a big
+            # model adds hundreds of PrimFuncs: comparing each with all would be quadratic).
+            key = structural_hash(_strip_symbol(func))
+            for gv in self._prim_func_index().get(key, ()):
+                existing = self._mod.functions.get(gv)
+                if isinstance(existing, tir.PrimFunc) and structural_equal(_strip_symbol(existing), _strip_symbol(func)):
                     return gv
         name = self._global_name(func_name)
         if isinstance(func, relax.Function) and not func.private:
@@ -328,9 +331,22 @@ class BlockBuilder:
             func.attrs["global_symbol"] = name
         gv = GlobalVar(name)
         self._mod[gv] = func
+        if key is not None:
+            self._prim_func_index().setdefault(key, []).append(gv)
         return gv
 
+    def _prim_func_index(self) -> dict:
+        """{structural hash: [GlobalVar]} of the module's PrimFuncs, built on first use."""
+        if self._hashes is None:
+            self._hashes = {}
+            for gv, f in self._mod.functions.items():
+                if isinstance(f, tir.PrimFunc):
+                    self._hashes.setdefault(structural_hash(_strip_symbol(f)), []).append(gv)
+        return self._hashes
+
     def update_func(self, gv: GlobalVar, func) -> None:
+        if isinstance(func, tir.PrimFunc) or isinstance(self._mod.functions.get(gv), tir.PrimFunc):
+            self._hashes = None
         self._mod[gv] = func
 
     def get(self) -> IRModule:

@@ -11,6 +11,8 @@ bind on first use too (TVM's semantics). Everything else is compared field by fi
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import struct
 import sys
 
 from . import ir, relax, tir
@@ -144,3 +146,88 @@ class StructuralEqual:
             if not same:
                 return False
         return True
+
+
+# ----------------------------------------------------------------------------- hashing
+
+_IGNORED_FIELDS = frozenset(("span", "comments", "name", "name_hint"))
+_BINDABLE = (tir.Var, tir.Buffer, relax.Var)
+
+
+def structural_hash(obj) -> str:
+    """A SHA-256 hex digest of ``obj``'s structure, consistent with
+    `tvmscript.ir.structural_equal`: structurally equal objects get equal hashes. Variables
+    and buffers are numbered in the order they are first met, so their names and identities do
+    not matter, only where each is defined and used."""
+    h = hashlib.sha256()
+    ids: dict = {}
+    put = h.update
+
+    def tok(s: str) -> None:
+        put(s.encode("utf-8", "surrogatepass"))
+        put(b"\x00")
+
+    def visit(x) -> None:
+        if x is None:
+            tok("N")
+        elif isinstance(x, bool):
+            tok("T" if x else "F")
+        elif isinstance(x, int):
+            tok(f"i{x}")
+        elif isinstance(x, float):
+            tok("f" + (struct.pack("<d", x).hex() if x == x else "nan"))
+        elif isinstance(x, str):
+            tok("s" + x)
+        elif isinstance(x, (list, tuple)):
+            tok(f"L{len(x)}")
+            for y in x:
+                visit(y)
+        elif isinstance(x, dict):
+            tok(f"D{len(x)}")
+            prim = [(k, v) for k, v in x.items() if isinstance(k, (str, int, float, bool))]
+            other = [(k, v) for k, v in x.items() if not isinstance(k, (str, int, float, bool))]
+            for k, v in sorted(prim, key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))):
+                visit(k)
+                visit(v)
+            for k, v in other:
+                visit(k)
+                visit(v)
+        elif isinstance(x, ir.IRModule):
+            names = sorted(gv.name_hint for gv in x.functions)
+            tok("M")
+            visit(names)
+            visit(x.attrs)
+            for n in names:
+                visit(x[n])
+        elif isinstance(x, ir.GlobalVar):
+            tok("G" + x.name_hint)
+        elif isinstance(x, _BINDABLE):
+            key = id(x)
+            if key in ids:
+                tok(f"R{ids[key]}")
+            else:
+                ids[key] = len(ids)
+                tok("V" + type(x).__name__)
+                fields(x)
+        elif dataclasses.is_dataclass(x):
+            tok("C" + type(x).__name__)
+            fields(x)
+        elif type(x).__module__ == "numpy" and hasattr(x, "tobytes"):
+            tok(f"A{x.dtype}{x.shape}")
+            put(x.tobytes())
+        else:
+            tok("O" + type(x).__name__ + repr(x))
+
+    def fields(x) -> None:
+        for f in dataclasses.fields(x):
+            if f.name in _IGNORED_FIELDS:
+                continue
+            visit(getattr(x, f.name))
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20000))
+    try:
+        visit(obj)
+    finally:
+        sys.setrecursionlimit(old)
+    return h.hexdigest()
