@@ -236,3 +236,27 @@ def test_bind_params_checks_shapes_and_dtypes():
     with pytest.raises(ValueError, match=r"'n' would be both 2 and 3"):
         src = DYNAMIC.replace('w: R.Tensor((4, 3), "float32")', 'w: R.Tensor(("n", 3), "float32")')
         BindParams("main", {"x": np.ones((2, 4), "float32"), "w": np.ones((3, 3), "float32")})(tvms.parse(src))
+
+
+HIGH_LEVEL_MLPS = ["mlp.tvms", "mlp_export_tvm.tvms", "mlp_forward_relax_nn.tvms", "mlp_main_fn.tvms",
+                   "mlp_printed.tvms", "mlp_script_printed.tvms", "mlp_torch_fx.tvms", "mlp_torch_fx_main_fn.tvms"]
+
+
+@pytest.mark.parametrize("name", HIGH_LEVEL_MLPS)
+def test_every_high_level_sample_compiles_and_matches_numpy(name):
+    """The seeds' MLPs as written with R.matmul/R.add/R.nn.relu: parameters are matched by
+    name (their order and the input's name differ between the seeds)."""
+    node = tvms.load(SAMPLES / name)
+    mod = node if isinstance(node, ir.IRModule) else ir.IRModule({"main": node})
+    (fname,) = [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, relax.Function)]
+    mod = get_pipeline("zero")(mod)
+    assert "R.matmul" not in mod.script()
+    rng = np.random.default_rng(4)
+    w = mlp_weights(rng)
+    x = rng.standard_normal((1, 784)).astype("float32")
+    names = [p.name_hint.removeprefix("p_") for p in mod[fname].params]
+    args = [x] + [w[n] for n in names[1:]]
+    if "fc2_bias" not in names:  # seed 000's export variant has none
+        w["fc2_bias"] = np.zeros(10, "float32")
+    vm = relax.VirtualMachine(tvms.compile(mod), tvms.cpu())
+    np.testing.assert_allclose(vm[fname](*args).numpy(), mlp_reference(x, w), rtol=1e-4, atol=1e-3)
