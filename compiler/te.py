@@ -28,7 +28,7 @@ from tvmscript import tir
 __all__ = [
     "Tensor", "IterVar", "Reduce", "PlaceholderOp", "ComputeOp", "placeholder", "compute",
     "reduce_axis", "thread_axis", "sum", "max", "min", "if_then_else", "const", "var", "size_var",
-    "create_prim_func", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "all", "any",
+    "create_prim_func", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "all", "any", "prod",
 ]
 
 _builtin_sum, _builtin_max, _builtin_min, _builtin_abs = sum, max, min, abs
@@ -339,6 +339,8 @@ class Reduce:
         dtype = self.dtype
         if self.kind == "sum":
             return tir.const(0, dtype)
+        if self.kind == "prod":
+            return tir.const(1, dtype)
         if self.kind == "max":
             return _min_value(dtype)
         return _max_value(dtype)
@@ -346,6 +348,8 @@ class Reduce:
     def combine(self, acc: tir.PrimExpr, value: tir.PrimExpr) -> tir.PrimExpr:
         if self.kind == "sum":
             return tir.Add(self.dtype, acc, value)
+        if self.kind == "prod":
+            return tir.Mul(self.dtype, acc, value)
         cls = tir.Max if self.kind == "max" else tir.Min
         return cls(self.dtype, acc, value)
 
@@ -413,6 +417,7 @@ def _elementwise(cls):
 
 
 sum = _reducer("sum", None)
+prod = _reducer("prod", None)  # TVM spells it comm_reducer(lambda x, y: x * y, ...); topi.prod uses it
 max = _reducer("max", _elementwise(tir.Max))
 min = _reducer("min", _elementwise(tir.Min))
 
@@ -636,6 +641,7 @@ def create_prim_func(ops: Sequence, index_dtype_override: Optional[str] = None) 
         buffer_map[handle] = buf
     allocs: list = []
     stages: list = []
+    block_names: set = set()
     for t in tensors:
         if isinstance(t.op, PlaceholderOp):
             if id(t) not in arg_ids:
@@ -645,11 +651,22 @@ def create_prim_func(ops: Sequence, index_dtype_override: Optional[str] = None) 
             buf = buf_map[t.buffer]
             buf.data = tir.Var("handle", t.name)
             allocs.append(buf)
-        stages.append(_stage(t, buf_map, var_map, idt))
+        stages.append(_stage(t, buf_map, var_map, idt, _fresh_name(t.op.name, block_names)))
     body = tir.seq(stages)
     root = tir.Block("root", [], [], [], body, alloc_buffers=allocs)
     body = tir.BlockRealize([], tir.IntImm("bool", 1), root)
     return tir.PrimFunc(params, buffer_map, body, attrs={"tir.noalias": True})
+
+
+def _fresh_name(name: str, used: set) -> str:
+    """``name``, or ``name_1``, ``name_2``... if taken: TVM's create_prim_func gives stages of
+    the same name distinct block names this way (gelu's ``T_multiply``, ``T_multiply_1``)."""
+    fresh, k = name, 0
+    while fresh in used:
+        k += 1
+        fresh = f"{name}_{k}"
+    used.add(fresh)
+    return fresh
 
 
 def _vars_of(e) -> list:
@@ -669,7 +686,7 @@ def _builtin_all_(it) -> bool:
     return True
 
 
-def _stage(t: Tensor, buf_map: dict, outer_map: dict, idt: Optional[str]) -> tir.Stmt:
+def _stage(t: Tensor, buf_map: dict, outer_map: dict, idt: Optional[str], block_name: Optional[str] = None) -> tir.Stmt:
     from tvmscript.parser.tir_builder import infer_access_regions
 
     op: ComputeOp = t.op
@@ -705,7 +722,7 @@ def _stage(t: Tensor, buf_map: dict, outer_map: dict, idt: Optional[str]) -> tir
         store = tir.BufferStore(out, _rewrite(op.body, var_map, buf_map, idt), list(indices))
     reads, writes = infer_access_regions(store, init, [])
     annotations = dict(op.attrs) if op.attrs else {}
-    block = tir.Block(op.name, iter_vars, reads, writes, store, init=init, annotations=annotations)
+    block = tir.Block(block_name or op.name, iter_vars, reads, writes, store, init=init, annotations=annotations)
     realize = tir.BlockRealize([lv for lv, _, _ in loops], tir.IntImm("bool", 1), block)
     stmt: tir.Stmt = realize
     for lv, lo, extent in reversed(loops):

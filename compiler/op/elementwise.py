@@ -1,57 +1,177 @@
-"""Elementwise ops: unary math, binary arithmetic with NumPy broadcasting, comparisons."""
+"""Elementwise ops: unary math, binary arithmetic with NumPy broadcasting, comparisons, logical
+ops, ``where`` and ``astype``.
+
+Unary ops keep their operand's shape and dtype (pattern elementwise); binary ones broadcast
+their operands' shapes, symbolic dims included (pattern broadcast). The PrimFunc each legalizes
+to is named as TVM 0.25's LegalizeOps names it (``tir_exp``, ``erf``, ``add``, ``cast``...).
+"""
 
 from __future__ import annotations
 
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import axes_attr, broadcast_shapes, dim_equal, dtype_attr, normalize_axis, tensor_arg, te_legalizer
-from .registry import Arg, Attr, OpError, register_op
+from .common import broadcast_shapes, tensor_arg, te_legalizer
+from .registry import Attr, OpError, register_op
+
+
+# ----------------------------------------------------------------------------- dtype checks
+
+
+def _require(x: relax.TensorStructInfo, what: str, ok, kind: str, op: str) -> None:
+    """OpError naming argument ``what`` unless its dtype (when known) satisfies ``ok``."""
+    if x.dtype and not ok(x.dtype):
+        raise OpError(f"{op} needs {kind} {what}, got {x.dtype}", what)
+
+
+def _is_float(dtype: str) -> bool:
+    return tir.is_float(dtype)
+
+
+def _is_bool(dtype: str) -> bool:
+    return dtype == "bool"
+
+
+def _like(x: relax.TensorStructInfo, dtype: str | None = None) -> relax.TensorStructInfo:
+    """``x``'s shape (or rank) with ``dtype`` (default ``x``'s)."""
+    dtype = x.dtype if dtype is None else dtype
+    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, dtype, x.ndim)
+
+
+def _broadcast(sinfos: list, dtype: str) -> relax.TensorStructInfo:
+    """The broadcast of the tensors' shapes (their rank only when two symbolic dims differ or a
+    shape is unknown); OpError when two static dims cannot broadcast."""
+    if all(s.shape is not None for s in sinfos):
+        shape = list(sinfos[0].shape)
+        for s in sinfos[1:]:
+            shape = broadcast_shapes(shape, list(s.shape))
+            if shape is None:
+                break
+        if shape is not None:
+            return relax.TensorStructInfo(shape, dtype)
+    ndims = [s.ndim for s in sinfos]
+    return relax.TensorStructInfo(None, dtype, max(ndims) if all(n >= 0 for n in ndims) else -1)
+
+
+# ----------------------------------------------------------------------------- unary
 
 
 def infer_unary(args, attrs):
-    (x,) = args
-    x = tensor_arg(x, "x")
-    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, x.dtype, x.ndim)
+    return _like(tensor_arg(args[0], "x"))
+
+
+def _unary_infer(op: str, ok, kind: str):
+    """Inference of a unary op whose operand must have a dtype satisfying ``ok``."""
+    def infer(args, attrs):
+        x = tensor_arg(args[0], "x")
+        _require(x, "x", ok, kind, op)
+        return _like(x)
+
+    infer.__name__ = f"infer_{op.replace('.', '_')}"
+    return infer
+
+
+# name -> (TOPI function, PrimFunc name TVM 0.25 gives it, operand dtype rule or None)
+_FLOAT = (_is_float, "a floating-point")
+UNARY_OPS = {
+    "exp": (topi.exp, "tir_exp", _FLOAT),
+    "log": (topi.log, "tir_log", _FLOAT),
+    "sqrt": (topi.sqrt, "tir_sqrt", _FLOAT),
+    "rsqrt": (topi.rsqrt, "tir_rsqrt", _FLOAT),
+    "tanh": (topi.tanh, "tir_tanh", _FLOAT),
+    "sigmoid": (topi.sigmoid, "tir_sigmoid", _FLOAT),
+    "sin": (topi.sin, "tir_sin", _FLOAT),
+    "cos": (topi.cos, "tir_cos", _FLOAT),
+    "erf": (topi.erf, "erf", _FLOAT),
+    "negative": (topi.negative, "tir_negative", (lambda d: d != "bool", "a numeric")),
+    "abs": (topi.abs, "tir_abs", (lambda d: d != "bool", "a numeric")),
+    "floor": (topi.floor, "tir_floor", None),
+    "ceil": (topi.ceil, "tir_ceil", None),
+    "round": (topi.round, "tir_round", None),
+    "square": (topi.square, "tir_square", None),
+    "logical_not": (topi.logical_not, "tir_logical_not", (_is_bool, "a bool")),
+    "nn.relu": (topi.relu, "relu", None),
+    "nn.gelu": (topi.gelu, "gelu", _FLOAT),
+    "nn.silu": (topi.silu, "silu", _FLOAT),
+}
+for _name, (_fn, _hint, _rule) in UNARY_OPS.items():
+    register_op(_name, ("x",), _unary_infer(f"R.{_name}", *_rule) if _rule else infer_unary,
+                pattern="elementwise", legalize=te_legalizer(_fn, _hint))
+
+
+# ----------------------------------------------------------------------------- astype
+
+
+def _astype_dtype(value):
+    if not isinstance(value, str) or not tir.is_valid_dtype(value):
+        raise OpError(f"astype needs a dtype such as \"float32\", not {value!r}", "dtype")
+    return value
+
+
+def infer_astype(args, attrs):
+    return _like(tensor_arg(args[0], "x"), attrs["dtype"])
+
+
+register_op("astype", ("x",), infer_astype, attrs=(Attr("dtype", None, _astype_dtype),),
+            pattern="elementwise", legalize=te_legalizer(topi.cast, "cast", ("dtype",)))
+
+
+# ----------------------------------------------------------------------------- binary
+
+
+def _operands(args, names=("x1", "x2")):
+    sinfos = [tensor_arg(s, w) for s, w in zip(args, names)]
+    dtypes = {s.dtype for s in sinfos if s.dtype}
+    if len(dtypes) > 1:
+        a, b = sinfos
+        raise OpError(f"operand dtypes differ: {a.dtype} and {b.dtype}")
+    return sinfos, (dtypes.pop() if dtypes else "")
 
 
 def infer_binary(args, attrs):
-    a, b = (tensor_arg(s, w) for s, w in zip(args, ("x1", "x2")))
-    if a.dtype and b.dtype and a.dtype != b.dtype:
-        raise OpError(f"operand dtypes differ: {a.dtype} and {b.dtype}")
-    dtype = a.dtype or b.dtype
-    if a.shape is not None and b.shape is not None:
-        shape = broadcast_shapes(a.shape, b.shape)
-        if shape is not None:
-            return relax.TensorStructInfo(shape, dtype)
-        return relax.TensorStructInfo(None, dtype, max(a.ndim, b.ndim))
-    ndim = max(a.ndim, b.ndim) if a.ndim >= 0 and b.ndim >= 0 else -1
-    return relax.TensorStructInfo(None, dtype, ndim)
+    sinfos, dtype = _operands(args)
+    return _broadcast(sinfos, dtype)
 
 
 def infer_compare(args, attrs):
-    out = infer_binary(args, attrs)
-    return relax.TensorStructInfo(out.shape, "bool", out.ndim)
+    sinfos, _ = _operands(args)
+    return _broadcast(sinfos, "bool")
 
 
-UNARY_OPS = (
-    "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "negative", "abs", "floor", "ceil", "round",
-    "sin", "cos", "erf", "square", "nn.relu", "nn.gelu", "nn.silu",
-)
-_UNARY_TOPI = {"nn.relu": topi.relu}
-for _name in UNARY_OPS:
-    _fn = _UNARY_TOPI.get(_name)
-    register_op(_name, ("x",), infer_unary, pattern="elementwise",
-                legalize=te_legalizer(_fn, _name.rsplit(".", 1)[-1]) if _fn else None)
+def infer_logical(args, attrs):
+    for s, w in zip(args, ("x1", "x2")):
+        _require(tensor_arg(s, w), w, _is_bool, "a bool", "a logical op")
+    sinfos, _ = _operands(args)
+    return _broadcast(sinfos, "bool")
+
 
 BINARY_OPS = (
     "add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum",
 )
 for _name in BINARY_OPS:
-    _fn = getattr(topi, _name, None)
     register_op(_name, ("x1", "x2"), infer_binary, pattern="broadcast",
-                legalize=te_legalizer(_fn, _name) if _fn else None)
+                legalize=te_legalizer(getattr(topi, _name), _name))
 
 COMPARE_OPS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 for _name in COMPARE_OPS:
-    register_op(_name, ("x1", "x2"), infer_compare, pattern="broadcast")
+    register_op(_name, ("x1", "x2"), infer_compare, pattern="broadcast",
+                legalize=te_legalizer(getattr(topi, _name), _name))
+
+LOGICAL_OPS = ("logical_and", "logical_or")
+for _name in LOGICAL_OPS:
+    register_op(_name, ("x1", "x2"), infer_logical, pattern="broadcast",
+                legalize=te_legalizer(getattr(topi, _name), _name))
+
+
+# ----------------------------------------------------------------------------- where
+
+
+def infer_where(args, attrs):
+    cond = tensor_arg(args[0], "condition")
+    _require(cond, "condition", _is_bool, "a bool", "R.where")
+    (x1, x2), dtype = _operands(args[1:])
+    return _broadcast([cond, x1, x2], dtype)
+
+
+register_op("where", ("condition", "x1", "x2"), infer_where, pattern="broadcast",
+            legalize=te_legalizer(topi.where, "where"))

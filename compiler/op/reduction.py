@@ -1,3 +1,122 @@
-"""Reductions over axes (axis=None reduces all; negative axes; keepdims)."""
+"""Reductions over axes: ``sum``, ``mean``, ``max``, ``min``, ``prod``, ``variance`` (``axis``: None
+= every axis, an int or a list of ints, negative ones counting from the end; ``keepdims``
+keeps reduced dimensions as 1) and ``argmax``/``argmin`` (``axis``: one int or None; the result
+is int64 indices).
+
+Printed as TVM 0.25 prints them: ``R.sum(x, axis=[1], keepdims=True)``,
+``R.argmax(x, axis=1, keepdims=False)``.
+
+Pattern: the op table declares what the analysis (``analyze_op_pattern``) gives the legalized
+PrimFunc, the same kinds TVM's analysis gives. sum/max/min/prod are one reduction block:
+``reduce`` (kCommReduce). mean and variance end with an elementwise ``T_divide`` writing the
+output after the reduction, which the analysis (TVM's rule, as for softmax) calls
+``out_ewise_fusable``. argmax/argmin are two reduction blocks here, so ``reduce``; TVM's
+tuple-reducer block followed by a copy analyzes as kOutEWiseFusable there (a deviation in
+the kind, not in the results).
+"""
 
 from __future__ import annotations
+
+from tvmscript import relax, tir
+
+from .. import topi
+from .common import normalize_axis, tensor_arg, te_legalizer
+from .registry import Attr, OpError, register_op
+
+
+# ----------------------------------------------------------------------------- attributes
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def axis_list_attr(value):
+    """``axis`` of sum & co.: None, or a list of ints (a single int becomes ``[int]``)."""
+    if value is None:
+        return None
+    if _is_int(value):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
+        return list(value)
+    raise OpError(f"axis must be an integer, a list of integers or None, not {value!r}", "axis")
+
+
+def axis_int_attr(value):
+    """``axis`` of argmax/argmin: one int or None."""
+    if value is None or _is_int(value):
+        return value
+    raise OpError(f"axis must be an integer or None, not {value!r}", "axis")
+
+
+def keepdims_attr(value):
+    if not isinstance(value, bool):
+        raise OpError(f"keepdims must be True or False, not {value!r}", "keepdims")
+    return value
+
+
+# ----------------------------------------------------------------------------- inference
+
+
+def reduced_axes(axis, ndim: int) -> list:
+    """The reduced axes, normalized; OpError (naming ``axis``) when one is out of range or
+    repeated."""
+    if axis is None:
+        return list(range(ndim))
+    axes = [normalize_axis(a, ndim, "axis") for a in axis]
+    for i, a in enumerate(axes):
+        if a in axes[:i]:
+            raise OpError(f"axis {a} appears more than once in axis={axis}", "axis")
+    return axes
+
+
+def reduce_sinfo(x: relax.TensorStructInfo, axis, keepdims: bool, dtype: str) -> relax.TensorStructInfo:
+    """Struct info of reducing ``x`` over ``axis`` (a list or None)."""
+    if x.ndim < 0:
+        if axis is None and not keepdims:
+            return relax.TensorStructInfo([], dtype)
+        return relax.TensorStructInfo(None, dtype, -1)
+    axes = set(reduced_axes(axis, x.ndim))
+    ndim = x.ndim if keepdims else x.ndim - len(axes)
+    if x.shape is None:
+        return relax.TensorStructInfo(None, dtype, ndim)
+    shape = []
+    for i, d in enumerate(x.shape):
+        if i not in axes:
+            shape.append(d)
+        elif keepdims:
+            shape.append(tir.IntImm("int64", 1))
+    return relax.TensorStructInfo(shape, dtype)
+
+
+def infer_reduce(args, attrs):
+    x = tensor_arg(args[0], "x")
+    return reduce_sinfo(x, attrs["axis"], attrs["keepdims"], x.dtype)
+
+
+def infer_arg_reduce(args, attrs):
+    x = tensor_arg(args[0], "x")
+    axis = attrs["axis"]
+    return reduce_sinfo(x, None if axis is None else [axis], attrs["keepdims"], "int64")
+
+
+# ----------------------------------------------------------------------------- registration
+
+_ATTRS = ("axis", "keepdims")
+
+# name -> fusion pattern of its legalized PrimFunc (see the module docstring)
+STATISTICAL_OPS = {"sum": "reduce", "mean": "out_ewise_fusable", "max": "reduce", "min": "reduce",
+                   "prod": "reduce", "variance": "out_ewise_fusable"}
+for _name, _pattern in STATISTICAL_OPS.items():
+    register_op(
+        _name, ("x",), infer_reduce,
+        attrs=(Attr("axis", None, axis_list_attr), Attr("keepdims", False, keepdims_attr)),
+        pattern=_pattern, legalize=te_legalizer(getattr(topi.reduction, _name), _name, _ATTRS),
+    )
+
+for _name in ("argmax", "argmin"):
+    register_op(
+        _name, ("x",), infer_arg_reduce,
+        attrs=(Attr("axis", None, axis_int_attr), Attr("keepdims", False, keepdims_attr)),
+        pattern="reduce", legalize=te_legalizer(getattr(topi.reduction, _name), _name, _ATTRS),
+    )

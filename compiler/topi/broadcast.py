@@ -12,7 +12,11 @@ from tvmscript import tir
 from .. import te
 from ._util import compute, is_one, same_dim
 
-__all__ = ["broadcast_shape", "broadcast_binary", "add", "subtract", "multiply", "divide"]
+__all__ = [
+    "broadcast_shape", "broadcast_binary", "add", "subtract", "multiply", "divide", "floor_divide",
+    "power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "where",
+]
 
 
 def broadcast_shape(a: list, b: list) -> list:
@@ -73,3 +77,67 @@ def multiply(a, b):
 
 def divide(a, b):
     return broadcast_binary("divide", lambda x, y: x / y, a, b)
+
+
+def floor_divide(a, b):
+    """``a // b`` rounding toward -inf as NumPy: ``FloorDiv`` on integers, ``floor(a / b)`` on
+    floats (as TVM's ``topi.floor_divide``)."""
+    def fn(x, y):
+        if tir.is_float(x.dtype):
+            return te.floor(x / y)
+        return te.floordiv(x, y)
+
+    return broadcast_binary("floor_divide", fn, a, b)
+
+
+def power(a, b):
+    return broadcast_binary("power", te.power, a, b)
+
+
+def maximum(a, b):
+    return broadcast_binary("maximum", te.max, a, b)
+
+
+def minimum(a, b):
+    return broadcast_binary("minimum", te.min, a, b)
+
+
+def _comparison(name: str, cls):
+    def fn(a, b):
+        return broadcast_binary(name, lambda x, y: tir._binary(cls, x, y), a, b)
+
+    fn.__name__ = name
+    fn.__doc__ = f"``T_{name}``: the elementwise comparison, a bool tensor."
+    return fn
+
+
+equal = _comparison("equal", tir.EQ)
+not_equal = _comparison("not_equal", tir.NE)
+less = _comparison("less", tir.LT)
+less_equal = _comparison("less_equal", tir.LE)
+greater = _comparison("greater", tir.GT)
+greater_equal = _comparison("greater_equal", tir.GE)
+
+
+def logical_and(a, b):
+    return broadcast_binary("logical_and", lambda x, y: tir.And("bool", x, y), a, b)
+
+
+def logical_or(a, b):
+    return broadcast_binary("logical_or", lambda x, y: tir.Or("bool", x, y), a, b)
+
+
+def where(condition: te.Tensor, x: te.Tensor, y: te.Tensor) -> te.Tensor:
+    """``T_where[i] = condition[i] ? x[i] : y[i]``, the three shapes broadcast together."""
+    oshape = broadcast_shape(broadcast_shape(list(condition.shape), list(x.shape)), list(y.shape))
+
+    def load(t, idx):
+        return t[tuple(broadcast_index(t, oshape, idx))] if t.shape else t[()]
+
+    def f(idx):
+        cond = load(condition, idx)
+        if cond.dtype != "bool":
+            cond = tir.NE("bool", cond, tir.const(0, cond.dtype))
+        return tir.Select(x.dtype, cond, load(x, idx), load(y, idx))
+
+    return compute(oshape, f, name="T_where")

@@ -1,14 +1,115 @@
-"""Unary elementwise operators (TVM's ``topi/elemwise.h`` and ``topi.nn.relu``)."""
+"""Unary elementwise operators (TVM's ``topi/elemwise.h``, ``topi.nn.relu``/``gelu``/``silu``).
+
+The math functions are Python-style TE computes: one block ``compute`` with loops ``i0, i1...``,
+as TVM's ``topi.exp`` etc. print. ``square`` and ``logical_not`` are C++-style (``T_multiply``,
+``T_logical_not``, loops ``ax0...``); ``gelu``/``silu`` chain several stages exactly as Relax's
+legalization composes them, so the printed PrimFuncs read like TVM's.
+"""
 
 from __future__ import annotations
+
+import math
 
 from tvmscript import tir
 
 from .. import te
+from ._util import compute
+from .broadcast import add, multiply
 
-__all__ = ["relu"]
+__all__ = [
+    "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "negative", "abs", "floor", "ceil",
+    "round", "sin", "cos", "erf", "square", "logical_not", "gelu", "silu", "cast",
+]
+
+
+def _map(x: te.Tensor, fn) -> te.Tensor:
+    """``compute[i] = fn(x[i])``: block ``compute``, loops ``i0, i1...``."""
+    return te.compute(x.shape, lambda *i: fn(x(*i)))
+
+
+def _float_intrinsic(name: str):
+    """A math function applied elementwise (``T.exp(x[i])``)."""
+    intrinsic = getattr(te, name)
+
+    def fn(x: te.Tensor) -> te.Tensor:
+        return _map(x, intrinsic)
+
+    fn.__name__ = name
+    fn.__doc__ = f"``{name}(x)`` elementwise: block ``compute``, loops ``i0...``."
+    return fn
+
+
+exp = _float_intrinsic("exp")
+log = _float_intrinsic("log")
+sqrt = _float_intrinsic("sqrt")
+rsqrt = _float_intrinsic("rsqrt")
+tanh = _float_intrinsic("tanh")
+sigmoid = _float_intrinsic("sigmoid")
+sin = _float_intrinsic("sin")
+cos = _float_intrinsic("cos")
+erf = _float_intrinsic("erf")
+
+
+def _rounding(name: str, intrinsic: str):
+    """floor/ceil/round: the intrinsic on floats; integers are already whole, so they are
+    copied (as TVM's ``tir.floor`` etc. return an integer operand unchanged)."""
+    call = getattr(te, intrinsic)
+
+    def fn(x: te.Tensor) -> te.Tensor:
+        return _map(x, call if tir.is_float(x.dtype) else (lambda v: v))
+
+    fn.__name__ = name
+    fn.__doc__ = f"``{name}(x)`` elementwise (``T.{intrinsic}`` on floats, a copy on integers)."
+    return fn
+
+
+floor = _rounding("floor", "floor")
+ceil = _rounding("ceil", "ceil")
+round = _rounding("round", "nearbyint")  # TVM's topi.round is nearbyint: ties to even, like NumPy
+
+
+def negative(x: te.Tensor) -> te.Tensor:
+    """``x * -1`` (TVM writes negation as a multiplication by -1)."""
+    return _map(x, lambda v: v * tir.const(-1, x.dtype))
+
+
+def abs(x: te.Tensor) -> te.Tensor:
+    """``|x|``: ``T.fabs`` on floats, ``T.abs`` on signed integers, a copy on unsigned ones."""
+    if x.dtype.startswith("uint") or x.dtype == "bool":
+        return _map(x, lambda v: v)
+    return _map(x, te.abs)
 
 
 def relu(x: te.Tensor) -> te.Tensor:
     """``max(x, 0)``: TVM's Python ``topi.nn.relu`` (block ``compute``, loops ``i0, i1...``)."""
     return te.compute(x.shape, lambda *i: te.max(x(*i), tir.const(0, x.dtype)))
+
+
+def square(x: te.Tensor) -> te.Tensor:
+    """``x * x``: Relax legalizes square as ``topi.multiply(x, x)`` (block ``T_multiply``)."""
+    return multiply(x, x)
+
+
+def logical_not(x: te.Tensor) -> te.Tensor:
+    """``not x`` on a bool tensor: block ``T_logical_not``, loops ``ax0...``."""
+    return compute(x.shape, lambda idx: tir.Not("bool", x[tuple(idx)]), name="T_logical_not")
+
+
+def gelu(x: te.Tensor) -> te.Tensor:
+    """``x * (0.5 + erf(x / sqrt(2)) * 0.5)``: the erf form, in the five stages Relax's
+    legalization builds (``T_multiply``, ``compute``, ``T_multiply_1``, ``T_add``,
+    ``T_multiply_2``)."""
+    scaled = multiply(x, tir.const(math.sqrt(0.5), x.dtype))  # 1/sqrt(2), as TVM spells it
+    e = erf(scaled)
+    half = multiply(e, tir.const(0.5, x.dtype))
+    return multiply(x, add(tir.const(0.5, x.dtype), half))
+
+
+def silu(x: te.Tensor) -> te.Tensor:
+    """``x * sigmoid(x)``: a ``compute`` stage, then ``T_multiply``."""
+    return multiply(x, sigmoid(x))
+
+
+def cast(x: te.Tensor, dtype: str) -> te.Tensor:
+    """``x`` converted to ``dtype`` elementwise (block ``compute``, as TVM's ``topi.cast``)."""
+    return _map(x, lambda v: te.cast(v, dtype))

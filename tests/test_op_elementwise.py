@@ -1,0 +1,353 @@
+"""Elementwise ops (unary math, binary arithmetic with broadcasting, comparisons, logical ops,
+``where``, ``astype``): struct-info inference, TVM-style legalized TIR, and numerics against
+NumPy on several shapes (through ``op_check.check_op``: print/parse round trip, declared pattern
+= analyzed pattern, CPU compile and run). Also located diagnostics for bad calls in text."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from op_check import build_op_module, check_op, legalize_checked, run  # noqa: E402
+
+import tvmscript as tvms  # noqa: E402
+from tvmscript import relax, tir  # noqa: E402
+from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
+from tvmscript.diagnostics import TVMScriptError  # noqa: E402
+
+RNG = np.random.default_rng(0)
+op = relax.op
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def rand(shape, dtype="float32", low=-2.0, high=2.0):
+    if np.issubdtype(np.dtype(dtype), np.integer):
+        return RNG.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    if dtype == "bool":
+        return RNG.random(size=shape) < 0.5
+    return RNG.uniform(low, high, size=shape).astype(dtype)
+
+
+def f32(fn):
+    """A float64 NumPy reference cast back to float32 (the op's dtype)."""
+    return lambda x: np.asarray(fn(x.astype(np.float64))).astype(x.dtype)
+
+
+# ----------------------------------------------------------------------------- unary
+
+# name -> (op, NumPy reference, input range)
+UNARY = {
+    "exp": (op.exp, np.exp, (-2, 2)),
+    "log": (op.log, np.log, (0.1, 4)),
+    "sqrt": (op.sqrt, np.sqrt, (0.1, 4)),
+    "rsqrt": (op.rsqrt, lambda x: 1 / np.sqrt(x), (0.1, 4)),
+    "tanh": (op.tanh, np.tanh, (-3, 3)),
+    "sigmoid": (op.sigmoid, lambda x: 1 / (1 + np.exp(-x)), (-4, 4)),
+    "negative": (op.negative, np.negative, (-2, 2)),
+    "abs": (op.abs, np.abs, (-2, 2)),
+    "floor": (op.floor, np.floor, (-3, 3)),
+    "ceil": (op.ceil, np.ceil, (-3, 3)),
+    "round": (op.round, np.round, (-3, 3)),
+    "sin": (op.sin, np.sin, (-3, 3)),
+    "cos": (op.cos, np.cos, (-3, 3)),
+    "erf": (op.erf, _erf, (-2, 2)),
+    "square": (op.square, np.square, (-2, 2)),
+    "relu": (op.nn.relu, lambda x: np.maximum(x, 0), (-2, 2)),
+    "gelu": (op.nn.gelu, lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2))), (-3, 3)),
+    "silu": (op.nn.silu, lambda x: x / (1 + np.exp(-x)), (-4, 4)),
+}
+UNARY_SHAPES = [(4,), (2, 3, 4), ()]
+
+
+@pytest.mark.parametrize("shape", UNARY_SHAPES, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_float(name, shape):
+    fn, ref, (lo, hi) = UNARY[name]
+    x = rand(shape, "float32", lo, hi)
+    if name == "round" and x.ndim:
+        x.flat[0], x.flat[-1] = 2.5, -0.5  # ties: round to even, as NumPy
+    check_op(fn, [x], f32(ref)(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["negative", "abs", "floor", "ceil", "round", "square", "relu"])
+def test_unary_int(name):
+    fn, ref, _ = UNARY[name]
+    x = rand((2, 5), "int32", -9, 9)
+    check_op(fn, [x], ref(x).astype("int32"))
+
+
+def test_unary_float64():
+    x = rand((3, 2), "float64", 0.5, 2)
+    check_op(op.log, [x], np.log(x), rtol=1e-12)
+    check_op(op.nn.gelu, [x], x * 0.5 * (1 + _erf(x / math.sqrt(2))), rtol=1e-12)
+
+
+def test_logical_not():
+    x = rand((2, 3), "bool")
+    check_op(op.logical_not, [x], np.logical_not(x))
+
+
+@pytest.mark.parametrize("fn", [op.exp, op.log, op.sqrt, op.sigmoid, op.erf, op.nn.gelu, op.nn.silu])
+def test_float_only_ops_reject_ints(fn):
+    x = relax.Var("x", relax.TensorStructInfo([2, 3], "int32"))
+    with pytest.raises(ValueError, match="floating-point x"):
+        fn(x)
+
+
+def test_logical_not_needs_bool():
+    x = relax.Var("x", relax.TensorStructInfo([2, 3], "float32"))
+    with pytest.raises(ValueError, match="bool x"):
+        op.logical_not(x)
+
+
+def test_unary_inference_keeps_symbolic_shape_and_rank():
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([n, 4], "float32"))
+    sinfo = op.exp(x).struct_info
+    assert sinfo.shape[0] is n and sinfo.dtype == "float32"
+    y = relax.Var("y", relax.TensorStructInfo(None, "float32", 3))
+    assert op.nn.relu(y).struct_info.ndim == 3
+
+
+def test_unary_legalized_like_tvm():
+    """TVM 0.25's names: prim_func ``tir_exp``, block ``compute``, loops ``i0, i1``."""
+    mod, _ = build_op_module(op.exp, [rand((2, 3))])
+    text = LegalizeOps()(mod).script()
+    assert "def tir_exp(x0: T.Buffer((T.int64(2), T.int64(3)), \"float32\"), compute:" in text
+    assert 'with T.block("compute")' in text and "for i0, i1 in T.grid" in text
+    assert "compute[v_i0, v_i1] = T.exp(x0[v_i0, v_i1])" in text
+    mod, _ = build_op_module(op.round, [rand((2,))])
+    assert "T.nearbyint(x0[v_i0])" in LegalizeOps()(mod).script()
+
+
+def test_gelu_stages_like_tvm():
+    mod, _ = build_op_module(op.nn.gelu, [rand((2, 3))])
+    text = LegalizeOps()(mod).script()
+    blocks = [line.split('"')[1] for line in text.split("\n") if "T.block(" in line and "root" not in line]
+    assert blocks == ["T_multiply", "compute", "T_multiply_1", "T_add", "T_multiply_2"]
+    assert "x0[v_ax0, v_ax1] * T.float32(0.70710678118654757)" in text
+    assert "T_add[v_ax0, v_ax1] = T.float32(0.5) + T_multiply_2[v_ax0, v_ax1]" in text
+
+
+# ----------------------------------------------------------------------------- binary
+
+BINARY = {
+    "add": (op.add, np.add),
+    "subtract": (op.subtract, np.subtract),
+    "multiply": (op.multiply, np.multiply),
+    "divide": (op.divide, np.divide),
+    "floor_divide": (op.floor_divide, np.floor_divide),
+    "power": (op.power, np.power),
+    "maximum": (op.maximum, np.maximum),
+    "minimum": (op.minimum, np.minimum),
+}
+BINARY_SHAPES = [((4,), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), ((2, 3), ())]
+
+
+@pytest.mark.parametrize("shapes", BINARY_SHAPES, ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_float(name, shapes):
+    fn, ref = BINARY[name]
+    a = rand(shapes[0], "float32", 0.5, 3) if name == "power" else rand(shapes[0])
+    b = rand(shapes[1], "float32", 0.5, 2)
+    if name not in ("power", "divide", "floor_divide"):
+        b = rand(shapes[1])
+    check_op(fn, [a, b], ref(a, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "floor_divide", "power", "maximum", "minimum"])
+def test_binary_int(name):
+    """Integer arithmetic; floor_divide rounds toward -inf (NumPy), negative operands included."""
+    fn, ref = BINARY[name]
+    a = rand((2, 1, 4), "int32", -20, 20)
+    b = rand((3, 1), "int32", 1, 3) if name == "power" else rand((3, 1), "int32", -5, 5)
+    if name == "power":
+        a = rand((2, 1, 4), "int32", -4, 4)
+    if name == "floor_divide":
+        b[b == 0] = 3
+        b[0, 0] = -4
+    check_op(fn, [a, b], ref(a, b).astype("int32"))
+
+
+def test_floor_divide_int_exact_values():
+    a = np.array([7, -7, 7, -7, 0, -1], "int64")
+    b = np.array([2, 2, -2, -2, 3, 5], "int64")
+    check_op(op.floor_divide, [a, b], np.array([3, -4, -4, 3, 0, -1], "int64"))
+
+
+COMPARE = {
+    "equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+    "greater": np.greater, "greater_equal": np.greater_equal,
+}
+
+
+@pytest.mark.parametrize("shapes", [((2, 1, 4), (3, 1)), ((5,), ())], ids=str)
+@pytest.mark.parametrize("name", sorted(COMPARE))
+def test_compare(name, shapes):
+    a = rand(shapes[0], "int32", -2, 2).astype("float32")  # small integers: plenty of ties
+    b = rand(shapes[1], "int32", -2, 2).astype("float32")
+    check_op(getattr(op, name), [a, b], COMPARE[name](a, b))
+
+
+def test_compare_int():
+    a, b = rand((3, 4), "int64", -3, 3), rand((4,), "int64", -3, 3)
+    check_op(op.less_equal, [a, b], a <= b)
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or"])
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 1, 3), (4, 1))], ids=str)
+def test_logical(name, shapes):
+    a, b = rand(shapes[0], "bool"), rand(shapes[1], "bool")
+    check_op(getattr(op, name), [a, b], getattr(np, name)(a, b))
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3), (2, 3)), ((2, 1), (3,), (2, 3)), ((4, 1, 1), (1, 3, 1), (2,)),
+                                    ((), (2, 2), ())], ids=str)
+def test_where(shapes):
+    c = rand(shapes[0], "bool")
+    x, y = rand(shapes[1]), rand(shapes[2])
+    check_op(op.where, [c, x, y], np.where(c, x, y))
+
+
+def test_where_int_values():
+    c, x, y = rand((3, 4), "bool"), rand((3, 4), "int32", -9, 9), rand((1, 4), "int32", -9, 9)
+    check_op(op.where, [c, x, y], np.where(c, x, y))
+
+
+def test_binary_legalized_like_tvm():
+    mod, _ = build_op_module(op.add, [rand((2, 1, 4)), rand((3, 1))])
+    text = LegalizeOps()(mod).script()
+    assert 'with T.block("T_add")' in text and "for ax0, ax1, ax2 in T.grid" in text
+    assert "T_add[v_ax0, v_ax1, v_ax2] = x0[v_ax0, T.int64(0), v_ax2] + x1[v_ax1, T.int64(0)]" in text
+    mod, _ = build_op_module(op.floor_divide, [rand((4,)), rand((4,))])
+    assert "T.floor(x0[v_ax0] / x1[v_ax0])" in LegalizeOps()(mod).script()
+    mod, _ = build_op_module(op.floor_divide, [rand((4,), "int32"), rand((4,), "int32")])
+    assert "T_floor_divide[v_ax0] = x0[v_ax0] // x1[v_ax0]" in LegalizeOps()(mod).script()
+
+
+# ----------------------------------------------------------------------------- binary inference
+
+
+def tensor(shape, dtype="float32", ndim=-1):
+    return relax.Var("t", relax.TensorStructInfo(shape, dtype, ndim) if shape is None else
+                     relax.TensorStructInfo(shape, dtype))
+
+
+def test_broadcast_symbolic_dims():
+    n, m = tir.Var("int64", "n"), tir.Var("int64", "m")
+    s = op.add(tensor([n, 1]), tensor([1, m])).struct_info
+    assert s.shape[0] is n and s.shape[1] is m
+    s = op.multiply(tensor([n, 4]), tensor([4])).struct_info
+    assert s.shape[0] is n and s.shape[1].value == 4
+    s = op.add(tensor([n]), tensor([m])).struct_info  # unknowable statically: rank only
+    assert s.shape is None and s.ndim == 1
+    s = op.add(tensor(None, ndim=2), tensor([3, 1, 4])).struct_info
+    assert s.shape is None and s.ndim == 3
+    s = op.where(tensor([n, 1], "bool"), tensor([1, m]), tensor([m])).struct_info
+    assert s.shape[0] is n and s.shape[1] is m
+
+
+def test_binary_symbolic_legalize_runs():
+    """A symbolic batch dim survives legalization; the compiled kernel takes any n."""
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([n, 4], "float32"))
+    y = relax.Var("y", relax.TensorStructInfo([4], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, y]):
+        out = bb.emit(op.maximum(x, y))
+        bb.emit_func_output(out)
+    legal = legalize_checked(bb.get())
+    for rows in (1, 3):
+        a, b = rand((rows, 4)), rand((4,))
+        np.testing.assert_array_equal(run(legal, [a, b]), np.maximum(a, b))
+
+
+def test_binary_errors():
+    with pytest.raises(ValueError, match="do not broadcast: dimension 3 vs 4"):
+        op.add(tensor([2, 3]), tensor([4]))
+    with pytest.raises(ValueError, match="dtypes differ: float32 and int32"):
+        op.subtract(tensor([2]), tensor([2], "int32"))
+    with pytest.raises(ValueError, match="bool x1"):
+        op.logical_and(tensor([2]), tensor([2], "bool"))
+    with pytest.raises(ValueError, match="bool condition"):
+        op.where(tensor([2]), tensor([2]), tensor([2]))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        op.where(tensor([2], "bool"), tensor([3]), tensor([3]))
+    assert op.equal(tensor([2]), tensor([2])).struct_info.dtype == "bool"
+
+
+# ----------------------------------------------------------------------------- astype
+
+
+@pytest.mark.parametrize("src,dst", [("float32", "int32"), ("int32", "float32"), ("float32", "float64"),
+                                     ("float32", "bool"), ("bool", "float32"), ("int64", "int8"),
+                                     ("float64", "float16")])
+def test_astype(src, dst):
+    x = rand((2, 3), src, -5, 5)
+    if src == "float32" and dst == "bool":
+        x[0, 0] = 0.0
+    check_op(op.astype, [x], x.astype(dst), dtype=dst)
+
+
+def test_astype_prints_and_legalizes_like_tvm():
+    mod, _ = build_op_module(op.astype, [rand((2, 3))], dtype="int32")
+    assert 'R.astype(x0, dtype="int32")' in mod.script()
+    text = LegalizeOps()(mod).script()
+    assert "def cast(" in text and 'compute[v_i0, v_i1] = T.Cast("int32", x0[v_i0, v_i1])' in text
+
+
+def test_astype_bad_dtype():
+    with pytest.raises(ValueError, match="astype needs a dtype"):
+        op.astype(tensor([2]), "float33")
+
+
+# ----------------------------------------------------------------------------- diagnostics from text
+
+
+def relax_fn(body: str, params: str) -> str:
+    lines = "\n".join("    " + line for line in body.split("\n"))
+    return f"@R.function\ndef main({params}):\n{lines}\n"
+
+
+def diagnose(source: str, message: str, line: int, at: str):
+    """``source`` fails to parse with ``message``, located on ``line`` at the text ``at``."""
+    with pytest.raises(TVMScriptError) as info:
+        tvms.parse(source)
+    err = info.value
+    assert message in err.message, err.message
+    assert err.span is not None
+    text_line = source.split("\n")[line - 1]
+    assert (err.span.line, err.span.col) == (line, text_line.index(at) + 1), f"{err.message} at {err.span}"
+    return err
+
+
+def test_text_shapes_do_not_broadcast():
+    src = relax_fn("lv = R.add(x, y)\nreturn lv", 'x: R.Tensor((2, 3), "float32"), y: R.Tensor((4,), "float32")')
+    diagnose(src, "R.add: shapes of the operands do not broadcast: dimension 3 vs 4", 3, "R.add")
+
+
+def test_text_where_shapes_do_not_broadcast():
+    src = relax_fn("lv = R.where(c, x, y)\nreturn lv",
+                   'c: R.Tensor((2, 1), "bool"), x: R.Tensor((3,), "float32"), y: R.Tensor((4,), "float32")')
+    diagnose(src, "do not broadcast: dimension 3 vs 4", 3, "R.where")
+
+
+def test_text_dtype_mismatch():
+    src = relax_fn("lv = R.multiply(x, y)\nreturn lv", 'x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "int32")')
+    diagnose(src, "R.multiply: operand dtypes differ: float32 and int32", 3, "R.multiply")
+
+
+def test_text_float_op_on_ints_points_at_argument():
+    src = relax_fn("lv = R.exp(x)\nreturn lv", 'x: R.Tensor((2,), "int32")')
+    diagnose(src, "R.exp: R.exp needs a floating-point x, got int32", 3, "x)")
+
+
+def test_text_astype_bad_dtype():
+    src = relax_fn('lv = R.astype(x, dtype="flt")\nreturn lv', 'x: R.Tensor((2,), "float32")')
+    diagnose(src, "astype needs a dtype", 3, '"flt"')
