@@ -1,5 +1,558 @@
-"""Neural-network operators (TVM's ``topi.nn``)."""
+"""Neural-network operators (TVM's ``topi.nn``): softmax, normalization, convolution, pooling.
+
+Stage (block) and loop names follow TVM's TOPI so legalized modules read like TVM's:
+``T_softmax_maxelem``/``T_softmax_exp``/``T_softmax_expsum``/``T_softmax_norm``,
+``<data>_sum``/``<data>_mean``/``<data>_var_sum``/``T_layer_norm``, ``pad_temp`` +
+``conv2d_nchw``/``group_conv2d_nchw`` (loops ``nn, ff, yy, xx, rc, ry, rx``), ``pad_temp`` +
+``pool_max`` or ``pool_sum``/``pool_avg`` (loops ``ax0.., rv0, rv1``), ``T_matmul_NT``.
+
+Index arithmetic with a constant 1 (unit stride or dilation, one channel per group) is folded
+as TVM's simplifier would, so the printed indices are the same. Where TVM's own TE is an
+elaborate composition (batch_norm's chain of reshapes, adaptive pooling's variable-extent
+loops, avg-pool's divisor) the stages here are fewer but compute the same values.
+"""
 
 from __future__ import annotations
 
-__all__: list = []
+import numpy as np
+from tvmscript import tir
+
+from .. import te
+from ._util import axis_names
+
+
+def compute(shape, fcompute, name: str, prefix: str = "ax", attrs=None):
+    """``te.compute`` taking the indices as one list, loops ``ax0..`` (TVM's C++ operators'
+    names) or ``i0..`` (``prefix="i"``, its Python operators'); ``attrs`` become the block's
+    annotations (``T.block_attr``)."""
+    shape = list(shape)
+    return te.compute(shape, lambda *idx: fcompute(list(idx)), name=name, attrs=attrs,
+                      varargs_names=axis_names(len(shape), prefix))
+
+__all__ = [
+    "softmax", "log_softmax", "layer_norm", "batch_norm", "pad", "conv2d_nchw", "group_conv2d_nchw",
+    "conv2d", "pool2d", "adaptive_pool2d", "dropout", "dense", "conv_out_dim", "pool_out_dim",
+]
+
+
+# ----------------------------------------------------------------------------- index arithmetic
+
+
+def _int(e):
+    """The value of a constant dim (int or IntImm), else None."""
+    if isinstance(e, (int, np.integer)) and not isinstance(e, bool):
+        return int(e)
+    if isinstance(e, tir.IntImm):
+        return e.value
+    return None
+
+
+def _plain_dim(e):
+    """A shape entry as a plain PrimExpr (te's ShapeDims become IntImms)."""
+    v = _int(e)
+    if v is not None and not isinstance(e, (int, np.integer)):
+        return tir.IntImm(e.dtype, v)
+    return e
+
+
+def _add(e, c: int):
+    """``e + c`` with ``c == 0`` folded and a negative ``c`` written as a subtraction."""
+    v = _int(e)
+    if v is not None:
+        return tir.IntImm(getattr(e, "dtype", "int64"), v + c) if not isinstance(e, int) else v + c
+    if c == 0:
+        return e
+    return e + c if c > 0 else e - (-c)
+
+
+def _mul(e, c):
+    """``e * c`` with ``c == 1`` folded."""
+    return e if _int(c) == 1 else e * c
+
+
+def _floordiv(e, c):
+    """``e // c`` with ``c == 1`` and constant operands folded."""
+    a, b = _int(e), _int(c)
+    if b == 1:
+        return e
+    if a is not None and b is not None:
+        return tir.IntImm(getattr(e, "dtype", "int64"), a // b)
+    return tir._binary(tir.FloorDiv, e, c)
+
+
+def conv_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
+                 ceil_mode: bool = False):
+    """The output extent of a sliding window: ``(size + pads - dilated_kernel [+ stride - 1]) //
+    stride + 1`` (the ``+ stride - 1`` in ceil mode), folded like TVM's arithmetic simplifier
+    (``(h - 1) // 2 + 1``, ``h - 4``, ``h // 2 + 1``). ``size`` is an int or a PrimExpr."""
+    size = _plain_dim(size)
+    c = pad_before + pad_after - ((kernel - 1) * dilation + 1)
+    if ceil_mode:
+        c += stride - 1
+    if stride == 1:
+        return _add(size, c + 1)
+    return _add(_floordiv(_add(size, c), stride), 1)
+
+
+def pool_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
+                 ceil_mode: bool = False):
+    """A pooling output extent. Ceil mode follows TVM (and PyTorch): a last window that would
+    start beyond the input and its leading padding is dropped. None when that depends on a
+    symbolic ``size``."""
+    out = conv_out_dim(size, kernel, stride, dilation, pad_before, pad_after, ceil_mode)
+    if not ceil_mode:
+        return out
+    n = _int(size)
+    if n is None:
+        # The last window starts at most (size + pads - dilated kernel + stride - 1), so past
+        # size + pad_before only when stride + pad_after exceeds the dilated kernel.
+        return out if stride + pad_after <= (kernel - 1) * dilation + 1 else None
+    o = _int(out)
+    o = o - 1 if (o - 1) * stride >= n + pad_before else o
+    return tir.IntImm(getattr(out, "dtype", "int64"), o) if isinstance(out, tir.IntImm) else o
+
+
+def _float_limit(dtype: str, lowest: bool):
+    """The smallest (or largest) value of ``dtype``: max-pooling's padding and init."""
+    if tir.is_float(dtype):
+        v = float(np.finfo(np.float16 if dtype == "float16" else dtype).max)
+        return tir.FloatImm(dtype, -v if lowest else v)
+    info = np.iinfo(dtype)
+    return tir.IntImm(dtype, int(info.min if lowest else info.max))
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+def _with_axis(idx, axis: int, v) -> tuple:
+    idx = list(idx)
+    return tuple(idx[:axis] + [v] + idx[axis:])
+
+
+def _without_axis(idx, axis: int) -> tuple:
+    idx = list(idx)
+    return tuple(idx[:axis] + idx[axis + 1:])
+
+
+def _reduced_shape(shape, axis: int) -> list:
+    return [d for i, d in enumerate(shape) if i != axis]
+
+
+def _max_along(x: te.Tensor, axis: int) -> te.Tensor:
+    """``T_softmax_maxelem``: the maximum along ``axis`` (reduce loop ``k``)."""
+    k = te.reduce_axis((0, x.shape[axis]), name="k")
+    return te.compute(_reduced_shape(x.shape, axis), lambda *i: te.max(x[_with_axis(i, axis, k)], axis=k),
+                      name="T_softmax_maxelem")
+
+
+def softmax(x: te.Tensor, axis: int = -1) -> te.Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``, in TVM's four stages."""
+    axis = axis + len(x.shape) if axis < 0 else axis
+    maxelem = _max_along(x, axis)
+    exp = te.compute(x.shape, lambda *i: te.exp(x[i] - maxelem[_without_axis(i, axis)]), name="T_softmax_exp")
+    k = te.reduce_axis((0, x.shape[axis]), name="k")
+    expsum = te.compute(_reduced_shape(x.shape, axis), lambda *i: te.sum(exp[_with_axis(i, axis, k)], axis=k),
+                        name="T_softmax_expsum")
+    return te.compute(x.shape, lambda *i: exp[i] / expsum[_without_axis(i, axis)], name="T_softmax_norm",
+                      attrs={"axis": axis})
+
+
+def log_softmax(x: te.Tensor, axis: int = -1) -> te.Tensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``: TVM's ``T_softmax_maxelem`` and two
+    ``compute`` stages (the sum of exponentials, then the result)."""
+    axis = axis + len(x.shape) if axis < 0 else axis
+    maxelem = _max_along(x, axis)
+    k = te.reduce_axis((0, x.shape[axis]), name="k")
+
+    def expsum(*i):
+        red = _without_axis(_with_axis(i, axis, k), axis)
+        return te.sum(te.exp(x[_with_axis(i, axis, k)] - maxelem[red]), axis=k)
+
+    total = te.compute(_reduced_shape(x.shape, axis), expsum, name="compute")
+    return te.compute(
+        x.shape, lambda *i: x[i] - maxelem[_without_axis(i, axis)] - te.log(total[_without_axis(i, axis)]),
+        name="compute", attrs={"axis": axis},
+    )
+
+
+# ----------------------------------------------------------------------------- normalization
+
+
+def _float_const(value: float, dtype: str):
+    return tir.FloatImm(dtype, float(value))
+
+
+def _count(shape, axes) -> tuple:
+    """The number of elements over ``axes``: (constant part, product of the symbolic dims or
+    None)."""
+    n = 1
+    sym = None
+    for a in axes:
+        v = _int(shape[a])
+        if v is None:
+            sym = _plain_dim(shape[a]) if sym is None else sym * _plain_dim(shape[a])
+        else:
+            n *= v
+    return n, sym
+
+
+def _count_expr(shape, axes, dtype: str):
+    """The element count over ``axes`` as a ``dtype`` value: a constant (``T.float32(8.0)``)
+    or a cast of the symbolic product."""
+    n, sym = _count(shape, axes)
+    if sym is None:
+        return _float_const(n, dtype)
+    return te.cast(_mul(sym, n), dtype)
+
+
+def _reduce_over(data: te.Tensor, axes: list, name: str, body) -> te.Tensor:
+    """A reduction over ``axes`` of ``data``: loops ``ax0..`` over the kept dims, ``k<axis>``
+    over the reduced ones (TVM's naming); ``body(full_index)`` is the summand."""
+    kept = [i for i in range(len(data.shape)) if i not in axes]
+    red = {a: te.reduce_axis((0, data.shape[a]), name=f"k{a}") for a in axes}
+
+    def f(idx):
+        full, it = [], iter(idx)
+        for i in range(len(data.shape)):
+            full.append(red[i] if i in red else next(it))
+        return te.sum(body(full), axis=[red[a] for a in axes])
+
+    return compute([data.shape[i] for i in kept], f, name=name)
+
+
+def layer_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, axes, epsilon: float = 1e-5,
+               center: bool = True, scale: bool = True) -> te.Tensor:
+    """``(x - mean) * rsqrt(var + eps) * gamma + beta`` over ``axes``: TVM's ``<data>_sum``,
+    ``<data>_mean``, ``<data>_var_sum`` and ``T_layer_norm`` stages (two-pass variance)."""
+    n = len(data.shape)
+    axes = sorted(a + n if a < 0 else a for a in axes)
+    kept = [i for i in range(n) if i not in axes]
+    dtype = data.dtype
+    count = _count_expr(data.shape, axes, dtype)
+
+    def kept_index(full):
+        return tuple(full[i] for i in kept)
+
+    total = _reduce_over(data, axes, f"{data.name}_sum", lambda full: data[tuple(full)])
+    mean = compute(total.shape, lambda idx: total[tuple(idx)] / count, name=f"{data.name}_mean")
+
+    def sq_dev(full):
+        d = data[tuple(full)] - mean[kept_index(full)]
+        return d * d
+
+    var_sum = _reduce_over(data, axes, f"{data.name}_var_sum", sq_dev)
+
+    def f(idx):
+        k = kept_index(idx)
+        out = (data[tuple(idx)] - mean[k]) * te.rsqrt(var_sum[k] / count + _float_const(epsilon, dtype))
+        norm_idx = tuple(idx[a] for a in axes)
+        if scale:
+            out = out * gamma[norm_idx]
+        if center:
+            out = out + beta[norm_idx]
+        return out
+
+    return compute(data.shape, f, name="T_layer_norm")
+
+
+def batch_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, moving_mean: te.Tensor,
+               moving_var: te.Tensor, axis: int = 1, epsilon: float = 1e-5, center: bool = True,
+               scale: bool = True, momentum: float = 0.1, training: bool = True) -> list:
+    """Batch normalization along channel ``axis``; returns (output, new moving mean, new moving
+    var) as TVM's ``topi.nn.batch_norm``.
+
+    ``training=True`` normalizes with the batch's statistics (mean and biased variance over
+    every axis but ``axis``: stages ``<data>_red``/``T_divide``/``T_multiply_red``/
+    ``T_divide_1``) and returns ``(1 - momentum) * moving + momentum * batch`` for the moving
+    statistics; ``training=False`` (inference) normalizes with the moving statistics and
+    returns them unchanged. The output is one stage rather than TVM's chain of reshapes."""
+    n = len(data.shape)
+    axis = axis + n if axis < 0 else axis
+    dtype = data.dtype
+    eps = _float_const(epsilon, dtype)
+    if training:
+        others = [i for i in range(n) if i != axis]
+        count = _count_expr(data.shape, others, dtype)
+        total = _reduce_over(data, others, f"{data.name}_red", lambda full: data[tuple(full)])
+        mean = compute(total.shape, lambda idx: total[tuple(idx)] / count, name="T_divide")
+
+        def sq_dev(full):
+            d = data[tuple(full)] - mean[full[axis]]
+            return d * d
+
+        sq_sum = _reduce_over(data, others, "T_multiply_red", sq_dev)
+        var = compute(sq_sum.shape, lambda idx: sq_sum[tuple(idx)] / count, name="T_divide")
+    else:
+        mean, var = moving_mean, moving_var
+
+    def f(idx):
+        c = idx[axis]
+        out = (data[tuple(idx)] - mean[c]) / te.sqrt(var[c] + eps)
+        if scale:
+            out = out * gamma[c]
+        if center:
+            out = out + beta[c]
+        return out
+
+    last = "T_add" if center else ("T_multiply" if scale else "T_divide")
+    out = compute(data.shape, f, name=last)
+    if not training:
+        keep_mean = compute(moving_mean.shape, lambda idx: moving_mean[tuple(idx)], name="T_multiply")
+        keep_var = compute(moving_var.shape, lambda idx: moving_var[tuple(idx)], name="T_multiply")
+        return [out, keep_mean, keep_var]
+    keep = _float_const(1.0 - momentum, dtype)
+    mom = _float_const(momentum, dtype)
+    new_mean = compute(moving_mean.shape, lambda idx: keep * moving_mean[idx[0]] + mom * mean[idx[0]], name="T_add")
+    new_var = compute(moving_var.shape, lambda idx: keep * moving_var[idx[0]] + mom * var[idx[0]], name="T_add")
+    return [out, new_mean, new_var]
+
+
+# ----------------------------------------------------------------------------- padding
+
+
+def pad(data: te.Tensor, pad_before, pad_after=None, pad_value=0.0, name: str = "PadInput",
+        prefix: str = "i") -> te.Tensor:
+    """``data`` surrounded by ``pad_value``. With ``prefix="i"`` this is TVM's Python
+    ``topi.nn.pad`` (loops ``i0..``; a padded dimension is guarded on both sides,
+    ``0 <= i2 and i2 < 5``); with ``prefix="ax"`` the C++ pad the pooling operators use
+    (loops ``ax0..``; only the padded sides are guarded)."""
+    n = len(data.shape)
+    pad_after = list(pad_before) if pad_after is None else list(pad_after)
+    shape = [_add(_plain_dim(d), b + a) for d, b, a in zip(data.shape, pad_before, pad_after)]
+    value = pad_value if isinstance(pad_value, tir.PrimExpr) else tir.const(pad_value, data.dtype)
+
+    def f(idx):
+        conds, src = [], []
+        for i in range(n):
+            b, a = pad_before[i], pad_after[i]
+            both = prefix == "i" and (a or b)
+            if b or both:
+                conds.append(tir.IntImm(idx[i].dtype, b) <= idx[i])
+            if a or both:
+                conds.append(idx[i] < _add(_plain_dim(data.shape[i]), b))
+            src.append(_add(idx[i], -b))
+        load = data[tuple(src)]
+        return te.if_then_else(te.all(*conds), load, value) if conds else load
+
+    return compute(shape, f, name=name, prefix=prefix)
+
+
+# ----------------------------------------------------------------------------- convolution
+
+
+def _conv_output(data, kernel, stride, padding, dilation):
+    n, _, h, w = data.shape
+    _, _, kh, kw = kernel.shape
+    pt, pl, pb, pr = padding
+    oh = conv_out_dim(h, _int(kh), stride[0], dilation[0], pt, pb)
+    ow = conv_out_dim(w, _int(kw), stride[1], dilation[1], pl, pr)
+    return oh, ow
+
+
+def _window_index(out, stride: int, tap, dilation: int):
+    """``out * stride + tap * dilation``, in the term order TVM's simplifier prints
+    (``yy + ry``, ``yy * 2 + ry``, ``ry * 2 + yy``)."""
+    if stride == 1 and dilation != 1:
+        return _mul(tap, dilation) + out
+    return _mul(out, stride) + _mul(tap, dilation)
+
+
+def _conv(data, kernel, stride, padding, dilation, groups, out_dtype, name):
+    dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
+    pt, pl, pb, pr = padding
+    pad_temp = pad(data, [0, 0, pt, pl], [0, 0, pb, pr], name="pad_temp")
+    oh, ow = _conv_output(data, kernel, stride, padding, dilation)
+    out_c, in_per_group, kh, kw = kernel.shape
+    rc = te.reduce_axis((0, in_per_group), name="rc")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    out_per_group = _floordiv(_plain_dim(out_c), groups)
+
+    def channel(ff):
+        if groups == 1:
+            return rc
+        return _mul(_floordiv(ff, out_per_group), _plain_dim(in_per_group)) + rc
+
+    def f(nn, ff, yy, xx):
+        y = _window_index(yy, stride[0], ry, dilation[0])
+        x = _window_index(xx, stride[1], rx, dilation[1])
+        a = te.cast(pad_temp[nn, channel(ff), y, x], dtype)
+        b = te.cast(kernel[ff, rc, ry, rx], dtype)
+        return te.sum(a * b, axis=[rc, ry, rx])
+
+    return te.compute((data.shape[0], out_c, oh, ow), f, name=name)
+
+
+def conv2d_nchw(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None):
+    """``conv2d_nchw``: NCHW data, OIHW kernel, padding (top, left, bottom, right)."""
+    return _conv(data, kernel, stride, padding, dilation, 1, out_dtype, "conv2d_nchw")
+
+
+def group_conv2d_nchw(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
+                      out_dtype=None):
+    """``group_conv2d_nchw``: output channel ``f`` reads input channels
+    ``f // (O / groups) * (I / groups) + rc`` (depthwise when each group has one channel)."""
+    return _conv(data, kernel, stride, padding, dilation, groups, out_dtype, "group_conv2d_nchw")
+
+
+def conv2d(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, data_layout="NCHW",
+           kernel_layout="OIHW", out_layout="NCHW", out_dtype="void"):
+    """Relax's ``nn.conv2d`` legalization: ``conv2d_nchw`` for one group, else
+    ``group_conv2d_nchw`` (as TVM's)."""
+    if (data_layout, kernel_layout, out_layout) != ("NCHW", "OIHW", "NCHW"):
+        raise ValueError(f"conv2d: only NCHW/OIHW layouts are implemented, not {data_layout}/{kernel_layout}")
+    if groups == 1:
+        return conv2d_nchw(data, weight, strides, padding, dilation, out_dtype)
+    return group_conv2d_nchw(data, weight, strides, padding, dilation, groups, out_dtype)
+
+
+# ----------------------------------------------------------------------------- pooling
+
+
+def _taps(start, lo: int, hi, kernel: int, dilation: int):
+    """How many of the taps ``start + k * dilation`` (``0 <= k < kernel``) lie in [lo, hi)
+    (``start >= 0``, so a window never misses ``lo == 0``)."""
+    zero = tir.IntImm(start.dtype, 0)
+    last = te.min(_floordiv(_add(hi, -1) - start, dilation), tir.IntImm(start.dtype, kernel - 1))
+    if lo == 0:
+        return last + 1
+    first = te.max(_floordiv(tir.IntImm(start.dtype, lo + dilation - 1) - start, dilation), zero)
+    return last - first + 1
+
+
+def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
+           count_include_pad: bool = False) -> te.Tensor:
+    """NCHW max/avg pooling as TVM's ``topi.nn.pool2d``: ``pad_temp`` (minimum value or zero;
+    ceil mode pads ``stride - 1`` more at the end), then ``pool_max``, or ``pool_sum`` and
+    ``pool_avg``. The average divides by the number of taps inside the input (inside the
+    explicitly padded input with ``count_include_pad``), at least 1."""
+    n, c, h, w = data.shape
+    kh, kw = pool_size
+    pt, pl, pb, pr = padding
+    oh = pool_out_dim(h, kh, strides[0], dilation[0], pt, pb, ceil_mode)
+    ow = pool_out_dim(w, kw, strides[1], dilation[1], pl, pr, ceil_mode)
+    if oh is None or ow is None:
+        raise ValueError("pool2d: the ceil-mode output extent of a symbolic input is not known")
+    extra = [s - 1 if ceil_mode else 0 for s in strides]
+    before, after = [0, 0, pt, pl], [0, 0, pb + extra[0], pr + extra[1]]
+    if any(before) or any(after):
+        value = _float_limit(data.dtype, lowest=True) if kind == "max" else tir.const(0, data.dtype)
+        src = pad(data, before, after, value, name="pad_temp", prefix="ax")
+    else:
+        src = data
+    rv0 = te.reduce_axis((0, tir.IntImm(h.dtype, kh)), name="rv0")
+    rv1 = te.reduce_axis((0, tir.IntImm(w.dtype, kw)), name="rv1")
+
+    def window(idx):
+        a0, a1, a2, a3 = idx
+        return src[a0, a1, _window_index(a2, strides[0], rv0, dilation[0]),
+                   _window_index(a3, strides[1], rv1, dilation[1])]
+
+    if kind == "max":
+        return compute((n, c, oh, ow), lambda idx: te.max(window(idx), axis=[rv0, rv1]), name="pool_max",
+                       attrs={"schedule_rule": "meta_schedule.pool_max"})
+    total = compute((n, c, oh, ow), lambda idx: te.sum(window(idx), axis=[rv0, rv1]), name="pool_sum")
+
+    def avg(idx):
+        counts = []
+        for axis, (size, k, s, d, pb_, pa_) in enumerate(((h, kh, strides[0], dilation[0], pt, pb),
+                                                          (w, kw, strides[1], dilation[1], pl, pr))):
+            start = _mul(idx[2 + axis], s)
+            size = _plain_dim(size)
+            lo, hi = (0, _add(size, pb_ + pa_)) if count_include_pad else (pb_, _add(size, pb_))
+            counts.append(_taps(start, lo, hi, k, d))
+        count = te.max(counts[0] * counts[1], tir.IntImm(counts[0].dtype, 1))
+        return total[tuple(idx)] / te.cast(count, data.dtype)
+
+    return compute((n, c, oh, ow), avg, name="pool_avg", attrs={"schedule_rule": "meta_schedule.pool_avg"})
+
+
+def _adaptive_window(i, size, out: int):
+    """Window ``[floor(i * size / out), ceil((i + 1) * size / out))`` of output ``i``:
+    (start, extent). Equal windows (``size`` a multiple of ``out``) fold to ``i * step``."""
+    if _static_uniform(size, out):
+        step = _int(size) // out
+        return _mul(i, step), tir.IntImm(i.dtype, step)
+    size = _plain_dim(size)
+    start = _floordiv(i * size, out)
+    end = _floordiv((i + 1) * size + (out - 1), out)
+    return start, end - start
+
+
+def _widest_window(size, out: int):
+    """The largest window extent: exact for a static ``size``, else the bound
+    ``ceil(size / out) + 1``."""
+    s = _int(size)
+    if s is not None:
+        return tir.IntImm(size.dtype, max(-(-(j + 1) * s // out) - (j * s // out) for j in range(out)))
+    return _add(_floordiv(_add(_plain_dim(size), out - 1), out), 1)
+
+
+def _static_uniform(size, out: int) -> bool:
+    s = _int(size)
+    return s is not None and s % out == 0
+
+
+def adaptive_pool2d(data: te.Tensor, output_size, kind: str = "avg") -> te.Tensor:
+    """NCHW adaptive average pooling: output ``(i, j)`` averages the window
+    ``[floor(i*H/oh), ceil((i+1)*H/oh)) x [floor(j*W/ow), ceil((j+1)*W/ow))`` (TVM's
+    ``adaptive_pool_sum`` and ``adaptive_pool_avg``). The sum loops over the widest window and
+    guards the taps beyond a narrower one, where TVM loops over each window's own extent."""
+    if kind != "avg":
+        raise ValueError("adaptive_pool2d: only average pooling is implemented")
+    n, c, h, w = data.shape
+    oh, ow = (int(o) for o in output_size)
+    out_shape = (n, c, tir.IntImm(h.dtype, oh), tir.IntImm(w.dtype, ow))
+    rv0 = te.reduce_axis((0, _widest_window(h, oh)), name="rv0")
+    rv1 = te.reduce_axis((0, _widest_window(w, ow)), name="rv1")
+
+    def summand(idx):
+        a0, a1, a2, a3 = idx
+        sh, eh = _adaptive_window(a2, h, oh)
+        sw, ew = _adaptive_window(a3, w, ow)
+        load = data[a0, a1, sh + rv0, sw + rv1]
+        conds = []
+        if not _static_uniform(h, oh):
+            conds.append(rv0 < eh)
+        if not _static_uniform(w, ow):
+            conds.append(rv1 < ew)
+        value = te.if_then_else(te.all(*conds), load, tir.const(0, data.dtype)) if conds else load
+        return te.sum(value, axis=[rv0, rv1])
+
+    total = compute(out_shape, summand, name="adaptive_pool_sum")
+
+    def avg(idx):
+        eh = _adaptive_window(idx[2], h, oh)[1]
+        ew = _adaptive_window(idx[3], w, ow)[1]
+        if _int(eh) is not None and _int(ew) is not None:
+            count = _int(eh) * _int(ew)
+            return total[tuple(idx)] if count == 1 else total[tuple(idx)] / _float_const(count, data.dtype)
+        return total[tuple(idx)] / te.cast(eh * ew, data.dtype)
+
+    return compute(out_shape, avg, name="adaptive_pool_avg",
+                   attrs={"schedule_rule": "meta_schedule.adaptive_pool_avg"})
+
+
+# ----------------------------------------------------------------------------- dropout, dense
+
+
+def dropout(data: te.Tensor, rate: float = 0.5) -> list:
+    """Inference dropout: the data unchanged (``T_identity``) and an all-ones mask
+    (``T_full_like``); ``rate`` only matters in training, which is not compiled here."""
+    out = compute(data.shape, lambda idx: data[tuple(idx)], name="T_identity")
+    mask = compute(data.shape, lambda idx: tir.const(1, data.dtype), name="T_full_like")
+    return [out, mask]
+
+
+def dense(data: te.Tensor, weight: te.Tensor, out_dtype: str = "void") -> te.Tensor:
+    """``data @ weight.T`` (weight as (units, in)): TVM's ``T_matmul_NT``, loops ``i0.., k``."""
+    dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
+    k = te.reduce_axis((0, data.shape[-1]), name="k")
+    shape = list(data.shape[:-1]) + [weight.shape[0]]
+
+    def f(*i):
+        a = te.cast(data[tuple(i[:-1]) + (k,)], dtype)
+        b = te.cast(weight[i[-1], k], dtype)
+        return te.sum(a * b, axis=k)
+
+    return te.compute(shape, f, name="T_matmul_NT")

@@ -7,10 +7,12 @@ legalization produced instead of on the high-level op names, which are gone by t
 Per block that stores to a buffer: every load indexed exactly like the store is elementwise,
 a load whose indices are the store's variables in order with some left out is broadcast, any
 other load makes it injective; a reduction block (one with ``T.init`` or a reduce iterator) is
-out-ewise-fusable when its update is ``C = C + A * B`` (matmul-like) and comm-reduce
-otherwise. The function's kind is the largest over its blocks; anything else (no blocks,
-opaque statements) is kOpaque. A function already tagged keeps its tag, so the pass is
-idempotent.
+out-ewise-fusable when its update is ``C = C + A * B`` (matmul-like) or a load's index mixes
+a reduce variable into an expression (pooling windows), and comm-reduce otherwise. The
+function's kind is the largest over its blocks, except that (TVM's rule for softmax) a
+non-reduction block writing an output after reductions makes it out-ewise-fusable; anything
+else (no blocks, opaque statements) is kOpaque. A function already tagged keeps its tag, so
+the pass is idempotent.
 """
 
 from __future__ import annotations
@@ -80,10 +82,27 @@ def _is_matmul_like(store: tir.BufferStore) -> bool:
     return isinstance(b, tir.Mul)
 
 
+def _is_pure_reduce(block: tir.Block, store: tir.BufferStore) -> bool:
+    """Whether every load index using a reduce variable is that variable itself (``B[i, k]``,
+    not ``B[i * 2 + k]`` as pooling reads)."""
+    from tvmscript.tir_visitor import vars_in
+
+    reduce_vars = {id(iv.var) for iv in block.iter_vars if iv.kind in ("R", "reduce")}
+    finder = _Loads()
+    finder.visit(store.value)
+    for load in finder.loads:
+        for index in load.indices:
+            if any(id(v) in reduce_vars for v in vars_in([index])) and not (
+                    isinstance(index, tir.Var) and id(index) in reduce_vars):
+                return False
+    return True
+
+
 class _Analyzer(TIRVisitor):
-    def __init__(self):
+    def __init__(self, params=()):
         self.kind = None
         self.opaque = False
+        self.params = params  # ids of the function's parameter buffers
 
     def _join(self, k):
         self.kind = k if self.kind is None else max(self.kind, k)
@@ -99,7 +118,10 @@ class _Analyzer(TIRVisitor):
         reduction = block.init is not None or any(iv.kind == "reduce" for iv in block.iter_vars)
         for store in stores:
             if reduction:
-                self._join(kOutEWiseFusable if _is_matmul_like(store) else kCommReduce)
+                fusable = _is_matmul_like(store) or not _is_pure_reduce(block, store)
+                self._join(kOutEWiseFusable if fusable else kCommReduce)
+            elif self.kind == kCommReduce and id(store.buffer) in self.params:
+                self._join(kOutEWiseFusable)  # reduce, then an output stage: softmax, mean
             else:
                 self._join(_store_kind(store))
         self.generic_visit(block)
@@ -128,7 +150,7 @@ def _direct_stores(stmt) -> list:
 
 def analyze_op_pattern(func: tir.PrimFunc) -> int:
     """The OpPatternKind of a PrimFunc's body."""
-    a = _Analyzer()
+    a = _Analyzer({id(b) for b in func.buffer_map.values()})
     a.visit(func.body)
     if a.opaque or a.kind is None:
         return kOpaque

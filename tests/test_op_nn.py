@@ -1,0 +1,436 @@
+"""The neural-network ops (``R.nn.*``): each legalized on several shapes and attribute settings,
+compiled for the CPU and compared with a NumPy reference (tests/op_check.py), plus inference
+errors and located diagnostics for bad attributes in TVMScript text."""
+
+from __future__ import annotations
+
+import math
+import re
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+import tvmscript as tvms  # noqa: E402
+from tvmscript import relax, tir  # noqa: E402
+from tvmscript.diagnostics import TVMScriptError  # noqa: E402
+from op_check import PATTERN_KINDS, build_op_module, check_op, run  # noqa: E402
+from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, dtype="float32"):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- NumPy references
+
+
+def np_softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def np_layer_norm(x, gamma, beta, axes, eps=1e-5, center=True, scale=True):
+    axes = tuple(sorted(a % x.ndim for a in axes))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    out = (x - mean) / np.sqrt(var + eps)
+    bshape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    if scale:
+        out = out * gamma.reshape(bshape)
+    if center:
+        out = out + beta.reshape(bshape)
+    return out.astype(x.dtype)
+
+
+def np_batch_norm(x, gamma, beta, mean, var, axis, eps=1e-5, momentum=0.1, training=True):
+    axis %= x.ndim
+    others = tuple(i for i in range(x.ndim) if i != axis)
+    bshape = [x.shape[i] if i == axis else 1 for i in range(x.ndim)]
+    if training:
+        bm, bv = x.mean(axis=others), x.var(axis=others)
+        new_mean, new_var = (1 - momentum) * mean + momentum * bm, (1 - momentum) * var + momentum * bv
+    else:
+        bm, bv, new_mean, new_var = mean, var, mean, var
+    out = (x - bm.reshape(bshape)) / np.sqrt(bv.reshape(bshape) + eps) * gamma.reshape(bshape) + beta.reshape(bshape)
+    return [out.astype(x.dtype), new_mean.astype(x.dtype), new_var.astype(x.dtype)]
+
+
+def np_conv2d(x, w, strides, padding, dilation, groups):
+    pt, pl, pb, pr = padding
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    n, c, h, wd = xp.shape
+    o, i, kh, kw = w.shape
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (h - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd - (kw - 1) * dw - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow), dtype=np.float64)
+    opg = o // groups
+    for f in range(o):
+        g = f // opg
+        for ry in range(kh):
+            for rx in range(kw):
+                patch = xp[:, g * i:(g + 1) * i, ry * dh: ry * dh + sh * (oh - 1) + 1: sh,
+                           rx * dw: rx * dw + sw * (ow - 1) + 1: sw]
+                out[:, f] += np.einsum("nchw,c->nhw", patch, w[f, :, ry, rx])
+    return out.astype(x.dtype)
+
+
+def _pool_out(size, k, s, d, pb, pa, ceil):
+    eff = (k - 1) * d + 1
+    num = size + pb + pa - eff
+    out = (-(-num // s) if ceil else num // s) + 1
+    if ceil and (out - 1) * s >= size + pb:
+        out -= 1
+    return out
+
+
+def np_pool2d(x, kind, pool_size, strides, dilation, padding, ceil_mode=False, count_include_pad=False):
+    """Pooling as TVM (and PyTorch) define it: windows over the padded input, ceil mode keeping
+    a last partial window that starts inside the input or its leading padding; averages divide
+    by the taps inside the input, or inside the explicitly padded input with count_include_pad."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = pool_size, strides, dilation
+    pt, pl, pb, pr = padding
+    oh = _pool_out(h, kh, sh, dh, pt, pb, ceil_mode)
+    ow = _pool_out(w, kw, sw, dw, pl, pr, ceil_mode)
+    out = np.zeros((n, c, oh, ow), dtype=x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            ys = [i * sh + a * dh - pt for a in range(kh)]
+            xs = [j * sw + b * dw - pl for b in range(kw)]
+            iy = [y for y in ys if 0 <= y < h]
+            ix = [v for v in xs if 0 <= v < w]
+            if kind == "max":
+                # padded taps hold the dtype's lowest value, below any element
+                vals = x[:, :, iy][:, :, :, ix].reshape(n, c, -1)
+                out[:, :, i, j] = vals.max(axis=2) if vals.shape[2] else np.finfo(x.dtype).min
+            else:
+                total = x[:, :, iy][:, :, :, ix].sum(axis=(2, 3))
+                if count_include_pad:
+                    cy = sum(1 for y in ys if -pt <= y < h + pb)
+                    cx = sum(1 for v in xs if -pl <= v < w + pr)
+                else:
+                    cy, cx = len(iy), len(ix)
+                out[:, :, i, j] = total / max(cy * cx, 1)
+    return out
+
+
+def np_adaptive_avg_pool2d(x, out_size):
+    n, c, h, w = x.shape
+    oh, ow = out_size
+    out = np.zeros((n, c, oh, ow), dtype=x.dtype)
+    for i in range(oh):
+        y0, y1 = (i * h) // oh, -(-((i + 1) * h) // oh)
+        for j in range(ow):
+            x0, x1 = (j * w) // ow, -(-((j + 1) * w) // ow)
+            out[:, :, i, j] = x[:, :, y0:y1, x0:x1].mean(axis=(2, 3))
+    return out
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 5), -1), ((3, 4, 5), 1), ((3, 4, 5), -3), ((7,), 0)])
+def test_softmax(shape, axis):
+    x = rand(*shape) * 3
+    check_op(relax.op.nn.softmax, [x], np_softmax(x, axis), axis=axis)
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 5), -1), ((3, 4, 5), -2), ((4, 3), 0)])
+def test_log_softmax(shape, axis):
+    x = rand(*shape) * 3
+    check_op(relax.op.nn.log_softmax, [x], np.log(np_softmax(x, axis)), rtol=1e-5, atol=1e-5, axis=axis)
+
+
+def test_softmax_prints_tvm_blocks():
+    mod, _ = build_op_module(relax.op.nn.softmax, [rand(2, 3, 4)], axis=1)
+    text = LegalizeOps()(mod).script()
+    for block in ("T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"):
+        assert f'T.block("{block}")' in text
+    assert 'T.block_attr({"axis": 1})' in text
+    assert "for i0, i1, k in T.grid(T.int64(2), T.int64(4), T.int64(3)):" in text
+
+
+# ----------------------------------------------------------------------------- normalization
+
+
+@pytest.mark.parametrize("shape,axes,center,scale", [
+    ((2, 3, 8), [-1], True, True),
+    ((2, 3, 4), [1, 2], True, False),
+    ((4, 3, 5), [0, -1], False, True),
+])
+def test_layer_norm(shape, axes, center, scale):
+    x = rand(*shape)
+    nshape = [shape[a] for a in sorted(a % len(shape) for a in axes)]
+    g, b = rand(*nshape), rand(*nshape)
+    check_op(relax.op.nn.layer_norm, [x, g, b], np_layer_norm(x, g, b, axes, 1e-5, center, scale),
+             rtol=1e-4, atol=1e-5, axes=axes, center=center, scale=scale)
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 3, 4), 1), ((4, 5), -1), ((2, 3, 2, 2), 1)])
+def test_batch_norm_training(shape, axis):
+    x = rand(*shape)
+    ch = shape[axis]
+    g, b, m = rand(ch), rand(ch), rand(ch)
+    v = np.abs(rand(ch)) + 0.5
+    check_op(relax.op.nn.batch_norm, [x, g, b, m, v], np_batch_norm(x, g, b, m, v, axis, momentum=0.2),
+             rtol=1e-4, atol=1e-5, axis=axis, momentum=0.2)
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 3, 4), 1), ((2, 4, 3, 3), -3)])
+def test_batch_norm_inference(shape, axis):
+    """``training=False`` normalizes with the moving statistics. Its legalized function is a
+    broadcast, not the reduction the op table declares for the default (training) form, so it
+    is checked here instead of through check_op's pattern check."""
+    x = rand(*shape)
+    ch = shape[axis]
+    g, b, m = rand(ch), rand(ch), rand(ch)
+    v = np.abs(rand(ch)) + 0.5
+    mod, arrays = build_op_module(relax.op.nn.batch_norm, [x, g, b, m, v], axis=axis, training=False)
+    text = mod.script()
+    assert "training=False" in text and tvms.parse(text).script() == text
+    legal = LegalizeOps()(mod)
+    (prim,) = [f for f in legal.functions.values() if isinstance(f, tir.PrimFunc)]
+    assert analyze_op_pattern(prim) <= PATTERN_KINDS["injective"]
+    got = run(legal, arrays)
+    for g_, e in zip(got, np_batch_norm(x, g, b, m, v, axis, training=False)):
+        np.testing.assert_allclose(g_, e, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- conv2d
+
+
+CONV_CASES = [
+    # data, weight, strides, padding, dilation, groups
+    ((1, 4, 9, 9), (6, 2, 3, 3), 1, 0, 1, 2),
+    ((2, 3, 7, 8), (4, 3, 3, 3), 2, 1, 1, 1),
+    ((1, 4, 9, 9), (6, 2, 3, 3), (2, 1), (1, 2), 1, 2),
+    ((1, 3, 9, 9), (2, 3, 3, 2), 1, (0, 1, 2, 0), 2, 1),
+    ((1, 4, 6, 6), (8, 1, 3, 3), 1, 1, 1, 4),  # depthwise, two filters per channel
+    ((1, 2, 8, 7), (3, 2, 1, 1), [3, 2], 0, [1, 1], 1),
+]
+
+
+def _pair(v):
+    return [v, v] if isinstance(v, int) else list(v) * (2 if len(v) == 1 else 1)
+
+
+def _pad4(v):
+    v = [v] if isinstance(v, int) else list(v)
+    return v * 4 if len(v) == 1 else (v * 2 if len(v) == 2 else v)
+
+
+@pytest.mark.parametrize("dshape,wshape,strides,padding,dilation,groups", CONV_CASES)
+def test_conv2d(dshape, wshape, strides, padding, dilation, groups):
+    x, w = rand(*dshape), rand(*wshape)
+    expected = np_conv2d(x, w, _pair(strides), _pad4(padding), _pair(dilation), groups)
+    legal = check_op(relax.op.nn.conv2d, [x, w], expected, rtol=1e-4, atol=1e-4, strides=strides,
+                     padding=padding, dilation=dilation, groups=groups)
+    text = legal.script()
+    assert 'T.block("pad_temp")' in text
+    assert ('T.block("conv2d_nchw")' if groups == 1 else 'T.block("group_conv2d_nchw")') in text
+
+
+def test_conv2d_prints_normalized_attrs():
+    x = relax.Var("x", relax.TensorStructInfo([1, 4, 9, 9], "float32"))
+    w = relax.Var("w", relax.TensorStructInfo([6, 2, 3, 3], "float32"))
+    call = relax.op.nn.conv2d(x, w, strides=2, padding=(1, 2), groups=2)
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        bb.emit_func_output(bb.emit(call))
+    text = bb.get().script()
+    assert ('R.nn.conv2d(x, w, strides=[2, 2], padding=[1, 2, 1, 2], dilation=[1, 1], groups=2, '
+            'data_layout="NCHW", kernel_layout="OIHW", out_layout="NCHW", out_dtype="void")') in text
+    assert "R.Tensor((1, 6, 5, 6), dtype=\"float32\")" in text
+
+
+def test_conv2d_symbolic_shape():
+    n, h, w = (tir.Var("int64", s) for s in ("n", "h", "w"))
+    x = relax.Var("x", relax.TensorStructInfo([n, 4, h, w], "float32"))
+    k = relax.Var("k", relax.TensorStructInfo([6, 4, 3, 3], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, k]):
+        a = bb.emit(relax.op.nn.conv2d(x, k, strides=2, padding=1))
+        b = bb.emit(relax.op.nn.max_pool2d(x, pool_size=3, strides=2, padding=1, ceil_mode=True))
+        bb.emit_func_output(relax.Tuple([a, b]))
+    # as TVM prints them (up to how int64 constants in Relax shapes are printed)
+    text = re.sub(r"T\.int64\((\d+)\)", r"\1", bb.get().script())
+    assert 'R.Tensor((n, 6, (h - 1) // 2 + 1, (w - 1) // 2 + 1), dtype="float32")' in text
+    assert 'R.Tensor((n, 4, h // 2 + 1, w // 2 + 1), dtype="float32")' in text
+    legal = LegalizeOps()(bb.get())
+    assert 'T.block("conv2d_nchw")' in legal.script()
+
+
+# ----------------------------------------------------------------------------- pooling
+
+
+POOL_CASES = [
+    # shape, pool_size, strides, dilation, padding, ceil_mode, count_include_pad
+    ((1, 2, 8, 8), 2, 2, 1, 0, False, False),
+    ((1, 2, 8, 8), 3, 2, 1, 1, True, False),
+    ((2, 1, 7, 7), (2, 3), 2, 1, (1, 1), False, False),
+    ((2, 1, 7, 7), (2, 3), 2, 1, (1, 1), True, True),
+    ((1, 3, 9, 8), 2, 1, 2, (0, 1, 1, 0), False, True),
+    ((1, 2, 7, 6), 3, 3, 1, 1, True, False),
+]
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("shape,pool,strides,dilation,padding,ceil,incl", POOL_CASES)
+def test_pool2d(kind, shape, pool, strides, dilation, padding, ceil, incl):
+    x = rand(*shape)
+    expected = np_pool2d(x, kind, _pair(pool), _pair(strides), _pair(dilation), _pad4(padding), ceil, incl)
+    op = relax.op.nn.max_pool2d if kind == "max" else relax.op.nn.avg_pool2d
+    check_op(op, [x], expected, rtol=1e-5, atol=1e-6, pool_size=pool, strides=strides, dilation=dilation,
+             padding=padding, ceil_mode=ceil, count_include_pad=incl)
+
+
+@pytest.mark.parametrize("shape,size", [((1, 2, 8, 8), (2, 4)), ((2, 3, 7, 9), (3, 2)), ((1, 2, 5, 6), None),
+                                        ((1, 1, 6, 5), 1)])
+def test_adaptive_avg_pool2d(shape, size):
+    x = rand(*shape)
+    out = shape[2:] if size is None else ((size, size) if isinstance(size, int) else size)
+    check_op(relax.op.nn.adaptive_avg_pool2d, [x], np_adaptive_avg_pool2d(x, out), rtol=1e-5, atol=1e-6,
+             output_size=size)
+
+
+# ----------------------------------------------------------------------------- dropout, dense
+
+
+def test_dropout_is_identity_with_ones_mask():
+    x = rand(3, 4)
+    check_op(relax.op.nn.dropout, [x], [x, np.ones_like(x)], rate=0.25)
+
+
+@pytest.mark.parametrize("xshape,wshape", [((4, 3), (5, 3)), ((2, 3, 6), (4, 6))])
+def test_dense(xshape, wshape):
+    x, w = rand(*xshape), rand(*wshape)
+    check_op(relax.op.nn.dense, [x, w], (x @ w.T).astype("float32"), rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- inference errors
+
+
+def _var(name, shape, dtype="float32"):
+    return relax.Var(name, relax.TensorStructInfo(list(shape), dtype))
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: relax.op.nn.softmax(_var("x", (2, 3)), axis=2), "axis 2 is out of range"),
+    (lambda: relax.op.nn.softmax(_var("x", (2, 3), "int32")), "floating-point"),
+    (lambda: relax.op.nn.conv2d(_var("x", (1, 4, 5, 5)), _var("w", (6, 3, 3, 3))), "data has 4 channels"),
+    (lambda: relax.op.nn.conv2d(_var("x", (1, 4, 5, 5)), _var("w", (5, 2, 3, 3)), groups=2), "do not divide"),
+    (lambda: relax.op.nn.conv2d(_var("x", (4, 5, 5)), _var("w", (6, 4, 3, 3))), "4-D data"),
+    (lambda: relax.op.nn.conv2d(_var("x", (1, 4, 2, 2)), _var("w", (6, 4, 3, 3))), "output height would be 0"),
+    (lambda: relax.op.nn.conv2d(_var("x", (1, 4, 5, 5)), _var("w", (6, 4, 3, 3)), padding=[1, 2, 3]),
+     "padding must be"),
+    (lambda: relax.op.nn.conv2d(_var("x", (1, 4, 5, 5)), _var("w", (6, 4, 3, 3)), data_layout="NHWC"),
+     "not supported"),
+    (lambda: relax.op.nn.max_pool2d(_var("x", (1, 4, 2, 2)), pool_size=3), "output height would be 0"),
+    (lambda: relax.op.nn.max_pool2d(_var("x", (1, 4, 5, 5)), strides=0), "strides must be positive"),
+    (lambda: relax.op.nn.layer_norm(_var("x", (2, 3)), _var("g", (2,)), _var("b", (3,)), axes=[-1]),
+     "gamma has shape (2,), expected (3,)"),
+    (lambda: relax.op.nn.layer_norm(_var("x", (2, 3)), _var("g", (3,)), _var("b", (3,)), axes=[1, -1]),
+     "name an axis twice"),
+    (lambda: relax.op.nn.batch_norm(*[_var(n, (2, 3, 4)) for n in "x"], *[_var(n, (4,)) for n in "gbmv"], axis=1),
+     "gamma has shape (4,), expected (3,)"),
+    (lambda: relax.op.nn.dropout(_var("x", (2, 3)), rate=1.0), "rate must be in [0, 1)"),
+    (lambda: relax.op.nn.dense(_var("x", (2, 3)), _var("w", (4, 5))), "reduction dimensions differ"),
+])
+def test_inference_errors(make, message):
+    with pytest.raises(ValueError) as info:
+        make()
+    assert message in str(info.value)
+
+
+# ----------------------------------------------------------------------------- located diagnostics
+
+
+def _program(params: str, line: str) -> str:
+    return (
+        "@R.function\n"
+        f"def main({params}):\n"
+        f"    {line}\n"
+        "    return y\n"
+    )
+
+
+def _diagnose(source: str, message: str, line: int, col: int):
+    with pytest.raises(TVMScriptError) as info:
+        tvms.parse(source)
+    err = info.value
+    assert message in err.message, err.message
+    assert (err.span.line, err.span.col) == (line, col), f"{err.message} at {err.span}"
+    return err
+
+
+def test_diagnostic_softmax_bad_axis_points_at_the_attribute():
+    line = "y = R.nn.softmax(x, axis=3)"
+    src = _program('x: R.Tensor((2, 3), "float32")', line)
+    _diagnose(src, "axis 3 is out of range for a tensor of rank 2", 3, 5 + line.index("3)"))
+
+
+def test_diagnostic_conv2d_channel_mismatch_points_at_the_weight():
+    line = "y = R.nn.conv2d(x, w, groups=2)"
+    src = _program('x: R.Tensor((1, 4, 5, 5), "float32"), w: R.Tensor((6, 4, 3, 3), "float32")', line)
+    _diagnose(src, "data has 4 channels but weight expects 4 per group x 2 group(s) = 8", 3, 5 + line.index("w,"))
+
+
+def test_diagnostic_bad_padding_points_at_the_attribute():
+    line = "y = R.nn.max_pool2d(x, pool_size=[2, 2], padding=[1, 2, 3])"
+    src = _program('x: R.Tensor((1, 4, 5, 5), "float32")', line)
+    _diagnose(src, "padding must be an integer or a list of 1, 2 or 4 integers", 3, 5 + line.index("[1, 2, 3]"))
+
+
+def test_diagnostic_layer_norm_gamma_shape_points_at_gamma():
+    line = "y = R.nn.layer_norm(x, g, b, axes=[-1])"
+    src = _program('x: R.Tensor((2, 3), "float32"), g: R.Tensor((2,), "float32"), b: R.Tensor((3,), "float32")', line)
+    _diagnose(src, "gamma has shape (2,), expected (3,)", 3, 5 + line.index("g,"))
+
+
+def test_tvm_printed_text_parses():
+    """Calls as TVM 0.25 prints them parse and print back the same."""
+    text = (
+        "@R.function\n"
+        'def main(x: R.Tensor((1, 2, 8, 8), dtype="float32"), g: R.Tensor((2,), dtype="float32")) '
+        '-> R.Tuple(R.Tensor((1, 2, 4, 4), dtype="float32"), R.Tensor((1, 2, 8, 8), dtype="float32")):\n'
+        '    a: R.Tensor((1, 2, 4, 4), dtype="float32") = R.nn.max_pool2d(x, pool_size=[2, 2], strides=[2, 2], '
+        'dilation=[1, 1], padding=[0, 0, 0, 0], ceil_mode=False, count_include_pad=False, layout="NCHW", '
+        'out_layout="NCHW")\n'
+        '    b: R.Tuple(R.Tensor((1, 2, 8, 8), dtype="float32"), R.Tensor((2,), dtype="float32"), '
+        'R.Tensor((2,), dtype="float32")) = R.nn.batch_norm(x, g, g, g, g, axis=1, epsilon=1.0000000000000001e-05, '
+        'center=True, scale=True, momentum=0.10000000000000001, training=True)\n'
+        '    c: R.Tensor((1, 2, 8, 8), dtype="float32") = b[0]\n'
+        "    return (a, c)\n"
+    )
+    func = tvms.parse(text)
+    again = tvms.parse(func.script())
+    tvms.ir.assert_structural_equal(again, func)
+    assert math.isclose(func.body.blocks[0].bindings[1].value.attrs["epsilon"], 1e-5)
+
+
+def test_symbolic_shapes_legalize_and_run():
+    """softmax, layer_norm (its element count a cast of the symbolic dim) and avg_pool2d on
+    symbolic extents compile once and run on concrete inputs."""
+    n, m = tir.Var("int64", "n"), tir.Var("int64", "m")
+    x = relax.Var("x", relax.TensorStructInfo([n, m], "float32"))
+    g = relax.Var("g", relax.TensorStructInfo([m], "float32"))
+    img = relax.Var("img", relax.TensorStructInfo([1, 2, n, m], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, g, img]):
+        a = bb.emit(relax.op.nn.softmax(x, axis=0))
+        b = bb.emit(relax.op.nn.layer_norm(x, g, g, axes=[-1]))
+        c = bb.emit(relax.op.nn.avg_pool2d(img, pool_size=3, strides=2, padding=1))
+        bb.emit_func_output(relax.Tuple([a, b, c]))
+    mod = LegalizeOps()(bb.get())
+    xs, gs, imgs = rand(3, 5), rand(5), rand(1, 2, 3, 5)
+    ra, rb, rc = run(mod, [xs, gs, imgs])
+    np.testing.assert_allclose(ra, np_softmax(xs, 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rb, np_layer_norm(xs, gs, gs, [-1]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(rc, np_pool2d(imgs, "avg", [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), rtol=1e-5, atol=1e-6)
