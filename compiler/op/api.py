@@ -250,10 +250,21 @@ def make_op_call(op, args: list, attrs: dict) -> relax.Call:
                 raise ValueError(f"relax.op.{short}: {err.message}") from None
         values[a.name] = value
     try:
+        exprs, values = canonicalize_call(op, exprs, values)
         sinfo = op.infer(arg_sinfos(op, exprs), values)
     except OpError as err:
         raise ValueError(f"relax.op.{short}: {err.message}") from None
     return relax.Call(relax.Op(op.name), exprs, values, [], sinfo)
+
+
+def canonicalize_call(op, exprs: list, attrs: dict):
+    """The op's canonical (args, attrs) (its ``canonicalize`` hook; as given when it has none).
+    ``exprs`` holds the call's coerced arguments, the optional ones left out missing."""
+    if op.canonicalize is None:
+        return exprs, attrs
+    full = list(exprs) + [None] * (len(op.params) - len(exprs))
+    full, attrs = op.canonicalize(full, dict(attrs))
+    return [e for e in full if e is not None], attrs
 
 
 def arg_sinfos(op, exprs: list) -> list:

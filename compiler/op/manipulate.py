@@ -1,12 +1,94 @@
-"""Shape manipulation ops: permute_dims, ..."""
+"""Shape manipulation ops: permute_dims, reshape, expand_dims, squeeze, flatten, concat, split,
+strided_slice, take, broadcast_to, tile, repeat.
+
+All are injective (every output element is one input element), expand_dims, squeeze and
+broadcast_to more precisely broadcast (their loads index the output's loop variables in order,
+some left out), as TVM's pattern analysis finds their PrimFuncs; they legalize to the TOPI
+computes in ``compiler/topi/transform.py`` under TVM's PrimFunc names (``reshape``,
+``concatenate``, ``split``, ...). Output shapes are symbolic where the input's are, built with
+the same folding index arithmetic the TE uses.
+"""
 
 from __future__ import annotations
+
+import inspect
 
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import te_legalizer, axes_attr, broadcast_shapes, dim_equal, dtype_attr, normalize_axis, tensor_arg
+from ..topi import transform as tt
+from .common import axes_attr, dim_equal, fmt_shape, normalize_axis, shapes_known, te_legalizer, tensor_arg
 from .registry import Arg, Attr, OpError, register_op
+
+_REQUIRED = inspect.Parameter.empty
+
+
+def _static(d):
+    return d.value if isinstance(d, tir.IntImm) else None
+
+
+def _i64(v: int) -> tir.IntImm:
+    return tir.IntImm("int64", v)
+
+
+def _int_attr(name: str, minimum: int | None = None):
+    def convert(value):
+        if value is _REQUIRED:
+            raise OpError(f"{name} is required", name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise OpError(f"{name} must be an integer, not {value!r}", name)
+        if minimum is not None and value < minimum:
+            raise OpError(f"{name} must be at least {minimum}, got {value}", name)
+        return value
+
+    return convert
+
+
+def _optional_int_attr(name: str):
+    int_conv = _int_attr(name)
+
+    def convert(value):
+        return None if value is None else int_conv(value)
+
+    return convert
+
+
+def _int_list_attr(name: str, required: bool = False):
+    """An int or a list of ints, as a list."""
+    def convert(value):
+        if value is _REQUIRED or (value is None and required):
+            raise OpError(f"{name} is required", name)
+        try:
+            return axes_attr(value)
+        except OpError:
+            raise OpError(f"{name} must be an integer or a list of integers, not {value!r}", name) from None
+
+    return convert
+
+
+def _mode_attr(value):
+    if value not in ("fast", "clip", "wrap"):
+        raise OpError(f"mode must be \"fast\", \"clip\" or \"wrap\", not {value!r}", "mode")
+    return value
+
+
+def _bool_attr(name: str):
+    def convert(value):
+        if not isinstance(value, bool):
+            raise OpError(f"{name} must be True or False, not {value!r}", name)
+        return value
+
+    return convert
+
+
+def _axes(axes, ndim: int, what: str = "axis") -> list:
+    out = [normalize_axis(a, ndim, what) for a in axes]
+    if len(set(out)) != len(out):
+        raise OpError(f"{what} {axes} repeats an axis", what)
+    return out
+
+
+# ----------------------------------------------------------------------------- permute_dims
 
 
 def infer_permute_dims(args, attrs):
@@ -32,3 +114,379 @@ register_op(
     attrs=(Attr("axes", None, axes_attr),), pattern="injective",
     legalize=te_legalizer(topi.transpose, "transpose", ("axes",)),
 )
+
+
+# ----------------------------------------------------------------------------- reshape
+
+
+def _shape_values(sinfo, what: str):
+    """The dims of a shape argument (None when unknown) and its rank (-1 when unknown)."""
+    if not isinstance(sinfo, relax.ShapeStructInfo):
+        raise OpError(f"{what} must be a shape such as R.shape([2, 3])", what)
+    return (list(sinfo.values) if sinfo.values is not None else None), sinfo.ndim
+
+
+def canonicalize_reshape(args, attrs):
+    """TVM resolves ``-1`` (the dimension that keeps the element count) and ``0`` (the input's
+    dimension at that position) when the call is made: the call holds the resolved shape."""
+    x, shape = args
+    if not isinstance(shape, relax.ShapeExpr):
+        return args, attrs
+    vals = list(shape.values)
+    if not any(_static(d) is not None and _static(d) <= 0 for d in vals):
+        return args, attrs
+    xs = relax.struct_info_of(x)
+    xshape = xs.shape if isinstance(xs, relax.TensorStructInfo) else None
+    if [_static(d) for d in vals].count(-1) > 1:
+        raise OpError(f"shape ({fmt_shape(vals)}) may have at most one -1", "shape")
+    for i, d in enumerate(vals):
+        if _static(d) == 0:
+            if xshape is None or i >= len(xshape):
+                raise OpError(f"shape has 0 at position {i}, but the input has no dimension {i} to copy", "shape")
+            vals[i] = xshape[i]
+        elif _static(d) is not None and _static(d) < -1:
+            raise OpError(f"shape ({fmt_shape(vals)}) has a negative dimension {_static(d)}", "shape")
+    if any(_static(d) == -1 for d in vals):
+        if xshape is None:
+            return args, attrs  # resolved when the input's shape is known
+        known = tt.product([d for d in vals if _static(d) != -1])
+        total = tt.product(list(xshape))
+        if _static(known) == 0 or (_static(known) is not None and _static(total) is not None
+                                   and _static(total) % _static(known)):
+            raise OpError(f"cannot reshape a tensor of shape ({fmt_shape(xshape)}) into ({fmt_shape(vals)})",
+                          "shape")
+        vals = [tt.floordiv(total, known) if _static(d) == -1 else d for d in vals]
+    return [x, relax.ShapeExpr(vals, relax.ShapeStructInfo(vals))], attrs
+
+
+def infer_reshape(args, attrs):
+    x = tensor_arg(args[0], "x")
+    vals, ndim = _shape_values(args[1], "shape")
+    if vals is None:
+        return relax.TensorStructInfo(None, x.dtype, ndim)
+    if any(_static(d) is not None and _static(d) < 0 for d in vals):
+        raise OpError(f"shape ({fmt_shape(vals)}) has a negative dimension", "shape")
+    if x.shape is not None:
+        old, new = tt.product(list(x.shape)), tt.product(vals)
+        if _static(old) is not None and _static(new) is not None and _static(old) != _static(new):
+            raise OpError(f"cannot reshape a tensor of shape ({fmt_shape(x.shape)}) ({_static(old)} elements) "
+                          f"into ({fmt_shape(vals)}) ({_static(new)} elements)", "shape")
+    return relax.TensorStructInfo(vals, x.dtype)
+
+
+def legalize_reshape(bb, call):
+    if not shapes_known(call):
+        return None
+    return bb.call_te(topi.reshape, call.args[0], list(call.struct_info.shape), primfunc_name_hint="reshape")
+
+
+register_op("reshape", ("x", Arg("shape", "shape")), infer_reshape, pattern="injective",
+            legalize=legalize_reshape, canonicalize=canonicalize_reshape)
+
+
+def infer_flatten(args, attrs):
+    x = tensor_arg(args[0], "x")
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, 1)
+    return relax.TensorStructInfo([tt.product(list(x.shape), _i64(1))], x.dtype)
+
+
+register_op("flatten", ("x",), infer_flatten, pattern="injective", legalize=legalize_reshape)
+
+
+# ----------------------------------------------------------------------------- expand_dims, squeeze
+
+
+def infer_expand_dims(args, attrs):
+    x = tensor_arg(args[0], "x")
+    axis = attrs["axis"]
+    if x.ndim < 0:
+        return relax.TensorStructInfo(None, x.dtype, -1)
+    ndim = x.ndim + len(axis)
+    axes = set(_axes(axis, ndim))
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, ndim)
+    it = iter(x.shape)
+    return relax.TensorStructInfo([_i64(1) if k in axes else next(it) for k in range(ndim)], x.dtype)
+
+
+register_op("expand_dims", ("x",), infer_expand_dims,
+            attrs=(Attr("axis", _REQUIRED, _int_list_attr("axis", required=True)),), pattern="broadcast",
+            legalize=te_legalizer(topi.expand_dims, "expand_dims", ("axis",)))
+
+
+def infer_squeeze(args, attrs):
+    x = tensor_arg(args[0], "x")
+    axis = attrs["axis"]
+    if x.ndim < 0:
+        return relax.TensorStructInfo(None, x.dtype, -1)
+    if axis is None:
+        if x.shape is None or any(_static(d) is None for d in x.shape):
+            return relax.TensorStructInfo(None, x.dtype, -1)  # which dims are 1 is not known
+        return relax.TensorStructInfo([d for d in x.shape if _static(d) != 1], x.dtype)
+    axes = _axes(axis, x.ndim)
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, x.ndim - len(axes))
+    for a in axes:
+        if _static(x.shape[a]) not in (None, 1):
+            raise OpError(f"axis {a} has extent {_static(x.shape[a])}; only unit dimensions can be squeezed", "axis")
+    return relax.TensorStructInfo([d for k, d in enumerate(x.shape) if k not in axes], x.dtype)
+
+
+register_op("squeeze", ("x",), infer_squeeze, attrs=(Attr("axis", None, _int_list_attr("axis")),),
+            pattern="broadcast", legalize=te_legalizer(topi.squeeze, "squeeze", ("axis",)))
+
+
+# ----------------------------------------------------------------------------- concat, split
+
+
+def _tuple_fields(sinfo, what: str) -> list | None:
+    if isinstance(sinfo, relax.TupleStructInfo):
+        return list(sinfo.fields)
+    raise OpError(f"{what} must be a tuple of tensors", what)
+
+
+def infer_concat(args, attrs):
+    fields = _tuple_fields(args[0], "tensors")
+    if not fields:
+        raise OpError("concat needs at least one tensor", "tensors")
+    ts = [tensor_arg(f, "tensors") for f in fields]
+    dtypes = {t.dtype for t in ts if t.dtype}
+    if len(dtypes) > 1:
+        raise OpError(f"the tensors' dtypes differ: {', '.join(t.dtype for t in ts)}", "tensors")
+    dtype = dtypes.pop() if dtypes else ""
+    ranks = {t.ndim for t in ts if t.ndim >= 0}
+    if len(ranks) > 1:
+        raise OpError(f"the tensors' ranks differ: {', '.join(str(t.ndim) for t in ts)}", "tensors")
+    if not ranks:
+        return relax.TensorStructInfo(None, dtype, -1)
+    ndim = ranks.pop()
+    axis = normalize_axis(attrs["axis"], ndim, "axis")
+    if any(t.shape is None for t in ts):
+        return relax.TensorStructInfo(None, dtype, ndim)
+    out = list(ts[0].shape)
+    for t in ts[1:]:
+        for k in range(ndim):
+            if k == axis:
+                out[k] = tt.add(out[k], t.shape[k])
+            elif _static(out[k]) is not None and _static(t.shape[k]) is not None and not dim_equal(out[k], t.shape[k]):
+                raise OpError(f"the tensors' shapes differ off the concatenation axis {axis}: "
+                              f"({fmt_shape(ts[0].shape)}) and ({fmt_shape(t.shape)})", "tensors")
+    return relax.TensorStructInfo(out, dtype)
+
+
+def _tuple_tensors(bb, tup) -> list:
+    """The fields of a tuple expression (a ``relax.Tuple`` as they are, else ``TupleGetItem``s
+    bound to variables) to pass to TE as separate tensors."""
+    if isinstance(tup, relax.Tuple):
+        return list(tup.fields)
+    n = len(relax.struct_info_of(tup).fields)
+    return [bb.emit(relax.TupleGetItem(tup, i)) for i in range(n)]
+
+
+def legalize_concat(bb, call):
+    if not shapes_known(call):
+        return None
+    return bb.call_te(topi.concatenate, _tuple_tensors(bb, call.args[0]), axis=call.attrs["axis"],
+                      primfunc_name_hint="concatenate")
+
+
+register_op("concat", (Arg("tensors", "tensors"),), infer_concat, attrs=(Attr("axis", 0, _int_attr("axis")),),
+            pattern="injective", legalize=legalize_concat)
+
+
+def _sections_attr(value):
+    if value is _REQUIRED:
+        raise OpError("indices_or_sections is required", "indices_or_sections")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise OpError(f"indices_or_sections must be a positive number of sections, got {value}",
+                          "indices_or_sections")
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    raise OpError("indices_or_sections must be a number of sections or a list of indices", "indices_or_sections")
+
+
+def infer_split(args, attrs):
+    x = tensor_arg(args[0], "x")
+    sections = attrs["indices_or_sections"]
+    count = sections if isinstance(sections, int) else len(sections) + 1
+    if x.ndim < 0:
+        return relax.TupleStructInfo([relax.TensorStructInfo(None, x.dtype, -1) for _ in range(count)])
+    axis = normalize_axis(attrs["axis"], x.ndim, "axis")
+    if x.shape is None:
+        return relax.TupleStructInfo([relax.TensorStructInfo(None, x.dtype, x.ndim) for _ in range(count)])
+    dim = x.shape[axis]
+    if isinstance(sections, int) and _static(dim) is not None and _static(dim) % sections:
+        raise OpError(f"{sections} sections do not divide axis {axis} of extent {_static(dim)}",
+                      "indices_or_sections")
+    if not isinstance(sections, int) and any(b < a for a, b in zip(sections, sections[1:])):
+        raise OpError(f"the split indices {sections} must be ascending", "indices_or_sections")
+    out = []
+    for _begin, extent in tt.split_bounds(dim, sections):
+        shape = list(x.shape)
+        shape[axis] = extent
+        out.append(relax.TensorStructInfo(shape, x.dtype))
+    return relax.TupleStructInfo(out)
+
+
+register_op("split", ("x",), infer_split,
+            attrs=(Attr("indices_or_sections", _REQUIRED, _sections_attr), Attr("axis", 0, _int_attr("axis"))),
+            pattern="injective", legalize=te_legalizer(topi.split, "split", ("indices_or_sections", "axis")))
+
+
+# ----------------------------------------------------------------------------- strided_slice
+
+
+def _prim_ints(sinfo, what: str) -> list | None:
+    """The integer values of a tuple of prim values (None if some are not constants)."""
+    if sinfo is None:
+        return None
+    if not isinstance(sinfo, relax.TupleStructInfo) or not all(isinstance(f, relax.PrimStructInfo) for f in sinfo.fields):
+        raise OpError(f"{what} must be a tuple of prim values", what)
+    out = []
+    for f in sinfo.fields:
+        if f.dtype and not f.dtype.startswith(("int", "uint")):
+            raise OpError(f"{what} must hold integers, not {f.dtype} values", what)
+        if not isinstance(f.value, tir.IntImm):
+            return None
+        out.append(f.value.value)
+    return out
+
+
+def infer_strided_slice(args, attrs):
+    x = tensor_arg(args[0], "x")
+    axes, begin, end = (_prim_ints(s, w) for s, w in zip(args[1:4], ("axes", "begin", "end")))
+    n_axes = len(args[1].fields)
+    strides = _prim_ints(args[4], "strides") if args[4] is not None else [1] * n_axes
+    for what, s in (("begin", args[2]), ("end", args[3]), ("strides", args[4])):
+        if s is not None and len(s.fields) != n_axes:
+            raise OpError(f"{what} has {len(s.fields)} values for {n_axes} axes", what)
+    if strides is not None and 0 in strides:
+        raise OpError("strides may not be 0", "strides")
+    if x.ndim < 0:
+        return relax.TensorStructInfo(None, x.dtype, -1)
+    if axes is None:
+        return relax.TensorStructInfo(None, x.dtype, x.ndim)
+    axes = _axes(axes, x.ndim, "axes")
+    if x.shape is None or begin is None or end is None or strides is None:
+        return relax.TensorStructInfo(None, x.dtype, x.ndim)
+    shape = list(x.shape)
+    for a, b, e, s in zip(axes, begin, end, strides):
+        shape[a] = tt.slice_bounds(x.shape[a], b, e, s, attrs["assume_inbound"])[1]
+    return relax.TensorStructInfo(shape, x.dtype)
+
+
+def legalize_strided_slice(bb, call):
+    if not shapes_known(call):
+        return None
+    x, *prims = call.args
+    vals = [[f.value.value for f in p.fields] for p in prims]
+    if len(vals) == 3:
+        vals.append([1] * len(vals[0]))
+    axes, begin, end, strides = vals
+    return bb.call_te(topi.strided_slice, x, begin, end, strides, axes, call.attrs["assume_inbound"],
+                      primfunc_name_hint="strided_slice")
+
+
+register_op(
+    "strided_slice",
+    ("x", Arg("axes", "prims"), Arg("begin", "prims"), Arg("end", "prims"), Arg("strides", "prims", optional=True)),
+    infer_strided_slice, attrs=(Attr("assume_inbound", False, _bool_attr("assume_inbound")),),
+    pattern="injective", legalize=legalize_strided_slice,
+)
+
+
+# ----------------------------------------------------------------------------- take
+
+
+def infer_take(args, attrs):
+    x, idx = tensor_arg(args[0], "x"), tensor_arg(args[1], "indices")
+    if idx.dtype and not idx.dtype.startswith(("int", "uint")):
+        raise OpError(f"indices must be integers, not {idx.dtype}", "indices")
+    axis = attrs["axis"]
+    if axis is None:
+        return relax.TensorStructInfo(list(idx.shape) if idx.shape is not None else None, x.dtype,
+                                      idx.ndim if idx.shape is None else -1)
+    if x.ndim < 0 or idx.ndim < 0:
+        return relax.TensorStructInfo(None, x.dtype, -1)
+    axis = normalize_axis(axis, x.ndim, "axis")
+    if x.shape is None or idx.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, x.ndim - 1 + idx.ndim)
+    return relax.TensorStructInfo(list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:]), x.dtype)
+
+
+register_op("take", ("x", "indices"), infer_take,
+            attrs=(Attr("axis", None, _optional_int_attr("axis")), Attr("mode", "fast", _mode_attr)),
+            pattern="injective", legalize=te_legalizer(topi.take, "take", ("axis", "mode")))
+
+
+# ----------------------------------------------------------------------------- broadcast_to, tile, repeat
+
+
+def infer_broadcast_to(args, attrs):
+    x = tensor_arg(args[0], "x")
+    vals, ndim = _shape_values(args[1], "shape")
+    if x.ndim >= 0 and ndim >= 0 and ndim < x.ndim:
+        raise OpError(f"cannot broadcast a tensor of rank {x.ndim} to rank {ndim}", "shape")
+    if vals is None:
+        return relax.TensorStructInfo(None, x.dtype, ndim)
+    if x.shape is not None:
+        off = len(vals) - x.ndim
+        for k, d in enumerate(x.shape):
+            t = vals[off + k]
+            if _static(d) not in (None, 1) and _static(t) is not None and _static(d) != _static(t):
+                raise OpError(f"cannot broadcast shape ({fmt_shape(x.shape)}) to ({fmt_shape(vals)}): "
+                              f"dimension {k} is {_static(d)}, the target's {_static(t)}", "shape")
+    return relax.TensorStructInfo(vals, x.dtype)
+
+
+register_op("broadcast_to", ("x", Arg("shape", "shape")), infer_broadcast_to, pattern="broadcast",
+            legalize=te_legalizer(topi.broadcast_to, "broadcast_to"))
+
+
+def _repeats_list_attr(value):
+    out = _int_list_attr("repeats", required=True)(value)
+    if any(r < 0 for r in out):
+        raise OpError(f"repeats {out} may not be negative", "repeats")
+    return out
+
+
+def infer_tile(args, attrs):
+    x = tensor_arg(args[0], "data")
+    reps = attrs["repeats"]
+    if x.ndim < 0:
+        return relax.TensorStructInfo(None, x.dtype, -1)
+    rank = max(x.ndim, len(reps))
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, rank)
+    reps = [1] * (rank - len(reps)) + reps
+    dims = [_i64(1)] * (rank - x.ndim) + list(x.shape)
+    return relax.TensorStructInfo([tt.mul(d, r) for d, r in zip(dims, reps)], x.dtype)
+
+
+register_op("tile", ("data",), infer_tile, attrs=(Attr("repeats", _REQUIRED, _repeats_list_attr),),
+            pattern="injective", legalize=te_legalizer(topi.tile, "tile", ("repeats",)))
+
+
+def infer_repeat(args, attrs):
+    x = tensor_arg(args[0], "data")
+    reps, axis = attrs["repeats"], attrs["axis"]
+    if axis is None:
+        if x.shape is None:
+            return relax.TensorStructInfo(None, x.dtype, 1)
+        return relax.TensorStructInfo([tt.mul(tt.product(list(x.shape), _i64(1)), reps)], x.dtype)
+    if x.ndim < 0:
+        return relax.TensorStructInfo(None, x.dtype, -1)
+    axis = normalize_axis(axis, x.ndim, "axis")
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, x.ndim)
+    shape = list(x.shape)
+    shape[axis] = tt.mul(shape[axis], reps)
+    return relax.TensorStructInfo(shape, x.dtype)
+
+
+register_op("repeat", ("data",), infer_repeat,
+            attrs=(Attr("repeats", _REQUIRED, _int_attr("repeats", 1)), Attr("axis", None, _optional_int_attr("axis"))),
+            pattern="injective", legalize=te_legalizer(topi.repeat, "repeat", ("repeats", "axis")))

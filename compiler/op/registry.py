@@ -78,6 +78,10 @@ class OpDef:
     attrs: tuple = ()             # Attr declarations, in printing order
     pattern: str = "opaque"       # fusion pattern kind (elementwise, broadcast, injective, ...)
     legalize: Optional[Callable] = None
+    # (args, attrs) -> (args, attrs): the call's canonical arguments, run after they are coerced
+    # and the attrs converted, before ``infer`` (``arange(5)`` -> ``arange(0, 5, 1)``, reshape's
+    # -1 resolved); it must be idempotent. Args are expressions (None for a missing optional).
+    canonicalize: Optional[Callable] = None
 
     @property
     def args(self) -> tuple:
@@ -96,7 +100,7 @@ PATTERNS = ("elementwise", "broadcast", "injective", "reduce", "out_ewise_fusabl
 
 
 def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque",
-                legalize: Optional[Callable] = None) -> OpDef:
+                legalize: Optional[Callable] = None, canonicalize: Optional[Callable] = None) -> OpDef:
     """Declare an op. ``args`` are `Arg`s or plain names (tensor arguments)."""
     full = name if name.startswith("relax.") else "relax." + name
     if full in _OPS:
@@ -104,7 +108,7 @@ def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque",
     if pattern not in PATTERNS:
         raise ValueError(f"op {full}: unknown fusion pattern {pattern!r}")
     params = tuple(a if isinstance(a, Arg) else Arg(a) for a in args)
-    op = OpDef(full, params, infer, tuple(attrs), pattern, legalize)
+    op = OpDef(full, params, infer, tuple(attrs), pattern, legalize, canonicalize)
     _OPS[full] = op
     return op
 

@@ -10,8 +10,9 @@ One module per family: `broadcast` (binary operators with NumPy broadcasting), `
 (unary math), `transform` (shape manipulation), `linalg` (matmul), `reduction`, `nn`.
 """
 
-from . import broadcast, elemwise, linalg, nn, reduction, transform  # noqa: F401
+from . import broadcast, create, elemwise, linalg, nn, reduction, transform  # noqa: F401
 from .broadcast import *  # noqa: F401,F403
+from .create import *  # noqa: F401,F403
 from .elemwise import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403

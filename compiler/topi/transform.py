@@ -1,11 +1,156 @@
-"""Shape manipulation (TVM's ``topi/transform.h``): ``T_transpose``, ..."""
+"""Shape manipulation (TVM's ``topi/transform.h``): ``T_transpose``, ``T_reshape``,
+``T_squeeze``, ``T_concat``, ``T_split``, ``T_strided_slice_with_axes``, ``T_take``,
+``T_broadcast_to``, ``T_tile``, ``T_repeat`` (loops ``ax0, ax1...``) and ``expand_dims``
+(TVM's Python-style compute: loops ``i0, i1...``).
+
+Index arithmetic goes through the small folding helpers below (``add``, ``mul``, ``floordiv``,
+``floormod``), so that constant parts are folded and unit factors dropped: there is no general
+arithmetic simplifier, and these keep the printed TIR close to what TVM's prints. The op
+inference in ``compiler/op/manipulate.py`` uses the same helpers for symbolic output shapes.
+"""
 
 from __future__ import annotations
 
-from .. import te
-from ._util import compute
+from tvmscript import tir
 
-__all__ = ["transpose"]
+from .. import te
+from ._util import compute, is_one
+
+__all__ = [
+    "transpose", "reshape", "expand_dims", "squeeze", "concatenate", "split", "strided_slice", "take",
+    "broadcast_to", "tile", "repeat",
+]
+
+
+# ----------------------------------------------------------------------------- index arithmetic
+
+
+def as_int(e):
+    """The value of a constant integer expression (or Python int), else None."""
+    if isinstance(e, bool):
+        return None
+    if isinstance(e, int):
+        return e
+    if isinstance(e, tir.IntImm):
+        return e.value
+    return None
+
+
+def _imm(value: int, like) -> tir.IntImm:
+    return tir.IntImm(like.dtype if isinstance(like, tir.PrimExpr) else "int64", value)
+
+
+def _expr(v, like=None):
+    return v if isinstance(v, tir.PrimExpr) else _imm(v, like)
+
+
+def _same_dtype(a, b):
+    """Give a Python int the dtype of the other operand; widen int32 to int64 when they differ."""
+    if not isinstance(a, tir.PrimExpr):
+        a = _imm(a, b)
+    if not isinstance(b, tir.PrimExpr):
+        b = _imm(b, a)
+    if a.dtype != b.dtype:
+        a, b = (te.cast(a, "int64"), te.cast(b, "int64"))
+    return a, b
+
+
+def add(a, b):
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return _imm(ia + ib, a if isinstance(a, tir.PrimExpr) else b)
+    if ib == 0:
+        return _expr(a, b)
+    if ia == 0:
+        return _expr(b, a)
+    if ib is not None and ib < 0:
+        return sub(a, -ib)
+    a, b = _same_dtype(a, b)
+    return tir.Add(a.dtype, a, b)
+
+
+def sub(a, b):
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return _imm(ia - ib, a if isinstance(a, tir.PrimExpr) else b)
+    if ib == 0:
+        return _expr(a, b)
+    a, b = _same_dtype(a, b)
+    return tir.Sub(a.dtype, a, b)
+
+
+def mul(a, b):
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return _imm(ia * ib, a if isinstance(a, tir.PrimExpr) else b)
+    if ib == 1:
+        return _expr(a, b)
+    if ia == 1:
+        return _expr(b, a)
+    a, b = _same_dtype(a, b)
+    return tir.Mul(a.dtype, a, b)
+
+
+def floordiv(a, b):
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return _imm(ia // ib, a if isinstance(a, tir.PrimExpr) else b)
+    if ib == 1:
+        return _expr(a, b)
+    a, b = _same_dtype(a, b)
+    return tir.FloorDiv(a.dtype, a, b)
+
+
+def floormod(a, b):
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return _imm(ia % ib, a if isinstance(a, tir.PrimExpr) else b)
+    if ib == 1:
+        return _imm(0, a)
+    a, b = _same_dtype(a, b)
+    return tir.FloorMod(a.dtype, a, b)
+
+
+def ceildiv(a, b):
+    """``ceil(a / b)`` for positive ``b``."""
+    ia, ib = as_int(a), as_int(b)
+    if ia is not None and ib is not None:
+        return _imm(-(-ia // ib), a if isinstance(a, tir.PrimExpr) else b)
+    return floordiv(add(a, sub(b, 1)), b)
+
+
+def product(dims, like=None):
+    out = _imm(1, like if like is not None else (dims[0] if dims else None))
+    for d in dims:
+        out = mul(out, d)
+    return out
+
+
+def ravel(idx: list, shape: list):
+    """The row-major flat index of ``idx`` in ``shape``."""
+    flat = None
+    for i, d in zip(idx, shape):
+        flat = i if flat is None else add(mul(flat, d), i)
+    return flat if flat is not None else _imm(0, None)
+
+
+def unravel(flat, shape: list) -> list:
+    """The row-major indices of the flat position ``flat`` in ``shape``: ``(flat // inner) % d``
+    per dimension (the outermost without the ``%``, the innermost without the ``//``)."""
+    out = []
+    inner = _imm(1, flat)
+    for k in range(len(shape) - 1, -1, -1):
+        q = floordiv(flat, inner)
+        out.append(q if k == 0 else floormod(q, shape[k]))
+        inner = mul(inner, shape[k])
+    return out[::-1]
+
+
+def _cast_index(i, dtype: str):
+    return i if i.dtype == dtype else te.cast(i, dtype)
+
+
+# ----------------------------------------------------------------------------- operators
 
 
 def transpose(x: te.Tensor, axes=None) -> te.Tensor:
@@ -21,3 +166,243 @@ def transpose(x: te.Tensor, axes=None) -> te.Tensor:
         return x[tuple(src)]
 
     return compute(oshape, f, name="T_transpose")
+
+
+def reshape(x: te.Tensor, newshape) -> te.Tensor:
+    """``T_reshape``: element ``i`` of the output is the element at the same row-major position
+    of ``x`` (``newshape`` fully resolved: no -1 or 0)."""
+    oshape = list(newshape)
+    ishape = list(x.shape)
+    if not ishape:
+        return compute(oshape, lambda idx: x[()], name="T_reshape")
+    return compute(oshape, lambda idx: x[tuple(unravel(ravel(idx, oshape), ishape))], name="T_reshape")
+
+
+def expand_dims(x: te.Tensor, axis) -> te.Tensor:
+    """``expand_dims``: unit dimensions inserted at the (normalized, output) positions ``axis``."""
+    axes = set(axis if isinstance(axis, (list, tuple)) else [axis])
+    ndim = len(x.shape) + len(axes)
+    axes = {a + ndim if a < 0 else a for a in axes}
+    oshape, it = [], iter(x.shape)
+    for k in range(ndim):
+        oshape.append(tir.IntImm(x.shape[0].dtype if x.shape else "int64", 1) if k in axes else next(it))
+    keep = [k for k in range(ndim) if k not in axes]
+    return te.compute(oshape, lambda *i: x[tuple(i[k] for k in keep)], name="expand_dims")
+
+
+def squeeze(x: te.Tensor, axis=None) -> te.Tensor:
+    """``T_squeeze``: the unit dimensions ``axis`` (all static unit ones when None) dropped."""
+    n = len(x.shape)
+    if axis is None:
+        axes = {k for k, d in enumerate(x.shape) if is_one(d)}
+    else:
+        axes = {a + n if a < 0 else a for a in axis}
+    keep = [k for k in range(n) if k not in axes]
+    oshape = [x.shape[k] for k in keep]
+
+    def f(idx):
+        src, it = [], iter(idx)
+        for k, d in enumerate(x.shape):
+            src.append(_imm(0, d) if k in axes else next(it))
+        return x[tuple(src)]
+
+    return compute(oshape, f, name="T_squeeze")
+
+
+def concatenate(tensors, axis: int = 0) -> te.Tensor:
+    """``T_concat``: nested ``if_then_else(offset_j <= i, t_j[i - offset_j], ...)`` along
+    ``axis``, last tensor outermost (as TOPI writes it)."""
+    tensors = list(tensors)
+    n = len(tensors[0].shape)
+    axis = axis + n if axis < 0 else axis
+    offsets = [_imm(0, tensors[0].shape[axis])]
+    for t in tensors[:-1]:
+        offsets.append(add(offsets[-1], t.shape[axis]))
+    oshape = list(tensors[0].shape)
+    oshape[axis] = add(offsets[-1], tensors[-1].shape[axis])
+
+    def f(idx):
+        def load(j):
+            src = list(idx)
+            src[axis] = sub(idx[axis], offsets[j])
+            return tensors[j][tuple(src)]
+
+        out = load(0)
+        for j in range(1, len(tensors)):
+            out = te.if_then_else(tir.LE("bool", offsets[j], idx[axis]), load(j), out)
+        return out
+
+    return compute(oshape, f, name="T_concat")
+
+
+def split(x: te.Tensor, indices_or_sections, axis: int = 0) -> list:
+    """``T_split_sections``/``T_split`` (``_1``, ``_2``... for the later outputs): the pieces of
+    ``x`` along ``axis``, equal sections or cut at the given indices (clamped to the extent)."""
+    n = len(x.shape)
+    axis = axis + n if axis < 0 else axis
+    bounds = split_bounds(x.shape[axis], indices_or_sections)
+    base = "T_split_sections" if isinstance(indices_or_sections, int) else "T_split"
+    outs = []
+    for j, (begin, extent) in enumerate(bounds):
+        oshape = list(x.shape)
+        oshape[axis] = extent
+
+        def f(idx, begin=begin):
+            src = list(idx)
+            src[axis] = add(idx[axis], begin)
+            return x[tuple(src)]
+
+        outs.append(compute(oshape, f, name=base if j == 0 else f"{base}_{j}"))
+    return outs
+
+
+def split_bounds(dim, indices_or_sections) -> list:
+    """``[(begin, extent)]`` of each piece of a dimension of extent ``dim``: ``sections`` equal
+    pieces of ``ceil(dim / sections)`` (the last one what is left), or cuts at the indices,
+    clamped to ``[0, dim]`` as NumPy does."""
+    if isinstance(indices_or_sections, int):
+        size = ceildiv(dim, indices_or_sections)
+        return [(mul(size, j), size if j < indices_or_sections - 1 else sub(dim, mul(size, j)))
+                for j in range(indices_or_sections)]
+    static = as_int(dim)
+    cuts = [_clamp(i, static) for i in indices_or_sections]
+    starts = [0] + cuts
+    out = []
+    for j, begin in enumerate(starts):
+        if j + 1 < len(starts):
+            end = starts[j + 1]
+            out.append((_imm(begin, dim), _imm(max(end - begin, 0), dim)))
+        else:
+            out.append((_imm(begin, dim), sub(dim, begin) if static is None else _imm(max(static - begin, 0), dim)))
+    return out
+
+
+def _clamp(i: int, static) -> int:
+    if static is None:
+        return max(i, 0)
+    return min(max(i, 0), static)
+
+
+def slice_bounds(dim, begin: int, end: int, stride: int, assume_inbound: bool = False):
+    """``(start, extent)`` of ``x[begin:end:stride]`` along a dimension of extent ``dim``, as
+    Python's ``slice.indices`` (negative values from the end, clamped). A symbolic extent is
+    only used for negative values and the ``end`` sentinel; the slice is then assumed in bounds."""
+    static = as_int(dim)
+    if static is not None and not assume_inbound:
+        start, stop, step = slice(begin, end, stride).indices(static)
+        return _imm(start, dim), _imm(len(range(start, stop, step)), dim)
+    start = add(dim, begin) if begin < 0 else _imm(begin, dim)
+    big = end >= 2**31 - 1 or (static is not None and end > static)
+    stop = dim if big else (add(dim, end) if end < 0 else _imm(end, dim))
+    if stride > 0:
+        return start, ceildiv(sub(stop, start), stride)
+    return start, ceildiv(sub(start, stop), -stride)
+
+
+def strided_slice(x: te.Tensor, begin: list, end: list, strides: list, axes: list,
+                  assume_inbound: bool = False) -> te.Tensor:
+    """``T_strided_slice_with_axes``: along each of ``axes``, index ``begin + i * stride``."""
+    n = len(x.shape)
+    oshape = list(x.shape)
+    starts = {}
+    for a, b, e, s in zip(axes, begin, end, strides):
+        a = a + n if a < 0 else a
+        start, extent = slice_bounds(x.shape[a], b, e, s, assume_inbound)
+        starts[a] = (start, s)
+        oshape[a] = extent
+
+    def f(idx):
+        src = list(idx)
+        for a, (start, s) in starts.items():
+            src[a] = add(mul(idx[a], s), start) if s > 0 else sub(start, mul(idx[a], -s))
+        return x[tuple(src)]
+
+    return compute(oshape, f, name="T_strided_slice_with_axes")
+
+
+def take(x: te.Tensor, indices: te.Tensor, axis=None, mode: str = "fast") -> te.Tensor:
+    """``T_take``: ``x`` gathered along ``axis`` at ``indices`` (``x`` flattened when axis is
+    None). ``mode``: "fast" (indices assumed in bounds), "clip" (clamped), "wrap" (modulo)."""
+    ishape = list(indices.shape)
+    if axis is None:
+        extent = product(list(x.shape))
+        oshape = ishape
+    else:
+        n = len(x.shape)
+        axis = axis + n if axis < 0 else axis
+        extent = x.shape[axis]
+        oshape = list(x.shape[:axis]) + ishape + list(x.shape[axis + 1:])
+
+    def gather_index(i):
+        dtype = extent.dtype
+        if mode == "clip":
+            i = _cast_index(i, dtype)
+            return tir.Min(dtype, tir.Max(dtype, _imm(0, extent), i), sub(extent, 1))
+        if mode == "wrap":
+            i = _cast_index(i, dtype)
+            return tir.Mod(dtype, tir.Add(dtype, tir.Mod(dtype, i, extent), extent), extent)
+        return i
+
+    def f(idx):
+        if axis is None:
+            k = gather_index(indices[tuple(idx)] if ishape else indices[()])
+            src = unravel(_cast_index(k, extent.dtype), list(x.shape)) if len(x.shape) != 1 else [k]
+            return x[tuple(src)]
+        m = len(ishape)
+        k = gather_index(indices[tuple(idx[axis:axis + m])] if ishape else indices[()])
+        return x[tuple(idx[:axis] + [k] + idx[axis + m:])]
+
+    return compute(oshape, f, name="T_take")
+
+
+def broadcast_to(x: te.Tensor, shape) -> te.Tensor:
+    """``T_broadcast_to``: ``x`` read at index 0 along its unit dimensions that are broadcast."""
+    oshape = list(shape)
+    off = len(oshape) - len(x.shape)
+
+    def f(idx):
+        src = []
+        for k, d in enumerate(x.shape):
+            src.append(_imm(0, d) if is_one(d) and not is_one(oshape[off + k]) else idx[off + k])
+        return x[tuple(src)]
+
+    return compute(oshape, f, name="T_broadcast_to")
+
+
+def tile(x: te.Tensor, repeats) -> te.Tensor:
+    """``T_tile``: the output dims are ``x``'s (padded with leading ones) times ``repeats``
+    (padded with leading ones); element ``i`` reads ``x[i % dim]`` on ``x``'s dimensions."""
+    repeats = [repeats] if isinstance(repeats, int) else list(repeats)
+    n = len(x.shape)
+    rank = max(n, len(repeats))
+    reps = [1] * (rank - len(repeats)) + repeats
+    dims = [None] * (rank - n) + list(x.shape)
+    like = x.shape[0] if x.shape else None
+    oshape = [_imm(r, like) if d is None else mul(d, r) for d, r in zip(dims, reps)]
+    off = rank - n
+
+    def f(idx):
+        if not n:
+            return x[()]
+        return x[tuple(floormod(idx[off + k], d) for k, d in enumerate(x.shape))]
+
+    return compute(oshape, f, name="T_tile")
+
+
+def repeat(x: te.Tensor, repeats: int, axis=None) -> te.Tensor:
+    """``T_repeat``: each element repeated ``repeats`` times along ``axis`` (along the flattened
+    tensor, computed by a ``T_reshape`` stage first, when None)."""
+    if axis is None:
+        x = reshape(x, [product(list(x.shape))])
+        axis = 0
+    n = len(x.shape)
+    axis = axis + n if axis < 0 else axis
+    oshape = list(x.shape)
+    oshape[axis] = mul(oshape[axis], repeats)
+
+    def f(idx):
+        src = list(idx)
+        src[axis] = floordiv(idx[axis], repeats)
+        return x[tuple(src)]
+
+    return compute(oshape, f, name="T_repeat")

@@ -219,6 +219,16 @@ def const(b: RelaxFunctionBuilder, node: ast.Call, name: str):
 def prim_value(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     args = bind_arguments(b.ctx, node, name, ["value"])
     v = args["value"]
+    if isinstance(v, ast.UnaryOp) and v.op in ("-", "+") and isinstance(v.operand, ast.Constant):
+        number = literal(b.ctx, v)  # R.prim_value(-1): a negative number, not a dimension
+        v = ast.Constant(number, v.line, v.col, v.end_line, v.end_col)
+    dtype = dotted_name(v.func) if isinstance(v, ast.Call) else None
+    if dtype and dtype.startswith("T.") and tir.is_valid_dtype(dtype[2:]) and len(v.args) == 1 and not v.keywords:
+        number = literal(b.ctx, v.args[0])  # R.prim_value(T.float32(0.5)): a typed number
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            dt = dtype[2:]
+            e = tir.FloatImm(dt, float(number)) if tir.is_float(dt) else tir.IntImm(dt, int(number))
+            return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
     if isinstance(v, ast.Constant) and isinstance(v.value, (int, float)) and not isinstance(v.value, bool):
         e = tir.IntImm("int64", v.value) if isinstance(v.value, int) else tir.FloatImm("float64", v.value)
     else:
