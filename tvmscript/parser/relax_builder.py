@@ -378,6 +378,8 @@ class RelaxFunctionBuilder:
         """A dimension in an annotation: an int, a symbolic name ("n" or n), or an expression."""
         if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
             return tir.IntImm("int64", node.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and not node.value.isidentifier():
+            return self._quoted_dim_expr(node, defining)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             var = self.sym_vars.get(node.value)
             if var is None:
@@ -399,6 +401,29 @@ class RelaxFunctionBuilder:
             cls = {"+": tir.Add, "-": tir.Sub, "*": tir.Mul, "//": tir.FloorDiv, "%": tir.FloorMod}[node.op]
             return cls("int64", a, b)
         raise self.error("expected a dimension: an integer or a symbolic name", node)
+
+    def _quoted_dim_expr(self, node, defining: bool) -> tir.PrimExpr:
+        """``"n // 2 + 1"``: an expression of symbolic dims in quotes, as printers write it in a
+        signature (where the names are not declared yet). Names in it are quoted names."""
+        from .syntax import parse_syntax
+
+        try:
+            (stmt,), _ = parse_syntax(node.value + "\n", "<dimension>")
+        except Exception:  # noqa: BLE001 - reported below at the string's place
+            stmt = None
+        if not isinstance(stmt, ast.ExprStmt):
+            raise self.error(f"expected a dimension: {node.value!r} is neither a name nor an expression", node)
+
+        def quote(n):
+            if isinstance(n, ast.Name):
+                return ast.Constant(n.id, node.line, node.col, node.end_line, node.end_col)
+            if isinstance(n, ast.BinOp):
+                n.left, n.right = quote(n.left), quote(n.right)
+            elif isinstance(n, ast.Constant):
+                n.line, n.col, n.end_line, n.end_col = node.line, node.col, node.end_line, node.end_col
+            return n
+
+        return self.dim(quote(stmt.value), defining)
 
     def check_annotation(self, ann, inferred, node, what: str) -> None:
         problem = sinfo_conflict(ann, inferred)
@@ -426,6 +451,10 @@ class RelaxFunctionBuilder:
             return self._call(node)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return relax.StringImm(node.value, relax.ObjectStructInfo())
+        if isinstance(node, ast.UnaryOp) and node.op in ("-", "+") and isinstance(node.operand, ast.Constant) \
+                and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+            # A negative number (the -1 of R.reshape(x, (3, -1))): a primitive value too.
+            node = ast.Constant(literal(self.ctx, node), node.line, node.col, node.end_line, node.end_col)
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             # A bare number is a primitive value, as R.prim_value(...) writes it.
             v = node.value
@@ -540,7 +569,7 @@ class RelaxFunctionBuilder:
 
     def _op_call(self, op, node: ast.Call, name: str):
         from ..compiler.op import OpError
-        from ..compiler.op.api import arg_sinfos, coerce_arg
+        from ..compiler.op.api import arg_sinfos, canonicalize_call, coerce_arg
 
         params = list(op.args) + [a.name for a in op.attrs]
         defaults = {a.name: _DEFAULT for a in op.params if a.optional}
@@ -570,6 +599,7 @@ class RelaxFunctionBuilder:
                     raise self.error(f"{name}: {err.message}", raw if raw is not _DEFAULT else node) from None
             attrs[a.name] = value
         try:
+            args, attrs = canonicalize_call(op, args, attrs)
             sinfo = op.infer(arg_sinfos(op, args), attrs)
         except OpError as err:
             where = bound.get(err.arg) if err.arg in bound and bound[err.arg] is not _DEFAULT else node

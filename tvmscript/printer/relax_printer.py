@@ -72,9 +72,12 @@ class RelaxPrinter:
                 name = self.names.define(d, d.name, frame=self.func_frame)
                 self.pending_sym.append(d)
             return f'"{name}"' if self.quote_sym else name
-        if self.quote_sym:
-            return format_string(self.tir.expr(d))
-        return self.tir.expr(d)
+        saved, self.tir.default_int = self.tir.default_int, "int64"  # Relax dims are int64
+        try:
+            text = self.tir.expr(d)
+        finally:
+            self.tir.default_int = saved
+        return format_string(text) if self.quote_sym else text
 
     def shape_tuple(self, shape) -> str:
         inner = ", ".join(self.dim(d) for d in shape)
@@ -163,6 +166,8 @@ class RelaxPrinter:
             return repr(v)
         if isinstance(v, str):
             return format_string(v)
+        if isinstance(v, float):
+            return format_float(v)  # full precision, as TVM: epsilon=1.0000000000000001e-05
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(self.attr_value(x) for x in v) + "]"
         if isinstance(v, dict):

@@ -102,6 +102,8 @@ class TIRPrinter:
         self.names = names or Names()
         self.comments = comments or {}
         self.loop_ranges: dict[int, tir.For] = {}
+        # The integer dtype written as a bare literal: int32 in TIR, int64 in Relax shapes.
+        self.default_int = "int32"
 
     # ------------------------------------------------------------------ expressions
     def name_of(self, obj) -> str:
@@ -120,7 +122,7 @@ class TIRPrinter:
         if t is tir.Var:
             return self.name_of(e), PREC_ATOM
         if t is tir.IntImm:
-            return self.int_literal(e), PREC_ATOM if e.value >= 0 or e.dtype != "int32" else PREC_UNARY
+            return self.int_literal(e), PREC_ATOM if e.value >= 0 or e.dtype != self.default_int else PREC_UNARY
         if t is tir.FloatImm:
             return f"T.{e.dtype}({format_float(e.value)})", PREC_ATOM
         if t is tir.BufferLoad:
@@ -158,7 +160,7 @@ class TIRPrinter:
         raise TypeError(f"cannot print TIR expression {e!r}")
 
     def int_literal(self, e: tir.IntImm) -> str:
-        if e.dtype == "int32":
+        if e.dtype == self.default_int:
             return str(e.value)
         if e.dtype == "bool":
             return f"T.bool({bool(e.value)})"
@@ -177,7 +179,8 @@ class TIRPrinter:
         return f"T.{name}({', '.join(self.expr(a) for a in e.args)})"
 
     def buffer_access(self, buf: tir.Buffer, indices) -> str:
-        return f"{self.name_of(buf)}[{', '.join(self.expr(i) for i in indices)}]"
+        inner = ", ".join(self.expr(i) for i in indices) if indices else "()"  # rank 0: x[()]
+        return f"{self.name_of(buf)}[{inner}]"
 
     def dim(self, e) -> str:
         return self.expr(e)
@@ -478,7 +481,7 @@ class TIRPrinter:
                 parts.append(self.expr(rng.min))
             else:
                 parts.append(f"{self.expr(rng.min)}:{self.expr(_add(rng.min, rng.extent))}")
-        return f"{self.name_of(r.buffer)}[{', '.join(parts)}]"
+        return f"{self.name_of(r.buffer)}[{', '.join(parts) if parts else '()'}]"
 
 
 def printed_attrs(attrs: dict, name: str) -> dict:
