@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import string
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Optional
 
 from tvmscript import relax, tir
 from tvmscript.ir import GlobalVar, IRModule
+from tvmscript.structural import structural_hash
 
 from .op import api as _op_api
 from .op.registry import find_op
@@ -308,7 +309,6 @@ class BlockBuilder:
         """Add ``func`` (a prim_func or Relax function) to the module under ``func_name`` (made
         unique: ``name``, ``name1``...); a prim_func equal to one already there is reused."""
         from tvmscript.ir import structural_equal
-        from tvmscript.structural import structural_hash
 
         if isinstance(func, tir.PrimFunc) and "global_symbol" not in func.attrs and not func.private:
             # Without a global symbol a module function is private (TVM prints private=True).

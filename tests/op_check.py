@@ -13,11 +13,13 @@ list of arrays for ops returning a tuple.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tvmscript as tvms
 from tvmscript import relax, tir
 from tvmscript.compiler.op.registry import find_op
 from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern
+from tvmscript.diagnostics import TVMScriptError
 
 PATTERN_KINDS = {"elementwise": 0, "broadcast": 1, "injective": 2, "reduce": 3, "out_ewise_fusable": 4,
                  "opaque": 8}
@@ -97,3 +99,15 @@ def _compare(got, expected, rtol, atol) -> None:
         np.testing.assert_array_equal(got, expected)
     else:
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+def assert_located(src: str, message: str, at: str, line: int = 3):
+    """Parsing ``src`` fails with ``message``, located at the first occurrence of ``at`` on
+    ``line`` (1-based) of ``src``; returns the error."""
+    with pytest.raises(TVMScriptError) as info:
+        tvms.parse(src)
+    err = info.value
+    assert message in err.message, err.message
+    text = src.split("\n")[line - 1]
+    assert (err.span.line, err.span.col) == (line, text.index(at) + 1), (err.message, err.span)
+    return err

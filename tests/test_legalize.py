@@ -260,3 +260,33 @@ def test_every_high_level_sample_compiles_and_matches_numpy(name):
         w["fc2_bias"] = np.zeros(10, "float32")
     vm = relax.VirtualMachine(tvms.compile(mod), tvms.cpu())
     np.testing.assert_allclose(vm[fname](*args).numpy(), mlp_reference(x, w), rtol=1e-4, atol=1e-3)
+
+
+def test_legalize_a_module_that_already_has_prim_funcs():
+    """High-level ops beside hand-written PrimFuncs: an equal PrimFunc already in the module is
+    reused rather than added again."""
+    src = '''
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def relu(x: T.Buffer((T.int64(2), T.int64(3)), "float32"), compute: T.Buffer((T.int64(2), T.int64(3)), "float32")):
+        T.func_attr({"tir.noalias": True})
+        for i0, i1 in T.grid(T.int64(2), T.int64(3)):
+            with T.block("compute"):
+                v_i0, v_i1 = T.axis.remap("SS", [i0, i1])
+                compute[v_i0, v_i1] = T.max(x[v_i0, v_i1], T.float32(0.0))
+
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        cls = Module
+        with R.dataflow():
+            a = R.call_tir(cls.relu, (x,), out_sinfo=R.Tensor((2, 3), "float32"))
+            b = R.nn.relu(a)
+            c = R.add(b, x)
+            R.output(c)
+        return c
+'''
+    out = LegalizeOps()(tvms.parse(src))
+    assert sorted(gv.name_hint for gv in out.get_global_vars()) == ["add", "main", "relu"]
+    x = np.arange(6, dtype="float32").reshape(2, 3) - 3
+    np.testing.assert_array_equal(run_main(out, x), np.maximum(x, 0) + x)

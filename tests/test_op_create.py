@@ -16,9 +16,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import tvmscript as tvms  # noqa: E402
 from tvmscript import relax, tir  # noqa: E402
 from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
-from tvmscript.diagnostics import TVMScriptError  # noqa: E402
 
-from op_check import check_op, run  # noqa: E402
+from op_check import assert_located, check_op  # noqa: E402
 
 X = np.random.default_rng(3).standard_normal((2, 3)).astype("float32")
 
@@ -100,13 +99,7 @@ def test_arange_symbolic():
     assert "(n + T.int64(1)) // T.int64(2)" in legal.script()
 
 
-def located(src: str, message: str, at: str):
-    with pytest.raises(TVMScriptError) as info:
-        tvms.parse(src)
-    err = info.value
-    assert message in err.message, err.message
-    line = src.split("\n")[2]
-    assert (err.span.line, err.span.col) == (3, line.index(at) + 1), (err.message, err.span)
+located = assert_located
 
 
 def fn(line: str) -> str:

@@ -15,11 +15,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import tvmscript as tvms  # noqa: E402
 from tvmscript import relax, tir  # noqa: E402
-from tvmscript.diagnostics import TVMScriptError  # noqa: E402
 
 from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
 
-from op_check import _compare, check_op, legalize_checked, run  # noqa: E402
+from op_check import assert_located, _compare, check_op, legalize_checked, run  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -270,15 +269,7 @@ def relax_fn(line: str, params: str = 'x: R.Tensor((2, 3), "float32"), y: R.Tens
     return f"@R.function\ndef main({params}):\n    lv = {line}\n    return lv\n"
 
 
-def located(src: str, message: str, at: str):
-    """Parsing ``src`` fails with ``message``, located at the first occurrence of ``at`` on line 3."""
-    with pytest.raises(TVMScriptError) as info:
-        tvms.parse(src)
-    err = info.value
-    assert message in err.message, err.message
-    line = src.split("\n")[2]
-    assert (err.span.line, err.span.col) == (3, line.index(at) + 1), (err.message, err.span)
-    return err
+located = assert_located
 
 
 def test_text_bad_axis():

@@ -9,7 +9,7 @@ so adding an op is one `register_op` call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 

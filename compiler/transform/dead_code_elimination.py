@@ -9,7 +9,7 @@ construction); entry functions are the public ones (no ``private``) or those nam
 
 from __future__ import annotations
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir, relax
 
 from ._common import copy_module, global_vars_used, replace_fields, var_use_counts
 
