@@ -320,10 +320,11 @@ class BlockBuilder:
         if isinstance(func, tir.PrimFunc):
             # Candidates share a structural hash; structural_equal confirms (legalizing a big
             # model adds hundreds of PrimFuncs: comparing each with all would be quadratic).
-            key = structural_hash(_strip_symbol(func))
+            bare = _strip_symbol(func)
+            key = structural_hash(bare)
             for gv in self._prim_func_index().get(key, ()):
                 existing = self._mod.functions.get(gv)
-                if isinstance(existing, tir.PrimFunc) and structural_equal(_strip_symbol(existing), _strip_symbol(func)):
+                if isinstance(existing, tir.PrimFunc) and structural_equal(_strip_symbol(existing), bare):
                     return gv
         name = self._global_name(func_name)
         if isinstance(func, relax.Function) and not func.private:

@@ -809,25 +809,10 @@ def _itemsize(dtype: str) -> int:
 
 
 def _free_syms(e) -> set:
-    out = set()
+    """Names of the symbolic dims an expression uses."""
+    from tvmscript.tir_visitor import vars_in
 
-    def walk(x):
-        if isinstance(x, tir.Var):
-            out.add(x.name)
-        elif isinstance(x, tir.BinaryOp):
-            walk(x.a)
-            walk(x.b)
-        elif isinstance(x, tir.Not):
-            walk(x.a)
-        elif isinstance(x, tir.Cast):
-            walk(x.value)
-        elif isinstance(x, tir.Select):
-            walk(x.condition)
-            walk(x.true_value)
-            walk(x.false_value)
-
-    walk(e)
-    return out
+    return {v.name for v in vars_in([e])}
 
 
 def _sinfo_syms(sinfo) -> list:

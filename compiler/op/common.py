@@ -4,6 +4,8 @@ the op call's location."""
 
 from __future__ import annotations
 
+import inspect
+
 from tvmscript import relax, tir
 from tvmscript.structural import StructuralEqual
 
@@ -62,6 +64,45 @@ def fmt_shape(shape) -> str:
     for d in shape:
         parts.append(str(d.value) if isinstance(d, tir.IntImm) else getattr(d, "name", "?"))
     return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+
+# The default of an attribute that must be given (``R.zeros(shape, dtype=...)``): a converter
+# meeting it raises "<name> is required".
+REQUIRED = inspect.Parameter.empty
+
+
+def is_int(v) -> bool:
+    """A Python int that is not a bool."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def static_dim(d):
+    """The value of a constant dim, None for a symbolic one."""
+    return d.value if isinstance(d, tir.IntImm) else None
+
+
+def int_attr(name: str, minimum: int | None = None):
+    """The converter of an integer attribute (at least ``minimum`` when given)."""
+    def convert(value):
+        if value is REQUIRED:
+            raise OpError(f"{name} is required", name)
+        if not is_int(value):
+            raise OpError(f"{name} must be an integer, not {value!r}", name)
+        if minimum is not None and value < minimum:
+            raise OpError(f"{name} must be at least {minimum}, got {value}", name)
+        return value
+
+    return convert
+
+
+def bool_attr(name: str):
+    """The converter of a True/False attribute (keepdims, ceil_mode, ...)."""
+    def convert(value):
+        if not isinstance(value, bool):
+            raise OpError(f"{name} must be True or False, not {value!r}", name)
+        return value
+
+    return convert
 
 
 def dtype_attr(value):

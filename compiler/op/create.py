@@ -8,7 +8,6 @@ folded into a constant at legalization (as TVM's), and computed by ``T_arange`` 
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
@@ -16,14 +15,12 @@ import numpy as np
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import dtype_attr, shapes_known, tensor_arg
+from .common import REQUIRED, dtype_attr, shapes_known, tensor_arg
 from .registry import Arg, Attr, OpError, register_op
-
-_REQUIRED = inspect.Parameter.empty
 
 
 def _required_dtype(value):
-    if value is _REQUIRED or value is None:
+    if value is REQUIRED or value is None:
         raise OpError("dtype is required", "dtype")
     return dtype_attr(value)
 
@@ -99,9 +96,9 @@ def _full_legalizer(name: str, fill=None):
 
 _CONST0, _CONST1 = relax.Constant(np.asarray(0)), relax.Constant(np.asarray(1))
 
-register_op("zeros", (Arg("shape", "shape"),), infer_zeros, attrs=(Attr("dtype", _REQUIRED, _required_dtype),),
+register_op("zeros", (Arg("shape", "shape"),), infer_zeros, attrs=(Attr("dtype", REQUIRED, _required_dtype),),
             pattern="elementwise", legalize=_full_legalizer("zeros", _CONST0))
-register_op("ones", (Arg("shape", "shape"),), infer_zeros, attrs=(Attr("dtype", _REQUIRED, _required_dtype),),
+register_op("ones", (Arg("shape", "shape"),), infer_zeros, attrs=(Attr("dtype", REQUIRED, _required_dtype),),
             pattern="elementwise", legalize=_full_legalizer("ones", _CONST1))
 # full/full_like broadcast a rank-0 fill tensor (a constant one is inlined: elementwise then).
 register_op("full", (Arg("shape", "shape"), "fill_value"), infer_full, attrs=(Attr("dtype", "void", dtype_attr),),

@@ -11,41 +11,21 @@ the same folding index arithmetic the TE uses.
 
 from __future__ import annotations
 
-import inspect
-
 from tvmscript import relax, tir
 
 from .. import topi
 from ..topi import transform as tt
-from .common import axes_attr, dim_equal, fmt_shape, normalize_axis, shapes_known, te_legalizer, tensor_arg
+from .common import (REQUIRED, axes_attr, bool_attr, dim_equal, fmt_shape, int_attr, normalize_axis,
+                     shapes_known, static_dim, te_legalizer, tensor_arg)
 from .registry import Arg, Attr, OpError, register_op
-
-_REQUIRED = inspect.Parameter.empty
-
-
-def _static(d):
-    return d.value if isinstance(d, tir.IntImm) else None
 
 
 def _i64(v: int) -> tir.IntImm:
     return tir.IntImm("int64", v)
 
 
-def _int_attr(name: str, minimum: int | None = None):
-    def convert(value):
-        if value is _REQUIRED:
-            raise OpError(f"{name} is required", name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise OpError(f"{name} must be an integer, not {value!r}", name)
-        if minimum is not None and value < minimum:
-            raise OpError(f"{name} must be at least {minimum}, got {value}", name)
-        return value
-
-    return convert
-
-
 def _optional_int_attr(name: str):
-    int_conv = _int_attr(name)
+    int_conv = int_attr(name)
 
     def convert(value):
         return None if value is None else int_conv(value)
@@ -56,7 +36,7 @@ def _optional_int_attr(name: str):
 def _int_list_attr(name: str, required: bool = False):
     """An int or a list of ints, as a list."""
     def convert(value):
-        if value is _REQUIRED or (value is None and required):
+        if value is REQUIRED or (value is None and required):
             raise OpError(f"{name} is required", name)
         try:
             return axes_attr(value)
@@ -70,15 +50,6 @@ def _mode_attr(value):
     if value not in ("fast", "clip", "wrap"):
         raise OpError(f"mode must be \"fast\", \"clip\" or \"wrap\", not {value!r}", "mode")
     return value
-
-
-def _bool_attr(name: str):
-    def convert(value):
-        if not isinstance(value, bool):
-            raise OpError(f"{name} must be True or False, not {value!r}", name)
-        return value
-
-    return convert
 
 
 def _axes(axes, ndim: int, what: str = "axis") -> list:
@@ -133,29 +104,29 @@ def canonicalize_reshape(args, attrs):
     if not isinstance(shape, relax.ShapeExpr):
         return args, attrs
     vals = list(shape.values)
-    if not any(_static(d) is not None and _static(d) <= 0 for d in vals):
+    if not any(static_dim(d) is not None and static_dim(d) <= 0 for d in vals):
         return args, attrs
     xs = relax.struct_info_of(x)
     xshape = xs.shape if isinstance(xs, relax.TensorStructInfo) else None
-    if [_static(d) for d in vals].count(-1) > 1:
+    if [static_dim(d) for d in vals].count(-1) > 1:
         raise OpError(f"shape ({fmt_shape(vals)}) may have at most one -1", "shape")
     for i, d in enumerate(vals):
-        if _static(d) == 0:
+        if static_dim(d) == 0:
             if xshape is None or i >= len(xshape):
                 raise OpError(f"shape has 0 at position {i}, but the input has no dimension {i} to copy", "shape")
             vals[i] = xshape[i]
-        elif _static(d) is not None and _static(d) < -1:
-            raise OpError(f"shape ({fmt_shape(vals)}) has a negative dimension {_static(d)}", "shape")
-    if any(_static(d) == -1 for d in vals):
+        elif static_dim(d) is not None and static_dim(d) < -1:
+            raise OpError(f"shape ({fmt_shape(vals)}) has a negative dimension {static_dim(d)}", "shape")
+    if any(static_dim(d) == -1 for d in vals):
         if xshape is None:
             return args, attrs  # resolved when the input's shape is known
-        known = tt.product([d for d in vals if _static(d) != -1])
+        known = tt.product([d for d in vals if static_dim(d) != -1])
         total = tt.product(list(xshape))
-        if _static(known) == 0 or (_static(known) is not None and _static(total) is not None
-                                   and _static(total) % _static(known)):
+        if static_dim(known) == 0 or (static_dim(known) is not None and static_dim(total) is not None
+                                   and static_dim(total) % static_dim(known)):
             raise OpError(f"cannot reshape a tensor of shape ({fmt_shape(xshape)}) into ({fmt_shape(vals)})",
                           "shape")
-        vals = [tt.floordiv(total, known) if _static(d) == -1 else d for d in vals]
+        vals = [tt.floordiv(total, known) if static_dim(d) == -1 else d for d in vals]
     return [x, relax.ShapeExpr(vals, relax.ShapeStructInfo(vals))], attrs
 
 
@@ -164,13 +135,13 @@ def infer_reshape(args, attrs):
     vals, ndim = _shape_values(args[1], "shape")
     if vals is None:
         return relax.TensorStructInfo(None, x.dtype, ndim)
-    if any(_static(d) is not None and _static(d) < 0 for d in vals):
+    if any(static_dim(d) is not None and static_dim(d) < 0 for d in vals):
         raise OpError(f"shape ({fmt_shape(vals)}) has a negative dimension", "shape")
     if x.shape is not None:
         old, new = tt.product(list(x.shape)), tt.product(vals)
-        if _static(old) is not None and _static(new) is not None and _static(old) != _static(new):
-            raise OpError(f"cannot reshape a tensor of shape ({fmt_shape(x.shape)}) ({_static(old)} elements) "
-                          f"into ({fmt_shape(vals)}) ({_static(new)} elements)", "shape")
+        if static_dim(old) is not None and static_dim(new) is not None and static_dim(old) != static_dim(new):
+            raise OpError(f"cannot reshape a tensor of shape ({fmt_shape(x.shape)}) ({static_dim(old)} elements) "
+                          f"into ({fmt_shape(vals)}) ({static_dim(new)} elements)", "shape")
     return relax.TensorStructInfo(vals, x.dtype)
 
 
@@ -211,7 +182,7 @@ def infer_expand_dims(args, attrs):
 
 
 register_op("expand_dims", ("x",), infer_expand_dims,
-            attrs=(Attr("axis", _REQUIRED, _int_list_attr("axis", required=True)),), pattern="broadcast",
+            attrs=(Attr("axis", REQUIRED, _int_list_attr("axis", required=True)),), pattern="broadcast",
             legalize=te_legalizer(topi.expand_dims, "expand_dims", ("axis",)))
 
 
@@ -221,15 +192,15 @@ def infer_squeeze(args, attrs):
     if x.ndim < 0:
         return relax.TensorStructInfo(None, x.dtype, -1)
     if axis is None:
-        if x.shape is None or any(_static(d) is None for d in x.shape):
+        if x.shape is None or any(static_dim(d) is None for d in x.shape):
             return relax.TensorStructInfo(None, x.dtype, -1)  # which dims are 1 is not known
-        return relax.TensorStructInfo([d for d in x.shape if _static(d) != 1], x.dtype)
+        return relax.TensorStructInfo([d for d in x.shape if static_dim(d) != 1], x.dtype)
     axes = _axes(axis, x.ndim)
     if x.shape is None:
         return relax.TensorStructInfo(None, x.dtype, x.ndim - len(axes))
     for a in axes:
-        if _static(x.shape[a]) not in (None, 1):
-            raise OpError(f"axis {a} has extent {_static(x.shape[a])}; only unit dimensions can be squeezed", "axis")
+        if static_dim(x.shape[a]) not in (None, 1):
+            raise OpError(f"axis {a} has extent {static_dim(x.shape[a])}; only unit dimensions can be squeezed", "axis")
     return relax.TensorStructInfo([d for k, d in enumerate(x.shape) if k not in axes], x.dtype)
 
 
@@ -269,7 +240,7 @@ def infer_concat(args, attrs):
         for k in range(ndim):
             if k == axis:
                 out[k] = tt.add(out[k], t.shape[k])
-            elif _static(out[k]) is not None and _static(t.shape[k]) is not None and not dim_equal(out[k], t.shape[k]):
+            elif static_dim(out[k]) is not None and static_dim(t.shape[k]) is not None and not dim_equal(out[k], t.shape[k]):
                 raise OpError(f"the tensors' shapes differ off the concatenation axis {axis}: "
                               f"({fmt_shape(ts[0].shape)}) and ({fmt_shape(t.shape)})", "tensors")
     return relax.TensorStructInfo(out, dtype)
@@ -291,12 +262,12 @@ def legalize_concat(bb, call):
                       primfunc_name_hint="concatenate")
 
 
-register_op("concat", (Arg("tensors", "tensors"),), infer_concat, attrs=(Attr("axis", 0, _int_attr("axis")),),
+register_op("concat", (Arg("tensors", "tensors"),), infer_concat, attrs=(Attr("axis", 0, int_attr("axis")),),
             pattern="injective", legalize=legalize_concat)
 
 
 def _sections_attr(value):
-    if value is _REQUIRED:
+    if value is REQUIRED:
         raise OpError("indices_or_sections is required", "indices_or_sections")
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
@@ -318,8 +289,8 @@ def infer_split(args, attrs):
     if x.shape is None:
         return relax.TupleStructInfo([relax.TensorStructInfo(None, x.dtype, x.ndim) for _ in range(count)])
     dim = x.shape[axis]
-    if isinstance(sections, int) and _static(dim) is not None and _static(dim) % sections:
-        raise OpError(f"{sections} sections do not divide axis {axis} of extent {_static(dim)}",
+    if isinstance(sections, int) and static_dim(dim) is not None and static_dim(dim) % sections:
+        raise OpError(f"{sections} sections do not divide axis {axis} of extent {static_dim(dim)}",
                       "indices_or_sections")
     if not isinstance(sections, int) and any(b < a for a, b in zip(sections, sections[1:])):
         raise OpError(f"the split indices {sections} must be ascending", "indices_or_sections")
@@ -332,7 +303,7 @@ def infer_split(args, attrs):
 
 
 register_op("split", ("x",), infer_split,
-            attrs=(Attr("indices_or_sections", _REQUIRED, _sections_attr), Attr("axis", 0, _int_attr("axis"))),
+            attrs=(Attr("indices_or_sections", REQUIRED, _sections_attr), Attr("axis", 0, int_attr("axis"))),
             pattern="injective", legalize=te_legalizer(topi.split, "split", ("indices_or_sections", "axis")))
 
 
@@ -393,7 +364,7 @@ def legalize_strided_slice(bb, call):
 register_op(
     "strided_slice",
     ("x", Arg("axes", "prims"), Arg("begin", "prims"), Arg("end", "prims"), Arg("strides", "prims", optional=True)),
-    infer_strided_slice, attrs=(Attr("assume_inbound", False, _bool_attr("assume_inbound")),),
+    infer_strided_slice, attrs=(Attr("assume_inbound", False, bool_attr("assume_inbound")),),
     pattern="injective", legalize=legalize_strided_slice,
 )
 
@@ -436,9 +407,9 @@ def infer_broadcast_to(args, attrs):
         off = len(vals) - x.ndim
         for k, d in enumerate(x.shape):
             t = vals[off + k]
-            if _static(d) not in (None, 1) and _static(t) is not None and _static(d) != _static(t):
+            if static_dim(d) not in (None, 1) and static_dim(t) is not None and static_dim(d) != static_dim(t):
                 raise OpError(f"cannot broadcast shape ({fmt_shape(x.shape)}) to ({fmt_shape(vals)}): "
-                              f"dimension {k} is {_static(d)}, the target's {_static(t)}", "shape")
+                              f"dimension {k} is {static_dim(d)}, the target's {static_dim(t)}", "shape")
     return relax.TensorStructInfo(vals, x.dtype)
 
 
@@ -466,7 +437,7 @@ def infer_tile(args, attrs):
     return relax.TensorStructInfo([tt.mul(d, r) for d, r in zip(dims, reps)], x.dtype)
 
 
-register_op("tile", ("data",), infer_tile, attrs=(Attr("repeats", _REQUIRED, _repeats_list_attr),),
+register_op("tile", ("data",), infer_tile, attrs=(Attr("repeats", REQUIRED, _repeats_list_attr),),
             pattern="injective", legalize=te_legalizer(topi.tile, "tile", ("repeats",)))
 
 
@@ -488,5 +459,5 @@ def infer_repeat(args, attrs):
 
 
 register_op("repeat", ("data",), infer_repeat,
-            attrs=(Attr("repeats", _REQUIRED, _int_attr("repeats", 1)), Attr("axis", None, _optional_int_attr("axis"))),
+            attrs=(Attr("repeats", REQUIRED, int_attr("repeats", 1)), Attr("axis", None, _optional_int_attr("axis"))),
             pattern="injective", legalize=te_legalizer(topi.repeat, "repeat", ("repeats", "axis")))

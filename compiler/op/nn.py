@@ -15,22 +15,11 @@ from __future__ import annotations
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import dim_equal, dtype_attr, fmt_shape, normalize_axis, te_legalizer, tensor_arg
+from .common import (bool_attr, dim_equal, dtype_attr, fmt_shape, int_attr, is_int, normalize_axis, static_dim,
+                     te_legalizer, tensor_arg)
 from .registry import Attr, OpError, register_op
 
 # ----------------------------------------------------------------------------- attribute converters
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _int_attr(name: str):
-    def convert(v):
-        if not _is_int(v):
-            raise OpError(f"{name} must be an integer, not {v!r}", name)
-        return v
-    return convert
 
 
 def _float_attr(name: str):
@@ -41,18 +30,10 @@ def _float_attr(name: str):
     return convert
 
 
-def _bool_attr(name: str):
-    def convert(v):
-        if not isinstance(v, bool):
-            raise OpError(f"{name} must be True or False, not {v!r}", name)
-        return v
-    return convert
-
-
 def _ints(name: str, v, lengths: tuple, minimum: int) -> list:
     """``v`` (an int or a list of ints of one of ``lengths``) as a list, each >= ``minimum``."""
-    vals = [v] if _is_int(v) else v
-    if not isinstance(vals, (list, tuple)) or not all(_is_int(x) for x in vals) or len(vals) not in lengths:
+    vals = [v] if is_int(v) else v
+    if not isinstance(vals, (list, tuple)) or not all(is_int(x) for x in vals) or len(vals) not in lengths:
         counts = ", ".join(str(n) for n in lengths[:-1]) + f" or {lengths[-1]}"
         raise OpError(f"{name} must be an integer or a list of {counts} integers, not {v!r}", name)
     if any(x < minimum for x in vals):
@@ -91,8 +72,8 @@ def _layout_attr(name: str, supported: str):
 
 
 def _axes_list_attr(v):
-    vals = [v] if _is_int(v) else v
-    if not isinstance(vals, (list, tuple)) or not vals or not all(_is_int(x) for x in vals):
+    vals = [v] if is_int(v) else v
+    if not isinstance(vals, (list, tuple)) or not vals or not all(is_int(x) for x in vals):
         raise OpError(f"axes must be a non-empty list of integers, not {v!r}", "axes")
     return list(vals)
 
@@ -129,10 +110,6 @@ def _check_rank(x: relax.TensorStructInfo, ndim: int, what: str, op: str) -> Non
         raise OpError(f"needs a {ndim}-D {what}, got rank {x.ndim}", what)
 
 
-def _static(d):
-    return d.value if isinstance(d, tir.IntImm) else None
-
-
 def _check_dims(x: relax.TensorStructInfo, expected: list, what: str, op: str, of: str) -> None:
     """``x`` must have shape ``expected`` (the dims ``of`` names); mismatching constants fail."""
     if x.ndim >= 0 and x.ndim != len(expected):
@@ -140,12 +117,12 @@ def _check_dims(x: relax.TensorStructInfo, expected: list, what: str, op: str, o
     if x.shape is None:
         return
     for got, want in zip(x.shape, expected):
-        if _static(got) is not None and _static(want) is not None and got.value != want.value:
+        if static_dim(got) is not None and static_dim(want) is not None and got.value != want.value:
             raise OpError(f"{what} has shape ({fmt_shape(x.shape)}), expected ({fmt_shape(expected)}) ({of})", what)
 
 
 def _positive_dim(d, what: str, op: str):
-    v = _static(d)
+    v = static_dim(d)
     if v is not None and v <= 0:
         raise OpError(f"the output {what} would be {v}; the input is too small for the window")
     return d
@@ -180,7 +157,7 @@ def _infer_softmax(name: str):
 for _name in ("softmax", "log_softmax"):
     register_op(
         f"nn.{_name}", ("data",), _infer_softmax(f"nn.{_name}"),
-        attrs=(Attr("axis", -1, _int_attr("axis")),), pattern="out_ewise_fusable",
+        attrs=(Attr("axis", -1, int_attr("axis")),), pattern="out_ewise_fusable",
         legalize=te_legalizer(getattr(topi.nn, _name), _name, ("axis",)),
     )
 
@@ -213,7 +190,7 @@ def infer_layer_norm(args, attrs):
 register_op(
     "nn.layer_norm", ("data", "gamma", "beta"), infer_layer_norm,
     attrs=(Attr("axes", None, _axes_list_attr), Attr("epsilon", 1e-5, _float_attr("epsilon")),
-           Attr("center", True, _bool_attr("center")), Attr("scale", True, _bool_attr("scale"))),
+           Attr("center", True, bool_attr("center")), Attr("scale", True, bool_attr("scale"))),
     pattern="out_ewise_fusable",
     legalize=te_legalizer(topi.nn.layer_norm, "layer_norm", ("axes", "epsilon", "center", "scale")),
 )
@@ -249,9 +226,9 @@ def infer_batch_norm(args, attrs):
 
 register_op(
     "nn.batch_norm", ("data", "gamma", "beta", "moving_mean", "moving_var"), infer_batch_norm,
-    attrs=(Attr("axis", 1, _int_attr("axis")), Attr("epsilon", 1e-5, _float_attr("epsilon")),
-           Attr("center", True, _bool_attr("center")), Attr("scale", True, _bool_attr("scale")),
-           Attr("momentum", 0.1, _float_attr("momentum")), Attr("training", True, _bool_attr("training"))),
+    attrs=(Attr("axis", 1, int_attr("axis")), Attr("epsilon", 1e-5, _float_attr("epsilon")),
+           Attr("center", True, bool_attr("center")), Attr("scale", True, bool_attr("scale")),
+           Attr("momentum", 0.1, _float_attr("momentum")), Attr("training", True, bool_attr("training"))),
     # training=True (the default) reduces: out-elementwise-fusable as TVM's; the inference form
     # (training=False) is a broadcast of the moving statistics (see tests/test_op_nn.py).
     pattern="out_ewise_fusable",
@@ -277,25 +254,25 @@ def infer_conv2d(args, attrs):
         return relax.TensorStructInfo(None, dtype, 4)
     n, c, h, wd = x.shape
     o, i, kh, kw = w.shape
-    if _static(o) is not None and _static(o) % groups:
-        raise OpError(f"the weight's {_static(o)} output channels do not divide into {groups} groups", "weight")
-    if _static(c) is not None and _static(i) is not None and _static(c) != groups * _static(i):
+    if static_dim(o) is not None and static_dim(o) % groups:
+        raise OpError(f"the weight's {static_dim(o)} output channels do not divide into {groups} groups", "weight")
+    if static_dim(c) is not None and static_dim(i) is not None and static_dim(c) != groups * static_dim(i):
         raise OpError(
-            f"data has {_static(c)} channels but weight expects {_static(i)} per group "
-            f"x {groups} group(s) = {groups * _static(i)}", "weight")
-    if _static(kh) is None or _static(kw) is None:
+            f"data has {static_dim(c)} channels but weight expects {static_dim(i)} per group "
+            f"x {groups} group(s) = {groups * static_dim(i)}", "weight")
+    if static_dim(kh) is None or static_dim(kw) is None:
         return relax.TensorStructInfo(None, dtype, 4)
     pt, pl, pb, pr = attrs["padding"]
     (sh, sw), (dh, dw) = attrs["strides"], attrs["dilation"]
-    oh = _positive_dim(_dim(topi.nn.conv_out_dim(h, _static(kh), sh, dh, pt, pb)), "height", "nn.conv2d")
-    ow = _positive_dim(_dim(topi.nn.conv_out_dim(wd, _static(kw), sw, dw, pl, pr)), "width", "nn.conv2d")
+    oh = _positive_dim(_dim(topi.nn.conv_out_dim(h, static_dim(kh), sh, dh, pt, pb)), "height", "nn.conv2d")
+    ow = _positive_dim(_dim(topi.nn.conv_out_dim(wd, static_dim(kw), sw, dw, pl, pr)), "width", "nn.conv2d")
     return relax.TensorStructInfo([n, o, oh, ow], dtype)
 
 
 register_op(
     "nn.conv2d", ("data", "weight"), infer_conv2d,
     attrs=(Attr("strides", [1, 1], _pair_attr("strides")), Attr("padding", [0, 0, 0, 0], _padding_attr),
-           Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("groups", 1, _int_attr("groups")),
+           Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("groups", 1, int_attr("groups")),
            Attr("data_layout", "NCHW", _layout_attr("data_layout", "NCHW")),
            Attr("kernel_layout", "OIHW", _layout_attr("kernel_layout", "OIHW")),
            Attr("out_layout", "NCHW", _layout_attr("out_layout", "NCHW")),
@@ -342,8 +319,8 @@ for _kind in ("max", "avg"):
         f"nn.{_kind}_pool2d", ("data",), _infer_pool2d(f"nn.{_kind}_pool2d"),
         attrs=(Attr("pool_size", [1, 1], _pair_attr("pool_size")), Attr("strides", [1, 1], _pair_attr("strides")),
                Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("padding", [0, 0, 0, 0], _padding_attr),
-               Attr("ceil_mode", False, _bool_attr("ceil_mode")),
-               Attr("count_include_pad", False, _bool_attr("count_include_pad")),
+               Attr("ceil_mode", False, bool_attr("ceil_mode")),
+               Attr("count_include_pad", False, bool_attr("count_include_pad")),
                Attr("layout", "NCHW", _layout_attr("layout", "NCHW")),
                Attr("out_layout", "NCHW", _layout_attr("out_layout", "NCHW"))),
         pattern="out_ewise_fusable",
@@ -419,7 +396,7 @@ def infer_dense(args, attrs):
         raise OpError(f"weight must be 2-D (units, in), got rank {w.ndim}", "weight")
     if x.shape is None or w.shape is None:
         return relax.TensorStructInfo(None, dtype, x.ndim)
-    if not dim_equal(x.shape[-1], w.shape[1]) and _static(x.shape[-1]) is not None and _static(w.shape[1]) is not None:
+    if not dim_equal(x.shape[-1], w.shape[1]) and static_dim(x.shape[-1]) is not None and static_dim(w.shape[1]) is not None:
         raise OpError(
             f"reduction dimensions differ: {x.shape[-1].value} (last of data) vs "
             f"{w.shape[1].value} (second of weight)", "weight"

@@ -20,39 +20,32 @@ from __future__ import annotations
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import normalize_axis, tensor_arg, te_legalizer
+from .common import bool_attr, is_int, normalize_axis, te_legalizer, tensor_arg
 from .registry import Attr, OpError, register_op
 
 
 # ----------------------------------------------------------------------------- attributes
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def axis_list_attr(value):
     """``axis`` of sum & co.: None, or a list of ints (a single int becomes ``[int]``)."""
     if value is None:
         return None
-    if _is_int(value):
+    if is_int(value):
         return [value]
-    if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
+    if isinstance(value, (list, tuple)) and all(is_int(v) for v in value):
         return list(value)
     raise OpError(f"axis must be an integer, a list of integers or None, not {value!r}", "axis")
 
 
 def axis_int_attr(value):
     """``axis`` of argmax/argmin: one int or None."""
-    if value is None or _is_int(value):
+    if value is None or is_int(value):
         return value
     raise OpError(f"axis must be an integer or None, not {value!r}", "axis")
 
 
-def keepdims_attr(value):
-    if not isinstance(value, bool):
-        raise OpError(f"keepdims must be True or False, not {value!r}", "keepdims")
-    return value
+keepdims_attr = bool_attr("keepdims")
 
 
 # ----------------------------------------------------------------------------- inference

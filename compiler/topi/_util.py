@@ -12,11 +12,12 @@ def axis_names(n: int, prefix: str = "ax") -> list:
     return [f"{prefix}{i}" for i in range(n)]
 
 
-def compute(shape, fcompute, name: str, prefix: str = "ax"):
+def compute(shape, fcompute, name: str, prefix: str = "ax", attrs=None):
     """``te.compute`` whose ``fcompute`` takes the indices as one list, loops named ``ax0...``
-    (as TVM's C++ operators name theirs)."""
+    (as TVM's C++ operators name theirs) or ``i0...`` (``prefix="i"``, its Python operators');
+    ``attrs`` become the block's annotations (``T.block_attr``)."""
     shape = list(shape)
-    return te.compute(shape, lambda *idx: fcompute(list(idx)), name=name,
+    return te.compute(shape, lambda *idx: fcompute(list(idx)), name=name, attrs=attrs,
                       varargs_names=axis_names(len(shape), prefix))
 
 

@@ -15,19 +15,11 @@ loops, avg-pool's divisor) the stages here are fewer but compute the same values
 from __future__ import annotations
 
 import numpy as np
+
 from tvmscript import tir
 
 from .. import te
-from ._util import axis_names
-
-
-def compute(shape, fcompute, name: str, prefix: str = "ax", attrs=None):
-    """``te.compute`` taking the indices as one list, loops ``ax0..`` (TVM's C++ operators'
-    names) or ``i0..`` (``prefix="i"``, its Python operators'); ``attrs`` become the block's
-    annotations (``T.block_attr``)."""
-    shape = list(shape)
-    return te.compute(shape, lambda *idx: fcompute(list(idx)), name=name, attrs=attrs,
-                      varargs_names=axis_names(len(shape), prefix))
+from ._util import compute
 
 __all__ = [
     "softmax", "log_softmax", "layer_norm", "batch_norm", "pad", "conv2d_nchw", "group_conv2d_nchw",

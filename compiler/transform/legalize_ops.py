@@ -15,7 +15,6 @@ from tvmscript import ir, relax
 
 from ..block_builder import BlockBuilder, _BlockFrame, _FunctionFrame
 from ..op.registry import find_op
-from ._common import copy_module
 
 
 class LegalizeOps:
@@ -26,15 +25,13 @@ class LegalizeOps:
         self.custom = dict(customize_legalize_map or {})
 
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
-        bb = BlockBuilder(copy_module(mod))
+        bb = BlockBuilder(mod)  # works on a copy, printed with the canonical header
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function):
                 new = _FunctionLegalizer(bb, self.custom).function(func)
                 if new is not func:
                     bb.update_func(gv, new)
-        out = bb.get()
-        out.source_header = None
-        return out
+        return bb.get()
 
     def __repr__(self) -> str:
         return "LegalizeOps()"
@@ -119,8 +116,8 @@ class _FunctionLegalizer:
 
 
 def _is_op_call(e) -> bool:
-    return isinstance(e, relax.Call) and isinstance(e.op, relax.Op) and e.op.name.count(".") >= 1 \
-        and not e.op.name.startswith("relax.call_")
+    """A call of a registered op (not call_tir & co., which stay nested as they are)."""
+    return isinstance(e, relax.Call) and isinstance(e.op, relax.Op) and find_op(e.op.name) is not None
 
 
 def _names_in(func: relax.Function) -> set:
