@@ -29,7 +29,6 @@ same unscheduled modules, from the issue) for scale.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -41,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import tvmscript as tvms  # noqa: E402
+from _timing import best_of  # noqa: E402
 from tvmscript.compiler.codegen_llvm import host_target  # noqa: E402
 from tvmscript.ir import structural_equal  # noqa: E402
 from tvmscript.runtime import cpu as tvms_cpu  # noqa: E402
@@ -188,16 +188,6 @@ def interleaved(fns: list, calls: int, warmup: int, rounds: int = 5) -> list:
                 times.append(clock() - t0)
             best[i] = min(best[i], statistics.median(times))
     return best
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def fmt_time(s: float) -> str:

@@ -17,13 +17,13 @@ import gc
 import os
 import subprocess
 import sys
-import time
 import tracemalloc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import tvmscript as tvms  # noqa: E402
+from _timing import best_of  # noqa: E402
 
 KERNELS = [
     '''    @T.prim_func(private=True)
@@ -116,16 +116,6 @@ def generate(min_lines: int) -> str:
         i += 1
     head = "# from tvm.script import ir as I\n# from tvm.script import tir as T\n# from tvm.script import relax as R\n\n@I.ir_module\nclass Module:\n"
     return head + "\n".join(tir_parts + relax_parts)
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:

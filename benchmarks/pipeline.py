@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import tvmscript as tvms  # noqa: E402
+from _timing import best_of  # noqa: E402
 from tvmscript.compiler.transform import LegalizeOps, get_pipeline  # noqa: E402
 
 SIZES = (32, 48, 64)
@@ -46,15 +47,6 @@ def mlp_source(layers: int) -> str:
     lines = ["@I.ir_module", "class Module:", "    @R.function", f"    def main({', '.join(params)}):",
              "        with R.dataflow():", *body, f"            R.output({h})", f"        return {h}", ""]
     return "\n".join(lines)
-
-
-def best_of(f, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def tvms_pipeline_time(text: str, repeat: int) -> tuple[float, float, int]:

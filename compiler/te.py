@@ -27,7 +27,8 @@ from tvmscript import tir
 
 __all__ = [
     "Tensor", "IterVar", "Reduce", "PlaceholderOp", "ComputeOp", "placeholder", "compute",
-    "reduce_axis", "thread_axis", "sum", "max", "min", "if_then_else", "const", "var", "size_var",
+    "reduce_axis", "thread_axis", "sum", "max", "min", "min_value", "max_value", "if_then_else", "const", "var",
+    "size_var",
     "create_prim_func", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "all", "any", "prod",
 ]
 
@@ -342,8 +343,8 @@ class Reduce:
         if self.kind == "prod":
             return tir.const(1, dtype)
         if self.kind == "max":
-            return _min_value(dtype)
-        return _max_value(dtype)
+            return min_value(dtype)
+        return max_value(dtype)
 
     def combine(self, acc: tir.PrimExpr, value: tir.PrimExpr) -> tir.PrimExpr:
         if self.kind == "sum":
@@ -361,7 +362,7 @@ _FLOAT_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
                  "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
-def _min_value(dtype: str) -> tir.PrimExpr:
+def min_value(dtype: str) -> tir.PrimExpr:
     if tir.is_float(dtype):
         return tir.FloatImm(dtype, -_FLOAT_LIMITS[dtype])
     if dtype == "bool":
@@ -371,7 +372,7 @@ def _min_value(dtype: str) -> tir.PrimExpr:
     return tir.IntImm(dtype, -(2 ** (int(dtype[3:]) - 1)))
 
 
-def _max_value(dtype: str) -> tir.PrimExpr:
+def max_value(dtype: str) -> tir.PrimExpr:
     if tir.is_float(dtype):
         return tir.FloatImm(dtype, _FLOAT_LIMITS[dtype])
     if dtype == "bool":

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from tvmscript import relax, tir
 
 from .. import topi
@@ -74,9 +72,11 @@ def infer_full_like(args, attrs):
 
 
 def _fill_value(call, value):
-    """A constant fill value as a Python number, else the expression (a tensor read by TE)."""
-    if value is None:
-        value = call.args[1]
+    """A constant fill value as a Python number, else the expression (a tensor read by TE).
+    ``value`` is zeros'/ones' own fill (0 or 1), None for full's argument."""
+    if value is not None:
+        return value
+    value = call.args[1]
     if isinstance(value, relax.Constant):
         return value.data.item()
     return value
@@ -94,19 +94,17 @@ def _full_legalizer(name: str, fill=None):
     return legalize
 
 
-_CONST0, _CONST1 = relax.Constant(np.asarray(0)), relax.Constant(np.asarray(1))
-
 register_op("zeros", (Arg("shape", "shape"),), infer_zeros, attrs=(Attr("dtype", REQUIRED, _required_dtype),),
-            pattern="elementwise", legalize=_full_legalizer("zeros", _CONST0))
+            pattern="elementwise", legalize=_full_legalizer("zeros", 0))
 register_op("ones", (Arg("shape", "shape"),), infer_zeros, attrs=(Attr("dtype", REQUIRED, _required_dtype),),
-            pattern="elementwise", legalize=_full_legalizer("ones", _CONST1))
+            pattern="elementwise", legalize=_full_legalizer("ones", 1))
 # full/full_like broadcast a rank-0 fill tensor (a constant one is inlined: elementwise then).
 register_op("full", (Arg("shape", "shape"), "fill_value"), infer_full, attrs=(Attr("dtype", "void", dtype_attr),),
             pattern="broadcast", legalize=_full_legalizer("full"))
 register_op("zeros_like", ("x",), infer_like, attrs=(Attr("dtype", "void", dtype_attr),),
-            pattern="elementwise", legalize=_full_legalizer("zeros", _CONST0))
+            pattern="elementwise", legalize=_full_legalizer("zeros", 0))
 register_op("ones_like", ("x",), infer_like, attrs=(Attr("dtype", "void", dtype_attr),),
-            pattern="elementwise", legalize=_full_legalizer("ones", _CONST1))
+            pattern="elementwise", legalize=_full_legalizer("ones", 1))
 register_op("full_like", ("x", "fill_value"), infer_full_like, attrs=(Attr("dtype", "void", dtype_attr),),
             pattern="broadcast", legalize=_full_legalizer("full"))
 
@@ -174,6 +172,8 @@ def legalize_arange(bb, call):
     dtype = call.struct_info.dtype
     nums = [_number(v) for v in (start, end, step)]
     if None not in nums:  # constant bounds: the result is a constant, as TVM folds it
+        import numpy as np  # not at import time: the parser loads the op table, numpy is slow
+
         return relax.Constant(np.arange(nums[0], nums[1], nums[2]).astype(dtype)[: _length(call)],
                               relax.TensorStructInfo(list(call.struct_info.shape), dtype))
     return bb.call_te(topi.arange, start, end, step, dtype, call.struct_info.shape[0], primfunc_name_hint="arange")

@@ -14,7 +14,7 @@ loops, avg-pool's divisor) the stages here are fewer but compute the same values
 
 from __future__ import annotations
 
-import numpy as np
+import numbers
 
 from tvmscript import tir
 
@@ -32,7 +32,7 @@ __all__ = [
 
 def _int(e):
     """The value of a constant dim (int or IntImm), else None."""
-    if isinstance(e, (int, np.integer)) and not isinstance(e, bool):
+    if isinstance(e, numbers.Integral) and not isinstance(e, bool):
         return int(e)
     if isinstance(e, tir.IntImm):
         return e.value
@@ -42,7 +42,7 @@ def _int(e):
 def _plain_dim(e):
     """A shape entry as a plain PrimExpr (te's ShapeDims become IntImms)."""
     v = _int(e)
-    if v is not None and not isinstance(e, (int, np.integer)):
+    if v is not None and not isinstance(e, numbers.Integral):
         return tir.IntImm(e.dtype, v)
     return e
 
@@ -102,15 +102,6 @@ def pool_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int,
     o = _int(out)
     o = o - 1 if (o - 1) * stride >= n + pad_before else o
     return tir.IntImm(getattr(out, "dtype", "int64"), o) if isinstance(out, tir.IntImm) else o
-
-
-def _float_limit(dtype: str, lowest: bool):
-    """The smallest (or largest) value of ``dtype``: max-pooling's padding and init."""
-    if tir.is_float(dtype):
-        v = float(np.finfo(np.float16 if dtype == "float16" else dtype).max)
-        return tir.FloatImm(dtype, -v if lowest else v)
-    info = np.iinfo(dtype)
-    return tir.IntImm(dtype, int(info.min if lowest else info.max))
 
 
 # ----------------------------------------------------------------------------- softmax
@@ -428,7 +419,7 @@ def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ce
     extra = [s - 1 if ceil_mode else 0 for s in strides]
     before, after = [0, 0, pt, pl], [0, 0, pb + extra[0], pr + extra[1]]
     if any(before) or any(after):
-        value = _float_limit(data.dtype, lowest=True) if kind == "max" else tir.const(0, data.dtype)
+        value = te.min_value(data.dtype) if kind == "max" else tir.const(0, data.dtype)
         src = pad(data, before, after, value, name="pad_temp", prefix="ax")
     else:
         src = data
