@@ -17,7 +17,9 @@ as a C ``float``), then one ``i64`` per symbolic shape/stride variable of the bu
 parameters that is not itself a scalar parameter, in order of first appearance. Buffer
 pointers are ``noalias`` when the function has the ``tir.noalias`` attribute.
 
-Loops: ``T.serial`` loops are plain loops; ``T.unroll`` loops with a constant extent of at most
+Loops: ``T.serial`` loops are plain loops, and so are ``T.thread_binding`` loops, which
+`lower_tir.lower_thread_bindings` has made serial (GPU-scheduled code keeps its sequential
+meaning on the CPU); ``T.unroll`` loops with a constant extent of at most
 `UNROLL_LIMIT` are unrolled here (larger ones get ``llvm.loop.unroll.full``); ``T.vectorized``
 loops carry ``llvm.loop.vectorize.enable`` (and their width when constant), so LLVM's loop
 vectorizer treats them as vectorizable; ``T.parallel`` loops are outlined and run on libgomp.
@@ -598,7 +600,8 @@ class _FuncGen:
     def stmt_for(self, s: tir.For) -> None:
         kind = s.kind
         if kind == "thread_binding":
-            raise NotImplementedError(f"kernel '{self.kname}': thread-bound loops need a GPU target")
+            raise ValueError(f"kernel '{self.kname}': thread-bound loops must be lowered first "
+                             "(compiler.lower_tir.lower_thread_bindings)")
         if tir.is_const_int(s.extent, 1):
             # One iteration: no loop at all, just the body at the loop variable's minimum (fewer
             # loops for LLVM to analyse, simplify and delete; no thread start for a parallel one).

@@ -2,13 +2,30 @@
 
 `lower(func)` runs small passes, each a plain ``PrimFunc -> PrimFunc`` function:
 
-1. `lower_init`               a block's ``T.init()`` becomes an ``if`` on its first reduction step
-2. `convert_blocks_to_loops`  blocks disappear: iterators are replaced by their bindings,
+1. `lower_thread_bindings`    ``T.thread_binding`` loops become the serial loops they annotate,
+                              ``T.tvm_storage_sync`` barriers disappear
+2. `lower_init`               a block's ``T.init()`` becomes an ``if`` on its first reduction step
+3. `convert_blocks_to_loops`  blocks disappear: iterators are replaced by their bindings,
                               ``T.where`` becomes an ``if``, ``T.alloc_buffer`` an `Allocate`
-3. `flatten_buffers`          N-d buffer accesses become 1-D element offsets
-4. `lower_intrinsics`         intrinsics with a simple definition in others (``rsqrt``,
+4. `flatten_buffers`          N-d buffer accesses become 1-D element offsets
+5. `lower_intrinsics`         intrinsics with a simple definition in others (``rsqrt``,
                               ``sigmoid``, integer ``abs``) are rewritten into it
-5. `plan_allocations`         each `Allocate` is placed on the stack or on the heap by its size
+6. `plan_allocations`         each `Allocate` is placed on the stack or on the heap by its size
+
+GPU-scheduled code runs on the CPU. In TensorIR a thread binding is an annotation on a loop:
+``for tx in T.thread_binding(128, thread="threadIdx.x")`` still means "for tx in range(128)",
+and a function keeps the meaning of its loops run in order whatever threads they are bound to
+(a GPU runs the iterations of bound loops at once, which the schedule guarantees gives the
+same result). So `lower_thread_bindings` makes every bound loop — ``blockIdx.*``,
+``threadIdx.*``, ``vthread*`` — the serial loop it annotates, and the rest follows: buffers
+whose scope is ``"shared"``, ``"shared.dyn"``, ``"local"`` or ``"warp"`` are ordinary
+allocations where they are declared (the scope is kept on the buffer, and ignored), and a
+cross-thread reduction — a reduction block whose reduce loop is bound to ``threadIdx.x``, as
+TVM's dlight rules write GEMV and row reductions — is the sequential reduction it annotates.
+What has no sequential meaning is code written SPMD-style, where each thread writes its part
+of a shared buffer and, after a barrier, reads the others' parts: TensorIR schedules never
+produce it before lowering (a cooperative fetch is a loop over the whole tile nested in the
+thread loops), but by hand it can be written, and run serially it computes something else.
 
 After lowering, a function holds only `tir.For`, `tir.IfThenElse`, `tir.SeqStmt`,
 `tir.LetStmt`, `tir.AssertStmt`, `tir.While`, `tir.Evaluate`, `tir.BufferStore` and this
@@ -30,9 +47,9 @@ from typing import Optional
 from tvmscript import tir
 
 __all__ = [
-    "Allocate", "IRMutator", "lower", "lower_init", "convert_blocks_to_loops", "flatten_buffers",
-    "lower_intrinsics", "plan_allocations", "substitute", "STACK_ALLOC_LIMIT", "dump",
-    "VECTORIZE_ANN", "INTERLEAVE_ANN", "UNROLL_ANN",
+    "Allocate", "IRMutator", "lower", "lower_thread_bindings", "lower_init", "convert_blocks_to_loops",
+    "flatten_buffers", "lower_intrinsics", "plan_allocations", "substitute", "STACK_ALLOC_LIMIT", "dump",
+    "VECTORIZE_ANN", "INTERLEAVE_ANN", "UNROLL_ANN", "THREAD_SYNC_OPS",
 ]
 
 # Allocations of at most this many bytes, with a constant size, live on the stack (each thread
@@ -248,6 +265,34 @@ def _and(a, b):
 # ----------------------------------------------------------------------------- passes
 
 
+# Intrinsics that synchronize the threads of a GPU block: barriers, with nothing to do when
+# the threads run one after another.
+THREAD_SYNC_OPS = frozenset(("tir.tvm_storage_sync",))
+
+
+def lower_thread_bindings(func: tir.PrimFunc) -> tir.PrimFunc:
+    """Make each ``T.thread_binding`` loop a ``T.serial`` one (same variable, range and
+    annotations; the thread tag is dropped) and each ``T.tvm_storage_sync`` barrier a no-op.
+
+    Why: a thread binding annotates a loop, it does not change what the loop computes; a
+    function scheduled for a GPU keeps the meaning of its loops run in order (see the module
+    docstring), and a barrier among threads that already run one after another has nothing to
+    wait for. Bound loops become serial rather than parallel: iterations of a ``blockIdx``
+    loop may share a buffer allocated outside it, which is one buffer per block on a GPU but
+    one buffer for all of them here, so running them at once could race."""
+
+    class M(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.Evaluate) and isinstance(s.value, tir.Call) and s.value.op in THREAD_SYNC_OPS:
+                return tir.Evaluate(tir.IntImm("int32", 0))
+            s = super().visit_stmt(s)
+            if isinstance(s, tir.For) and s.kind == "thread_binding":
+                return dataclasses.replace(s, kind="serial", thread_tag=None)
+            return s
+
+    return _with_body(func, M().visit_stmt(func.body))
+
+
 def lower_init(func: tir.PrimFunc) -> tir.PrimFunc:
     """Replace each block's ``T.init()`` by ``if <every reduce iterator == its domain's min>:
     init`` placed before the block body.
@@ -454,7 +499,8 @@ def lower(func: tir.PrimFunc) -> tir.PrimFunc:
     """All lowering passes, in order. Idempotent: a lowered function is returned as is."""
     if func.attrs.get(LOWERED_ATTR):
         return func
-    for p in (lower_init, convert_blocks_to_loops, flatten_buffers, lower_intrinsics, plan_allocations):
+    for p in (lower_thread_bindings, lower_init, convert_blocks_to_loops, flatten_buffers, lower_intrinsics,
+              plan_allocations):
         func = p(func)
     return _with_body(func, func.body, **{LOWERED_ATTR: True})
 

@@ -363,3 +363,16 @@ class Module:
     assert mod.script() == src
     dim = mod["main"].ret_struct_info.shape[0]
     assert isinstance(dim, tvms.tir.Add) and dim.b.dtype == "int64" and dim.b.value == 1
+
+
+def test_axis_remap_of_one_iterator():
+    """``vi = T.axis.remap("S", [i])`` (the MLC course's spelling) reads like the tuple form."""
+    one = tvms.parse('''
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = A[vi]
+''')
+    assert 'vi = T.axis.spatial(8, i)' in one.script()

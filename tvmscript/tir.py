@@ -311,6 +311,7 @@ class Block(Stmt):
     alloc_buffers: list = field(default_factory=list)
     match_buffers: list = field(default_factory=list)
     annotations: dict = field(default_factory=dict)
+    span: Optional[Span] = None  # the ``with T.block(...)`` line, for diagnostics (schedules)
 
 
 @dataclass(eq=False, slots=True)
@@ -431,3 +432,31 @@ def _binary(cls, a, b):
         return Call(a.dtype, cls, [a, b])
     dtype = "bool" if cls in COMPARISONS else a.dtype
     return cls(dtype, a, b)
+
+
+# ----------------------------------------------------------------------------- tir.analysis
+
+
+def __getattr__(name: str):
+    """``tvms.tir.analysis`` (TVM's analyses of TensorIR: ``verify_gpu_code``) and
+    ``tvms.tir.Schedule``, served on first use so that importing this module stays cheap."""
+    if name == "analysis":
+        import importlib
+        import sys
+        import types
+
+        impl = importlib.import_module("tvmscript.compiler.verify_gpu_code")
+        module = types.ModuleType(f"{__name__}.analysis", "TVM's tvm.tir.analysis names: verify_gpu_code.")
+        for attr in ("verify_gpu_code", "gpu_code_errors", "constraints_of"):
+            setattr(module, attr, getattr(impl, attr))
+        module.__all__ = ["verify_gpu_code", "gpu_code_errors", "constraints_of"]
+        sys.modules[module.__name__] = module
+        globals()["analysis"] = module
+        return module
+    if name in ("Schedule", "ScheduleError", "BlockRV", "LoopRV"):  # compiler/schedule/
+        import importlib
+
+        value = getattr(importlib.import_module("tvmscript.compiler.schedule"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

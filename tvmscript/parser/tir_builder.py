@@ -434,6 +434,10 @@ class PrimFuncBuilder:
         if not isinstance(target, ast.Name):
             raise self.error("cannot assign to this expression", target)
         name = target.id
+        if isinstance(value, ast.Call) and dotted_name(value.func) == "T.axis.remap":
+            # ``vi = T.axis.remap("S", [i])``: one iterator, as the MLC course writes it.
+            one = ast.Tuple([target], target.line, target.col, target.end_line, target.end_col)
+            return self._axis_remap(one, value)
         if isinstance(value, ast.Call):
             callee = dotted_name(value.func)
             if callee == "T.match_buffer":
@@ -680,7 +684,7 @@ class PrimFuncBuilder:
                 writes = inferred_writes
         block = tir.Block(
             block_name, frame.iter_vars, reads, writes, body, frame.init, frame.alloc_buffers,
-            frame.match_buffers, frame.annotations,
+            frame.match_buffers, frame.annotations, span=self.ctx.span(s.item),
         )
         predicate = frame.predicate if frame.predicate is not None else tir.IntImm("bool", 1)
         return tir.BlockRealize(frame.iter_values, predicate, block)
@@ -1065,6 +1069,22 @@ def _reinterpret(b, node, name):
     return tir.Call(b._dtype(a["dtype"]), "tir.reinterpret", [b.expr(a["value"])])
 
 
+# Storage scopes a ``T.tvm_storage_sync`` barrier can name.
+SYNC_SCOPES = ("shared", "shared.dyn", "warp", "global")
+
+
+def _storage_sync(b, node, name):
+    """``T.tvm_storage_sync("shared")``: a barrier among the threads of a GPU block (TVM's
+    ``__syncthreads``). Parsed as TVM writes it; the CPU backend drops it (see
+    `compiler.lower_tir.lower_thread_bindings`)."""
+    a = _call_args(b, node, name, ["storage_scope"])
+    scope = literal(b.ctx, a["storage_scope"])
+    if scope not in SYNC_SCOPES:
+        raise b.error(f"{name}: the storage scope must be one of {', '.join(repr(s) for s in SYNC_SCOPES)}",
+                      a["storage_scope"])
+    return tir.Call("int32", "tir.tvm_storage_sync", [tir.StringImm("handle", scope)])
+
+
 def _limit(op):
     def handler(b, node, name):
         a = _call_args(b, node, name, ["dtype"])
@@ -1091,6 +1111,7 @@ EXPR_CALLS = {
     "T.reinterpret": _reinterpret,
     "T.max_value": _limit("tir.max_value"),
     "T.min_value": _limit("tir.min_value"),
+    "T.tvm_storage_sync": _storage_sync,
 }
 
 

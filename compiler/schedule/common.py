@@ -1,0 +1,121 @@
+"""What several primitive families share: loop ranges in scope, substituting loop variables
+into block bindings and simplifying them, block iterator kinds, and access-region inference."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tvmscript import tir
+from tvmscript.tir_visitor import vars_in
+
+from ..arith import simplify
+from ..lower_tir import IRMutator, substitute
+from .tree import FuncIndex, is_one, stmt_children
+
+__all__ = ["loop_ranges_above", "rewrite_bindings", "iter_kinds_of_loop", "block_touches",
+           "int_imm", "const_value", "resimplify", "blocks_under"]
+
+
+def int_imm(value: int, dtype: str) -> tir.IntImm:
+    return tir.IntImm(dtype, int(value))
+
+
+def const_value(e):
+    """The Python int of an IntImm (or int), else None."""
+    if isinstance(e, int) and not isinstance(e, bool):
+        return e
+    if isinstance(e, tir.IntImm):
+        return e.value
+    return None
+
+
+def loop_ranges_above(index: FuncIndex, s) -> dict:
+    """Var -> (min, extent) of the loops around ``s`` (and ``s`` itself when it is a loop)."""
+    out = {}
+    chain = [s] + index.ancestors(s)
+    for a in chain:
+        if isinstance(a, tir.For):
+            out[a.loop_var] = (a.min, a.extent)
+    return out
+
+
+class _BindingRewriter(IRMutator):
+    """Substitutes loop variables in block bindings and predicates, then simplifies them with
+    the ranges of the loops enclosing each block."""
+
+    def __init__(self, mapping: dict, ranges: dict, extra_predicate=None) -> None:
+        self.mapping = mapping
+        self.ranges = dict(ranges)
+        self.extra_predicate = extra_predicate
+
+    def visit_stmt(self, s):
+        if isinstance(s, tir.For):
+            saved = self.ranges.get(s.loop_var)
+            self.ranges[s.loop_var] = (s.min, s.extent)
+            out = super().visit_stmt(s)
+            if saved is None:
+                self.ranges.pop(s.loop_var, None)
+            else:
+                self.ranges[s.loop_var] = saved
+            return out
+        if isinstance(s, tir.BlockRealize):
+            values = [simplify(substitute(v, self.mapping), self.ranges, keep_marks=True) for v in s.iter_values]
+            pred = substitute(s.predicate, self.mapping)
+            if self.extra_predicate is not None:
+                pred = self.extra_predicate if is_one(pred) else tir.And("bool", pred, self.extra_predicate)
+            # Predicates are substituted, not simplified: TVM prints them as they come out.
+            return tir.BlockRealize(values, pred, s.block)
+        if isinstance(s, tir.Block):
+            return s  # bindings of nested blocks refer to this block's iterators, not the loops
+        return super().visit_stmt(s)
+
+    def visit_expr(self, e):
+        if isinstance(e, tir.Var):
+            return self.mapping.get(e, e)
+        return super().visit_expr(e)
+
+
+def rewrite_bindings(stmt, mapping: dict, ranges: dict, extra_predicate=None):
+    """``stmt`` with the Vars of ``mapping`` replaced in the bindings (and predicates) of the
+    blocks it contains, and in loop bounds and non-block statements; each binding is simplified
+    with ``ranges`` (the loops above ``stmt``) plus the loops inside it. ``extra_predicate``
+    is and-ed onto every block's predicate (a split that does not divide)."""
+    return _BindingRewriter(mapping, ranges, extra_predicate).visit_stmt(stmt)
+
+
+def resimplify(stmt, ranges: dict):
+    """Bindings under ``stmt`` simplified again with the loops now around them."""
+    return _BindingRewriter({}, ranges).visit_stmt(stmt)
+
+
+def iter_kinds_of_loop(realize: tir.BlockRealize, loop_var: tir.Var) -> set:
+    """Kinds ("S", "R", ...) of the block iterators whose binding uses ``loop_var``."""
+    kinds = set()
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if loop_var in vars_in([value]):
+            kinds.add(iv.kind)
+    return kinds
+
+
+def block_touches(block: tir.Block) -> tuple[set, set]:
+    """Buffers a block reads and writes, from its declared regions."""
+    return {r.buffer for r in block.reads}, {r.buffer for r in block.writes}
+
+
+def blocks_under(s) -> list:
+    """Every BlockRealize below ``s`` (nested ones included), in program order."""
+    out = []
+
+    def walk(x):
+        if isinstance(x, tir.BlockRealize):
+            out.append(x)
+        for c in stmt_children(x):
+            walk(c)
+
+    for c in stmt_children(s):
+        walk(c)
+    return out
+
+
+def replace_field(node, **changes):
+    return dataclasses.replace(node, **changes)

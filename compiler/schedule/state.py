@@ -1,0 +1,211 @@
+"""`Schedule`: a module being transformed step by step, with the trace of the steps.
+
+A schedule holds an IRModule and hands out *random variables* (TVM's name): `BlockRV` for a
+block, found by its name (unique within a function), and `LoopRV` for a loop, found by its loop
+variable. Primitives never change IR in place: each builds a new function body and commits it
+(`Schedule._commit`), after which every live handle is looked up again in the new tree. A
+primitive that raises has committed nothing, so a failed primitive leaves the schedule as it
+was. Handles to loops a primitive removed (``split`` removes the loop it splits) go stale and
+say so when used.
+
+The primitives live in one module per family (`loops`, `compute_location`, `inline`, `cache`,
+`reduction`, `blockize`, `layout`), each a function decorated with `primitive`, which makes it
+a method of `Schedule` and records it in the trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+from typing import Callable, Optional
+
+from tvmscript import tir
+from tvmscript.ir import IRModule
+
+from .errors import ScheduleError
+from .trace import Trace
+from .tree import FuncIndex
+
+__all__ = ["Schedule", "BlockRV", "LoopRV", "primitive"]
+
+
+class BlockRV:
+    """A handle to a block: its function and its (current) name."""
+
+    __slots__ = ("func_name", "name", "__weakref__")
+
+    def __init__(self, func_name: str, name: str) -> None:
+        self.func_name, self.name = func_name, name
+
+    def __repr__(self) -> str:
+        return f"BlockRV({self.name!r})"
+
+
+class LoopRV:
+    """A handle to a loop: its function and its loop variable."""
+
+    __slots__ = ("func_name", "var", "__weakref__")
+
+    def __init__(self, func_name: str, var: tir.Var) -> None:
+        self.func_name, self.var = func_name, var
+
+    def __repr__(self) -> str:
+        return f"LoopRV({self.var.name!r})"
+
+
+class Schedule:
+    """TVM's ``tir.Schedule``: ``Schedule(mod_or_prim_func)``; ``sch.mod`` is the result."""
+
+    def __init__(self, mod, *, debug_mask="all", error_render_level="detail", enable_check: bool = True) -> None:
+        if isinstance(mod, tir.PrimFunc):
+            mod = IRModule({"main": mod})
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"Schedule takes an IRModule or a PrimFunc, not {type(mod).__name__}")
+        self._mod = mod.copy()
+        self._mod.source_header = None
+        self._index: dict = {}
+        self._rvs: "weakref.WeakSet" = weakref.WeakSet()
+        self.trace = Trace()
+        self._depth = 0  # primitives calling primitives record only the outer call
+
+    # ---- the module
+    @property
+    def mod(self) -> IRModule:
+        out = self._mod.copy()
+        out.source_header = None
+        return out
+
+    def func(self, func_name: str) -> tir.PrimFunc:
+        if func_name not in self._mod:
+            raise ScheduleError("get_block", f"function '{func_name}'", "no such function in the module")
+        f = self._mod[func_name]
+        if not isinstance(f, tir.PrimFunc):
+            raise ScheduleError("get_block", f"function '{func_name}'", "is not a PrimFunc")
+        return f
+
+    def index(self, func_name: str) -> FuncIndex:
+        idx = self._index.get(func_name)
+        f = self.func(func_name)
+        if idx is None or idx.root is not f.body:
+            idx = FuncIndex(f.body)
+            self._index[func_name] = idx
+        return idx
+
+    def commit(self, func_name: str, body, renames: Optional[dict] = None, **attrs) -> None:
+        """Install ``body`` as the function's new body; ``renames`` maps old block names to new
+        ones, so handles follow a renamed block."""
+        f = self.func(func_name)
+        new_attrs = dict(f.attrs)
+        new_attrs.update(attrs)
+        self._mod[func_name] = tir.PrimFunc(f.params, f.buffer_map, body, f.ret_type, new_attrs, f.private, f.span,
+                                            f.comments)
+        if renames:
+            for rv in list(self._rvs):
+                if isinstance(rv, BlockRV) and rv.func_name == func_name and rv.name in renames:
+                    rv.name = renames[rv.name]
+        self._index.pop(func_name, None)
+
+    def replace_func(self, func_name: str, func: tir.PrimFunc) -> None:
+        self._mod[func_name] = func
+        self._index.pop(func_name, None)
+
+    # ---- handles
+    def block_rv(self, func_name: str, name: str) -> BlockRV:
+        rv = BlockRV(func_name, name)
+        self._rvs.add(rv)
+        return rv
+
+    def loop_rv(self, func_name: str, var: tir.Var) -> LoopRV:
+        rv = LoopRV(func_name, var)
+        self._rvs.add(rv)
+        return rv
+
+    def resolve_block(self, rv, primitive: str = "get") -> tuple:
+        """``(FuncIndex, BlockRealize)`` of a live block handle."""
+        if not isinstance(rv, BlockRV):
+            raise TypeError(f"{primitive}: expected a block (BlockRV), got {type(rv).__name__}")
+        idx = self.index(rv.func_name)
+        realize = idx.blocks.get(rv.name)
+        if realize is None:
+            raise ScheduleError(primitive, f"block '{rv.name}'", "the block no longer exists in the function")
+        return idx, realize
+
+    def resolve_loop(self, rv, primitive: str = "get") -> tuple:
+        """``(FuncIndex, For)`` of a live loop handle."""
+        if not isinstance(rv, LoopRV):
+            raise TypeError(f"{primitive}: expected a loop (LoopRV), got {type(rv).__name__}")
+        idx = self.index(rv.func_name)
+        loop = idx.loops.get(rv.var)
+        if loop is None:
+            raise ScheduleError(primitive, f"loop '{rv.var.name}'",
+                                "the loop no longer exists (a split, fuse or other primitive replaced it)")
+        return idx, loop
+
+    def get(self, rv):
+        """The statement a handle stands for now (a `tir.Block` or a `tir.For`)."""
+        if isinstance(rv, BlockRV):
+            return self.resolve_block(rv)[1].block
+        if isinstance(rv, LoopRV):
+            return self.resolve_loop(rv)[1]
+        return rv
+
+    def span_of(self, realize) -> object:
+        return getattr(realize.block, "span", None) if realize is not None else None
+
+    def error(self, primitive: str, subject: str, reason: str, realize=None) -> ScheduleError:
+        return ScheduleError(primitive, subject, reason, self.span_of(realize))
+
+    def copy(self) -> "Schedule":
+        new = Schedule.__new__(Schedule)
+        new._mod = self._mod.copy()
+        new._index = {}
+        new._rvs = weakref.WeakSet()
+        new.trace = self.trace.copy()
+        new._depth = 0
+        return new
+
+    def show(self, *args, **kwargs) -> None:
+        self.mod.show(*args, **kwargs)
+
+
+def primitive(fn: Callable = None, *, trace_name: Optional[str] = None, record: bool = True):
+    """Make ``fn(sch, ...)`` the method ``Schedule.<name>``, recording each outermost call in
+    the trace (as TVM's trace prints it: keyword arguments with their defaults)."""
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        name = trace_name or fn.__name__
+
+        @functools.wraps(fn)
+        def method(self, *args, **kwargs):
+            self._depth += 1
+            try:
+                result = fn(self, *args, **kwargs)
+            finally:
+                self._depth -= 1
+            if record and self._depth == 0:
+                bound = sig.bind(self, *args, **kwargs)
+                bound.apply_defaults()
+                items = [("*" if sig.parameters[k].kind is inspect.Parameter.VAR_POSITIONAL else k, v)
+                         for k, v in list(bound.arguments.items())[1:]]
+                self.trace.append(name, items, result)
+            return result
+
+        setattr(Schedule, fn.__name__, method)
+        return fn
+
+    return wrap(fn) if fn is not None else wrap
+
+
+@primitive(trace_name="get_sblock")
+def get_block(sch: Schedule, name: str, func_name: str = "main") -> BlockRV:
+    """The block called ``name`` in function ``func_name`` (TVM 0.27 calls it get_sblock)."""
+    idx = sch.index(func_name)
+    if name not in idx.blocks:
+        known = ", ".join(sorted(n for n in idx.blocks if n != "root")) or "none"
+        raise ScheduleError("get_block", f"block '{name}'", f"no such block in function '{func_name}' (blocks: {known})")
+    return sch.block_rv(func_name, name)
+
+
+Schedule.get_sblock = Schedule.get_block

@@ -1,0 +1,6 @@
+b = sch.get_block("B")
+i, j = sch.get_loops(b)
+sch.annotate(i, "pragma_auto_unroll_max_step", 16)
+sch.annotate(j, "pragma_unroll_explicit", 1)
+sch.annotate(b, "meta_schedule.tiling_structure", "SSRSRS")
+sch.annotate(b, "some_float", 0.5)

@@ -1,0 +1,6 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+A_local = sch.cache_read(c, 0, "local")
+B_local = sch.cache_read(c, 1, "local")
+sch.compute_at(A_local, k)
+sch.compute_at(B_local, k)

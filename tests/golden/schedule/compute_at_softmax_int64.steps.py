@@ -1,0 +1,5 @@
+norm = sch.get_block("T_softmax_norm", func_name="main")
+i0, i1 = sch.get_loops(norm)
+sch.compute_at(sch.get_block("T_softmax_expsum"), i0)
+sch.compute_at(sch.get_block("T_softmax_exp"), i0)
+sch.compute_at(sch.get_block("T_softmax_maxelem"), i0)

@@ -1,0 +1,7 @@
+b = sch.get_block("B")
+c = sch.get_block("C")
+i, j = sch.get_loops(c)
+i0, i1 = sch.split(i, factors=[None, 16])
+j0, j1 = sch.split(j, factors=[None, 16])
+sch.reorder(i0, j0, i1, j1)
+sch.compute_at(b, j0)

@@ -1,0 +1,2 @@
+b = sch.get_block("B")
+sch.compute_inline(b)

@@ -1,0 +1,2 @@
+c = sch.get_block("C")
+sch.compute_inline(c)

@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+c = sch.get_block("C")
+i, _ = sch.get_loops(b)
+_, j = sch.get_loops(c)
+sch.fuse(i, j)

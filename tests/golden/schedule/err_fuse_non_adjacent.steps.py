@@ -1,0 +1,3 @@
+b = sch.get_block("B")
+i, j, k = sch.get_loops(b)
+sch.fuse(i, k)

@@ -1,0 +1,1 @@
+sch.get_block("nope")

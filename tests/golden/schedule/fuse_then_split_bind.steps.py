@@ -1,0 +1,6 @@
+b = sch.get_block("B")
+i, j = sch.get_loops(b)
+f = sch.fuse(i, j)
+bx, tx = sch.split(f, factors=[None, 256])
+sch.bind(bx, "blockIdx.x")
+sch.bind(tx, "threadIdx.x")

@@ -1,0 +1,6 @@
+block_Y = sch.get_block("Y", func_name="mm_relu")
+i, j, k = sch.get_loops(block_Y)
+block_C = sch.get_block("C", func_name="mm_relu")
+sch.reverse_compute_at(block_C, i)
+children = sch.get_child_blocks(i)
+sch.annotate(children[1], "child_index", 1)

@@ -1,0 +1,5 @@
+d = sch.get_block("D")
+(e,) = sch.get_producers(d)
+sch.compute_inline(e)
+(c,) = sch.get_producers(d)
+sch.compute_inline(c)

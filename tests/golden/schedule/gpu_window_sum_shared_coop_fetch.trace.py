@@ -1,0 +1,12 @@
+# from tvm import s_tir
+def apply_trace(sch: s_tir.Schedule) -> None:
+  b0 = sch.get_sblock(name="C", func_name="main")
+  l1, = sch.get_loops(block=b0)
+  l2, l3 = sch.split(loop=l1, factors=[None, 128], preserve_unit_iters=True, disable_predication=False)
+  sch.bind(loop=l2, thread_axis="blockIdx.x")
+  sch.bind(loop=l3, thread_axis="threadIdx.x")
+  b4 = sch.cache_read(block=b0, read_buffer_index=0, storage_scope="shared")
+  sch.compute_at(block=b4, loop=l3, preserve_unit_loops=False, index=-1)
+  l5, l6, l7 = sch.get_loops(block=b4)
+  l8, l9 = sch.split(loop=l7, factors=[None, 128], preserve_unit_iters=True, disable_predication=False)
+  sch.bind(loop=l9, thread_axis="threadIdx.x")

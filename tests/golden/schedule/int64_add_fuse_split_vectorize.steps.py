@@ -1,0 +1,5 @@
+b = sch.get_block("T_add", func_name="main")
+f = sch.fuse(*sch.get_loops(b))
+o, i = sch.split(f, factors=[None, 8])
+sch.parallel(o)
+sch.vectorize(i)

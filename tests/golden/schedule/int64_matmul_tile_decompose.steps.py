@@ -1,0 +1,7 @@
+b = sch.get_block("matmul", func_name="main")
+i0, i1, k = sch.get_loops(b)
+i0_0, i0_1 = sch.split(i0, factors=[None, 32])
+i1_0, i1_1 = sch.split(i1, factors=[None, 32])
+k_0, k_1 = sch.split(k, factors=[None, 8])
+sch.reorder(i0_0, i1_0, k_0, i0_1, i1_1, k_1)
+sch.decompose_reduction(b, k_0)

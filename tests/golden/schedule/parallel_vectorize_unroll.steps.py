@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+i, j, k = sch.get_loops(b)
+sch.parallel(i)
+sch.unroll(j)
+sch.vectorize(k)

@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+i, j = sch.get_loops(b)
+i0, i1 = sch.split(i, factors=[None, 8])
+j0, j1 = sch.split(j, factors=[None, 8])
+sch.reorder(i0, j0, i1, j1)

@@ -1,0 +1,2 @@
+relu = sch.get_block("compute", func_name="main")
+sch.reverse_compute_inline(relu)

@@ -1,0 +1,6 @@
+b = sch.get_block("B")
+i, k = sch.get_loops(b)
+ko, ki = sch.split(k, factors=[None, 32])
+rf = sch.rfactor(ki, 1)
+sch.bind(i, "blockIdx.x")
+sch.bind(ki, "threadIdx.x")

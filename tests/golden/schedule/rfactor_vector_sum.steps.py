@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+k, = sch.get_loops(b)
+ko, ki = sch.split(k, factors=[None, 32])
+rf = sch.rfactor(ki, 0)
+sch.vectorize(sch.get_loops(rf)[-1])

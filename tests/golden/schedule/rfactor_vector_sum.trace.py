@@ -1,0 +1,8 @@
+# from tvm import s_tir
+def apply_trace(sch: s_tir.Schedule) -> None:
+  b0 = sch.get_sblock(name="B", func_name="main")
+  l1, = sch.get_loops(block=b0)
+  l2, l3 = sch.split(loop=l1, factors=[None, 32], preserve_unit_iters=True, disable_predication=False)
+  b4 = sch.rfactor(loop=l3, factor_axis=0)
+  l5, l6 = sch.get_loops(block=b4)
+  sch.vectorize(loop=l6)

@@ -1,0 +1,3 @@
+b = sch.get_block("B")
+i, j = sch.get_loops(b)
+sch.split(i, factors=[None, 1], preserve_unit_iters=False)

@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+i, j = sch.get_loops(b)
+A_shared = sch.cache_read(b, 0, "shared")
+sch.compute_at(A_shared, i)
+sch.storage_align(A_shared, 0, axis=0, factor=32, offset=1)

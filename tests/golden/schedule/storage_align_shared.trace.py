@@ -1,0 +1,7 @@
+# from tvm import s_tir
+def apply_trace(sch: s_tir.Schedule) -> None:
+  b0 = sch.get_sblock(name="B", func_name="main")
+  l1, l2 = sch.get_loops(block=b0)
+  b3 = sch.cache_read(block=b0, read_buffer_index=0, storage_scope="shared")
+  sch.compute_at(block=b3, loop=l1, preserve_unit_loops=False, index=-1)
+  sch.storage_align(block=b3, buffer_index=0, axis=0, factor=32, offset=1)

@@ -1,0 +1,30 @@
+"""``tvms.s_tir``: TVM 0.27's home of the schedulable-TIR tools (``tvm.s_tir``).
+
+``s_tir.Schedule`` and ``s_tir.ScheduleError`` are `tvms.tir.Schedule` and its error (the
+implementation is in compiler/schedule/); ``s_tir.dlight`` is `tvms.dlight`. Served on first
+use, so importing tvmscript stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_SCHEDULE_NAMES = ("Schedule", "ScheduleError", "BlockRV", "LoopRV", "Trace")
+
+
+def __getattr__(name: str):
+    if name in _SCHEDULE_NAMES:
+        value = getattr(importlib.import_module("tvmscript.compiler.schedule"), name)
+    elif name == "dlight":
+        value = importlib.import_module("tvmscript.dlight")
+    elif name == "analysis":
+        from . import tir
+
+        value = tir.analysis
+    else:
+        raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
+    globals()[name] = value
+    return value
+
+
+__all__ = list(_SCHEDULE_NAMES) + ["dlight", "analysis"]
