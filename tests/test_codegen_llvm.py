@@ -57,6 +57,7 @@ REFERENCES = {
     "mlp_torch_fx_legalized.tvms": _MLP_REFS,
     "mlp_zero.tvms": _MLP_REFS,
     "mlp_torch_fx_zero.tvms": _MLP_REFS,
+    "mm_relu.tvms": {"mm_relu": (lambda a, b: [relu(a @ b)], 1)},
     "te_matmul.tvms": {"func": _MATMUL},
     "te_matmul_relu.tvms": {"func": (lambda a, b: [relu(a @ b)], 1)},
     "te_matmul_relu_4args.tvms": {"func": (lambda a, b: [a @ b, relu(a @ b)], 2)},
