@@ -227,12 +227,21 @@ def test_high_level_ops_are_not_lowered_yet(name):
         tvms.compile(sample(name))
 
 
+def test_mm_relu_sample_runs_destination_passing():
+    """The MLC course's mm_relu (a module holding one prim_func) runs through its kernel."""
+    ex = tvms.compile(sample("mm_relu.tvms"))
+    a, b = rand(128, 128, seed=40), rand(128, 128, seed=41)
+    c = np.full((128, 128), np.nan, dtype="float32")
+    ex["mm_relu"](a, b, c)
+    np.testing.assert_allclose(c, np.maximum(a @ b, 0), rtol=RTOL, atol=ATOL)
+
+
 def test_every_sample_is_covered():
     """Each file in samples/ is exercised above, or cannot be parsed for a documented reason."""
     covered = {"e2e_mlp.tvms", "extern_call.tvms", "mixture.tvms", "mlp_legalized.tvms", "mlp_zero.tvms",
                "mlp_torch_fx_legalized.tvms", "mlp_torch_fx_zero.tvms", "bb_module.tvms", "te_matmul.tvms",
                "te_relu_1d.tvms", "te_relu_2d.tvms", "te_matmul_relu.tvms", "te_matmul_relu_4args.tvms",
-               "two_dataflow_blocks.tvms", *HIGH_LEVEL}
+               "two_dataflow_blocks.tvms", "mm_relu.tvms", *HIGH_LEVEL}
     # Their weights are meta[relay.Constant][i], not in the text; the fragment calls functions
     # it does not define.
     unparsable = {"fx_module.tvms", "fx_mlp_module.tvms", "fx_mlp_highlevel.tvms", "two_dataflow_blocks_fn.tvms"}
