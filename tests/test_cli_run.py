@@ -400,3 +400,25 @@ def test_show_pipelines():
     assert main_only.startswith("# from tvm.script import relax as R") and "fused_matmul_add_relu" in main_only
     proc = tvms("show", src, "--pipeline", "fuse")
     assert proc.returncode == 2 and "invalid choice: 'fuse'" in proc.err
+
+
+def test_show_target_cuda_applies_the_default_gpu_schedules(tmp_path):
+    """`tvms show FILE --pipeline zero --target cuda`: DLight's default schedules, printed; the
+    result reads back, every kernel fits an H100 and computes what the CPU pipeline did."""
+    import tvmscript as tvms_api
+    from schedule_check import assert_same_result
+
+    sample = ROOT / "samples" / "mlp.tvms"
+    gpu_text = ok("show", sample, "--pipeline", "zero", "--target", "cuda").out
+    assert 'thread="blockIdx.x"' in gpu_text and 'thread="threadIdx.x"' in gpu_text
+    assert ok("show", sample, "--pipeline", "zero", "--target", "cuda -arch=sm_80").out == gpu_text
+    gpu = tvms_api.parse(gpu_text)
+    cpu = tvms_api.parse(ok("show", sample, "--pipeline", "zero").out)
+    for gv, func in gpu.functions.items():
+        if isinstance(func, tvms_api.tir.PrimFunc):
+            assert tvms_api.tir.analysis.verify_gpu_code(func, "cuda"), gv.name_hint
+            assert_same_result(cpu[gv.name_hint], func, name=gv.name_hint)
+    # a CPU target schedules nothing; a bad one is a one-line error
+    assert ok("show", sample, "--pipeline", "zero", "--target", "llvm").out == ok("show", sample, "--pipeline", "zero").out
+    proc = tvms("show", sample, "--target", "cudda")
+    assert proc.returncode == 1 and "--target" in proc.err and "cudda" in proc.err

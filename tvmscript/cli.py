@@ -60,6 +60,9 @@ def _argument_parser() -> argparse.ArgumentParser:
     show.add_argument("--func", help="print only this function")
     show.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
     _add_pipeline_arguments(show, default="none")
+    show.add_argument("--target", default=None,
+                      help="with a GPU target (cuda, 'cuda -arch=sm_90'), apply the default GPU schedules "
+                      "(DLight: Matmul, GEMV, Reduction, GeneralReduction, Fallback) to every PrimFunc")
     show.set_defaults(run=cmd_show)
 
     fmt = sub.add_parser("fmt", help="rewrite .tvms files in canonical form, in place")
@@ -221,10 +224,12 @@ def cmd_show(args) -> int:
     if loaded is None:
         return 1
     node, text = loaded
-    if args.pipeline != "none" or args.bind or args.params:
+    if args.pipeline != "none" or args.bind or args.params or args.target:
         try:
             program = _Program(node, text, "<stdin>" if args.file == "-" else args.file)
             program.transform(args, args.func or "main")
+            if args.target:
+                program.gpu_schedule(args.target)
         except _Failure as failure:
             return _report_failure(failure)
         node = program.node
@@ -456,6 +461,31 @@ class _Program:
             if _debugging():
                 raise
             raise _fail(f"cannot transform {self.path}: {err}") from None
+        self.node = mod
+
+    def gpu_schedule(self, target_text: str) -> None:
+        """Apply DLight's default GPU schedules for ``target_text`` (a CUDA target) to every
+        PrimFunc without thread bindings; a CPU target leaves the module as it is."""
+        from .target import Target
+
+        try:
+            target = Target(target_text)
+        except ValueError as err:
+            raise _fail(f"--target: {err}") from None
+        if target.kind.name != "cuda":
+            return
+        from . import dlight as dl
+        from .compiler.schedule import ScheduleError
+
+        mod = self.module()
+        try:
+            with target:
+                mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                              dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
+        except ScheduleError as err:
+            if _debugging():
+                raise
+            raise _fail(f"cannot schedule {self.path} for {target}: {err}") from None
         self.node = mod
 
     def _bind(self, mod, paths: list, func_name: str | None):

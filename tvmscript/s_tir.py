@@ -27,4 +27,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = list(_SCHEDULE_NAMES) + ["dlight", "analysis"]
+__all__ = list(_SCHEDULE_NAMES)  # and, served on first use, dlight and analysis

@@ -258,12 +258,11 @@ class Canonical:
                 return g, Sum([dataclasses.replace(t, scale=t.scale // g) for t in big], 0, a.dtype), s
         return None
 
-    def _fused_mark(self, a: Sum, c: int) -> bool:
-        """Is ``a`` a fused iterator (``x * e_y * e_z + y * e_z + z``, each a Var of a loop
-        from 0)? A division of one stays whole, even on a boundary of its parts: TVM prints
-        ``(f0 * 1024 + f1) // 1024`` for a fused loop split by 1024 (DLight's Fallback)."""
-        if not self.keep_marks or len(a.terms) < 2 or a.base != 0:
-            return False
+    def is_fused_chain(self, a: Sum) -> bool:
+        """Is ``a`` one fused iterator, ``x * e_y * e_z + y * e_z + z`` with each part a Var of a
+        loop from 0 whose extent is the scale step (the outermost may be unbounded)?"""
+        if len(a.terms) < 2 or a.base != 0:
+            return len(a.terms) == 1 and a.base == 0
         terms = sorted(a.terms, key=lambda t: -t.scale)
         if terms[-1].scale != 1:
             return False
@@ -275,6 +274,12 @@ class Canonical:
             if lo != 0 or hi in (NEG_INF, POS_INF) or outer.scale != inner.scale * (hi + 1):
                 return False
         return True
+
+    def _fused_mark(self, a: Sum, c: int) -> bool:
+        """Is ``a`` a fused iterator (``x * e_y * e_z + y * e_z + z``, each a Var of a loop
+        from 0)? A division of one stays whole, even on a boundary of its parts: TVM prints
+        ``(f0 * 1024 + f1) // 1024`` for a fused loop split by 1024 (DLight's Fallback)."""
+        return self.keep_marks and len(a.terms) >= 2 and self.is_fused_chain(a)
 
     def _mark_split(self, a: Sum, c: int, is_div: bool) -> Sum:
         e = self.to_expr(a)

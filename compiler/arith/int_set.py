@@ -39,6 +39,12 @@ def _interval(c: Canonical, e, dom: dict) -> Optional[tuple]:
     if not tir.is_int(e.dtype):
         return None
     s = c.to_sum(e)
+    if len(s.terms) == 1 and s.base == 0 and not isinstance(s.terms[0].index, tir.Var):
+        t = s.terms[0]
+        if t.scale == 1 and t.lower == 1 and t.upper is None:
+            # ``e`` is an atom of the normal form (``(i + j) % 128``, ``T.min(i, j)``): bound
+            # its operands instead of decomposing it again.
+            return _atom_interval(c, t.index, dom)
     lo = hi = Sum([], s.base, s.dtype)
     for t in s.terms:
         if not any(v in dom for v in vars_in([t.index])):
@@ -53,9 +59,36 @@ def _interval(c: Canonical, e, dom: dict) -> Optional[tuple]:
     return (c.to_expr(lo), c.to_expr(hi))
 
 
+def _atom_interval(c: Canonical, e, dom: dict) -> Optional[tuple]:
+    """Interval of an expression the canonical form keeps whole (``(f * 96 + g) // 64``, a
+    min or a max): bound its operands, then apply the operation to the bounds. Passing it back
+    to `_interval` would only meet the same atom again."""
+    if isinstance(e, tir.Var):
+        return _interval(c, e, dom)
+    if isinstance(e, (tir.FloorDiv, tir.FloorMod)) and isinstance(e.b, tir.IntImm) and e.b.value > 0:
+        inner = _interval(c, e.a, dom)
+        if inner is None:
+            return None
+        a, b = inner
+        dt, d = e.dtype, e.b
+        if isinstance(e, tir.FloorDiv):
+            return (c.simplify(tir.FloorDiv(dt, a, d)), c.simplify(tir.FloorDiv(dt, b, d)))
+        same_period = c.simplify(tir.Sub(dt, tir.FloorDiv(dt, b, d), tir.FloorDiv(dt, a, d)))
+        if isinstance(same_period, tir.IntImm) and same_period.value == 0:
+            return (c.simplify(tir.FloorMod(dt, a, d)), c.simplify(tir.FloorMod(dt, b, d)))
+        return (tir.IntImm(dt, 0), tir.IntImm(dt, d.value - 1))
+    if isinstance(e, (tir.Min, tir.Max)):
+        x, y = _interval(c, e.a, dom), _interval(c, e.b, dom)
+        if x is None or y is None:
+            return None
+        op = type(e)
+        return (c.simplify(op(e.dtype, x[0], y[0])), c.simplify(op(e.dtype, x[1], y[1])))
+    return None
+
+
 def _term_index_interval(c: Canonical, t: Split, dom: dict) -> Optional[tuple]:
     """Interval of ``(index % upper) // lower`` (unscaled)."""
-    inner = _interval(c, t.index, dom)
+    inner = _atom_interval(c, t.index, dom)
     if inner is None:
         return None
     a, b = inner

@@ -8,7 +8,7 @@ import dataclasses
 from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
-from ..arith import simplify
+from ..arith.canonical import Canonical
 from ..lower_tir import IRMutator, substitute
 from .tree import FuncIndex, is_one, stmt_children
 
@@ -59,7 +59,7 @@ class _BindingRewriter(IRMutator):
                 self.ranges[s.loop_var] = saved
             return out
         if isinstance(s, tir.BlockRealize):
-            values = [simplify(substitute(v, self.mapping), self.ranges, keep_marks=True) for v in s.iter_values]
+            values = [self.binding(v) for v in s.iter_values]
             pred = substitute(s.predicate, self.mapping)
             if self.extra_predicate is not None:
                 pred = self.extra_predicate if is_one(pred) else tir.And("bool", pred, self.extra_predicate)
@@ -73,6 +73,22 @@ class _BindingRewriter(IRMutator):
         if isinstance(e, tir.Var):
             return self.mapping.get(e, e)
         return super().visit_expr(e)
+
+    def binding(self, value):
+        """``value`` with the mapping applied, in TVM's IterMapSimplify form: the whole is
+        flattened when it is one fused iterator (``j_0 * 4 + j_1_0 * 2 + j_1_1``); otherwise a
+        loop replaced by several (a split) stays a parenthesized group
+        (``i_0 * 128 + (ax0_0 * 128 + ax0_1)``)."""
+        flat = Canonical(self.ranges, keep_marks=True)
+        out = flat.simplify(substitute(value, self.mapping))
+        groups = {v: e for v, e in self.mapping.items() if isinstance(e, (tir.Add, tir.Sub)) and v in vars_in([value])}
+        if not groups or not tir.is_int(value.dtype) or isinstance(value, tir.Var):
+            return out
+        if flat.is_fused_chain(flat.to_sum(out)):
+            return out
+        holes = {v: tir.Var(v.dtype, v.name) for v in groups}
+        outer = flat.simplify(substitute(value, holes))
+        return substitute(outer, {holes[v]: flat.simplify(e) for v, e in groups.items()})
 
 
 def rewrite_bindings(stmt, mapping: dict, ranges: dict, extra_predicate=None):

@@ -17,7 +17,7 @@ from tvmscript.tir_visitor import vars_in
 from ..arith import simplify
 from .common import blocks_under, const_value, iter_kinds_of_loop, loop_ranges_above, rewrite_bindings
 from .state import BlockRV, LoopRV, Schedule, primitive
-from .tree import child_block_realizes, collect_names, fresh_name, replace
+from .tree import child_block_realizes, replace
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
                "vthread", "vthread.x", "vthread.y", "vthread.z")
@@ -33,7 +33,7 @@ def get_loops(sch: Schedule, block: BlockRV) -> list:
     return [sch.loop_rv(block.func_name, lp.loop_var) for lp in idx.loops_above(realize)]
 
 
-@primitive
+@primitive(positional=("block_or_loop",))
 def get_child_blocks(sch: Schedule, block_or_loop) -> list:
     """The blocks directly inside a block or a loop (not inside a nested block)."""
     if isinstance(block_or_loop, BlockRV):
@@ -133,8 +133,7 @@ def split(sch: Schedule, loop: LoopRV, factors: list, preserve_unit_iters: bool 
     if ext_c is not None and tot_c is not None and tot_c < ext_c:
         raise sch.error("split", f"loop '{name}'",
                         f"the product of the factors ({tot_c}) is smaller than the loop's extent ({ext_c})")
-    _, used = collect_names(idx.root)
-    new_vars = [tir.Var(dtype, fresh_name(f"{name}_{n}", used)) for n in range(len(exprs))]
+    new_vars = [tir.Var(dtype, f"{name}_{n}") for n in range(len(exprs))]
     # loop_var = ((v0 * f1 + v1) * f2 + v2) ...
     value = None
     for v, f in zip(new_vars, exprs):
@@ -143,7 +142,7 @@ def split(sch: Schedule, loop: LoopRV, factors: list, preserve_unit_iters: bool 
         value = term if value is None else tir.Add(dtype, tir.Mul(dtype, value, f), term)
     ranges = loop_ranges_above(idx, idx.parent_of(lp)) if idx.parent_of(lp) is not None else {}
     ranges.update({v: (tir.IntImm(dtype, 0), f) for v, f in zip(new_vars, exprs)})
-    needs_guard = not disable_predication and simplify(tir.Sub(dtype, total, lp.extent), ranges) != 0 and \
+    needs_guard = not disable_predication and const_value(simplify(tir.Sub(dtype, total, lp.extent), ranges)) != 0 and \
         not (ext_c is not None and tot_c == ext_c)
     guard = tir.LT("bool", value, lp.extent) if needs_guard else None
     if guard is not None and isinstance(simplify(guard, ranges), tir.IntImm):
@@ -179,8 +178,7 @@ def fuse(sch: Schedule, *loops: LoopRV, preserve_unit_iters: bool = True) -> Loo
     dtype = fors[0].loop_var.dtype
     if any(lp.loop_var.dtype != dtype for lp in fors):
         dtype = "int64"
-    _, used = collect_names(idx.root)
-    fused = tir.Var(dtype, fresh_name("_".join(lp.loop_var.name for lp in fors) + "_fused", used))
+    fused = tir.Var(dtype, "_".join(lp.loop_var.name for lp in fors) + "_fused")
     extent = tir.IntImm(dtype, 1)
     for lp in fors:
         extent = simplify(tir.Mul(dtype, extent, _as(lp.extent, dtype)))
@@ -191,7 +189,7 @@ def fuse(sch: Schedule, *loops: LoopRV, preserve_unit_iters: bool = True) -> Loo
         e = fused if stride is None else tir.FloorDiv(dtype, fused, stride)
         if lp is not fors[0]:
             e = tir.FloorMod(dtype, e, ext)
-        if const_value(lp.extent) == 1 and not preserve_unit_iters:
+        if const_value(lp.extent) == 1:  # TVM substitutes 0 for a unit loop, whatever preserve_unit_iters
             e = tir.IntImm(dtype, 0)
         mapping[lp.loop_var] = e if lp.loop_var.dtype == dtype else tir.Cast(lp.loop_var.dtype, e)
         stride = ext if stride is None else simplify(tir.Mul(dtype, stride, ext))

@@ -169,9 +169,11 @@ class Schedule:
         self.mod.show(*args, **kwargs)
 
 
-def primitive(fn: Callable = None, *, trace_name: Optional[str] = None, record: bool = True):
+def primitive(fn: Callable = None, *, trace_name: Optional[str] = None, record: bool = True,
+              positional: tuple = ()):
     """Make ``fn(sch, ...)`` the method ``Schedule.<name>``, recording each outermost call in
-    the trace (as TVM's trace prints it: keyword arguments with their defaults)."""
+    the trace (as TVM's trace prints it: keyword arguments with their defaults, except the
+    ``positional`` ones, which TVM prints bare: ``sch.get_child_blocks(b0)``)."""
 
     def wrap(fn):
         sig = inspect.signature(fn)
@@ -187,8 +189,14 @@ def primitive(fn: Callable = None, *, trace_name: Optional[str] = None, record: 
             if record and self._depth == 0:
                 bound = sig.bind(self, *args, **kwargs)
                 bound.apply_defaults()
-                items = [("*" if sig.parameters[k].kind is inspect.Parameter.VAR_POSITIONAL else k, v)
-                         for k, v in list(bound.arguments.items())[1:]]
+                items = []
+                for k, v in list(bound.arguments.items())[1:]:
+                    if sig.parameters[k].kind is inspect.Parameter.VAR_POSITIONAL:
+                        items.append(("*", v))
+                    elif k in positional:
+                        items.append(("*", [v]))
+                    else:
+                        items.append((k, v))
                 self.trace.append(name, items, result)
             return result
 

@@ -1,0 +1,13 @@
+"""DLight's rules for GPUs (TVM's ``dlight.gpu``), one module per rule."""
+
+from .base import GPUScheduleRule
+from .fallback import Fallback
+from .gemv import GEMV
+from .general_reduction import GeneralReduction
+from .low_batch_gemv import LowBatchGEMV
+from .matmul import Matmul
+from .reduction import Reduction
+from .transpose import Transpose
+
+__all__ = ["GPUScheduleRule", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul", "Reduction",
+           "Transpose"]

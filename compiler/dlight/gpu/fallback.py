@@ -1,0 +1,96 @@
+"""`Fallback`: a valid GPU schedule for any function.
+
+Why it exists: every function must run on threads, even one no specialized rule recognizes.
+Fallback inlines what it can (elementwise producers into their consumers, and consumers into
+their producer), then for each remaining block fuses its spatial loops into one, splits it by
+the target's ``max_threads_per_block`` and binds the two halves to ``blockIdx.x`` and
+``threadIdx.x``. A reduction keeps its reduce loops inside each thread (one thread computes
+one output element), its init split out of the reduce loop (`decompose_reduction`). It is
+slow for big reductions — that is what the other rules are for — but always correct.
+"""
+
+from __future__ import annotations
+
+from tvmscript import tir
+
+from ...schedule import ScheduleError
+
+from ..analysis import normalize_prim_func
+from ..base import max_threads_per_block, try_inline
+from .base import GPUScheduleRule
+
+
+def _has_internal_thread_env(stmt) -> bool:
+    """Whether ``stmt`` launches threads itself (a bound loop or a thread_extent attribute)."""
+    found = False
+
+    def walk(s):
+        nonlocal found
+        if found or s is None:
+            return
+        if isinstance(s, tir.For):
+            if s.kind == "thread_binding":
+                found = True
+                return
+            walk(s.body)
+        elif isinstance(s, tir.SeqStmt):
+            for x in s.seq:
+                walk(x)
+        elif isinstance(s, tir.BlockRealize):
+            walk(s.block)
+        elif isinstance(s, tir.Block):
+            walk(s.init)
+            walk(s.body)
+        elif isinstance(s, tir.IfThenElse):
+            walk(s.then_case)
+            walk(s.else_case)
+        elif hasattr(s, "attr_key") and s.attr_key in ("thread_extent", "virtual_thread"):
+            found = True
+        elif hasattr(s, "body"):
+            walk(s.body)
+
+    walk(stmt)
+    return found
+
+
+class Fallback(GPUScheduleRule):
+    """Inline, then bind each block's fused spatial loops to ``blockIdx.x`` x ``threadIdx.x``."""
+
+    def apply(self, func, target, tunable: bool = False):
+        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
+            return None
+        from ...schedule import Schedule
+
+        max_threads = max_threads_per_block(target)
+        sch = Schedule(func)
+        block_infos = normalize_prim_func(sch)
+        if block_infos is None:
+            return None
+        block_infos = try_inline(sch, block_infos)
+        reductions = []
+        for info in block_infos:
+            block = info.block_rv
+            loops = sch.get_loops(block)
+            if any(sch.get(lp).kind == "thread_binding" for lp in loops):
+                continue
+            if not loops and _has_internal_thread_env(sch.get(block).body):
+                continue
+            s_loops, r_loops, o_loops = [], [], []
+            for lp, kind in zip(loops, info.dom_kind()):
+                {"S": s_loops, "R": r_loops, "O": o_loops}[kind].append(lp)
+            if not s_loops:
+                s_loops.append(sch.add_unit_loop(block))
+            sch.reorder(*s_loops, *r_loops, *o_loops)
+            bx, tx = sch.split(sch.fuse(*s_loops), factors=[None, max_threads])
+            sch.bind(bx, "blockIdx.x")
+            sch.bind(tx, "threadIdx.x")
+            if r_loops:
+                reductions.append((block, r_loops[0]))
+        for block, r_loop in reductions:
+            try:
+                sch.decompose_reduction(block, r_loop)
+            except ScheduleError:
+                # Keeping the init inside the reduce loop is correct too (it runs at the
+                # loop's first iteration); it only costs a branch.
+                pass
+        return sch

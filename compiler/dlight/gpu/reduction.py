@@ -1,0 +1,254 @@
+"""`Reduction`: one reduction block (``X[s] = X[s] + f(...)``), with an optional elementwise
+epilogue, reduced cooperatively by the threads of a block.
+
+Why: Fallback gives each output element to one thread, which then walks the whole reduced
+axis alone; with few outputs (a row sum, a mean, a vector-matrix product with batch 1) most
+of the GPU idles. Here each output row gets a thread block whose threads each reduce a strided
+slice of the axis into a private partial result (`rfactor`, kept in "local" memory), then
+combine the partials across threads (the reduce loop bound to ``threadIdx``: a cross-thread
+reduction). Which way the threads go depends on the memory order of the dominant read: when
+the reduced axis is innermost (an inner reduction) threads split the reduced axis
+(``threadIdx.x``); when a spatial axis is innermost, ``threadIdx.x`` runs along it (coalesced
+loads) and ``threadIdx.y`` splits the reduction.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tvmscript import tir
+
+from ..analysis import (detect_dominant_read, get_reduction_expr, is_broadcast_epilogue, normalize_prim_func,
+                        normalize_to_iter_sum)
+from ..base import suggest_threads_per_block, try_inline_contiguous_spatial
+from .base import GPUScheduleRule
+
+
+def _has_reduction_loop(info) -> bool:
+    return any(i.kind == "R" for i in info.iters)
+
+
+def _suggest_inner_spatial_tx(s_factor) -> int:
+    """The largest divisor of ``s_factor`` no greater than 16 (1 when symbolic)."""
+    if not isinstance(s_factor, int):
+        return 1
+    n = 16
+    while n > 1 and s_factor % n != 0:
+        n -= 1
+    return n
+
+
+def _spatial_domains_in_access_order(info, access) -> Optional[list]:
+    """Extents of the spatial axes in the dominant read's memory order (a split axis counts
+    its outer part), with unit spatial axes the read skips appended; None if ambiguous."""
+    by_var = {i.var: i for i in info.iters}
+    out, seen = [], set()
+    for a in access.args:
+        it = by_var.get(a.source)
+        if it is None:
+            return None
+        if it.kind == "S":
+            if a.source in seen:
+                return None
+            seen.add(a.source)
+            if a.lower_factor > 1:
+                ext = a.extent
+                out.append(ext.value if isinstance(ext, tir.IntImm) else ext)
+            else:
+                out.append(it.dom)
+    for it in info.iters:
+        if it.kind == "S" and it.var not in seen:
+            if not isinstance(it.dom, int) or it.dom != 1:
+                return None
+            out.append(it.dom)
+    if len(out) != sum(i.kind == "S" for i in info.iters):
+        return None
+    return out
+
+
+def _inner_spatial_write_back_is_affine(domains: list) -> bool:
+    """Whether the write-back bindings stay quasi-affine (at most two div/mod components)."""
+    if not domains:
+        return False
+    parts = sum(1 for d in domains[:-1] if not isinstance(d, int) or d > 1)
+    inner = domains[-1]
+    if not isinstance(inner, int) or _suggest_inner_spatial_tx(inner) < inner:
+        parts += 1
+    return parts < 3
+
+
+class Reduction(GPUScheduleRule):
+    """A reduction reduced across the threads of a block (see the module docstring)."""
+
+    def apply(self, func, target, tunable: bool = False):
+        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
+            return None
+        from ...schedule import Schedule
+
+        sch = Schedule(func)
+        infos = normalize_prim_func(sch)
+        if infos is None:
+            return None
+        infos = try_inline_contiguous_spatial(sch, infos)
+        if len(infos) == 1:
+            epilogue = None
+        elif len(infos) == 2:
+            epilogue = infos[1]
+            if not epilogue.is_injective():
+                return None
+        else:
+            return None
+        info = infos[0]
+        block = info.block_rv
+        stmt = sch.get(block)
+        if not info.is_reduction() or not _has_reduction_loop(info) or len(stmt.writes) != 1 \
+                or get_reduction_expr(stmt) is None:
+            return None
+        access = normalize_to_iter_sum(detect_dominant_read(stmt), {iv.var: iv.dom.extent for iv in stmt.iter_vars})
+        domains = _spatial_domains_in_access_order(info, access)
+        if domains is None:
+            return None
+        is_inner, c_factor, loop_order, s_split_index = self._normalize(sch, info, access)
+        if is_inner is None and c_factor is None:
+            return None
+        if is_inner:
+            self._sch_inner_reduction(sch, target, block, c_factor, epilogue, loop_order, s_split_index)
+        else:
+            if not _inner_spatial_write_back_is_affine(domains):
+                return None
+            self._sch_inner_spatial(sch, target, block, domains[-1], c_factor, epilogue, loop_order, s_split_index)
+        return sch
+
+    def _normalize(self, sch, info, access):
+        """Loops reordered as (spatial, reduce, inner) and each group fused to one loop; an
+        axis the read splits (``x // c``) is split the same way, its inner part going last."""
+        none = (None, None, None, None)
+        if not tir.is_const_int(access.base, 0):
+            return none
+        by_var = {i.var: i for i in info.iters}
+        s_loops, r_loops, c_loops, c_factor = [], [], [], None
+        s_split_loop, s_split_index = None, None
+        is_inner = None
+        for a in access.args:
+            it = by_var.pop(a.source, None)
+            if it is None:
+                return none
+            loop = it.loop_rv
+            is_inner = it.kind == "R"
+            if a.lower_factor > 1:
+                if c_loops:
+                    return none
+                s_split_loop, s_split_index = loop, len(s_loops)
+                loop, c_loop = sch.split(loop, factors=[None, a.lower_factor])
+                c_loops.append(c_loop)
+                if not is_inner:
+                    c_factor = a.lower_factor
+            (r_loops if is_inner else s_loops).append(loop)
+        for it in by_var.values():
+            if it.kind == "S" and it.dom == 1:
+                s_loops.append(it.loop_rv)
+            else:
+                return none
+        order_loops = [i.loop_rv for i in info.iters if i.loop_rv in s_loops or i.loop_rv is s_split_loop]
+        loop_order = {}
+        for n, lp in enumerate(order_loops):
+            for m, sl in enumerate(s_loops):
+                if lp is sl:
+                    loop_order[n] = m
+                    break
+                if lp is s_split_loop:
+                    loop_order[n] = s_split_index
+                    break
+        if not s_loops or not r_loops:
+            return none
+        if len(s_loops) != sum(1 for i in info.iters if i.kind == "S"):
+            return none
+        if not c_loops:
+            c_loops = [sch.add_unit_loop(info.block_rv)]
+        sch.reorder(*s_loops, *r_loops, *c_loops)
+        sch.fuse(*s_loops)
+        sch.fuse(*r_loops)
+        return is_inner, c_factor, loop_order, s_split_index
+
+    def _sch_inner_reduction(self, sch, target, block, unroll_spatial_factor, epilogue_info, loop_order,
+                             s_split_index):
+        _, r, _ = sch.get_loops(block)
+        (len_tx,) = suggest_threads_per_block(target, [sch.get(r)])
+        _, tx = sch.split(r, factors=[None, len_tx])
+        rf = sch.rfactor(tx, 0)
+        bx, r, tx, _ = sch.get_loops(rf)
+        sch.reorder(bx, tx, r)
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+        sch.annotate(tx, ann_key="pragma_auto_unroll_max_step", ann_val=256)
+        sch.annotate(tx, ann_key="pragma_unroll_explicit", ann_val=1)
+        sch.set_scope(rf, 0, "local")
+        sch.decompose_reduction(rf, r)
+        # the write-back: the partials of each output combined across threadIdx.x
+        sch.reverse_compute_at(block, bx, preserve_unit_loops=True)
+        _, tx, *s = sch.get_loops(block)
+        if unroll_spatial_factor:
+            order = [s[loop_order[n]] for n in range(len(s))]
+            sch.reorder(*order)
+            order[s_split_index], c = sch.split(order[s_split_index], factors=[None, unroll_spatial_factor])
+            sch.reorder(*order, c)
+            s = sch.fuse(*order)
+            sch.reorder(s, tx, c)
+        else:
+            s = sch.fuse(*s)
+            sch.reorder(s, tx)
+        sch.bind(tx, "threadIdx.x")
+        if epilogue_info is not None:
+            epilogue = epilogue_info.block_rv
+            sch.reverse_compute_at(epilogue, bx, preserve_unit_loops=True)
+            if is_broadcast_epilogue(sch, block, epilogue):
+                sch.set_scope(block, 0, "shared")
+                _, *s = sch.get_loops(epilogue)
+                _, tx = sch.split(sch.fuse(*s), factors=[None, len_tx])
+                sch.bind(tx, "threadIdx.x")
+            else:
+                sch.set_scope(block, 0, "local")
+
+    def _sch_inner_spatial(self, sch, target, block, s_factor, unroll_spatial_factor, epilogue_info, loop_order,
+                           s_split_index):
+        s, r, _ = sch.get_loops(block)
+        len_ty = 16
+        len_tx = _suggest_inner_spatial_tx(s_factor)
+        sch.split(s, factors=[None, len_tx])
+        _, ty = sch.split(r, factors=[None, len_ty])
+        rf = sch.rfactor(ty, 0)
+        bx, tx, r, ty, _ = sch.get_loops(rf)
+        sch.reorder(bx, tx, ty, r)
+        sch.bind(tx, "threadIdx.x")
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(bx, "blockIdx.x")
+        sch.set_scope(rf, 0, "local")
+        sch.decompose_reduction(rf, r)
+        sch.reverse_compute_at(block, bx, preserve_unit_loops=True)
+        _, r, *s = sch.get_loops(block)
+        if unroll_spatial_factor:
+            order = [s[loop_order[n]] for n in range(len(s))]
+            sch.reorder(*order)
+            order[s_split_index], c = sch.split(order[s_split_index], factors=[None, unroll_spatial_factor])
+            sch.reorder(*order, c)
+            s = sch.fuse(*order)
+            sch.reorder(s, c, r)
+        else:
+            s = sch.fuse(*s)
+            sch.reorder(s, r)
+        sch.bind(s, "threadIdx.x")
+        sch.bind(r, "threadIdx.y")
+        if epilogue_info is not None:
+            epilogue = epilogue_info.block_rv
+            sch.reverse_compute_at(epilogue, bx, preserve_unit_loops=True)
+            if is_broadcast_epilogue(sch, block, epilogue):
+                sch.set_scope(block, 0, "shared")
+                _, *s = sch.get_loops(epilogue)
+                _, tx, ty = sch.split(sch.fuse(*s), factors=[None, len_tx, len_ty])
+                sch.bind(tx, "threadIdx.x")
+                sch.bind(ty, "threadIdx.y")
+            else:
+                sch.set_scope(block, 0, "local")
+                _, *s = sch.get_loops(epilogue)
+                tx, _ = sch.split(sch.fuse(*s), factors=[len_tx, None])
+                sch.bind(tx, "threadIdx.x")

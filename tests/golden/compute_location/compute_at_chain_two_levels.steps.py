@@ -1,0 +1,5 @@
+d = sch.get_block("D")
+i, j = sch.get_loops(d)
+i0, i1 = sch.split(i, factors=[None, 8])
+sch.compute_at(sch.get_block("C"), i0)
+sch.compute_at(sch.get_block("B"), i0)

@@ -1,0 +1,3 @@
+i, = sch.get_loops(sch.get_block("C"))
+i0, i1 = sch.split(i, [None, 16])
+sch.compute_at(sch.get_block("B"), i0)

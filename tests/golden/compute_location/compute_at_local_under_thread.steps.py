@@ -1,0 +1,5 @@
+i, j = sch.get_loops(sch.get_block("B"))
+i0, i1 = sch.split(i, [None, 32])
+sch.bind(i0, "blockIdx.x")
+sch.bind(i1, "threadIdx.x")
+sch.compute_at(sch.get_block("A_l"), i1)

@@ -1,0 +1,2 @@
+sch.compute_inline("C")
+sch.compute_inline("B")

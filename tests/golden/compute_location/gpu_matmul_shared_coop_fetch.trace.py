@@ -1,0 +1,18 @@
+# from tvm import s_tir
+def apply_trace(sch: s_tir.Schedule) -> None:
+  b0 = sch.get_sblock(name="C", func_name="main")
+  l1, l2, l3, l4, l5, l6, l7 = sch.get_loops(block=b0)
+  b8 = sch.get_sblock(name="A_shared", func_name="main")
+  sch.compute_at(block=b8, loop=l4, preserve_unit_loops=False, index=-1)
+  l9, l10, l11, l12, l13, l14 = sch.get_loops(block=b8)
+  l15 = sch.fuse(l13, l14, preserve_unit_iters=True)
+  l16, l17, l18 = sch.split(loop=l15, factors=[None, 64, 4], preserve_unit_iters=True, disable_predication=False)
+  sch.vectorize(loop=l18)
+  sch.bind(loop=l17, thread_axis="threadIdx.x")
+  b19 = sch.get_sblock(name="B_shared", func_name="main")
+  sch.compute_at(block=b19, loop=l4, preserve_unit_loops=False, index=-1)
+  l20, l21, l22, l23, l24, l25 = sch.get_loops(block=b19)
+  l26 = sch.fuse(l24, l25, preserve_unit_iters=True)
+  l27, l28, l29 = sch.split(loop=l26, factors=[None, 64, 4], preserve_unit_iters=True, disable_predication=False)
+  sch.vectorize(loop=l29)
+  sch.bind(loop=l28, thread_axis="threadIdx.x")

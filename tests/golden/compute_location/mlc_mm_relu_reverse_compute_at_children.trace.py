@@ -1,0 +1,11 @@
+# from tvm import s_tir
+def apply_trace(sch: s_tir.Schedule) -> None:
+  b0 = sch.get_sblock(name="Y", func_name="mm_relu")
+  l1, l2, l3 = sch.get_loops(block=b0)
+  l4, l5 = sch.split(loop=l2, factors=[None, 4], preserve_unit_iters=True, disable_predication=False)
+  sch.reorder(l4, l3, l5)
+  b6 = sch.get_sblock(name="C", func_name="mm_relu")
+  sch.reverse_compute_at(block=b6, loop=l4, preserve_unit_loops=False, index=-1)
+  b7, b8 = sch.get_child_blocks(l4)
+  sch.annotate(block_or_loop=b7, ann_key="child_index", ann_val=0)
+  sch.annotate(block_or_loop=b8, ann_key="child_index", ann_val=1)

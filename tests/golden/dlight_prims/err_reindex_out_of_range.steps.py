@@ -1,0 +1,1 @@
+sch.reindex(sch.get_sblock("mm"), ("read", 2))

@@ -1,0 +1,1 @@
+sch.transform_block_layout(sch.get_sblock("B"), lambda i, j: (i, j))

@@ -1,0 +1,1 @@
+sch.fuse(sch.get_loops(sch.get_sblock("B"))[1])

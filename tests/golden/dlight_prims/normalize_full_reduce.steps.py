@@ -1,0 +1,1 @@
+normalize_prim_func(sch)

@@ -1,0 +1,1 @@
+sch.pad_einsum(sch.get_sblock("mm"), [32, 64, 8])

@@ -1,0 +1,1 @@
+sch.cache_read("C", "A", "local")

@@ -1,0 +1,2 @@
+d = sch.get_block("D")
+sch.cache_read(d, 0, "local", consumer_blocks=[d])

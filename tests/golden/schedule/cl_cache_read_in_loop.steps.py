@@ -1,0 +1,2 @@
+c = sch.get_block("C")
+sch.cache_read(c, 0, "local")

@@ -1,0 +1,5 @@
+c = sch.get_block("C")
+i, = sch.get_loops(c)
+i0, i1 = sch.split(i, [None, 8])
+x = sch.cache_read(c, 0, "shared")
+sch.compute_at(x, i0)

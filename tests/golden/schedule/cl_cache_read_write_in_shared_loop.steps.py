@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+c = sch.get_block("C")
+sch.compute_at(b, sch.get_loops(c)[0])
+sch.cache_read(c, 0, "local")
+sch.cache_write(b, 0, "shared")

@@ -1,0 +1,2 @@
+b = sch.get_block("B")
+sch.cache_write(b, 0, "local", consumer_blocks=[sch.get_block("D")])

@@ -1,0 +1,7 @@
+c = sch.get_block("C")
+C_local = sch.cache_write(c, 0, "local")
+i, j, k = sch.get_loops(c)
+i0, i1 = sch.split(i, factors=[None, 8])
+j0, j1 = sch.split(j, factors=[None, 8])
+sch.reorder(i0, j0, k, i1, j1)
+sch.reverse_compute_at(C_local, j0)

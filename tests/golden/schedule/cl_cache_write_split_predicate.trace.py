@@ -1,0 +1,6 @@
+# from tvm import s_tir
+def apply_trace(sch: s_tir.Schedule) -> None:
+  b0 = sch.get_sblock(name="B", func_name="main")
+  l1, = sch.get_loops(block=b0)
+  l2, l3 = sch.split(loop=l1, factors=[None, 8], preserve_unit_iters=True, disable_predication=False)
+  b4 = sch.cache_write(block=b0, write_buffer_index=0, storage_scope="local")

@@ -1,0 +1,2 @@
+b = sch.get_block("B")
+sch.cache_read(b, 0, "bad.scope")

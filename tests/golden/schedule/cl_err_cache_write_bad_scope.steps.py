@@ -1,0 +1,2 @@
+b = sch.get_block("B")
+sch.cache_write(b, 0, "mma.x")

@@ -1,0 +1,2 @@
+b = sch.get_block("B")
+sch.transform_layout(b, ("write", 0), lambda i, j: (i + j, j))

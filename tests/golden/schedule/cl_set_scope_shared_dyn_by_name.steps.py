@@ -1,0 +1,2 @@
+b = sch.get_block("B")
+sch.set_scope(b, "B", "shared.dyn")

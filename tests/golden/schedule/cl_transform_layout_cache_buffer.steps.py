@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+A_shared = sch.cache_read(b, 0, "shared")
+i, j = sch.get_loops(b)
+sch.compute_at(A_shared, i)
+sch.transform_layout(A_shared, ("write", 0), lambda i, j: (j // 32, i, j % 32))

@@ -1,0 +1,5 @@
+y = sch.get_block("Y", func_name="mm_relu")
+i, j, k = sch.get_loops(y)
+i0, i1 = sch.split(i, factors=[None, 4])
+sch.reorder(i0, k, i1)
+sch.transform_layout(y, ("write", 0), lambda i, j: (i // 4, j, i % 4))

@@ -1,0 +1,2 @@
+b = sch.get_block("B")
+sch.transform_layout(b, ("read", 0), lambda i, j: (i // 4, j, i % 4))

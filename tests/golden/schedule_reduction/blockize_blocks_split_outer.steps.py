@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+c = sch.get_block("C")
+i, j = sch.get_loops(b)
+i0, i1 = sch.split(i, factors=[None, 4])
+sch.blockize([b, c])

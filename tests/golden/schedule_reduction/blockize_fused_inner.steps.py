@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+i, j = sch.get_loops(b)
+f = sch.fuse(i, j)
+f0, f1 = sch.split(f, factors=[None, 128])
+sch.blockize(f1)

@@ -1,0 +1,7 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+i0, i1 = sch.split(i, factors=[None, 4])
+j0, j1 = sch.split(j, factors=[None, 4])
+k0, k1 = sch.split(k, factors=[None, 4])
+sch.reorder(i0, j0, k0, i1, j1, k1)
+sch.blockize(k1)

@@ -1,0 +1,8 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+i0, i1 = sch.split(i, factors=[None, 16])
+j0, j1 = sch.split(j, factors=[None, 16])
+k0, k1 = sch.split(k, factors=[None, 16])
+sch.reorder(i0, j0, k0, i1, j1, k1)
+o = sch.blockize(i1)
+sch.decompose_reduction(o, k0)

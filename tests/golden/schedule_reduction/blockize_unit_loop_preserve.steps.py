@@ -1,0 +1,5 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+i0, i1 = sch.split(i, factors=[None, 1])
+sch.reorder(j, k, i1)
+sch.blockize(i1, preserve_unit_iters=True)

@@ -1,0 +1,6 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+i0, i1 = sch.split(i, factors=[None, 32])
+k0, k1 = sch.split(k, factors=[None, 8])
+sch.reorder(i0, j, k0, i1, k1)
+sch.decompose_reduction(c, k0)

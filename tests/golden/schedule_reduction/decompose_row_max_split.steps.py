@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+i, k = sch.get_loops(b)
+i0, i1 = sch.split(i, factors=[None, 8])
+sch.reorder(i0, k, i1)
+sch.decompose_reduction(b, k)

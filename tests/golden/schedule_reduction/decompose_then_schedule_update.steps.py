@@ -1,0 +1,5 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+init = sch.decompose_reduction(c, i)
+sch.vectorize(sch.get_loops(init)[-1])
+sch.unroll(sch.get_loops(c)[-1])

@@ -1,0 +1,6 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+sch.bind(i, "blockIdx.x")
+sch.bind(j, "threadIdx.x")
+sch.annotate(c, "foo", 1)
+sch.decompose_reduction(c, i)

@@ -1,0 +1,5 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+f = sch.fuse(i, j)
+f0, f1 = sch.split(f, factors=[None, 64])
+sch.blockize(f1)

@@ -1,0 +1,6 @@
+b = sch.get_block("B")
+i, j = sch.get_loops(b)
+i0, i1 = sch.split(i, factors=[None, 32])
+j0, j1 = sch.split(j, factors=[None, 16])
+sch.reorder(j0, i0, j1, i1)
+sch.blockize(j1)

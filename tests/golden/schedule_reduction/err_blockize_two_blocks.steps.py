@@ -1,0 +1,3 @@
+b = sch.get_block("B")
+i, = sch.get_loops(b)
+sch.blockize(i)

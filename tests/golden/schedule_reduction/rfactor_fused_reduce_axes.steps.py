@@ -1,0 +1,5 @@
+b = sch.get_block("B")
+i, k, l = sch.get_loops(b)
+f = sch.fuse(k, l)
+f0, f1 = sch.split(f, factors=[None, 16])
+sch.rfactor(f1, 0)

@@ -1,0 +1,3 @@
+c = sch.get_block("C")
+i, j, k = sch.get_loops(c)
+sch.rfactor(k, 0)

@@ -1,0 +1,5 @@
+# from tvm import s_tir
+def apply_trace(sch: s_tir.Schedule) -> None:
+  b0 = sch.get_sblock(name="C", func_name="main")
+  l1, l2, l3 = sch.get_loops(block=b0)
+  b4 = sch.rfactor(loop=l3, factor_axis=0)

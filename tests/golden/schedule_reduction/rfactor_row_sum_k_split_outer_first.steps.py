@@ -1,0 +1,6 @@
+b = sch.get_block("B")
+i, k = sch.get_loops(b)
+k0, k1 = sch.split(k, factors=[4, None])
+sch.reorder(k0, i, k1)
+rf = sch.rfactor(k0, -1)
+sch.parallel(sch.get_loops(rf)[0])

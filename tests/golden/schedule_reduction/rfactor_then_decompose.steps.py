@@ -1,0 +1,6 @@
+b = sch.get_block("B")
+i, k = sch.get_loops(b)
+ko, ki = sch.split(k, factors=[None, 4])
+rf = sch.rfactor(ki, 0)
+sch.decompose_reduction(rf, sch.get_loops(rf)[1])
+sch.decompose_reduction(b, sch.get_loops(b)[1])

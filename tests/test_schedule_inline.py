@@ -1,0 +1,147 @@
+"""``compute_inline`` / ``reverse_compute_inline`` against TVM 0.27.
+
+Expected results are TVM's prints (tests/golden/compute_location/, made by
+tools/tvm_compute_location_reference.py, and the cases of tests/golden/schedule/ that inline):
+each successful case prints exactly as TVM's result and computes the same as its input on the
+CPU; each case TVM rejects raises a ScheduleError and changes nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tvmscript as tvms
+from tvmscript.compiler.schedule import Schedule, ScheduleError
+from tvmscript.ir import structural_equal
+
+from schedule_cases import SCHEDULE_DIR, schedule_cases
+from schedule_check import assert_same_result
+from test_schedule_compute_at import GOLDEN, cases_using, check_error_case, check_success_case, check_trace, module
+
+PRIMITIVES = ("sch.compute_inline(", "sch.reverse_compute_inline(")
+ALL = cases_using(PRIMITIVES, mine_prefixes=("compute_inline", "reverse_compute_inline", "err_compute_inline",
+                                             "err_reverse_compute_inline"))
+OK = [c for c in ALL if not c.is_error]
+ERR = [c for c in ALL if c.is_error and any(p in c.steps.rstrip().splitlines()[-1] for p in PRIMITIVES)]
+
+
+@pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
+def test_matches_tvm_and_computes_the_same(case):
+    check_success_case(case)
+
+
+TRACED = [c for c in OK if c.trace and c.files["input"].parent == GOLDEN]
+
+
+@pytest.mark.parametrize("case", TRACED, ids=[c.name for c in TRACED])
+def test_trace_matches_tvm(case):
+    check_trace(case, ("compute_inline", "reverse_compute_inline"))
+
+
+@pytest.mark.parametrize("case", ERR, ids=[c.name for c in ERR])
+def test_rejected_like_tvm_and_unchanged(case):
+    check_error_case(case, ("compute_inline", "reverse_compute_inline"))
+
+
+def test_the_cases_are_there():
+    names = {c.name for c in ALL}
+    for expected in ("compute_inline", "reverse_compute_inline", "compute_inline_transposed_store",
+                     "reverse_compute_inline_producer_larger", "err_compute_inline_only_leaf",
+                     "err_reverse_compute_inline_into_reduction"):
+        assert expected in names
+
+
+def _case(name):
+    for directory in (GOLDEN, SCHEDULE_DIR):
+        for c in schedule_cases(directory):
+            if c.name == name:
+                return c
+    raise KeyError(name)
+
+
+# ----------------------------------------------------------------------------- by hand
+
+
+def test_compute_inline_removes_block_loops_and_buffer():
+    case = _case("compute_inline")
+    before = module(case.input_text)
+    sch = Schedule(before)
+    sch.compute_inline(sch.get_block("B"))
+    assert sch.trace.as_text().strip() == case.trace.strip()
+    func = sch.mod["main"]
+    root = func.body.block
+    assert root.alloc_buffers == []
+    assert [sch.get(b).name for b in sch.get_child_blocks(sch.get_block("root"))] == ["C"]
+    c = sch.get(sch.get_block("C"))
+    assert [r.buffer.name for r in c.reads] == ["A"]
+    assert_same_result(before, sch.mod)
+
+
+def test_reverse_compute_inline_into_producer_with_predicate():
+    """B covers 16 rows, C only 8: B now stores C's value and runs only where C did."""
+    case = _case("reverse_compute_inline_producer_larger")
+    before = module(case.input_text)
+    sch = Schedule(before)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    realize = sch.index("main").blocks["B"]
+    assert tvms.printer.to_script(realize.predicate) == "i < 8"
+    assert sch.mod.script() == module(case.expected).script()
+    assert_same_result(before, sch.mod)
+
+
+def test_reverse_compute_inline_with_a_second_reader_is_rejected():
+    """TVM 0.27 inlines C into B here and leaves D reading a buffer that no block writes any
+    more (its own message says the producer must have a single consumer); tvms refuses."""
+    case = _case("err_compute_at_not_all_consumers")  # B feeds C and D
+    sch = Schedule(module(case.input_text))
+    before = sch.mod
+    with pytest.raises(ScheduleError) as info:
+        sch.reverse_compute_inline(sch.get_block("C"))
+    assert "single consumer" in str(info.value)
+    assert structural_equal(sch.mod, before)
+
+
+def test_inline_everything_but_the_last_block_in_child_order():
+    case = _case("get_child_blocks_inline_all_but_last")
+    before = module(case.input_text)
+    sch = Schedule(before)
+    blocks = sch.get_child_blocks(sch.get_block("root"))
+    for b in blocks[:-1]:
+        sch.compute_inline(b)
+    assert sch.mod.script() == module(case.expected).script()
+    assert_same_result(before, sch.mod)
+
+
+def test_inlined_block_handle_goes_stale():
+    case = _case("compute_inline")
+    sch = Schedule(module(case.input_text))
+    b = sch.get_block("B")
+    sch.compute_inline(b)
+    with pytest.raises(ScheduleError):
+        sch.compute_inline(b)
+
+
+def test_reverse_inline_keeps_an_existing_producer_predicate():
+    """A producer that already has a predicate (a split that does not divide) keeps it when a
+    smaller consumer adds its own bound (TVM would replace it; conjoining is what keeps the
+    computation the same)."""
+    text = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((10,), "float32"), C: T.Buffer((6,), "float32")):
+    B = T.sblock_alloc_buffer((10,), "float32")
+    for i_0, i_1 in T.grid(3, 4):
+        with T.sblock("B"):
+            vi = T.axis.spatial(10, i_0 * 4 + i_1)
+            T.where(i_0 * 4 + i_1 < 10)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(6):
+        with T.sblock("C"):
+            vi = T.axis.spatial(6, i)
+            C[vi] = B[vi] + T.float32(1)
+'''
+    before = module(text)
+    sch = Schedule(before)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    pred = tvms.printer.to_script(sch.index("main").blocks["B"].predicate)
+    assert "< 10" in pred and "< 6" in pred
+    assert_same_result(before, sch.mod)
