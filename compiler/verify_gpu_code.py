@@ -2,11 +2,18 @@
 
 `gpu_code_errors(func, target)` walks a scheduled `tir.PrimFunc` (blocks and all, before any
 lowering) and returns one message per problem, each naming the function, the block or the
-kernel, and the limit:
+kernel, and the limit. It judges the function as TVM's VerifyGPUCode judges it after TVM's
+lowering (CompactBufferAllocation and the passes before it), without lowering it:
 
-(a) every store runs on threads: it is nested in at least one ``blockIdx.*`` and one
-    ``threadIdx.*`` loop (a function with no thread bindings at all has every block "not
-    bound to threads");
+(a) every store runs on threads: it is nested in a ``blockIdx.*`` loop and in a
+    ``threadIdx.*`` loop, or it is in a kernel (under ``blockIdx.*``) that binds
+    ``threadIdx.*`` elsewhere: a store between the ``blockIdx`` and the ``threadIdx`` loops,
+    as TVM's Reduction rule writes its epilogue, is run by every thread of the block, which
+    TVM accepts. Reported: a store under no ``blockIdx.*`` loop (under no thread-bound loop
+    at all, or under ``threadIdx`` alone; a function with no thread bindings has every block
+    "not bound to threads"), and the stores of a kernel that binds no ``threadIdx.*``
+    anywhere — TVM would launch it with one thread per block, which is legal but never what
+    a GPU schedule means;
 (b) per kernel launch — an outermost thread-bound loop and everything in it — the extents of
     ``threadIdx.x``, ``.y``, ``.z`` multiply to at most ``max_threads_per_block``, each is
     within ``max_thread_x``/``_y``/``_z``, one thread tag is not bound with two different
@@ -17,11 +24,21 @@ kernel, and the limit:
     ``max_shared_memory_per_block`` bytes, and the "local" ones to at most
     ``max_local_memory_per_block`` bytes per thread.
 
-Sizes are the buffers' declared ones: a buffer declared at the root with its full shape (as a
-schedule leaves it before TVM's CompactBufferAllocation shrinks it to the tile a kernel
-touches) counts whole, so a kernel can be refused here that TVM, checking after that pass,
-would accept. Extents that are not constants (a symbolic ``blockIdx`` extent is common) are
-not checked, as in TVM.
+Sizes in (c) are what TVM's CompactBufferAllocation shrinks each block-allocated buffer to,
+not its declared shape: a schedule leaves cache buffers (``A_shared``, ``C_local``) at the
+function's root with the whole tensor's shape, and a kernel only touches a tile of them. Per
+kernel, every load, store and ``T.match_buffer`` source region of the buffer is mapped through
+the block bindings and relaxed over the loops below the lowest loop common to all of them (where
+TVM places the allocation): a shared buffer also over the ``threadIdx``/``vthread`` loops (one
+thread block holds it), a local one over no thread-bound loop (one thread holds it); the
+``blockIdx`` variables stay fixed. Loops bound to one thread tag are one index. Per dimension
+the hull of the relaxed regions is the size when the extents and the offsets between them are
+constants; otherwise an upper bound from `const_int_bound`, at most the declared extent; a
+dimension with neither is the declared extent, and a shared buffer whose size is still not a
+constant is reported (``"shared.dyn"`` is for that). A message names a tile that is smaller
+than its buffer (``'A_shared' 16384 (its 32x128 tile)``); the padding a ``buffer_dim_align``
+annotation adds to a row is not counted. Extents that are not constants (a
+symbolic ``blockIdx`` extent is common) are not checked, as in TVM.
 
 Limits come from a `tvms.target.Target` (the current one, else ``"cuda"``: an H100, 1024
 threads per block, 48 KiB of shared memory; whatever the target, ``max_thread_x``/``_y`` 1024
@@ -39,6 +56,9 @@ from typing import Optional
 
 from tvmscript import tir
 from tvmscript.tir_visitor import TIRVisitor
+
+from .arith import NEG_INF, POS_INF, const_int_bound, expr_key, relax_region, simplify
+from .substitute import substitute_expr
 
 __all__ = ["verify_gpu_code", "gpu_code_errors", "constraints_of", "CONSTRAINT_NAMES"]
 
@@ -133,6 +153,17 @@ class _Kernel:
         self.allocs: dict = {}  # data var or buffer -> Buffer allocated inside the kernel
         self.used: dict = {}  # data var or buffer -> Buffer loaded or stored inside it
         self.blocks: list = []  # names of the blocks in it, in order
+        # data var or buffer -> [(region, loops)] for the shared and local buffers: region a
+        # list of (min, extent) in the loop variables, loops the enclosing _Loops in the kernel
+        self.accesses: dict = {}
+        self.tag_vars: dict = {}  # (thread tag, dtype) -> the one Var its loops stand for
+        self.no_threads: list = []  # stores under blockIdx but outside every threadIdx loop
+
+    def tag_var(self, loop: tir.For) -> tir.Var:
+        key = (loop.thread_tag, loop.loop_var.dtype)
+        if key not in self.tag_vars:
+            self.tag_vars[key] = tir.Var(loop.loop_var.dtype, loop.thread_tag)
+        return self.tag_vars[key]
 
     def label(self) -> str:
         where = f"kernel at loop '{self.loop.loop_var.name}' ({self.loop.thread_tag})"
@@ -140,6 +171,17 @@ class _Kernel:
             return where
         names = ", ".join(f"'{b}'" for b in self.blocks[:4]) + (", ..." if len(self.blocks) > 4 else "")
         return f"{where} with block{'s' if len(self.blocks) > 1 else ''} {names}"
+
+
+class _Loop:
+    """A loop of a kernel as the accesses below it see it: ``var`` is the loop variable, or
+    the thread tag's Var for a thread-bound loop; ``min``/``extent`` in the same terms."""
+
+    __slots__ = ("loop", "var", "min", "extent", "tag")
+
+    def __init__(self, loop, var, mn, extent) -> None:
+        self.loop, self.var, self.min, self.extent = loop, var, mn, extent
+        self.tag = loop.thread_tag if loop.kind == "thread_binding" else None
 
 
 def _key(buf: tir.Buffer):
@@ -156,13 +198,91 @@ def _dtype_bytes(dtype: str) -> int:
     return (max(1, int(digits) // 8) if digits else 8) * lanes_n
 
 
-def _buffer_bytes(buf: tir.Buffer) -> Optional[int]:
-    n = 1
-    for dim in buf.shape:
-        if not isinstance(dim, tir.IntImm):
-            return None
-        n *= dim.value
-    return n * _dtype_bytes(buf.dtype)
+def _int(e) -> Optional[int]:
+    return e.value if isinstance(e, tir.IntImm) else None
+
+
+def _scalar_int(e) -> bool:
+    dtype = getattr(e, "dtype", "")
+    return isinstance(dtype, str) and dtype.startswith(("int", "uint")) and "x" not in dtype
+
+
+def _tile_shape(buf: tir.Buffer, uses: list) -> list:
+    """The extents, per dimension, of the part of ``buf`` one thread block ("shared") or one
+    thread ("local") touches through ``uses`` (its accesses in one kernel), as TVM's
+    CompactBufferAllocation shrinks it; None for a dimension of unknown size."""
+    declared = [_int(d) for d in buf.shape]
+    if any(len(region) != len(declared) or not all(_scalar_int(mn) and _scalar_int(ext) for mn, ext in region)
+           for region, _ in uses):
+        return declared  # a vector index or a flat view: the declared shape
+    local = buf.scope not in _SHARED_SCOPES
+    first = uses[0][1]
+    common = 0  # the loops all accesses are in: TVM allocates the buffer inside them
+    while common < len(first) and all(len(lp) > common and lp[common].loop is first[common].loop for _, lp in uses):
+        common += 1
+    relaxed = []  # per use: [(min, extent) or None per dimension]
+    ranges: dict = {}  # every loop variable -> (min, extent), for bounds and simplification
+    for region, loops in uses:
+        dom, fixed = {}, {}
+        for n, lp in enumerate(loops):
+            # blockIdx stays fixed (one block at a time), and for a local buffer every
+            # thread-bound index (one thread); shared memory spans the threads of the block
+            if lp.tag is not None:
+                relax = not (lp.tag.startswith("blockIdx") or local)
+            else:
+                relax = n >= common
+            (dom if relax else fixed).setdefault(lp.var, (lp.min, lp.extent))
+            ranges.setdefault(lp.var, (lp.min, lp.extent))
+        dom_r = {v: tir.Range(mn, ext) for v, (mn, ext) in dom.items()}
+        out = []
+        for mn, ext in region:
+            r = relax_region([tir.Range(mn, ext)], dom_r, fixed)
+            out.append((r[0].min, r[0].extent) if r else None)
+        relaxed.append(out)
+    shape = []
+    for d in range(len(declared)):
+        rs = [r[d] for r in relaxed]
+        size = None
+        if all(r is not None for r in rs):
+            size = _hull(rs, ranges)
+        if size is None:  # not relaxable: bound the indices over every loop of the kernel
+            lo = hi = None
+            for region, _ in uses:
+                mn, ext = region[d]
+                b_lo = const_int_bound(mn, ranges)[0]
+                b_hi = const_int_bound(tir.Add(mn.dtype, mn, tir.Sub(mn.dtype, ext, tir.IntImm(mn.dtype, 1))), ranges)[1]
+                lo = b_lo if lo is None else min(lo, b_lo)
+                hi = b_hi if hi is None else max(hi, b_hi)
+            if lo is not None and lo != NEG_INF and hi != POS_INF:
+                size = max(0, int(hi - lo + 1))
+        if declared[d] is not None:
+            size = declared[d] if size is None else min(size, declared[d])
+        shape.append(size)
+    return shape
+
+
+def _hull(rs: list, ranges: dict) -> Optional[int]:
+    """Extent of the union of the ``(min, extent)`` ranges ``rs``: exact when the extents and
+    the offsets between the mins are constants, else an upper bound (None if unbounded)."""
+    base = rs[0][0]
+    lo, hi = 0, None
+    for mn, ext in rs:
+        e = _int(ext)
+        off = 0 if mn is base or expr_key(mn) == expr_key(base) else _int(simplify(tir.Sub(mn.dtype, mn, base), ranges))
+        if e is None or off is None:
+            break
+        lo, hi = min(lo, off), (off + e if hi is None else max(hi, off + e))
+    else:
+        return hi - lo
+    best = 0
+    for mn_a, ext_a in rs:  # the last element of one range minus the first of another
+        last = tir.Add(mn_a.dtype, mn_a, tir.Sub(mn_a.dtype, ext_a, tir.IntImm(mn_a.dtype, 1)))
+        for mn_b, _ in rs:
+            b = const_int_bound(simplify(tir.Sub(mn_a.dtype, last, mn_b), ranges), ranges)[1]
+            if b == POS_INF:
+                return None
+            best = max(best, int(b) + 1)
+    return best
 
 
 class _Loads(TIRVisitor):
@@ -170,7 +290,7 @@ class _Loads(TIRVisitor):
         self.checker = checker
 
     def visit_BufferLoad(self, e) -> None:
-        self.checker.use(e.buffer)
+        self.checker.use(e.buffer, [(i, None) for i in e.indices])
         self.generic_visit(e)
 
 
@@ -186,6 +306,8 @@ class _Checker:
         self.unbound: set = set()  # blocks already reported as not bound to threads
         self.outside: dict = {}  # buffers allocated outside every kernel
         self.vector_loops: list = []  # enclosing vectorized loops with a constant extent
+        self.loops: list = []  # the enclosing loops inside the current kernel, as _Loop
+        self.mapping: dict = {}  # block iterators, let and thread loop variables -> their values
         self.loads = _Loads(self)
 
     def run(self, func: tir.PrimFunc) -> list:
@@ -206,9 +328,17 @@ class _Checker:
         if e is not None:
             self.loads.visit(e)
 
-    def use(self, buf: tir.Buffer) -> None:
+    def use(self, buf: tir.Buffer, region: Optional[list] = None) -> None:
+        """``buf`` is accessed at ``region`` (per dimension (min, extent); extent None: 1), in
+        the terms of the enclosing block."""
         if self.kernel is not None:
-            self.kernel.used.setdefault(_key(buf), buf)
+            key = _key(buf)
+            self.kernel.used.setdefault(key, buf)
+            if region is not None and buf.scope in _SHARED_SCOPES + _LOCAL_SCOPES:
+                sub = [(substitute_expr(mn, self.mapping),
+                        substitute_expr(ext, self.mapping) if ext is not None else tir.IntImm(mn.dtype, 1))
+                       for mn, ext in region]
+                self.kernel.accesses.setdefault(key, []).append((sub, tuple(self.loops)))
         limit = self.limits.get("max_vector_bytes")
         if limit is not None:
             for loop in self.vector_loops:
@@ -234,7 +364,12 @@ class _Checker:
             for v in s.iter_values:
                 self.expr(v)
             self.expr(s.predicate)
+            outer = self.mapping
+            self.mapping = dict(outer)
+            for iv, v in zip(s.block.iter_vars, s.iter_values):
+                self.mapping[iv.var] = substitute_expr(v, outer)
             self.block_(s.block)
+            self.mapping = outer
         elif isinstance(s, tir.Block):
             self.block_(s)
         elif isinstance(s, tir.IfThenElse):
@@ -244,7 +379,10 @@ class _Checker:
                 self.stmt(s.else_case)
         elif isinstance(s, tir.LetStmt):
             self.expr(s.value)
+            outer = self.mapping
+            self.mapping = {**outer, s.var: substitute_expr(s.value, outer)}
             self.stmt(s.body)
+            self.mapping = outer
         elif isinstance(s, (tir.AssertStmt, tir.While)):
             self.expr(s.condition)
             self.stmt(s.body)
@@ -252,7 +390,7 @@ class _Checker:
             self.expr(s.value)
 
     def store(self, s: tir.BufferStore) -> None:
-        self.use(s.buffer)
+        self.use(s.buffer, [(i, None) for i in s.indices])
         self.expr(s.value)
         for i in s.indices:
             self.expr(i)
@@ -261,15 +399,21 @@ class _Checker:
         if blocks and threads:
             return
         what = f"block '{self.block}'" if self.block is not None else f"the store to '{s.buffer.name}'"
+        if blocks:
+            # Every thread of the block runs it (an epilogue): fine if the kernel has threads.
+            if what not in self.kernel.no_threads:
+                self.kernel.no_threads.append(what)
+            return
+        if not threads:
+            why = "it runs inside no blockIdx.* and no threadIdx.* loop"
+        else:
+            why = "it runs inside no blockIdx.* loop"
+        self.unbind(what, why)
+
+    def unbind(self, what: str, why: str) -> None:
         if what in self.unbound:
             return
         self.unbound.add(what)
-        if not blocks and not threads:
-            why = "it runs inside no blockIdx.* and no threadIdx.* loop"
-        elif not blocks:
-            why = "it runs inside no blockIdx.* loop"
-        else:
-            why = "it runs inside no threadIdx.* loop"
         self.errors.append(f"{self.fname}: {what} is not bound to threads: {why}")
 
     def block_(self, block: tir.Block) -> None:
@@ -283,7 +427,7 @@ class _Checker:
             else:
                 self.outside[_key(buf)] = buf
         for mb in block.match_buffers:
-            self.use(mb.source.buffer)
+            self.use(mb.source.buffer, [(r.min, r.extent) for r in mb.source.region])
         if block.init is not None:
             self.stmt(block.init)
         self.stmt(block.body)
@@ -295,20 +439,30 @@ class _Checker:
         vector = s.kind == "vectorized" and isinstance(s.extent, tir.IntImm)
         if vector:
             self.vector_loops.append(s)
+        starts = s.kind == "thread_binding" and self.kernel is None
+        if starts:
+            self.kernel = _Kernel(s)
+            self.kernels += 1
+        outer = self.mapping
+        if self.kernel is not None:
+            var = s.loop_var
+            if s.kind == "thread_binding":
+                var = self.kernel.tag_var(s)
+                self.mapping = {**outer, s.loop_var: var}
+            self.loops.append(_Loop(s, var, substitute_expr(s.min, outer), substitute_expr(s.extent, outer)))
         if s.kind != "thread_binding":
             self.stmt(s.body)
         else:
-            starts = self.kernel is None
-            if starts:
-                self.kernel = _Kernel(s)
-                self.kernels += 1
             self.kernel.extents.setdefault(s.thread_tag, []).append((s.extent, s.loop_var.name))
             self.tags.append(s.thread_tag)
             self.stmt(s.body)
             self.tags.pop()
-            if starts:
-                self.finish(self.kernel)
-                self.kernel = None
+        if self.kernel is not None:
+            self.loops.pop()
+        self.mapping = outer
+        if starts:
+            self.finish(self.kernel)
+            self.kernel = None
         if vector:
             self.vector_loops.pop()
 
@@ -316,6 +470,10 @@ class _Checker:
     def finish(self, k: _Kernel) -> None:
         where = f"{self.fname}: {k.label()}"
         lim = self.limits
+        if not any(tag.startswith("threadIdx.") for tag in k.extents):
+            for what in k.no_threads:
+                self.unbind(what, "it runs inside no threadIdx.* loop, and its kernel binds none (TVM would "
+                                  "launch it with one thread per block)")
         extent_of: dict = {}
         for tag, seen in k.extents.items():
             consts = [(e.value, v) for e, v in seen if isinstance(e, tir.IntImm)]
@@ -354,22 +512,39 @@ class _Checker:
         for key, buf in k.used.items():
             if key in self.outside:
                 buffers.setdefault(key, self.outside[key])
-        self.memory(where, buffers, _SHARED_SCOPES, "shared memory", "max_shared_memory_per_block")
-        self.memory(where, buffers, _LOCAL_SCOPES, "local memory per thread", "max_local_memory_per_block")
+        self.memory(where, k, buffers, _SHARED_SCOPES, "shared memory", "max_shared_memory_per_block")
+        self.memory(where, k, buffers, _LOCAL_SCOPES, "local memory per thread", "max_local_memory_per_block")
 
-    def memory(self, where: str, buffers: dict, scopes: tuple, what: str, key: str) -> None:
+    def memory(self, where: str, k: _Kernel, buffers: dict, scopes: tuple, what: str, key: str) -> None:
         limit = self.limits.get(key)
         total, parts = 0, []
-        for buf in buffers.values():
+        for bkey, buf in buffers.items():
             if buf.scope not in scopes:
                 continue
-            nbytes = _buffer_bytes(buf)
-            if nbytes is None:
+            uses = _dedup(k.accesses.get(bkey, ()))
+            shape = _tile_shape(buf, uses) if uses else [_int(d) for d in buf.shape]
+            if any(n is None for n in shape):
                 if buf.scope == "shared":
                     self.errors.append(f"{where}: shared buffer '{buf.name}' has a size that is not a constant "
                                        "(use scope \"shared.dyn\" for dynamic shared memory)")
                 continue
+            nbytes = _dtype_bytes(buf.dtype)
+            for n in shape:
+                nbytes *= n
             total += nbytes
-            parts.append(f"'{buf.name}' {nbytes}")
+            if shape == [_int(d) for d in buf.shape]:
+                parts.append(f"'{buf.name}' {nbytes}")
+            else:
+                parts.append(f"'{buf.name}' {nbytes} (its {'x'.join(map(str, shape)) or 'scalar'} tile)")
         if limit is not None and total > limit:
             self.errors.append(f"{where}: {total} bytes of {what} ({', '.join(parts)}) exceed {key} = {limit}")
+
+
+def _dedup(uses) -> list:
+    out, seen = [], set()
+    for region, loops in uses:
+        k = (tuple((expr_key(mn), expr_key(ext)) for mn, ext in region), tuple(id(lp.loop) for lp in loops))
+        if k not in seen:
+            seen.add(k)
+            out.append((region, loops))
+    return out

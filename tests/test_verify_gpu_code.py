@@ -1,7 +1,9 @@
 """``tvms.tir.analysis.verify_gpu_code``: hand-written GPU kernels that fit and kernels that
-break each rule — work not bound to threads, too many threads, a thread tag with two extents,
-too many virtual threads, too much shared or local memory, vector width, kernel count — with
-both signatures (a target: a list of messages; TVM's dict of constraints: a bool)."""
+break each rule — work not bound to threads (an epilogue run by every thread of a block is
+fine), too many threads, a thread tag with two extents, too many virtual threads, too much
+shared or local memory (counted at the tile a kernel touches, as TVM compacts root-level cache
+buffers), vector width, kernel count — with both signatures (a target: a list of messages;
+TVM's dict of constraints: a bool)."""
 
 from __future__ import annotations
 
@@ -112,8 +114,11 @@ def test_a_kernel_without_threads_is_not_bound():
 
 
 def test_blocks_only_or_threads_only_are_not_bound():
+    # A kernel that binds no threadIdx at all: TVM would launch it with one thread per block.
     blocks_only = GOOD_ELEMENTWISE.replace('thread="threadIdx.x"', 'thread="blockIdx.y"')
-    assert "block 'B' is not bound to threads: it runs inside no threadIdx.* loop" in one_error(blocks_only)
+    assert one_error(blocks_only) == ("add_one: block 'B' is not bound to threads: it runs inside no threadIdx.* "
+                                      "loop, and its kernel binds none (TVM would launch it with one thread per "
+                                      "block)")
     threads_only = GOOD_ELEMENTWISE.replace('thread="blockIdx.x"', 'thread="threadIdx.y"')
     # (4 x 1024 threads is too many as well.)
     assert "add_one: block 'B' is not bound to threads: it runs inside no blockIdx.* loop" in errors(threads_only)
@@ -147,6 +152,40 @@ def fill(B: T.Buffer((64,), "float32")):
 '''
     assert one_error(text) == ("fill: the store to 'B' is not bound to threads: it runs inside no "
                                "blockIdx.* and no threadIdx.* loop")
+
+
+# A reduction as TVM's Reduction rule writes it: the epilogue 'M' inside the kernel (under
+# blockIdx.x) but after the threadIdx.x loop, so every thread of the block runs it.
+EPILOGUE = '''
+@T.prim_func
+def mean(A: T.Buffer((64, 256), "float32"), M: T.Buffer((64,), "float32")):
+    S_local = T.alloc_buffer((64,), scope="local")
+    for bx in T.thread_binding(64, thread="blockIdx.x"):
+        for tx in T.thread_binding(256, thread="threadIdx.x"):
+            with T.block("S"):
+                vi, vk = T.axis.remap("SR", [bx, tx])
+                with T.init():
+                    S_local[vi] = T.float32(0)
+                S_local[vi] = S_local[vi] + A[vi, vk]
+        with T.block("M"):
+            vi = T.axis.spatial(64, bx)
+            M[vi] = S_local[vi] / T.float32(256)
+'''
+
+
+def test_an_epilogue_outside_the_thread_loops_runs_on_every_thread():
+    assert errors(EPILOGUE) == []
+    assert tvms.tir.analysis.verify_gpu_code(parse(EPILOGUE), {"max_threads_per_block": 256}) is True
+
+
+def test_an_epilogue_outside_the_kernel_is_not_bound():
+    outside = EPILOGUE.replace('''        with T.block("M"):
+            vi = T.axis.spatial(64, bx)''', '''    for i in range(64):
+        with T.block("M"):
+            vi = T.axis.spatial(64, i)''')
+    assert outside != EPILOGUE
+    assert one_error(outside) == ("mean: block 'M' is not bound to threads: it runs inside no blockIdx.* and no "
+                                  "threadIdx.* loop")
 
 
 # ----------------------------------------------------------------------------- (b) thread extents
@@ -243,7 +282,7 @@ def tiles(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32")
             for j in range(64):
                 with T.block("store"):
                     vi, vj = T.axis.remap("SS", [tx, j])
-                    B[vi, bx * 64 + vj] = B_sh[vi, vj]
+                    B[vi, bx * 64 + vj] = B_sh[vi, vj] + A_sh[vi, vj]
 '''
 
 
@@ -256,6 +295,92 @@ def test_too_much_shared_memory():
     assert tvms.tir.analysis.verify_gpu_code(parse(BIG_SHARED), {"max_shared_memory_per_block": 65536}) is True
     # A local or global scratch buffer is not shared memory.
     assert errors(BIG_SHARED.replace('scope="shared.dyn"', 'scope="global"')) == []
+
+
+def dlight_matmul(kt: int) -> str:
+    """A 1024x1024 matmul as DLight's Matmul rule leaves it: the cache buffers A_shared,
+    B_shared, C_local declared at the root with the whole matrices' shape (4 MiB each); per
+    thread block a 64x64 tile of C from a 64 x ``kt`` tile of A and a ``kt`` x 64 tile of B
+    fetched cooperatively by the 16x16 threads, per thread a 4x4 tile of C_local."""
+    idx = f"f0 * {kt * 4} + f1 * {kt // 4} + f2"
+    return f'''
+@T.prim_func
+def matmul(A: T.Buffer((1024, 1024), "float32"), B: T.Buffer((1024, 1024), "float32"), C: T.Buffer((1024, 1024), "float32")):
+    A_shared = T.alloc_buffer((1024, 1024), scope="shared")
+    B_shared = T.alloc_buffer((1024, 1024), scope="shared")
+    C_local = T.alloc_buffer((1024, 1024), scope="local")
+    for by in T.thread_binding(16, thread="blockIdx.y"):
+        for bx in T.thread_binding(16, thread="blockIdx.x"):
+            for ty in T.thread_binding(16, thread="threadIdx.y"):
+                for tx in T.thread_binding(16, thread="threadIdx.x"):
+                    for i_init, j_init in T.grid(4, 4):
+                        with T.block("C_init"):
+                            vi = T.axis.spatial(1024, by * 64 + ty * 4 + i_init)
+                            vj = T.axis.spatial(1024, bx * 64 + tx * 4 + j_init)
+                            C_local[vi, vj] = T.float32(0)
+                    for k0 in range({1024 // kt}):
+                        for f0 in T.thread_binding(16, thread="threadIdx.y"):
+                            for f1 in T.thread_binding(16, thread="threadIdx.x"):
+                                for f2 in range({kt // 4}):
+                                    with T.block("A_shared"):
+                                        v0 = T.axis.spatial(1024, by * 64 + ({idx}) // {kt})
+                                        v1 = T.axis.spatial(1024, k0 * {kt} + ({idx}) % {kt})
+                                        A_shared[v0, v1] = A[v0, v1]
+                        for f0 in T.thread_binding(16, thread="threadIdx.y"):
+                            for f1 in T.thread_binding(16, thread="threadIdx.x"):
+                                for f2 in range({kt // 4}):
+                                    with T.block("B_shared"):
+                                        v0 = T.axis.spatial(1024, k0 * {kt} + ({idx}) // 64)
+                                        v1 = T.axis.spatial(1024, bx * 64 + ({idx}) % 64)
+                                        B_shared[v0, v1] = B[v0, v1]
+                        for k1, i, j in T.grid({kt}, 4, 4):
+                            with T.block("C_update"):
+                                vi = T.axis.spatial(1024, by * 64 + ty * 4 + i)
+                                vj = T.axis.spatial(1024, bx * 64 + tx * 4 + j)
+                                vk = T.axis.reduce(1024, k0 * {kt} + k1)
+                                C_local[vi, vj] = C_local[vi, vj] + A_shared[vi, vk] * B_shared[vk, vj]
+                    for i, j in T.grid(4, 4):
+                        with T.block("C_local"):
+                            vi = T.axis.spatial(1024, by * 64 + ty * 4 + i)
+                            vj = T.axis.spatial(1024, bx * 64 + tx * 4 + j)
+                            C[vi, vj] = C_local[vi, vj]
+'''
+
+
+def test_root_cache_buffers_count_the_tile_a_kernel_touches():
+    # Declared: 4 MiB of shared memory per buffer and 4 MiB of local memory; touched: a 64x16
+    # and a 16x64 tile of shared memory (8 KiB) per block, 4x4 floats of C_local per thread,
+    # as TVM's CompactBufferAllocation shrinks them.
+    func = parse(dlight_matmul(16))
+    assert tvms.tir.analysis.gpu_code_errors(func, "cuda") == []
+    assert tvms.tir.analysis.verify_gpu_code(func, {"max_shared_memory_per_block": 8192,
+                                                    "max_local_memory_per_block": 64}) is True
+    assert tvms.tir.analysis.gpu_code_errors(func, {"max_shared_memory_per_block": 8191,
+                                                    "max_local_memory_per_block": 63}) == [
+        "matmul: kernel at loop 'by' (blockIdx.y) with blocks 'C_init', 'A_shared', 'B_shared', 'C_update', ...: "
+        "8192 bytes of shared memory ('A_shared' 4096 (its 64x16 tile), 'B_shared' 4096 (its 16x64 tile)) "
+        "exceed max_shared_memory_per_block = 8191",
+        "matmul: kernel at loop 'by' (blockIdx.y) with blocks 'C_init', 'A_shared', 'B_shared', 'C_update', ...: "
+        "64 bytes of local memory per thread ('C_local' 64 (its 4x4 tile)) exceed max_local_memory_per_block = 63"]
+
+
+def test_root_cache_buffers_whose_tiles_do_not_fit():
+    # A k tile of 256: 64x256 and 256x64 floats, 128 KiB of shared memory per block.
+    assert one_error(dlight_matmul(256)) == (
+        "matmul: kernel at loop 'by' (blockIdx.y) with blocks 'C_init', 'A_shared', 'B_shared', 'C_update', ...: "
+        "131072 bytes of shared memory ('A_shared' 65536 (its 64x256 tile), 'B_shared' 65536 (its 256x64 tile)) "
+        "exceed max_shared_memory_per_block = 49152")
+
+
+def test_a_buffer_is_allocated_where_all_its_accesses_meet():
+    # A_sh is only touched in the first j loop: TVM allocates it there, one column (128 floats)
+    # per iteration; B_sh is written in one j loop and read in the other: the whole 128x64.
+    one_loop = BIG_SHARED.replace(" + A_sh[vi, vj]\n", "\n")
+    assert one_loop != BIG_SHARED
+    assert errors(one_loop) == []
+    assert errors(one_loop, {"max_shared_memory_per_block": 32768}) == [
+        "tiles: kernel at loop 'bx' (blockIdx.x) with blocks 'load', 'store': 33280 bytes of shared memory "
+        "('A_sh' 512 (its 128x1 tile), 'B_sh' 32768) exceed max_shared_memory_per_block = 32768"]
 
 
 def test_shared_memory_is_counted_per_kernel():
@@ -271,12 +396,20 @@ def two(A: T.Buffer((128, 64), "float32"), B: T.Buffer((128, 64), "float32")):
                 with T.block("a"):
                     vi, vj = T.axis.remap("SS", [tx, j])
                     A_sh[vi, vj] = A[vi, vj]
+            for j in range(64):
+                with T.block("a2"):
+                    vi, vj = T.axis.remap("SS", [tx, j])
+                    A[vi, vj] = A_sh[vi, vj] * T.float32(2)
     for bx in T.thread_binding(1, thread="blockIdx.x"):
         for tx in T.thread_binding(128, thread="threadIdx.x"):
             for j in range(64):
                 with T.block("b"):
                     vi, vj = T.axis.remap("SS", [tx, j])
                     B_sh[vi, vj] = B[vi, vj]
+            for j in range(64):
+                with T.block("b2"):
+                    vi, vj = T.axis.remap("SS", [tx, j])
+                    B[vi, vj] = B_sh[vi, vj] * T.float32(2)
 '''
     assert errors(text) == []
     assert not tvms.tir.analysis.verify_gpu_code(parse(text), {"max_shared_memory_per_block": 32767})
@@ -292,11 +425,15 @@ def dyn(a: T.handle):
         for tx in T.thread_binding(32, thread="threadIdx.x"):
             with T.block("k"):
                 sh = T.alloc_buffer((n,), scope="shared")
-                sh[tx] = A[tx]
+                for i in range(n):
+                    sh[i] = A[i]
                 A[tx] = sh[tx]
 '''
     assert "shared buffer 'sh' has a size that is not a constant" in one_error(text)
     assert errors(text.replace('scope="shared"', 'scope="shared.dyn"')) == []
+    # A symbolic buffer of which the block touches a constant tile (32 floats) is that tile.
+    fixed = text.replace("for i in range(n):\n                    sh[i] = A[i]", "sh[tx] = A[tx]")
+    assert fixed != text and errors(fixed) == []
 
 
 def test_absurd_local_memory_per_thread():
@@ -307,8 +444,9 @@ def hog(A: T.Buffer((32,), "float32")):
         for tx in T.thread_binding(32, thread="threadIdx.x"):
             with T.block("k"):
                 scratch = T.alloc_buffer((262144,), scope="local")
-                scratch[0] = A[tx]
-                A[tx] = scratch[0]
+                for i in range(262144):
+                    scratch[i] = A[tx]
+                A[tx] = scratch[7]
 '''
     assert one_error(text) == ("hog: kernel at loop 'bx' (blockIdx.x) with block 'k': 1048576 bytes of local memory "
                                "per thread ('scratch' 1048576) exceed max_local_memory_per_block = 524288")
