@@ -132,21 +132,34 @@ def test_trace_replays(mm_relu):
     assert replay.mod.script() == sch.mod.script()
 
 
-def test_mlc_matmul_step_by_step(mm_relu):
-    """The MLC course's first schedule of mm_relu, checked after every step."""
-    sch = tvms.tir.Schedule(mm_relu)
-    y = sch.get_block("Y", func_name="main")
-    i, j, k = sch.get_loops(y)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    assert_same_result(mm_relu, sch.mod)
-    sch.reorder(j0, k, j1)
-    assert_same_result(mm_relu, sch.mod)
+def test_readme_schedule_step_by_step():
+    """README's "Schedules" walk-through on samples/mm_relu.tvms, each step run on the CPU
+    against the unscheduled function, and the result compiled with tvms.compile."""
+    import numpy as np
+
+    mod = tvms.load(os.path.join(os.path.dirname(__file__), "..", "samples", "mm_relu.tvms"))
+    sch = tvms.tir.Schedule(mod)
+    block_Y = sch.get_block("Y", func_name="mm_relu")
+    i, j, k = sch.get_loops(block_Y)
+    steps = [
+        lambda: sch.split(j, factors=[None, 4]),
+        lambda: sch.reorder(sch.get_loops(block_Y)[1], k, sch.get_loops(block_Y)[2]),
+        lambda: sch.reverse_compute_at(sch.get_block("C", "mm_relu"), sch.get_loops(block_Y)[1]),
+        lambda: sch.decompose_reduction(block_Y, k),
+        lambda: sch.parallel(i),
+        lambda: sch.vectorize(sch.get_loops(sch.get_block("C", "mm_relu"))[-1]),
+    ]
+    for step in steps:
+        step()
+        assert_same_result(mod, sch.mod, name="mm_relu")
     text = sch.mod.script()
-    assert "for i, j_0, k, j_1 in T.grid(128, 32, 128, 4):" in text
-    assert "vj = T.axis.spatial(128, j_0 * 4 + j_1)" in text
-    sch.parallel(i)
-    sch.vectorize(j1)
-    assert_same_result(mm_relu, sch.mod)
+    assert "for i in T.parallel(128):" in text and "for ax0 in T.vectorized(4):" in text
+    assert 'T.block("Y_init")' in text and "vj = T.axis.spatial(128, j_0 * 4 + j_1_init)" in text
+    ex = tvms.compile(sch.mod)
+    a, b = (np.random.default_rng(n).standard_normal((128, 128)).astype("float32") for n in (1, 2))
+    c = np.empty((128, 128), "float32")
+    ex["mm_relu"](a, b, c)
+    np.testing.assert_allclose(c, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
 
 
 def test_split_guards_what_does_not_divide():
