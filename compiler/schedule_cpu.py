@@ -28,6 +28,18 @@ elementwise op, or a reduction ``C[s] = C[s] <op> f(...)`` with ``T.init``, wher
 4. marks the outermost spatial loop ``T.parallel`` when the nest does at least
    `PARALLEL_MIN_WORK` iterations (and the init nest too, when it alone does that many).
 
+How: the analysis (`_schedule_nest`) plans each nest; the plan is then carried out with the
+schedule primitives of `compiler.schedule`, as a DLight rule would be on a GPU (`_apply`):
+``split`` (tiles, the reduce split, block tiles), ``reorder``, ``decompose_reduction`` at the
+nest's outermost loop (the init nest follows the new loop order, without the reduce loops;
+blocks become ``<name>_init`` and ``<name>_update``), ``annotate`` (the ``tvms.*`` codegen
+hints) and ``parallel``. Two steps have no primitive with the same effect and are done
+directly on the result (`_fixup`): the packing (``cache_read`` + ``compute_at`` would copy
+into a buffer of the operand's full shape and layout, allocated once outside the parallel
+loop; the panel is a compact ``reduce extent x tile`` buffer, transposed when the operand is,
+allocated per tile), and the guard that keeps the init nest from running when a symbolic
+reduce loop is empty. A nest the primitives refuse is left as it was.
+
 Why this is legal: in the nests accepted, every spatial point writes its own element (the
 store's indices are exactly the spatial iterators), reads the stored buffer only at that
 element and only as the reduction's accumulator, and the reduce loops keep their relative
@@ -64,18 +76,73 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     if func.attrs.get("tvms.lowered") or func.attrs.get(SCHEDULED_ATTR) or func.attrs.get("tvms.no_default_schedule"):
         return func
 
-    class M(IRMutator):
+    plans = []
+
+    class Plan(IRMutator):
         def visit_stmt(self, s):
             if isinstance(s, tir.For):
-                new = _schedule_nest(s)
-                if new is not None:
-                    return new
+                plan = _schedule_nest(s)
+                if plan is not None:
+                    plans.append(plan)
+                    return s
             return super().visit_stmt(s)
 
-    body = M().visit_stmt(func.body)
+    body = func.body
+    names: dict = {}
+    _block_names(body, names)
+    if any(n > 1 for n in names.values()):
+        body = _unique_block_names(body)  # schedules find blocks by name
+    Plan().visit_stmt(body)
+    if plans:
+        body = _schedule(func, body, plans)
     attrs = dict(func.attrs)
     attrs[SCHEDULED_ATTR] = True
     return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, attrs, func.private, func.span)
+
+
+def _schedule(func: tir.PrimFunc, body, plans: list):
+    """``body`` with each nest's plan carried out by schedule primitives (see `_apply`)."""
+    from .schedule import Schedule, ScheduleError
+
+    sch = Schedule(tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, dict(func.attrs),
+                                func.private, func.span))
+    fixups: list = []
+    for plan in plans:
+        before, n_fixups = sch.func("main"), len(fixups)
+        try:
+            _apply(sch, plan, fixups)
+        except ScheduleError:  # a nest the primitives refuse: leave it as it was
+            sch.replace_func("main", before)
+            del fixups[n_fixups:]
+    return _fixup(sch.func("main").body, sch, fixups)
+
+
+def _block_names(s, names: dict) -> None:
+    from .schedule.tree import stmt_children
+
+    if isinstance(s, tir.BlockRealize):
+        names[s.block.name] = names.get(s.block.name, 0) + 1
+    for c in stmt_children(s):
+        _block_names(c, names)
+
+
+def _unique_block_names(body):
+    used: dict = {}
+
+    class R(IRMutator):
+        def visit_stmt(self, s):
+            s = super().visit_stmt(s)
+            if isinstance(s, tir.BlockRealize):
+                name, n = s.block.name, 0
+                while name in used:
+                    n += 1
+                    name = f"{s.block.name}_{n}"
+                used[name] = True
+                if name != s.block.name:
+                    s = dataclasses.replace(s, block=dataclasses.replace(s.block, name=name))
+            return s
+
+    return R().visit_stmt(body)
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -375,7 +442,7 @@ def _schedule_nest(top: tir.For):
         plan.order = (unit + ([inner] if plan.tile else []) + plan.outer_s
                       + ([others_r[0]] if plan.ksplit else [])
                       + plan.inner_s + others_r + [inner])
-    return _build(top, info, block, realize, store, init, inner, unit, others_s, others_r, plan)
+    return _finish(plan, info, block, init, inner, unit, others_s, others_r)
 
 
 class _Plan:
@@ -392,6 +459,12 @@ class _Plan:
         self.inner_s: list = []  # spatial loops below it (the panel is reused across them)
         self.splits: dict = {}  # id(loop) -> factor: other loops split in two (block tiles)
         self.annotations: dict = {}  # (id(loop), part) -> annotations of that new loop
+        # Filled in by `_finish`:
+        self.entries: list = []  # (loop, part, factor): the loops after splitting, in order
+        self.par_index: Optional[int] = None  # the entry made T.parallel
+        self.decompose = False  # whether the init moves into a nest of its own
+        self.init_parallel = False  # whether that nest's outer loop is T.parallel too
+        self.guard = None  # a condition the init nest runs under (symbolic reduce extents)
 
 
 def _pack_reuse(ld, st, inner, nontrivial, rhs_loads) -> int:
@@ -478,44 +551,23 @@ def _plan_block_tiles(plan: _Plan, rhs_loads, accesses, inner, others_s, ebytes)
     return False
 
 
-def _build(top, info, block, realize, store, init, inner, unit, others_s, others_r, plan: _Plan):
-    """Emit the new nest (and the init nest and the packing) from the plan."""
-    def fresh(v: tir.Var, suffix: str = "") -> tir.Var:
-        return tir.Var(v.dtype, v.name + suffix)
-
-    binding: dict = {}  # iterator var -> its value over the new loops
-    base: dict = {}  # iterator var -> the value of its split's outer part (panel origin)
-    new_vars: dict = {}  # (id(loop), part) -> new loop var
-    loops = []  # (var, min, extent, origin loop, part) in the new order
+def _finish(plan: _Plan, info, block, init, inner, unit, others_s, others_r) -> Optional[_Plan]:
+    """Complete the plan with what the schedule steps need (the loops after splitting, in the
+    new order; the parallel loop; the init's nest), or None when it would change nothing."""
+    entries = []  # (origin loop, part, split factor): the new loops in the new order
     seen_split: set = set()
     for lp in plan.order:
-        dt = lp.dtype
         factor = plan.tile if lp is inner and plan.tile else (plan.ksplit if plan.ksplit and lp is others_r[0] else None)
         if factor is None:
             factor = plan.splits.get(id(lp))
         if factor is None:
-            nv = fresh(lp.var)
-            loops.append((nv, lp.min, lp.extent, lp, "full"))
-            if lp.iv is not None:
-                binding[lp.iv.var] = nv
-            continue
-        if id(lp) not in seen_split:
+            entries.append((lp, "full", None))
+        elif id(lp) not in seen_split:
             seen_split.add(id(lp))
-            nv = fresh(lp.var, "_o")
-            new_vars[(id(lp), "o")] = nv
-            loops.append((nv, tir.IntImm(dt, 0), tir.IntImm(dt, lp.const_extent // factor), lp, "outer"))
+            entries.append((lp, "outer", factor))
         else:
-            nv = fresh(lp.var, "_i")
-            outer = new_vars[(id(lp), "o")]
-            loops.append((nv, tir.IntImm(dt, 0), tir.IntImm(dt, factor), lp, "inner"))
-            origin = tir.Mul(dt, outer, tir.IntImm(dt, factor))
-            if lp.min.value != 0:
-                origin = tir.Add(dt, origin, lp.min)
-            base[lp.iv.var] = origin
-            binding[lp.iv.var] = tir.Add(dt, origin, nv)
-
-    reordered = [(l[3], l[4]) for l in loops] != [(lp, "full") for lp in info]
-
+            entries.append((lp, "inner", factor))
+    reordered = [(e[0], e[1]) for e in entries] != [(lp, "full") for lp in info]
     # Parallelize the outermost non-trivial loop if it is spatial and the nest is big enough.
     work, symbolic = 1, False
     for lp in info:
@@ -525,61 +577,136 @@ def _build(top, info, block, realize, store, init, inner, unit, others_s, others
             work *= lp.const_extent
     par_index = None
     if symbolic or work >= PARALLEL_MIN_WORK:
-        for i, (nv, lo, ext, lp, part) in enumerate(loops):
-            if tir.is_const_int(ext, 1):
+        for i, (lp, part, factor) in enumerate(entries):
+            ext = factor if part == "inner" else (lp.const_extent // factor if part == "outer" else lp.extent)
+            if isinstance(ext, int) and ext == 1 or not isinstance(ext, int) and tir.is_const_int(ext, 1):
                 continue
             if lp.kind == "S" and part != "inner":
                 par_index = i
             break
     if not reordered and par_index is None:
         return None
+    if any(part != "full" and not tir.is_const_int(lp.min, 0) for lp, part, _ in entries):
+        return None  # `split` needs loops that start at 0
+    plan.info, plan.entries, plan.par_index, plan.block_name = info, entries, par_index, block.name
+    plan.inner, plan.others_r, plan.unit = inner, others_r, unit
+    plan.decompose = init is not None and reordered
+    if plan.decompose:
+        # The init stores one element per spatial point: worth threads only when there are many.
+        init_loops = [lp for lp in unit if lp.kind == "S"] + others_s + ([inner] if inner.kind == "S" else [])
+        init_work, init_symbolic = 1, False
+        for lp in init_loops:
+            if lp.const_extent is None:
+                init_symbolic = True
+            else:
+                init_work *= lp.const_extent
+        plan.init_parallel = par_index is not None and (init_symbolic or init_work >= PARALLEL_MIN_WORK)
+        guard = None
+        for lp in others_r:
+            if lp.const_extent is None:
+                cond = tir.GT("bool", lp.extent, tir.IntImm(lp.extent.dtype, 0))
+                guard = cond if guard is None else tir.And("bool", guard, cond)
+        plan.guard = guard
+    return plan
 
-    values = [binding[iv.var] for iv in block.iter_vars]
-    decompose = init is not None and reordered
-    new_block = dataclasses.replace(block, init=None) if decompose else block
-    pack_at = None
-    if plan.pack is not None:
-        new_block, pack_block = _pack(plan, block, new_block, store, inner, others_r, binding, base, loops)
+
+def _apply(sch, plan: _Plan, fixups: list) -> None:
+    """Carry out one nest's plan with schedule primitives: split, reorder,
+    decompose_reduction, annotate, parallel. The packing is recorded in ``fixups`` (see
+    `_fixup`): no primitive makes its layout (a compact ``reduce extent x tile`` panel allocated
+    per tile, inside the parallel loop), nor the guard of an init whose reduce loop may be
+    empty."""
+    brv = sch.get_block(plan.block_name)
+    loops = sch.get_loops(brv)[-len(plan.info):]
+    parts: dict = {}
+    for lp, rv in zip(plan.info, loops):
+        factor = next((f for l, part, f in plan.entries if l is lp and f is not None), None)
+        if factor is None:
+            parts[(id(lp), "full")] = rv
+        else:
+            parts[(id(lp), "outer")], parts[(id(lp), "inner")] = sch.split(rv, [None, factor])
+    new = [parts[(id(lp), part)] for lp, part, _ in plan.entries]
+    if len(new) > 1 and [(lp, part) for lp, part, _ in plan.entries] != [(lp, "full") for lp in plan.info]:
+        sch.reorder(*new)
+    init_rv = None
+    if plan.decompose:
+        init_rv = sch.decompose_reduction(brv, new[0])
+    for (lp, part, _), rv in zip(plan.entries, new):
+        for key, value in plan.annotations.get((id(lp), part), {}).items():
+            sch.annotate(rv, key, value)
+    if plan.par_index is not None:
+        sch.parallel(new[plan.par_index])
+    init_top = None
+    if init_rv is not None:
+        n_init = sum(1 for lp, _, _ in plan.entries if lp.iv is not None and lp.kind == "S")
+        init_loops = sch.get_loops(init_rv)[-n_init:] if n_init else []
+        if plan.init_parallel:
+            for rv in init_loops:
+                if not tir.is_const_int(sch.get(rv).extent, 1):
+                    sch.parallel(rv)
+                    break
+        init_top = sch.get(init_loops[0]).loop_var if init_loops else sch.get(init_rv).name
+    if plan.pack is not None or plan.guard is not None:
+        fixups.append((plan, brv, parts, new, init_top))
+
+
+def _fixup(body, sch, fixups: list):
+    """The steps no primitive does: pack the planned read into a panel, guard the init."""
+    wrap_loop: dict = {}  # loop var -> function wrapping the loop's body
+    guard_at: dict = {}  # loop var or init block name -> guard
+    load_swap: dict = {}  # update block name -> (buffer, new load)
+    for plan, brv, parts, new, init_top in fixups:
+        if plan.guard is not None and init_top is not None:
+            guard_at[init_top] = plan.guard
+        if plan.pack is None:
+            continue
+        realize = sch.resolve_block(brv)[1]
+        binding = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+        base = {}
+        for lp, part, factor in plan.entries:
+            if part == "outer":
+                base[lp.iv.var] = tir.Mul(lp.dtype, sch.get(parts[(id(lp), "outer")]).loop_var,
+                                          tir.IntImm(lp.dtype, factor))
+        wrap, swap = _pack(plan, realize.block, plan.inner, plan.others_r, binding, base)
+        load_swap[realize.block.name] = swap
         # The packing point: just below the last loop of the panel's origin (outer spatial
         # loops, the tile loop, the reduce split's outer loop).
         pack_at = 0
-        for i, (nv, lo, ext, lp, part) in enumerate(loops):
-            if part == "outer" or lp in plan.outer_s or lp in unit:
+        for i, (lp, part, _) in enumerate(plan.entries):
+            if part == "outer" or lp in plan.outer_s or lp in plan.unit:
                 pack_at = i + 1
-    body = tir.BlockRealize(values, realize.predicate, new_block)
-    for i in range(len(loops) - 1, -1, -1):
-        if pack_at is not None and i == pack_at - 1:
-            body = pack_block(body)
-        nv, lo, ext, lp, part = loops[i]
-        ann = dict(plan.annotations.get((id(lp), part), {}))
-        body = tir.For(nv, lo, ext, "parallel" if i == par_index else "serial", body, annotations=ann)
-    if pack_at == 0:
-        body = pack_block(body)
-    if not decompose:
-        return body
-    init_loops = [lp for lp in unit if lp.kind == "S"] + others_s + ([inner] if inner.kind == "S" else [])
-    # The init stores one element per spatial point: worth threads only when there are many.
-    init_work, init_symbolic = 1, False
-    for lp in init_loops:
-        if lp.const_extent is None:
-            init_symbolic = True
-        else:
-            init_work *= lp.const_extent
-    init_parallel = par_index is not None and (init_symbolic or init_work >= PARALLEL_MIN_WORK)
-    init_nest = _init_nest(block, init, init_loops, init_parallel)
-    guard = None
-    for lp in others_r:
-        if lp.const_extent is None:
-            cond = tir.GT("bool", lp.extent, tir.IntImm(lp.extent.dtype, 0))
-            guard = cond if guard is None else tir.And("bool", guard, cond)
-    if guard is not None:
-        # The original init never runs when a reduce loop is empty: keep it that way.
-        init_nest = tir.IfThenElse(guard, init_nest)
-    return tir.seq([init_nest, body])
+        assert pack_at > 0  # the tile loop's outer part comes first
+        wrap_loop[sch.get(new[pack_at - 1]).loop_var] = wrap
+
+    class M(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.BlockRealize) and s.block.name in load_swap:
+                buf, new_load = load_swap[s.block.name]
+
+                class Swap(IRMutator):
+                    def visit_expr(self, e):
+                        if isinstance(e, tir.BufferLoad) and e.buffer is buf:
+                            return new_load
+                        return super().visit_expr(e)
+
+                blk = dataclasses.replace(s.block, body=Swap().visit_stmt(s.block.body))
+                out = dataclasses.replace(s, block=blk)
+            else:
+                out = super().visit_stmt(s)
+            if isinstance(out, tir.For) and out.loop_var in wrap_loop:
+                out = dataclasses.replace(out, body=wrap_loop[out.loop_var](out.body))
+            key = out.loop_var if isinstance(out, tir.For) else (
+                out.block.name if isinstance(out, tir.BlockRealize) else None)
+            if key is not None and key in guard_at:
+                # The original init never runs when a reduce loop is empty: keep it that way.
+                out = tir.IfThenElse(guard_at[key], out)
+            return out
+
+    return M().visit_stmt(body)
 
 
-def _pack(plan, block, new_block, store, inner, others_r, binding, base, loops):
-    """Replace the planned load by a read of a contiguous panel buffer, and return a function
+def _pack(plan, block, inner, others_r, binding, base):
+    """The read of a contiguous panel buffer that replaces the planned load, and a function
     wrapping a statement into a block that allocates and fills that panel first."""
     ld = plan.pack
     dims = []  # (iterator var, extent, origin expression or None) per panel axis
@@ -594,14 +721,6 @@ def _pack(plan, block, new_block, store, inner, others_r, binding, base, loops):
     # In the update block: panel[iterator - origin, ...].
     idx = [v if origin is None else tir.Sub(v.dtype, v, origin) for v, _, origin in dims]
     new_load = tir.BufferLoad(ld.dtype, panel, idx)
-
-    class Replace(IRMutator):
-        def visit_expr(self, e):
-            if e is ld:
-                return new_load
-            return super().visit_expr(e)
-
-    new_block = dataclasses.replace(new_block, body=Replace().visit_stmt(new_block.body))
     # The filling nest: panel[p0, ..., pj] = load with each iterator = origin + p.
     pvars = [tir.Var(v.dtype, f"p{i}") for i, (v, _, _) in enumerate(dims)]
     mapping = dict(binding)
@@ -616,49 +735,10 @@ def _pack(plan, block, new_block, store, inner, others_r, binding, base, loops):
         fill = tir.For(pv, tir.IntImm(pv.dtype, 0), ext, "serial", fill)
 
     def wrap(stmt):
-        pack_block = tir.Block(block.name + "_pack", [], [], [], tir.seq([fill, stmt]), alloc_buffers=[panel])
+        pack_block = tir.Block(plan.block_name + "_pack", [], [], [], tir.seq([fill, stmt]), alloc_buffers=[panel])
         return tir.BlockRealize([], tir.IntImm("bool", 1), pack_block)
 
-    return new_block, wrap
-
-
-def _init_nest(block, init, spatial_loops: list, parallel: bool):
-    """A loop nest over the spatial loops only (in ``spatial_loops`` order) running the
-    block's init at every spatial point, its reduce iterators at their domain's minimum."""
-    mapping = {}
-    for iv in block.iter_vars:
-        if iv.kind == "R":
-            lo = iv.dom.min
-            mapping[iv.var] = lo if lo.dtype == iv.var.dtype else tir.Cast(iv.var.dtype, lo)
-    new_ivs, values, loops = [], [], []
-    for lp in spatial_loops:
-        lv = tir.Var(lp.dtype, lp.var.name)
-        loops.append((lv, lp.min, lp.extent))
-        if lp.iv is not None:
-            nv = tir.Var(lp.iv.var.dtype, lp.iv.var.name)
-            mapping[lp.iv.var] = nv
-            new_ivs.append(tir.IterVar(nv, lp.iv.dom, "S"))
-            values.append(lv)
-    body = substitute(init, mapping)
-    from .tir_analysis import collect_accesses
-
-    reads, writes = collect_accesses(body)
-    init_block = tir.Block(block.name + "_init", new_ivs, reads, writes, body)
-    stmt = tir.BlockRealize(values, tir.IntImm("bool", 1), init_block)
-    par_done = not parallel
-    outer_first = []
-    for lv, lo, ext in loops:
-        outer_first.append((lv, lo, ext))
-    kinds = []
-    for lv, lo, ext in outer_first:
-        if not par_done and not tir.is_const_int(ext, 1):
-            kinds.append("parallel")
-            par_done = True
-        else:
-            kinds.append("serial")
-    for (lv, lo, ext), kind in reversed(list(zip(outer_first, kinds))):
-        stmt = tir.For(lv, lo, ext, kind, stmt)
-    return stmt
+    return wrap, (ld.buffer, new_load)
 
 
 def vector_bytes() -> int:
