@@ -25,13 +25,14 @@ from tvmscript.tir_visitor import vars_in
 from ..arith import simplify
 from ..arith.canonical import Canonical
 from ..schedule import Schedule, ScheduleError
-from ..schedule.tree import child_block_realizes
+from ..schedule.common import blocks_under
 
 __all__ = ["IterInfo", "BlockInfo", "SBlockInfo", "normalize_prim_func", "get_sblock_info", "get_root_block",
            "collect_block_iter_vars_used_in_access_region", "collect_vars_used_in_prim_expr",
            "detect_dominant_read", "is_broadcast_epilogue", "normalize_to_iter_sum", "IterSumExpr",
            "IterSplitExpr", "get_max_threads_per_block", "get_max_shared_memory_per_block", "is_reduction_block",
-           "get_reduction_expr", "is_gemv", "normalize_gemv", "has_thread_binding", "offset_of"]
+           "get_reduction_expr", "is_gemv", "normalize_gemv", "has_thread_binding", "has_thread_env", "offset_of",
+           "dominant_access", "gemv_vector_operands", "is_gemv_reduction", "gemv_access"]
 
 
 # ----------------------------------------------------------------------------- block info
@@ -112,8 +113,9 @@ def get_root_block(sch: Schedule, func_name: str = "main"):
     return sch.get_block(body.block.name, func_name)
 
 
-def has_thread_binding(func: tir.PrimFunc) -> bool:
-    """Whether any loop of ``func`` is bound to a thread axis (the function is scheduled)."""
+def has_thread_env(stmt) -> bool:
+    """Whether ``stmt`` launches threads itself: a loop bound to a thread, or a
+    ``thread_extent`` / ``virtual_thread`` attribute, anywhere inside it."""
     found = False
 
     def walk(s):
@@ -136,13 +138,18 @@ def has_thread_binding(func: tir.PrimFunc) -> bool:
         elif isinstance(s, tir.IfThenElse):
             walk(s.then_case)
             walk(s.else_case)
-        elif isinstance(s, (tir.LetStmt, tir.AssertStmt, tir.While)):
-            walk(s.body)
-        elif type(s).__name__ == "AttrStmt" and getattr(s, "attr_key", None) in ("thread_extent", "virtual_thread"):
+        elif getattr(s, "attr_key", None) in ("thread_extent", "virtual_thread"):
             found = True
+        elif hasattr(s, "body"):  # LetStmt, AssertStmt, While, other attributes, allocations
+            walk(s.body)
 
-    walk(func.body)
+    walk(stmt)
     return found
+
+
+def has_thread_binding(func: tir.PrimFunc) -> bool:
+    """Whether any loop of ``func`` is bound to a thread axis (the function is scheduled)."""
+    return has_thread_env(func.body)
 
 
 def _leaf_blocks(sch: Schedule, block_rv) -> list:
@@ -171,7 +178,7 @@ def is_reduction_block(sch: Schedule, block_rv) -> bool:
             if any(v in reduce_vars for v in vars_in([r.min, r.extent])):
                 return False
     scope = idx.scope_realize(realize)
-    siblings = _all_blocks_under(scope.block if scope is not None else idx.root)
+    siblings = blocks_under(scope.block if scope is not None else idx.root)
     written = {w.buffer for w in block.writes}
     for other in siblings:
         if other is realize:
@@ -179,14 +186,6 @@ def is_reduction_block(sch: Schedule, block_rv) -> bool:
         if any(w.buffer in written for w in other.block.writes):
             return False
     return True
-
-
-def _all_blocks_under(s) -> list:
-    out = []
-    for r in child_block_realizes(s):
-        out.append(r)
-        out.extend(_all_blocks_under(r))
-    return out
 
 
 def normalize_prim_func(sch: Schedule, func_name: str = "main") -> Optional[list]:
@@ -284,16 +283,24 @@ def offset_of(buffer: tir.Buffer, indices: list):
     return simplify(out)
 
 
-def detect_dominant_read(block: tir.Block):
-    """The flattened index of the read that uses the most block iterators (the first such)."""
+def detect_dominant_read(block: tir.Block, among: Optional[set] = None):
+    """The flattened index of the read that uses the most block iterators (of ``among``, when
+    given; the first such read)."""
     best, best_n = None, -1
     for r in block.reads:
-        n = len(collect_block_iter_vars_used_in_access_region(block, r.region))
+        used = collect_block_iter_vars_used_in_access_region(block, r.region)
+        n = len(used if among is None else used & among)
         if n > best_n:
             best, best_n = r, n
     if best is None:
         raise ValueError(f"block '{block.name}' reads nothing")
     return offset_of(best.buffer, [x.min for x in best.region])
+
+
+def dominant_access(block: tir.Block, among: Optional[set] = None) -> "IterSumExpr":
+    """The dominant read's index (`detect_dominant_read`) as a sum of splits of the block's
+    iterators (`normalize_to_iter_sum`): its ``args`` give the iterators' memory order."""
+    return normalize_to_iter_sum(detect_dominant_read(block, among), {iv.var: iv.dom.extent for iv in block.iter_vars})
 
 
 def is_broadcast_epilogue(sch: Schedule, block, epilogue) -> bool:
@@ -413,37 +420,57 @@ def get_reduction_expr(block: tir.Block):
     return store.value.b
 
 
+def is_gemv_reduction(block: tir.Block, block_info: BlockInfo) -> bool:
+    """A reduction ``X[...] = X[...] + Y`` writing one buffer, indexed by some iterator, from
+    at least two reads: what every GEMV rule starts from."""
+    return (block_info.is_reduction() and len(block.reads) >= 2 and len(block.writes) == 1
+            and get_reduction_expr(block) is not None
+            and bool(collect_block_iter_vars_used_in_access_region(block, block.writes[0].region)))
+
+
+def gemv_vector_operands(block: tir.Block, iter_vars: set) -> Optional[list]:
+    """The buffers of the reads that use some but not all of ``iter_vars`` (the vectors of a
+    GEMV; the matrix uses them all), or None unless there are such reads and others."""
+    out = []
+    for r in block.reads:
+        n = len(collect_block_iter_vars_used_in_access_region(block, r.region) & iter_vars)
+        if 0 < n < len(iter_vars):
+            out.append(r.buffer)
+    return out if 0 < len(out) < len(block.reads) else None
+
+
 def is_gemv(sch: Schedule, block_info: BlockInfo) -> Optional[list]:
     """The vector operands (read with some but not all iterators) of a GEMV-like reduction,
     or None when the block is not one."""
     block = sch.get(block_info.block_rv)
-    if not (block_info.is_reduction() and len(block.reads) >= 2 and len(block.writes) == 1
-            and get_reduction_expr(block) is not None
-            and collect_block_iter_vars_used_in_access_region(block, block.writes[0].region)):
+    if not is_gemv_reduction(block, block_info):
         return None
-    n = len(block.iter_vars)
-    out = []
-    for r in block.reads:
-        used = collect_block_iter_vars_used_in_access_region(block, r.region)
-        if 0 < len(used) < n:
-            out.append(r.buffer)
-    return out if 0 < len(out) < len(block.reads) else None
+    return gemv_vector_operands(block, {iv.var for iv in block.iter_vars})
+
+
+def gemv_access(sch: Schedule, block_info: BlockInfo, among: Optional[set] = None) -> Optional[tuple]:
+    """``(access, uses, info_of)`` of a GEMV block: its dominant read's iterator sum
+    (`dominant_access`), the iterators each of its writes and reads uses, and its `IterInfo`
+    by Var; None when the read's index is not a plain sum of the block's iterators."""
+    block = sch.get(block_info.block_rv)
+    access = dominant_access(block, among)
+    uses = [collect_block_iter_vars_used_in_access_region(block, b.region) for b in (*block.writes, *block.reads)]
+    if collect_vars_used_in_prim_expr(access.base) & {iv.var for iv in block.iter_vars}:
+        return None
+    info_of = {i.var: i for i in block_info.iters}
+    if not access.args or any(a.source not in info_of for a in access.args):
+        return None
+    return access, uses, info_of
 
 
 def normalize_gemv(sch: Schedule, block_info: BlockInfo) -> Optional[bool]:
     """Order the GEMV block's loops as batch, spatial, reduce, inner (each fused to one loop;
     a unit loop where there is none) by the dominant read's memory order; True when the
     innermost axis of that read is a reduction (an inner reduction), None when not a GEMV."""
-    block = sch.get(block_info.block_rv)
-    access = normalize_to_iter_sum(detect_dominant_read(block),
-                                   {iv.var: iv.dom.extent for iv in block.iter_vars})
-    uses = [collect_block_iter_vars_used_in_access_region(block, b.region) for b in block.writes]
-    uses += [collect_block_iter_vars_used_in_access_region(block, b.region) for b in block.reads]
-    if collect_vars_used_in_prim_expr(access.base) & {iv.var for iv in block.iter_vars}:
+    found = gemv_access(sch, block_info)
+    if found is None:
         return None
-    info_of = {i.var: i for i in block_info.iters}
-    if not access.args or any(a.source not in info_of for a in access.args):
-        return None
+    access, uses, info_of = found
     batch, s_loops, r_loops, c_loops = [], [], [], []
     is_inner_reduction = info_of[access.args[-1].source].kind == "R"
     for a in access.args:

@@ -29,9 +29,10 @@ from .analysis import (BlockInfo, IterInfo, SBlockInfo, collect_block_iter_vars_
                        get_max_threads_per_block, get_root_block, get_sblock_info, has_thread_binding,
                        is_broadcast_epilogue, normalize_prim_func, normalize_to_iter_sum)
 
-__all__ = ["ScheduleRule", "ApplyDefaultSchedule", "try_inline", "try_inline_contiguous_spatial",
-           "auto_vectorize", "get_bytes", "get_extent", "max_threads_per_block", "suggest_threads_per_block",
-           "analysis", "BlockInfo", "SBlockInfo", "IterInfo", "normalize_prim_func", "IS_SCHEDULED"]
+__all__ = ["ScheduleRule", "ApplyDefaultSchedule", "try_inline", "try_inline_contiguous_spatial", "split_epilogue",
+           "auto_vectorize", "get_bytes", "get_extent", "max_factor", "max_threads_per_block",
+           "suggest_threads_per_block", "analysis", "BlockInfo", "SBlockInfo", "IterInfo", "normalize_prim_func",
+           "IS_SCHEDULED"]
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +49,13 @@ class ScheduleRule:
 
     def is_target_available(self, target) -> bool:
         return True
+
+    def new_schedule(self, func, target) -> Optional[Schedule]:
+        """A fresh `Schedule` of ``func`` for `apply` to build on, or None when the rule cannot
+        apply (not a PrimFunc, or a target the rule does not serve)."""
+        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
+            return None
+        return Schedule(func)
 
     @staticmethod
     def from_callable(name: str) -> Callable:
@@ -184,7 +192,28 @@ def try_inline_contiguous_spatial(sch: Schedule, block_infos: Optional[list]) ->
     return results
 
 
+def split_epilogue(block_infos: Optional[list]) -> Optional[tuple]:
+    """``(main, epilogue)`` of blocks (after inlining) that are one main block, optionally
+    followed by one injective epilogue block (None when there is none); None for any other
+    list."""
+    if block_infos is None:
+        return None
+    if len(block_infos) == 1:
+        return block_infos[0], None
+    if len(block_infos) == 2 and block_infos[1].is_injective():
+        return block_infos[0], block_infos[1]
+    return None
+
+
 # ----------------------------------------------------------------------------- small utilities
+
+
+def max_factor(n: int, factors) -> int:
+    """The largest of ``factors`` that divides ``n`` (1 when none does)."""
+    for f in sorted(factors, reverse=True):
+        if n % f == 0:
+            return f
+    return 1
 
 
 def get_bytes(dtype) -> int:

@@ -29,11 +29,11 @@ from tvmscript import tir
 
 from ..arith import const_int_bound, relax_region, simplify
 from ..lower_tir import IRMutator, substitute
-from .common import const_value
+from .common import blocks_under, const_value
 from .state import BlockRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, collect_names, fresh_name, replace, stmt_children
 
-__all__ = ["check_storage_scope", "nth_access_buffer", "normalize_block", "buffer_defining_site"]
+__all__ = ["check_storage_scope", "nth_access_buffer", "normalize_block", "buffer_defining_site", "as_dtype"]
 
 # Storage scope prefixes TVM's runtime parses (anything after the prefix is a tag: "shared.dyn").
 _SCOPE_PREFIXES = ("global", "shared", "warp", "local", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
@@ -153,21 +153,8 @@ def _consumer_set(sch: Schedule, prim: str, consumer_rvs: list) -> set:
     for rv in consumer_rvs:
         _, r = sch.resolve_block(rv, prim)
         out.add(id(r.block))
-        for nested in _blocks_within(r):
+        for nested in blocks_under(r):
             out.add(id(nested.block))
-    return out
-
-
-def _blocks_within(realize) -> list:
-    out = []
-
-    def walk(x):
-        for c in stmt_children(x):
-            if isinstance(c, tir.BlockRealize):
-                out.append(c)
-            walk(c)
-
-    walk(realize.block)
     return out
 
 
@@ -363,7 +350,7 @@ def _plus(a, b):
     """``a + b`` folding a zero ``a`` (TVM's operator+, which does only that)."""
     if const_value(a) == 0:
         return b
-    return tir.Add(b.dtype, _as_dtype(a, b.dtype), b)
+    return tir.Add(b.dtype, as_dtype(a, b.dtype), b)
 
 
 def _scoped_buffer(buffer: tir.Buffer, scope: str, used: set, shape=None) -> tir.Buffer:
@@ -433,7 +420,7 @@ class _Retarget:
     def indices(self, indices: list) -> list:
         if self.offsets is None:
             return list(indices)
-        return [simplify(tir.Sub(i.dtype, i, _as_dtype(o, i.dtype))) for i, o in zip(indices, self.offsets)]
+        return [simplify(tir.Sub(i.dtype, i, as_dtype(o, i.dtype))) for i, o in zip(indices, self.offsets)]
 
     def regions(self, regions: list) -> list:
         out = []
@@ -444,7 +431,7 @@ class _Retarget:
                 out.append(tir.BufferRegion(self.new, r.region))
             else:
                 out.append(tir.BufferRegion(self.new, [
-                    tir.Range(simplify(tir.Sub(x.min.dtype, x.min, _as_dtype(o, x.min.dtype))), x.extent)
+                    tir.Range(simplify(tir.Sub(x.min.dtype, x.min, as_dtype(o, x.min.dtype))), x.extent)
                     for x, o in zip(r.region, self.offsets)]))
         return out
 
@@ -458,7 +445,8 @@ class _Retarget:
         return out
 
 
-def _as_dtype(e, dtype):
+def as_dtype(e, dtype: str):
+    """``e`` in ``dtype``: itself, a constant of that type, or a `tir.Cast`."""
     if e.dtype == dtype:
         return e
     if isinstance(e, tir.IntImm):
@@ -466,22 +454,43 @@ def _as_dtype(e, dtype):
     return tir.Cast(dtype, e)
 
 
-class _CacheReadRewriter(IRMutator):
-    """TVM's cache-read rewrite of the scope: readers (all blocks, or only the given consumers)
-    read the cache; blocks that write the original buffer are left alone; the stage is
-    inserted at ``loc``/``pos`` and its buffer allocated in the scope block."""
+class _StageRewriter(IRMutator):
+    """What both cache rewrites of the scope share: the stage goes in at ``loc``/``pos`` (a For
+    or a Block), its buffer is allocated in the scope block, and accesses of the original
+    buffer move to the cache through ``retarget``; ``consumers`` are the ids of the blocks the
+    user named (all readers when empty)."""
 
     def __init__(self, scope_block, loc, pos, stage, alloc, retarget: _Retarget, consumers: set) -> None:
         self.scope_block, self.loc, self.pos, self.stage = scope_block, loc, pos, stage
         self.alloc, self.rt, self.consumers = alloc, retarget, consumers
-        self.consumes = False
+
+    def _with_stage(self, s, new):
+        if s is self.loc:
+            new = dataclasses.replace(new, body=_insert(new.body, self.pos, self.stage))
+        return new
+
+    def _with_alloc(self, new):
+        return dataclasses.replace(new, alloc_buffers=list(new.alloc_buffers) + [self.alloc])
+
+    def _load(self, e):
+        idx = [self.visit_expr(i) for i in e.indices]
+        return tir.BufferLoad(e.dtype, self.rt.new, self.rt.indices(idx))
 
     def visit_stmt(self, s):
         if isinstance(s, tir.For):
-            new = super().visit_stmt(s)
-            if s is self.loc:
-                new = dataclasses.replace(new, body=_insert(new.body, self.pos, self.stage))
-            return new
+            return self._with_stage(s, super().visit_stmt(s))
+        return super().visit_stmt(s)
+
+
+class _CacheReadRewriter(_StageRewriter):
+    """TVM's cache-read rewrite of the scope: readers (all blocks, or only the given consumers)
+    read the cache; blocks that write the original buffer are left alone."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.consumes = False
+
+    def visit_stmt(self, s):
         if isinstance(s, tir.Block):
             is_consumer = not self.consumers or id(s) in self.consumers
             if s is not self.scope_block and any(w.buffer is self.rt.old for w in s.writes):
@@ -489,10 +498,9 @@ class _CacheReadRewriter(IRMutator):
             saved, self.consumes = self.consumes, is_consumer
             new = super().visit_stmt(s)
             self.consumes = saved
-            if s is self.loc:
-                new = dataclasses.replace(new, body=_insert(new.body, self.pos, self.stage))
+            new = self._with_stage(s, new)
             if s is self.scope_block:
-                new = dataclasses.replace(new, alloc_buffers=list(new.alloc_buffers) + [self.alloc])
+                new = self._with_alloc(new)
             elif is_consumer:
                 new = dataclasses.replace(new, reads=self.rt.regions(new.reads),
                                           match_buffers=self.rt.match_buffers(new.match_buffers))
@@ -501,19 +509,17 @@ class _CacheReadRewriter(IRMutator):
 
     def visit_expr(self, e):
         if isinstance(e, tir.BufferLoad) and e.buffer is self.rt.old and self.consumes:
-            idx = [self.visit_expr(i) for i in e.indices]
-            return tir.BufferLoad(e.dtype, self.rt.new, self.rt.indices(idx))
+            return self._load(e)
         return super().visit_expr(e)
 
 
-class _CacheWriteRewriter(IRMutator):
+class _CacheWriteRewriter(_StageRewriter):
     """TVM's cache-write rewrite: the writer (and blocks inside it) and the given consumers
-    access the cache instead of the original buffer; the copy-back stage is inserted at
-    ``loc``/``pos`` and its buffer allocated in the scope block."""
+    access the cache instead of the original buffer."""
 
-    def __init__(self, scope_block, writer_block, loc, pos, stage, alloc, retarget: _Retarget, consumers: set) -> None:
-        self.scope_block, self.writer_block, self.loc, self.pos = scope_block, writer_block, loc, pos
-        self.stage, self.alloc, self.rt, self.consumers = stage, alloc, retarget, consumers
+    def __init__(self, writer_block, *args) -> None:
+        super().__init__(*args)
+        self.writer_block = writer_block
         self.under_writer = False
 
     def _retarget_block(self, old: tir.Block, new: tir.Block) -> tir.Block:
@@ -521,11 +527,6 @@ class _CacheWriteRewriter(IRMutator):
                                    match_buffers=self.rt.match_buffers(old.match_buffers))
 
     def visit_stmt(self, s):
-        if isinstance(s, tir.For):
-            new = super().visit_stmt(s)
-            if s is self.loc:
-                new = dataclasses.replace(new, body=_insert(new.body, self.pos, self.stage))
-            return new
         if isinstance(s, tir.Block):
             if id(s) in self.consumers:
                 return self._retarget_block(s, super().visit_stmt(s))
@@ -535,10 +536,9 @@ class _CacheWriteRewriter(IRMutator):
             self.under_writer = saved or s is self.writer_block
             new = super().visit_stmt(s)
             self.under_writer = saved
-            if s is self.loc:
-                new = dataclasses.replace(new, body=_insert(new.body, self.pos, self.stage))
+            new = self._with_stage(s, new)
             if s is self.scope_block:
-                return dataclasses.replace(new, alloc_buffers=list(new.alloc_buffers) + [self.alloc])
+                return self._with_alloc(new)
             return self._retarget_block(s, new)
         if isinstance(s, tir.BufferStore) and s.buffer is self.rt.old:
             idx = [self.visit_expr(i) for i in s.indices]
@@ -547,8 +547,7 @@ class _CacheWriteRewriter(IRMutator):
 
     def visit_expr(self, e):
         if isinstance(e, tir.BufferLoad) and e.buffer is self.rt.old:
-            idx = [self.visit_expr(i) for i in e.indices]
-            return tir.BufferLoad(e.dtype, self.rt.new, self.rt.indices(idx))
+            return self._load(e)
         return super().visit_expr(e)
 
 
@@ -579,6 +578,59 @@ def _record(sch: Schedule, name: str, items: list, result) -> None:
         sch.trace.append(name, items, result)
 
 
+# ----------------------------------------------------------------------------- what both cache primitives do
+
+
+@dataclasses.dataclass
+class _CacheCall:
+    """A cache_read / cache_write call, its arguments checked: the block (a handle), the
+    consumers named (handles, in TVM's order), the block's index and realize, the buffer and
+    its position among the block's reads or writes, and the scope block."""
+
+    block: BlockRV
+    consumer_rvs: list
+    idx: FuncIndex
+    realize: tir.BlockRealize
+    buffer: tir.Buffer
+    index: int
+    scope: tir.BlockRealize
+
+
+def _cache_call(sch: Schedule, prim: str, block, buffer_index, storage_scope: str, consumer_blocks,
+                kind: str) -> _CacheCall:
+    func_name = block.func_name if isinstance(block, BlockRV) else "main"
+    consumer_rvs = [normalize_block(sch, c, func_name) for c in consumer_blocks or []]  # TVM's order
+    block = normalize_block(sch, block)
+    idx, realize = sch.resolve_block(block, prim)
+    check_storage_scope(sch, prim, storage_scope, realize)
+    buffer, index = nth_access_buffer(sch, prim, realize, buffer_index, kind)
+    return _CacheCall(block, consumer_rvs, idx, realize, buffer, index, _scope_of(sch, prim, idx, realize))
+
+
+def _add_cache_stage(sch: Schedule, prim: str, call: _CacheCall, storage_scope: str, consumer_blocks, loc, pos,
+                     region: list, rewriter) -> BlockRV:
+    """Make the cache buffer and the copy block over ``region`` (from the buffer into the cache
+    for cache_read, back for cache_write), rewrite the scope with ``rewriter(stage, cache,
+    retarget)``, commit and trace the call; the copy block's handle."""
+    idx, scope, buffer, func_name = call.idx, call.scope, call.buffer, call.block.func_name
+    full = not isinstance(loc, tir.Block) or not _all_consumers_under(scope, buffer, loc)
+    used = _all_buffer_names(sch.func(func_name), idx.root)
+    cache = _scoped_buffer(buffer, storage_scope, used, None if full else [r.extent for r in region])
+    name = _block_name(f"{buffer.name}_{storage_scope}", idx)
+    src, dst = (buffer, cache) if prim == "cache_read" else (cache, buffer)
+    stage, _ = _make_cache_stage(region, src, dst, name, full, buffer)
+    rt = _Retarget(buffer, cache, None if full else [r.min for r in region])
+    new_scope_block = rewriter(stage, cache, rt).visit_stmt(scope.block)
+    sch.commit(func_name, _replace_block(idx, scope, new_scope_block))
+    out = sch.block_rv(func_name, name)
+    index_name = "read_buffer_index" if prim == "cache_read" else "write_buffer_index"
+    items = [("block", call.block), (index_name, call.index), ("storage_scope", storage_scope)]
+    if consumer_blocks:
+        items.append(("consumer_blocks", call.consumer_rvs))
+    _record(sch, prim, items, out)
+    return out
+
+
 # ----------------------------------------------------------------------------- cache_read
 
 
@@ -590,27 +642,22 @@ def cache_read(sch: Schedule, block, read_buffer_index, storage_scope: str, cons
     writer in the scope (or first in the scope for a buffer nobody there writes), over loops
     ``ax0, ax1, ...`` that `compute_at` can then move under the reader's tiles."""
     prim = "cache_read"
-    func_name = block.func_name if isinstance(block, BlockRV) else "main"
-    consumer_rvs = [normalize_block(sch, c, func_name) for c in consumer_blocks or []]  # TVM's order
-    block = normalize_block(sch, block)
-    idx, realize = sch.resolve_block(block, prim)
-    check_storage_scope(sch, prim, storage_scope, realize)
-    buffer, read_index = nth_access_buffer(sch, prim, realize, read_buffer_index, "read")
-    scope = _scope_of(sch, prim, idx, realize)
+    call = _cache_call(sch, prim, block, read_buffer_index, storage_scope, consumer_blocks, "read")
+    idx, realize, buffer, scope = call.idx, call.realize, call.buffer, call.scope
     broken = _region_cover_broken(idx, scope, buffer)
     if broken is not None:
         raise sch.error(prim, f"block '{scope.block.name}'",
                         f"The scope's region cover is not complete: block '{broken}' reads more of a buffer than "
                         "the blocks before it write (the region cover property must hold for every reader of "
                         f"{buffer.name}).", realize)
-    consumers = _consumer_set(sch, prim, consumer_rvs)
+    consumers = _consumer_set(sch, prim, call.consumer_rvs)
     writer = _only_writer(sch, prim, scope, buffer, realize)
     if writer is not None:
         if consumers:
             related = [r for r in child_block_realizes(scope) if id(r.block) in consumers]
             if not related:  # named consumers nested deeper: the detector sees their scope-level parents
                 related = [r for r in child_block_realizes(scope)
-                           if any(id(x.block) in consumers for x in [r] + _blocks_within(r))]
+                           if any(id(x.block) in consumers for x in [r] + blocks_under(r))]
         else:
             related = _raw_consumers(scope, writer)
         loc, pos = _detect_location(scope, writer, related)
@@ -624,22 +671,9 @@ def cache_read(sch: Schedule, block, read_buffer_index, storage_scope: str, cons
         given = next((r for r in scope.block.reads if r.buffer is buffer), None)
         region = list(given.region) if given is not None else [
             tir.Range(tir.IntImm(d.dtype, 0), d) for d in buffer.shape]
-    full = not isinstance(loc, tir.Block) or not _all_consumers_under(scope, buffer, loc)
-    func = sch.func(block.func_name)
-    used = _all_buffer_names(func, idx.root)
-    cache = _scoped_buffer(buffer, storage_scope, used, None if full else [r.extent for r in region])
-    name = _block_name(f"{buffer.name}_{storage_scope}", idx)
-    stage, _ = _make_cache_stage(region, buffer, cache, name, full, buffer)
-    rt = _Retarget(buffer, cache, None if full else [r.min for r in region])
-    new_scope_block = _CacheReadRewriter(scope.block, loc, pos, stage, cache, rt, consumers).visit_stmt(scope.block)
-    body = _replace_block(idx, scope, new_scope_block)
-    sch.commit(block.func_name, body)
-    out = sch.block_rv(block.func_name, name)
-    items = [("block", block), ("read_buffer_index", read_index), ("storage_scope", storage_scope)]
-    if consumer_blocks:
-        items.append(("consumer_blocks", consumer_rvs))
-    _record(sch, "cache_read", items, out)
-    return out
+    return _add_cache_stage(sch, prim, call, storage_scope, consumer_blocks, loc, pos, region,
+                            lambda stage, cache, rt: _CacheReadRewriter(scope.block, loc, pos, stage, cache, rt,
+                                                                        consumers))
 
 
 def _replace_block(idx: FuncIndex, realize: tir.BlockRealize, new_block: tir.Block):
@@ -657,14 +691,9 @@ def cache_write(sch: Schedule, block, write_buffer_index, storage_scope: str, co
     directly). Returns the copy-back block (``<buffer>_<scope>``): `reverse_compute_at` moves
     it under the writer's tiles so that each tile's accumulators stay in registers."""
     prim = "cache_write"
-    func_name = block.func_name if isinstance(block, BlockRV) else "main"
-    consumer_rvs = [normalize_block(sch, c, func_name) for c in consumer_blocks or []]  # TVM's order
-    block = normalize_block(sch, block)
-    idx, realize = sch.resolve_block(block, prim)
-    check_storage_scope(sch, prim, storage_scope, realize)
-    buffer, write_index = nth_access_buffer(sch, prim, realize, write_buffer_index, "write")
-    scope = _scope_of(sch, prim, idx, realize)
-    consumers = _consumer_set(sch, prim, consumer_rvs)
+    call = _cache_call(sch, prim, block, write_buffer_index, storage_scope, consumer_blocks, "write")
+    idx, realize, buffer, scope = call.idx, call.realize, call.buffer, call.scope
+    consumers = _consumer_set(sch, prim, call.consumer_rvs)
     writers = _writers(scope, buffer)
     if len(writers) != 1 or writers[0] is not realize:
         raise sch.error(prim, f"buffer {buffer.name}",
@@ -675,22 +704,9 @@ def cache_write(sch: Schedule, block, write_buffer_index, storage_scope: str, co
     if loc is None:
         raise sch.error(prim, f"block '{realize.block.name}'", f"cannot place the copy-back of {buffer.name}", realize)
     region = _relaxed_write_region(idx, realize, buffer, loc)
-    full = not isinstance(loc, tir.Block) or not _all_consumers_under(scope, buffer, loc)
-    func = sch.func(block.func_name)
-    used = _all_buffer_names(func, idx.root)
-    cache = _scoped_buffer(buffer, storage_scope, used, None if full else [r.extent for r in region])
-    name = _block_name(f"{buffer.name}_{storage_scope}", idx)
-    stage, _ = _make_cache_stage(region, cache, buffer, name, full, buffer)
-    rt = _Retarget(buffer, cache, None if full else [r.min for r in region])
-    new_scope_block = _CacheWriteRewriter(scope.block, realize.block, loc, pos, stage, cache, rt,
-                                          consumers).visit_stmt(scope.block)
-    sch.commit(block.func_name, _replace_block(idx, scope, new_scope_block))
-    out = sch.block_rv(block.func_name, name)
-    items = [("block", block), ("write_buffer_index", write_index), ("storage_scope", storage_scope)]
-    if consumer_blocks:
-        items.append(("consumer_blocks", consumer_rvs))
-    _record(sch, "cache_write", items, out)
-    return out
+    return _add_cache_stage(sch, prim, call, storage_scope, consumer_blocks, loc, pos, region,
+                            lambda stage, cache, rt: _CacheWriteRewriter(realize.block, scope.block, loc, pos, stage,
+                                                                         cache, rt, consumers))
 
 
 # ----------------------------------------------------------------------------- set_scope

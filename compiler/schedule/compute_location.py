@@ -37,7 +37,9 @@ from tvmscript.tir_visitor import vars_in
 from ..arith import const_int_bound, eval_range, simplify
 from ..arith.canonical import Canonical
 from ..lower_tir import substitute
+from .cache import as_dtype
 from .common import const_value
+from .reduction import forget_affine_flag
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, replace_many
 
@@ -86,26 +88,22 @@ class BlockScope:
         if src is not dst:
             self.deps.append((src, dst, kind))
 
-    def deps_to(self, realize) -> list:
-        return [d for d in self.deps if d[1] is realize]
-
-    def deps_from(self, realize) -> list:
-        return [d for d in self.deps if d[0] is realize]
+    def _data_neighbours(self, realize, end: int) -> list:
+        """The other end of the RAW and WAW dependencies whose end ``end`` (0: source, 1:
+        destination) is ``realize``, without repeats."""
+        out = []
+        for d in self.deps:
+            if d[end] is realize and d[2] in (RAW, WAW):
+                _append_unique(out, d[1 - end])
+        return out
 
     def producers(self, realize) -> list:
         """Blocks this one depends on by RAW or WAW (TVM's GetProducers), without repeats."""
-        out = []
-        for src, _, kind in self.deps_to(realize):
-            if kind in (RAW, WAW):
-                _append_unique(out, src)
-        return out
+        return self._data_neighbours(realize, 1)
 
     def consumers(self, realize) -> list:
-        out = []
-        for _, dst, kind in self.deps_from(realize):
-            if kind in (RAW, WAW):
-                _append_unique(out, dst)
-        return out
+        """Blocks that depend on this one by RAW or WAW (TVM's GetConsumers), without repeats."""
+        return self._data_neighbours(realize, 0)
 
     def war_dependency(self):
         """The first write-after-read dependency, or None: a scope with one is not a stage
@@ -286,25 +284,17 @@ def _simp(e, ranges):
 
 def _prove_le(a, b, ranges) -> bool:
     """a <= b provably (b - a >= 0)."""
-    d = _simp(tir.Sub(b.dtype, b, _cast(a, b.dtype)), ranges)
+    d = _simp(tir.Sub(b.dtype, b, as_dtype(a, b.dtype)), ranges)
     if const_int_bound(d, ranges)[0] >= 0:
         return True
     r = _periodic_range(d, ranges)
     return r is not None and r[0] >= 0
 
 
-def _cast(e, dtype):
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, tir.IntImm):
-        return tir.IntImm(dtype, e.value)
-    return tir.Cast(dtype, e)
-
-
 def _can_prove_equal(a, b, ranges) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    d = _simp(tir.Sub(a.dtype, a, _cast(b, a.dtype)), ranges)
+    d = _simp(tir.Sub(a.dtype, a, as_dtype(b, a.dtype)), ranges)
     return isinstance(d, tir.IntImm) and d.value == 0
 
 
@@ -315,32 +305,30 @@ def _absorbs(outer, inner, kind, ranges) -> bool:
                                         _can_prove_equal(outer.b, inner, ranges))
 
 
-def _min(a, b, ranges):
+def _extreme(a, b, ranges, smaller: bool):
+    """``min(a, b)`` (``smaller``) or ``max(a, b)``, as TVM's analyzer folds it: an operand
+    absorbing the other (``min(a, max(a, y))`` is ``a``), one provably below or above the
+    other, else the simplified min/max; None when either is unbounded."""
     if a is None or b is None:
         return None
-    if _absorbs(b, a, tir.Max, ranges):
+    dual = tir.Max if smaller else tir.Min
+    if _absorbs(b, a, dual, ranges):
         return a
-    if _absorbs(a, b, tir.Max, ranges):
+    if _absorbs(a, b, dual, ranges):
         return b
-    if _prove_le(a, b, ranges):
+    if _prove_le(a, b, ranges) if smaller else _prove_le(b, a, ranges):
         return a
-    if _prove_le(b, a, ranges):
+    if _prove_le(b, a, ranges) if smaller else _prove_le(a, b, ranges):
         return b
-    return _simp(tir.Min(a.dtype, a, _cast(b, a.dtype)), ranges)
+    return _simp((tir.Min if smaller else tir.Max)(a.dtype, a, as_dtype(b, a.dtype)), ranges)
+
+
+def _min(a, b, ranges):
+    return _extreme(a, b, ranges, smaller=True)
 
 
 def _max(a, b, ranges):
-    if a is None or b is None:
-        return None
-    if _absorbs(b, a, tir.Min, ranges):
-        return a
-    if _absorbs(a, b, tir.Min, ranges):
-        return b
-    if _prove_le(b, a, ranges):
-        return a
-    if _prove_le(a, b, ranges):
-        return b
-    return _simp(tir.Max(a.dtype, a, _cast(b, a.dtype)), ranges)
+    return _extreme(a, b, ranges, smaller=False)
 
 
 def _union(x, y, ranges):
@@ -368,7 +356,7 @@ def _simplified(x, ranges):
 def _last(lo, ext):
     """``lo + ext - 1``, the last point of a (min, extent) range (not simplified)."""
     dt = lo.dtype
-    return tir.Sub(dt, tir.Add(dt, lo, _cast(ext, dt)), tir.IntImm(dt, 1))
+    return tir.Sub(dt, tir.Add(dt, lo, as_dtype(ext, dt)), tir.IntImm(dt, 1))
 
 
 def _region_intervals(region: list) -> list:
@@ -464,7 +452,7 @@ def _solve(provided: tuple, required: tuple, dim_max, ranges):
     dt = p_min.dtype
 
     def fdiv(a, b):
-        return None if a is None else tir.FloorDiv(dt, _cast(a, dt), _cast(b, dt))
+        return None if a is None else tir.FloorDiv(dt, as_dtype(a, dt), as_dtype(b, dt))
 
     if isinstance(p_min, tir.Mul) and (isinstance(p_min.a, tir.Var) or isinstance(p_min.b, tir.Var)):
         var, e = (p_min.a, p_min.b) if isinstance(p_min.a, tir.Var) else (p_min.b, p_min.a)
@@ -566,7 +554,7 @@ def _inverse_of(dims: list):
     def inverse(outputs: list) -> dict:
         out = {}
         for (terms, base, dt), o in zip(dims, outputs):
-            o = _cast(o, dt)
+            o = as_dtype(o, dt)
             if base:
                 o = tir.Sub(dt, o, tir.IntImm(dt, base))
             for n, (var, scale, ext) in enumerate(terms):
@@ -609,7 +597,7 @@ def _affine_domains(block: tir.Block, buf, prov: list, req: list, ranges: dict):
                     outer_scale = tir.IntImm(dt, terms[k - 1][1])
 
                     def row(o):
-                        o = _cast(o, dt)
+                        o = as_dtype(o, dt)
                         return tir.FloorDiv(dt, tir.Sub(dt, o, tir.IntImm(dt, base)) if base else o, outer_scale)
 
                     same_row = _simp(tir.Sub(dt, row(last), row(first)), ranges)
@@ -659,7 +647,7 @@ def _iter_domains(block: tir.Block, provided: dict, required: dict, ranges: dict
                     raise _DomainError(f"the block provides only element {p[0].value} of dimension {d} of buffer "
                                        f"'{buf.name}', but more is required there")
                 continue
-            var, dom, bound = _solve(p, r, _cast(dim_max, p[0].dtype), ranges)
+            var, dom, bound = _solve(p, r, as_dtype(dim_max, p[0].dtype), ranges)
             if var in doms:
                 doms[var].union(dom, bound, ranges)
     out = []
@@ -680,7 +668,7 @@ def _cover_range(dom, iter_dom: tir.Range) -> tuple:
     if lo is None or hi is None:
         return iter_dom.min, iter_dom.extent
     lo = simplify(lo)
-    ext = simplify(tir.Sub(lo.dtype, tir.Add(lo.dtype, _cast(hi, lo.dtype), tir.IntImm(lo.dtype, 1)), lo))
+    ext = simplify(tir.Sub(lo.dtype, tir.Add(lo.dtype, as_dtype(hi, lo.dtype), tir.IntImm(lo.dtype, 1)), lo))
     return lo, ext
 
 
@@ -701,12 +689,12 @@ def _make_loop_nest(block_realize, doms: list, ranges: dict, preserve_unit_loops
         if preserve_unit_loops or const_value(ext) != 1:
             dtype = f"int{max(_bits(lo.dtype), _bits(ext.dtype))}"
             var = tir.Var(dtype, f"ax{len(loop_vars)}")
-            ext = _simp(_cast(ext, dtype), ranges)
+            ext = _simp(as_dtype(ext, dtype), ranges)
             if not isinstance(ext, tir.IntImm):
                 ext = _exact_constant(ext, ranges) or ext
             loop_vars.append(var)
             extents.append(ext)
-            value = var if const_value(lo) == 0 else tir.Add(dtype, _cast(lo, dtype), var)
+            value = var if const_value(lo) == 0 else tir.Add(dtype, as_dtype(lo, dtype), var)
             ranges[var] = (tir.IntImm(dtype, 0), ext)
         else:
             value = lo
@@ -714,11 +702,11 @@ def _make_loop_nest(block_realize, doms: list, ranges: dict, preserve_unit_loops
         if info.bound is not NOTHING:
             b_lo, b_hi = info.bound
             if b_lo is not None:
-                c = tir.GE("bool", value, _cast(b_lo, value.dtype))
+                c = tir.GE("bool", value, as_dtype(b_lo, value.dtype))
                 if not _proven(c, ranges):
                     conds.append(c)
             if b_hi is not None:
-                c = tir.LT("bool", value, _cast(tir.Add(b_hi.dtype, b_hi, tir.IntImm(b_hi.dtype, 1)), value.dtype))
+                c = tir.LT("bool", value, as_dtype(tir.Add(b_hi.dtype, b_hi, tir.IntImm(b_hi.dtype, 1)), value.dtype))
                 if not _proven(c, ranges):
                     conds.append(c)
     pred = None
@@ -819,7 +807,7 @@ def _proven(cond, ranges) -> bool:
     if not isinstance(cond, (tir.LT, tir.LE, tir.GT, tir.GE)) or not tir.is_int(cond.a.dtype):
         return False
     dt = cond.a.dtype
-    diff = _simp(tir.Sub(dt, cond.a, _cast(cond.b, dt)), ranges)
+    diff = _simp(tir.Sub(dt, cond.a, as_dtype(cond.b, dt)), ranges)
     dom = {v: tir.Range(r[0], r[1]) for v, r in ranges.items() if v in set(vars_in([diff]))}
     got = eval_range(diff, dom, ranges)
     if got is None:
@@ -954,6 +942,7 @@ def _compute_at_impl(sch: Schedule, prim: str, block, loop, preserve_unit_loops:
     new_target = dataclasses.replace(target, body=tir.SeqStmt(subtrees))
     body = replace_many(idx, {id(removed): (removed, None), id(target): (target, new_target)})
     sch.commit(block.func_name, body)
+    forget_affine_flag(sch, block.func_name, realize.block.name)  # TVM recomputes the moved block's flag
 
 
 def _not_same_scope(sch, prim, realize, target):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import weakref
 
 from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
@@ -34,7 +35,7 @@ from .iter_map import conjuncts, is_affine_binding
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, collect_names, fresh_name, replace, stmt_children
 
-__all__ = ["decompose_reduction", "rfactor", "check_reduction_block", "match_reducer"]
+__all__ = ["decompose_reduction", "rfactor", "check_reduction_block", "match_reducer", "forget_affine_flag"]
 
 
 # ----------------------------------------------------------------------------- reduction blocks
@@ -59,10 +60,39 @@ def _stores(s) -> list:
     return out
 
 
-def check_reduction_block(sch: Schedule, prim: str, idx: FuncIndex, realize: tir.BlockRealize) -> None:
+# TVM caches, per block, whether its bindings are affine, and rfactor sets that flag on the two
+# blocks it makes without checking: the rfactor block keeps the original predicate, which after
+# a split that overshoots the reduction (K = 784 in tiles of 32) bounds a sum of loops no single
+# binding equals (``k0 * 32 + k1 + k2 < 784`` over the bindings ``k0``, ``k1``, ``k2``), and
+# which TVM's affine analysis would not accept. The flag holds until a primitive that moves
+# the block (compute_at, reverse_compute_at) computes it again. tvms checks bindings when asked,
+# so it remembers here which blocks rfactor vouched for: per schedule, (function, block name)
+# -> the block's iterator Vars (a block rebuilt with new iterators is no longer vouched for).
+_AFFINE_FLAG: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _set_affine_flag(sch: Schedule, func_name: str, block: tir.Block) -> None:
+    _AFFINE_FLAG.setdefault(sch, {})[(func_name, block.name)] = tuple(iv.var for iv in block.iter_vars)
+
+
+def forget_affine_flag(sch: Schedule, func_name: str, block_name: str) -> None:
+    """A primitive moved the block: its bindings are judged again from now on (TVM recomputes
+    the cached flag)."""
+    _AFFINE_FLAG.get(sch, {}).pop((func_name, block_name), None)
+
+
+def _affine_flag_set(sch: Schedule, func_name: str, block: tir.Block) -> bool:
+    ivs = _AFFINE_FLAG.get(sch, {}).get((func_name, block.name))
+    return ivs is not None and len(ivs) == len(block.iter_vars) and \
+        all(v is iv.var for v, iv in zip(ivs, block.iter_vars))
+
+
+def check_reduction_block(sch: Schedule, prim: str, idx: FuncIndex, realize: tir.BlockRealize,
+                          func_name: str = "main") -> None:
     """Raise unless ``realize`` is a reduction block in TVM's sense:
 
-    1. it has an init; 2. its bindings are affine (one loop point -> one block point);
+    1. it has an init; 2. its bindings are affine (one loop point -> one block point), or it
+    was made by `rfactor` and not moved since (TVM's cached flag, see `_AFFINE_FLAG`);
     3. its iterators are all spatial or reduce; 4. it is the only block of its scope writing
     its output buffers (so the init really runs first); 5. no reduce iterator indexes an
     output (each output point reduces over all of them)."""
@@ -74,7 +104,7 @@ def check_reduction_block(sch: Schedule, prim: str, idx: FuncIndex, realize: tir
 
     if block.init is None:
         fail(1, "a reduction block has a T.init()")
-    if not is_affine_binding(realize, idx.loops_above(realize)):
+    if not _affine_flag_set(sch, func_name, block) and not is_affine_binding(realize, idx.loops_above(realize)):
         fail(2, "its bindings must be quasi-affine expressions of the loops")
     if any(iv.kind not in ("S", "R") for iv in block.iter_vars):
         fail(3, "its iterators must all be spatial or reduce")
@@ -108,7 +138,7 @@ def decompose_reduction(sch: Schedule, block: BlockRV, loop: LoopRV) -> BlockRV:
     if pos is None:
         raise sch.error("decompose_reduction", f"loop '{lp.loop_var.name}'",
                         f"the loop is not an ancestor of block '{blk.name}'", realize)
-    check_reduction_block(sch, "decompose_reduction", idx, realize)
+    check_reduction_block(sch, "decompose_reduction", idx, realize, block.func_name)
     above = {x.loop_var for x in loops[:pos]}
     for iv, value in zip(blk.iter_vars, realize.iter_values):
         if iv.kind == "R" and _uses(value, above):
@@ -280,7 +310,7 @@ def rfactor(sch: Schedule, loop: LoopRV, factor_axis: int) -> BlockRV:
         raise sch.error("rfactor", lname, f"the loop must contain exactly one block, but it contains {len(children)}")
     realize = children[0]
     blk = realize.block
-    check_reduction_block(sch, "rfactor", idx, realize)
+    check_reduction_block(sch, "rfactor", idx, realize, loop.func_name)
     if lp.kind != "serial":
         raise sch.error("rfactor", lname, f"the loop must be serial, but it is {lp.kind}", realize)
     dp_vars, red_vars = set(), set()
@@ -456,4 +486,6 @@ def rfactor(sch: Schedule, loop: LoopRV, factor_axis: int) -> BlockRV:
         raise sch.error("rfactor", f"block '{blk.name}'", "the block has no enclosing (root) block to allocate "
                         f"'{rf_buf.name}' in", realize)
     sch.commit(loop.func_name, new_body)
+    _set_affine_flag(sch, loop.func_name, rf_block)
+    _set_affine_flag(sch, loop.func_name, wb_block)
     return sch.block_rv(loop.func_name, rf_name)

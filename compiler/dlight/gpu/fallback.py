@@ -11,58 +11,21 @@ slow for big reductions — that is what the other rules are for — but always 
 
 from __future__ import annotations
 
-from tvmscript import tir
-
 from ...schedule import ScheduleError
 
-from ..analysis import normalize_prim_func
+from ..analysis import has_thread_env, normalize_prim_func
 from ..base import max_threads_per_block, try_inline
 from .base import GPUScheduleRule
-
-
-def _has_internal_thread_env(stmt) -> bool:
-    """Whether ``stmt`` launches threads itself (a bound loop or a thread_extent attribute)."""
-    found = False
-
-    def walk(s):
-        nonlocal found
-        if found or s is None:
-            return
-        if isinstance(s, tir.For):
-            if s.kind == "thread_binding":
-                found = True
-                return
-            walk(s.body)
-        elif isinstance(s, tir.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, tir.BlockRealize):
-            walk(s.block)
-        elif isinstance(s, tir.Block):
-            walk(s.init)
-            walk(s.body)
-        elif isinstance(s, tir.IfThenElse):
-            walk(s.then_case)
-            walk(s.else_case)
-        elif hasattr(s, "attr_key") and s.attr_key in ("thread_extent", "virtual_thread"):
-            found = True
-        elif hasattr(s, "body"):
-            walk(s.body)
-
-    walk(stmt)
-    return found
 
 
 class Fallback(GPUScheduleRule):
     """Inline, then bind each block's fused spatial loops to ``blockIdx.x`` x ``threadIdx.x``."""
 
     def apply(self, func, target, tunable: bool = False):
-        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
+        sch = self.new_schedule(func, target)
+        if sch is None:
             return None
-        from ...schedule import Schedule
-
         max_threads = max_threads_per_block(target)
-        sch = Schedule(func)
         block_infos = normalize_prim_func(sch)
         if block_infos is None:
             return None
@@ -73,7 +36,7 @@ class Fallback(GPUScheduleRule):
             loops = sch.get_loops(block)
             if any(sch.get(lp).kind == "thread_binding" for lp in loops):
                 continue
-            if not loops and _has_internal_thread_env(sch.get(block).body):
+            if not loops and has_thread_env(sch.get(block).body):
                 continue
             s_loops, r_loops, o_loops = [], [], []
             for lp, kind in zip(loops, info.dom_kind()):

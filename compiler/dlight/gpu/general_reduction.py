@@ -24,9 +24,6 @@ class GeneralReduction(GPUScheduleRule):
     """Reductions over the trailing axes of rows, one thread block per row."""
 
     def apply(self, func, target, tunable: bool = False):
-        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
-            return None
-        from ...schedule import Schedule
         from ...schedule.reindex import IndexMap
 
         if target.kind.name == "cuda":
@@ -35,7 +32,9 @@ class GeneralReduction(GPUScheduleRule):
             len_tx, unroll_depth = 256, 64
         else:
             len_tx, unroll_depth = 64, 64
-        sch = Schedule(func)
+        sch = self.new_schedule(func, target)
+        if sch is None:
+            return None
         infos = normalize_prim_func(sch)
         infos = try_inline_contiguous_spatial(sch, infos)
         if not infos:

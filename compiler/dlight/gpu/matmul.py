@@ -35,54 +35,42 @@ from .base import GPUScheduleRule
 # ----------------------------------------------------------------------------- inlining
 
 
-def _collect_producers(sch, block) -> list:
+def _collect_transitive(step, block) -> list:
+    """Everything ``step`` (``sch.get_producers`` or ``sch.get_consumers``) reaches from
+    ``block``, depth first."""
     out = []
-    for p in sch.get_producers(block):
-        out.append(p)
-        out.extend(_collect_producers(sch, p))
+    for b in step(block):
+        out.append(b)
+        out.extend(_collect_transitive(step, b))
     return out
 
 
-def _collect_consumers(sch, block) -> list:
-    out = []
-    for c in sch.get_consumers(block):
-        out.append(c)
-        out.extend(_collect_consumers(sch, c))
-    return out
+def _inline_each(inline, blocks: list) -> int:
+    """How many of ``blocks`` the primitive ``inline`` (``sch.compute_inline`` or
+    ``sch.reverse_compute_inline``) accepted."""
+    n = 0
+    for b in blocks:
+        try:
+            inline(b)
+            n += 1
+        except ScheduleError:
+            continue
+    return n
 
 
 def auto_inline_producers(sch, block) -> None:
     """Inline every producer (transitively) of ``block`` that can be, until none can."""
-    while True:
-        n = 0
-        for p in _collect_producers(sch, block):
-            try:
-                sch.compute_inline(p)
-                n += 1
-            except ScheduleError:
-                continue
-        if n == 0:
-            return
+    while _inline_each(sch.compute_inline, _collect_transitive(sch.get_producers, block)):
+        pass
 
 
 def auto_inline_consumers(sch, block) -> None:
     """Inline every consumer (transitively) of ``block``: into their own consumers, or into
     ``block`` (reverse), until none can."""
     while True:
-        n = 0
-        consumers = _collect_consumers(sch, block)
-        for c in consumers:
-            try:
-                sch.compute_inline(c)
-                n += 1
-            except ScheduleError:
-                continue
-        for c in consumers:
-            try:
-                sch.reverse_compute_inline(c)
-                n += 1
-            except ScheduleError:
-                continue
+        consumers = _collect_transitive(sch.get_consumers, block)
+        n = _inline_each(sch.compute_inline, consumers)
+        n += _inline_each(sch.reverse_compute_inline, consumers)
         if n == 0:
             return
 
@@ -259,11 +247,9 @@ class Matmul(GPUScheduleRule):
         return Matmul.Config()
 
     def apply(self, func, target, tunable: bool = False):
-        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
+        sch = self.new_schedule(func, target)
+        if sch is None:
             return None
-        from ...schedule import Schedule
-
-        sch = Schedule(func)
         config = self.get_configs(target)
         try:
             root = get_root_block(sch)

@@ -18,9 +18,8 @@ from typing import Optional
 
 from tvmscript import tir
 
-from ..analysis import (detect_dominant_read, get_reduction_expr, is_broadcast_epilogue, normalize_prim_func,
-                        normalize_to_iter_sum)
-from ..base import suggest_threads_per_block, try_inline_contiguous_spatial
+from ..analysis import dominant_access, get_reduction_expr, is_broadcast_epilogue, normalize_prim_func
+from ..base import split_epilogue, suggest_threads_per_block, try_inline_contiguous_spatial
 from .base import GPUScheduleRule
 
 
@@ -66,6 +65,30 @@ def _spatial_domains_in_access_order(info, access) -> Optional[list]:
     return out
 
 
+def _fuse_write_back_spatial(sch, s: list, unroll_spatial_factor, loop_order: dict, s_split_index) -> tuple:
+    """The write-back block's spatial loops ``s`` fused into one, in the order of the block's
+    iterators; with ``unroll_spatial_factor``, the axis the read split (``x // c``) is split
+    the same way and its inner part kept out of the fusion. Returns ``(fused, inner or
+    None)``."""
+    if not unroll_spatial_factor:
+        return sch.fuse(*s), None
+    order = [s[loop_order[n]] for n in range(len(s))]
+    sch.reorder(*order)
+    order[s_split_index], c = sch.split(order[s_split_index], factors=[None, unroll_spatial_factor])
+    sch.reorder(*order, c)
+    return sch.fuse(*order), c
+
+
+def _epilogue_into_block(sch, block, epilogue, bx) -> bool:
+    """Move the epilogue into the thread block of ``bx``; the reduction's result goes to shared
+    memory when the epilogue broadcasts it (other threads read it), else to registers. True
+    when it broadcasts."""
+    sch.reverse_compute_at(epilogue, bx, preserve_unit_loops=True)
+    broadcast = is_broadcast_epilogue(sch, block, epilogue)
+    sch.set_scope(block, 0, "shared" if broadcast else "local")
+    return broadcast
+
+
 def _inner_spatial_write_back_is_affine(domains: list) -> bool:
     """Whether the write-back bindings stay quasi-affine (at most two div/mod components)."""
     if not domains:
@@ -81,30 +104,19 @@ class Reduction(GPUScheduleRule):
     """A reduction reduced across the threads of a block (see the module docstring)."""
 
     def apply(self, func, target, tunable: bool = False):
-        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
+        sch = self.new_schedule(func, target)
+        if sch is None:
             return None
-        from ...schedule import Schedule
-
-        sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
+        found = split_epilogue(try_inline_contiguous_spatial(sch, normalize_prim_func(sch)))
+        if found is None:
             return None
-        infos = try_inline_contiguous_spatial(sch, infos)
-        if len(infos) == 1:
-            epilogue = None
-        elif len(infos) == 2:
-            epilogue = infos[1]
-            if not epilogue.is_injective():
-                return None
-        else:
-            return None
-        info = infos[0]
+        info, epilogue = found
         block = info.block_rv
         stmt = sch.get(block)
         if not info.is_reduction() or not _has_reduction_loop(info) or len(stmt.writes) != 1 \
                 or get_reduction_expr(stmt) is None:
             return None
-        access = normalize_to_iter_sum(detect_dominant_read(stmt), {iv.var: iv.dom.extent for iv in stmt.iter_vars})
+        access = dominant_access(stmt)
         domains = _spatial_domains_in_access_order(info, access)
         if domains is None:
             return None
@@ -187,27 +199,15 @@ class Reduction(GPUScheduleRule):
         # the write-back: the partials of each output combined across threadIdx.x
         sch.reverse_compute_at(block, bx, preserve_unit_loops=True)
         _, tx, *s = sch.get_loops(block)
-        if unroll_spatial_factor:
-            order = [s[loop_order[n]] for n in range(len(s))]
-            sch.reorder(*order)
-            order[s_split_index], c = sch.split(order[s_split_index], factors=[None, unroll_spatial_factor])
-            sch.reorder(*order, c)
-            s = sch.fuse(*order)
-            sch.reorder(s, tx, c)
-        else:
-            s = sch.fuse(*s)
-            sch.reorder(s, tx)
+        s, c = _fuse_write_back_spatial(sch, s, unroll_spatial_factor, loop_order, s_split_index)
+        sch.reorder(s, tx, *([c] if c is not None else []))
         sch.bind(tx, "threadIdx.x")
         if epilogue_info is not None:
             epilogue = epilogue_info.block_rv
-            sch.reverse_compute_at(epilogue, bx, preserve_unit_loops=True)
-            if is_broadcast_epilogue(sch, block, epilogue):
-                sch.set_scope(block, 0, "shared")
+            if _epilogue_into_block(sch, block, epilogue, bx):
                 _, *s = sch.get_loops(epilogue)
                 _, tx = sch.split(sch.fuse(*s), factors=[None, len_tx])
                 sch.bind(tx, "threadIdx.x")
-            else:
-                sch.set_scope(block, 0, "local")
 
     def _sch_inner_spatial(self, sch, target, block, s_factor, unroll_spatial_factor, epilogue_info, loop_order,
                            s_split_index):
@@ -226,29 +226,18 @@ class Reduction(GPUScheduleRule):
         sch.decompose_reduction(rf, r)
         sch.reverse_compute_at(block, bx, preserve_unit_loops=True)
         _, r, *s = sch.get_loops(block)
-        if unroll_spatial_factor:
-            order = [s[loop_order[n]] for n in range(len(s))]
-            sch.reorder(*order)
-            order[s_split_index], c = sch.split(order[s_split_index], factors=[None, unroll_spatial_factor])
-            sch.reorder(*order, c)
-            s = sch.fuse(*order)
-            sch.reorder(s, c, r)
-        else:
-            s = sch.fuse(*s)
-            sch.reorder(s, r)
+        s, c = _fuse_write_back_spatial(sch, s, unroll_spatial_factor, loop_order, s_split_index)
+        sch.reorder(s, *([c] if c is not None else []), r)
         sch.bind(s, "threadIdx.x")
         sch.bind(r, "threadIdx.y")
         if epilogue_info is not None:
             epilogue = epilogue_info.block_rv
-            sch.reverse_compute_at(epilogue, bx, preserve_unit_loops=True)
-            if is_broadcast_epilogue(sch, block, epilogue):
-                sch.set_scope(block, 0, "shared")
-                _, *s = sch.get_loops(epilogue)
+            broadcast = _epilogue_into_block(sch, block, epilogue, bx)
+            _, *s = sch.get_loops(epilogue)
+            if broadcast:
                 _, tx, ty = sch.split(sch.fuse(*s), factors=[None, len_tx, len_ty])
                 sch.bind(tx, "threadIdx.x")
                 sch.bind(ty, "threadIdx.y")
             else:
-                sch.set_scope(block, 0, "local")
-                _, *s = sch.get_loops(epilogue)
                 tx, _ = sch.split(sch.fuse(*s), factors=[len_tx, None])
                 sch.bind(tx, "threadIdx.x")

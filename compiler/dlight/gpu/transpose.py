@@ -32,10 +32,6 @@ class Transpose(GPUScheduleRule):
         return False
 
     def apply(self, func, target, tunable: bool = False):
-        if not isinstance(func, tir.PrimFunc) or not self.is_target_available(target):
-            return None
-        from ...schedule import Schedule
-
         if target.kind.name == "cuda":
             len_tx, len_ty, unroll_depth = 16, 8, 256
         elif target.kind.name == "opencl":
@@ -43,7 +39,9 @@ class Transpose(GPUScheduleRule):
         else:
             len_tx, len_ty, unroll_depth = 8, 4, 64
         len_vec = 4
-        sch = Schedule(func)
+        sch = self.new_schedule(func, target)
+        if sch is None:
+            return None
         blocks = normalize_prim_func(sch)
         if blocks is None:
             return None
