@@ -256,6 +256,26 @@ def make_mul(a, b):
     return tir.Mul(a.dtype, a, b)
 
 
+def make_floordiv(a, b):
+    """``a // b`` folded as TVM's operators fold it (``x // 1`` is ``x``)."""
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb:
+        return tir.IntImm(a.dtype, ca // cb)
+    if cb == 1:
+        return a
+    return tir.FloorDiv(a.dtype, a, b)
+
+
+def make_floormod(a, b):
+    """``a % b`` folded as TVM's operators fold it (``x % 1`` is ``0``)."""
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb:
+        return tir.IntImm(a.dtype, ca % cb)
+    if cb == 1:
+        return tir.IntImm(a.dtype, 0)
+    return tir.FloorMod(a.dtype, a, b)
+
+
 def _and(a, b):
     if a is None:
         return b

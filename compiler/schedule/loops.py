@@ -15,6 +15,7 @@ from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
 from ..arith import simplify
+from ..lower_tir import make_add, make_floordiv, make_floormod, make_mul
 from .common import blocks_under, const_value, iter_kinds_of_loop, loop_ranges_above, rewrite_bindings
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import child_block_realizes, replace
@@ -139,7 +140,7 @@ def split(sch: Schedule, loop: LoopRV, factors: list, preserve_unit_iters: bool 
     for v, f in zip(new_vars, exprs):
         unit = const_value(f) == 1 and not preserve_unit_iters
         term = tir.IntImm(dtype, 0) if unit else v
-        value = term if value is None else tir.Add(dtype, tir.Mul(dtype, value, f), term)
+        value = term if value is None else make_add(make_mul(value, f), term)
     ranges = loop_ranges_above(idx, idx.parent_of(lp)) if idx.parent_of(lp) is not None else {}
     ranges.update({v: (tir.IntImm(dtype, 0), f) for v, f in zip(new_vars, exprs)})
     needs_guard = not disable_predication and const_value(simplify(tir.Sub(dtype, total, lp.extent), ranges)) != 0 and \
@@ -186,9 +187,9 @@ def fuse(sch: Schedule, *loops: LoopRV, preserve_unit_iters: bool = True) -> Loo
     stride = None  # product of the extents of the loops inside
     for lp in reversed(fors):
         ext = _as(lp.extent, dtype)
-        e = fused if stride is None else tir.FloorDiv(dtype, fused, stride)
+        e = fused if stride is None else make_floordiv(fused, stride)
         if lp is not fors[0]:
-            e = tir.FloorMod(dtype, e, ext)
+            e = make_floormod(e, ext)
         if const_value(lp.extent) == 1:  # TVM substitutes 0 for a unit loop, whatever preserve_unit_iters
             e = tir.IntImm(dtype, 0)
         mapping[lp.loop_var] = e if lp.loop_var.dtype == dtype else tir.Cast(lp.loop_var.dtype, e)
