@@ -29,6 +29,10 @@ from typing import Any, Optional
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 SCHEDULE_DIR = GOLDEN / "schedule"
 DLIGHT_DIR = GOLDEN / "dlight"
+# Made by the other tools/tvm_*_reference.py scripts, in the same layout as SCHEDULE_DIR.
+SCHEDULE_PARAMS_DIR = GOLDEN / "schedule_params"
+REDUCTION_DIR = GOLDEN / "schedule_reduction"
+COMPUTE_LOCATION_DIR = GOLDEN / "compute_location"
 
 
 @dataclass(frozen=True)
@@ -114,11 +118,23 @@ def schedule_cases(directory: pathlib.Path = SCHEDULE_DIR) -> list:
     return out
 
 
-def schedule_case(name: str) -> ScheduleCase:
-    for case in schedule_cases():
-        if case.name == name:
-            return case
+def schedule_case(name: str, *directories: pathlib.Path) -> ScheduleCase:
+    """The case ``name`` of the first of ``directories`` (default: SCHEDULE_DIR) that has it."""
+    for directory in directories or (SCHEDULE_DIR,):
+        for case in schedule_cases(directory):
+            if case.name == name:
+                return case
     raise KeyError(name)
+
+
+def cases_named(prefixes, directory: pathlib.Path = SCHEDULE_DIR) -> list:
+    """The cases of ``directory`` whose names start with one of ``prefixes``."""
+    return [c for c in schedule_cases(directory) if c.name.startswith(tuple(prefixes))]
+
+
+def cases_calling(calls, directory: pathlib.Path = SCHEDULE_DIR) -> list:
+    """The cases of ``directory`` whose steps contain one of ``calls`` (e.g. ``"sch.compute_at("``)."""
+    return [c for c in schedule_cases(directory) if any(call in c.steps for call in calls)]
 
 
 def dlight_cases(directory: pathlib.Path = DLIGHT_DIR) -> list:
@@ -155,3 +171,9 @@ def dlight_case(name: str) -> DLightCase:
         if case.name == name:
             return case
     raise KeyError(name)
+
+
+def location_cases(calls, prefixes) -> list:
+    """The compute_at / inline cases: those of COMPUTE_LOCATION_DIR whose names start with one of
+    ``prefixes``, and those of SCHEDULE_DIR whose steps contain one of ``calls``."""
+    return cases_named(prefixes, COMPUTE_LOCATION_DIR) + cases_calling(calls)

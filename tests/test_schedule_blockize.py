@@ -7,8 +7,6 @@ TVM's outputs are in tests/golden/schedule_reduction/ (tools/tvm_reduction_refer
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import tvmscript as tvms
@@ -17,59 +15,29 @@ from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.compiler.schedule.iter_map import subspace_divide, trivial_divide
 from tvmscript.ir import structural_equal
 
-from schedule_check import assert_same_result
+from schedule_cases import REDUCTION_DIR, cases_named, schedule_case
+from schedule_check import assert_same_result, check_golden_case, check_golden_rejected, module
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "schedule_reduction")
-PREFIXES = ("blockize_", "err_blockize_")
-
-
-def _read(name: str, suffix: str):
-    path = os.path.join(GOLDEN, name + suffix)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+CASES = cases_named(("blockize_", "err_blockize_"), REDUCTION_DIR)
+OK = [c for c in CASES if not c.is_error]
+ERRORS = [c for c in CASES if c.is_error]
 
 
-def _cases(errors: bool) -> list:
-    names = sorted({f.split(".")[0] for f in os.listdir(GOLDEN) if f.endswith(".steps.py")})
-    return [n for n in names if n.startswith(PREFIXES) and (_read(n, ".error.txt") is not None) == errors]
+@pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
+def test_matches_tvm(case):
+    check_golden_case(case)
 
 
-def _module(text: str):
-    node = tvms.parse(text)
-    return node if isinstance(node, tvms.IRModule) else tvms.IRModule({"main": node})
+@pytest.mark.parametrize("case", ERRORS, ids=[c.name for c in ERRORS])
+def test_rejected_like_tvm(case):
+    check_golden_rejected(case, ("blockize",))
 
 
-@pytest.mark.parametrize("name", _cases(errors=False))
-def test_matches_tvm(name):
-    before = _module(_read(name, ".input.tvms"))
-    sch = Schedule(before)
-    exec(compile(_read(name, ".steps.py"), f"<{name}.steps.py>", "exec"), {"sch": sch})
-    expected = _module(_read(name, ".tvms"))
-    assert sch.mod.script() == expected.script()
-    assert sch.trace.as_text().strip() == _read(name, ".trace.py").strip()
-    assert_same_result(before, sch.mod)
-
-
-@pytest.mark.parametrize("name", _cases(errors=True))
-def test_rejected_like_tvm(name):
-    sch = Schedule(_module(_read(name, ".input.tvms")))
-    steps = _read(name, ".steps.py").rstrip().splitlines()
-    env = {"sch": sch}
-    exec("\n".join(steps[:-1]), env)
-    snapshot = sch.mod
-    with pytest.raises(ScheduleError) as info:
-        exec(steps[-1], env)
-    assert info.value.primitive == "blockize"
-    assert structural_equal(sch.mod, snapshot)
-
-
-MATMUL = _read("blockize_matmul_4x4_tile", ".input.tvms")
+MATMUL = schedule_case("blockize_matmul_4x4_tile", REDUCTION_DIR).input_text
 
 
 def test_blockize_inner_4x4_tile_of_a_matmul():
-    mod = _module(MATMUL)
+    mod = module(MATMUL)
     sch = Schedule(mod)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -98,7 +66,7 @@ def test_blockize_inner_4x4_tile_of_a_matmul():
 
 def test_blockize_twice_nests_outer_blocks():
     """TVM names both outer blocks ``C_o``; tvms keeps block names unique (``C_o_1``)."""
-    mod = _module(MATMUL)
+    mod = module(MATMUL)
     sch = Schedule(mod)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -118,7 +86,7 @@ def test_blockize_twice_nests_outer_blocks():
 
 
 def test_blockize_rejects_loop_with_two_blocks_and_changes_nothing():
-    sch = Schedule(_module(_read("err_blockize_two_blocks", ".input.tvms")))
+    sch = Schedule(module(schedule_case("err_blockize_two_blocks", REDUCTION_DIR).input_text))
     i, = sch.get_loops(sch.get_block("B"))
     before = sch.mod
     with pytest.raises(ScheduleError, match="exactly one block"):
@@ -179,8 +147,7 @@ def test_outer_init_drops_conditions_on_reduce_loops():
     """TVM copies the inner block's whole T.where into the outer block's init, where the
     conditions on the reduce loops name loops the init does not have (TVM's own verifier then
     rejects the module); tvms keeps the conditions on the loops the init iterates."""
-    src = _read("blockize_matmul_4x4_tile", ".input.tvms")
-    mod = _module(src)
+    mod = module(MATMUL)
     sch = Schedule(mod)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)

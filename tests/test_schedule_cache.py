@@ -17,46 +17,25 @@ import tvmscript as tvms
 from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import structural_equal
 
-from schedule_cases import schedule_cases
-from schedule_check import assert_same_result
+from schedule_cases import cases_named, schedule_case
+from schedule_check import (assert_same_result, check_golden_case, check_golden_rejected, failing, module,
+                            producer_consumer)
 
 _PREFIXES = ("cache_read", "cache_write", "set_scope", "mlc_mm_relu_cache_write", "cl_cache", "cl_set_scope",
              "cl_gpu_matmul_shared_cache_read", "err_cache", "err_set_scope", "cl_err_cache", "cl_err_set_scope")
-CASES = [c for c in schedule_cases() if c.name.startswith(_PREFIXES) or c.name == "gpu_window_sum_shared"]
+CASES = cases_named(_PREFIXES) + [schedule_case("gpu_window_sum_shared")]
 OK = [c for c in CASES if not c.is_error]
 ERRORS = [c for c in CASES if c.is_error]
 
 
-def _module(text: str):
-    node = tvms.parse(text)
-    return node if isinstance(node, tvms.IRModule) else tvms.IRModule({"main": node})
-
-
-def _first_func(mod) -> str:
-    return next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tvms.tir.PrimFunc))
-
-
 @pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
 def test_matches_tvm(case):
-    before = _module(case.input_text)
-    sch = Schedule(before)
-    case.run_steps(sch)
-    assert sch.mod.script() == _module(case.expected).script()
-    assert_same_result(before, sch.mod, name=_first_func(before))
-    if case.trace is not None:
-        assert sch.trace.as_text().strip() == case.trace.strip()
+    check_golden_case(case)
 
 
 @pytest.mark.parametrize("case", ERRORS, ids=[c.name for c in ERRORS])
 def test_rejected_like_tvm(case):
-    sch = Schedule(_module(case.input_text))
-    lines = case.steps.rstrip().splitlines()
-    env = {"sch": sch}
-    exec("\n".join(lines[:-1]), env)
-    snapshot, n_trace = sch.mod, len(sch.trace)
-    with pytest.raises(ScheduleError):
-        exec(lines[-1], env)
-    assert structural_equal(sch.mod, snapshot) and len(sch.trace) == n_trace
+    check_golden_rejected(case)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -74,37 +53,13 @@ def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"),
             C[vi, vj] = A[vi, vj] + T.float32(1)
 '''
 
-PRODUCER_CONSUMER = '''
-@T.prim_func
-def main(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
-    B = T.alloc_buffer((64, 64))
-    for i, j in T.grid(64, 64):
-        with T.block("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(64, 64):
-        with T.block("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-'''
-
-def _mod(text):
-    return _module(text)
-
-
-def _failing(sch, call):
-    snapshot, n_trace = sch.mod, len(sch.trace)
-    with pytest.raises(ScheduleError) as info:
-        call()
-    assert structural_equal(sch.mod, snapshot) and len(sch.trace) == n_trace
-    return str(info.value)
-
+PRODUCER_CONSUMER = producer_consumer(64)
 
 # ----------------------------------------------------------------------------- cache_read
 
 
 def test_cache_read_returns_the_copy_block_and_allocates_in_scope():
-    sch = Schedule(_mod(EW))
+    sch = Schedule(module(EW))
     blk = sch.cache_read(sch.get_block("B"), 0, "shared")
     assert blk.name == "A_shared"
     copy = sch.get(blk)
@@ -114,21 +69,21 @@ def test_cache_read_returns_the_copy_block_and_allocates_in_scope():
     assert 'A_shared = T.alloc_buffer((128, 128), scope="shared")' in text
     # Without consumer_blocks every reader reads the copy (C too), as in TVM.
     assert "C[vi, vj] = A_shared[vi, vj] + T.float32(1.0)" in text
-    assert_same_result(_mod(EW), sch.mod)
+    assert_same_result(module(EW), sch.mod)
 
 
 @pytest.mark.parametrize("scope", ["global", "shared", "shared.dyn", "local", "warp", "wmma.matrix_a", ""])
 def test_cache_scopes_run_on_cpu(scope):
-    sch = Schedule(_mod(EW))
+    sch = Schedule(module(EW))
     sch.cache_read(sch.get_block("B"), 0, scope)
     sch.cache_write(sch.get_block("C"), 0, scope)
-    assert_same_result(_mod(EW), sch.mod)
+    assert_same_result(module(EW), sch.mod)
 
 
 def test_cache_read_same_buffer_twice_gets_unique_names():
     """TVM names both copies' blocks ``A_shared`` (and prints the second buffer as
     ``A_shared_1``); block names are handles here, so the second block is ``A_shared_1``."""
-    sch = Schedule(_mod(EW))
+    sch = Schedule(module(EW))
     b, c = sch.get_block("B"), sch.get_block("C")
     first = sch.cache_read(b, 0, "shared", consumer_blocks=[b])
     second = sch.cache_read(c, 0, "shared", consumer_blocks=[c])
@@ -136,13 +91,13 @@ def test_cache_read_same_buffer_twice_gets_unique_names():
     text = sch.mod.script()
     assert "B[vi, vj] = A_shared[vi, vj] * T.float32(2.0)" in text
     assert "C[vi, vj] = A_shared_1[vi, vj] + T.float32(1.0)" in text
-    assert_same_result(_mod(EW), sch.mod)
+    assert_same_result(module(EW), sch.mod)
     assert sch.trace.as_python()[-1] == (
         'b3 = sch.cache_read(block=b1, read_buffer_index=0, storage_scope="shared", consumer_blocks=[b1])')
 
 
 def test_cache_read_by_name_and_buffer_object():
-    sch = Schedule(_mod(EW))
+    sch = Schedule(module(EW))
     a = sch.mod["main"].buffer_map[sch.mod["main"].params[0]]
     sch.cache_read("B", a, "local", consumer_blocks=["B"])
     text = sch.mod.script()
@@ -165,62 +120,62 @@ def main(A: T.Buffer((128,), "float32"), C: T.Buffer((64,), "float32")):
             vi = T.axis.spatial(64, i)
             C[vi] = B[vi + 16] + T.float32(1)
 '''
-    sch = Schedule(_mod(src))
+    sch = Schedule(module(src))
     sch.cache_read(sch.get_block("C"), 0, "local")
     text = sch.mod.script()
     assert 'B_local = T.alloc_buffer((64,), scope="local")' in text
     assert "B_local[v0] = B[16 + v0]" in text
     assert "C[vi] = B_local[vi] + T.float32(1.0)" in text
-    assert_same_result(_mod(src), sch.mod)
+    assert_same_result(module(src), sch.mod)
 
 
 def test_cache_read_failures_leave_the_schedule_unchanged():
-    sch = Schedule(_mod(EW))
+    sch = Schedule(module(EW))
     b = sch.get_block("B")
-    assert "invalid" in _failing(sch, lambda: sch.cache_read(b, 0, "foo"))
-    assert "[0, 1)" in _failing(sch, lambda: sch.cache_read(b, 1, "shared"))
-    assert "[0, 1)" in _failing(sch, lambda: sch.cache_read(b, -1, "shared"))
-    _failing(sch, lambda: sch.cache_read(b, "B", "shared"))  # B is written, not read
+    assert "invalid" in failing(sch, lambda: sch.cache_read(b, 0, "foo"))
+    assert "[0, 1)" in failing(sch, lambda: sch.cache_read(b, 1, "shared"))
+    assert "[0, 1)" in failing(sch, lambda: sch.cache_read(b, -1, "shared"))
+    failing(sch, lambda: sch.cache_read(b, "B", "shared"))  # B is written, not read
     root = sch.get_block("root")
-    _failing(sch, lambda: sch.cache_read(root, 0, "shared"))
+    failing(sch, lambda: sch.cache_read(root, 0, "shared"))
 
 
 def test_cache_read_with_stale_block_handle():
-    sch = Schedule(_mod(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b = sch.get_block("B")
     sch.compute_inline(b)
-    _failing(sch, lambda: sch.cache_read(b, 0, "shared"))
+    failing(sch, lambda: sch.cache_read(b, 0, "shared"))
 
 
 # ----------------------------------------------------------------------------- cache_write
 
 
 def test_cache_write_copies_back_after_the_writer():
-    sch = Schedule(_mod(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     blk = sch.cache_write(sch.get_block("B"), 0, "local")
     assert blk.name == "B_local"
     names = [r.name for r in sch.get_child_blocks(sch.get_block("root"))]
     assert names == ["B", "B_local", "C"]
     text = sch.mod.script()
     assert "B_local[vi, vj] = A[vi, vj] * T.float32(2.0)" in text and "B[v0, v1] = B_local[v0, v1]" in text
-    assert_same_result(_mod(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
 
 
 def test_cache_write_consumer_reads_the_cache_directly():
-    sch = Schedule(_mod(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     sch.cache_write(sch.get_block("B"), 0, "local", consumer_blocks=["C"])
     names = [r.name for r in sch.get_child_blocks(sch.get_block("root"))]
     assert names == ["B", "C", "B_local"]  # no other reader: the copy-back goes last
     assert "C[vi, vj] = B_local[vi, vj] + T.float32(1.0)" in sch.mod.script()
-    assert_same_result(_mod(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
 
 
 def test_cache_write_failures_leave_the_schedule_unchanged():
-    sch = Schedule(_mod(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b = sch.get_block("B")
-    assert "invalid" in _failing(sch, lambda: sch.cache_write(b, 0, "GLOBAL"))
-    assert "[0, 1)" in _failing(sch, lambda: sch.cache_write(b, 2, "local"))
-    _failing(sch, lambda: sch.cache_write(b, 0, "local", consumer_blocks=["nope"]))
+    assert "invalid" in failing(sch, lambda: sch.cache_write(b, 0, "GLOBAL"))
+    assert "[0, 1)" in failing(sch, lambda: sch.cache_write(b, 2, "local"))
+    failing(sch, lambda: sch.cache_write(b, 0, "local", consumer_blocks=["nope"]))
 
 
 # ----------------------------------------------------------------------------- the MLC GPU chapter
@@ -272,39 +227,39 @@ def _blocking_with_shared(sch, tile_local_y, tile_local_x, tile_block_y, tile_bl
 
 
 def test_mlc_shared_memory_matmul_on_cpu():
-    sch = _blocking_with_shared(Schedule(_mod(MATMUL)), 4, 4, 8, 8, 8, decompose=False)
+    sch = _blocking_with_shared(Schedule(module(MATMUL)), 4, 4, 8, 8, 8, decompose=False)
     text = sch.mod.script()
     assert 'A_shared = T.alloc_buffer((128, 128), scope="shared")' in text
     assert 'C_local = T.alloc_buffer((128, 128), scope="local")' in text
     # The copies sit under k_0, each fetched cooperatively by the 64 threads of a block.
     k0 = next(lp for lp in map(sch.get, sch.get_loops(sch.get_block("C"))) if lp.loop_var.name == "k_0")
     assert [r.block.name for r in tvms.compiler.schedule.tree.child_block_realizes(k0)][:2] == ["A_shared", "B_shared"]
-    assert_same_result(_mod(MATMUL), sch.mod)
+    assert_same_result(module(MATMUL), sch.mod)
 
 
 def test_mlc_shared_memory_matmul_decomposed_on_cpu():
-    sch = _blocking_with_shared(Schedule(_mod(MATMUL)), 4, 4, 8, 8, 8)
-    assert_same_result(_mod(MATMUL), sch.mod)
+    sch = _blocking_with_shared(Schedule(module(MATMUL)), 4, 4, 8, 8, 8)
+    assert_same_result(module(MATMUL), sch.mod)
 
 
 # ----------------------------------------------------------------------------- set_scope
 
 
 def test_set_scope_renames_and_moves_the_buffer():
-    sch = Schedule(_mod(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     sch.set_scope(sch.get_block("B"), 0, "shared")
     text = sch.mod.script()
     assert 'B_shared = T.alloc_buffer((64, 64), scope="shared")' in text
     assert "C[vi, vj] = B_shared[vi, vj] + T.float32(1.0)" in text
-    assert_same_result(_mod(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
     before = sch.mod
     sch.set_scope(sch.get_block("B"), 0, "shared")  # already there: nothing to do
     assert structural_equal(sch.mod, before)
 
 
 def test_set_scope_failures_leave_the_schedule_unchanged():
-    sch = Schedule(_mod(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b, c = sch.get_block("B"), sch.get_block("C")
-    assert "not allocated by a block" in _failing(sch, lambda: sch.set_scope(c, 0, "shared"))
-    assert "invalid" in _failing(sch, lambda: sch.set_scope(b, 0, "fast"))
-    assert "[0, 1)" in _failing(sch, lambda: sch.set_scope(b, 3, "local"))
+    assert "not allocated by a block" in failing(sch, lambda: sch.set_scope(c, 0, "shared"))
+    assert "invalid" in failing(sch, lambda: sch.set_scope(b, 0, "fast"))
+    assert "[0, 1)" in failing(sch, lambda: sch.set_scope(b, 3, "local"))

@@ -10,8 +10,6 @@ ScheduleError and leave the schedule as it was.
 
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 
 import tvmscript as tvms
@@ -19,109 +17,20 @@ from tvmscript import tir
 from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import structural_equal
 
-from schedule_cases import SCHEDULE_DIR, schedule_cases
-from schedule_check import assert_same_result
+from schedule_cases import COMPUTE_LOCATION_DIR as GOLDEN
+from schedule_cases import location_cases, schedule_case
+from schedule_check import (apply_golden, assert_same_result, assert_traces_as_golden, check_golden_rejected,
+                            check_location_case, module)
 
-GOLDEN = pathlib.Path(__file__).parent / "golden" / "compute_location"
 PRIMITIVES = ("sch.compute_at(", "sch.reverse_compute_at(")
-
-
-def cases_using(primitives, *, mine_prefixes=()) -> list:
-    """This directory's cases whose names start with one of ``mine_prefixes`` (or all of them),
-    and the shared schedule cases whose steps call one of ``primitives``."""
-    out = []
-    for c in schedule_cases(GOLDEN):
-        if not mine_prefixes or c.name.startswith(mine_prefixes):
-            out.append(c)
-    for c in schedule_cases(SCHEDULE_DIR):
-        if any(p in c.steps for p in primitives):
-            out.append(c)
-    return out
-
-
-def module(text: str):
-    node = tvms.parse(text)
-    return node if isinstance(node, tvms.IRModule) else tvms.IRModule({"main": node})
-
-
-def first_func_name(mod) -> str:
-    return next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc))
-
-
 # Results that differ from TVM's only through another primitive (not this module's): TVM's
 # split keeps ``i_0 * 128 + (ax0_0 * 128 + ax0_1)`` unsimplified after a predicated split, and
 # names a fused/split loop ``ax0_ax1_fused_0`` even where a sibling nest has one already.
 # The shared-memory matmul is run on the CPU by test_gpu_shared_memory_matmul_compute_at.
 NO_NUMERIC = {"gpu_matmul_shared_compute_at"}
 
-
-MINE = {"compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline"}
-
-
-def run_steps(case, sch):
-    """Run the steps (every primitive they use must exist and succeed)."""
-    return case.run_steps(sch)
-
-
-def same_param_names(expected, before) -> None:
-    """TVM prints handle parameters under names of its own (``A_handle`` for ``a``); give the
-    expected functions the input's parameter names, everything else is compared."""
-    for gv, func in expected.functions.items():
-        if isinstance(func, tir.PrimFunc) and gv.name_hint in before:
-            for p, q in zip(func.params, before[gv.name_hint].params):
-                p.name = q.name
-
-
-def runs_on_random_inputs(func: tir.PrimFunc) -> bool:
-    """Whether schedule_check can make inputs for ``func``: buffers of constant shape only."""
-    return all(isinstance(p.dtype, str) and p.dtype == "handle" for p in func.params) and all(
-        isinstance(d, tir.IntImm) for b in func.buffer_map.values() for d in b.shape)
-
-
-def check_success_case(case):
-    """Printed as TVM's result; and, for this directory's cases, computing the same as the
-    input (test_schedule_goldens.py runs the shared directory's cases on the CPU already)."""
-    before = module(case.input_text)
-    sch = Schedule(before)
-    run_steps(case, sch)
-    expected = module(case.expected)
-    same_param_names(expected, before)
-    assert sch.mod.script() == expected.script()
-    name = first_func_name(before)
-    if case.files["input"].parent == GOLDEN and case.name not in NO_NUMERIC and runs_on_random_inputs(before[name]):
-        assert_same_result(before, sch.mod, name=name)
-
-
-def check_trace(case, primitive_names):
-    """The trace prints as TVM's. A line that differs only for another module's primitive (its
-    argument spelling) makes the case an expected failure, not this module's."""
-    sch = Schedule(module(case.input_text))
-    run_steps(case, sch)
-    assert sch.trace.as_text().strip().splitlines() == case.trace.strip().splitlines()
-
-
-def check_error_case(case, primitive_names):
-    """Every step but the last runs; the last raises a ScheduleError naming the primitive and
-    changes nothing (module and trace)."""
-    sch = Schedule(module(case.input_text))
-    lines = case.steps.rstrip().splitlines()
-    env = {"sch": sch}
-    exec("\n".join(lines[:-1]), env)
-    snapshot = sch.mod
-    # The last line may look a block up first (which the trace records); look it up before.
-    last = lines[-1]
-    n_trace = len(sch.trace)
-    with pytest.raises(ScheduleError) as info:
-        exec(last, env)
-    assert info.value.primitive in primitive_names
-    assert structural_equal(sch.mod, snapshot)
-    assert sch.mod.script() == snapshot.script()
-    calls = [i.kind for i in sch.trace.insts[n_trace:]]
-    assert not any(k in primitive_names for k in calls), "a failed primitive must not enter the trace"
-
-
-ALL = cases_using(PRIMITIVES, mine_prefixes=("compute_at", "reverse_compute_at", "gpu_", "mlc_", "err_compute_at",
-                                             "err_reverse_compute_at"))
+ALL = location_cases(PRIMITIVES, ("compute_at", "reverse_compute_at", "gpu_", "mlc_", "err_compute_at",
+                                   "err_reverse_compute_at"))
 OK = [c for c in ALL if not c.is_error]
 ERR = [c for c in ALL if c.is_error and c.error.type_name in ("ScheduleError", "InternalError")
        and any(p in c.steps.rstrip().splitlines()[-1] for p in PRIMITIVES)]
@@ -129,7 +38,7 @@ ERR = [c for c in ALL if c.is_error and c.error.type_name in ("ScheduleError", "
 
 @pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
 def test_matches_tvm_and_computes_the_same(case):
-    check_success_case(case)
+    check_location_case(case, NO_NUMERIC)
 
 
 TRACED = [c for c in OK if c.trace and c.files["input"].parent == GOLDEN]
@@ -137,12 +46,15 @@ TRACED = [c for c in OK if c.trace and c.files["input"].parent == GOLDEN]
 
 @pytest.mark.parametrize("case", TRACED, ids=[c.name for c in TRACED])
 def test_trace_matches_tvm(case):
-    check_trace(case, ("compute_at", "reverse_compute_at"))
+    _, sch = apply_golden(case)
+    assert_traces_as_golden(case, sch)
 
 
 @pytest.mark.parametrize("case", ERR, ids=[c.name for c in ERR])
 def test_rejected_like_tvm_and_unchanged(case):
-    check_error_case(case, ("compute_at", "reverse_compute_at"))
+    """Every step but the last runs; the last raises a ScheduleError naming the primitive and
+    changes nothing (module and trace)."""
+    check_golden_rejected(case, ("compute_at", "reverse_compute_at"))
 
 
 def test_the_cases_are_there():
@@ -155,7 +67,7 @@ def test_the_cases_are_there():
 
 # ----------------------------------------------------------------------------- by hand
 
-MM_RELU = (SCHEDULE_DIR / "mlc_mm_relu_reverse_compute_at.input.tvms").read_text()
+MM_RELU = schedule_case("mlc_mm_relu_reverse_compute_at").input_text
 
 
 def test_mlc_mm_relu_reverse_compute_at():
@@ -169,16 +81,15 @@ def test_mlc_mm_relu_reverse_compute_at():
     sch.reorder(j0, k, j1)
     block_C = sch.get_block("C", "mm_relu")
     sch.reverse_compute_at(block_C, j0)
-    trace = (SCHEDULE_DIR / "mlc_mm_relu_reverse_compute_at.trace.py").read_text()
-    assert sch.trace.as_text().strip() == trace.strip()
+    case = schedule_case("mlc_mm_relu_reverse_compute_at")
+    assert_traces_as_golden(case, sch)
     loops = sch.get_loops(block_C)
     assert [sch.get(lp).loop_var.name for lp in loops] == ["i", "j_0", "ax0"]
     assert [sch.get(lp).extent.value for lp in loops] == [128, 32, 4]
     realize = sch.index("mm_relu").blocks["C"]
     assert [tvms.printer.to_script(v) for v in realize.iter_values] == ["i", "j_0 * 4 + ax0"]
     assert [sch.get(b).name for b in sch.get_child_blocks(j0)] == ["Y", "C"]
-    expected = module((SCHEDULE_DIR / "mlc_mm_relu_reverse_compute_at.tvms").read_text())
-    assert sch.mod.script() == expected.script()
+    assert sch.mod.script() == module(case.expected).script()
     assert_same_result(before, sch.mod, name="mm_relu")
 
 
@@ -187,7 +98,7 @@ def test_gpu_shared_memory_matmul_compute_at():
     after cache_read), each cache block moved under the k0 loop: it loads the 64 x 8 (8 x 64)
     tile all threads of the thread block use — the thread loop ``threadIdx.x`` is relaxed
     because a shared buffer is filled once per thread block."""
-    case = next(c for c in schedule_cases(GOLDEN) if c.name == "gpu_matmul_shared_compute_at")
+    case = schedule_case("gpu_matmul_shared_compute_at", GOLDEN)
     before = module(case.input_text)
     sch = Schedule(before)
     block_C = sch.get_block("C")
@@ -203,7 +114,7 @@ def test_gpu_shared_memory_matmul_compute_at():
 
 
 def test_block_given_by_name_and_index_placement():
-    case = next(c for c in schedule_cases(GOLDEN) if c.name == "compute_at_index_m2")
+    case = schedule_case("compute_at_index_m2", GOLDEN)
     before = module(case.input_text)
     sch = Schedule(before)
     i, _ = sch.get_loops(sch.get_block("C"))
@@ -213,7 +124,7 @@ def test_block_given_by_name_and_index_placement():
 
 
 def test_failed_compute_at_keeps_handles_usable():
-    case = next(c for c in schedule_cases(GOLDEN) if c.name == "err_compute_at_not_all_consumers")
+    case = schedule_case("err_compute_at_not_all_consumers", GOLDEN)
     sch = Schedule(module(case.input_text))
     b = sch.get_block("B")
     i, j = sch.get_loops(sch.get_block("C"))
@@ -248,10 +159,10 @@ def test_root_block_is_rejected():
 def test_reduction_block_compute_at_regenerates_the_reduce_loop():
     """A reduction block moved under its consumer's loops keeps a loop for the reduce
     iterator over its whole domain (nothing the consumer reads bounds it)."""
-    case = next(c for c in schedule_cases(SCHEDULE_DIR) if c.name == "mlc_mm_relu_compute_at_producer")
+    case = schedule_case("mlc_mm_relu_compute_at_producer")
     before = module(case.input_text)
     sch = Schedule(before)
-    run_steps(case, sch)
+    case.run_steps(sch)
     y = sch.get_block("Y", "mm_relu")
     assert [sch.get(lp).loop_var.name for lp in sch.get_loops(y)] == ["i", "j", "ax0"]
     assert sch.get(sch.get_loops(y)[-1]).extent.value == 128
@@ -280,7 +191,7 @@ def test_fused_provided_index_across_rows_covers_the_region():
     row of 4. TVM 0.27 inverts the fused index at the tile's two ends and sweeps v1 only
     between their residues, missing elements (its own after-step check then fails); tvms sweeps
     v1 over its whole extent where the tile cannot be proven to stay in one row."""
-    case = next(c for c in schedule_cases(GOLDEN) if c.name == "compute_at_fused_write")
+    case = schedule_case("compute_at_fused_write", GOLDEN)
     before = module(case.input_text)
     sch = Schedule(before)
     i, = sch.get_loops(sch.get_block("C"))

@@ -12,39 +12,21 @@ from __future__ import annotations
 import pytest
 
 import tvmscript as tvms
-from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.printer.tir_printer import TIRPrinter
 
 from schedule_cases import schedule_cases
-from schedule_check import assert_same_result
+from schedule_check import (apply_golden, assert_prints_as_golden, assert_same_result, assert_traces_as_golden,
+                            check_golden_rejected)
 
 CASES = schedule_cases()
 OK = [c for c in CASES if not c.is_error]
 ERRORS = [c for c in CASES if c.is_error and c.error.type_name == "ScheduleError"]
 
 
-def _module(text: str):
-    node = tvms.parse(text)
-    return node if isinstance(node, tvms.IRModule) else tvms.IRModule({"main": node})
-
-
-def _same_param_names(expected, before) -> None:
-    """TVM 0.27 prints handle parameters under names of its own choosing (``A_handle`` for
-    ``a``); give the expected functions the input's parameter names, the rest is compared."""
-    for gv, func in expected.functions.items():
-        if isinstance(func, tvms.tir.PrimFunc) and gv.name_hint in before:
-            for p, q in zip(func.params, before[gv.name_hint].params):
-                p.name = q.name
-
-
 @pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
 def test_schedule_matches_tvm(case):
-    before = _module(case.input_text)
-    sch = Schedule(before)
-    case.run_steps(sch)
-    expected = _module(case.expected)
-    _same_param_names(expected, before)
-    assert sch.mod.script() == expected.script()
+    before, sch = apply_golden(case)
+    assert_prints_as_golden(case, sch, before)
     for gv, func in before.functions.items():
         if isinstance(func, tvms.tir.PrimFunc) and _same_signature(func, sch.mod[gv.name_hint]):
             assert_same_result(before, sch.mod, name=gv.name_hint)
@@ -61,21 +43,10 @@ def _same_signature(a, b) -> bool:
 
 @pytest.mark.parametrize("case", [c for c in OK if c.trace], ids=[c.name for c in OK if c.trace])
 def test_trace_matches_tvm(case):
-    sch = Schedule(_module(case.input_text))
-    case.run_steps(sch)
-    assert sch.trace.as_text().strip() == case.trace.strip()
+    _, sch = apply_golden(case)
+    assert_traces_as_golden(case, sch)
 
 
 @pytest.mark.parametrize("case", ERRORS, ids=[c.name for c in ERRORS])
 def test_schedule_error_like_tvm(case):
-    sch = Schedule(_module(case.input_text))
-    lines = case.steps.rstrip().splitlines()
-    env = {"sch": sch}
-    exec("\n".join(lines[:-1]), env)  # every step but the last succeeds in TVM
-    def steps():  # the trace without lookups (the failing line may look its block up first)
-        return [i.kind for i in sch.trace.insts if i.kind != "get_sblock"]
-
-    snapshot, trace = sch.mod.script(), steps()
-    with pytest.raises(ScheduleError):
-        exec(lines[-1], env)
-    assert sch.mod.script() == snapshot and steps() == trace
+    check_golden_rejected(case)

@@ -14,33 +14,34 @@ import tvmscript as tvms
 from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import structural_equal
 
-from schedule_cases import SCHEDULE_DIR, schedule_cases
-from schedule_check import assert_same_result
-from test_schedule_compute_at import GOLDEN, cases_using, check_error_case, check_success_case, check_trace, module
+from schedule_cases import COMPUTE_LOCATION_DIR, SCHEDULE_DIR, location_cases, schedule_case
+from schedule_check import (apply_golden, assert_same_result, assert_traces_as_golden, check_golden_rejected,
+                            check_location_case, module)
 
 PRIMITIVES = ("sch.compute_inline(", "sch.reverse_compute_inline(")
-ALL = cases_using(PRIMITIVES, mine_prefixes=("compute_inline", "reverse_compute_inline", "err_compute_inline",
-                                             "err_reverse_compute_inline"))
+ALL = location_cases(PRIMITIVES, ("compute_inline", "reverse_compute_inline", "err_compute_inline",
+                                  "err_reverse_compute_inline"))
 OK = [c for c in ALL if not c.is_error]
 ERR = [c for c in ALL if c.is_error and any(p in c.steps.rstrip().splitlines()[-1] for p in PRIMITIVES)]
 
 
 @pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
 def test_matches_tvm_and_computes_the_same(case):
-    check_success_case(case)
+    check_location_case(case)
 
 
-TRACED = [c for c in OK if c.trace and c.files["input"].parent == GOLDEN]
+TRACED = [c for c in OK if c.trace and c.files["input"].parent == COMPUTE_LOCATION_DIR]
 
 
 @pytest.mark.parametrize("case", TRACED, ids=[c.name for c in TRACED])
 def test_trace_matches_tvm(case):
-    check_trace(case, ("compute_inline", "reverse_compute_inline"))
+    _, sch = apply_golden(case)
+    assert_traces_as_golden(case, sch)
 
 
 @pytest.mark.parametrize("case", ERR, ids=[c.name for c in ERR])
 def test_rejected_like_tvm_and_unchanged(case):
-    check_error_case(case, ("compute_inline", "reverse_compute_inline"))
+    check_golden_rejected(case, ("compute_inline", "reverse_compute_inline"))
 
 
 def test_the_cases_are_there():
@@ -52,11 +53,7 @@ def test_the_cases_are_there():
 
 
 def _case(name):
-    for directory in (GOLDEN, SCHEDULE_DIR):
-        for c in schedule_cases(directory):
-            if c.name == name:
-                return c
-    raise KeyError(name)
+    return schedule_case(name, COMPUTE_LOCATION_DIR, SCHEDULE_DIR)
 
 
 # ----------------------------------------------------------------------------- by hand

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
-from tvmscript.compiler.schedule import Schedule, ScheduleError
-from tvmscript.ir import structural_equal
+from tvmscript.compiler.schedule import Schedule
 
-from schedule_cases import GOLDEN, schedule_cases
-from schedule_check import assert_same_result, random_args, run
+from schedule_cases import SCHEDULE_PARAMS_DIR, cases_named
+from schedule_check import (assert_same_result, check_golden_case, check_golden_rejected, failing, first_func_name,
+                            module, producer_consumer, random_args, run)
 
 _PREFIXES = ("storage_align", "transform_layout", "mlc_mm_relu_transform", "cl_storage_align", "cl_transform_layout",
              "err_storage_align", "err_transform_layout", "cl_err_storage_align", "cl_err_transform_layout",
@@ -34,18 +34,9 @@ _RELAYOUT = {
     "cl_transform_layout_int64_param": {0: (lambda a: a.reshape(32, 4, 64).transpose(0, 2, 1), None)},
     "cl_transform_layout_write_param": {1: (lambda b: b.T.copy(), lambda b: b.T)},
 }
-CASES = [c for c in schedule_cases() + schedule_cases(GOLDEN / "schedule_params") if c.name.startswith(_PREFIXES)]
+CASES = cases_named(_PREFIXES) + cases_named(_PREFIXES, SCHEDULE_PARAMS_DIR)
 OK = [c for c in CASES if not c.is_error]
 ERRORS = [c for c in CASES if c.is_error]
-
-
-def _module(text: str):
-    node = tvms.parse(text)
-    return node if isinstance(node, tvms.IRModule) else tvms.IRModule({"main": node})
-
-
-def _first_func(mod) -> str:
-    return next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tvms.tir.PrimFunc))
 
 
 def _same_with_relayout(before, after, relayout: dict, name: str = "main") -> None:
@@ -66,48 +57,21 @@ def _same_with_relayout(before, after, relayout: dict, name: str = "main") -> No
 
 @pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
 def test_matches_tvm(case):
-    before = _module(case.input_text)
-    sch = Schedule(before)
-    case.run_steps(sch)
-    assert sch.mod.script() == _module(case.expected).script()
-    name = _first_func(before)
+    before, sch = check_golden_case(case, numeric=case.name not in _RELAYOUT)
     if case.name in _RELAYOUT:
-        _same_with_relayout(before, sch.mod, _RELAYOUT[case.name], name)
-    else:
-        assert_same_result(before, sch.mod, name=name)
-    if case.trace is not None:
-        assert sch.trace.as_text().strip() == case.trace.strip()
+        _same_with_relayout(before, sch.mod, _RELAYOUT[case.name], first_func_name(before))
 
 
 @pytest.mark.parametrize("case", ERRORS, ids=[c.name for c in ERRORS])
 def test_rejected_like_tvm(case):
     """TVM raises a ScheduleError, or (for maps its analysis cannot invert) an InternalError:
     here both are ScheduleErrors, and the schedule is left as it was."""
-    sch = Schedule(_module(case.input_text))
-    lines = case.steps.rstrip().splitlines()
-    env = {"sch": sch}
-    exec("\n".join(lines[:-1]), env)
-    snapshot, n_trace = sch.mod, len(sch.trace)
-    with pytest.raises(ScheduleError):
-        exec(lines[-1], env)
-    assert structural_equal(sch.mod, snapshot) and len(sch.trace) == n_trace
+    check_golden_rejected(case)
 
 
 # ----------------------------------------------------------------------------- inputs
 
-PRODUCER_CONSUMER = '''
-@T.prim_func
-def main(A: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
-    B = T.alloc_buffer((128, 128))
-    for i, j in T.grid(128, 128):
-        with T.block("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(128, 128):
-        with T.block("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-'''
+PRODUCER_CONSUMER = producer_consumer(128)
 
 SYMBOLIC = '''
 @T.prim_func
@@ -127,58 +91,50 @@ def main(a: T.handle, c: T.handle):
 '''
 
 
-def _failing(sch, call) -> str:
-    snapshot, n_trace = sch.mod, len(sch.trace)
-    with pytest.raises(ScheduleError) as info:
-        call()
-    assert structural_equal(sch.mod, snapshot) and len(sch.trace) == n_trace
-    return str(info.value)
-
-
 # ----------------------------------------------------------------------------- storage_align
 
 
 def test_storage_align_annotates_and_cpu_still_runs():
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b = sch.get_block("B")
     sch.storage_align(b, 0, axis=0, factor=32, offset=1)
     sch.storage_align(b, 0, axis=-1, factor=16, offset=4)
     assert sch.get(b).annotations["buffer_dim_align"] == [[0, 0, 32, 1], [0, 1, 16, 4]]
     assert 'T.block_attr({"buffer_dim_align": [[0, 0, 32, 1], [0, 1, 16, 4]]})' in sch.mod.script()
-    assert_same_result(_module(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
     assert sch.trace.as_python()[-1] == "sch.storage_align(block=b0, buffer_index=0, axis=-1, factor=16, offset=4)"
 
 
 def test_storage_align_failures_leave_the_schedule_unchanged():
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b, c = sch.get_block("B"), sch.get_block("C")
-    assert "positive" in _failing(sch, lambda: sch.storage_align(b, 0, axis=0, factor=-2, offset=0))
-    assert "[-2, 2)" in _failing(sch, lambda: sch.storage_align(b, 0, axis=2, factor=8, offset=0))
-    assert "[0, 1)" in _failing(sch, lambda: sch.storage_align(b, 1, axis=0, factor=8, offset=0))
-    assert "not allocated by a block" in _failing(sch, lambda: sch.storage_align(c, 0, axis=0, factor=8, offset=0))
+    assert "positive" in failing(sch, lambda: sch.storage_align(b, 0, axis=0, factor=-2, offset=0))
+    assert "[-2, 2)" in failing(sch, lambda: sch.storage_align(b, 0, axis=2, factor=8, offset=0))
+    assert "[0, 1)" in failing(sch, lambda: sch.storage_align(b, 1, axis=0, factor=8, offset=0))
+    assert "not allocated by a block" in failing(sch, lambda: sch.storage_align(c, 0, axis=0, factor=8, offset=0))
 
 
 # ----------------------------------------------------------------------------- transform_layout
 
 
 def test_transform_layout_rewrites_every_access():
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     sch.transform_layout(sch.get_block("C"), ("read", 0), lambda i, j: (i // 4, j, i % 4))
     text = sch.mod.script()
     assert "B = T.alloc_buffer((32, 128, 4))" in text
     assert "T.writes(B[vi // 4, vj, vi % 4])" in text and "T.reads(B[vi // 4, vj, vi % 4])" in text
-    assert_same_result(_module(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
     assert sch.trace.as_python()[-1] == (
         'sch.transform_layout(block=b0, buffer=("read", 0), index_map=lambda i, j: (i // 4, j, i % 4,), '
         'pad_value=None, assume_injective_transform=False)')
 
 
 def test_transform_layout_accepts_varargs_ints_and_index_map_objects():
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     sch.transform_layout("B", "B", lambda *idx: (idx[1], idx[0], 0))
     assert "B = T.alloc_buffer((128, 128, 1))" in sch.mod.script()
     assert "B[vj, vi, 0] = A[vi, vj] * T.float32(2.0)" in sch.mod.script()
-    assert_same_result(_module(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
     assert "index_map=lambda idx_0, idx_1: (idx_1, idx_0, 0,)" in sch.trace.as_python()[-1]
 
     class Map:  # anything with TVM IndexMap's two fields
@@ -186,7 +142,7 @@ def test_transform_layout_accepts_varargs_ints_and_index_map_objects():
             i, j = tvms.tir.Var("int32", "i"), tvms.tir.Var("int32", "j")
             self.initial_indices, self.final_indices = [i, j], [j, i]
 
-    sch2 = Schedule(_module(PRODUCER_CONSUMER))
+    sch2 = Schedule(module(PRODUCER_CONSUMER))
     sch2.transform_layout(sch2.get_block("B"), ("write", 0), Map())
     assert "B[vj, vi] = A[vi, vj]" in sch2.mod.script()
 
@@ -194,44 +150,44 @@ def test_transform_layout_accepts_varargs_ints_and_index_map_objects():
 def test_transform_layout_bijection_tvm_cannot_analyse_is_accepted():
     """TVM 0.27 fails on ``(i + j) % 128`` (its affine analysis cannot invert it); it is a
     bijection of the 128x128 square, so it is accepted here."""
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i, j: ((i + j) % 128, j))
     assert "B = T.alloc_buffer((128, 128))" in sch.mod.script()
-    assert_same_result(_module(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
 
 
 def test_transform_layout_not_injective_is_refused():
     """TVM 0.27 accepts ``(i // 2, j)`` and then two rows share one: a schedule that changes
     what the function computes. Refused here, unless the caller vouches for it."""
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b = sch.get_block("B")
-    assert "not injective" in _failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (i // 2, j)))
-    assert "not injective" in _failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (j,)))
+    assert "not injective" in failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (i // 2, j)))
+    assert "not injective" in failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (j,)))
     sch.transform_layout(b, ("write", 0), lambda i, j: (i // 2, j), assume_injective_transform=True)
     assert "B = T.alloc_buffer((64, 128))" in sch.mod.script()
 
 
 def test_transform_layout_padding_is_refused():
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b = sch.get_block("B")
-    msg = _failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (i // 3, j, i % 3)))
+    msg = failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (i // 3, j, i % 3)))
     assert "(43, 128, 3)" in msg and "padding" in msg
-    msg = _failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (i // 3, j, i % 3),
+    msg = failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i, j: (i // 3, j, i % 3),
                                                      pad_value=0.0))
     assert "pad_value is not supported" in msg
     # A pad_value with a map that does not pad is fine (nothing to fill).
     sch.transform_layout(b, ("write", 0), lambda i, j: (i // 4, j, i % 4), pad_value=0.0)
-    assert_same_result(_module(PRODUCER_CONSUMER), sch.mod)
+    assert_same_result(module(PRODUCER_CONSUMER), sch.mod)
 
 
 def test_transform_layout_failures_leave_the_schedule_unchanged():
-    sch = Schedule(_module(PRODUCER_CONSUMER))
+    sch = Schedule(module(PRODUCER_CONSUMER))
     b = sch.get_block("B")
-    assert "takes 1 indices" in _failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i: (i,)))
-    assert "does not start at 0" in _failing(sch, lambda: sch.transform_layout(b, ("write", 0),
+    assert "takes 1 indices" in failing(sch, lambda: sch.transform_layout(b, ("write", 0), lambda i: (i,)))
+    assert "does not start at 0" in failing(sch, lambda: sch.transform_layout(b, ("write", 0),
                                                                                lambda i, j: (i + 1, j)))
-    assert "[0, 1)" in _failing(sch, lambda: sch.transform_layout(b, ("read", 1), lambda i, j: (j, i)))
-    _failing(sch, lambda: sch.transform_layout(b, "C", lambda i, j: (j, i)))  # B does not access C
+    assert "[0, 1)" in failing(sch, lambda: sch.transform_layout(b, ("read", 1), lambda i, j: (j, i)))
+    failing(sch, lambda: sch.transform_layout(b, "C", lambda i, j: (j, i)))  # B does not access C
     with pytest.raises(TypeError):
         sch.transform_layout(b, 0, lambda i, j: (j, i))
     with pytest.raises(ValueError):
@@ -239,12 +195,12 @@ def test_transform_layout_failures_leave_the_schedule_unchanged():
 
 
 def test_transform_layout_symbolic_shape():
-    sch = Schedule(_module(SYMBOLIC))
+    sch = Schedule(module(SYMBOLIC))
     b = sch.get_block("B")
     sch.transform_layout(b, ("write", 0), lambda i, j: (i, j // 4, j % 4))
     assert "B = T.alloc_buffer((n, 32, 4))" in sch.mod.script()
     # n rows need not split by 4: padding, as TVM says.
-    assert "padding" in _failing(sch, lambda: sch.transform_layout(b, ("write", 0),
+    assert "padding" in failing(sch, lambda: sch.transform_layout(b, ("write", 0),
                                                                    lambda i, j, k: (i // 4, j, k, i % 4)))
 
 
@@ -264,12 +220,12 @@ def main(A: T.Buffer((128,), "float32"), C: T.Buffer((128,), "float32")):
             vi = T.axis.spatial(128, i)
             C[vi] = B[vi] + T.float32(1)
 '''
-    sch = Schedule(_module(src))
+    sch = Schedule(module(src))
     sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i: (i // 4, i % 4))
     text = sch.mod.script()
     assert "B[vi, vj] = A[vi * 4 + vj] * T.float32(2.0)" in text
     assert "C[vi] = B[vi // 4, vi % 4] + T.float32(1.0)" in text
-    assert_same_result(_module(src), sch.mod)
+    assert_same_result(module(src), sch.mod)
 
 
 def test_eval_range_of_expressions_kept_whole():

@@ -8,8 +8,6 @@ tests/golden/schedule/ as well.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -20,28 +18,12 @@ from tvmscript.compiler.schedule.iter_map import detect_iter_map, is_affine_bind
 from tvmscript.compiler.schedule.reduction import match_reducer
 from tvmscript.ir import structural_equal
 
-from schedule_check import assert_same_result, random_args, run
+from schedule_cases import REDUCTION_DIR, cases_named, schedule_case
+from schedule_check import assert_same_result, check_golden_case, check_golden_rejected, module, random_args, run
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "schedule_reduction")
-PREFIXES = ("decompose_", "rfactor_", "mlc_", "err_decompose_", "err_rfactor_")
-
-
-def _read(name: str, suffix: str):
-    path = os.path.join(GOLDEN, name + suffix)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def _cases(errors: bool) -> list:
-    names = sorted({f.split(".")[0] for f in os.listdir(GOLDEN) if f.endswith(".steps.py")})
-    return [n for n in names if n.startswith(PREFIXES) and (_read(n, ".error.txt") is not None) == errors]
-
-
-def _module(text: str):
-    node = tvms.parse(text)
-    return node if isinstance(node, tvms.IRModule) else tvms.IRModule({"main": node})
+CASES = cases_named(("decompose_", "rfactor_", "mlc_", "err_decompose_", "err_rfactor_"), REDUCTION_DIR)
+OK = [c for c in CASES if not c.is_error]
+ERRORS = [c for c in CASES if c.is_error]
 
 
 def _static(mod) -> bool:
@@ -49,47 +31,29 @@ def _static(mod) -> bool:
                for buf in f.buffer_map.values() for d in buf.shape)
 
 
-def _first_func(mod) -> str:
-    return next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc))
+def _input(name: str) -> str:
+    return schedule_case(name, REDUCTION_DIR).input_text
 
 
-@pytest.mark.parametrize("name", _cases(errors=False))
-def test_matches_tvm(name):
-    before = _module(_read(name, ".input.tvms"))
-    sch = Schedule(before)
-    exec(compile(_read(name, ".steps.py"), f"<{name}.steps.py>", "exec"), {"sch": sch})
-    expected = _module(_read(name, ".tvms"))
-    for gv, func in expected.functions.items():  # TVM renames handle parameters
-        for p, q in zip(func.params, before[gv.name_hint].params):
-            p.name = q.name
-    assert sch.mod.script() == expected.script()
-    assert sch.trace.as_text().strip() == _read(name, ".trace.py").strip()
+@pytest.mark.parametrize("case", OK, ids=[c.name for c in OK])
+def test_matches_tvm(case):
     # rfactor reassociates a float sum: equal up to rounding. (Symbolic shapes are not run.)
-    if _static(before):
-        assert_same_result(before, sch.mod, name=_first_func(before), rtol=1e-5)
+    check_golden_case(case, numeric=_static(module(case.input_text)), rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", _cases(errors=True))
-def test_rejected_like_tvm(name):
-    sch = Schedule(_module(_read(name, ".input.tvms")))
-    steps = _read(name, ".steps.py").rstrip().splitlines()
-    env = {"sch": sch}
-    exec("\n".join(steps[:-1]), env)
-    snapshot = sch.mod
-    with pytest.raises(ScheduleError) as info:
-        exec(steps[-1], env)
-    assert info.value.primitive in ("decompose_reduction", "rfactor")
-    assert structural_equal(sch.mod, snapshot)
+@pytest.mark.parametrize("case", ERRORS, ids=[c.name for c in ERRORS])
+def test_rejected_like_tvm(case):
+    check_golden_rejected(case, ("decompose_reduction", "rfactor"))
 
 
 # ----------------------------------------------------------------------------- decompose_reduction
 
-MM_RELU = _read("mlc_mm_relu_decompose_split_reorder", ".input.tvms")
+MM_RELU = _input("mlc_mm_relu_decompose_split_reorder")
 
 
 def test_mlc_mm_relu_decompose_after_split_reorder():
     """The mlc.ai TensorIR chapter's schedule: handles follow the block to its new name."""
-    mod = _module(MM_RELU)
+    mod = module(MM_RELU)
     sch = Schedule(mod)
     block_Y = sch.get_block("Y", func_name="mm_relu")
     i, j, k = sch.get_loops(block_Y)
@@ -107,7 +71,7 @@ def test_mlc_mm_relu_decompose_after_split_reorder():
 
 
 def test_decompose_at_outer_loop_copies_spatial_loops():
-    mod = _module(MM_RELU)
+    mod = module(MM_RELU)
     sch = Schedule(mod)
     y = sch.get_block("Y", "mm_relu")
     i, _, _ = sch.get_loops(y)
@@ -120,7 +84,7 @@ def test_decompose_at_outer_loop_copies_spatial_loops():
 
 
 def test_decompose_rejects_loop_outside_block():
-    sch = Schedule(_module(MM_RELU))
+    sch = Schedule(module(MM_RELU))
     y = sch.get_block("Y", "mm_relu")
     i, j = sch.get_loops(sch.get_block("C", "mm_relu"))
     before = sch.mod
@@ -133,7 +97,7 @@ def test_decompose_rejects_loop_outside_block():
 
 
 def test_decompose_keeps_a_split_predicate_only_for_loops_kept():
-    mod = _module(_read("decompose_tiled_with_predicate", ".input.tvms"))
+    mod = module(_input("decompose_tiled_with_predicate"))
     sch = Schedule(mod)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -149,7 +113,7 @@ def test_decompose_keeps_a_split_predicate_only_for_loops_kept():
 
 # ----------------------------------------------------------------------------- rfactor
 
-ROW_SUM = _read("rfactor_then_decompose", ".input.tvms")
+ROW_SUM = _input("rfactor_then_decompose")
 
 LONG_SUM = """
 @T.prim_func
@@ -183,7 +147,7 @@ def test_rfactor_of_a_sum_split_in_two_is_numerically_equal():
 
 
 def test_rfactor_buffer_goes_to_the_root_block():
-    sch = Schedule(_module(ROW_SUM))
+    sch = Schedule(module(ROW_SUM))
     b = sch.get_block("B")
     _, k = sch.get_loops(b)
     _, ki = sch.split(k, factors=[None, 4])
@@ -194,7 +158,7 @@ def test_rfactor_buffer_goes_to_the_root_block():
 
 def test_rfactor_rejects_unknown_combiner():
     src = ROW_SUM.replace("B[vi] = B[vi] + A[vi, vk]", "B[vi] = B[vi] - A[vi, vk]")
-    sch = Schedule(_module(src))
+    sch = Schedule(module(src))
     b = sch.get_block("B")
     _, k = sch.get_loops(b)
     before = sch.mod
@@ -226,7 +190,7 @@ def test_match_reducer_recognises_the_four_combiners(kind, init, make):
 
 
 def test_rfactor_of_int_min_uses_the_dtype_identity():
-    mod = _module(_read("rfactor_row_min_int", ".input.tvms"))
+    mod = module(_input("rfactor_row_min_int"))
     sch = Schedule(mod)
     b = sch.get_block("B")
     _, k = sch.get_loops(b)

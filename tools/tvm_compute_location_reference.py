@@ -1,88 +1,56 @@
 """Golden files for compute_at / reverse_compute_at / compute_inline / reverse_compute_inline,
-from real Apache TVM (a developer tool, like ``tools/tvm_schedule_reference.py``, whose helpers it
-uses; TVM is never a dependency of tvms or of its tests).
+from real Apache TVM (a developer tool; TVM is never a dependency of tvms or of its tests).
 
-Run from the repository root with the TVM venv::
+Run from the repository root with the TVM venv (see tools/tvm_oracle.py)::
 
-    /work/tvmref/bin/python tools/tvm_compute_location_reference.py [name-prefix ...]
+    /work/tvmref/bin/python tools/tvm_compute_location_reference.py [--list] [name-prefix ...]
 
-Each case writes ``tests/golden/compute_location/<name>.input.tvms`` (the input module),
-``<name>.steps.py`` (Python using only ``sch``), ``<name>.tvms`` (``sch.mod.script()``
-after the steps) and ``<name>.trace.py`` (``sch.trace.show()``), or ``<name>.error.txt`` (exception class, then TVM's message), the same
-layout as ``tests/golden/schedule/``. A case may have *prep* steps: they run in TVM first and
-what TVM prints after them is the input. That is how the inputs after ``cache_read`` are made,
-so the compute_at tests do not depend on tvms's own cache_read.
+Each case writes ``tests/golden/compute_location/<name>.input.tvms``, ``<name>.steps.py`` and
+TVM's ``<name>.tvms`` + ``<name>.trace.py`` (or ``<name>.error.txt``), the layout of
+``tests/golden/schedule/`` (written by ``tools/tvm_oracle.py``).  A case may have *prep* steps:
+they run in TVM first and what TVM prints after them is the input.  That is how the inputs after
+``cache_read`` are made, so the compute_at tests do not depend on tvms's own cache_read.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import pathlib
 import sys
-from dataclasses import dataclass
-from typing import Optional
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "golden" / "compute_location"
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from tvm_schedule_reference import (GPU_MATMUL, GPU_WINDOW_SUM, MM_RELU, _clean, _error_text,  # noqa: E402
-                                    _parse_with_tvm, _SchProxy, _versions)
+import tvm_oracle as oracle  # noqa: E402
+from tvm_oracle import (GPU_MATMUL, GPU_WINDOW_SUM, MLC_MOVE_RELU, MM_RELU, PRODUCER_CONSUMER,  # noqa: E402
+                        producer_consumer, steps)
 
-
-@dataclass
-class Case:
-    name: str
-    source: str
-    steps: str
-    prep: Optional[str] = None
-    expect_error: bool = False
-    verify: bool = True  # debug_mask="all": TVM re-verifies its cached flags after each step
+CASES = oracle.Cases(oracle.Layout(oracle.GOLDEN / "compute_location"))
+case, error_case = CASES.add, CASES.error
 
 
-CASES: list = []
+def _add(name: str, source: str, steps: str) -> None:
+    """A case; the names starting with ``err_`` are cases TVM rejects."""
+    (error_case if name.startswith("err_") else case)(name, source, steps)
 
 
-def case(name, source, steps, prep=None, expect_error=False, verify=True) -> None:
-    assert all(c.name != name for c in CASES), name
-    CASES.append(Case(name, _clean(source), _clean(steps), _clean(prep) if prep else None, expect_error, verify))
+def moved_under(name: str, source: str, primitive: str, block: str, args: str, *, of: str, loops: str = "i, j") -> None:
+    """Two steps: the loops (``loops``) of block ``of``, then ``sch.<primitive>(<block>, <args>)``
+    (``args``: the loop, then keyword arguments if any)."""
+    _add(name, source, f'{loops} = sch.get_loops(sch.get_block("{of}"))\n'
+                       f'sch.{primitive}(sch.get_block("{block}"), {args})\n')
 
 
-def error_case(name, source, steps, prep=None) -> None:
-    case(name, source, steps, prep, expect_error=True)
+def inline(name: str, source: str, block: str = "B") -> None:
+    _add(name, source, f'sch.compute_inline(sch.get_block("{block}"))\n')
+
+
+def reverse_inline(name: str, source: str, block: str = "C") -> None:
+    _add(name, source, f'sch.reverse_compute_inline(sch.get_block("{block}"))\n')
 
 
 # ============================================================================ inputs
 
-PRODUCER_CONSUMER = '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
-    B = T.sblock_alloc_buffer((128, 128), "float32")
-    for i, j in T.grid(128, 128):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(128, 128):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-'''
-
 # 10 rows do not split evenly by 4: the moved block needs a predicate.
-RAGGED = '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((10, 8), "float32"), C: T.Buffer((10, 8), "float32")):
-    B = T.sblock_alloc_buffer((10, 8), "float32")
-    for i, j in T.grid(10, 8):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(10, 8):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-'''
+RAGGED = producer_consumer(10, 8)
 
 # Both producers of C in one loop nest.
 TWO_PRODUCERS_ONE_LOOP = '''
@@ -160,23 +128,7 @@ def main(A: T.Buffer((32, 32), "float32"), E: T.Buffer((32, 32), "float32"), C: 
                 C[vi, vj] = B[vi, vj] + T.float32(1)
 '''
 
-TWO_CONSUMERS = '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
-    B = T.sblock_alloc_buffer((16, 16), "float32")
-    for i, j in T.grid(16, 16):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(16, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-    for i, j in T.grid(16, 16):
-        with T.sblock("D"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            D[vi, vj] = B[vi, vj] + T.float32(3)
-'''
+TWO_CONSUMERS = producer_consumer(16, 16, "CD")
 
 # Two producers of C: reverse_compute_at needs both under the loop.
 TWO_PRODUCERS = '''
@@ -416,16 +368,10 @@ sch.bind(i1, "threadIdx.x")
 sch.cache_read(block_C, read_buffer_index=0, storage_scope="shared")
 ''')
 
-case("mlc_mm_relu_reverse_compute_at_children", MM_RELU, '''
-block_Y = sch.get_block("Y", func_name="mm_relu")
-i, j, k = sch.get_loops(block_Y)
-j0, j1 = sch.split(j, factors=[None, 4])
-sch.reorder(j0, k, j1)
-block_C = sch.get_block("C", "mm_relu")
-sch.reverse_compute_at(block_C, j0)
+case("mlc_mm_relu_reverse_compute_at_children", MM_RELU, steps(MLC_MOVE_RELU, '''
 for n, child in enumerate(sch.get_child_blocks(j0)):
     sch.annotate(child, "child_index", n)
-''')
+'''))
 
 case("compute_at_ragged_predicate", RAGGED, '''
 c = sch.get_block("C")
@@ -478,59 +424,23 @@ sch.compute_at(sch.get_block("C"), i0)
 sch.compute_at(sch.get_block("B"), i0)
 ''')
 
-case("reverse_compute_at_two_producers", TWO_PRODUCERS_ONE_LOOP, '''
-i, j = sch.get_loops(sch.get_block("B2"))
-sch.reverse_compute_at(sch.get_block("C"), i)
-''')
+moved_under("reverse_compute_at_two_producers", TWO_PRODUCERS_ONE_LOOP, "reverse_compute_at", "C", "i", of="B2")
+moved_under("err_compute_at_not_all_consumers", TWO_CONSUMERS, "compute_at", "B", "i", of="C")
+moved_under("err_reverse_compute_at_not_all_producers", TWO_PRODUCERS, "reverse_compute_at", "C", "i", of="B2")
 
-error_case("err_compute_at_not_all_consumers", TWO_CONSUMERS, '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), i)
-''')
+moved_under("err_reverse_compute_at_index_out_of_range", PLACEMENT_REVERSE,
+            "reverse_compute_at", "D", "i, index=0", of="B", loops="i, _")
 
-error_case("err_reverse_compute_at_not_all_producers", TWO_PRODUCERS, '''
-i, j = sch.get_loops(sch.get_block("B2"))
-sch.reverse_compute_at(sch.get_block("C"), i)
-''')
-
-error_case("err_reverse_compute_at_index_out_of_range", PLACEMENT_REVERSE, '''
-i, _ = sch.get_loops(sch.get_block("B"))
-sch.reverse_compute_at(sch.get_block("D"), i, index=0)
-''')
-
-error_case("err_compute_at_not_complete", NOT_COMPLETE, '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), i)
-''')
-
-error_case("err_reverse_compute_at_own_loop", PRODUCER_CONSUMER, '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.reverse_compute_at(sch.get_block("C"), i)
-''')
-
-error_case("err_compute_at_not_stage_pipeline", WAR_SCOPE, '''
-i, = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), i)
-''')
-
-error_case("err_compute_at_loop_in_other_scope", NESTED_SCOPE, '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), i)
-''')
-
-case("compute_inline_into_nested_scope", NESTED_SCOPE, '''
-sch.compute_inline(sch.get_block("B"))
-''')
+moved_under("err_compute_at_not_complete", NOT_COMPLETE, "compute_at", "B", "i", of="C")
+moved_under("err_reverse_compute_at_own_loop", PRODUCER_CONSUMER, "reverse_compute_at", "C", "i", of="C")
+moved_under("err_compute_at_not_stage_pipeline", WAR_SCOPE, "compute_at", "B", "i", of="C", loops="i,")
+moved_under("err_compute_at_loop_in_other_scope", NESTED_SCOPE, "compute_at", "B", "i", of="C")
+inline("compute_inline_into_nested_scope", NESTED_SCOPE)
 
 # ============================================================================ compute_inline
 
-case("compute_inline_transposed_store", TRANSPOSED_PRODUCER, '''
-sch.compute_inline(sch.get_block("B"))
-''')
-
-case("compute_inline_shifted_loads", CHAIN, '''
-sch.compute_inline(sch.get_block("B"))
-''')
+inline("compute_inline_transposed_store", TRANSPOSED_PRODUCER)
+inline("compute_inline_shifted_loads", CHAIN)
 
 case("compute_inline_chain_by_name", CHAIN, '''
 sch.compute_inline("C")
@@ -544,60 +454,90 @@ sch.compute_at(sch.get_block("C"), i)
 sch.compute_inline(sch.get_block("C"))
 ''')
 
-case("compute_inline_two_consumers", TWO_CONSUMERS, '''
-sch.compute_inline(sch.get_block("B"))
-''')
-
-error_case("err_compute_inline_only_leaf", ONLY_LEAF, '''
-sch.compute_inline(sch.get_block("B"))
-''')
-
-error_case("err_compute_inline_if_body", IF_BODY, '''
-sch.compute_inline(sch.get_block("B"))
-''')
-
-error_case("err_compute_inline_not_complete", NOT_COMPLETE, '''
-sch.compute_inline(sch.get_block("B"))
-''')
+inline("compute_inline_two_consumers", TWO_CONSUMERS)
+inline("err_compute_inline_only_leaf", ONLY_LEAF)
+inline("err_compute_inline_if_body", IF_BODY)
+inline("err_compute_inline_not_complete", NOT_COMPLETE)
 
 # ============================================================================ reverse_compute_inline
 
-case("reverse_compute_inline_producer_larger", PRODUCER_LARGER, '''
-sch.reverse_compute_inline(sch.get_block("C"))
-''')
-
-case("reverse_compute_inline_transposed_store", CONSUMER_TRANSPOSED, '''
-sch.reverse_compute_inline(sch.get_block("C"))
-''')
-
-case("reverse_compute_inline_chain", CHAIN, '''
-sch.reverse_compute_inline(sch.get_block("D"))
-''')
-
-error_case("err_reverse_compute_inline_strided_load", CONSUMER_STRIDED, '''
-sch.reverse_compute_inline(sch.get_block("C"))
-''')
-
-error_case("err_reverse_compute_inline_shifted_load", CHAIN, '''
-sch.reverse_compute_inline(sch.get_block("C"))
-''')
+reverse_inline("reverse_compute_inline_producer_larger", PRODUCER_LARGER)
+reverse_inline("reverse_compute_inline_transposed_store", CONSUMER_TRANSPOSED)
+reverse_inline("reverse_compute_inline_chain", CHAIN, "D")
+reverse_inline("err_reverse_compute_inline_strided_load", CONSUMER_STRIDED)
+reverse_inline("err_reverse_compute_inline_shifted_load", CHAIN)
 
 
 # ============================================================================ more (differential checks)
 
-case("compute_at_fused_split", '''
+# B's store ignores its unit iterator: B[0, vj].
+UNIT_ITER = '''
 @T.prim_func(s_tir=True)
-def main(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
-    B = T.sblock_alloc_buffer((64, 64), "float32")
-    for i, j in T.grid(64, 64):
+def main(A: T.Buffer((1, 16), "float32"), C: T.Buffer((1, 16), "float32")):
+    B = T.sblock_alloc_buffer((1, 16), "float32")
+    for i, j in T.grid(1, 16):
         with T.sblock("B"):
             vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(64, 64):
+            B[0, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(1, 16):
         with T.sblock("C"):
             vi, vj = T.axis.remap("SS", [i, j])
             C[vi, vj] = B[vi, vj] + T.float32(1)
-''', '''
+'''
+
+# C sums B's rows.
+REDUCTION_CONSUMER = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((32, 32), "float32"), C: T.Buffer((32,), "float32")):
+    B = T.sblock_alloc_buffer((32, 32), "float32")
+    for i, j in T.grid(32, 32):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, k in T.grid(32, 32):
+        with T.sblock("C"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                C[vi] = T.float32(0)
+            C[vi] = C[vi] + B[vi, vk]
+'''
+
+# P pads A by one on each side; C reads P.
+PAD = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((14, 14), "float32"), C: T.Buffer((16, 16), "float32")):
+    P = T.sblock_alloc_buffer((16, 16), "float32")
+    for i, j in T.grid(16, 16):
+        with T.sblock("P"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            P[vi, vj] = T.if_then_else(1 <= vi and vi < 15 and 1 <= vj and vj < 15, A[vi - 1, vj - 1], T.float32(0))
+    for i, j in T.grid(16, 16):
+        with T.sblock("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = P[vi, vj] * T.float32(2)
+'''
+
+# B, C and D under one loop i; C and D read B.
+SHARED_LOOP_TWO_CONSUMERS = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
+    B = T.sblock_alloc_buffer((16, 16), "float32")
+    for i in range(16):
+        for j in range(16):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] + T.float32(1)
+        for j in range(16):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = B[vi, vj] * T.float32(2)
+        for j in range(16):
+            with T.sblock("D"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = B[vi, vj] * T.float32(3)
+'''
+
+case("compute_at_fused_split", producer_consumer(64, 64), '''
 i, j = sch.get_loops(sch.get_block("C"))
 f = sch.fuse(i, j)
 f0, f1 = sch.split(f, [None, 128])
@@ -607,38 +547,14 @@ sch.compute_at(sch.get_block("B"), f0)
 # TVM's own after-step verification rejects its cached region-cover flag here (its analysis
 # cannot prove that a fused, unevenly split loop's producer covers the consumer); the result
 # itself is right, so this case runs without that verification.
-case("compute_at_fused_split_ragged", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
-    B = T.sblock_alloc_buffer((64, 64), "float32")
-    for i, j in T.grid(64, 64):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(64, 64):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-''', '''
+case("compute_at_fused_split_ragged", producer_consumer(64, 64), '''
 i, j = sch.get_loops(sch.get_block("C"))
 f = sch.fuse(i, j)
 f0, f1 = sch.split(f, [None, 96])
 sch.compute_at(sch.get_block("B"), f0)
 ''', verify=False)
 
-case("compute_at_ragged_preserve_unit_loops", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((10, 8), "float32"), C: T.Buffer((10, 8), "float32")):
-    B = T.sblock_alloc_buffer((10, 8), "float32")
-    for i, j in T.grid(10, 8):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(10, 8):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-''', '''
+case("compute_at_ragged_preserve_unit_loops", RAGGED, '''
 i, j = sch.get_loops(sch.get_block("C"))
 i0, i1 = sch.split(i, [None, 3])
 sch.compute_at(sch.get_block("B"), i1, preserve_unit_loops=True)
@@ -760,37 +676,8 @@ i, j = sch.get_loops(sch.get_block("C"))
 sch.compute_at(sch.get_block("B"), i)
 ''')
 
-case("compute_inline_unit_iter", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((1, 16), "float32"), C: T.Buffer((1, 16), "float32")):
-    B = T.sblock_alloc_buffer((1, 16), "float32")
-    for i, j in T.grid(1, 16):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[0, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(1, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-''', '''
-sch.compute_inline(sch.get_block("B"))
-''')
-
-case("reverse_compute_inline_unit_iter", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((1, 16), "float32"), C: T.Buffer((1, 16), "float32")):
-    B = T.sblock_alloc_buffer((1, 16), "float32")
-    for i, j in T.grid(1, 16):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[0, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(1, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-''', '''
-sch.reverse_compute_inline(sch.get_block("C"))
-''')
+inline("compute_inline_unit_iter", UNIT_ITER)
+reverse_inline("reverse_compute_inline_unit_iter", UNIT_ITER)
 
 case("compute_at_symbolic_extent", '''
 @T.prim_func(s_tir=True)
@@ -813,124 +700,23 @@ i0, i1 = sch.split(i, [None, 4])
 sch.compute_at(sch.get_block("B"), i0)
 ''')
 
-case("reverse_compute_at_reduction_consumer", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((32, 32), "float32"), C: T.Buffer((32,), "float32")):
-    B = T.sblock_alloc_buffer((32, 32), "float32")
-    for i, j in T.grid(32, 32):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, k in T.grid(32, 32):
-        with T.sblock("C"):
-            vi, vk = T.axis.remap("SR", [i, k])
-            with T.init():
-                C[vi] = T.float32(0)
-            C[vi] = C[vi] + B[vi, vk]
-''', '''
-i, j = sch.get_loops(sch.get_block("B"))
-sch.reverse_compute_at(sch.get_block("C"), i)
-''')
+moved_under("reverse_compute_at_reduction_consumer", REDUCTION_CONSUMER, "reverse_compute_at", "C", "i", of="B")
 
-case("compute_at_reduction_consumer_tiled", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((32, 32), "float32"), C: T.Buffer((32,), "float32")):
-    B = T.sblock_alloc_buffer((32, 32), "float32")
-    for i, j in T.grid(32, 32):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, k in T.grid(32, 32):
-        with T.sblock("C"):
-            vi, vk = T.axis.remap("SR", [i, k])
-            with T.init():
-                C[vi] = T.float32(0)
-            C[vi] = C[vi] + B[vi, vk]
-''', '''
+case("compute_at_reduction_consumer_tiled", REDUCTION_CONSUMER, '''
 i, k = sch.get_loops(sch.get_block("C"))
 k0, k1 = sch.split(k, [None, 8])
 sch.compute_at(sch.get_block("B"), k0)
 ''')
 
-case("compute_at_unit_outer_loop", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((1, 16), "float32"), C: T.Buffer((1, 16), "float32")):
-    B = T.sblock_alloc_buffer((1, 16), "float32")
-    for i, j in T.grid(1, 16):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(1, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-''', '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), j)
-''')
+moved_under("compute_at_unit_outer_loop", producer_consumer(1, 16), "compute_at", "B", "j", of="C")
 
-case("compute_at_unit_outer_loop_preserve", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((1, 16), "float32"), C: T.Buffer((1, 16), "float32")):
-    B = T.sblock_alloc_buffer((1, 16), "float32")
-    for i, j in T.grid(1, 16):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(1, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-''', '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), j, preserve_unit_loops=True)
-''')
+moved_under("compute_at_unit_outer_loop_preserve", producer_consumer(1,
+            16), "compute_at", "B", "j, preserve_unit_loops=True", of="C")
 
-case("reverse_compute_inline_pad", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((14, 14), "float32"), C: T.Buffer((16, 16), "float32")):
-    P = T.sblock_alloc_buffer((16, 16), "float32")
-    for i, j in T.grid(16, 16):
-        with T.sblock("P"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            P[vi, vj] = T.if_then_else(1 <= vi and vi < 15 and 1 <= vj and vj < 15, A[vi - 1, vj - 1], T.float32(0))
-    for i, j in T.grid(16, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = P[vi, vj] * T.float32(2)
-''', '''
-sch.reverse_compute_inline(sch.get_block("C"))
-''')
+reverse_inline("reverse_compute_inline_pad", PAD)
+inline("compute_inline_pad", PAD, "P")
 
-case("compute_inline_pad", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((14, 14), "float32"), C: T.Buffer((16, 16), "float32")):
-    P = T.sblock_alloc_buffer((16, 16), "float32")
-    for i, j in T.grid(16, 16):
-        with T.sblock("P"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            P[vi, vj] = T.if_then_else(1 <= vi and vi < 15 and 1 <= vj and vj < 15, A[vi - 1, vj - 1], T.float32(0))
-    for i, j in T.grid(16, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = P[vi, vj] * T.float32(2)
-''', '''
-sch.compute_inline(sch.get_block("P"))
-''')
-
-case("compute_at_pad", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((14, 14), "float32"), C: T.Buffer((16, 16), "float32")):
-    P = T.sblock_alloc_buffer((16, 16), "float32")
-    for i, j in T.grid(16, 16):
-        with T.sblock("P"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            P[vi, vj] = T.if_then_else(1 <= vi and vi < 15 and 1 <= vj and vj < 15, A[vi - 1, vj - 1], T.float32(0))
-    for i, j in T.grid(16, 16):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = P[vi, vj] * T.float32(2)
-''', '''
+case("compute_at_pad", PAD, '''
 i, j = sch.get_loops(sch.get_block("C"))
 i0, i1 = sch.split(i, [None, 4])
 sch.compute_at(sch.get_block("P"), i0)
@@ -955,70 +741,12 @@ def main(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
 sch.compute_inline(sch.get_block("B"))
 ''')
 
-case("compute_inline_in_shared_loop", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
-    B = T.sblock_alloc_buffer((16, 16), "float32")
-    for i in range(16):
-        for j in range(16):
-            with T.sblock("B"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                B[vi, vj] = A[vi, vj] + T.float32(1)
-        for j in range(16):
-            with T.sblock("C"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = B[vi, vj] * T.float32(2)
-        for j in range(16):
-            with T.sblock("D"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                D[vi, vj] = B[vi, vj] * T.float32(3)
-''', '''
-sch.compute_inline(sch.get_block("B"))
-''')
+inline("compute_inline_in_shared_loop", SHARED_LOOP_TWO_CONSUMERS)
 
-error_case("err_reverse_compute_at_inside_own_loop", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
-    B = T.sblock_alloc_buffer((16, 16), "float32")
-    for i in range(16):
-        for j in range(16):
-            with T.sblock("B"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                B[vi, vj] = A[vi, vj] + T.float32(1)
-        for j in range(16):
-            with T.sblock("C"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = B[vi, vj] * T.float32(2)
-        for j in range(16):
-            with T.sblock("D"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                D[vi, vj] = B[vi, vj] * T.float32(3)
-''', '''
-i, j = sch.get_loops(sch.get_block("B"))
-sch.reverse_compute_at(sch.get_block("D"), i, index=1)
-''')
+moved_under("err_reverse_compute_at_inside_own_loop", SHARED_LOOP_TWO_CONSUMERS,
+            "reverse_compute_at", "D", "i, index=1", of="B")
 
-error_case("err_compute_at_sibling_consumer_outside", '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32"), D: T.Buffer((16, 16), "float32")):
-    B = T.sblock_alloc_buffer((16, 16), "float32")
-    for i in range(16):
-        for j in range(16):
-            with T.sblock("B"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                B[vi, vj] = A[vi, vj] + T.float32(1)
-        for j in range(16):
-            with T.sblock("C"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                C[vi, vj] = B[vi, vj] * T.float32(2)
-        for j in range(16):
-            with T.sblock("D"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                D[vi, vj] = B[vi, vj] * T.float32(3)
-''', '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), j)
-''')
+moved_under("err_compute_at_sibling_consumer_outside", SHARED_LOOP_TWO_CONSUMERS, "compute_at", "B", "j", of="C")
 
 # A scope below the root: blocks B and C inside block "outer", B's buffer allocated there.
 NESTED_ALLOC = '''
@@ -1040,28 +768,11 @@ def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
                     C[vio * 8 + vi, vj] = B[vi, vj] + T.float32(1)
 '''
 
-case("compute_at_nested_scope", NESTED_ALLOC, '''
-i, j = sch.get_loops(sch.get_block("C"))
-sch.compute_at(sch.get_block("B"), i)
-''')
-
-case("reverse_compute_at_nested_scope", NESTED_ALLOC, '''
-i, j = sch.get_loops(sch.get_block("B"))
-sch.reverse_compute_at(sch.get_block("C"), j)
-''')
-
-case("compute_inline_nested_scope", NESTED_ALLOC, '''
-sch.compute_inline(sch.get_block("B"))
-''')
-
-case("reverse_compute_inline_nested_scope", NESTED_ALLOC, '''
-sch.reverse_compute_inline(sch.get_block("C"))
-''')
-
-error_case("err_compute_at_loop_outside_scope", NESTED_ALLOC, '''
-io, = sch.get_loops(sch.get_block("outer"))
-sch.compute_at(sch.get_block("B"), io)
-''')
+moved_under("compute_at_nested_scope", NESTED_ALLOC, "compute_at", "B", "i", of="C")
+moved_under("reverse_compute_at_nested_scope", NESTED_ALLOC, "reverse_compute_at", "C", "j", of="B")
+inline("compute_inline_nested_scope", NESTED_ALLOC)
+reverse_inline("reverse_compute_inline_nested_scope", NESTED_ALLOC)
+moved_under("err_compute_at_loop_outside_scope", NESTED_ALLOC, "compute_at", "B", "io", of="outer", loops="io,")
 
 # Provided indices fusing two iterators (``v0 * 4 + v1``): TVM inverts the bijective mapping
 # (the pattern DLight's GEMV rule meets after rfactor).
@@ -1138,52 +849,6 @@ i0, i1 = sch.split(i, [None, 32])
 sch.compute_at(sch.get_block("B"), i0)
 ''')
 
-# ============================================================================ running
-
-
-def run(c: Case) -> str:
-    from tvm import s_tir
-
-    mod = _parse_with_tvm(c.source)
-    source = c.source
-    if c.prep:
-        sch = s_tir.Schedule(mod, debug_mask="all")
-        exec(compile(c.prep, f"<{c.name} prep>", "exec"), {"sch": _SchProxy(sch)})
-        source = sch.mod.script() + "\n"
-        mod = sch.mod
-    (OUT / f"{c.name}.input.tvms").write_text(source)
-    (OUT / f"{c.name}.steps.py").write_text(c.steps)
-    sch = s_tir.Schedule(mod, debug_mask="all" if c.verify else 0)
-    for suffix in (".tvms", ".error.txt", ".trace.py"):
-        path = OUT / f"{c.name}{suffix}"
-        if path.exists():
-            path.unlink()
-    try:
-        exec(compile(c.steps, f"<{c.name}.steps.py>", "exec"), {"sch": _SchProxy(sch)})
-    except Exception as e:  # pylint: disable=broad-except
-        (OUT / f"{c.name}.error.txt").write_text(_error_text(e))
-        return "error" + ("" if c.expect_error else "  <-- UNEXPECTED")
-    (OUT / f"{c.name}.tvms").write_text(sch.mod.script() + "\n")
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-        sch.trace.show()  # plain text when Pygments is missing (it warns on stderr then)
-    (OUT / f"{c.name}.trace.py").write_text(buf.getvalue())
-    return "ok" + ("  <-- EXPECTED AN ERROR" if c.expect_error else "")
-
-
-def main(argv: list) -> int:
-    prefixes = [a for a in argv if not a.startswith("-")]
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "VERSION.txt").write_text(_versions())
-    bad = 0
-    for c in CASES:
-        if prefixes and not any(c.name.startswith(p) for p in prefixes):
-            continue
-        status = run(c)
-        bad += "<--" in status
-        print(f"{c.name}: {status}")
-    return 1 if bad else 0
-
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(oracle.main(sys.argv[1:], CASES))

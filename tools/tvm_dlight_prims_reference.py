@@ -2,25 +2,38 @@
 add_unit_loop, reindex, pad_einsum, a one-loop fuse — and for DLight's normalize_prim_func,
 made with real Apache TVM 0.27.
 
-A developer tool only (like tools/tvm_schedule_reference.py, whose file format it writes): TVM is
-never imported by tvms or its tests. Run from the repository root with TVM's venv::
+A developer tool only (TVM is never imported by tvms or its tests). Run from the repository root
+with TVM's venv (see tools/tvm_oracle.py)::
 
-    /work/tvmref/bin/python tools/tvm_dlight_prims_reference.py
+    /work/tvmref/bin/python tools/tvm_dlight_prims_reference.py [--list] [name-prefix ...]
 
-Writes tests/golden/dlight_prims/<name>.input.tvms, <name>.steps.py and either <name>.tvms (TVM's
-``sch.mod.script()`` after the steps) or <name>.error.txt (the exception class, then TVM's
-message). The steps use only ``sch`` (``get_sblock``, which tvms's Schedule has too) (and, for normalize cases, ``normalize_prim_func(sch)``,
-which the test binds to tvms's).
+``tools/tvm_oracle.py`` writes tests/golden/dlight_prims/<name>.input.tvms, <name>.steps.py and
+either <name>.tvms (TVM's ``sch.mod.script()`` after the steps, no trace) or <name>.error.txt
+(the exception class, then only the text after TVM's "Error message:"). The steps use only
+``sch`` (``get_sblock``, which tvms's Schedule has too) and, for normalize cases,
+``normalize_prim_func(sch)``, which the test binds to tvms's.
 """
 
 from __future__ import annotations
 
 import pathlib
-import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "golden" / "dlight_prims"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import tvm_oracle as oracle  # noqa: E402
+
+
+def _step_globals() -> dict:
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    # TVM's function takes the schedule itself, not the proxy the steps see as ``sch``.
+    return {"normalize_prim_func": lambda sch: normalize_prim_func(sch._sch)}
+
+
+CASES = oracle.Cases(oracle.Layout(oracle.GOLDEN / "dlight_prims", trace=False, short_errors=True,
+                                   script_newline=False, full_versions=False), step_globals=_step_globals)
+case, error_case = CASES.add, CASES.error
 
 MATMUL = '''
 # from tvm.script import tirx as T
@@ -114,7 +127,7 @@ def main(A: T.Buffer((1, 16), "float32"), B: T.Buffer((1, 16), "float32")):
             B[vi, vj] = A[vi, vj]
 '''
 
-CASES = [
+for name, source, steps in [
     # transform_block_layout
     ("tbl_fuse_spatial", FUSE3, 'sch.transform_block_layout(sch.get_sblock("B"), lambda i, j, k: (i * 8 + j, k))'),
     ("tbl_add_unit", FUSE3, 'sch.transform_block_layout(sch.get_sblock("B"), lambda i, j, k: (i * 0, i, j * 2 + k))'),
@@ -142,39 +155,9 @@ CASES = [
     ("normalize_full_reduce", FULL_REDUCE, "normalize_prim_func(sch)"),
     ("normalize_shared_loop", SHARED_LOOP, "normalize_prim_func(sch)"),
     ("normalize_swapped", SWAPPED, "normalize_prim_func(sch)"),
-]
-
-
-def _clean(text: str) -> str:
-    return text.strip("\n") + "\n"
-
-
-def main() -> None:
-    import tvm
-    from tvm import s_tir
-    from tvm.s_tir.dlight.analysis import normalize_prim_func
-
-    OUT.mkdir(parents=True, exist_ok=True)
-    for name, source, steps in CASES:
-        for stale in OUT.glob(f"{name}.*"):
-            stale.unlink()
-        (OUT / f"{name}.input.tvms").write_text(_clean(source))
-        (OUT / f"{name}.steps.py").write_text(_clean(steps))
-        func = tvm.script.from_source(source)
-        sch = s_tir.Schedule(func, debug_mask="all")
-        try:
-            exec(steps, {"sch": sch, "normalize_prim_func": normalize_prim_func})
-        except Exception as err:  # noqa: BLE001 - recording what TVM raised
-            msg = str(err)
-            m = re.search(r"Error message: (.*)", msg, re.S)
-            reason = m.group(1).strip() if m else msg.strip().splitlines()[-1]
-            (OUT / f"{name}.error.txt").write_text(f"{type(err).__name__}\n{reason}\n")
-            print(f"{name}: error {type(err).__name__}")
-            continue
-        (OUT / f"{name}.tvms").write_text(sch.mod.script())
-        print(f"{name}: ok")
-    (OUT / "VERSION.txt").write_text(f"apache-tvm {tvm.__version__}\n")
+]:
+    (error_case if name.startswith("err_") else case)(name, source, steps)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(oracle.main(sys.argv[1:], CASES))

@@ -1,21 +1,12 @@
 """Generate golden files for ``tvms.tir.Schedule`` and ``tvms.dlight`` from real Apache TVM.
 
-Purpose
--------
-A *developer tool* only, like ``tools/tvm_reference.py``.  It holds a list of schedule cases
-(an input module as TVMScript text + schedule steps as Python code) and DLight cases (an input
-module + a rule list + a target), runs each with the real Apache TVM, and writes what TVM
-produced into ``tests/golden/schedule/`` and ``tests/golden/dlight/``.  TVM is never a
-dependency of tvms: no test imports TVM, tests only read the golden files (through
-``tests/schedule_cases.py``).
+A *developer tool* only (TVM is never a dependency of tvms; tests only read the files written
+here, through ``tests/schedule_cases.py``).  It holds the schedule cases of every primitive
+family (an input module as TVMScript text + schedule steps as Python code, run and written by
+``tools/tvm_oracle.py`` into ``tests/golden/schedule/``) and DLight cases (an input module + a
+rule list + a target, written into ``tests/golden/dlight/``).
 
-Setup (outside the repo), as for ``tools/tvm_reference.py``::
-
-    python3 -m venv /work/tvmref
-    /work/tvmref/bin/pip install apache-tvm==0.27.0 numpy
-    /work/tvmref/bin/pip install apache-tvm-ffi==0.1.14.post1
-
-Run (from the repository root)::
+Setup as in ``tools/tvm_oracle.py``; run from the repository root::
 
     /work/tvmref/bin/python tools/tvm_schedule_reference.py            # every case
     /work/tvmref/bin/python tools/tvm_schedule_reference.py mlc_ gpu_  # cases whose name starts so
@@ -27,18 +18,8 @@ and are made with *tvms's* Python (no TVM involved)::
 
     python tools/tvm_schedule_reference.py --make-dlight-inputs
 
-Files written per schedule case ``<name>`` (tests/golden/schedule/):
-
-* ``<name>.input.tvms``  the input TVMScript, exactly as the case holds it (modern dialect:
-  ``from tvm.script import tirx as T``, ``@T.prim_func(s_tir=True)``, ``T.sblock``);
-* ``<name>.steps.py``    the schedule steps: Python that uses only ``sch`` (no ``T``/``tvm``),
-  and runs unchanged on ``tvm.s_tir.Schedule`` and ``tvms.tir.Schedule`` (``sch.get_block`` is
-  aliased to TVM's ``get_sblock`` here);
-* ``<name>.tvms``        ``sch.mod.script()`` after the steps;
-* ``<name>.trace.py``    what ``sch.trace.show()`` prints (the trace as Python);
-* or, when TVM rejects a step, ``<name>.error.txt`` instead of the last two: the exception class
-  name on the first line, then TVM's message (for a ``ScheduleError``: the sentence naming the
-  primitive and the text after ``Error message:``; the IR dump TVM renders is left out).
+Per schedule case: ``<name>.input.tvms``, ``<name>.steps.py``, then ``<name>.tvms`` and
+``<name>.trace.py`` or ``<name>.error.txt`` (see ``tools/tvm_oracle.py``).
 
 Per DLight case (tests/golden/dlight/): ``<name>.input.tvms`` (the module TVM parsed, modern
 dialect), ``<name>.rules.txt`` (line 1: the rule class names in ``tvm.s_tir.dlight.gpu``, comma
@@ -48,104 +29,35 @@ separated; line 2: the target, exactly the JSON text given to ``tvm.target.Targe
 (``none`` when no rule applies).
 
 TVM 0.27 notes: the CLI target form ``"cuda -arch=sm_90"`` is rejected ("CLI target string form
-is no longer supported"); targets are JSON dicts.  The schedule is created with
-``debug_mask="all"`` so TVM verifies the IR after every primitive.
+is no longer supported"); targets are JSON dicts.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import pathlib
 import re
 import sys
 from dataclasses import dataclass
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SCHEDULE_OUT = ROOT / "tests" / "golden" / "schedule"
-DLIGHT_OUT = ROOT / "tests" / "golden" / "dlight"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import tvm_oracle as oracle  # noqa: E402
+from tvm_oracle import (EW2D, GPU_MATMUL, GPU_WINDOW_SUM, MATMUL_128, MLC_GET_RELU, MLC_MOVE_RELU,  # noqa: E402
+                        MLC_REORDER, MLC_SPLIT, MM_RELU, PRODUCER_CONSUMER, ROOT, ROW_SUM, clean, steps)
+
 DLIGHT_INPUTS = ROOT / "tools" / "tvm_schedule_reference_inputs"
 
-# H100 defaults (what TVM's "nvidia/nvidia-h100" tag gives, without its registers/L2 entries).
-H100_TARGET = json.dumps({
-    "kind": "cuda",
-    "arch": "sm_90",
-    "max_threads_per_block": 1024,
-    "max_shared_memory_per_block": 49152,
-    "thread_warp_size": 32,
-})
-
-ALL_RULES = "Matmul,GEMV,Reduction,GeneralReduction,Fallback"
-SEED_RULES = "Matmul,Fallback"
-
-
-@dataclass
-class ScheduleCase:
-    name: str
-    source: str
-    steps: str
-    expect_error: bool = False
-
-
-@dataclass
-class DLightCase:
-    name: str
-    input_file: str          # under tools/tvm_schedule_reference_inputs/ (classic dialect, tvms's print)
-    rules: str               # comma separated class names in tvm.s_tir.dlight.gpu
-    target: str = H100_TARGET
-
-
-def _clean(text: str) -> str:
-    lines = text.strip("\n").splitlines()
-    indent = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
-    return "\n".join(ln[indent:] for ln in lines) + "\n"
-
-
-CASES: list[ScheduleCase] = []
-DLIGHT_CASES: list[DLightCase] = []
-
-
-def case(name: str, source: str, steps: str, expect_error: bool = False) -> None:
-    assert all(c.name != name for c in CASES), name
-    CASES.append(ScheduleCase(name, _clean(source), _clean(steps), expect_error))
-
-
-def error_case(name: str, source: str, steps: str) -> None:
-    case(name, source, steps, expect_error=True)
+CASES = oracle.Cases(oracle.Layout(oracle.GOLDEN / "schedule"))
+case, error_case, on_block, looped = CASES.add, CASES.error, CASES.on_block, CASES.looped
 
 
 # =============================================================================================
-# Input modules
+# Input modules (and, from tools/tvm_oracle.py, MM_RELU, GPU_WINDOW_SUM, GPU_MATMUL, EW2D,
+# PRODUCER_CONSUMER, MATMUL_128, ROW_SUM)
 # =============================================================================================
 
-# mlc.ai chapter 2 (TensorIR): the mm_relu module.
-MM_RELU = '''
-# from tvm.script import ir as I
-# from tvm.script import tirx as T
-
-@I.ir_module
-class MyModule:
-    @T.prim_func(s_tir=True)
-    def mm_relu(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
-        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
-        Y = T.sblock_alloc_buffer((128, 128), dtype="float32")
-        for i, j, k in T.grid(128, 128, 128):
-            with T.sblock("Y"):
-                vi = T.axis.spatial(128, i)
-                vj = T.axis.spatial(128, j)
-                vk = T.axis.reduce(128, k)
-                with T.init():
-                    Y[vi, vj] = T.float32(0)
-                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-        for i, j in T.grid(128, 128):
-            with T.sblock("C"):
-                vi = T.axis.spatial(128, i)
-                vj = T.axis.spatial(128, j)
-                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
-
-# mlc.ai GPU chapter: vector add, window sum, 1024x1024 matmul.
+# mlc.ai GPU chapter: vector add.
 GPU_VECTOR_ADD = '''
 # from tvm.script import ir as I
 # from tvm.script import tirx as T
@@ -159,48 +71,6 @@ class MyModuleVecAdd:
             with T.sblock("C"):
                 vi = T.axis.spatial(1024, i)
                 C[vi] = A[vi] + B[vi]
-'''
-
-GPU_WINDOW_SUM = '''
-# from tvm.script import ir as I
-# from tvm.script import tirx as T
-
-@I.ir_module
-class MyModuleWindowSum:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((1027,), "float32"), B: T.Buffer((1024,), "float32")):
-        T.func_attr({"global_symbol": "main", "tir.noalias": True})
-        for i in T.grid(1024):
-            with T.sblock("C"):
-                vi = T.axis.spatial(1024, i)
-                B[vi] = A[vi] + A[vi + 1] + A[vi + 2]
-'''
-
-GPU_MATMUL = '''
-# from tvm.script import ir as I
-# from tvm.script import tirx as T
-
-@I.ir_module
-class MyModuleMatmul:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((1024, 1024), "float32"), B: T.Buffer((1024, 1024), "float32"), C: T.Buffer((1024, 1024), "float32")):
-        T.func_attr({"global_symbol": "main", "tir.noalias": True})
-        for i, j, k in T.grid(1024, 1024, 1024):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
-
-# Small single-function inputs for the per-primitive cases.
-EW2D = '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32")):
-    for i, j in T.grid(128, 128):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
 '''
 
 EW3D = '''
@@ -245,21 +115,6 @@ def main(a: T.handle, b: T.handle):
             B[vi, vj] = A[vi, vj] * T.float32(2)
 '''
 
-# Two blocks: B = A * 2 (intermediate), C = B + 1.
-PRODUCER_CONSUMER = '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
-    B = T.sblock_alloc_buffer((128, 128), "float32")
-    for i, j in T.grid(128, 128):
-        with T.sblock("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2)
-    for i, j in T.grid(128, 128):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = B[vi, vj] + T.float32(1)
-'''
-
 # A chain of four elementwise blocks.
 EW_CHAIN = '''
 @T.prim_func(s_tir=True)
@@ -283,29 +138,6 @@ def main(A: T.Buffer((64, 64), "float32"), D: T.Buffer((64, 64), "float32")):
         with T.sblock("D"):
             vi, vj = T.axis.remap("SS", [i, j])
             D[vi, vj] = T.max(E[vi, vj], T.float32(0))
-'''
-
-MATMUL_128 = '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
-    for i, j, k in T.grid(128, 128, 128):
-        with T.sblock("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
-
-# Row sum: B[i] = sum_k A[i, k].
-ROW_SUM = '''
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128,), "float32")):
-    for i, k in T.grid(128, 128):
-        with T.sblock("B"):
-            vi, vk = T.axis.remap("SR", [i, k])
-            with T.init():
-                B[vi] = T.float32(0)
-            B[vi] = B[vi] + A[vi, vk]
 '''
 
 # Full sum of a vector into a 1-element buffer.
@@ -461,37 +293,10 @@ def main(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32"), C: 
 
 # ---- mlc.ai chapter 2: mm_relu -------------------------------------------------------------
 
-case("mlc_mm_relu_split", MM_RELU, '''
-    block_Y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(block_Y)
-    j0, j1 = sch.split(j, factors=[None, 4])
-''')
-
-case("mlc_mm_relu_reorder", MM_RELU, '''
-    block_Y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(block_Y)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    sch.reorder(j0, k, j1)
-''')
-
-case("mlc_mm_relu_reverse_compute_at", MM_RELU, '''
-    block_Y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(block_Y)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    sch.reorder(j0, k, j1)
-    block_C = sch.get_block("C", "mm_relu")
-    sch.reverse_compute_at(block_C, j0)
-''')
-
-case("mlc_mm_relu_transform", MM_RELU, '''
-    block_Y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(block_Y)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    sch.reorder(j0, k, j1)
-    block_C = sch.get_block("C", "mm_relu")
-    sch.reverse_compute_at(block_C, j0)
-    sch.decompose_reduction(block_Y, k)
-''')
+case("mlc_mm_relu_split", MM_RELU, MLC_SPLIT)
+case("mlc_mm_relu_reorder", MM_RELU, MLC_REORDER)
+case("mlc_mm_relu_reverse_compute_at", MM_RELU, MLC_MOVE_RELU)
+case("mlc_mm_relu_transform", MM_RELU, steps(MLC_MOVE_RELU, "sch.decompose_reduction(block_Y, k)"))
 
 case("mlc_mm_relu_transform_jfactor8", MM_RELU, '''
     def transform(sch, jfactor):
@@ -506,27 +311,15 @@ case("mlc_mm_relu_transform_jfactor8", MM_RELU, '''
     transform(sch, jfactor=8)
 ''')
 
-case("mlc_mm_relu_parallel_vectorize_unroll", MM_RELU, '''
-    block_Y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(block_Y)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    sch.reorder(j0, k, j1)
-    block_C = sch.get_block("C", "mm_relu")
-    sch.reverse_compute_at(block_C, j0)
+case("mlc_mm_relu_parallel_vectorize_unroll", MM_RELU, steps(MLC_MOVE_RELU, '''
     sch.parallel(i)
     sch.unroll(j1)
     sch.vectorize(sch.get_loops(block_C)[-1])
     sch.decompose_reduction(block_Y, k)
-''')
+'''))
 
-case("mlc_mm_relu_reverse_compute_at_preserve_unit_loops", MM_RELU, '''
-    block_Y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(block_Y)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    sch.reorder(j0, k, j1)
-    block_C = sch.get_block("C", "mm_relu")
-    sch.reverse_compute_at(block_C, j0, preserve_unit_loops=True)
-''')
+case("mlc_mm_relu_reverse_compute_at_preserve_unit_loops", MM_RELU,
+     steps(MLC_REORDER, MLC_GET_RELU, "sch.reverse_compute_at(block_C, j0, preserve_unit_loops=True)"))
 
 case("mlc_mm_relu_compute_at_producer", MM_RELU, '''
     block_Y = sch.get_block("Y", func_name="mm_relu")
@@ -551,39 +344,28 @@ case("gpu_vector_add_bind", GPU_VECTOR_ADD, '''
     sch.bind(i1, "threadIdx.x")
 ''')
 
-case("gpu_window_sum_bind", GPU_WINDOW_SUM, '''
-    nthread = 128
-    block_C = sch.get_block("C")
-    i, = sch.get_loops(block=block_C)
-    i0, i1 = sch.split(i, [None, nthread])
-    sch.bind(i0, "blockIdx.x")
-    sch.bind(i1, "threadIdx.x")
-''')
+# The window sum, as the course builds it up: bind, then a shared copy of A per thread block,
+# then fetched cooperatively by the block's threads.
+WINDOW_SUM_BIND = '''
+nthread = 128
+block_C = sch.get_block("C")
+i, = sch.get_loops(block=block_C)
+i0, i1 = sch.split(i, [None, nthread])
+sch.bind(i0, "blockIdx.x")
+sch.bind(i1, "threadIdx.x")
+'''
+WINDOW_SUM_SHARED = WINDOW_SUM_BIND + '''\
+A_shared = sch.cache_read(block_C, read_buffer_index=0, storage_scope="shared")
+sch.compute_at(A_shared, i1)
+'''
+case("gpu_window_sum_bind", GPU_WINDOW_SUM, WINDOW_SUM_BIND)
+case("gpu_window_sum_shared", GPU_WINDOW_SUM, WINDOW_SUM_SHARED)
 
-case("gpu_window_sum_shared", GPU_WINDOW_SUM, '''
-    nthread = 128
-    block_C = sch.get_block("C")
-    i, = sch.get_loops(block=block_C)
-    i0, i1 = sch.split(i, [None, nthread])
-    sch.bind(i0, "blockIdx.x")
-    sch.bind(i1, "threadIdx.x")
-    A_shared = sch.cache_read(block_C, read_buffer_index=0, storage_scope="shared")
-    sch.compute_at(A_shared, i1)
-''')
-
-case("gpu_window_sum_shared_coop_fetch", GPU_WINDOW_SUM, '''
-    nthread = 128
-    block_C = sch.get_block("C")
-    i, = sch.get_loops(block=block_C)
-    i0, i1 = sch.split(i, [None, nthread])
-    sch.bind(i0, "blockIdx.x")
-    sch.bind(i1, "threadIdx.x")
-    A_shared = sch.cache_read(block_C, read_buffer_index=0, storage_scope="shared")
-    sch.compute_at(A_shared, i1)
+case("gpu_window_sum_shared_coop_fetch", GPU_WINDOW_SUM, steps(WINDOW_SUM_SHARED, '''
     ax = sch.get_loops(A_shared)[-1]
     ax0, ax1 = sch.split(ax, [None, nthread])
     sch.bind(ax1, "threadIdx.x")
-''')
+'''))
 
 case("gpu_matmul_blocking", GPU_MATMUL, '''
     def blocking(sch, tile_local_y, tile_local_x, tile_block_y, tile_block_x, tile_k):
@@ -641,72 +423,22 @@ case("gpu_matmul_blocking_shared", GPU_MATMUL, '''
 
 # ---- split ---------------------------------------------------------------------------------
 
-case("split_two", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[None, 16])
-''')
+looped("split_two", EW2D, "i, j", 'sch.split(i, factors=[None, 16])')
+looped("split_outer_factor", EW2D, "i, j", 'sch.split(j, factors=[8, None])')
+looped("split_three", EW2D, "i, j", 'sch.split(j, factors=[2, None, 8])')
+looped("split_all_factors_given", EW2D, "i, j", 'sch.split(i, factors=[4, 4, 8])')
+looped("split_nondivisible_predicate", EW1D_ODD, "i,", 'sch.split(i, factors=[None, 32])')
+looped("split_product_exceeds_extent", EW1D_ODD, "i,", 'sch.split(i, factors=[8, 16])')
 
-case("split_outer_factor", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(j, factors=[8, None])
-''')
-
-case("split_three", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(j, factors=[2, None, 8])
-''')
-
-case("split_all_factors_given", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[4, 4, 8])
-''')
-
-case("split_nondivisible_predicate", EW1D_ODD, '''
-    b = sch.get_block("B")
-    i, = sch.get_loops(b)
-    sch.split(i, factors=[None, 32])
-''')
-
-case("split_product_exceeds_extent", EW1D_ODD, '''
-    b = sch.get_block("B")
-    i, = sch.get_loops(b)
-    sch.split(i, factors=[8, 16])
-''')
-
-case("split_nondivisible_then_fuse", EW1D_ODD, '''
-    b = sch.get_block("B")
-    i, = sch.get_loops(b)
+looped("split_nondivisible_then_fuse", EW1D_ODD, "i,", '''
     i0, i1, i2 = sch.split(i, factors=[None, 4, 8])
     sch.fuse(i1, i2)
 ''')
 
-case("split_unit_factor", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[None, 1])
-''')
-
-case("split_unit_factor_no_preserve", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[None, 1], preserve_unit_iters=False)
-''')
-
-case("split_symbolic_int32", EW_SYM_INT32, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[None, 32])
-''')
-
-case("split_symbolic_int64", EW_SYM_INT64, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[None, 32])
-''')
+looped("split_unit_factor", EW2D, "i, j", 'sch.split(i, factors=[None, 1])')
+looped("split_unit_factor_no_preserve", EW2D, "i, j", 'sch.split(i, factors=[None, 1], preserve_unit_iters=False)')
+looped("split_symbolic_int32", EW_SYM_INT32, "i, j", 'sch.split(i, factors=[None, 32])')
+looped("split_symbolic_int64", EW_SYM_INT64, "i, j", 'sch.split(i, factors=[None, 32])')
 
 case("split_int64_legalized", LEGAL_ADD, '''
     b = sch.get_block("T_add", func_name="main")
@@ -717,27 +449,11 @@ case("split_int64_legalized", LEGAL_ADD, '''
 
 # ---- fuse ----------------------------------------------------------------------------------
 
-case("fuse_two", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.fuse(i, j)
-''')
+looped("fuse_two", EW2D, "i, j", 'sch.fuse(i, j)')
+looped("fuse_three", EW3D, "i, j, k", 'sch.fuse(i, j, k)')
+looped("fuse_inner_two_of_three", EW3D, "i, j, k", 'sch.fuse(j, k)')
 
-case("fuse_three", EW3D, '''
-    b = sch.get_block("B")
-    i, j, k = sch.get_loops(b)
-    sch.fuse(i, j, k)
-''')
-
-case("fuse_inner_two_of_three", EW3D, '''
-    b = sch.get_block("B")
-    i, j, k = sch.get_loops(b)
-    sch.fuse(j, k)
-''')
-
-case("fuse_then_split_bind", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("fuse_then_split_bind", EW2D, "i, j", '''
     f = sch.fuse(i, j)
     bx, tx = sch.split(f, factors=[None, 256])
     sch.bind(bx, "blockIdx.x")
@@ -751,30 +467,17 @@ case("fuse_int64_legalized", LEGAL_TRANSPOSE, '''
     sch.split(f, factors=[None, 1024])
 ''')
 
-case("fuse_symbolic", EW_SYM_INT32, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("fuse_symbolic", EW_SYM_INT32, "i, j", '''
     f = sch.fuse(i, j)
     sch.split(f, factors=[None, 128])
 ''')
 
 # ---- reorder -------------------------------------------------------------------------------
 
-case("reorder_two", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.reorder(j, i)
-''')
+looped("reorder_two", EW2D, "i, j", 'sch.reorder(j, i)')
+looped("reorder_non_adjacent", EW3D, "i, j, k", 'sch.reorder(k, i)')
 
-case("reorder_non_adjacent", EW3D, '''
-    b = sch.get_block("B")
-    i, j, k = sch.get_loops(b)
-    sch.reorder(k, i)
-''')
-
-case("reorder_tile", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("reorder_tile", EW2D, "i, j", '''
     i0, i1 = sch.split(i, factors=[None, 8])
     j0, j1 = sch.split(j, factors=[None, 8])
     sch.reorder(i0, j0, i1, j1)
@@ -788,78 +491,55 @@ case("reorder_matmul_k_outer", MATMUL_128, '''
 
 # ---- loop kinds, bind, annotations ---------------------------------------------------------
 
-case("parallel_outer", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.parallel(i)
-''')
+looped("parallel_outer", EW2D, "i, j", 'sch.parallel(i)')
 
-case("vectorize_inner", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("vectorize_inner", EW2D, "i, j", '''
     j0, j1 = sch.split(j, factors=[None, 4])
     sch.vectorize(j1)
 ''')
 
-case("unroll_inner", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("unroll_inner", EW2D, "i, j", '''
     j0, j1 = sch.split(j, factors=[None, 4])
     sch.unroll(j1)
 ''')
 
-case("parallel_vectorize_unroll", EW3D, '''
-    b = sch.get_block("B")
-    i, j, k = sch.get_loops(b)
+looped("parallel_vectorize_unroll", EW3D, "i, j, k", '''
     sch.parallel(i)
     sch.unroll(j)
     sch.vectorize(k)
 ''')
 
-case("vectorize_symbolic_extent", EW_SYM_INT32, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.vectorize(i)
-''')
+looped("vectorize_symbolic_extent", EW_SYM_INT32, "i, j", 'sch.vectorize(i)')
 
-case("bind_block_thread", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("bind_block_thread", EW2D, "i, j", '''
     sch.bind(i, "blockIdx.x")
     sch.bind(j, "threadIdx.x")
 ''')
 
-case("bind_reduction_thread", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
+looped("bind_reduction_thread", ROW_SUM, "i, k", '''
     sch.bind(i, "blockIdx.x")
     sch.bind(k, "threadIdx.x")
 ''')
 
-case("annotate_loop_and_block", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("annotate_loop_and_block", EW2D, "i, j", '''
     sch.annotate(i, "pragma_auto_unroll_max_step", 16)
     sch.annotate(j, "pragma_unroll_explicit", 1)
     sch.annotate(b, "meta_schedule.tiling_structure", "SSRSRS")
     sch.annotate(b, "some_float", 0.5)
 ''')
 
-case("unannotate_loop_and_block", ANNOTATED, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("unannotate_loop_and_block", ANNOTATED, "i, j", '''
     sch.unannotate(i, "pragma_unroll_explicit")
     sch.unannotate(b, "schedule_rule")
 ''')
 
 # ---- block queries -------------------------------------------------------------------------
 
-case("get_child_blocks_inline_all_but_last", EW_CHAIN, '''
-    root = sch.get_block("root")
+on_block("get_child_blocks_inline_all_but_last", EW_CHAIN, '''
     blocks = sch.get_child_blocks(root)
     for b in blocks[:-1]:
         sch.compute_inline(b)
-''')
+''', block="root")
 
 case("get_child_blocks_of_loop", MM_RELU, '''
     block_Y = sch.get_block("Y", func_name="mm_relu")
@@ -870,16 +550,14 @@ case("get_child_blocks_of_loop", MM_RELU, '''
     sch.annotate(children[1], "child_index", 1)
 ''')
 
-case("get_producers_compute_inline", EW_CHAIN, '''
-    d = sch.get_block("D")
+on_block("get_producers_compute_inline", EW_CHAIN, '''
     (e,) = sch.get_producers(d)
     sch.compute_inline(e)
     (c,) = sch.get_producers(d)
     sch.compute_inline(c)
-''')
+''', block="D")
 
-case("get_consumers_reverse_compute_inline", EW_CHAIN, '''
-    b = sch.get_block("B")
+on_block("get_consumers_reverse_compute_inline", EW_CHAIN, '''
     (c,) = sch.get_consumers(b)
     sch.reverse_compute_inline(c)
 ''')
@@ -893,77 +571,31 @@ case("get_consumers_reverse_compute_at", MM_RELU, '''
 
 # ---- compute_at / reverse_compute_at -------------------------------------------------------
 
-case("compute_at_inner", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(c)
-    sch.compute_at(b, j)
-''')
+# compute_at moves B under C's loops, reverse_compute_at moves C under B's; the loops tiled first
+# in the *_tiled cases.
+for prim, moved, host in (("compute_at", "b", "c"), ("reverse_compute_at", "c", "b")):
+    for where, args in (("inner", "j"), ("outer", "i"), ("inner_preserve_unit_loops", "j, preserve_unit_loops=True")):
+        case(f"{prim}_{where}", PRODUCER_CONSUMER, f'''
+            b = sch.get_block("B")
+            c = sch.get_block("C")
+            i, j = sch.get_loops({host})
+            sch.{prim}({moved}, {args})
+        ''')
 
-case("compute_at_outer", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(c)
-    sch.compute_at(b, i)
-''')
-
-case("compute_at_inner_preserve_unit_loops", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(c)
-    sch.compute_at(b, j, preserve_unit_loops=True)
-''')
-
-case("compute_at_tiled", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(c)
-    i0, i1 = sch.split(i, factors=[None, 16])
-    j0, j1 = sch.split(j, factors=[None, 16])
-    sch.reorder(i0, j0, i1, j1)
-    sch.compute_at(b, j0)
-''')
-
-case("compute_at_tiled_preserve_unit_loops", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(c)
-    i0, i1 = sch.split(i, factors=[None, 16])
-    j0, j1 = sch.split(j, factors=[None, 16])
-    sch.reorder(i0, j0, i1, j1)
-    sch.compute_at(b, j0, preserve_unit_loops=True)
-''')
-
-case("reverse_compute_at_inner", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(b)
-    sch.reverse_compute_at(c, j)
-''')
-
-case("reverse_compute_at_outer", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(b)
-    sch.reverse_compute_at(c, i)
-''')
-
-case("reverse_compute_at_inner_preserve_unit_loops", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(b)
-    sch.reverse_compute_at(c, j, preserve_unit_loops=True)
-''')
-
-case("reverse_compute_at_tiled", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    c = sch.get_block("C")
-    i, j = sch.get_loops(b)
-    i0, i1 = sch.split(i, factors=[None, 32])
-    j0, j1 = sch.split(j, factors=[None, 8])
-    sch.reorder(i0, j0, i1, j1)
-    sch.reverse_compute_at(c, j0)
-''')
+for name, host, (ti, tj), call in (
+    ("compute_at_tiled", "c", (16, 16), "sch.compute_at(b, j0)"),
+    ("compute_at_tiled_preserve_unit_loops", "c", (16, 16), "sch.compute_at(b, j0, preserve_unit_loops=True)"),
+    ("reverse_compute_at_tiled", "b", (32, 8), "sch.reverse_compute_at(c, j0)"),
+):
+    case(name, PRODUCER_CONSUMER, f'''
+        b = sch.get_block("B")
+        c = sch.get_block("C")
+        i, j = sch.get_loops({host})
+        i0, i1 = sch.split(i, factors=[None, {ti}])
+        j0, j1 = sch.split(j, factors=[None, {tj}])
+        sch.reorder(i0, j0, i1, j1)
+        {call}
+    ''')
 
 case("compute_at_softmax_int64", LEGAL_SOFTMAX, '''
     norm = sch.get_block("T_softmax_norm", func_name="main")
@@ -975,15 +607,8 @@ case("compute_at_softmax_int64", LEGAL_SOFTMAX, '''
 
 # ---- inline --------------------------------------------------------------------------------
 
-case("compute_inline", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.compute_inline(b)
-''')
-
-case("reverse_compute_inline", PRODUCER_CONSUMER, '''
-    c = sch.get_block("C")
-    sch.reverse_compute_inline(c)
-''')
+on_block("compute_inline", PRODUCER_CONSUMER, 'sch.compute_inline(b)')
+on_block("reverse_compute_inline", PRODUCER_CONSUMER, 'sch.reverse_compute_inline(c)', block="C")
 
 case("compute_inline_seed_fused", SEED_FUSED_MATMUL_ADD_RELU, '''
     sch.compute_inline(sch.get_block("T_add", func_name="main"))
@@ -1000,53 +625,30 @@ case("compute_inline_softmax_exp", LEGAL_SOFTMAX, '''
 
 # ---- caches and scopes ---------------------------------------------------------------------
 
-case("cache_read_global", EW2D, '''
-    b = sch.get_block("B")
-    sch.cache_read(b, 0, "global")
-''')
+on_block("cache_read_global", EW2D, 'sch.cache_read(b, 0, "global")')
 
-case("cache_read_shared_compute_at", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("cache_read_shared_compute_at", EW2D, "i, j", '''
     A_shared = sch.cache_read(b, 0, "shared")
     sch.compute_at(A_shared, i)
 ''')
 
-case("cache_read_local_matmul", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
+looped("cache_read_local_matmul", MATMUL_128, "i, j, k", '''
     A_local = sch.cache_read(c, 0, "local")
     B_local = sch.cache_read(c, 1, "local")
     sch.compute_at(A_local, k)
     sch.compute_at(B_local, k)
-''')
+''', block="C")
 
-case("cache_write_global", EW2D, '''
-    b = sch.get_block("B")
-    sch.cache_write(b, 0, "global")
-''')
+on_block("cache_write_global", EW2D, 'sch.cache_write(b, 0, "global")')
 
-case("cache_write_local_reverse_compute_at", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
+looped("cache_write_local_reverse_compute_at", MATMUL_128, "i, j, k", '''
     C_local = sch.cache_write(c, 0, "local")
     sch.reverse_compute_at(C_local, i)
-''')
+''', block="C")
 
-case("cache_write_shared", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.cache_write(b, 0, "shared")
-''')
-
-case("cache_read_intermediate", PRODUCER_CONSUMER, '''
-    c = sch.get_block("C")
-    sch.cache_read(c, 0, "local")
-''')
-
-case("set_scope_shared", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.set_scope(b, 0, "shared")
-''')
+on_block("cache_write_shared", PRODUCER_CONSUMER, 'sch.cache_write(b, 0, "shared")')
+on_block("cache_read_intermediate", PRODUCER_CONSUMER, 'sch.cache_read(c, 0, "local")', block="C")
+on_block("set_scope_shared", PRODUCER_CONSUMER, 'sch.set_scope(b, 0, "shared")')
 
 case("set_scope_local", MM_RELU, '''
     block_Y = sch.get_block("Y", func_name="mm_relu")
@@ -1055,62 +657,34 @@ case("set_scope_local", MM_RELU, '''
 
 # ---- reductions ----------------------------------------------------------------------------
 
-case("decompose_reduction_innermost", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    sch.decompose_reduction(c, k)
-''')
+looped("decompose_reduction_innermost", MATMUL_128, "i, j, k", 'sch.decompose_reduction(c, k)', block="C")
+looped("decompose_reduction_middle", MATMUL_128, "i, j, k", 'sch.decompose_reduction(c, j)', block="C")
+looped("decompose_reduction_outermost", MATMUL_128, "i, j, k", 'sch.decompose_reduction(c, i)', block="C")
 
-case("decompose_reduction_middle", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    sch.decompose_reduction(c, j)
-''')
-
-case("decompose_reduction_outermost", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    sch.decompose_reduction(c, i)
-''')
-
-case("decompose_reduction_k_outer", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
+looped("decompose_reduction_k_outer", MATMUL_128, "i, j, k", '''
     sch.reorder(k, i, j)
     sch.decompose_reduction(c, k)
-''')
+''', block="C")
 
-case("decompose_reduction_row_sum", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
-    sch.decompose_reduction(b, k)
-''')
+looped("decompose_reduction_row_sum", ROW_SUM, "i, k", 'sch.decompose_reduction(b, k)')
 
-case("rfactor_inner", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
+looped("rfactor_inner", ROW_SUM, "i, k", '''
     ko, ki = sch.split(k, factors=[None, 4])
     sch.rfactor(ki, 0)
 ''')
 
-case("rfactor_outer", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
+looped("rfactor_outer", ROW_SUM, "i, k", '''
     ko, ki = sch.split(k, factors=[None, 4])
     sch.rfactor(ko, 1)
 ''')
 
-case("rfactor_vector_sum", VEC_SUM, '''
-    b = sch.get_block("B")
-    k, = sch.get_loops(b)
+looped("rfactor_vector_sum", VEC_SUM, "k,", '''
     ko, ki = sch.split(k, factors=[None, 32])
     rf = sch.rfactor(ki, 0)
     sch.vectorize(sch.get_loops(rf)[-1])
 ''')
 
-case("rfactor_then_bind", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
+looped("rfactor_then_bind", ROW_SUM, "i, k", '''
     ko, ki = sch.split(k, factors=[None, 32])
     rf = sch.rfactor(ki, 1)
     sch.bind(i, "blockIdx.x")
@@ -1119,59 +693,42 @@ case("rfactor_then_bind", ROW_SUM, '''
 
 # ---- blockize, storage_align ---------------------------------------------------------------
 
-case("blockize_inner_tile", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("blockize_inner_tile", EW2D, "i, j", '''
     i0, i1 = sch.split(i, factors=[None, 16])
     j0, j1 = sch.split(j, factors=[None, 16])
     sch.reorder(i0, j0, i1, j1)
     sch.blockize(i1)
 ''')
 
-case("blockize_matmul", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
+looped("blockize_matmul", MATMUL_128, "i, j, k", '''
     i0, i1 = sch.split(i, factors=[None, 16])
     j0, j1 = sch.split(j, factors=[None, 16])
     k0, k1 = sch.split(k, factors=[None, 16])
     sch.reorder(i0, j0, k0, i1, j1, k1)
     sch.blockize(i1)
-''')
+''', block="C")
 
-case("storage_align_shared", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
+looped("storage_align_shared", EW2D, "i, j", '''
     A_shared = sch.cache_read(b, 0, "shared")
     sch.compute_at(A_shared, i)
     sch.storage_align(A_shared, 0, axis=0, factor=32, offset=1)
 ''')
 
-case("storage_align_intermediate", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.storage_align(b, 0, axis=1, factor=64, offset=4)
-''')
+on_block("storage_align_intermediate", PRODUCER_CONSUMER, 'sch.storage_align(b, 0, axis=1, factor=64, offset=4)')
 
 # ---- transform_layout ----------------------------------------------------------------------
 
-case("transform_layout_transpose_write", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.transform_layout(b, ("write", 0), lambda i, j: (j, i))
-''')
+on_block("transform_layout_transpose_write", PRODUCER_CONSUMER,
+         'sch.transform_layout(b, ("write", 0), lambda i, j: (j, i))')
 
-case("transform_layout_pack", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.transform_layout(b, ("write", 0), lambda i, j: (i // 4, j, i % 4))
-''')
+on_block("transform_layout_pack", PRODUCER_CONSUMER,
+         'sch.transform_layout(b, ("write", 0), lambda i, j: (i // 4, j, i % 4))')
 
-case("transform_layout_by_buffer_name", PRODUCER_CONSUMER, '''
-    c = sch.get_block("C")
-    sch.transform_layout(c, "B", lambda i, j: (j, i))
-''')
+on_block("transform_layout_by_buffer_name", PRODUCER_CONSUMER,
+         'sch.transform_layout(c, "B", lambda i, j: (j, i))', block="C")
 
-case("transform_layout_read_param", EW2D, '''
-    b = sch.get_block("B")
-    sch.transform_layout(b, ("read", 0), lambda i, j: (i // 16, j // 16, i % 16, j % 16))
-''')
+on_block("transform_layout_read_param", EW2D,
+         'sch.transform_layout(b, ("read", 0), lambda i, j: (i // 16, j // 16, i % 16, j % 16))')
 
 case("transform_layout_mm_relu", MM_RELU, '''
     block_Y = sch.get_block("Y", func_name="mm_relu")
@@ -1224,23 +781,9 @@ case("int64_softmax_rfactor", LEGAL_SOFTMAX, '''
 # Error cases: TVM rejects these (the preconditions a schedule primitive checks).
 # =============================================================================================
 
-error_case("err_split_two_none", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[None, None])
-''')
-
-error_case("err_split_product_too_small", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[4, 16])
-''')
-
-error_case("err_split_zero_factor", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.split(i, factors=[None, 0])
-''')
+looped("err_split_two_none", EW2D, "i, j", 'sch.split(i, factors=[None, None])', expect_error=True)
+looped("err_split_product_too_small", EW2D, "i, j", 'sch.split(i, factors=[4, 16])', expect_error=True)
+looped("err_split_zero_factor", EW2D, "i, j", 'sch.split(i, factors=[None, 0])', expect_error=True)
 
 error_case("err_reorder_not_one_chain", TWO_NESTS, '''
     b = sch.get_block("B")
@@ -1250,23 +793,9 @@ error_case("err_reorder_not_one_chain", TWO_NESTS, '''
     sch.reorder(j, i)
 ''')
 
-error_case("err_reorder_duplicate_loop", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.reorder(i, i)
-''')
-
-error_case("err_fuse_non_adjacent", EW3D, '''
-    b = sch.get_block("B")
-    i, j, k = sch.get_loops(b)
-    sch.fuse(i, k)
-''')
-
-error_case("err_fuse_wrong_order", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.fuse(j, i)
-''')
+looped("err_reorder_duplicate_loop", EW2D, "i, j", 'sch.reorder(i, i)', expect_error=True)
+looped("err_fuse_non_adjacent", EW3D, "i, j, k", 'sch.fuse(i, k)', expect_error=True)
+looped("err_fuse_wrong_order", EW2D, "i, j", 'sch.fuse(j, i)', expect_error=True)
 
 error_case("err_fuse_different_nests", TWO_NESTS, '''
     b = sch.get_block("B")
@@ -1281,10 +810,7 @@ error_case("err_compute_inline_reduction", MM_RELU, '''
     sch.compute_inline(block_Y)
 ''')
 
-error_case("err_compute_inline_output_block", PRODUCER_CONSUMER, '''
-    c = sch.get_block("C")
-    sch.compute_inline(c)
-''')
+on_block("err_compute_inline_output_block", PRODUCER_CONSUMER, 'sch.compute_inline(c)', block="C", expect_error=True)
 
 error_case("err_reverse_compute_inline_into_reduction", MM_RELU, '''
     block_C = sch.get_block("C", func_name="mm_relu")
@@ -1295,10 +821,8 @@ error_case("err_reverse_compute_inline_into_matmul_seed_fused", SEED_FUSED_MATMU
     sch.reverse_compute_inline(sch.get_block("T_add", func_name="main"))
 ''')
 
-error_case("err_reverse_compute_inline_input_reader", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.reverse_compute_inline(b)
-''')
+on_block("err_reverse_compute_inline_input_reader", PRODUCER_CONSUMER,
+         'sch.reverse_compute_inline(b)', expect_error=True)
 
 error_case("err_compute_at_output_block", PRODUCER_CONSUMER, '''
     b = sch.get_block("B")
@@ -1307,35 +831,11 @@ error_case("err_compute_at_output_block", PRODUCER_CONSUMER, '''
     sch.compute_at(c, i)
 ''')
 
-error_case("err_compute_at_own_loop", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.compute_at(b, i)
-''')
-
-error_case("err_parallel_reduce_loop", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    sch.parallel(k)
-''')
-
-error_case("err_vectorize_reduce_loop", MATMUL_128, '''
-    c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    sch.vectorize(k)
-''')
-
-error_case("err_bind_block_idx_to_reduce_loop", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
-    sch.bind(k, "blockIdx.x")
-''')
-
-error_case("err_decompose_reduction_spatial_block", EW2D, '''
-    b = sch.get_block("B")
-    i, j = sch.get_loops(b)
-    sch.decompose_reduction(b, i)
-''')
+looped("err_compute_at_own_loop", PRODUCER_CONSUMER, "i, j", 'sch.compute_at(b, i)', expect_error=True)
+looped("err_parallel_reduce_loop", MATMUL_128, "i, j, k", 'sch.parallel(k)', block="C", expect_error=True)
+looped("err_vectorize_reduce_loop", MATMUL_128, "i, j, k", 'sch.vectorize(k)', block="C", expect_error=True)
+looped("err_bind_block_idx_to_reduce_loop", ROW_SUM, "i, k", 'sch.bind(k, "blockIdx.x")', expect_error=True)
+looped("err_decompose_reduction_spatial_block", EW2D, "i, j", 'sch.decompose_reduction(b, i)', expect_error=True)
 
 error_case("err_decompose_reduction_loop_not_ancestor", MM_RELU, '''
     block_Y = sch.get_block("Y", func_name="mm_relu")
@@ -1344,58 +844,89 @@ error_case("err_decompose_reduction_loop_not_ancestor", MM_RELU, '''
     sch.decompose_reduction(block_Y, i)
 ''')
 
-error_case("err_rfactor_spatial_loop", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
-    sch.rfactor(i, 0)
-''')
+looped("err_rfactor_spatial_loop", ROW_SUM, "i, k", 'sch.rfactor(i, 0)', expect_error=True)
+looped("err_rfactor_bad_factor_axis", ROW_SUM, "i, k", 'sch.rfactor(k, 5)', expect_error=True)
+on_block("err_cache_read_index_out_of_range", EW2D, 'sch.cache_read(b, 3, "shared")', expect_error=True)
+on_block("err_cache_write_index_out_of_range", EW2D, 'sch.cache_write(b, 1, "local")', expect_error=True)
+on_block("err_set_scope_output_buffer", EW2D, 'sch.set_scope(b, 0, "shared")', expect_error=True)
 
-error_case("err_rfactor_bad_factor_axis", ROW_SUM, '''
-    b = sch.get_block("B")
-    i, k = sch.get_loops(b)
-    sch.rfactor(k, 5)
-''')
-
-error_case("err_cache_read_index_out_of_range", EW2D, '''
-    b = sch.get_block("B")
-    sch.cache_read(b, 3, "shared")
-''')
-
-error_case("err_cache_write_index_out_of_range", EW2D, '''
-    b = sch.get_block("B")
-    sch.cache_write(b, 1, "local")
-''')
-
-error_case("err_set_scope_output_buffer", EW2D, '''
-    b = sch.get_block("B")
-    sch.set_scope(b, 0, "shared")
-''')
-
-error_case("err_storage_align_bad_axis", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.storage_align(b, 0, axis=5, factor=32, offset=1)
-''')
+on_block("err_storage_align_bad_axis", PRODUCER_CONSUMER,
+         'sch.storage_align(b, 0, axis=5, factor=32, offset=1)', expect_error=True)
 
 error_case("err_get_block_missing", EW2D, '''
     sch.get_block("nope")
 ''')
 
-error_case("err_transform_layout_wrong_arity", PRODUCER_CONSUMER, '''
-    b = sch.get_block("B")
-    sch.transform_layout(b, ("write", 0), lambda i: (i,))
-''')
+on_block("err_transform_layout_wrong_arity", PRODUCER_CONSUMER,
+         'sch.transform_layout(b, ("write", 0), lambda i: (i,))', expect_error=True)
 
-error_case("err_blockize_non_affine_split", EW1D_ODD, '''
-    b = sch.get_block("B")
-    i, = sch.get_loops(b)
+looped("err_blockize_non_affine_split", EW1D_ODD, "i,", '''
     i0, i1 = sch.split(i, factors=[None, 32])
     sch.blockize(i1)
-''')
+''', expect_error=True)
 
 
 # =============================================================================================
 # DLight cases: inputs are tvms's own LegalizeOps / zero-pipeline outputs
 # =============================================================================================
+
+# H100 defaults (what TVM's "nvidia/nvidia-h100" tag gives, without its registers/L2 entries).
+H100_TARGET = json.dumps({
+    "kind": "cuda",
+    "arch": "sm_90",
+    "max_threads_per_block": 1024,
+    "max_shared_memory_per_block": 49152,
+    "thread_warp_size": 32,
+})
+
+ALL_RULES = "Matmul,GEMV,Reduction,GeneralReduction,Fallback"
+SEED_RULES = "Matmul,Fallback"
+
+
+@dataclass
+class DLightCase:
+    name: str
+    input_file: str          # under tools/tvm_schedule_reference_inputs/ (classic dialect, tvms's print)
+    rules: str               # comma separated class names in tvm.s_tir.dlight.gpu
+    target: str = H100_TARGET
+
+
+def run_dlight_case(c: DLightCase) -> str:
+    import tvm
+    from tvm.s_tir import dlight as dl
+
+    out = DLIGHT_CASES.layout.directory
+    src = oracle.to_modern((DLIGHT_INPUTS / f"{c.input_file}.tvms").read_text())
+    (out / f"{c.name}.input.tvms").write_text(src)
+    (out / f"{c.name}.rules.txt").write_text(f"{c.rules}\n{c.target}\n")
+    mod = oracle.parse_with_tvm(src)
+    rules = [getattr(dl.gpu, r)() for r in c.rules.split(",")]
+    target = tvm.target.Target(json.loads(c.target))
+    # Which rule schedules each function (what ApplyDefaultSchedule does: the first rule whose
+    # apply() returns a schedule wins; functions marked tirx.is_scheduled are skipped).
+    applied = []
+    with target:
+        for gv, func in oracle.parse_with_tvm(src).functions_items():
+            if not isinstance(func, tvm.tirx.PrimFunc):
+                continue
+            if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
+                applied.append(f"{gv.name_hint} (already scheduled)")
+                continue
+            name = "none"
+            for rule in rules:
+                if rule.apply(func, target, False) is not None:
+                    name = type(rule).__name__
+                    break
+            applied.append(f"{gv.name_hint} {name}")
+        # NB: ApplyDefaultSchedule updates the module it is given in place (the parsed `mod`
+        # is scheduled afterwards); parse again rather than reuse it.
+        result = dl.ApplyDefaultSchedule(*rules)(mod)
+    (out / f"{c.name}.tvms").write_text(result.script() + "\n")
+    (out / f"{c.name}.applied.txt").write_text("\n".join(sorted(applied)) + "\n")
+    return "ok"
+
+
+DLIGHT_CASES = oracle.Suite(oracle.Layout(oracle.GOLDEN / "dlight"), label="dlight", run=run_dlight_case)
 
 # name -> (Relax source, pipeline, keep Relax functions).  `--make-dlight-inputs` (run with
 # tvms's Python) writes tools/tvm_schedule_reference_inputs/<name>.tvms from these.
@@ -1403,7 +934,7 @@ DLIGHT_RELAX: dict[str, tuple[str, str, bool]] = {}
 
 
 def dlight_input(name: str, relax_src: str, pipeline: str = "legalize", keep_relax: bool = False) -> str:
-    DLIGHT_RELAX[name] = (_clean(relax_src), pipeline, keep_relax)
+    DLIGHT_RELAX[name] = (clean(relax_src), pipeline, keep_relax)
     return name
 
 
@@ -1416,40 +947,33 @@ def relax_main(params: str, body: str, ret: str) -> str:
     )
 
 
+def matmul_input(name: str, params: str) -> str:
+    """``gv = R.matmul(p, q)`` of the two parameters ``params`` declares."""
+    p, q = re.findall(r"(\w+): R\.Tensor", params)
+    return dlight_input(name, relax_main(params, f"gv = R.matmul({p}, {q})", "gv"))
+
+
 def dlight(name: str, input_name: str, rules: str) -> None:
-    assert all(c.name != name for c in DLIGHT_CASES), name
+    DLIGHT_CASES.register(name, DLIGHT_CASES.layout)
     DLIGHT_CASES.append(DLightCase(name, input_name, rules))
 
 
 # seed 000's zero-pipeline module (tests/golden/seed000/zero_pipeline.tvms), Relax main kept
 SEED000 = "seed000_zero_pipeline"
-MATMUL = dlight_input("matmul_256x512x128", relax_main(
-    'a: R.Tensor((256, 512), "float32"), b: R.Tensor((512, 128), "float32")',
-    "gv = R.matmul(a, b)", "gv"))
-MATMUL_F16 = dlight_input("matmul_f16_512x1024x512", relax_main(
-    'a: R.Tensor((512, 1024), "float16"), b: R.Tensor((1024, 512), "float16")',
-    "gv = R.matmul(a, b)", "gv"))
-MATMUL_ODD = dlight_input("matmul_100x300x200", relax_main(
-    'a: R.Tensor((100, 300), "float32"), b: R.Tensor((300, 200), "float32")',
-    "gv = R.matmul(a, b)", "gv"))
-MATMUL_DYN = dlight_input("matmul_dynamic_m", relax_main(
-    'a: R.Tensor(("m", 512), "float32"), b: R.Tensor((512, 256), "float32")',
-    "gv = R.matmul(a, b)", "gv"))
-BMM = dlight_input("batch_matmul", relax_main(
-    'a: R.Tensor((4, 64, 32), "float32"), b: R.Tensor((4, 32, 64), "float32")',
-    "gv = R.matmul(a, b)", "gv"))
+MATMUL = matmul_input("matmul_256x512x128", 'a: R.Tensor((256, 512), "float32"), b: R.Tensor((512, 128), "float32")')
+MATMUL_F16 = matmul_input("matmul_f16_512x1024x512",
+                          'a: R.Tensor((512, 1024), "float16"), b: R.Tensor((1024, 512), "float16")')
+MATMUL_ODD = matmul_input("matmul_100x300x200",
+                          'a: R.Tensor((100, 300), "float32"), b: R.Tensor((300, 200), "float32")')
+MATMUL_DYN = matmul_input("matmul_dynamic_m", 'a: R.Tensor(("m", 512), "float32"), b: R.Tensor((512, 256), "float32")')
+BMM = matmul_input("batch_matmul", 'a: R.Tensor((4, 64, 32), "float32"), b: R.Tensor((4, 32, 64), "float32")')
 FUSED_MM = dlight_input("fused_matmul_add_relu_b128", relax_main(
     'x: R.Tensor((128, 784), "float32"), w: R.Tensor((784, 256), "float32"), b: R.Tensor((256,), "float32")',
     "lv = R.matmul(x, w)\nlv1 = R.add(lv, b)\ngv = R.nn.relu(lv1)", "gv"), pipeline="zero")
-GEMV_ROW = dlight_input("gemv_1xk_kxn_f16", relax_main(
-    'x: R.Tensor((1, 4096), "float16"), w: R.Tensor((4096, 4096), "float16")',
-    "gv = R.matmul(x, w)", "gv"))
-GEMV_COL = dlight_input("gemv_nxk_kx1_f16", relax_main(
-    'w: R.Tensor((4096, 4096), "float16"), x: R.Tensor((4096, 1), "float16")',
-    "gv = R.matmul(w, x)", "gv"))
-LOW_BATCH = dlight_input("low_batch_gemv_dynamic_b_f16", relax_main(
-    'x: R.Tensor(("b", 4096), "float16"), w: R.Tensor((4096, 4096), "float16")',
-    "gv = R.matmul(x, w)", "gv"))
+GEMV_ROW = matmul_input("gemv_1xk_kxn_f16", 'x: R.Tensor((1, 4096), "float16"), w: R.Tensor((4096, 4096), "float16")')
+GEMV_COL = matmul_input("gemv_nxk_kx1_f16", 'w: R.Tensor((4096, 4096), "float16"), x: R.Tensor((4096, 1), "float16")')
+LOW_BATCH = matmul_input("low_batch_gemv_dynamic_b_f16",
+                         'x: R.Tensor(("b", 4096), "float16"), w: R.Tensor((4096, 4096), "float16")')
 SUM = dlight_input("sum_rows", relax_main(
     'x: R.Tensor((64, 1024), "float32")', "gv = R.sum(x, axis=[1])", "gv"))
 MEAN = dlight_input("mean_keepdims", relax_main(
@@ -1488,25 +1012,6 @@ dlight("add_broadcast_all_rules", ADD_BCAST, ALL_RULES)
 
 
 # =============================================================================================
-# Dialect conversion (tvms prints the classic dialect, TVM 0.27 reads the modern one)
-# =============================================================================================
-
-
-def to_modern(text: str) -> str:
-    """tvms's classic print -> the TVM 0.27 dialect (tirx, T.sblock, s_tir=True, out_ty=)."""
-    text = text.replace("# from tvm.script import tir as T", "# from tvm.script import tirx as T")
-    text = re.sub(r"@T\.prim_func\(private=True\)", "@T.prim_func(private=True, s_tir=True)", text)
-    text = re.sub(r"@T\.prim_func\n", "@T.prim_func(s_tir=True)\n", text)
-    text = text.replace("T.block(", "T.sblock(").replace("T.block_attr(", "T.sblock_attr(")
-    text = text.replace("out_sinfo=", "out_ty=")
-    # In a block-based function every classic T.alloc_buffer is a block allocation; TVM 0.27
-    # spells that T.sblock_alloc_buffer (its T.alloc_buffer is an AllocBuffer statement, which
-    # schedule primitives do not treat as a block-allocated intermediate).
-    text = text.replace(" = T.alloc_buffer(", " = T.sblock_alloc_buffer(")
-    return text
-
-
-# =============================================================================================
 # Making the DLight inputs (tvms's Python, no TVM)
 # =============================================================================================
 
@@ -1518,7 +1023,7 @@ def make_dlight_inputs() -> None:
 
     DLIGHT_INPUTS.mkdir(parents=True, exist_ok=True)
     texts = {
-        SEED000: (ROOT / "tests" / "golden" / "seed000" / "zero_pipeline.tvms").read_text(),
+        SEED000: (oracle.GOLDEN / "seed000" / "zero_pipeline.tvms").read_text(),
     }
     for name, (src, pipeline, keep_relax) in DLIGHT_RELAX.items():
         mod = tvms.parse(src)
@@ -1534,168 +1039,11 @@ def make_dlight_inputs() -> None:
         print("wrote", (DLIGHT_INPUTS / f"{name}.tvms").relative_to(ROOT))
 
 
-# =============================================================================================
-# Running with TVM
-# =============================================================================================
-
-
-class _SchProxy:
-    """The TVM schedule with tvms's spelling `get_block` as an alias of `get_sblock`."""
-
-    def __init__(self, sch):
-        object.__setattr__(self, "_sch", sch)
-
-    def get_block(self, name, func_name=None):
-        return self._sch.get_sblock(name, func_name=func_name)
-
-    def __getattr__(self, name):
-        return getattr(self._sch, name)
-
-
-def _parse_with_tvm(src: str):
-    import tvm
-    from tvm.script import ir as I  # noqa: E741
-    from tvm.script import relax as R
-    from tvm.script import tirx as T
-
-    return tvm.script.from_source(src, extra_vars={"T": T, "I": I, "R": R, "tvm": tvm})
-
-
-def _error_text(e: BaseException) -> str:
-    msg = str(e)
-    name = type(e).__name__
-    m = re.search(r"An error occurred in the schedule primitive '[^']*'\.", msg)
-    if m and "Error message:" in msg:
-        detail = msg.split("Error message:", 1)[1].strip()
-        detail = re.sub(r"^ScheduleError:\s*", "", detail)
-        body = m.group(0) + "\n" + detail
-    else:
-        lines = [ln.rstrip() for ln in msg.strip().splitlines()]
-        body = "\n".join(lines)
-        body = re.sub(rf"^{re.escape(name)}:\s*", "", body)
-    return f"{name}\n{body.rstrip()}\n"
-
-
-def _write(path: pathlib.Path, text: str) -> None:
-    path.write_text(text)
-
-
-def _unlink(path: pathlib.Path) -> None:
-    if path.exists():
-        path.unlink()
-
-
-def run_schedule_case(c: ScheduleCase) -> str:
-    from tvm import s_tir
-
-    out = SCHEDULE_OUT
-    _write(out / f"{c.name}.input.tvms", c.source)
-    _write(out / f"{c.name}.steps.py", c.steps)
-    mod = _parse_with_tvm(c.source)
-    sch = s_tir.Schedule(mod, debug_mask="all")
-    try:
-        exec(compile(c.steps, f"<{c.name}.steps.py>", "exec"), {"sch": _SchProxy(sch)})
-    except Exception as e:  # pylint: disable=broad-except
-        _write(out / f"{c.name}.error.txt", _error_text(e))
-        _unlink(out / f"{c.name}.tvms")
-        _unlink(out / f"{c.name}.trace.py")
-        return "error" + ("" if c.expect_error else "  <-- UNEXPECTED")
-    _unlink(out / f"{c.name}.error.txt")
-    _write(out / f"{c.name}.tvms", sch.mod.script() + "\n")
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-        sch.trace.show()  # plain text when Pygments is missing (it warns on stderr then)
-    _write(out / f"{c.name}.trace.py", buf.getvalue())
-    return "ok" + ("  <-- EXPECTED AN ERROR" if c.expect_error else "")
-
-
-def run_dlight_case(c: DLightCase) -> str:
-    import tvm
-    from tvm.s_tir import dlight as dl
-
-    out = DLIGHT_OUT
-    src = to_modern((DLIGHT_INPUTS / f"{c.input_file}.tvms").read_text())
-    _write(out / f"{c.name}.input.tvms", src)
-    _write(out / f"{c.name}.rules.txt", f"{c.rules}\n{c.target}\n")
-    mod = _parse_with_tvm(src)
-    rules = [getattr(dl.gpu, r)() for r in c.rules.split(",")]
-    target = tvm.target.Target(json.loads(c.target))
-    # Which rule schedules each function (what ApplyDefaultSchedule does: the first rule whose
-    # apply() returns a schedule wins; functions marked tirx.is_scheduled are skipped).
-    applied = []
-    with target:
-        for gv, func in _parse_with_tvm(src).functions_items():
-            if not isinstance(func, tvm.tirx.PrimFunc):
-                continue
-            if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
-                applied.append(f"{gv.name_hint} (already scheduled)")
-                continue
-            name = "none"
-            for rule in rules:
-                if rule.apply(func, target, False) is not None:
-                    name = type(rule).__name__
-                    break
-            applied.append(f"{gv.name_hint} {name}")
-        # NB: ApplyDefaultSchedule updates the module it is given in place (the parsed `mod`
-        # is scheduled afterwards); parse again rather than reuse it.
-        result = dl.ApplyDefaultSchedule(*rules)(mod)
-    _write(out / f"{c.name}.tvms", result.script() + "\n")
-    _write(out / f"{c.name}.applied.txt", "\n".join(sorted(applied)) + "\n")
-    return "ok"
-
-
-def main(argv: list[str]) -> int:
+def main(argv: list) -> int:
     if "--make-dlight-inputs" in argv:
         make_dlight_inputs()
         return 0
-    if "--list" in argv:
-        for c in CASES:
-            print("schedule", c.name)
-        for c in DLIGHT_CASES:
-            print("dlight  ", c.name)
-        return 0
-    import tvm
-
-    prefixes = [a for a in argv if not a.startswith("-")]
-    SCHEDULE_OUT.mkdir(parents=True, exist_ok=True)
-    DLIGHT_OUT.mkdir(parents=True, exist_ok=True)
-    (SCHEDULE_OUT / "VERSION.txt").write_text(_versions())
-    (DLIGHT_OUT / "VERSION.txt").write_text(_versions())
-    bad = 0
-    for c in CASES:
-        if prefixes and not any(c.name.startswith(p) for p in prefixes):
-            continue
-        try:
-            status = run_schedule_case(c)
-        except Exception as e:  # pylint: disable=broad-except
-            status = "FAILED " + _error_text(e).replace("\n", " | ")[:400]
-        bad += "<--" in status or status.startswith("FAILED")
-        print(f"schedule {c.name}: {status}")
-    for c in DLIGHT_CASES:
-        if prefixes and not any(c.name.startswith(p) for p in prefixes):
-            continue
-        try:
-            status = run_dlight_case(c)
-        except Exception as e:  # pylint: disable=broad-except
-            status = "FAILED " + _error_text(e).replace("\n", " | ")[:400]
-        bad += status.startswith("FAILED")
-        print(f"dlight {c.name}: {status}")
-    print(f"tvm {tvm.__version__}; {bad} problem(s)")
-    return 1 if bad else 0
-
-
-def _versions() -> str:
-    import importlib.metadata as md
-    import platform
-
-    out = []
-    for pkg in ("apache-tvm", "apache-tvm-ffi"):
-        try:
-            out.append(f"{pkg} {md.version(pkg)}")
-        except md.PackageNotFoundError:
-            pass
-    out.append(f"python {platform.python_version()}")
-    return "\n".join(out) + "\n"
+    return oracle.main(argv, CASES, DLIGHT_CASES)
 
 
 if __name__ == "__main__":
