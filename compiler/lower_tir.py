@@ -225,6 +225,10 @@ def const_int(e) -> Optional[int]:
 
 
 def make_cast(e, dtype: str):
+    """``e`` (a PrimExpr or a Python int) in ``dtype``: itself, a constant of that type, or a
+    `tir.Cast`."""
+    if isinstance(e, int):
+        return tir.IntImm(dtype, e)
     if e.dtype == dtype:
         return e
     if isinstance(e, tir.IntImm) and tir.is_int(dtype):
@@ -487,11 +491,15 @@ def lower_intrinsics(func: tir.PrimFunc) -> tir.PrimFunc:
     return _with_body(func, M().visit_stmt(func.body))
 
 
-def _dtype_bytes(dtype: str) -> int:
-    if dtype == "bool":
-        return 1
-    digits = "".join(ch for ch in dtype if ch.isdigit())
-    return max(1, int(digits) // 8) if digits else 8
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element of ``dtype`` (``float32x4``: 16; ``bool``: 1; ``handle``: 8)."""
+    base, sep, lanes = dtype.rpartition("x")
+    vector = bool(sep) and lanes.isdigit() and bool(base)
+    lanes_n, scalar = (int(lanes), base) if vector else (1, dtype)
+    if scalar == "bool":
+        return lanes_n
+    digits = "".join(ch for ch in scalar if ch.isdigit())
+    return (max(1, int(digits) // 8) if digits else 8) * lanes_n
 
 
 def plan_allocations(func: tir.PrimFunc, stack_limit: int = STACK_ALLOC_LIMIT) -> tir.PrimFunc:
@@ -507,7 +515,7 @@ def plan_allocations(func: tir.PrimFunc, stack_limit: int = STACK_ALLOC_LIMIT) -
             s = super().visit_stmt(s)
             if isinstance(s, Allocate) and s.storage == "auto":
                 size = s.buffer.shape[0]
-                nbytes = size.value * _dtype_bytes(s.buffer.dtype) if isinstance(size, tir.IntImm) else None
+                nbytes = size.value * dtype_bytes(s.buffer.dtype) if isinstance(size, tir.IntImm) else None
                 storage = "stack" if nbytes is not None and nbytes <= stack_limit else "heap"
                 return Allocate(s.buffer, s.body, storage)
             return s

@@ -57,7 +57,7 @@ from typing import Optional
 
 from tvmscript import tir
 
-from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, substitute
+from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
 
 __all__ = ["default_schedule", "tile_bytes", "vector_bytes", "PANEL_BYTES", "PACKED_PANEL_BYTES",
            "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]
@@ -380,7 +380,7 @@ def _schedule_nest(top: tir.For):
     if not nontrivial:
         return None
     reduce_loops = [lp for lp in nontrivial if lp.kind == "R"]
-    ebytes = _dtype_bytes(out_buf.dtype)
+    ebytes = dtype_bytes(out_buf.dtype)
 
     def tileable(lp) -> bool:
         return (bool(reduce_loops) and lp.const_extent is not None
@@ -772,10 +772,3 @@ def _pick_tile(extent: int, target: int, allow_small: bool = False) -> Optional[
             return t
         t //= 2
     return None
-
-
-def _dtype_bytes(dtype: str) -> int:
-    if dtype == "bool":
-        return 1
-    digits = "".join(ch for ch in dtype if ch.isdigit())
-    return max(1, int(digits) // 8) if digits else 8

@@ -58,6 +58,7 @@ from tvmscript import tir
 from tvmscript.tir_visitor import TIRVisitor
 
 from .arith import NEG_INF, POS_INF, const_int_bound, expr_key, relax_region, simplify
+from .lower_tir import const_int, dtype_bytes
 from .substitute import substitute_expr
 
 __all__ = ["verify_gpu_code", "gpu_code_errors", "constraints_of", "CONSTRAINT_NAMES"]
@@ -188,20 +189,6 @@ def _key(buf: tir.Buffer):
     return buf.data if buf.data is not None else buf
 
 
-def _dtype_bytes(dtype: str) -> int:
-    base, sep, lanes = dtype.rpartition("x")
-    lanes_n = int(lanes) if sep and lanes.isdigit() and base else 1
-    scalar = base if sep and lanes.isdigit() and base else dtype
-    if scalar == "bool":
-        return lanes_n
-    digits = "".join(ch for ch in scalar if ch.isdigit())
-    return (max(1, int(digits) // 8) if digits else 8) * lanes_n
-
-
-def _int(e) -> Optional[int]:
-    return e.value if isinstance(e, tir.IntImm) else None
-
-
 def _scalar_int(e) -> bool:
     dtype = getattr(e, "dtype", "")
     return isinstance(dtype, str) and dtype.startswith(("int", "uint")) and "x" not in dtype
@@ -211,7 +198,7 @@ def _tile_shape(buf: tir.Buffer, uses: list) -> list:
     """The extents, per dimension, of the part of ``buf`` one thread block ("shared") or one
     thread ("local") touches through ``uses`` (its accesses in one kernel), as TVM's
     CompactBufferAllocation shrinks it; None for a dimension of unknown size."""
-    declared = [_int(d) for d in buf.shape]
+    declared = [const_int(d) for d in buf.shape]
     if any(len(region) != len(declared) or not all(_scalar_int(mn) and _scalar_int(ext) for mn, ext in region)
            for region, _ in uses):
         return declared  # a vector index or a flat view: the declared shape
@@ -267,8 +254,8 @@ def _hull(rs: list, ranges: dict) -> Optional[int]:
     base = rs[0][0]
     lo, hi = 0, None
     for mn, ext in rs:
-        e = _int(ext)
-        off = 0 if mn is base or expr_key(mn) == expr_key(base) else _int(simplify(tir.Sub(mn.dtype, mn, base), ranges))
+        e = const_int(ext)
+        off = 0 if mn is base or expr_key(mn) == expr_key(base) else const_int(simplify(tir.Sub(mn.dtype, mn, base), ranges))
         if e is None or off is None:
             break
         lo, hi = min(lo, off), (off + e if hi is None else max(hi, off + e))
@@ -342,7 +329,7 @@ class _Checker:
         limit = self.limits.get("max_vector_bytes")
         if limit is not None:
             for loop in self.vector_loops:
-                nbytes = loop.extent.value * _dtype_bytes(buf.dtype)
+                nbytes = loop.extent.value * dtype_bytes(buf.dtype)
                 if nbytes > limit:
                     self.errors.append(
                         f"{self.fname}: {self._where()}: the vectorized loop '{loop.loop_var.name}' accesses "
@@ -522,17 +509,17 @@ class _Checker:
             if buf.scope not in scopes:
                 continue
             uses = _dedup(k.accesses.get(bkey, ()))
-            shape = _tile_shape(buf, uses) if uses else [_int(d) for d in buf.shape]
+            shape = _tile_shape(buf, uses) if uses else [const_int(d) for d in buf.shape]
             if any(n is None for n in shape):
                 if buf.scope == "shared":
                     self.errors.append(f"{where}: shared buffer '{buf.name}' has a size that is not a constant "
                                        "(use scope \"shared.dyn\" for dynamic shared memory)")
                 continue
-            nbytes = _dtype_bytes(buf.dtype)
+            nbytes = dtype_bytes(buf.dtype)
             for n in shape:
                 nbytes *= n
             total += nbytes
-            if shape == [_int(d) for d in buf.shape]:
+            if shape == [const_int(d) for d in buf.shape]:
                 parts.append(f"'{buf.name}' {nbytes}")
             else:
                 parts.append(f"'{buf.name}' {nbytes} (its {'x'.join(map(str, shape)) or 'scalar'} tile)")

@@ -29,7 +29,7 @@ from ..lower_tir import IRMutator
 from .common import const_value
 from .iter_map import conjuncts, subspace_divide, trivial_divide
 from .state import Schedule, primitive
-from .tree import child_block_realizes, collect_names, fresh_name, is_one, replace
+from .tree import child_block_realizes, collect_names, fresh_name, replace
 
 __all__ = ["blockize", "substitute_block", "relax_regions", "union_regions"]
 
@@ -92,7 +92,7 @@ def relax_regions(regions: list, dom: dict, ranges=None) -> list:
         for d, x in enumerate(r.region):
             lo = eval_range(x.min, dom, ranges)
             hi = eval_range(tir.Add(x.min.dtype, x.min, tir.Sub(x.min.dtype, x.extent, tir.IntImm(x.min.dtype, 1))),
-                            dom, ranges) if not is_one(x.extent) else lo
+                            dom, ranges) if not tir.is_const_int(x.extent, 1) else lo
             if lo is None or hi is None:
                 shape = r.buffer.shape[d]
                 rng.append(tir.Range(tir.IntImm(shape.dtype, 0), shape))
@@ -391,7 +391,7 @@ def union_regions(regions: list) -> list:
             for r in table[buf]:
                 x = r.region[d]
                 one = tir.IntImm(x.min.dtype, 1)
-                hi = x.min if is_one(x.extent) else _fold_sub(_fold_add(x.extent, x.min), one)
+                hi = x.min if tir.is_const_int(x.extent, 1) else _fold_sub(_fold_add(x.extent, x.min), one)
                 ivs.append((x.min, hi))
             lo, hi = ivs[0]
             if len(ivs) > 1:  # TVM's union simplifies its bounds

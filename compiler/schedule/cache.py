@@ -28,12 +28,12 @@ from typing import Optional
 from tvmscript import tir
 
 from ..arith import const_int_bound, relax_region, simplify
-from ..lower_tir import IRMutator, substitute
+from ..lower_tir import IRMutator, make_cast, substitute
 from .common import blocks_under, const_value
 from .state import BlockRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, collect_names, fresh_name, replace, stmt_children
 
-__all__ = ["check_storage_scope", "nth_access_buffer", "normalize_block", "buffer_defining_site", "as_dtype"]
+__all__ = ["check_storage_scope", "nth_access_buffer", "normalize_block", "buffer_defining_site"]
 
 # Storage scope prefixes TVM's runtime parses (anything after the prefix is a tag: "shared.dyn").
 _SCOPE_PREFIXES = ("global", "shared", "warp", "local", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
@@ -350,7 +350,7 @@ def _plus(a, b):
     """``a + b`` folding a zero ``a`` (TVM's operator+, which does only that)."""
     if const_value(a) == 0:
         return b
-    return tir.Add(b.dtype, as_dtype(a, b.dtype), b)
+    return tir.Add(b.dtype, make_cast(a, b.dtype), b)
 
 
 def _scoped_buffer(buffer: tir.Buffer, scope: str, used: set, shape=None) -> tir.Buffer:
@@ -420,7 +420,7 @@ class _Retarget:
     def indices(self, indices: list) -> list:
         if self.offsets is None:
             return list(indices)
-        return [simplify(tir.Sub(i.dtype, i, as_dtype(o, i.dtype))) for i, o in zip(indices, self.offsets)]
+        return [simplify(tir.Sub(i.dtype, i, make_cast(o, i.dtype))) for i, o in zip(indices, self.offsets)]
 
     def regions(self, regions: list) -> list:
         out = []
@@ -431,7 +431,7 @@ class _Retarget:
                 out.append(tir.BufferRegion(self.new, r.region))
             else:
                 out.append(tir.BufferRegion(self.new, [
-                    tir.Range(simplify(tir.Sub(x.min.dtype, x.min, as_dtype(o, x.min.dtype))), x.extent)
+                    tir.Range(simplify(tir.Sub(x.min.dtype, x.min, make_cast(o, x.min.dtype))), x.extent)
                     for x, o in zip(r.region, self.offsets)]))
         return out
 
@@ -443,15 +443,6 @@ class _Retarget:
             else:
                 out.append(m)
         return out
-
-
-def as_dtype(e, dtype: str):
-    """``e`` in ``dtype``: itself, a constant of that type, or a `tir.Cast`."""
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, tir.IntImm):
-        return tir.IntImm(dtype, e.value)
-    return tir.Cast(dtype, e)
 
 
 class _StageRewriter(IRMutator):

@@ -10,7 +10,7 @@ from tvmscript.tir_visitor import vars_in
 
 from ..arith.canonical import Canonical
 from ..lower_tir import IRMutator, substitute
-from .tree import FuncIndex, is_one, stmt_children
+from .tree import FuncIndex, stmt_children
 
 __all__ = ["loop_ranges_above", "rewrite_bindings", "iter_kinds_of_loop", "block_touches",
            "int_imm", "const_value", "resimplify", "blocks_under"]
@@ -62,7 +62,7 @@ class _BindingRewriter(IRMutator):
             values = [self.binding(v) for v in s.iter_values]
             pred = substitute(s.predicate, self.mapping)
             if self.extra_predicate is not None:
-                pred = self.extra_predicate if is_one(pred) else tir.And("bool", pred, self.extra_predicate)
+                pred = self.extra_predicate if tir.is_const_int(pred, 1) else tir.And("bool", pred, self.extra_predicate)
             # Predicates are substituted, not simplified: TVM prints them as they come out.
             return tir.BlockRealize(values, pred, s.block)
         if isinstance(s, tir.Block):

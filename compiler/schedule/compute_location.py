@@ -36,8 +36,7 @@ from tvmscript.tir_visitor import vars_in
 
 from ..arith import const_int_bound, eval_range, simplify
 from ..arith.canonical import Canonical
-from ..lower_tir import substitute
-from .cache import as_dtype
+from ..lower_tir import make_cast, substitute
 from .common import const_value
 from .reduction import forget_affine_flag
 from .state import BlockRV, LoopRV, Schedule, primitive
@@ -284,7 +283,7 @@ def _simp(e, ranges):
 
 def _prove_le(a, b, ranges) -> bool:
     """a <= b provably (b - a >= 0)."""
-    d = _simp(tir.Sub(b.dtype, b, as_dtype(a, b.dtype)), ranges)
+    d = _simp(tir.Sub(b.dtype, b, make_cast(a, b.dtype)), ranges)
     if const_int_bound(d, ranges)[0] >= 0:
         return True
     r = _periodic_range(d, ranges)
@@ -294,7 +293,7 @@ def _prove_le(a, b, ranges) -> bool:
 def _can_prove_equal(a, b, ranges) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    d = _simp(tir.Sub(a.dtype, a, as_dtype(b, a.dtype)), ranges)
+    d = _simp(tir.Sub(a.dtype, a, make_cast(b, a.dtype)), ranges)
     return isinstance(d, tir.IntImm) and d.value == 0
 
 
@@ -320,7 +319,7 @@ def _extreme(a, b, ranges, smaller: bool):
         return a
     if _prove_le(b, a, ranges) if smaller else _prove_le(a, b, ranges):
         return b
-    return _simp((tir.Min if smaller else tir.Max)(a.dtype, a, as_dtype(b, a.dtype)), ranges)
+    return _simp((tir.Min if smaller else tir.Max)(a.dtype, a, make_cast(b, a.dtype)), ranges)
 
 
 def _min(a, b, ranges):
@@ -356,7 +355,7 @@ def _simplified(x, ranges):
 def _last(lo, ext):
     """``lo + ext - 1``, the last point of a (min, extent) range (not simplified)."""
     dt = lo.dtype
-    return tir.Sub(dt, tir.Add(dt, lo, as_dtype(ext, dt)), tir.IntImm(dt, 1))
+    return tir.Sub(dt, tir.Add(dt, lo, make_cast(ext, dt)), tir.IntImm(dt, 1))
 
 
 def _region_intervals(region: list) -> list:
@@ -452,7 +451,7 @@ def _solve(provided: tuple, required: tuple, dim_max, ranges):
     dt = p_min.dtype
 
     def fdiv(a, b):
-        return None if a is None else tir.FloorDiv(dt, as_dtype(a, dt), as_dtype(b, dt))
+        return None if a is None else tir.FloorDiv(dt, make_cast(a, dt), make_cast(b, dt))
 
     if isinstance(p_min, tir.Mul) and (isinstance(p_min.a, tir.Var) or isinstance(p_min.b, tir.Var)):
         var, e = (p_min.a, p_min.b) if isinstance(p_min.a, tir.Var) else (p_min.b, p_min.a)
@@ -554,7 +553,7 @@ def _inverse_of(dims: list):
     def inverse(outputs: list) -> dict:
         out = {}
         for (terms, base, dt), o in zip(dims, outputs):
-            o = as_dtype(o, dt)
+            o = make_cast(o, dt)
             if base:
                 o = tir.Sub(dt, o, tir.IntImm(dt, base))
             for n, (var, scale, ext) in enumerate(terms):
@@ -597,7 +596,7 @@ def _affine_domains(block: tir.Block, buf, prov: list, req: list, ranges: dict):
                     outer_scale = tir.IntImm(dt, terms[k - 1][1])
 
                     def row(o):
-                        o = as_dtype(o, dt)
+                        o = make_cast(o, dt)
                         return tir.FloorDiv(dt, tir.Sub(dt, o, tir.IntImm(dt, base)) if base else o, outer_scale)
 
                     same_row = _simp(tir.Sub(dt, row(last), row(first)), ranges)
@@ -647,7 +646,7 @@ def _iter_domains(block: tir.Block, provided: dict, required: dict, ranges: dict
                     raise _DomainError(f"the block provides only element {p[0].value} of dimension {d} of buffer "
                                        f"'{buf.name}', but more is required there")
                 continue
-            var, dom, bound = _solve(p, r, as_dtype(dim_max, p[0].dtype), ranges)
+            var, dom, bound = _solve(p, r, make_cast(dim_max, p[0].dtype), ranges)
             if var in doms:
                 doms[var].union(dom, bound, ranges)
     out = []
@@ -668,7 +667,7 @@ def _cover_range(dom, iter_dom: tir.Range) -> tuple:
     if lo is None or hi is None:
         return iter_dom.min, iter_dom.extent
     lo = simplify(lo)
-    ext = simplify(tir.Sub(lo.dtype, tir.Add(lo.dtype, as_dtype(hi, lo.dtype), tir.IntImm(lo.dtype, 1)), lo))
+    ext = simplify(tir.Sub(lo.dtype, tir.Add(lo.dtype, make_cast(hi, lo.dtype), tir.IntImm(lo.dtype, 1)), lo))
     return lo, ext
 
 
@@ -689,12 +688,12 @@ def _make_loop_nest(block_realize, doms: list, ranges: dict, preserve_unit_loops
         if preserve_unit_loops or const_value(ext) != 1:
             dtype = f"int{max(_bits(lo.dtype), _bits(ext.dtype))}"
             var = tir.Var(dtype, f"ax{len(loop_vars)}")
-            ext = _simp(as_dtype(ext, dtype), ranges)
+            ext = _simp(make_cast(ext, dtype), ranges)
             if not isinstance(ext, tir.IntImm):
                 ext = _exact_constant(ext, ranges) or ext
             loop_vars.append(var)
             extents.append(ext)
-            value = var if const_value(lo) == 0 else tir.Add(dtype, as_dtype(lo, dtype), var)
+            value = var if const_value(lo) == 0 else tir.Add(dtype, make_cast(lo, dtype), var)
             ranges[var] = (tir.IntImm(dtype, 0), ext)
         else:
             value = lo
@@ -702,11 +701,11 @@ def _make_loop_nest(block_realize, doms: list, ranges: dict, preserve_unit_loops
         if info.bound is not NOTHING:
             b_lo, b_hi = info.bound
             if b_lo is not None:
-                c = tir.GE("bool", value, as_dtype(b_lo, value.dtype))
+                c = tir.GE("bool", value, make_cast(b_lo, value.dtype))
                 if not _proven(c, ranges):
                     conds.append(c)
             if b_hi is not None:
-                c = tir.LT("bool", value, as_dtype(tir.Add(b_hi.dtype, b_hi, tir.IntImm(b_hi.dtype, 1)), value.dtype))
+                c = tir.LT("bool", value, make_cast(tir.Add(b_hi.dtype, b_hi, tir.IntImm(b_hi.dtype, 1)), value.dtype))
                 if not _proven(c, ranges):
                     conds.append(c)
     pred = None
@@ -807,7 +806,7 @@ def _proven(cond, ranges) -> bool:
     if not isinstance(cond, (tir.LT, tir.LE, tir.GT, tir.GE)) or not tir.is_int(cond.a.dtype):
         return False
     dt = cond.a.dtype
-    diff = _simp(tir.Sub(dt, cond.a, as_dtype(cond.b, dt)), ranges)
+    diff = _simp(tir.Sub(dt, cond.a, make_cast(cond.b, dt)), ranges)
     dom = {v: tir.Range(r[0], r[1]) for v, r in ranges.items() if v in set(vars_in([diff]))}
     got = eval_range(diff, dom, ranges)
     if got is None:

@@ -28,6 +28,7 @@ from tvmscript.tir_visitor import vars_in
 
 from ..arith import simplify
 from ..arith.canonical import Canonical, Sum, expr_key
+from .common import const_value
 
 __all__ = ["Mark", "Piece", "PSum", "IterMap", "detect_iter_map", "subspace_divide", "trivial_divide",
            "is_affine_binding", "to_expr", "conjuncts"]
@@ -210,20 +211,12 @@ def fuse_order(pieces: list, require_unit_scale: bool) -> Optional[list]:
     return order[::-1]
 
 
-def _const(e) -> Optional[int]:
-    if isinstance(e, int) and not isinstance(e, bool):
-        return e
-    if isinstance(e, tir.IntImm):
-        return e.value
-    return None
-
-
 def loop_doms(loops: list, symbolic: bool = False) -> Optional[dict]:
     """Var -> extent of loops that start at 0 and have constant extents (None otherwise); with
     ``symbolic``, a non-constant extent is allowed and given as None."""
     out = {}
     for lp in loops:
-        lo, ext = _const(lp.min), _const(lp.extent)
+        lo, ext = const_value(lp.min), const_value(lp.extent)
         if lo != 0 or (ext is None and not symbolic):
             return None
         out[lp.loop_var] = ext
@@ -255,7 +248,7 @@ def detect_iter_map(bindings: list, doms: dict, predicate=None) -> Optional[Iter
     det = _Detector(doms, dtype)
     for cond in conjuncts(predicate):
         if isinstance(cond, (tir.LT, tir.LE)) and not det.uses_loops(cond.b):
-            c = _const(cond.b)
+            c = const_value(cond.b)
             det.bounds[det.key(cond.a)] = (c + (1 if isinstance(cond, tir.LE) else 0)) if c is not None else None
         else:
             return None
@@ -297,7 +290,7 @@ def is_affine_binding(realize: tir.BlockRealize, loops: list) -> bool:
     if not values:
         return True
     predicate = realize.predicate
-    shifted = [lp for lp in loops if _const(lp.min) != 0]
+    shifted = [lp for lp in loops if const_value(lp.min) != 0]
     if shifted:
         # A loop from ``m``: the same map as a loop from 0 with ``m`` added to its variable.
         from ..lower_tir import substitute
@@ -331,7 +324,7 @@ def to_expr(x, dtype: str):
         e = None
         for p in x.pieces:
             t = to_expr(p, dtype)
-            if _const(t) == 0:
+            if const_value(t) == 0:
                 continue
             e = t if e is None else tir.Add(dtype, e, t)
         base = x.base
@@ -592,7 +585,7 @@ def trivial_divide(iter_vars: list, bindings: list, predicate, outer_vars: set, 
     for iv, b in zip(iter_vars, bindings):
         used = set(vars_in([b]))
         o, i = bool(used & outer_vars), bool(used & inner_vars)
-        ext = _const(iv.dom.extent)
+        ext = const_value(iv.dom.extent)
         zero = tir.IntImm(b.dtype, 0)
         if o and not i:
             parts.append((b, ext if ext is not None else iv.dom.extent, zero, 1))

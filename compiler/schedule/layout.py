@@ -26,7 +26,7 @@ from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
-from ..lower_tir import IRMutator, substitute
+from ..lower_tir import IRMutator, make_cast, substitute
 from ..tir_analysis import collect_accesses
 from .cache import buffer_defining_site, check_allocated, nth_access_buffer, normalize_block
 from .common import const_value
@@ -142,7 +142,7 @@ class _Map:
         return _Map(initial, [_as_expr(x, dtype) for x in out])
 
     def apply(self, indices: list) -> list:
-        mapping = {v: _cast(e, v.dtype) for v, e in zip(self.initial, indices)}
+        mapping = {v: make_cast(e, v.dtype) for v, e in zip(self.initial, indices)}
         return [substitute(f, mapping) for f in self.final]
 
     def text(self) -> str:
@@ -178,16 +178,6 @@ def _as_expr(x, dtype):
     if isinstance(x, int) and not isinstance(x, bool):
         return tir.IntImm(dtype, x)
     raise TypeError(f"transform_layout: the index map returned {x!r} ({type(x).__name__}), not an index expression")
-
-
-def _cast(e, dtype):
-    if isinstance(e, int):
-        return tir.IntImm(dtype, e)
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, tir.IntImm):
-        return tir.IntImm(dtype, e.value)
-    return tir.Cast(dtype, e)
 
 
 # ----------------------------------------------------------------------------- bijectivity
@@ -276,9 +266,9 @@ def _check_bijective(m: _Map, old_shape: list, new_shape: list) -> Optional[str]
     dtype = old_shape[0].dtype if old_shape else "int32"
     old_n, new_n = tir.IntImm(dtype, 1), tir.IntImm(dtype, 1)
     for d in old_shape:
-        old_n = tir.Mul(dtype, old_n, _cast(d, dtype))
+        old_n = tir.Mul(dtype, old_n, make_cast(d, dtype))
     for d in new_shape:
-        new_n = tir.Mul(dtype, new_n, _cast(d, dtype))
+        new_n = tir.Mul(dtype, new_n, make_cast(d, dtype))
     if const_value(simplify(tir.Sub(dtype, new_n, old_n))) != 0:
         return "padding"
     return None
@@ -449,7 +439,7 @@ def transform_layout(sch: Schedule, block, buffer, index_map, pad_value=None, *,
     if site is None and not any(b is old for b in func.buffer_map.values()):
         raise sch.error(prim, subject, "the buffer is neither allocated by a block nor a function parameter", realize)
     # The new shape: the range of each output over the old index space.
-    dom = {v: tir.Range(tir.IntImm(v.dtype, 0), _cast(d, v.dtype)) for v, d in zip(m.initial, old.shape)}
+    dom = {v: tir.Range(tir.IntImm(v.dtype, 0), make_cast(d, v.dtype)) for v, d in zip(m.initial, old.shape)}
     new_shape = []
     for n, f in enumerate(m.final):
         got = eval_range(f, dom)

@@ -15,7 +15,7 @@ from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
 from ..arith import simplify
-from ..lower_tir import make_add, make_floordiv, make_floormod, make_mul
+from ..lower_tir import make_add, make_cast, make_floordiv, make_floormod, make_mul
 from .common import blocks_under, const_value, iter_kinds_of_loop, loop_ranges_above, rewrite_bindings
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import child_block_realizes, replace
@@ -182,11 +182,11 @@ def fuse(sch: Schedule, *loops: LoopRV, preserve_unit_iters: bool = True) -> Loo
     fused = tir.Var(dtype, "_".join(lp.loop_var.name for lp in fors) + "_fused")
     extent = tir.IntImm(dtype, 1)
     for lp in fors:
-        extent = simplify(tir.Mul(dtype, extent, _as(lp.extent, dtype)))
+        extent = simplify(tir.Mul(dtype, extent, make_cast(lp.extent, dtype)))
     mapping = {}
     stride = None  # product of the extents of the loops inside
     for lp in reversed(fors):
-        ext = _as(lp.extent, dtype)
+        ext = make_cast(lp.extent, dtype)
         e = fused if stride is None else make_floordiv(fused, stride)
         if lp is not fors[0]:
             e = make_floormod(e, ext)
@@ -201,14 +201,6 @@ def fuse(sch: Schedule, *loops: LoopRV, preserve_unit_iters: bool = True) -> Loo
     new = tir.For(fused, tir.IntImm(dtype, 0), extent, "serial", body)
     sch.commit(loops[0].func_name, replace(idx, fors[0], new))
     return sch.loop_rv(loops[0].func_name, fused)
-
-
-def _as(e, dtype):
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, tir.IntImm):
-        return tir.IntImm(dtype, e.value)
-    return tir.Cast(dtype, e)
 
 
 # ----------------------------------------------------------------------------- reorder

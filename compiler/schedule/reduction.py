@@ -224,14 +224,10 @@ def _min_value(dtype: str):
     return tir.IntImm(dtype, -(1 << (bits - 1)))
 
 
-def _const(dtype: str, value):
-    return tir.FloatImm(dtype, float(value)) if tir.is_float(dtype) else tir.IntImm(dtype, int(value))
-
-
 # (name, node class of the combiner, identity of a dtype), in the order TVM tries them.
 REDUCERS = (
-    ("sum", tir.Add, lambda dt: _const(dt, 0)),
-    ("product", tir.Mul, lambda dt: _const(dt, 1)),
+    ("sum", tir.Add, lambda dt: tir.const(0, dt)),
+    ("product", tir.Mul, lambda dt: tir.const(1, dt)),
     ("min", tir.Min, _max_value),
     ("max", tir.Max, _min_value),
 )

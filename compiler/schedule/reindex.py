@@ -21,7 +21,7 @@ from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
-from ..lower_tir import IRMutator, substitute
+from ..lower_tir import IRMutator, make_cast, substitute
 from ..tir_analysis import collect_accesses
 from .common import const_value
 from .state import BlockRV, LoopRV, Schedule, primitive
@@ -73,12 +73,12 @@ class IndexMap:
             raise ValueError(f"the index map takes {len(self.initial_indices)} indices, got {len(indices)}")
         mapping = {}
         for v, e in zip(self.initial_indices, indices):
-            mapping[v] = _cast(e, v.dtype)
+            mapping[v] = make_cast(e, v.dtype)
         return [simplify(substitute(f, mapping), ranges or {}) for f in self.final_indices]
 
     def map_shape(self, shape: Sequence[tir.PrimExpr], ranges: Optional[dict] = None) -> list:
         """The extent each output covers while the inputs sweep ``[0, shape)``."""
-        dom = {v: tir.Range(tir.IntImm(v.dtype, 0), _cast(n, v.dtype)) for v, n in zip(self.initial_indices, shape)}
+        dom = {v: tir.Range(tir.IntImm(v.dtype, 0), make_cast(n, v.dtype)) for v, n in zip(self.initial_indices, shape)}
         out = []
         for f in self.final_indices:
             r = eval_range(f, dom, ranges or {})
@@ -93,7 +93,7 @@ class IndexMap:
         """For each output, the inputs it fuses, outermost first, as (position, stride); None
         when the map is not such a fusion (each input used at most once, strides the products
         of the inner extents)."""
-        ext_of = {v: _cast(n, v.dtype) for v, n in zip(self.initial_indices, shape)}
+        ext_of = {v: make_cast(n, v.dtype) for v, n in zip(self.initial_indices, shape)}
         pos = {v: n for n, v in enumerate(self.initial_indices)}
         used: set = set()
         groups = []
@@ -138,26 +138,16 @@ class IndexMap:
         for nv, group in zip(new_vars, groups):
             for n, (p, stride) in enumerate(group):
                 v = self.initial_indices[p]
-                e = _cast(nv, v.dtype)
+                e = make_cast(nv, v.dtype)
                 if stride != 1:
                     e = tir.FloorDiv(v.dtype, e, tir.IntImm(v.dtype, stride))
                 if n > 0:
-                    e = tir.FloorMod(v.dtype, e, _cast(shape[p], v.dtype))
+                    e = tir.FloorMod(v.dtype, e, make_cast(shape[p], v.dtype))
                 out[p] = e
         for p, v in enumerate(self.initial_indices):
             if out[p] is None:
                 out[p] = tir.IntImm(v.dtype, 0)
         return out
-
-
-def _cast(e, dtype: str):
-    if isinstance(e, int):
-        return tir.IntImm(dtype, e)
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, tir.IntImm):
-        return tir.IntImm(dtype, e.value)
-    return tir.Cast(dtype, e)
 
 
 def _linear_terms(e) -> Optional[tuple]:
@@ -301,7 +291,7 @@ def transform_block_layout(sch: Schedule, block: BlockRV, index_map) -> None:
     if inverse is None:
         raise sch.error("transform_block_layout", name, "the index map is not a bijective affine map (it can only "
                         "fuse iterators and drop or add unit ones)", realize)
-    mapping = {old: _cast(e, old.dtype) for old, e in zip(old_vars, inverse)}
+    mapping = {old: make_cast(e, old.dtype) for old, e in zip(old_vars, inverse)}
     # TVM simplifies the indices the way it simplifies bindings: a fused ``(v0 * 4 + v1) // 8``
     # stays whole, ``v1 % 8`` with ``v1 < 8`` becomes ``v1``
     new_block = substitute_block(blk, mapping, ranges)

@@ -14,11 +14,7 @@ from typing import Optional
 from tvmscript import tir
 
 __all__ = ["FuncIndex", "replace", "child_block_realizes", "stmt_children", "with_children", "fresh_name",
-           "collect_names", "is_one", "loops_between"]
-
-
-def is_one(e) -> bool:
-    return isinstance(e, tir.IntImm) and e.value == 1
+           "collect_names", "loops_between"]
 
 
 def stmt_children(s) -> list:
