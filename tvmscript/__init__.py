@@ -54,10 +54,8 @@ _RUNTIME_NAMES = frozenset((
 def __getattr__(name: str):
     if name == "te":  # tensor expressions (compiler/te.py), loaded on first use
         return globals().setdefault("te", _importlib.import_module(f"{__name__}.compiler.te"))
-    if name in ("s_tir", "dlight"):  # schedules (compiler/schedule/) and DLight, loaded on first use
+    if name in ("s_tir", "dlight", "target"):  # schedules, DLight, tvms.target.Target: on first use
         return _importlib.import_module(f"{__name__}.{name}")
-    if name == "target":  # tvms.target.Target (target.py), loaded on first use
-        return _importlib.import_module(f"{__name__}.target")
     if name in _RUNTIME_NAMES:
         from . import relax_api
 

@@ -13,14 +13,14 @@ _SCHEDULE_NAMES = ("Schedule", "ScheduleError", "BlockRV", "LoopRV", "Trace")
 
 
 def __getattr__(name: str):
-    if name in _SCHEDULE_NAMES:
-        value = getattr(importlib.import_module("tvmscript.compiler.schedule"), name)
+    if name == "Trace":
+        value = importlib.import_module("tvmscript.compiler.schedule").Trace
     elif name == "dlight":
         value = importlib.import_module("tvmscript.dlight")
-    elif name == "analysis":
+    elif name in _SCHEDULE_NAMES or name == "analysis":  # served by tvms.tir
         from . import tir
 
-        value = tir.analysis
+        value = getattr(tir, name)
     else:
         raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
     globals()[name] = value

@@ -26,11 +26,12 @@ from ..arith import simplify
 from ..arith.canonical import Canonical
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import blocks_under
+from ..schedule.tree import stmt_children
 
 __all__ = ["IterInfo", "BlockInfo", "SBlockInfo", "normalize_prim_func", "get_sblock_info", "get_root_block",
            "collect_block_iter_vars_used_in_access_region", "collect_vars_used_in_prim_expr",
            "detect_dominant_read", "is_broadcast_epilogue", "normalize_to_iter_sum", "IterSumExpr",
-           "IterSplitExpr", "get_max_threads_per_block", "get_max_shared_memory_per_block", "is_reduction_block",
+           "IterSplitExpr", "get_max_shared_memory_per_block", "is_reduction_block",
            "get_reduction_expr", "is_gemv", "normalize_gemv", "has_thread_binding", "has_thread_env", "offset_of",
            "dominant_access", "gemv_vector_operands", "is_gemv_reduction", "gemv_access"]
 
@@ -114,37 +115,10 @@ def get_root_block(sch: Schedule, func_name: str = "main"):
 
 
 def has_thread_env(stmt) -> bool:
-    """Whether ``stmt`` launches threads itself: a loop bound to a thread, or a
-    ``thread_extent`` / ``virtual_thread`` attribute, anywhere inside it."""
-    found = False
-
-    def walk(s):
-        nonlocal found
-        if found or s is None:
-            return
-        if isinstance(s, tir.For):
-            if s.kind == "thread_binding":
-                found = True
-                return
-            walk(s.body)
-        elif isinstance(s, tir.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, tir.BlockRealize):
-            walk(s.block)
-        elif isinstance(s, tir.Block):
-            walk(s.init)
-            walk(s.body)
-        elif isinstance(s, tir.IfThenElse):
-            walk(s.then_case)
-            walk(s.else_case)
-        elif getattr(s, "attr_key", None) in ("thread_extent", "virtual_thread"):
-            found = True
-        elif hasattr(s, "body"):  # LetStmt, AssertStmt, While, other attributes, allocations
-            walk(s.body)
-
-    walk(stmt)
-    return found
+    """Whether ``stmt`` launches threads itself: a loop bound to a thread anywhere inside it."""
+    if isinstance(stmt, tir.For) and stmt.kind == "thread_binding":
+        return True
+    return any(has_thread_env(c) for c in stmt_children(stmt))
 
 
 def has_thread_binding(func: tir.PrimFunc) -> bool:
@@ -155,11 +129,8 @@ def has_thread_binding(func: tir.PrimFunc) -> bool:
 def _leaf_blocks(sch: Schedule, block_rv) -> list:
     out = []
     for child in sch.get_child_blocks(block_rv):
-        grand = sch.get_child_blocks(child)
-        if grand:
-            out.extend(_leaf_blocks(sch, child))
-        else:
-            out.append(child)
+        leaves = _leaf_blocks(sch, child)
+        out.extend(leaves if leaves else [child])
     return out
 
 
@@ -382,24 +353,9 @@ def _assert_gpu_target(target) -> None:
         raise ValueError(f"expected a GPU target, got {target}")
 
 
-def get_max_threads_per_block(target) -> int:
-    _assert_gpu_target(target)
-    for name in ("max_threads_per_block", "max_num_threads"):
-        v = target.attrs.get(name)
-        if v is not None:
-            return int(v)
-    return 64
-
-
-_DEFAULT_SMEM = {"cuda": 49152, "rocm": 65536, "metal": 32768, "opencl": 16384, "vulkan": 16384}
-
-
 def get_max_shared_memory_per_block(target) -> int:
     _assert_gpu_target(target)
-    v = target.attrs.get("max_shared_memory_per_block")
-    if v is not None:
-        return int(v)
-    return _DEFAULT_SMEM.get(target.kind.name, 16384)
+    return target.max_shared_memory_per_block  # every GPU kind has a default (tvmscript/target.py)
 
 
 # ----------------------------------------------------------------------------- GEMV

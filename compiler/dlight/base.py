@@ -24,13 +24,10 @@ from tvmscript.ir import IRModule
 
 from ..schedule import Schedule, ScheduleError
 from . import analysis
-from .analysis import (BlockInfo, IterInfo, SBlockInfo, collect_block_iter_vars_used_in_access_region,  # noqa: F401
-                       collect_vars_used_in_prim_expr, detect_dominant_read, get_max_shared_memory_per_block,
-                       get_max_threads_per_block, get_root_block, get_sblock_info, has_thread_binding,
-                       is_broadcast_epilogue, normalize_prim_func, normalize_to_iter_sum)
+from .analysis import BlockInfo, IterInfo, SBlockInfo, has_thread_binding, normalize_prim_func
 
 __all__ = ["ScheduleRule", "ApplyDefaultSchedule", "try_inline", "try_inline_contiguous_spatial", "split_epilogue",
-           "auto_vectorize", "get_bytes", "get_extent", "max_factor", "max_threads_per_block",
+           "get_extent", "max_factor", "max_threads_per_block",
            "suggest_threads_per_block", "analysis", "BlockInfo", "SBlockInfo", "IterInfo", "normalize_prim_func",
            "IS_SCHEDULED"]
 
@@ -216,33 +213,13 @@ def max_factor(n: int, factors) -> int:
     return 1
 
 
-def get_bytes(dtype) -> int:
-    dtype = str(dtype)
-    if dtype == "bool":
-        return 1
-    digits = "".join(ch for ch in dtype.split("x")[0] if ch.isdigit())
-    return max(1, int(digits) // 8) if digits else 4
-
-
 def get_extent(sch: Schedule, loop_rv):
     loop = sch.get(loop_rv)
     return loop.extent.value if isinstance(loop.extent, tir.IntImm) else loop.extent
 
 
-def auto_vectorize(sch: Schedule, loop, max_vec: int) -> None:
-    extent = get_extent(sch, loop)
-    if not isinstance(extent, int):
-        return
-    v = loop if extent <= max_vec else sch.split(loop, factors=[None, max_vec])[-1]
-    sch.vectorize(v)
-
-
 def max_threads_per_block(target) -> int:
-    for name in ("max_threads_per_block", "max_num_threads"):
-        v = target.attrs.get(name)
-        if v is not None:
-            return int(v)
-    return 1024 if target.kind.name == "cuda" else 256
+    return target.max_threads_per_block  # every GPU kind has a default (tvmscript/target.py)
 
 
 def suggest_threads_per_block(target, loops: list, max_threads_for_dynamic_loop: int = 32) -> list:

@@ -20,9 +20,10 @@ from functools import reduce
 from tvmscript import tir
 
 from ...arith import simplify
+from ...lower_tir import dtype_bytes
 from ..analysis import (get_max_shared_memory_per_block, is_broadcast_epilogue, is_gemv, normalize_gemv,
                         normalize_prim_func)
-from ..base import get_bytes, get_extent, max_factor, split_epilogue, try_inline_contiguous_spatial
+from ..base import get_extent, max_factor, split_epilogue, try_inline_contiguous_spatial
 from .base import GPUScheduleRule
 
 # ----------------------------------------------------------------------------- steps shared with LowBatchGEMV
@@ -90,7 +91,7 @@ def vectors_fit_shared(target, vector_inputs: list, scratch_per_buffer: int = 0)
     target's shared memory (their sizes known)."""
     smem = None
     for buf in vector_inputs:
-        nbytes = get_bytes(buf.dtype)
+        nbytes = dtype_bytes(buf.dtype)
         size = reduce(lambda x, y: tir.Mul(x.dtype, x, y), buf.shape,
                       tir.IntImm(buf.shape[0].dtype if buf.shape else "int64", 1))
         size = simplify(tir.Mul(size.dtype, size, tir.IntImm(size.dtype, nbytes)))
@@ -249,7 +250,7 @@ class GEMV(GPUScheduleRule):
         sch.compute_at(aq_local, r, preserve_unit_loops=True)
         cache_loops = sch.get_loops(aq_local)[-n_cache:]
         fused_load = cache_loops[0] if len(cache_loops) == 1 else sch.fuse(*cache_loops[-2:])
-        aq_vec = max(1, VEC_LOAD // get_bytes(sch.get(aq_local).reads[0].buffer.dtype))
+        aq_vec = max(1, VEC_LOAD // dtype_bytes(sch.get(aq_local).reads[0].buffer.dtype))
         fused_load, vec_load = sch.split(fused_load, factors=[None, aq_vec], preserve_unit_iters=True)
         sch.vectorize(vec_load)
         v_shared = stage_vector_shared(sch, rf, tr, TS, TR, TAG_R, LOAD_V_VEC) if LOAD_V_SHARED else None

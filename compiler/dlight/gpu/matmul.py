@@ -205,15 +205,6 @@ def get_reduction_blocks(sch, blocks) -> Optional[list]:
     return red if len(red) == 1 else None
 
 
-def get_in_out_dtypes(block: tir.Block) -> tuple:
-    return block.reads[0].buffer.dtype, block.writes[0].buffer.dtype
-
-
-def check_sm_version(arch: str) -> int:
-    v = arch.replace("sm_", "")
-    return int(v) if v.isdigit() else -1
-
-
 # ----------------------------------------------------------------------------- the rule
 
 

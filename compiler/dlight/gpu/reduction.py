@@ -19,22 +19,13 @@ from typing import Optional
 from tvmscript import tir
 
 from ..analysis import dominant_access, get_reduction_expr, is_broadcast_epilogue, normalize_prim_func
-from ..base import split_epilogue, suggest_threads_per_block, try_inline_contiguous_spatial
+from ..base import max_factor, split_epilogue, suggest_threads_per_block, try_inline_contiguous_spatial
 from .base import GPUScheduleRule
 
 
-def _has_reduction_loop(info) -> bool:
-    return any(i.kind == "R" for i in info.iters)
-
-
-def _suggest_inner_spatial_tx(s_factor) -> int:
+def _inner_spatial_tx(s_factor) -> int:
     """The largest divisor of ``s_factor`` no greater than 16 (1 when symbolic)."""
-    if not isinstance(s_factor, int):
-        return 1
-    n = 16
-    while n > 1 and s_factor % n != 0:
-        n -= 1
-    return n
+    return max_factor(s_factor, range(1, 17)) if isinstance(s_factor, int) else 1
 
 
 def _spatial_domains_in_access_order(info, access) -> Optional[list]:
@@ -95,7 +86,7 @@ def _inner_spatial_write_back_is_affine(domains: list) -> bool:
         return False
     parts = sum(1 for d in domains[:-1] if not isinstance(d, int) or d > 1)
     inner = domains[-1]
-    if not isinstance(inner, int) or _suggest_inner_spatial_tx(inner) < inner:
+    if not isinstance(inner, int) or _inner_spatial_tx(inner) < inner:
         parts += 1
     return parts < 3
 
@@ -113,7 +104,7 @@ class Reduction(GPUScheduleRule):
         info, epilogue = found
         block = info.block_rv
         stmt = sch.get(block)
-        if not info.is_reduction() or not _has_reduction_loop(info) or len(stmt.writes) != 1 \
+        if not info.is_reduction() or "R" not in info.dom_kind() or len(stmt.writes) != 1 \
                 or get_reduction_expr(stmt) is None:
             return None
         access = dominant_access(stmt)
@@ -213,7 +204,7 @@ class Reduction(GPUScheduleRule):
                            s_split_index):
         s, r, _ = sch.get_loops(block)
         len_ty = 16
-        len_tx = _suggest_inner_spatial_tx(s_factor)
+        len_tx = _inner_spatial_tx(s_factor)
         sch.split(s, factors=[None, len_tx])
         _, ty = sch.split(r, factors=[None, len_ty])
         rf = sch.rfactor(ty, 0)
