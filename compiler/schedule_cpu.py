@@ -88,9 +88,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
             return super().visit_stmt(s)
 
     body = func.body
-    names: dict = {}
-    _block_names(body, names)
-    if any(n > 1 for n in names.values()):
+    if _duplicate_block_names(body):
         body = _unique_block_names(body)  # schedules find blocks by name
     Plan().visit_stmt(body)
     if plans:
@@ -117,27 +115,27 @@ def _schedule(func: tir.PrimFunc, body, plans: list):
     return _fixup(sch.func("main").body, sch, fixups)
 
 
-def _block_names(s, names: dict) -> None:
-    from .schedule.tree import stmt_children
+def _duplicate_block_names(body) -> bool:
+    """Whether two blocks in ``body`` (``body`` itself included) share a name."""
+    from .schedule.common import blocks_under
 
-    if isinstance(s, tir.BlockRealize):
-        names[s.block.name] = names.get(s.block.name, 0) + 1
-    for c in stmt_children(s):
-        _block_names(c, names)
+    realizes = ([body] if isinstance(body, tir.BlockRealize) else []) + blocks_under(body)
+    names = [r.block.name for r in realizes]
+    return len(set(names)) != len(names)
 
 
 def _unique_block_names(body):
-    used: dict = {}
+    """``body`` with repeated block names made unique (``base_1``, ``base_2``, ... by
+    `schedule.tree.fresh_name`, inner blocks first)."""
+    from .schedule.tree import fresh_name
+
+    used: set = set()
 
     class R(IRMutator):
         def visit_stmt(self, s):
             s = super().visit_stmt(s)
             if isinstance(s, tir.BlockRealize):
-                name, n = s.block.name, 0
-                while name in used:
-                    n += 1
-                    name = f"{s.block.name}_{n}"
-                used[name] = True
+                name = fresh_name(s.block.name, used)
                 if name != s.block.name:
                     s = dataclasses.replace(s, block=dataclasses.replace(s.block, name=name))
             return s
@@ -460,7 +458,13 @@ class _Plan:
         self.splits: dict = {}  # id(loop) -> factor: other loops split in two (block tiles)
         self.annotations: dict = {}  # (id(loop), part) -> annotations of that new loop
         # Filled in by `_finish`:
+        self.info: list = []  # the nest's loops (`_Loop`), outermost first, as they were
+        self.inner: Optional[_Loop] = None  # the loop made innermost (tiled when `tile` is set)
+        self.others_r: list = []  # the non-trivial reduce loops other than `inner`
+        self.unit: list = []  # the extent-1 loops
+        self.block_name: str = ""  # the nest's block, as schedules find it
         self.entries: list = []  # (loop, part, factor): the loops after splitting, in order
+        self.reordered = False  # whether `entries` differ from `info` (split or reordered)
         self.par_index: Optional[int] = None  # the entry made T.parallel
         self.decompose = False  # whether the init moves into a nest of its own
         self.init_parallel = False  # whether that nest's outer loop is T.parallel too
@@ -567,7 +571,7 @@ def _finish(plan: _Plan, info, block, init, inner, unit, others_s, others_r) -> 
             entries.append((lp, "outer", factor))
         else:
             entries.append((lp, "inner", factor))
-    reordered = [(e[0], e[1]) for e in entries] != [(lp, "full") for lp in info]
+    plan.reordered = reordered = [(e[0], e[1]) for e in entries] != [(lp, "full") for lp in info]
     # Parallelize the outermost non-trivial loop if it is spatial and the nest is big enough.
     work, symbolic = 1, False
     for lp in info:
@@ -626,7 +630,7 @@ def _apply(sch, plan: _Plan, fixups: list) -> None:
         else:
             parts[(id(lp), "outer")], parts[(id(lp), "inner")] = sch.split(rv, [None, factor])
     new = [parts[(id(lp), part)] for lp, part, _ in plan.entries]
-    if len(new) > 1 and [(lp, part) for lp, part, _ in plan.entries] != [(lp, "full") for lp in plan.info]:
+    if len(new) > 1 and plan.reordered:
         sch.reorder(*new)
     init_rv = None
     if plan.decompose:
@@ -667,7 +671,7 @@ def _fixup(body, sch, fixups: list):
             if part == "outer":
                 base[lp.iv.var] = tir.Mul(lp.dtype, sch.get(parts[(id(lp), "outer")]).loop_var,
                                           tir.IntImm(lp.dtype, factor))
-        wrap, swap = _pack(plan, realize.block, plan.inner, plan.others_r, binding, base)
+        wrap, swap = _pack(plan, binding, base)
         load_swap[realize.block.name] = swap
         # The packing point: just below the last loop of the panel's origin (outer spatial
         # loops, the tile loop, the reduce split's outer loop).
@@ -705,10 +709,10 @@ def _fixup(body, sch, fixups: list):
     return M().visit_stmt(body)
 
 
-def _pack(plan, block, inner, others_r, binding, base):
+def _pack(plan: _Plan, binding, base):
     """The read of a contiguous panel buffer that replaces the planned load, and a function
     wrapping a statement into a block that allocates and fills that panel first."""
-    ld = plan.pack
+    ld, inner, others_r = plan.pack, plan.inner, plan.others_r
     dims = []  # (iterator var, extent, origin expression or None) per panel axis
     for lp in others_r:
         if plan.ksplit and lp is others_r[0]:

@@ -166,13 +166,6 @@ def dlight_cases(directory: pathlib.Path = DLIGHT_DIR) -> list:
     return out
 
 
-def dlight_case(name: str) -> DLightCase:
-    for case in dlight_cases():
-        if case.name == name:
-            return case
-    raise KeyError(name)
-
-
 def location_cases(calls, prefixes) -> list:
     """The compute_at / inline cases: those of COMPUTE_LOCATION_DIR whose names start with one of
     ``prefixes``, and those of SCHEDULE_DIR whose steps contain one of ``calls``."""

@@ -19,25 +19,22 @@ Shapes are small so the whole file runs in well under a minute.
 from __future__ import annotations
 
 import functools
-import json
 import pathlib
 import re
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
-from tvmscript import dlight as dl  # noqa: E402
-from tvmscript.compiler.schedule import Schedule, ScheduleError  # noqa: E402
-from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
-from tvmscript.compiler.verify_gpu_code import gpu_code_errors  # noqa: E402
-from tvmscript.target import Target  # noqa: E402
-from op_check import build_op_module  # noqa: E402
-from schedule_check import assert_same_result  # noqa: E402
+import tvmscript as tvms
+from tvmscript import relax, tir
+from tvmscript import dlight as dl
+from tvmscript.compiler.schedule import Schedule, ScheduleError
+from tvmscript.compiler.transform import LegalizeOps
+from tvmscript.compiler.verify_gpu_code import gpu_code_errors
+from tvmscript.target import Target
+from op_check import build_op_module
+from schedule_cases import dlight_cases, schedule_cases
+from schedule_check import assert_same_result, first_func_name
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "dlight"
@@ -84,27 +81,26 @@ GOLDEN_KNOWN_DIFF = {
 GOLDEN_RENAMES = [("matmul_rf_1_local", "matmul_rf_local_1"), ('"matmul_rf_1_', '"matmul_rf_')]
 
 
-def _golden_names() -> list:
-    return sorted(p.name[: -len(".rules.txt")] for p in GOLDEN.glob("*.rules.txt"))
+GOLDEN_CASES = {c.name: c for c in dlight_cases(GOLDEN)}
 
 
 @functools.lru_cache(maxsize=None)
 def _golden_result(name: str):
-    lines = (GOLDEN / f"{name}.rules.txt").read_text().splitlines()
-    rules = [getattr(dl.gpu, r)() for r in lines[0].split(",")]
-    target = Target(json.loads(lines[1]))
-    inp = tvms.parse((GOLDEN / f"{name}.input.tvms").read_text())
+    case = GOLDEN_CASES[name]
+    rules = [getattr(dl.gpu, r)() for r in case.rules]
+    target = Target(case.target_attrs)
+    inp = tvms.parse(case.input_text)
     with target:
         out = dl.ApplyDefaultSchedule(*rules)(inp)
     return inp, out, target
 
 
-@pytest.mark.parametrize("name", _golden_names())
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
 def test_golden_matches_tvm(name):
     if name in GOLDEN_SKIP:
         pytest.skip(GOLDEN_SKIP[name])
     _, out, _ = _golden_result(name)
-    expected = tvms.parse((GOLDEN / f"{name}.tvms").read_text()).script()
+    expected = tvms.parse(GOLDEN_CASES[name].expected).script()
     # TVM prints a parameter that a T.match_buffer binds as "<buffer>_handle" whatever its name
     expected = re.sub(r"\b(\w+)_handle\b", r"var_\1", expected)
     got = out.script()
@@ -115,7 +111,7 @@ def test_golden_matches_tvm(name):
     assert got == expected
 
 
-@pytest.mark.parametrize("name", _golden_names())
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
 def test_golden_is_valid_and_same(name):
     inp, out, target = _golden_result(name)
     _check_module(inp, out, target)
@@ -126,19 +122,15 @@ def _check_module(before, after, target="cuda") -> None:
     for gv, f in after.functions.items():
         if not isinstance(f, tir.PrimFunc):
             continue
-        errors = gpu_errors(f, target, gv.name_hint)
+        # it counts root-level cache buffers at the tile a kernel touches and accepts an
+        # epilogue run by every thread of a block, as TVM does
+        errors = gpu_code_errors(f, target, name=gv.name_hint)
         assert not errors, "\n".join(errors) + "\n" + tvms.IRModule({gv.name_hint: f}).script()
         assert f.attrs.get("tir.is_scheduled") is not None
         if _static(before[gv.name_hint]):
             # float16 sums reordered across threads round differently
             half = any(b.dtype == "float16" for b in f.buffer_map.values())
             assert_same_result(before[gv.name_hint], f, rtol=5e-2 if half else 1e-5, atol=1.0 if half else 1e-5)
-
-
-def gpu_errors(f: tir.PrimFunc, target, name: str) -> list:
-    """`verify_gpu_code`'s errors: it counts root-level cache buffers at the tile a kernel
-    touches and accepts an epilogue run by every thread of a block, as TVM does."""
-    return gpu_code_errors(f, target, name=name)
 
 
 def _static(f: tir.PrimFunc) -> bool:
@@ -277,8 +269,6 @@ def test_seed000_zero_pipeline_gpu():
 
 # ----------------------------------------------------------------------------- the primitives DLight adds
 
-from schedule_cases import schedule_cases  # noqa: E402
-
 PRIM_CASES = schedule_cases(ROOT / "tests" / "golden" / "dlight_prims")
 
 
@@ -328,7 +318,7 @@ def test_apply_default_schedule_needs_a_target():
 def test_apply_default_schedule_marks_and_skips():
     mod = _relu_module()
     out = schedule(mod)
-    name = next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc))
+    name = first_func_name(mod)
     assert "tir.is_scheduled" not in mod[name].attrs  # the input is not changed
     assert out[name].attrs["tir.is_scheduled"]
     # scheduled functions (the attribute, or thread bindings) are left alone
@@ -345,7 +335,7 @@ def test_apply_default_schedule_marks_and_skips():
 
 def test_rules_decline_what_they_do_not_know():
     mod = _relu_module()
-    name = next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc))
+    name = first_func_name(mod)
     with Target("cuda"):
         for rule in (dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(),
                      dl.gpu.Transpose(), dl.gpu.LowBatchGEMV()):
@@ -359,7 +349,7 @@ def test_rules_decline_what_they_do_not_know():
 def test_fallback_respects_max_threads_per_block():
     mod = _relu_module()
     out = schedule(mod, [dl.gpu.Fallback()], target={"kind": "cuda", "max_threads_per_block": 16})
-    name = next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc))
+    name = first_func_name(mod)
     assert 'T.thread_binding(T.int64(16), thread="threadIdx.x")' in out.script()
     assert not gpu_code_errors(out[name], Target({"kind": "cuda", "max_threads_per_block": 16}))
 

@@ -18,6 +18,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.lower_tir import lower, lower_thread_bindings
+from tvmscript.tir_visitor import TIRVisitor
 
 RNG = np.random.default_rng(7)
 
@@ -336,29 +337,42 @@ def test_vthread():
 # ----------------------------------------------------------------------------- the pass itself
 
 
+class _LoopsAndCalls(TIRVisitor):
+    """Every For loop, every Evaluate of a Call and every Call of a function's body (all of
+    the tree: IfThenElse, LetStmt, block inits included)."""
+
+    def __init__(self, func: tir.PrimFunc) -> None:
+        self.loops, self.evaluated_calls, self.calls = [], [], []
+        self.visit(func.body)
+
+    def visit_For(self, node) -> None:
+        self.loops.append(node)
+        self.generic_visit(node)
+
+    def visit_Evaluate(self, node) -> None:
+        if isinstance(node.value, tir.Call):
+            self.evaluated_calls.append(node)
+        self.generic_visit(node)
+
+    def visit_Call(self, node) -> None:
+        self.calls.append(node)
+        self.generic_visit(node)
+
+
 def test_lower_thread_bindings_makes_bound_loops_serial():
     func = tvms.parse(TILED_MATMUL)
-    out = lower_thread_bindings(func)
-    loops, syncs = [], []
-
-    def walk(s):
-        if isinstance(s, tir.For):
-            loops.append(s)
-            walk(s.body)
-        elif isinstance(s, tir.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, tir.BlockRealize):
-            walk(s.block.body)
-        elif isinstance(s, tir.Evaluate) and isinstance(s.value, tir.Call):
-            syncs.append(s)
-
-    walk(out.body)
-    assert loops and all(lp.kind == "serial" and lp.thread_tag is None for lp in loops)
-    assert not syncs  # the barriers are gone
+    before = _LoopsAndCalls(func)
+    assert any(lp.kind == "thread_binding" for lp in before.loops)
+    assert any(c.op == "tir.tvm_storage_sync" for c in before.calls)
+    out = _LoopsAndCalls(lower_thread_bindings(func))
+    assert out.loops and all(lp.kind == "serial" and lp.thread_tag is None for lp in out.loops)
+    assert not out.evaluated_calls  # the barriers are gone
     # The input is left alone, and the loops keep their variables and extents.
     assert tvms.ir.structural_equal(func, tvms.parse(TILED_MATMUL))
-    assert "tvms.lowered" in lower(func).attrs
+    # Nor does the whole lowering leave a bound loop or a barrier behind.
+    lowered = _LoopsAndCalls(lower(func))
+    assert not any(lp.kind == "thread_binding" or lp.thread_tag is not None for lp in lowered.loops)
+    assert not any(c.op == "tir.tvm_storage_sync" for c in lowered.calls)
 
 
 def test_row_sum_keeps_loop_annotations():

@@ -4,6 +4,7 @@ import numpy as np
 
 import tvmscript as tvms
 from tvmscript import tir
+from tvmscript.compiler.schedule.common import blocks_under
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.runtime.cpu import build_cpu
 
@@ -27,18 +28,9 @@ def f(A: T.Buffer((64, 512), "float32"), B: T.Buffer((512, 256), "float32"), C: 
 
 
 def _blocks(stmt) -> list:
-    out = []
-
-    def walk(x):
-        if isinstance(x, tir.BlockRealize):
-            out.append(x.block.name)
-        from tvmscript.compiler.schedule.tree import stmt_children
-
-        for c in stmt_children(x):
-            walk(c)
-
-    walk(stmt)
-    return out
+    """The names of ``stmt`` (when a block) and of every block below it, in program order."""
+    realizes = ([stmt] if isinstance(stmt, tir.BlockRealize) else []) + blocks_under(stmt)
+    return [r.block.name for r in realizes]
 
 
 def test_nests_sharing_a_block_name_are_both_scheduled_bitwise():

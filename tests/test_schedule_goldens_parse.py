@@ -8,15 +8,11 @@ from __future__ import annotations
 import ast
 import json
 import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-import tvmscript as tvms  # noqa: E402
-
-from schedule_cases import DLIGHT_DIR, SCHEDULE_DIR, dlight_cases, schedule_cases  # noqa: E402
+import tvmscript as tvms
+from schedule_cases import DLIGHT_DIR, SCHEDULE_DIR, dlight_cases, schedule_cases
 
 # TVM outputs tvms cannot read yet (the parser is not changed to fit the goldens).
 KNOWN_UNPARSEABLE = {

@@ -7,7 +7,6 @@ TVM's dict of constraints: a bool)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -15,9 +14,7 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript.target import Target
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_gpu_schedule_on_cpu import (FUSED_ELEMENTWISE, GEMV_RFACTOR, ROW_SUM, SOFTMAX,  # noqa: E402
+from test_gpu_schedule_on_cpu import (FUSED_ELEMENTWISE, GEMV_RFACTOR, ROW_SUM, SOFTMAX,
                                       TILED_MATMUL, TILED_MATMUL_COMPACT, VTHREAD)
 
 HEADER = "# from tvm.script import tir as T\n"
