@@ -247,6 +247,15 @@ def make_add(a, b):
     return tir.Add(a.dtype, a, b)
 
 
+def make_sub(a, b):
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return tir.IntImm(a.dtype, ca - cb)
+    if cb == 0:
+        return a
+    return tir.Sub(a.dtype, a, b)
+
+
 def make_mul(a, b):
     ca, cb = const_int(a), const_int(b)
     if ca is not None and cb is not None:

@@ -9,17 +9,11 @@ reverse_compute_inline), `cache` (cache_read, cache_write, set_scope), `reductio
 `state` holds the Schedule itself, `tree` the statement-tree plumbing, `trace` the trace.
 """
 
-import importlib as _importlib
-
 from .errors import ScheduleError
 from .state import BlockRV, LoopRV, Schedule
 from .trace import Trace
 
-for _family in ("loops", "compute_location", "inline", "cache", "reduction", "blockize", "layout", "reindex"):
-    try:
-        _importlib.import_module(f"{__name__}.{_family}")
-    except ModuleNotFoundError as _e:  # a family not written yet
-        if _e.name != f"{__name__}.{_family}":
-            raise
+# Importing a family module adds its primitives to `Schedule` (in this order).
+from . import loops, compute_location, inline, cache, reduction, blockize, layout, reindex  # noqa: F401
 
 __all__ = ["Schedule", "ScheduleError", "BlockRV", "LoopRV", "Trace"]

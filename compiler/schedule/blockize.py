@@ -25,7 +25,7 @@ from tvmscript.ir import structural_equal
 from tvmscript.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
-from ..lower_tir import IRMutator
+from ..lower_tir import IRMutator, make_add, make_sub, substitute
 from .common import const_value
 from .iter_map import conjuncts, subspace_divide, trivial_divide
 from .state import Schedule, primitive
@@ -327,8 +327,8 @@ def _blockize_blocks(sch: Schedule, rvs: list, preserve_unit_iters: bool):
             raise sch.error("blockize", f"block '{block.name}'",
                             "blocks wrapped together must not reduce over the loops outside them", r)
         loop_subst = {v: iv.var for iv, v in zip(derived.outer_iters, derived.outer_values) if isinstance(v, tir.Var)}
-        inner_iters = [tir.IterVar(iv.var, tir.Range(substitute_block_expr(iv.dom.min, loop_subst),
-                                                     substitute_block_expr(iv.dom.extent, loop_subst)), iv.kind)
+        inner_iters = [tir.IterVar(iv.var, tir.Range(substitute(iv.dom.min, loop_subst),
+                                                     substitute(iv.dom.extent, loop_subst)), iv.kind)
                        for iv in derived.inner_iters]
         inner_ranges = {iv.var: (iv.dom.min, iv.dom.extent) for iv in inner_iters}
         block_subst = substitute_block(block, derived.subst, inner_ranges)
@@ -339,7 +339,7 @@ def _blockize_blocks(sch: Schedule, rvs: list, preserve_unit_iters: bool):
                                  dataclasses.replace(block_subst, iter_vars=derived.inner_iters))
         body = inner
         for x in reversed(chain):
-            body = dataclasses.replace(x, body=body, extent=substitute_block_expr(x.extent, loop_subst))
+            body = dataclasses.replace(x, body=body, extent=substitute(x.extent, loop_subst))
         bodies.append(body)
         outer_pred = derived.division.outer_pred
     blocks, _ = collect_names(idx.root)
@@ -352,28 +352,6 @@ def _blockize_blocks(sch: Schedule, rvs: list, preserve_unit_iters: bool):
     new_lca = dataclasses.replace(lca, body=tir.seq(new_seq))
     sch.commit(func_name, replace(idx, lca, new_lca))
     return sch.block_rv(func_name, outer_name)
-
-
-def substitute_block_expr(e, mapping: dict):
-    return _BlockSubstituter(mapping, None).visit_expr(e) if mapping else e
-
-
-def _fold_add(a, b):
-    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
-        return tir.IntImm(a.dtype, a.value + b.value)
-    if const_value(b) == 0:
-        return a
-    if const_value(a) == 0:
-        return b
-    return tir.Add(a.dtype, a, b)
-
-
-def _fold_sub(a, b):
-    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
-        return tir.IntImm(a.dtype, a.value - b.value)
-    if const_value(b) == 0:
-        return a
-    return tir.Sub(a.dtype, a, b)
 
 
 def union_regions(regions: list) -> list:
@@ -391,14 +369,14 @@ def union_regions(regions: list) -> list:
             for r in table[buf]:
                 x = r.region[d]
                 one = tir.IntImm(x.min.dtype, 1)
-                hi = x.min if tir.is_const_int(x.extent, 1) else _fold_sub(_fold_add(x.extent, x.min), one)
+                hi = x.min if tir.is_const_int(x.extent, 1) else make_sub(make_add(x.extent, x.min), one)
                 ivs.append((x.min, hi))
             lo, hi = ivs[0]
             if len(ivs) > 1:  # TVM's union simplifies its bounds
                 lo = _simplified_extreme([a for a, _ in ivs], tir.Min)
                 hi = _simplified_extreme([b for _, b in ivs], tir.Max)
-            end = _fold_add(hi, tir.IntImm(hi.dtype, 1))
-            rng.append(tir.Range(lo, end if const_value(lo) == 0 else _fold_sub(end, lo)))
+            end = make_add(hi, tir.IntImm(hi.dtype, 1))
+            rng.append(tir.Range(lo, end if const_value(lo) == 0 else make_sub(end, lo)))
         out.append(tir.BufferRegion(buf, rng))
     return out
 

@@ -29,7 +29,7 @@ from tvmscript import tir
 
 from ..arith import const_int_bound, relax_region, simplify
 from ..lower_tir import IRMutator, make_cast, substitute
-from .common import blocks_under, const_value
+from .common import blocks_under, const_value, loop_ranges_above, record_call
 from .state import BlockRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, collect_names, fresh_name, replace, stmt_children
 
@@ -224,21 +224,7 @@ def _relaxed_write_region(idx: FuncIndex, writer: tir.BlockRealize, buffer, loc)
     (exclusive) sweep, in terms of the loops outside ``loc``; each dimension clipped to the
     buffer (the whole dimension where it cannot be bounded)."""
     region = next(w for w in writer.block.writes if w.buffer is buffer).region
-    bindings = {iv.var: v for iv, v in zip(writer.block.iter_vars, writer.iter_values)}
-    region = [tir.Range(substitute(r.min, bindings), r.extent) for r in region]
-    loops = idx.loops_above(writer)
-    if isinstance(loc, tir.For):
-        for n, lp in enumerate(loops):
-            if lp is loc:
-                loops = loops[n + 1:]
-                break
-    relaxed_ids = {id(lp) for lp in loops}
-    dom = {lp.loop_var: tir.Range(lp.min, lp.extent) for lp in loops}
-    outer = {}
-    for a in idx.ancestors(writer):
-        if isinstance(a, tir.For) and id(a) not in relaxed_ids:
-            outer[a.loop_var] = (a.min, a.extent)
-    relaxed = relax_region(region, dom, outer)
+    region, outer, relaxed = _relax_below(idx, writer, region, loc, keep_swept=False)
     out = []
     for d, r in enumerate(region):
         got = relaxed[d] if relaxed is not None else None
@@ -270,15 +256,27 @@ def _loops_below(idx: FuncIndex, realize, top) -> list:
     return out
 
 
+def _relax_below(idx: FuncIndex, realize, region, top, keep_swept: bool) -> tuple:
+    """``region`` (of ``realize``'s block) with its iterators replaced by their bindings, the
+    ranges of the loops around ``realize`` (without those between it and ``top`` unless
+    ``keep_swept``), and the region relaxed over those loops between (None where unbounded)."""
+    bindings = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+    subst = [tir.Range(substitute(r.min, bindings), r.extent) for r in region]
+    loops = _loops_below(idx, realize, top)
+    dom = {lp.loop_var: tir.Range(lp.min, lp.extent) for lp in loops}
+    if keep_swept:
+        outer = loop_ranges_above(idx, realize)
+    else:
+        swept = {id(lp) for lp in loops}
+        outer = {a.loop_var: (a.min, a.extent) for a in idx.ancestors(realize)
+                 if isinstance(a, tir.For) and id(a) not in swept}
+    return subst, outer, relax_region(subst, dom, outer)
+
+
 def _const_hull(idx: FuncIndex, realize, region, shape, top) -> Optional[list]:
     """Per dimension, the constant [lo, hi] a block's region spans while every loop around it
     sweeps (None where unbounded); its iterators are replaced by their bindings."""
-    bindings = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
-    loops = _loops_below(idx, realize, top)
-    dom = {lp.loop_var: tir.Range(lp.min, lp.extent) for lp in loops}
-    outer = {a.loop_var: (a.min, a.extent) for a in idx.ancestors(realize) if isinstance(a, tir.For)}
-    subst = [tir.Range(substitute(r.min, bindings), r.extent) for r in region]
-    relaxed = relax_region(subst, dom, outer)
+    _, outer, relaxed = _relax_below(idx, realize, region, top, keep_swept=True)
     if relaxed is None:
         return None
     out = []
@@ -562,13 +560,6 @@ def _block_name(base: str, idx: FuncIndex) -> str:
     return fresh_name(base, used)
 
 
-def _record(sch: Schedule, name: str, items: list, result) -> None:
-    """Trace the call as TVM prints it (``consumer_blocks`` only when given). The decorator does
-    not record these primitives, so that the trace shows TVM's normalized arguments."""
-    if sch._depth == 1:
-        sch.trace.append(name, items, result)
-
-
 # ----------------------------------------------------------------------------- what both cache primitives do
 
 
@@ -618,7 +609,7 @@ def _add_cache_stage(sch: Schedule, prim: str, call: _CacheCall, storage_scope: 
     items = [("block", call.block), (index_name, call.index), ("storage_scope", storage_scope)]
     if consumer_blocks:
         items.append(("consumer_blocks", call.consumer_rvs))
-    _record(sch, prim, items, out)
+    record_call(sch, prim, items, out)
     return out
 
 
@@ -734,7 +725,7 @@ def set_scope(sch: Schedule, block, buffer_index, storage_scope: str) -> None:
     buffer, index = nth_access_buffer(sch, prim, realize, buffer_index, "write")
     items = [("block", block), ("buffer_index", index), ("storage_scope", storage_scope)]
     if buffer.scope == storage_scope or (storage_scope == "" and buffer.scope == "global"):
-        _record(sch, "set_scope", items, None)
+        record_call(sch, "set_scope", items, None)
         return None
     check_storage_scope(sch, prim, storage_scope, realize)
     site = check_allocated(sch, prim, idx, realize, buffer)
@@ -743,5 +734,5 @@ def set_scope(sch: Schedule, block, buffer_index, storage_scope: str) -> None:
     new = _scoped_buffer(buffer, storage_scope, used)
     new_block = _BufferSwap(buffer, new).visit_stmt(site.block)
     sch.commit(block.func_name, _replace_block(idx, site, new_block))
-    _record(sch, "set_scope", items, None)
+    record_call(sch, "set_scope", items, None)
     return None

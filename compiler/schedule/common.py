@@ -3,8 +3,6 @@ into block bindings and simplifying them, block iterator kinds, and access-regio
 
 from __future__ import annotations
 
-import dataclasses
-
 from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
@@ -12,8 +10,8 @@ from ..arith.canonical import Canonical
 from ..lower_tir import IRMutator, substitute
 from .tree import FuncIndex, stmt_children
 
-__all__ = ["loop_ranges_above", "rewrite_bindings", "iter_kinds_of_loop", "block_touches",
-           "int_imm", "const_value", "resimplify", "blocks_under"]
+__all__ = ["loop_ranges_above", "rewrite_bindings", "iter_kinds_of_loop", "int_imm", "const_value",
+           "blocks_under", "quoted_name", "record_call", "LoopRangeMutator"]
 
 
 def int_imm(value: int, dtype: str) -> tir.IntImm:
@@ -29,6 +27,18 @@ def const_value(e):
     return None
 
 
+def quoted_name(realize) -> str:
+    """The name of ``realize``'s block in quotes, as the error messages name a block."""
+    return f"'{realize.block.name}'"
+
+
+def record_call(sch, name: str, items: list, result=None) -> None:
+    """Trace a primitive call as TVM prints it, for the primitives the decorator does not record
+    (so that the trace shows TVM's normalized arguments); nested calls are not traced."""
+    if sch._depth == 1:
+        sch.trace.append(name, items, result)
+
+
 def loop_ranges_above(index: FuncIndex, s) -> dict:
     """Var -> (min, extent) of the loops around ``s`` (and ``s`` itself when it is a loop)."""
     out = {}
@@ -39,7 +49,30 @@ def loop_ranges_above(index: FuncIndex, s) -> dict:
     return out
 
 
-class _BindingRewriter(IRMutator):
+class LoopRangeMutator(IRMutator):
+    """An IRMutator that keeps ``self.ranges`` (Var -> (min, extent), set by the subclass) up
+    to date with the loops it is inside: each For's range is added while its body is visited,
+    then what the loop variable had before is put back."""
+
+    ranges: dict
+
+    def visit_stmt(self, s):
+        if isinstance(s, tir.For):
+            saved = self.ranges.get(s.loop_var)
+            self.ranges[s.loop_var] = (s.min, s.extent)
+            out = super().visit_stmt(s)
+            self._restore(s.loop_var, saved)
+            return out
+        return super().visit_stmt(s)
+
+    def _restore(self, var, saved) -> None:
+        if saved is None:
+            self.ranges.pop(var, None)
+        else:
+            self.ranges[var] = saved
+
+
+class _BindingRewriter(LoopRangeMutator):
     """Substitutes loop variables in block bindings and predicates, then simplifies them with
     the ranges of the loops enclosing each block."""
 
@@ -49,15 +82,6 @@ class _BindingRewriter(IRMutator):
         self.extra_predicate = extra_predicate
 
     def visit_stmt(self, s):
-        if isinstance(s, tir.For):
-            saved = self.ranges.get(s.loop_var)
-            self.ranges[s.loop_var] = (s.min, s.extent)
-            out = super().visit_stmt(s)
-            if saved is None:
-                self.ranges.pop(s.loop_var, None)
-            else:
-                self.ranges[s.loop_var] = saved
-            return out
         if isinstance(s, tir.BlockRealize):
             values = [self.binding(v) for v in s.iter_values]
             pred = substitute(s.predicate, self.mapping)
@@ -99,11 +123,6 @@ def rewrite_bindings(stmt, mapping: dict, ranges: dict, extra_predicate=None):
     return _BindingRewriter(mapping, ranges, extra_predicate).visit_stmt(stmt)
 
 
-def resimplify(stmt, ranges: dict):
-    """Bindings under ``stmt`` simplified again with the loops now around them."""
-    return _BindingRewriter({}, ranges).visit_stmt(stmt)
-
-
 def iter_kinds_of_loop(realize: tir.BlockRealize, loop_var: tir.Var) -> set:
     """Kinds ("S", "R", ...) of the block iterators whose binding uses ``loop_var``."""
     kinds = set()
@@ -111,11 +130,6 @@ def iter_kinds_of_loop(realize: tir.BlockRealize, loop_var: tir.Var) -> set:
         if loop_var in vars_in([value]):
             kinds.add(iv.kind)
     return kinds
-
-
-def block_touches(block: tir.Block) -> tuple[set, set]:
-    """Buffers a block reads and writes, from its declared regions."""
-    return {r.buffer for r in block.reads}, {r.buffer for r in block.writes}
 
 
 def blocks_under(s) -> list:
@@ -131,7 +145,3 @@ def blocks_under(s) -> list:
     for c in stmt_children(s):
         walk(c)
     return out
-
-
-def replace_field(node, **changes):
-    return dataclasses.replace(node, **changes)

@@ -37,7 +37,7 @@ from tvmscript.tir_visitor import vars_in
 from ..arith import const_int_bound, eval_range, simplify
 from ..arith.canonical import Canonical
 from ..lower_tir import make_cast, substitute
-from .common import const_value
+from .common import const_value, quoted_name
 from .reduction import forget_affine_flag
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, replace_many
@@ -60,10 +60,12 @@ class BlockScope:
     wrote (RAW), writes what it wrote (WAW) or writes what it read (WAR), judged by buffer from
     the declared ``T.reads``/``T.writes`` (TVM does the same; regions are not compared)."""
 
-    def __init__(self, idx: FuncIndex, scope_realize: Optional[tir.BlockRealize]) -> None:
+    def __init__(self, idx: FuncIndex, member: tir.BlockRealize) -> None:
+        """The scope of ``member``, one of its blocks."""
+        scope_realize = idx.scope_realize(member)
         self.realize = scope_realize
         self.block = scope_realize.block if scope_realize is not None else None
-        self.children = child_block_realizes(scope_realize if scope_realize is not None else idx.root)
+        self.children = idx.siblings(member)
         self.writers: dict = {}   # Buffer -> [BlockRealize], program order
         self.readers: dict = {}
         self.deps: list = []      # (src realize, dst realize, kind)
@@ -121,10 +123,6 @@ def _append_unique(lst: list, x) -> None:
         lst.append(x)
 
 
-def _name(realize) -> str:
-    return f"'{realize.block.name}'"
-
-
 def as_block_rv(sch: Schedule, block, prim: str) -> BlockRV:
     """TVM's primitives take a block handle or a block name (see `takes_block_name`)."""
     if isinstance(block, str):
@@ -156,14 +154,14 @@ def scope_of(sch: Schedule, prim: str, idx: FuncIndex, realize, require_stage_pi
     no primitive's subject, and the scope must be a stage pipeline (no write-after-read)."""
     scope_realize = idx.scope_realize(realize)
     if scope_realize is None:
-        raise sch.error(prim, f"block {_name(realize)}", "the primitive does not operate on the root block", realize)
-    scope = BlockScope(idx, scope_realize)
+        raise sch.error(prim, f"block {quoted_name(realize)}", "the primitive does not operate on the root block", realize)
+    scope = BlockScope(idx, realize)
     if require_stage_pipeline:
         war = scope.war_dependency()
         if war is not None:
-            raise sch.error(prim, f"block {_name(realize)}",
-                            f"its scope block '{scope.block.name}' is not a stage pipeline: block {_name(war[1])} "
-                            f"writes a buffer that block {_name(war[0])} reads before it (a write-after-read "
+            raise sch.error(prim, f"block {quoted_name(realize)}",
+                            f"its scope block '{scope.block.name}' is not a stage pipeline: block {quoted_name(war[1])} "
+                            f"writes a buffer that block {quoted_name(war[0])} reads before it (a write-after-read "
                             "dependency)", realize)
     return scope
 
@@ -215,7 +213,7 @@ def reduction_code(scope: BlockScope, realize) -> int:
 def check_complete(sch, prim: str, scope: BlockScope, realize) -> None:
     code = complete_code(scope, realize)
     if code:
-        raise sch.error(prim, f"block {_name(realize)}",
+        raise sch.error(prim, f"block {quoted_name(realize)}",
                         f"is not a complete block - it violates condition #{code} ({COMPLETE_DEFINITION})", realize)
 
 
@@ -226,7 +224,7 @@ def check_complete_or_reduction(sch, prim: str, scope: BlockScope, realize) -> N
     r = reduction_code(scope, realize)
     if not r:
         return
-    raise sch.error(prim, f"block {_name(realize)}",
+    raise sch.error(prim, f"block {quoted_name(realize)}",
                     f"is neither a complete block (it violates condition #{c}: {COMPLETE_DEFINITION}) nor a "
                     f"reduction block (it violates condition #{r}: {REDUCTION_DEFINITION})", realize)
 
@@ -240,7 +238,7 @@ def is_output_block(scope: BlockScope, realize) -> bool:
 
 def check_not_output(sch, prim: str, scope: BlockScope, realize) -> None:
     if is_output_block(scope, realize):
-        raise sch.error(prim, f"block {_name(realize)}", "is an output block: it writes a buffer that its scope "
+        raise sch.error(prim, f"block {quoted_name(realize)}", "is an output block: it writes a buffer that its scope "
                         "does not allocate, so it cannot be moved into or merged with another block", realize)
 
 
@@ -258,7 +256,7 @@ def leaf_removal_plan(sch, prim: str, idx: FuncIndex, realize):
         if p is None or isinstance(p, (tir.Block, tir.BlockRealize)):
             scope = idx.scope_realize(realize)
             where = f"'{scope.block.name}'" if scope is not None else "the function"
-            raise sch.error(prim, f"block {_name(realize)}",
+            raise sch.error(prim, f"block {quoted_name(realize)}",
                             f"is the only leaf in the scope {where}, which cannot be removed; otherwise the scope "
                             "would be empty", realize)
         if isinstance(p, tir.SeqStmt) and len(p.seq) > 1:
@@ -843,7 +841,7 @@ def _insertion_point(sch, prim, block_realize, subtrees: list, producers: list, 
         n_prod += p_here
         n_cons += c_here
     if last_prod >= first_cons:
-        raise sch.error(prim, f"block {_name(block_realize)}",
+        raise sch.error(prim, f"block {quoted_name(block_realize)}",
                         "cannot find an insertion point that satisfies the producer-consumer constraint: in 0-based "
                         f"indexing, the last producer appears in subtree {last_prod} of the loop body, and the first "
                         f"consumer in subtree {first_cons}", block_realize)
@@ -851,10 +849,10 @@ def _insertion_point(sch, prim, block_realize, subtrees: list, producers: list, 
                                        (need_consumers, n_cons, consumers, "consumer")):
         if needed and count < len(group):
             missing = [g for g in group if id(g) not in found]
-            raise sch.error(prim, f"block {_name(block_realize)}",
+            raise sch.error(prim, f"block {quoted_name(block_realize)}",
                             f"the primitive requires all the {what}(s) of the given block to be present under the "
                             f"target loop, but {len(group) - count} {what}(s) are not: "
-                            + ", ".join(_name(m) for m in missing), block_realize)
+                            + ", ".join(quoted_name(m) for m in missing), block_realize)
     if index == -1:
         pos = first_cons
     elif index == -2:
@@ -862,7 +860,7 @@ def _insertion_point(sch, prim, block_realize, subtrees: list, producers: list, 
     elif index >= 0 and last_prod + 1 <= index <= first_cons:
         pos = index
     else:
-        raise sch.error(prim, f"block {_name(block_realize)}",
+        raise sch.error(prim, f"block {quoted_name(block_realize)}",
                         f"index {index} is not a valid insertion point: valid are -1, -2 and "
                         f"[{last_prod + 1}, {first_cons}]", block_realize)
     return pos, found
@@ -875,7 +873,7 @@ def _compute_at_impl(sch: Schedule, prim: str, block, loop, preserve_unit_loops:
     if not isinstance(loop, LoopRV):
         raise TypeError(f"{prim}: expected a loop (LoopRV), got {type(loop).__name__}")
     if loop.func_name != block.func_name:
-        raise sch.error(prim, f"block {_name(realize)}", f"the loop is in function '{loop.func_name}', the block in "
+        raise sch.error(prim, f"block {quoted_name(realize)}", f"the loop is in function '{loop.func_name}', the block in "
                         f"'{block.func_name}'", realize)
     _, target = sch.resolve_loop(loop, prim)
     index = int(index)
@@ -926,8 +924,8 @@ def _compute_at_impl(sch: Schedule, prim: str, block, loop, preserve_unit_loops:
             region = [tir.Range(substitute(r.min, binding), substitute(r.extent, binding)) for r in br.region]
             relaxed = _relax_region(region, dom, ranges)
             if relaxed is None:
-                raise sch.error(prim, f"block {_name(realize)}",
-                                f"cannot bound the region of '{br.buffer.name}' that block {_name(dep_realize)} "
+                raise sch.error(prim, f"block {quoted_name(realize)}",
+                                f"cannot bound the region of '{br.buffer.name}' that block {quoted_name(dep_realize)} "
                                 "accesses under the loop", realize)
             required[br.buffer].append(relaxed)
 
@@ -935,7 +933,7 @@ def _compute_at_impl(sch: Schedule, prim: str, block, loop, preserve_unit_loops:
     try:
         doms = _iter_domains(realize.block, provided, required, ranges)
     except _DomainError as e:
-        raise sch.error(prim, f"block {_name(realize)}", str(e), realize) from None
+        raise sch.error(prim, f"block {quoted_name(realize)}", str(e), realize) from None
     nest = _make_loop_nest(realize, doms, ranges, preserve_unit_loops)
     subtrees.insert(pos, nest)
     new_target = dataclasses.replace(target, body=tir.SeqStmt(subtrees))
@@ -945,7 +943,7 @@ def _compute_at_impl(sch: Schedule, prim: str, block, loop, preserve_unit_loops:
 
 
 def _not_same_scope(sch, prim, realize, target):
-    return sch.error(prim, f"block {_name(realize)} and loop '{target.loop_var.name}'",
+    return sch.error(prim, f"block {quoted_name(realize)} and loop '{target.loop_var.name}'",
                      "expected the block and the loop to be under the same block scope, and the loop not to be an "
                      "ancestor of the block", realize)
 

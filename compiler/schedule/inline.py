@@ -27,7 +27,7 @@ from tvmscript.tir_visitor import TIRVisitor
 
 from ..arith import const_int_bound, simplify
 from ..lower_tir import IRMutator, substitute
-from .common import const_value
+from .common import const_value, quoted_name
 from .compute_location import (as_block_rv, check_complete, check_not_output, complete_code, leaf_removal_plan,
                                scope_of, takes_block_name)
 from .state import BlockRV, Schedule, primitive
@@ -44,13 +44,9 @@ BODY_REVERSE_INLINE = ("the body of the inlined block should be in the form of '
                        "block covered by the producer block")
 
 
-def _name(realize) -> str:
-    return f"'{realize.block.name}'"
-
-
 def _check_no_init(sch, prim, realize) -> None:
     if realize.block.init is not None:
-        raise sch.error(prim, f"block {_name(realize)}",
+        raise sch.error(prim, f"block {quoted_name(realize)}",
                         "the block has an init statement (it is a reduction); only a block that computes each "
                         "element once can be inlined", realize)
 
@@ -141,7 +137,7 @@ def _check_opaque(sch, prim, scope, buffer, realize) -> None:
 
 
 def _opaque(sch, prim, scope, realize):
-    return sch.error(prim, f"block {_name(realize)}",
+    return sch.error(prim, f"block {quoted_name(realize)}",
                      "the buffer to be inlined has an opaque access (e.g. 'B.data'), or a subregion of it is matched "
                      f"into another block, in scope '{scope.block.name}'", realize)
 
@@ -204,7 +200,7 @@ def compute_inline(sch: Schedule, block: BlockRV) -> None:
     b = realize.block
     _check_no_init(sch, prim, realize)
     if len(b.writes) != 1:
-        raise sch.error(prim, f"block {_name(realize)}", "the block is only allowed to write a single buffer region, "
+        raise sch.error(prim, f"block {quoted_name(realize)}", "the block is only allowed to write a single buffer region, "
                         f"but it writes {len(b.writes)} region(s)", realize)
     buffer = b.writes[0].buffer
     scope = scope_of(sch, prim, idx, realize)
@@ -213,7 +209,7 @@ def compute_inline(sch: Schedule, block: BlockRV) -> None:
     store = b.body
     found = _store_index_vars(b, store) if isinstance(store, tir.BufferStore) and store.buffer is buffer else None
     if found is None:
-        raise sch.error(prim, f"block {_name(realize)}", BODY_INLINE, realize)
+        raise sch.error(prim, f"block {quoted_name(realize)}", BODY_INLINE, realize)
     index_vars, fixed = found
     value = substitute(store.value, fixed) if fixed else store.value
     removed = leaf_removal_plan(sch, prim, idx, realize)
@@ -242,7 +238,7 @@ def _single_read(sch, prim, scope, realize):
                 break
             found = r.buffer
     if found is None or found == "many":
-        raise sch.error(prim, f"block {_name(realize)}", "the block is only allowed to read a single buffer region "
+        raise sch.error(prim, f"block {quoted_name(realize)}", "the block is only allowed to read a single buffer region "
                         f"produced in its scope, but it reads {len(realize.block.reads)} region(s)", realize)
     return found
 
@@ -250,7 +246,7 @@ def _single_read(sch, prim, scope, realize):
 def _producer_of(sch, prim, idx, scope, consumer, buffer):
     """The single complete block of the scope that writes ``buffer``, read by no other block."""
     def fail():
-        return sch.error(prim, f"block {_name(consumer)}",
+        return sch.error(prim, f"block {quoted_name(consumer)}",
                          "the consumer block to be inlined is required to have only a single producer block, and the "
                          "producer block should be a complete block who has only a single consumer", consumer)
 
@@ -321,7 +317,7 @@ def reverse_compute_inline(sch: Schedule, block: BlockRV) -> None:
 
     # The body pattern.
     def bad():
-        return sch.error(prim, f"block {_name(realize)}", BODY_REVERSE_INLINE, realize)
+        return sch.error(prim, f"block {quoted_name(realize)}", BODY_REVERSE_INLINE, realize)
 
     pred = realize.predicate
     if not (isinstance(pred, tir.IntImm) and pred.value):

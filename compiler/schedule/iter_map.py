@@ -21,6 +21,7 @@ list of pieces (outermost first) plus a base.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from tvmscript import tir
@@ -28,6 +29,7 @@ from tvmscript.tir_visitor import vars_in
 
 from ..arith import simplify
 from ..arith.canonical import Canonical, Sum, expr_key
+from ..lower_tir import _and
 from .common import const_value
 
 __all__ = ["Mark", "Piece", "PSum", "IterMap", "detect_iter_map", "subspace_divide", "trivial_divide",
@@ -523,9 +525,7 @@ class Division:
 
 
 def _and_all(preds: list):
-    out = None
-    for p in preds:
-        out = p if out is None else tir.And("bool", out, p)
+    out = functools.reduce(_and, preds, None)
     return out if out is not None else tir.IntImm("bool", 1)
 
 

@@ -26,10 +26,10 @@ from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
-from ..lower_tir import IRMutator, make_cast, substitute
+from ..lower_tir import make_cast, substitute
 from ..tir_analysis import collect_accesses
 from .cache import buffer_defining_site, check_allocated, nth_access_buffer, normalize_block
-from .common import const_value
+from .common import LoopRangeMutator, const_value, record_call
 from .state import Schedule, primitive
 from .tree import replace, stmt_children
 
@@ -47,11 +47,6 @@ class _Text:
 
     def __repr__(self) -> str:
         return self.text
-
-
-def _record(sch: Schedule, name: str, items: list) -> None:
-    if sch._depth == 1:
-        sch.trace.append(name, items, None)
 
 
 # ----------------------------------------------------------------------------- storage_align
@@ -95,7 +90,7 @@ def storage_align(sch: Schedule, block, buffer_index: int, axis: int, factor: in
     anns["buffer_dim_align"] = entries
     new_block = dataclasses.replace(realize.block, annotations=anns)
     sch.commit(block.func_name, replace(idx, realize.block, new_block))
-    _record(sch, "storage_align", [("block", block), ("buffer_index", buffer_index), ("axis", axis),
+    record_call(sch, "storage_align", [("block", block), ("buffer_index", buffer_index), ("axis", axis),
                                    ("factor", factor), ("offset", offset)])
 
 
@@ -277,7 +272,7 @@ def _check_bijective(m: _Map, old_shape: list, new_shape: list) -> Optional[str]
 # ----------------------------------------------------------------------------- the rewrite
 
 
-class _LayoutRewriter(IRMutator):
+class _LayoutRewriter(LoopRangeMutator):
     """Sends every access of ``old`` through the map (indices simplified with the loop and
     block-iterator ranges in scope), swaps the buffer in allocations and match sources, and
     re-infers the regions blocks declare for it."""
@@ -299,12 +294,6 @@ class _LayoutRewriter(IRMutator):
         if isinstance(s, tir.BufferStore) and s.buffer is self.old:
             idx = [self.visit_expr(i) for i in s.indices]
             return tir.BufferStore(self.new, self.visit_expr(s.value), self._indices(idx))
-        if isinstance(s, tir.For):
-            saved = self.ranges.get(s.loop_var)
-            self.ranges[s.loop_var] = (s.min, s.extent)
-            out = super().visit_stmt(s)
-            self._restore(s.loop_var, saved)
-            return out
         if isinstance(s, tir.Block):
             saved = {iv.var: self.ranges.get(iv.var) for iv in s.iter_vars}
             for iv in s.iter_vars:
@@ -314,12 +303,6 @@ class _LayoutRewriter(IRMutator):
                 self._restore(v, r)
             return self._block(s, new)
         return super().visit_stmt(s)
-
-    def _restore(self, var, saved) -> None:
-        if saved is None:
-            self.ranges.pop(var, None)
-        else:
-            self.ranges[var] = saved
 
     def _block(self, old: tir.Block, new: tir.Block) -> tir.Block:
         touches = any(r.buffer is self.old for r in list(old.reads) + list(old.writes))
@@ -469,7 +452,7 @@ def transform_layout(sch: Schedule, block, buffer, index_map, pad_value=None, *,
     sch.replace_func(block.func_name, tir.PrimFunc(func.params, buffer_map, new_body, func.ret_type, dict(func.attrs),
                                                    func.private, func.span, func.comments))
     pad_text = None if pad_value is None else _Text(repr(pad_value))
-    _record(sch, "transform_layout", [("block", block), ("buffer", _Text(f'("{kind}", {index})')),
+    record_call(sch, "transform_layout", [("block", block), ("buffer", _Text(f'("{kind}", {index})')),
                                       ("index_map", _Text(m.text())), ("pad_value", pad_text),
                                       ("assume_injective_transform", assume_injective_transform)])
 

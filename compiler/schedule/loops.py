@@ -44,19 +44,13 @@ def get_child_blocks(sch: Schedule, block_or_loop) -> list:
     return [sch.block_rv(block_or_loop.func_name, r.block.name) for r in child_block_realizes(node)]
 
 
-def _siblings(idx, realize) -> list:
-    """Blocks of the same scope as ``realize``, in program order (itself included)."""
-    scope = idx.scope_realize(realize)
-    return child_block_realizes(scope) if scope is not None else child_block_realizes(idx.root)
-
-
 @primitive
 def get_producers(sch: Schedule, block: BlockRV) -> list:
     """Blocks of the same scope, before ``block``, that write a buffer ``block`` reads."""
     idx, realize = sch.resolve_block(block, "get_producers")
     reads = {r.buffer for r in realize.block.reads}
     out = []
-    for other in _siblings(idx, realize):
+    for other in idx.siblings(realize):
         if other is realize:
             break
         if any(w.buffer in reads for w in other.block.writes):
@@ -70,7 +64,7 @@ def get_consumers(sch: Schedule, block: BlockRV) -> list:
     idx, realize = sch.resolve_block(block, "get_consumers")
     writes = {w.buffer for w in realize.block.writes}
     out, after = [], False
-    for other in _siblings(idx, realize):
+    for other in idx.siblings(realize):
         if other is realize:
             after = True
             continue

@@ -108,8 +108,7 @@ def check_reduction_block(sch: Schedule, prim: str, idx: FuncIndex, realize: tir
         fail(2, "its bindings must be quasi-affine expressions of the loops")
     if any(iv.kind not in ("S", "R") for iv in block.iter_vars):
         fail(3, "its iterators must all be spatial or reduce")
-    scope = idx.scope_realize(realize)
-    siblings = child_block_realizes(scope) if scope is not None else child_block_realizes(idx.root)
+    siblings = idx.siblings(realize)
     written = {w.buffer for w in block.writes}
     for other in siblings:
         if other is realize:

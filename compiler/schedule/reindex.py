@@ -18,7 +18,7 @@ import inspect
 from typing import Callable, Optional, Sequence
 
 from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.tir_visitor import TIRVisitor, vars_in
 
 from ..arith import eval_range, simplify
 from ..lower_tir import IRMutator, make_cast, substitute
@@ -297,9 +297,7 @@ def transform_block_layout(sch: Schedule, block: BlockRV, index_map) -> None:
     new_block = substitute_block(blk, mapping, ranges)
     new_block = dataclasses.replace(new_block, iter_vars=new_iters)
     loop_vars = [tir.Var(v.dtype, f"ax{n}") for n, v in enumerate(new_vars)]
-    body = tir.BlockRealize(list(loop_vars), realize.predicate, new_block)
-    for lv, ext in reversed(list(zip(loop_vars, new_extents))):
-        body = tir.For(lv, tir.IntImm(lv.dtype, 0), ext, "serial", body)
+    body = _wrap_loops(tir.BlockRealize(list(loop_vars), realize.predicate, new_block), new_extents)
     sch.commit(block.func_name, replace(idx, scope, body))
 
 
@@ -348,21 +346,33 @@ def _buffer_of(sch, prim, realize, buffer) -> tuple:
     raise TypeError(f"{prim}: buffer must be ('read', i), ('write', i), a Buffer or a name")
 
 
-class _AccessFinder(IRMutator):
-    """Collects the index lists of the loads and stores of one buffer."""
+class _AccessFinder(TIRVisitor):
+    """Collects the index lists of the loads and stores of one buffer, in the order an
+    `IRMutator` meets them (a block's body before its init, a let's value before its body)."""
 
     def __init__(self, buf) -> None:
         self.buf, self.found = buf, []
 
-    def visit_expr(self, e):
-        if isinstance(e, tir.BufferLoad) and e.buffer is self.buf:
+    def visit_BufferLoad(self, e) -> None:
+        if e.buffer is self.buf:
             self.found.append(e.indices)
-        return super().visit_expr(e)
+        self.generic_visit(e)
 
-    def visit_stmt(self, s):
-        if isinstance(s, tir.BufferStore) and s.buffer is self.buf:
+    def visit_BufferStore(self, s) -> None:
+        if s.buffer is self.buf:
             self.found.append(s.indices)
-        return super().visit_stmt(s)
+        self.generic_visit(s)
+
+    def visit_Block(self, s) -> None:
+        self.visit(s.body)
+        if s.init is not None:
+            self.visit(s.init)
+
+    def _visit_let(self, s) -> None:
+        self.visit(s.value)
+        self.visit(s.body)
+
+    visit_Let = visit_LetStmt = _visit_let
 
 
 class _BufferReplacer(IRMutator):
@@ -431,10 +441,7 @@ def _copy_block(name: str, dst, dst_idx, src, src_idx, vars_, extents, loop_name
     store = tir.BufferStore(dst, tir.BufferLoad(dst.dtype, src, list(src_idx)), list(dst_idx))
     reads, writes = collect_accesses(store)
     blk = tir.Block(name, iters, reads, writes, store)
-    body = tir.BlockRealize(list(loops), tir.IntImm("bool", 1), blk)
-    for lv, e in reversed(list(zip(loops, extents))):
-        body = tir.For(lv, tir.IntImm(lv.dtype, 0), e, "serial", body)
-    return body
+    return _wrap_loops(tir.BlockRealize(list(loops), tir.IntImm("bool", 1), blk), extents)
 
 
 @primitive
@@ -449,9 +456,9 @@ def reindex(sch: Schedule, block: BlockRV, buffer) -> BlockRV:
     kind, buf = _buffer_of(sch, "reindex", realize, buffer)
     name = f"block '{blk.name}'"
     finder = _AccessFinder(buf)
-    finder.visit_stmt(blk.body)
+    finder.visit(blk.body)
     if blk.init is not None:
-        finder.visit_stmt(blk.init)
+        finder.visit(blk.init)
     from ..arith import expr_key
     keys = {tuple(expr_key(i) for i in ix) for ix in finder.found}
     if len(keys) != 1:
@@ -549,9 +556,9 @@ def pad_einsum(sch: Schedule, block: BlockRV, padding: list) -> None:
                 continue
             seen.add(id(r.buffer))
             finder = _AccessFinder(r.buffer)
-            finder.visit_stmt(blk.body)
+            finder.visit(blk.body)
             if blk.init is not None:
-                finder.visit_stmt(blk.init)
+                finder.visit(blk.init)
             for ix in finder.found:
                 for i in ix:
                     if not isinstance(i, (tir.Var, tir.IntImm)) or (isinstance(i, tir.Var) and i not in iter_set):

@@ -14,7 +14,7 @@ from typing import Optional
 from tvmscript import tir
 
 __all__ = ["FuncIndex", "replace", "child_block_realizes", "stmt_children", "with_children", "fresh_name",
-           "collect_names", "loops_between"]
+           "collect_names"]
 
 
 def stmt_children(s) -> list:
@@ -96,6 +96,13 @@ class FuncIndex:
                 return a
         return None
 
+    def siblings(self, realize) -> list:
+        """Blocks of the same scope as ``realize``, in program order (itself included): the
+        blocks directly inside its scope block, or at the root, nested loops included, nested
+        blocks not."""
+        scope = self.scope_realize(realize)
+        return child_block_realizes(scope if scope is not None else self.root)
+
     def loops_above(self, realize) -> list:
         """The loops between ``realize`` and its scope block, outermost first."""
         out = []
@@ -108,18 +115,6 @@ class FuncIndex:
 
     def is_ancestor(self, a, b) -> bool:
         return any(x is a for x in self.ancestors(b))
-
-    def realize_of(self, block: tir.Block) -> tir.BlockRealize:
-        return self.blocks[block.name]
-
-
-def loops_between(index: FuncIndex, outer, realize) -> list:
-    """The loops from ``outer`` (included) down to ``realize``, outermost first."""
-    loops = index.loops_above(realize)
-    for n, lp in enumerate(loops):
-        if lp is outer:
-            return loops[n:]
-    return []
 
 
 def replace(index: FuncIndex, old, new):
