@@ -44,7 +44,7 @@ class BuildError(TVMScriptError, ValueError):
     arguments do not fit its prim_func, ...); ``span`` points at the offending call when known."""
 
 
-SUPPORTED_TARGETS = ("llvm", "c")
+SUPPORTED_TARGETS = ("llvm", "c", "cuda")
 
 
 def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_lib=None, **kwargs):
@@ -73,12 +73,20 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     for name, func in relax_funcs.items():
         _check_lowered(name, func)
 
-    kernels = _compile_kernels(prim_funcs) if prim_funcs else {}
+    cuda_code = None
+    if target_name.split()[0] == "cuda":
+        cuda_code = build_cuda(prim_funcs, target) if prim_funcs else None
+        kernels = dict(cuda_code.functions) if cuda_code is not None else {}
+    else:
+        kernels = _compile_kernels(prim_funcs) if prim_funcs else {}
 
     functions = {}
     for index, (name, func) in enumerate(relax_funcs.items()):
         functions[name] = _FunctionCodegen(name, index, func, kernels, relax_funcs).run()
-    return Executable(mod, target_name, kernels, functions)
+    if cuda_code is not None:
+        return Executable(mod, "cuda", kernels, functions, cuda_code=cuda_code)
+    return Executable(mod, target_name.split()[0] if target_name.startswith("cuda") else target_name, kernels,
+                      functions)
 
 
 compile = build  # tvms.compile: TVM's newer name
@@ -109,10 +117,125 @@ def target_name_of(target) -> str:
     text = kind if isinstance(kind, str) else str(target)
     word = text.split()[0] if text.split() else ""
     if word not in SUPPORTED_TARGETS:
-        if word in ("cuda", "nvptx", "rocm", "vulkan", "metal", "opencl"):
-            raise NotImplementedError(f"target '{word}' is not supported yet: tvms compiles for the CPU ('llvm') only")
-        raise ValueError(f"unknown target {text!r}: expected 'llvm'")
+        if word in ("nvptx", "rocm", "vulkan", "metal", "opencl"):
+            raise NotImplementedError(f"target '{word}' is not supported yet: tvms compiles for the CPU ('llvm') "
+                                      "and NVIDIA GPUs ('cuda')")
+        raise ValueError(f"unknown target {text!r}: expected 'llvm' or 'cuda'")
     return text
+
+
+# ----------------------------------------------------------------------------- CUDA
+
+
+def cuda_target(target):
+    """``target`` as a CUDA `Target`, and the architecture to compile for: the one the target
+    names (``cuda -arch=sm_80``), else the GPU's own when one is present, else the target's
+    default (an H100, sm_90)."""
+    from tvmscript.target import Target
+
+    explicit = False
+    if isinstance(target, str):
+        explicit = "-arch" in target
+        target = Target(target)
+    elif isinstance(target, dict):
+        explicit = "arch" in target
+        target = Target(target)
+    elif isinstance(target, Target):
+        explicit = True
+    arch = str(target.attrs.get("arch") or "sm_90")
+    if not explicit:
+        try:
+            from tvmscript.runtime.cuda import device_arch, unavailable_reason
+
+            found = device_arch(0) if unavailable_reason(0) is None else None
+        except Exception:  # noqa: BLE001 - no pycuda, no GPU: the default architecture
+            found = None
+        arch = found or arch
+    return target, arch
+
+
+def default_gpu_schedule(mod, target):
+    """DLight's default GPU schedules (`tvms.dlight`), as TVM's default CUDA pipeline applies
+    them, for the prim_funcs of ``mod`` that no schedule has bound to threads yet."""
+    from tvmscript import dlight as dl
+
+    with target:
+        return dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.LowBatchGEMV(), dl.gpu.Reduction(),
+                                       dl.gpu.GeneralReduction(), dl.gpu.Transpose(), dl.gpu.Fallback())(mod)
+
+
+def _fallback_schedule(name: str, func, target):
+    from tvmscript import dlight as dl
+
+    with target:
+        return dl.ApplyDefaultSchedule(dl.gpu.Fallback())(ir.IRModule({name: func}))[name]
+
+
+def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin"):
+    """CUDA C and NVRTC's CUBIN for ``prim_funcs``, as a `cuda_spec.CUDACode` (``kind="ptx"``:
+    PTX instead; ``kind="source"``: the CUDA C alone, NVRTC not needed). Functions without
+    thread bindings get the default GPU schedules first. Needs no GPU."""
+    from . import nvrtc
+    from .codegen_cuda import codegen_cuda
+    from .cuda_spec import CUDACode
+    from .lower_gpu import GPULoweringError, has_thread_bindings
+    from .schedule import ScheduleError
+
+    target, arch = cuda_target(target)
+    unscheduled = {n: f for n, f in prim_funcs.items() if not has_thread_bindings(f)}
+    if unscheduled:
+        try:
+            scheduled = default_gpu_schedule(ir.IRModule(dict(unscheduled)), target)
+        except ScheduleError as err:
+            raise BuildError(f"the default GPU schedules failed: {err}") from None
+        prim_funcs = {n: (scheduled[n] if n in unscheduled else f) for n, f in prim_funcs.items()}
+    fallen_back: set = set()
+    while True:
+        try:
+            src = codegen_cuda(prim_funcs)
+            break
+        except GPULoweringError as err:
+            name = getattr(err, "func_name", None)
+            if name in unscheduled and name not in fallen_back:
+                # A default schedule the GPU cannot run as is (a rule bound only part of a
+                # function): the one that always works, one thread per output element.
+                fallen_back.add(name)
+                prim_funcs = dict(prim_funcs)
+                prim_funcs[name] = _fallback_schedule(name, unscheduled[name], target)
+                continue
+            raise BuildError(str(err), getattr(prim_funcs.get(name), "span", None)) from None
+    if kind == "source":
+        return CUDACode(src.source, src.functions, arch)
+    try:
+        result = nvrtc.compile_cuda(src.source, arch, kind=kind)
+    except nvrtc.NVRTCError as err:
+        raise _nvrtc_build_error(err, src, prim_funcs) from None
+    except (nvrtc.NVRTCUnavailable, ValueError) as err:
+        raise BuildError(str(err)) from None
+    code = CUDACode(src.source, src.functions, arch, nvrtc_version=nvrtc.nvrtc_version())
+    if kind == "cubin":
+        code.cubin = result.binary
+    else:
+        code.ptx = result.binary.decode("utf-8", "replace")
+    code.compile_seconds = result.seconds
+    return code
+
+
+def _nvrtc_build_error(err, src, prim_funcs) -> BuildError:
+    """A BuildError quoting NVRTC's log, naming the kernel its first error is in and pointing
+    at that kernel's prim_func."""
+    log = err.log.strip()
+    kernel = func_name = None
+    m = re.search(r"\((\d+)\): (?:catastrophic )?error", log)
+    if m:
+        line = int(m.group(1))
+        for sym, (first, last) in src.kernel_lines.items():
+            if first <= line <= last:
+                kernel, func_name = sym, src.kernel_funcs[sym]
+    where = f" in kernel '{kernel}' (prim_func '{func_name}')" if kernel else ""
+    quoted = "\n".join("    " + x for x in log.splitlines()[:40])
+    return BuildError(f"NVRTC could not compile the CUDA code{where}:\n{quoted}",
+                      getattr(prim_funcs.get(func_name), "span", None))
 
 
 def _compile_kernels(prim_funcs: dict) -> dict:

@@ -1,9 +1,11 @@
 """tvmscript.runtime: everything that executes — tensors and devices, the extern function
-registry, JIT-compiled CPU kernels (`cpu.py`, `kernel.py`), the executable and the Relax VM.
+registry, JIT-compiled CPU kernels (`cpu.py`, `kernel.py`), the CUDA runtime (`cuda.py`:
+GPU tensors, memory pool and kernels, through pycuda), the executable and the Relax VM.
 
 TVM's runtime names are served from here on first use (``tvms.runtime.tensor(x)``,
 ``tvms.runtime.Tensor``, ``tvms.runtime.VirtualMachine``...), so importing the package does not
-load NumPy or LLVM.
+load NumPy or LLVM. ``tvms.runtime.cuda`` is the CUDA runtime module, which can also be called
+as TVM's ``tvm.runtime.cuda(0)`` is, to name a GPU.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import importlib
 _EXPORTS = {
     "Tensor": ("ndarray", "Tensor"), "NDArray": ("ndarray", "Tensor"), "tensor": ("ndarray", "tensor"),
     "array": ("ndarray", "array"), "empty": ("ndarray", "empty"), "from_dlpack": ("ndarray", "from_dlpack"),
-    "Device": ("devices", "Device"), "cuda": ("devices", "cuda"), "device": ("devices", "device"),
+    "Device": ("devices", "Device"), "cuda": ("cuda", None), "device": ("devices", "device"),
     "gpu": ("devices", "gpu"),
     "register_func": ("registry", "register_func"), "get_global_func": ("registry", "get_global_func"),
     "VirtualMachine": ("vm", "VirtualMachine"), "Executable": ("executable", "Executable"),
@@ -24,6 +26,7 @@ def __getattr__(name: str):
     spec = _EXPORTS.get(name)
     if spec is None:
         raise AttributeError(f"module 'tvmscript.runtime' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"{__name__}.{spec[0]}"), spec[1])
+    module = importlib.import_module(f"{__name__}.{spec[0]}")
+    value = module if spec[1] is None else getattr(module, spec[1])
     globals()[name] = value
     return value

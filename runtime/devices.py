@@ -1,8 +1,8 @@
 """Devices: where a tensor's memory lives and where kernels run.
 
 A `Device` is a (type, index) pair with DLPack's device-type codes, as in Apache TVM
-(``tvms.cpu(0)``, ``tvms.cuda(0)``, ``tvms.device("cpu", 0)``). Only the CPU runs code today;
-CUDA devices can be named (so programs and error messages can talk about them) but not used yet.
+(``tvms.cpu(0)``, ``tvms.cuda(0)``, ``tvms.device("cpu", 0)``). Code runs on the CPU and, with
+pycuda and a GPU, on CUDA devices (`runtime.cuda`); the other types can only be named.
 
 (Named devices.py, not device.py: ``tvms.runtime.device(...)`` is TVM's function.)
 This module imports nothing heavy: `import tvmscript` stays fast.
@@ -66,11 +66,21 @@ class Device:
 
     @property
     def exist(self) -> bool:
-        """Whether tvms can use this device now (only the CPU, for the moment)."""
+        """Whether tvms can use this device now: the CPU; a CUDA GPU when pycuda, the driver
+        and a GPU of that index are there (`runtime.cuda.unavailable_reason` says what is not)."""
+        if self.device_type == kDLCUDA:
+            from .cuda import unavailable_reason
+
+            return unavailable_reason(self.index) is None
         return self.device_type == kDLCPU and self.index == 0
 
     def sync(self) -> None:
-        """Wait for work queued on the device; CPU work is synchronous, so there is none."""
+        """Wait for the work queued on the device: on a GPU, tvms's stream of it; CPU work is
+        synchronous, so there is none."""
+        if self.device_type == kDLCUDA:
+            from .cuda import runtime
+
+            runtime(self).sync()
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Device) and other.device_type == self.device_type
@@ -95,7 +105,7 @@ def cpu(index: int = 0) -> Device:
 
 
 def cuda(index: int = 0) -> Device:
-    """CUDA GPU number ``index`` (``tvms.cuda(0)``); named only, not runnable yet."""
+    """CUDA GPU number ``index`` (``tvms.cuda(0)``)."""
     return Device(kDLCUDA, index)
 
 

@@ -1,16 +1,19 @@
 """The executable: what `tvms.compile` produces and `VirtualMachine` runs.
 
-It holds the compiled kernels (one per ``T.prim_func``, from the CPU backend) and, for each
-Relax function, the Python code the VM runs for it: `compiler.build` translates the function
-once into straight-line Python (validation of the arguments, then one line per binding, with
-the kernels, output shapes and allocations resolved at build time), so a call does no IR walking
-at all. ``ex.as_python()`` shows that code.
+It holds the compiled kernels (one per ``T.prim_func``: CPU machine code, or for a ``cuda``
+target the `compiler.cuda_spec.CUDAFunction`s of ``cuda_code``, loaded onto a GPU only when
+something runs there) and, for each Relax function, the Python code the VM runs for it:
+`compiler.build` translates the function once into straight-line Python (validation of the
+arguments, then one line per binding, with the kernels, output shapes and allocations resolved
+at build time), so a call does no IR walking at all. ``ex.as_python()`` shows that code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from .devices import Device, cuda, device as as_device, kDLCPU, kDLCUDA
 
 __all__ = ["Executable", "VMFunction", "FuncSig"]
 
@@ -58,23 +61,50 @@ class VMFunction:
 
 class Executable:
     """A compiled module: ``ex["linear0"]`` is the kernel of prim_func ``linear0`` (callable
-    destination-passing style, ``ex["linear0"](x, w, b, out)``); Relax functions run through
-    ``tvms.relax.VirtualMachine(ex, tvms.cpu())``."""
+    destination-passing style, ``ex["linear0"](x, w, b, out)``; for a ``cuda`` target, loaded
+    on ``cuda:0``); Relax functions run through ``tvms.relax.VirtualMachine(ex, tvms.cpu())``
+    (``tvms.cuda()`` for a ``cuda`` target)."""
 
-    def __init__(self, mod, target: str, kernels: dict, functions: dict) -> None:
+    def __init__(self, mod, target: str, kernels: dict, functions: dict, *, cuda_code=None) -> None:
         self.mod = mod
         self.target = target
-        self.kernels = dict(kernels)          # prim_func name -> runtime.kernel.Kernel
+        self.kernels = dict(kernels)          # prim_func name -> runtime.kernel.Kernel / cuda_spec.CUDAFunction
         self.functions = dict(functions)      # Relax function name -> VMFunction
+        self.cuda_code = cuda_code            # compiler.cuda_spec.CUDACode, for a cuda target
+        self._loaded: dict = {}               # Device -> runtime.cuda.CUDAModule
+
+    @property
+    def device_type(self) -> int:
+        """The DLPack code of the devices the code runs on: 2 (CUDA) for a ``cuda`` target,
+        1 (the CPU) otherwise."""
+        return kDLCUDA if self.target.split()[:1] == ["cuda"] else kDLCPU
+
+    def kernels_on(self, dev) -> dict:
+        """The kernels, ready to run on ``dev``: the CPU kernels as they are; for a ``cuda``
+        target, ``cuda_code`` loaded onto that GPU (once per device)."""
+        dev = dev if isinstance(dev, Device) else as_device(dev)
+        if dev.device_type != self.device_type:
+            raise ValueError(f"the executable was compiled for target '{self.target}'; its kernels do not run on {dev}")
+        if self.device_type != kDLCUDA or not self.kernels:
+            return self.kernels
+        module = self._loaded.get(dev)
+        if module is None:
+            if self.cuda_code is None:
+                raise ValueError("the executable has CUDA kernels but no CUDA code (cuda_code) to load")
+            from .cuda import load_module
+
+            module = self._loaded[dev] = load_module(self.cuda_code, dev)
+        return module.kernels
 
     # ---- lookup
     def __getitem__(self, name: str):
         if name in self.kernels:
+            if self.device_type == kDLCUDA:
+                return self.kernels_on(cuda(0))[name]
             return self.kernels[name]
         if name in self.functions:
-            raise KeyError(
-                f"'{name}' is a Relax function: run it with tvms.relax.VirtualMachine(ex, tvms.cpu())['{name}']"
-            )
+            dev = "tvms.cuda()" if self.device_type == kDLCUDA else "tvms.cpu()"
+            raise KeyError(f"'{name}' is a Relax function: run it with tvms.relax.VirtualMachine(ex, {dev})['{name}']")
         raise KeyError(f"the executable has no function named '{name}' (it has: {', '.join(self.keys()) or 'none'})")
 
     def __contains__(self, name) -> bool:
@@ -99,6 +129,10 @@ class Executable:
 
     def stats(self) -> str:
         lines = [f"target: {self.target}", f"kernels: {len(self.kernels)} ({', '.join(self.kernels)})"]
+        code = self.cuda_code
+        if code is not None:
+            image = f"CUBIN, {len(code.cubin)} bytes" if code.cubin is not None else "PTX" if code.ptx else "no code"
+            lines.append(f"cuda: {code.arch}, {image}")
         for f in self.functions.values():
             lines.append(
                 f"function {f.name}({f.sig.describe_params()}): {f.num_kernel_calls} kernel call site(s), "

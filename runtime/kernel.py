@@ -185,6 +185,35 @@ def _scalar(arg, spec: ParamSpec, kname: str):
     raise TypeError(f"{where}: unsupported scalar dtype")
 
 
+def bind_scalars(kname: str, params: list, scalar_idx: list, sym_vars: list, args, env: dict, origin: dict,
+                 deferred: list) -> tuple:
+    """The checked scalar arguments and the values of ``sym_vars``, once the buffers have bound
+    what they can into ``env`` (``origin`` says where each came from; ``deferred`` holds the
+    dimensions that are expressions, checked now that every symbol is known)."""
+    scalars = []
+    for i in scalar_idx:
+        spec = params[i]
+        v = _scalar(args[i], spec, kname)
+        if spec.name in env and v != env[spec.name]:
+            raise ValueError(f"{kname}: parameter '{spec.name}' is {v}, but the buffer shapes "
+                             f"say {env[spec.name]} ({origin[spec.name]})")
+        env.setdefault(spec.name, v)
+        scalars.append(v)
+    for text, got, where in deferred:
+        want = eval_dim_text(text, env)
+        if want is None:
+            raise ValueError(f"{kname}: cannot determine {where} ({text}): a symbol in it is not "
+                             "bound by any other dimension")
+        if want != got:
+            raise ValueError(f"{kname}: {where} is {got}, expected {text} = {want}")
+    syms = []
+    for name in sym_vars:
+        if name not in env:
+            raise ValueError(f"{kname}: symbolic variable '{name}' appears in no dimension that binds it")
+        syms.append(env[name])
+    return scalars, syms
+
+
 class Kernel:
     """A JIT-compiled prim_func. Keep the `runtime.cpu.CPUModule` it came from alive while
     calling it (the module holds the machine code); a Kernel holds a reference to it."""
@@ -273,27 +302,8 @@ class Kernel:
                 raise ValueError(f"{self.name}: parameter '{spec.name}' is written by the kernel but the array is read-only")
             arrays.append(arr)
             pointers.append(arr.__array_interface__["data"][0])
-        scalars = []
-        for i in self._scalar_idx:
-            spec = params[i]
-            v = _scalar(args[i], spec, self.name)
-            if spec.name in env and v != env[spec.name]:
-                raise ValueError(f"{self.name}: parameter '{spec.name}' is {v}, but the buffer shapes "
-                                 f"say {env[spec.name]} ({origin[spec.name]})")
-            env.setdefault(spec.name, v)
-            scalars.append(v)
-        for text, got, where in deferred:
-            want = eval_dim_text(text, env)
-            if want is None:
-                raise ValueError(f"{self.name}: cannot determine {where} ({text}): a symbol in it is not "
-                                 "bound by any other dimension")
-            if want != got:
-                raise ValueError(f"{self.name}: {where} is {got}, expected {text} = {want}")
-        syms = []
-        for name in self.sym_vars:
-            if name not in env:
-                raise ValueError(f"{self.name}: symbolic variable '{name}' appears in no dimension that binds it")
-            syms.append(env[name])
+        scalars, syms = bind_scalars(self.name, params, self._scalar_idx, self.sym_vars, args, env, origin,
+                                     deferred)
         self.cfunc(*pointers, *scalars, *syms)
         if _errors:
             _raise_pending()

@@ -5,6 +5,10 @@ A CPU `Tensor` wraps a C-contiguous NumPy array. ``t.numpy()`` is a view of the 
 NumPy's own), and a NumPy array handed to the VM is wrapped without a copy when it is already
 C-contiguous. ``tvms.nd.array(x)`` copies, as TVM's does, so the tensor owns its memory.
 
+On a CUDA device (``tvms.nd.array(x, tvms.cuda(0))``) a tensor is a `runtime.cuda.CUDATensor`,
+a subclass of `Tensor` whose memory is on the GPU; the functions here hand such devices over to
+`runtime.cuda`, which is imported only then.
+
 The tensor keeps its data pointer, shape and dtype in slots: the VM reads them on every kernel
 call, and reading them from NumPy (``arr.ctypes.data``) costs microseconds.
 """
@@ -15,7 +19,7 @@ import ctypes as _ctypes
 
 import numpy as np
 
-from .devices import Device, cpu, device as _as_device, kDLCPU
+from .devices import Device, cpu, device as _as_device, kDLCPU, kDLCUDA
 
 __all__ = ["Tensor", "NDArray", "array", "tensor", "empty", "from_dlpack", "data_ptr", "ALIGNMENT"]
 
@@ -70,7 +74,7 @@ class Tensor:
         self._ptr = data_ptr(arr)
         self._shape = arr.shape
         self._dtype = _dtype_name(arr.dtype)
-        self._device = _check_device(device)
+        self._device = _host_device(device)
 
     # ---- attributes, with TVM's names
     @property
@@ -127,7 +131,7 @@ class Tensor:
     def copyfrom(self, source) -> "Tensor":
         """Copy ``source`` (a NumPy array, a Tensor, anything array-like) into this tensor;
         shapes must match, the dtype is converted."""
-        src = source._array if isinstance(source, Tensor) else np.asarray(source)
+        src = source.numpy() if isinstance(source, Tensor) else np.asarray(source)
         if src.shape != self._shape:
             raise ValueError(f"copyfrom: source shape {tuple(src.shape)} does not match the tensor's shape "
                              f"{self._shape}")
@@ -196,13 +200,39 @@ def _dtype_name(dt: np.dtype) -> str:
 
 
 def _check_device(dev) -> Device:
+    """``dev`` as a Device tensors can live on: the CPU (the default) or a CUDA GPU."""
     if dev is None:
         return _CPU0
     if not isinstance(dev, Device):
         dev = _as_device(dev)
-    if dev.device_type != kDLCPU:
-        raise NotImplementedError(f"tensors on {dev} are not supported yet: only the CPU is")
+    if dev.device_type not in (kDLCPU, kDLCUDA):
+        raise NotImplementedError(f"tensors on {dev} are not supported: only on the CPU and on CUDA GPUs")
     return dev
+
+
+def _host_device(dev) -> Device:
+    dev = _check_device(dev)
+    if dev.device_type != kDLCPU:
+        raise TypeError(f"Tensor(array, {dev}) wraps host memory; copy the array to the GPU with "
+                        f"tvms.nd.array(array, tvms.cuda({dev.index}))")
+    return dev
+
+
+def _cuda():
+    from . import cuda
+
+    return cuda
+
+
+def _gpu_tensor(arr):
+    """``arr`` as a tvms tensor when it lives on a CUDA GPU (a PyTorch or CuPy GPU tensor is
+    wrapped, not copied); None when it is host data."""
+    if isinstance(arr, Tensor):
+        return arr if arr._device.device_type == kDLCUDA else None
+    if hasattr(arr, "__dlpack_device__") and not isinstance(arr, np.ndarray):
+        if arr.__dlpack_device__()[0] == kDLCUDA:
+            return _cuda().from_dlpack(arr)
+    return None
 
 
 def _wrap(arr: np.ndarray, dev: Device = _CPU0) -> Tensor:
@@ -231,14 +261,22 @@ def empty(shape, dtype="float32", device=None, mem_scope=None) -> Tensor:
     dev = _check_device(device)
     if isinstance(shape, int):
         shape = (shape,)
+    if dev.device_type == kDLCUDA:
+        return _cuda().runtime(dev).empty(tuple(int(d) for d in shape), _dtype_name(_np_dtype(dtype)))
     return _wrap(_aligned_empty(shape, _np_dtype(dtype)), dev)
 
 
 def array(arr, device=None, dtype=None, mem_scope=None) -> Tensor:
-    """A tensor holding a copy of ``arr`` (a NumPy array, a Tensor, anything array-like or
-    exporting DLPack), on ``device`` (the CPU by default), converted to ``dtype`` if given."""
+    """A tensor holding a copy of ``arr`` (a NumPy array, a Tensor on any device, anything
+    array-like or exporting DLPack), on ``device`` (the CPU by default, or a CUDA GPU:
+    ``tvms.nd.array(x, tvms.cuda(0))``), converted to ``dtype`` if given."""
     dev = _check_device(device)
-    if isinstance(arr, Tensor):
+    gpu = _gpu_tensor(arr)
+    if gpu is not None:
+        if dev.device_type == kDLCUDA and (dtype is None or _dtype_name(_np_dtype(dtype)) == gpu._dtype):
+            return gpu.copyto(dev)
+        src = gpu.numpy()
+    elif isinstance(arr, Tensor):
         src = arr._array
     elif isinstance(arr, np.ndarray):
         src = arr
@@ -250,6 +288,8 @@ def array(arr, device=None, dtype=None, mem_scope=None) -> Tensor:
         src = src.astype(_np_dtype(dtype), copy=False)
     if src.dtype == object:
         raise TypeError(f"cannot make a tensor from {type(arr).__name__} holding Python objects")
+    if dev.device_type == kDLCUDA:
+        return _cuda().runtime(dev).from_host(src)
     out = _aligned_empty(src.shape, src.dtype)
     np.copyto(out, src)
     return _wrap(out, dev)
@@ -261,9 +301,13 @@ def tensor(arr, device=None, mem_scope=None) -> Tensor:
 
 
 def from_dlpack(obj) -> Tensor:
-    """A tensor sharing memory with any DLPack exporter (NumPy, PyTorch CPU tensors, ...)."""
+    """A tensor sharing memory with any DLPack exporter (NumPy, PyTorch and CuPy tensors, on
+    the CPU or a CUDA GPU)."""
     if isinstance(obj, Tensor):
         return obj
+    gpu = _gpu_tensor(obj)
+    if gpu is not None:
+        return gpu
     arr = obj if isinstance(obj, np.ndarray) else np.from_dlpack(obj)
     if not arr.flags.c_contiguous:
         raise ValueError("from_dlpack: the tensor is not contiguous; copy it with tvms.nd.array instead")

@@ -11,6 +11,12 @@ Intermediate tensors that never leave a function live in its *arena*: one aligne
 frame, reused by every call; a frame in use is taken out of the pool, so recursion and threads
 each get their own. Tensors that do leave (returned, passed to an extern function) are fresh.
 
+On a CUDA device (``VirtualMachine(ex, tvms.cuda(0))``, for an executable compiled with
+``target="cuda"``) the same generated code runs with the helpers of `_cuda_helpers`: tensors
+are `runtime.cuda` tensors of that GPU, ``_empty`` takes memory from its pool, constants and
+arena frames live in its memory, and kernels are `runtime.cuda.CUDAKernel`s launched on its
+stream. Arguments must already be on that GPU: the VM copies nothing behind the caller's back.
+
 NumPy is imported when the first VM is made, not when tvmscript is imported.
 """
 
@@ -18,25 +24,28 @@ from __future__ import annotations
 
 import time as _time
 
-from .devices import Device, device as _as_device, kDLCPU
+from .devices import Device, device as _as_device, kDLCPU, kDLCUDA
 from .executable import Executable, FuncSig
 
 __all__ = ["VirtualMachine", "BenchmarkResult", "match_value"]
 
 
 class VirtualMachine:
-    """Runs the Relax functions of an `Executable` on a device (the CPU).
+    """Runs the Relax functions of an `Executable` on a device: the CPU, or a CUDA GPU for an
+    executable compiled with ``target="cuda"``.
 
     ``vm["main"](*args)`` takes tvms tensors or NumPy arrays (wrapped without a copy when they
-    are C-contiguous) and returns a tensor, or a tuple for a tuple result."""
+    are C-contiguous) and returns a tensor, or a tuple for a tuple result. On a GPU, it takes
+    tensors on that GPU (tvms's, or PyTorch's and CuPy's through DLPack, without a copy)."""
 
     def __init__(self, rt_mod: Executable, device=None, memory_cfg=None, profile: bool = False) -> None:
         if not isinstance(rt_mod, Executable):
             raise TypeError(f"VirtualMachine expects an executable from tvms.compile, got {type(rt_mod).__name__}")
         self.executable = rt_mod
-        self.device = _pick_device(device)
+        self.device = _pick_device(device, rt_mod)
         self._profile = profile
-        self._globals = _instantiate(rt_mod, self.device)
+        self._kernels = rt_mod.kernels_on(self.device)
+        self._globals = _instantiate(rt_mod, self.device, self._kernels)
         self._funcs = {name: self._globals[f.pyname] for name, f in rt_mod.functions.items()}
         self._inputs: dict = {}
         self._outputs: dict = {}
@@ -47,12 +56,12 @@ class VirtualMachine:
             return self._funcs[name]
         except KeyError:
             pass
-        if name in self.executable.kernels:
-            return self.executable.kernels[name]
+        if name in self._kernels:
+            return self._kernels[name]
         raise KeyError(f"the VM has no function named '{name}' (it has: {', '.join(self._funcs) or 'none'})")
 
     def __contains__(self, name: str) -> bool:
-        return name in self._funcs or name in self.executable.kernels
+        return name in self._funcs or name in self._kernels
 
     def get_function(self, name: str):
         return self[name]
@@ -91,10 +100,17 @@ class VirtualMachine:
     def time_evaluator(self, func_name: str, dev=None, number: int = 10, repeat: int = 1, min_repeat_ms: int = 0,
                        cooldown_interval_ms: int = 0, repeats_to_cooldown: int = 1, f_preproc: str = ""):
         """A function that runs ``func_name`` ``number`` times per repeat, ``repeat`` times, and
-        returns a `BenchmarkResult` (seconds per call, one entry per repeat)."""
+        returns a `BenchmarkResult` (seconds per call, one entry per repeat). On a GPU the
+        time is the GPU's: CUDA events recorded on the device's stream around the calls."""
         f = self[func_name]
         if number < 1 or repeat < 1:
             raise ValueError("time_evaluator: number and repeat must be at least 1")
+        if self.device.device_type == kDLCUDA:
+            from .cuda import runtime
+
+            measure = runtime(self.device).time_calls
+        else:
+            measure = _wall_time
 
         def evaluator(*args) -> BenchmarkResult:
             f(*args)  # warm up (and fail early on bad arguments)
@@ -102,10 +118,7 @@ class VirtualMachine:
             for r in range(repeat):
                 n = number
                 while True:
-                    t0 = _time.perf_counter()
-                    for _ in range(n):
-                        f(*args)
-                    elapsed = _time.perf_counter() - t0
+                    elapsed = measure(f, args, n)
                     if elapsed * 1000 >= min_repeat_ms or n >= 1 << 30:
                         break
                     n *= 2
@@ -121,6 +134,14 @@ class VirtualMachine:
 
     def __repr__(self) -> str:
         return f"<tvms VirtualMachine on {self.device}: {', '.join(self._funcs)}>"
+
+
+def _wall_time(f, args: tuple, number: int) -> float:
+    """Seconds that ``number`` calls of ``f(*args)`` take (CPU work is synchronous)."""
+    t0 = _time.perf_counter()
+    for _ in range(number):
+        f(*args)
+    return _time.perf_counter() - t0
 
 
 class BenchmarkResult:
@@ -144,41 +165,59 @@ class BenchmarkResult:
                 f"{self.min * ms:10.4f}   {self.std * ms:10.4f}")
 
 
-def _pick_device(device) -> Device:
+def _pick_device(device, ex: Executable) -> Device:
+    """The device to run ``ex`` on (its own kind's device 0 by default); an error when the
+    executable's code is not for that kind of device, or the GPU cannot be used."""
     if device is None:
-        from .devices import cpu
-
-        return cpu(0)
+        device = Device(ex.device_type, 0)
     if isinstance(device, (list, tuple)):
         if not device:
             raise ValueError("VirtualMachine: the device list is empty")
         device = device[0]
     if not isinstance(device, Device):
         device = _as_device(device)
-    if device.device_type != kDLCPU:
-        raise NotImplementedError(f"the VM runs on the CPU only for now, not on {device}")
+    if device.device_type not in (kDLCPU, kDLCUDA):
+        raise NotImplementedError(f"the VM runs on the CPU and on CUDA GPUs, not on {device}")
+    if device.device_type != ex.device_type:
+        if ex.device_type == kDLCUDA:
+            raise ValueError(f"the executable was compiled for CUDA (target '{ex.target}'): run it on a GPU, "
+                             f"tvms.relax.VirtualMachine(ex, tvms.cuda(0)), or compile it with target=\"llvm\" "
+                             f"to run it on {device}")
+        raise ValueError(f"the executable was compiled for the CPU (target '{ex.target}'), not for {device}: "
+                         f"compile it with tvms.compile(mod, target=\"cuda\") to run it on a GPU")
+    if device.device_type == kDLCUDA:
+        from .cuda import runtime
+
+        runtime(device)  # CUDAUnavailableError, saying what is missing, when there is no such GPU
     return device
 
 
 # ----------------------------------------------------------------------------- instantiation
 
 
-def _instantiate(ex: Executable, dev: Device) -> dict:
-    """The globals the generated code runs in: helpers, kernels, constants, arenas; then the
-    functions themselves (all in one namespace, so Relax functions can call each other)."""
+def _instantiate(ex: Executable, dev: Device, kernels: dict) -> dict:
+    """The globals the generated code runs in: helpers, kernels (``kernels``: loaded for
+    ``dev``), constants, arenas; then the functions themselves (all in one namespace, so
+    Relax functions can call each other)."""
     from . import ndarray as nd
 
-    g = dict(_helpers())
+    if dev.device_type == kDLCUDA:
+        from .cuda import frame_factory
+
+        g = _cuda_helpers(dev)
+    else:
+        g = dict(_helpers())
+        frame_factory = _frame_factory
     for f in ex.functions.values():
         for gname, kname in f.kernels.items():
-            g[gname] = raw_entry(ex.kernels[kname])
+            g[gname] = raw_entry(kernels[kname])
         for gname, arr in f.constants.items():
             g[gname] = nd.array(arr, dev)  # the VM's own copy: nothing run here can change the IR
         g.update(f.objects)
         pool, factory = f.arena_names
         if f.arena:
             g[pool] = []
-            g[factory] = _frame_factory(f.arena, f.arena_bytes, dev)
+            g[factory] = frame_factory(f.arena, f.arena_bytes, dev)
     for f in ex.functions.values():
         exec(f.code, g)
     return g
@@ -187,11 +226,15 @@ def _instantiate(ex: Executable, dev: Device) -> dict:
 def raw_entry(kernel):
     """``kernel``'s machine-code entry, called with buffer data pointers (parameter order), then
     scalar arguments, then symbolic dims, unchecked: the ctypes function itself when the kernel
-    exposes it (``cfunc``), else a wrapper over ``call_raw``. After each call the generated code
-    tests ``_kerr`` (assertion failures the kernel reported) and raises them."""
+    exposes it (``cfunc``), a GPU kernel's ``launch`` (which takes the same arguments), else a
+    wrapper over ``call_raw``. After each call the generated code tests ``_kerr`` (assertion
+    failures the kernel reported) and raises them."""
     cfunc = getattr(kernel, "cfunc", None)
     if cfunc is not None and _kernel_errors()[0] is not None:
         return cfunc
+    launch = getattr(kernel, "launch", None)
+    if launch is not None:
+        return launch
     nb = sum(1 for p in kernel.params if p.kind == "buffer")
     ns = len(kernel.params) - nb
     call_raw = kernel.call_raw
@@ -244,6 +287,56 @@ def _helpers() -> dict:
     return _HELPERS
 
 
+def _explain_mismatch(sig: FuncSig, i: int, value, env: dict, device: Device | None = None):
+    """Raise the error saying how argument ``i`` fails its annotation (the generated code found
+    that it does)."""
+    what = f"{sig.name}() argument '{sig.param_names[i]}'"
+    origin = {k: _origin_text(sig, v) for k, v in sig.sym_origin.items()}
+    match_value(value, sig.param_sinfos[i], dict(env), what, origin, device)
+    raise RuntimeError(f"{what}: does not match {_sinfo_text(sig.param_sinfos[i])}")  # pragma: no cover
+
+
+def _cuda_helpers(dev: Device) -> dict:
+    """The helpers of a VM on GPU ``dev``: the CPU's, with that GPU's tensor class, allocation
+    and argument checks. Kernels there report no assertion failures (``_kerr`` stays empty)."""
+    from . import cuda
+    from .ndarray import Tensor
+
+    rt = cuda.runtime(dev)
+    cls = rt.tensor_class
+
+    def _coerce(value, sig: FuncSig, i: int):
+        name = sig.param_names[i]
+        what = f"{sig.name}() argument '{name}'"
+        t = cuda.as_tensor_on(value, dev, what, name)
+        if t is None:
+            raise TypeError(f"{what}: expected a tensor on {dev} ({_sinfo_text(sig.param_sinfos[i])}), "
+                            f"got {_type_name(value)}")
+        return t
+
+    def _bad(sig: FuncSig, i: int, value, env: dict):
+        _explain_mismatch(sig, i, value, env, dev)
+
+    def _match(value, sinfo, env, what):
+        return match_value(value, sinfo, env, what, {}, dev)
+
+    def _truth(v):
+        if isinstance(v, Tensor):
+            arr = v.numpy()
+            if arr.size != 1:
+                raise ValueError(f"the condition of an if must be a scalar, got a tensor of shape {v._shape}")
+            return bool(arr.reshape(()))
+        return bool(v)
+
+    def _kcheck(kernel, tensors, what):
+        check_kernel_args(kernel, tensors, what, cls)
+
+    g = dict(_helpers())
+    g.update({"_Tensor": cls, "_empty": rt.empty, "_coerce": _coerce, "_bad": _bad, "_match": _match,
+              "_truth": _truth, "_kcheck": _kcheck, "_kerr": []})
+    return g
+
+
 def _make_helpers() -> dict:
     import numpy as np
 
@@ -283,18 +376,16 @@ def _make_helpers() -> dict:
     def _coerce(value, sig: FuncSig, i: int):
         if value.__class__ is ndarray and value.flags.c_contiguous and not value.dtype.hasobject:
             return wrap(value)  # a NumPy argument: no copy
-        t = to_tensor(value)
+        name = sig.param_names[i]
+        what = f"{sig.name}() argument '{name}'"
+        t = to_tensor(value, None, what, name)
         if t is None:
-            what = f"{sig.name}() argument '{sig.param_names[i]}'"
             raise TypeError(f"{what}: expected a tensor ({_sinfo_text(sig.param_sinfos[i])}), "
                             f"got {_type_name(value)}")
         return t
 
     def _bad(sig: FuncSig, i: int, value, env: dict):
-        what = f"{sig.name}() argument '{sig.param_names[i]}'"
-        origin = {k: _origin_text(sig, v) for k, v in sig.sym_origin.items()}
-        match_value(value, sig.param_sinfos[i], dict(env), what, origin)
-        raise RuntimeError(f"{what}: does not match {_sinfo_text(sig.param_sinfos[i])}")  # pragma: no cover
+        _explain_mismatch(sig, i, value, env)
 
     def _arity(sig: FuncSig, args):
         n = len(sig.param_names)
@@ -345,11 +436,20 @@ def _make_helpers() -> dict:
 # ----------------------------------------------------------------------------- values and checks
 
 
-def to_tensor(value):
-    """A tvms Tensor for a Tensor, a NumPy array (no copy when C-contiguous) or a DLPack
-    exporter; None for anything else."""
+def to_tensor(value, device: Device | None = None, what: str = "the value", name: str = "x"):
+    """A tvms Tensor on ``device`` (the CPU when None) for a Tensor, a NumPy array (no copy
+    when C-contiguous) or a DLPack exporter; None for anything else. A tensor on another
+    device is a TypeError starting with ``what``, with the copy that fixes it (``name``
+    standing for the value)."""
+    if device is not None and device.device_type == kDLCUDA:
+        from .cuda import as_tensor_on
+
+        return as_tensor_on(value, device, what, name)
     nd = _nd()
     if isinstance(value, nd.Tensor):
+        if value._device.device_type != kDLCPU:
+            raise TypeError(f"{what}: expected a tensor on the CPU, got a tensor on {value._device} "
+                            f"(copy it with {name}.copyto(tvms.cpu()))")
         return value
     np = nd.np
     if isinstance(value, np.ndarray):
@@ -364,7 +464,8 @@ def to_tensor(value):
         except Exception:
             return None
         if dev[0] != kDLCPU:
-            raise ValueError(f"cannot pass a tensor on device {dev} to a VM on the CPU")
+            raise TypeError(f"{what}: expected a tensor on the CPU, got a {_type_name(value)} on DLPack device "
+                            f"{tuple(dev)} (copy it to the host first)")
         arr = np.from_dlpack(value)
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
@@ -499,17 +600,18 @@ def _free_names(e) -> set:
     return out
 
 
-def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None):
+def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None, device: Device | None = None):
     """Check ``value`` against ``sinfo``, binding the symbolic dims not yet in ``env``.
     Returns the value, with NumPy arrays (also inside tuples) wrapped as tensors. Raises a
-    TypeError (wrong kind of value, dtype) or ValueError (rank, shape), starting with ``what``."""
+    TypeError (wrong kind of value, dtype, a tensor not on ``device``: the CPU when None) or
+    ValueError (rank, shape), starting with ``what``."""
     from tvmscript import relax
 
     origin = {} if origin is None else origin
     if sinfo is None or isinstance(sinfo, relax.ObjectStructInfo):
         return value
     if isinstance(sinfo, relax.TensorStructInfo):
-        t = to_tensor(value)
+        t = to_tensor(value, device, what)
         if t is None:
             raise TypeError(f"{what}: expected a tensor ({_sinfo_text(sinfo)}), got {_type_name(value)}")
         ann = _sinfo_text(sinfo)
@@ -527,7 +629,7 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None):
                             f"got {_type_name(value)}")
         if len(value) != len(sinfo.fields):
             raise ValueError(f"{what}: expected a tuple of {len(sinfo.fields)}, got {len(value)} items")
-        return tuple(match_value(v, s, env, f"{what}[{k}]", origin)
+        return tuple(match_value(v, s, env, f"{what}[{k}]", origin, device)
                      for k, (v, s) in enumerate(zip(value, sinfo.fields)))
     if isinstance(sinfo, relax.ShapeStructInfo):
         if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool)
@@ -547,7 +649,7 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None):
         from . import ndarray as nd
 
         if isinstance(value, nd.Tensor) and value._shape == ():
-            value = value._array.item()
+            value = value.numpy().item()
         dt = sinfo.dtype
         ok = (isinstance(value, bool) if dt == "bool" else
               isinstance(value, (int, float)) and not isinstance(value, bool) if dt.startswith("float") else
@@ -566,18 +668,21 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None):
     return value
 
 
-def check_kernel_args(kernel, tensors, what: str) -> None:
+def check_kernel_args(kernel, tensors, what: str, tensor_class=None) -> None:
     """Check tensors against a kernel's buffer parameters (dtype, rank, dims, symbolic dims
     agreeing, declared strides); used where the build could not prove a call_tir's arguments
-    fit, so a mismatch is an error here rather than memory the kernel should not touch."""
+    fit, so a mismatch is an error here rather than memory the kernel should not touch.
+    ``tensor_class``: the class of the tensors on the VM's device (CPU tensors when None)."""
+    tensor_class = tensor_class or _tensor_class()
     buffers = [p for p in kernel.params if p.kind == "buffer"]
     env: dict = {}
     origin: dict = {}
     later = []
     for p, t in zip(buffers, tensors):
         label = f"{what}: parameter '{p.name}'"
-        if not isinstance(t, _tensor_class()):
-            raise TypeError(f"{label} expects a tensor, got {_type_name(t)}")
+        if t.__class__ is not tensor_class:
+            where = f" on {t._device}" if isinstance(t, _tensor_class()) else ""
+            raise TypeError(f"{label} expects a tensor on the VM's device, got {_type_name(t)}{where}")
         if t._dtype != p.dtype:
             raise TypeError(f"{label} expects dtype {p.dtype}, got {t._dtype}")
         if len(t._shape) != len(p.shape):

@@ -3,12 +3,17 @@
 Hypothesis runs derandomized by default (profile ``ci``): the same examples on every run, no
 example database, so CI is deterministic. ``HYPOTHESIS_PROFILE=explore`` draws fresh random
 examples, many more of them, to hunt for new bugs by hand.
+
+Tests marked ``@pytest.mark.cuda`` need an NVIDIA GPU and pycuda; where there is none they are
+skipped with the reason (``runtime.cuda.unavailable_reason``), so ``pytest -m cuda`` on a GPU
+machine runs them all.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -28,3 +33,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):
+    cuda_tests = [item for item in items if item.get_closest_marker("cuda") is not None]
+    if not cuda_tests:
+        return
+    from tvmscript.runtime.cuda import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
+        for item in cuda_tests:
+            item.add_marker(skip)

@@ -21,6 +21,8 @@ from tvmscript.compiler.op.registry import find_op
 from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern
 from tvmscript.diagnostics import TVMScriptError
 
+from cuda_check import assert_compiles_for_cuda
+
 PATTERN_KINDS = {"elementwise": 0, "broadcast": 1, "injective": 2, "reduce": 3, "out_ewise_fusable": 4,
                  "opaque": 8}
 
@@ -82,6 +84,7 @@ def check_op(op_fn, args, expected, rtol: float = 1e-5, atol: float = 1e-6, **at
     assert again.script() == text, "the op call does not print back the same"
     tvms.ir.assert_structural_equal(again["main"], mod["main"])
     legal = legalize_checked(again)
+    assert_compiles_for_cuda(legal)
     got = run(legal, arrays)
     if isinstance(expected, (list, tuple)):
         assert isinstance(got, list) and len(got) == len(expected)

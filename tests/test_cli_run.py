@@ -226,7 +226,7 @@ def test_run_input_errors(mlp):
     _error(["run", sample, "--params", d / "img.npy"], "is not a NumPy .npz archive (it is a .npy file")
     _error(["run", sample, "--func", "nope"], "no function named 'nope' (the module has: relu0, linear0, linear1, main, fused_linear0_relu0)")
     _error(["run", sample, "--shape", "n=8"], "main() has no symbolic dimension 'n'")
-    _error(["run", sample, "--target", "cuda"], "target 'cuda' is not supported yet")
+    _error(["run", sample, "--target", "rocm"], "target 'rocm' is not supported yet")
     _error(["run", d / "missing.tvms"], "no such file: ")
 
 

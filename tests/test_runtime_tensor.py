@@ -28,13 +28,13 @@ def test_cpu_device_names():
     assert tvms.cpu(1) != dev
 
 
-def test_cuda_device_is_named_but_not_usable():
+def test_cuda_device_names():
     dev = tvms.cuda(1)
     assert str(dev) == "cuda:1" and dev == tvms.device("cuda:1") == tvms.device("gpu", 1)
     assert dev.dlpack_device_type() == 2
-    with pytest.raises(NotImplementedError, match="only the CPU"):
-        tvms.nd.array(np.zeros(3), device=dev)
-    with pytest.raises(NotImplementedError, match="CPU only"):
+    with pytest.raises(NotImplementedError, match="only on the CPU and on CUDA GPUs"):
+        tvms.nd.array(np.zeros(3), device=tvms.device("opencl"))
+    with pytest.raises(ValueError, match="compiled for the CPU"):
         tvms.relax.VirtualMachine(tvms.compile(tvms.ir.IRModule()), dev)
 
 

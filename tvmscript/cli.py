@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 import tempfile
 
@@ -112,7 +113,10 @@ def _argument_parser() -> argparse.ArgumentParser:
     comp.add_argument("--emit", choices=_EMIT_KINDS, default="llvm", help="what to print (default: llvm)")
     comp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     comp.add_argument("--func", help="only this function (a prim_func; a Relax function for --emit python)")
-    comp.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU)")
+    comp.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU; cuda: "
+                      "an NVIDIA GPU, with --emit cuda or ptx)")
+    comp.add_argument("--arch", metavar="sm_XX", help="with --target cuda: the GPU architecture (default: the "
+                      "GPU's, else sm_90)")
     _add_pipeline_arguments(comp, default="zero")
     comp.set_defaults(run=cmd_compile)
     return p
@@ -134,7 +138,8 @@ def _add_pipeline_arguments(parser, default: str, params: bool = True) -> None:
                         "before the pipeline, so work on them is folded at compile time")
 
 
-_EMIT_KINDS = ("llvm", "llvm-unopt", "asm", "python")
+_EMIT_KINDS = ("llvm", "llvm-unopt", "asm", "python", "cuda", "ptx")
+_GPU_EMIT_KINDS = ("cuda", "ptx")
 
 
 def _natural_int(text: str) -> int:
@@ -474,14 +479,12 @@ class _Program:
             raise _fail(f"--target: {err}") from None
         if target.kind.name != "cuda":
             return
-        from . import dlight as dl
+        from .compiler.build import default_gpu_schedule
         from .compiler.schedule import ScheduleError
 
         mod = self.module()
         try:
-            with target:
-                mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                              dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
+            mod = default_gpu_schedule(mod, target)
         except ScheduleError as err:
             if _debugging():
                 raise
@@ -528,6 +531,23 @@ def _check_target(target: str) -> str:
         return target_name_of(target)
     except (NotImplementedError, ValueError) as err:
         raise _fail(str(err)) from None
+
+
+def _cuda_text(program: _Program, mod, target: str, emit: str) -> str:
+    """The CUDA C (``emit="cuda"``) or PTX of ``mod``'s prim_funcs after the default GPU
+    schedules; build errors are rendered at their place in the file."""
+    from . import tir
+    from .compiler.build import build_cuda
+    from .diagnostics import TVMScriptError
+
+    prim_funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
+    if not prim_funcs:
+        raise _fail(f"{program.path} has no T.prim_func: nothing to compile to {emit}")
+    try:
+        code = build_cuda(prim_funcs, target, kind="source" if emit == "cuda" else "ptx")
+    except TVMScriptError as err:
+        raise program.report(err) from None
+    return code.source if emit == "cuda" else code.ptx
 
 
 def _compile(program: _Program, mod, target: str):
@@ -848,6 +868,8 @@ def _run(args) -> int:
             raise _fail(f"--out {args.out}: no such folder {folder}")
     program = _load_program(args.file)
     target = _check_target(args.target)
+    if target.split()[0] == "cuda":
+        _require_gpu()
     program.transform(args, args.func)
     name, func = program.pick(args.func)
     if isinstance(func, relax.Function):
@@ -859,6 +881,27 @@ def _run(args) -> int:
     if args.out:
         _save_outputs(args.out, outputs)
     return 0
+
+
+def _require_gpu() -> None:
+    """One line saying what is missing (pycuda, a GPU) and exit 1, before any work."""
+    from .runtime.cuda import unavailable_reason
+
+    reason = unavailable_reason(0)
+    if reason is not None:
+        raise _fail(f"--target cuda: {reason}")
+
+
+def _on_device(values: list, target: str):
+    """(device, values): with a CUDA target, NumPy inputs are copied to GPU 0."""
+    if target.split()[0] != "cuda":
+        return None, values
+    import numpy as np
+
+    from .runtime import devices, ndarray
+
+    dev = devices.cuda(0)
+    return dev, [ndarray.array(v, dev) if isinstance(v, np.ndarray) else v for v in values]
 
 
 def _announce_random(random_names: list, zeroed: list, seed: int) -> None:
@@ -913,11 +956,19 @@ def _run_relax(program: _Program, name: str, func, args, shapes: dict, target: s
             random_names.append(pname)
     _announce_random(random_names, [], args.seed)
 
-    vm = VirtualMachine(ex)
+    dev, values = _on_device(values, target)
+    vm = VirtualMachine(ex, dev) if dev is not None else VirtualMachine(ex)
     f = vm[name]
     sources = {p: g.source for p, g in given.items()}
-    result, first, times = _timed(lambda: f(*values), args.repeat, sources)
+    call = (lambda: f(*values)) if dev is None else (lambda: _synced(f(*values), dev))
+    result, first, times = _timed(call, args.repeat, sources)
     return _name_outputs(result, func.ret_struct_info), compile_s, (first, times)
+
+
+def _synced(result, dev):
+    """``result`` once the GPU has finished computing it (so timings are the GPU's)."""
+    dev.sync()
+    return result
 
 
 def _bind_from(symbols: _Symbols, sinfo, value, what: str) -> None:
@@ -1120,16 +1171,25 @@ def _run_prim(program: _Program, name: str, func, args, shapes: dict, target: st
     pristine = {i: np.array(values[i], copy=True) for i in out_index if isinstance(values[i], np.ndarray)}
     runs = [0]
 
+    dev, dev_values = _on_device(values, target)
+    if dev is not None:
+        kernel = ex[name]  # the kernel loaded on the GPU
+
     def call():
         if runs[0]:  # every run starts from the same buffers, so in-place kernels repeat
             for i, saved in pristine.items():
-                np.copyto(values[i], saved)
+                if dev is None:
+                    np.copyto(values[i], saved)
+                else:
+                    dev_values[i].copyfrom(saved)
         runs[0] += 1
-        kernel(*values)
+        kernel(*dev_values)
+        if dev is not None:
+            dev.sync()
 
     sources = {p: g.source for p, g in given.items()}
     _, first, times = _timed(call, args.repeat, sources)
-    outputs = [(params[i], np.asarray(values[i])) for i in out_index]
+    outputs = [(params[i], np.asarray(values[i]) if dev is None else dev_values[i].numpy()) for i in out_index]
     return outputs, compile_s, (first, times)
 
 
@@ -1255,7 +1315,20 @@ def _compile_command(args) -> int:
     from . import ir, tir
 
     program = _load_program(args.file)
-    target = _check_target(args.target)
+    target_text = args.target
+    if args.arch:
+        if not re.fullmatch(r"sm_\d+[a-z]?", args.arch):
+            raise _fail(f"--arch {args.arch}: expected a CUDA architecture such as sm_90")
+        target_text = f"{target_text} -arch={args.arch}"
+    target = _check_target(target_text)
+    gpu = target.split()[0] == "cuda"
+    if args.arch and not gpu:
+        raise _fail("--arch goes with --target cuda")
+    if gpu and args.emit not in _GPU_EMIT_KINDS + ("python",):
+        raise _fail(f"--target cuda emits CUDA C (--emit cuda), PTX (--emit ptx) or the VM's code (--emit python), "
+                    f"not {args.emit}")
+    if not gpu and args.emit in _GPU_EMIT_KINDS:
+        raise _fail(f"--emit {args.emit} needs --target cuda")
     program.transform(args, args.func)
     mod = program.module()
     only = None
@@ -1269,8 +1342,13 @@ def _compile_command(args) -> int:
         elif args.emit != "python":
             raise _fail(f"'{only}' is a Relax function: --emit {args.emit} shows the prim_funcs' code; "
                         "use --emit python, or give --func a prim_func")
-    ex = _compile(program, mod, target)
-    if args.emit == "python":
+    if gpu and args.emit in _GPU_EMIT_KINDS:
+        text = _cuda_text(program, mod, target, args.emit)
+    else:
+        ex = _compile(program, mod, target)
+    if gpu and args.emit in _GPU_EMIT_KINDS:
+        pass
+    elif args.emit == "python":
         if only is not None:
             text = ex.functions[only].source
         elif not ex.functions:

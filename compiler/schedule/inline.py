@@ -314,6 +314,7 @@ def reverse_compute_inline(sch: Schedule, block: BlockRV) -> None:
     check_complete(sch, prim, scope, realize)
     producer = _producer_of(sch, prim, idx, scope, realize, buffer)
     check_not_output(sch, prim, scope, producer)
+    _check_no_init(sch, prim, producer)  # a reduction's value is only final after its last step
 
     # The body pattern.
     def bad():

@@ -1,0 +1,78 @@
+"""What the CUDA backend hands the runtime: compiled code plus, per prim_func, how to launch it.
+
+The compiler side (`compiler.codegen_cuda`, `compiler.nvrtc`) fills these in without a GPU;
+the runtime side (`runtime.cuda`) loads ``CUDACode.cubin`` onto a device and runs each
+`CUDAFunction` by evaluating its launch dimensions and launching its kernels in order.
+
+Dimension texts (``grid``, ``block``, ``dyn_shared_bytes``, ``workspaces``) are Python
+expressions over the prim_func's symbolic variables, read by `runtime.kernel.eval_dim_text`
+(``"((n + 127) // 128)"``, ``"4"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+__all__ = ["KernelArg", "LaunchSpec", "CUDAFunction", "CUDACode"]
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One argument of a ``__global__`` kernel, in order.
+
+    ``kind``: ``"buffer"`` (``index`` is the position of the buffer among the prim_func's
+    buffer parameters, i.e. in the ``pointers`` the VM passes), ``"scalar"`` (``index`` among
+    its scalar parameters), ``"sym"`` (``name`` is a symbolic variable of
+    `CUDAFunction.sym_vars`) or ``"workspace"`` (``index`` into `CUDAFunction.workspaces`).
+    ``ctype`` is pycuda's struct letter for the argument: ``"P"`` a device pointer, ``"i"``
+    int32, ``"q"`` int64, ``"f"`` float, ``"d"`` double, ``"b"``/``"B"``/``"h"``/``"H"``/``"I"``/``"Q"``
+    smaller or unsigned integers."""
+
+    kind: str
+    ctype: str
+    index: int = -1
+    name: str = ""
+
+
+@dataclass
+class LaunchSpec:
+    """One kernel launch: ``kernel`` is the ``extern "C" __global__`` function's name in
+    `CUDACode.source`; ``grid`` and ``block`` hold three dimension texts (x, y, z);
+    ``dyn_shared_bytes`` the dynamic shared memory (a dimension text, ``"0"`` for none)."""
+
+    kernel: str
+    grid: tuple
+    block: tuple
+    dyn_shared_bytes: str
+    args: list
+
+
+@dataclass
+class CUDAFunction:
+    """A prim_func compiled for CUDA: its parameters (`runtime.kernel.ParamSpec`, as the CPU
+    kernels have), its symbolic variables (values come from the buffer shapes, as on the
+    CPU), the global scratch buffers the host allocates for one call (bytes, dimension texts)
+    and the launches, run in order on one stream."""
+
+    name: str
+    params: list
+    sym_vars: list
+    workspaces: list = field(default_factory=list)
+    launches: list = field(default_factory=list)
+    span: object = None
+
+
+@dataclass
+class CUDACode:
+    """One CUDA translation unit (every kernel of a module) and what NVRTC made of it.
+    ``arch`` is ``"sm_90"``; ``cubin`` the machine code for it (None when only PTX was asked
+    for); ``nvrtc_version`` a (major, minor) pair."""
+
+    source: str
+    functions: dict
+    arch: str
+    cubin: Optional[bytes] = None
+    ptx: Optional[str] = None
+    nvrtc_version: tuple = (0, 0)
+    compile_seconds: float = 0.0

@@ -1,0 +1,250 @@
+"""NVRTC, CUDA's runtime compiler: CUDA C to CUBIN (or PTX), with an on-disk cache.
+
+NVRTC comes from the ``nvidia-cuda-nvrtc`` wheel (CUDA 13) and the headers kernels include
+(``cuda_fp16.h``, ``cuda_bf16.h``) from ``nvidia-cuda-runtime``; both are pip packages, so no
+CUDA toolkit is needed to compile, and compiling needs no GPU. NVRTC is called through ctypes:
+its C API is eight functions, and ctypes keeps tvms free of a binding package pinned to one
+CUDA release (``cuda-bindings``).
+
+Why CUBIN for the exact architecture: the driver loads CUBIN made by any NVRTC of its CUDA
+major version, while PTX from an NVRTC newer than the driver cannot be JIT-compiled by it
+(the test GPUs run driver 580, CUDA 13.0). PTX is produced on request, to read.
+
+The cache (``$TVMS_CACHE_DIR`` or ``~/.cache/tvms``, subfolder ``cuda``, mode 0700) holds one
+file per (source, architecture, options, NVRTC version): a header with the SHA-256 of the
+payload, then the payload. Entries are written to a temporary file and renamed into place, so
+a reader never sees half of one; an entry whose checksum does not match is compiled again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import os
+import re
+import tempfile
+import threading
+import time
+from typing import Optional
+
+__all__ = ["NVRTCError", "NVRTCUnavailable", "compile_cuda", "nvrtc_version", "include_dirs", "cache_dir",
+           "CompileResult"]
+
+_CACHE_MAGIC = b"TVMSCUDA1\n"
+_DEFAULT_OPTIONS = ("--std=c++17",)
+
+
+class NVRTCUnavailable(RuntimeError):
+    """NVRTC (the ``nvidia-cuda-nvrtc`` wheel) or the CUDA headers cannot be found."""
+
+
+class NVRTCError(RuntimeError):
+    """NVRTC rejected the source; ``log`` holds its messages."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class CompileResult:
+    """The output of one compile: ``binary`` (CUBIN bytes, or PTX text encoded), where it came
+    from (``cached``) and how long NVRTC took (``seconds``, 0 for a cache hit)."""
+
+    __slots__ = ("binary", "cached", "seconds", "kind")
+
+    def __init__(self, binary: bytes, cached: bool, seconds: float, kind: str) -> None:
+        self.binary = binary
+        self.cached = cached
+        self.seconds = seconds
+        self.kind = kind
+
+
+# ----------------------------------------------------------------------------- the library
+
+
+_lock = threading.Lock()
+_lib = None
+
+
+def _nvidia_roots() -> list:
+    try:
+        import nvidia  # the namespace package of NVIDIA's wheels
+    except ImportError:
+        return []
+    return list(getattr(nvidia, "__path__", []))
+
+
+def _load():
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        candidates = []
+        for root in _nvidia_roots():
+            candidates += sorted(glob.glob(os.path.join(root, "cu*", "lib", "libnvrtc.so.*")), reverse=True)
+            candidates += sorted(glob.glob(os.path.join(root, "cuda_nvrtc", "lib", "libnvrtc.so.*")), reverse=True)
+        candidates += ["libnvrtc.so.13", "libnvrtc.so"]
+        errors = []
+        for path in candidates:
+            if "builtins" in os.path.basename(path):
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as err:
+                errors.append(str(err))
+                continue
+            _declare(lib)
+            _lib = lib
+            return lib
+        raise NVRTCUnavailable(
+            "NVRTC is not installed: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime (or pip install -e \".[test]\")")
+
+
+def _declare(lib) -> None:
+    c = ctypes
+    lib.nvrtcCreateProgram.argtypes = [c.POINTER(c.c_void_p), c.c_char_p, c.c_char_p, c.c_int,
+                                       c.POINTER(c.c_char_p), c.POINTER(c.c_char_p)]
+    lib.nvrtcCompileProgram.argtypes = [c.c_void_p, c.c_int, c.POINTER(c.c_char_p)]
+    lib.nvrtcDestroyProgram.argtypes = [c.POINTER(c.c_void_p)]
+    for name in ("nvrtcGetProgramLogSize", "nvrtcGetPTXSize", "nvrtcGetCUBINSize"):
+        getattr(lib, name).argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]
+    for name in ("nvrtcGetProgramLog", "nvrtcGetPTX", "nvrtcGetCUBIN"):
+        getattr(lib, name).argtypes = [c.c_void_p, c.c_char_p]
+    lib.nvrtcGetErrorString.restype = c.c_char_p
+    lib.nvrtcVersion.argtypes = [c.POINTER(c.c_int), c.POINTER(c.c_int)]
+
+
+def nvrtc_version() -> tuple:
+    """(major, minor) of the NVRTC in use."""
+    lib = _load()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _check(lib, lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+    return (major.value, minor.value)
+
+
+def include_dirs() -> list:
+    """Folders holding cuda_fp16.h and friends: the ``nvidia-cuda-runtime`` wheel's, else a
+    CUDA toolkit's (``$CUDA_HOME``, /usr/local/cuda)."""
+    found = []
+    for root in _nvidia_roots():
+        for d in sorted(glob.glob(os.path.join(root, "cu*", "include"))) + [os.path.join(root, "cuda_runtime", "include")]:
+            if os.path.exists(os.path.join(d, "cuda_fp16.h")):
+                found.append(d)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.exists(os.path.join(home, "include", "cuda_fp16.h")):
+            found.append(os.path.join(home, "include"))
+    if not found:
+        raise NVRTCUnavailable(
+            "the CUDA headers (cuda_fp16.h) are not installed: pip install nvidia-cuda-runtime "
+            "(or pip install -e \".[test]\")")
+    return found[:1]
+
+
+def _check(lib, status: int, what: str) -> None:
+    if status != 0:
+        msg = lib.nvrtcGetErrorString(status)
+        raise RuntimeError(f"{what} failed: {msg.decode() if msg else status}")
+
+
+# ----------------------------------------------------------------------------- the cache
+
+
+def cache_dir() -> str:
+    """The private folder compiled kernels are kept in (made on first use, mode 0700)."""
+    base = os.environ.get("TVMS_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tvms")
+    path = os.path.join(base, "cuda")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _cache_read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if not data.startswith(_CACHE_MAGIC):
+        return None
+    header_end = data.find(b"\n", len(_CACHE_MAGIC))
+    if header_end < 0:
+        return None
+    digest = data[len(_CACHE_MAGIC):header_end].decode("ascii", "replace")
+    payload = data[header_end + 1:]
+    if hashlib.sha256(payload).hexdigest() != digest:
+        return None
+    return payload
+
+
+def _cache_write(path: str, payload: bytes) -> None:
+    folder = os.path.dirname(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    except OSError:
+        return  # a cache we cannot write is only a slower build
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_CACHE_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+# ----------------------------------------------------------------------------- compiling
+
+
+def compile_cuda(source: str, arch: str = "sm_90", kind: str = "cubin", options=(), use_cache: bool = True,
+                 name: str = "tvms.cu") -> CompileResult:
+    """Compile ``source`` for ``arch`` (``"sm_90"``): ``kind="cubin"`` gives machine code,
+    ``kind="ptx"`` PTX for the virtual architecture ``compute_90``. NVRTCError with NVRTC's
+    log when the source does not compile."""
+    if kind not in ("cubin", "ptx"):
+        raise ValueError(f"kind must be 'cubin' or 'ptx', not {kind!r}")
+    if not re.fullmatch(r"sm_\d+[a-z]?", arch):
+        raise ValueError(f"bad CUDA architecture {arch!r}: expected e.g. 'sm_90'")
+    lib = _load()
+    version = nvrtc_version()
+    gpu = arch if kind == "cubin" else "compute_" + arch[3:]
+    opts = [f"--gpu-architecture={gpu}", *_DEFAULT_OPTIONS, *options] + [f"-I{d}" for d in include_dirs()]
+    key = hashlib.sha256("\0".join([source, kind, *opts, f"nvrtc {version}"]).encode()).hexdigest()
+    path = os.path.join(cache_dir(), f"{key}.{kind}") if use_cache else None
+    if path is not None:
+        hit = _cache_read(path)
+        if hit is not None:
+            return CompileResult(hit, True, 0.0, kind)
+    t0 = time.perf_counter()
+    binary = _nvrtc(lib, source, name, opts, kind)
+    seconds = time.perf_counter() - t0
+    if path is not None:
+        _cache_write(path, binary)
+    return CompileResult(binary, False, seconds, kind)
+
+
+def _nvrtc(lib, source: str, name: str, opts: list, kind: str) -> bytes:
+    prog = ctypes.c_void_p()
+    _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None),
+           "nvrtcCreateProgram")
+    try:
+        argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+        status = lib.nvrtcCompileProgram(prog, len(opts), argv)
+        if status != 0:
+            size = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            buf = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetProgramLog(prog, buf)
+            log = buf.value.decode("utf-8", "replace")
+            raise NVRTCError(f"NVRTC could not compile {name}", log)
+        size = ctypes.c_size_t()
+        get_size, get = (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN) if kind == "cubin" else (
+            lib.nvrtcGetPTXSize, lib.nvrtcGetPTX)
+        _check(lib, get_size(prog, ctypes.byref(size)), "nvrtcGet" + kind.upper() + "Size")
+        buf = ctypes.create_string_buffer(size.value)
+        _check(lib, get(prog, buf), "nvrtcGet" + kind.upper())
+        data = buf.raw
+        return data.rstrip(b"\0") if kind == "ptx" else data
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -1,0 +1,1021 @@
+"""The CUDA runtime, through pycuda: tensors in GPU memory, a caching memory pool, CUBIN kernels
+launched on one stream per device, DLPack exchange with PyTorch and CuPy, and event timing.
+
+pycuda builds from source against a CUDA toolkit. On a machine without network, from the
+sdist and wheels kept in the repository's git-ignored ``.whl/`` folder (``nvcc`` on PATH tells
+pycuda's build where the toolkit is)::
+
+    PATH=/usr/local/cuda/bin:$PATH python -m pip install --no-index --find-links .whl pycuda
+
+How tvms uses a GPU:
+
+* Each GPU is used through its *primary context* (the one the CUDA runtime API, hence PyTorch
+  and CuPy, use too), made current on each thread that touches the device, and popped again
+  when that thread ends (pycuda aborts the process when a thread exits with a context pushed).
+* All work on a GPU (copies, kernels) goes to one stream of that GPU, so it runs in the order
+  it was issued: memory a tensor gives back to the pool can serve the next allocation at once,
+  as later work on the stream runs after the earlier work that used it.
+* Memory comes from a caching pool (`MemoryPool`): sizes are rounded up to a few classes,
+  blocks freed by tensors that die are kept and handed out again, so a VM call in a loop
+  allocates nothing from the driver after the first one. `memory_stats` and `empty_cache`
+  show and release it.
+* `CUDAKernel` runs a prim_func compiled by `compiler.codegen_cuda`: the launch dimensions of
+  each of its kernels are evaluated from the symbolic variables (once per distinct set of
+  values), and each launch is a prepared pycuda call.
+
+Everything that needs pycuda or a GPU raises `CUDAUnavailableError` (a RuntimeError) saying in
+one line what is missing; `unavailable_reason()` says it without raising.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import functools
+import importlib.util
+import operator
+import re
+import sys
+import threading
+import types
+
+import numpy as np
+
+from .devices import DEVICE_TYPES, Device, cuda as cuda_device, device as as_device, kDLCPU, kDLCUDA
+from .kernel import bind_scalars, eval_dim_text
+from .ndarray import Tensor, _aligned_empty, _dtype_name, _np_dtype, _wrap
+
+__all__ = [
+    "CUDAUnavailableError", "unavailable_reason", "device_arch", "runtime", "DeviceRuntime", "MemoryPool",
+    "memory_stats", "empty_cache", "CUDATensor", "tensor_class", "from_dlpack", "as_tensor_on", "load_module",
+    "CUDAModule", "CUDAKernel", "check_arch", "frame_factory",
+]
+
+PYCUDA_MISSING = 'pycuda is not installed (pip install -e ".[cuda]"; it builds from source against a CUDA toolkit)'
+
+# Dynamic shared memory a kernel may use without opting in (cuFuncSetAttribute) first.
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+
+class CUDAUnavailableError(RuntimeError):
+    """A CUDA device was asked for where there is none to use; the message says what is missing."""
+
+
+# ----------------------------------------------------------------------------- the driver
+
+
+@functools.lru_cache(maxsize=None)
+def _driver_or_reason():
+    """(pycuda.driver, None) once it is imported and cuInit has run, or (None, one line saying
+    why that failed). Computed once per process."""
+    if importlib.util.find_spec("pycuda") is None:
+        return None, PYCUDA_MISSING
+    try:
+        import pycuda.driver as drv
+    except ImportError as err:
+        if isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == "pycuda":
+            return None, PYCUDA_MISSING
+        if "libcuda" in str(err):  # pycuda is there, but not the driver library it links
+            return None, f"no CUDA GPU: {_one_line(err)}"
+        return None, f"pycuda cannot be imported: {_one_line(err)}"
+    try:
+        drv.init()
+    except drv.Error as err:
+        return None, f"no CUDA GPU: {_one_line(err)}"
+    return drv, None
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text or type(err).__name__
+
+
+def _driver():
+    """pycuda.driver, initialized; CUDAUnavailableError when there is no usable one."""
+    drv, reason = _driver_or_reason()
+    if drv is None:
+        raise CUDAUnavailableError(reason)
+    return drv
+
+
+def unavailable_reason(index: int = 0) -> str | None:
+    """None when GPU ``index`` can be used; otherwise one line saying what is missing: pycuda,
+    a working driver and GPU, or that device."""
+    drv, reason = _driver_or_reason()
+    if drv is None:
+        return reason
+    count = drv.Device.count()
+    if index >= count:
+        return f"no CUDA device {index} (this machine has {count})"
+    return None
+
+
+def device_arch(index: int = 0) -> str:
+    """The architecture of GPU ``index`` as compilers name it (``"sm_90"`` for an H100)."""
+    reason = unavailable_reason(index)
+    if reason is not None:
+        raise CUDAUnavailableError(reason)
+    major, minor = _driver().Device(index).compute_capability()
+    return f"sm_{major}{minor}"
+
+
+def check_arch(arch: str, capability: tuple, dev: Device) -> None:
+    """Raise when CUBIN built for ``arch`` cannot run on a GPU of compute ``capability``: CUBIN
+    runs on its own major version at the same or a higher minor one (``sm_80`` code on an
+    sm_86 GPU), and arch-specific code (``sm_90a``) on exactly its architecture."""
+    m = re.fullmatch(r"sm_(\d+)(\d)([a-z]?)", arch)
+    if m is None:
+        raise ValueError(f"unknown CUDA architecture {arch!r} (expected e.g. 'sm_90')")
+    major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
+    have = f"sm_{capability[0]}{capability[1]}"
+    fits = major == capability[0] and (minor == capability[1] if suffix else minor <= capability[1])
+    if not fits:
+        raise RuntimeError(
+            f"the executable's CUDA code is for {arch}, but {dev} is {have} (compute capability "
+            f"{capability[0]}.{capability[1]}): compile it for this GPU with "
+            f"tvms.compile(mod, target=\"cuda -arch={have}\")")
+
+
+# ----------------------------------------------------------------------------- contexts, per thread
+
+
+class _PushedContext:
+    """A primary context tvms pushed on the current thread. It lives in thread-local storage,
+    so it is popped when the thread ends: pycuda aborts the process if a thread exits with a
+    context still on its (per-thread) stack."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, context) -> None:
+        context.push()
+        self.context = context
+
+    def __del__(self) -> None:
+        self.context.pop()
+
+
+class _ThreadState(threading.local):
+    runtime = None   # the DeviceRuntime whose context is current on this thread
+    pushed = None    # its _PushedContext
+
+
+_thread = _ThreadState()
+
+
+def _release_thread() -> None:
+    _thread.runtime = None
+    _thread.pushed = None
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def round_size(nbytes: int) -> int:
+    """The pool's size class for ``nbytes``: a multiple of 512 bytes below 1 MiB, then eight
+    classes per power of two (at most 12.5% more than asked)."""
+    if nbytes <= 512:
+        return 512
+    if nbytes < 1 << 20:
+        return (nbytes + 511) & ~511
+    step = 1 << (nbytes.bit_length() - 4)
+    return (nbytes + step - 1) // step * step
+
+
+class _Block:
+    """A block of device memory lent by a `MemoryPool`. Tensors hold it (views of one block
+    share it); when the last one goes, the block goes back to the pool, not to the driver."""
+
+    __slots__ = ("pool", "alloc", "size", "ptr")
+
+    def __del__(self) -> None:
+        self.pool._give_back(self.alloc, self.ptr, self.size)
+
+
+_new = object.__new__
+
+
+class MemoryPool:
+    """A caching allocator for one GPU. ``allocate(nbytes)`` gets memory from the driver (an
+    object whose ``int()`` is the device address and whose ``free()`` releases it); blocks
+    are handed out by size class (`round_size`) and kept, when given back, for the next
+    request of that class. Reuse needs no synchronization because all of tvms's work on the
+    device is on one stream (see the module's docstring). No lock: blocks come back from
+    finalizers, which may run in the middle of `malloc` on the same thread; each list and dict
+    operation is atomic, and only the counters may drift when several threads allocate."""
+
+    def __init__(self, allocate) -> None:
+        self._allocate = allocate
+        self._cached: dict = {}      # size class -> [(allocation, address)]
+        self.in_use = 0              # bytes lent out (by size class)
+        self.pooled = 0              # bytes cached, free
+        self.peak = 0
+        self.device_allocations = 0  # times the driver was asked for memory
+
+    def malloc(self, nbytes: int) -> _Block:
+        size = round_size(nbytes)
+        try:
+            alloc, ptr = self._cached[size].pop()  # one step: another thread may take the last one
+            self.pooled -= size
+        except (KeyError, IndexError):
+            alloc = self._allocate(size)
+            ptr = int(alloc)
+            self.device_allocations += 1
+        self.in_use += size
+        if self.in_use > self.peak:
+            self.peak = self.in_use
+        block = _new(_Block)
+        block.pool = self
+        block.alloc = alloc
+        block.size = size
+        block.ptr = ptr
+        return block
+
+    def _give_back(self, alloc, ptr: int, size: int) -> None:
+        self.in_use -= size
+        self.pooled += size
+        self._cached.setdefault(size, []).append((alloc, ptr))
+
+    def release_cached(self) -> None:
+        """Free the cached blocks back to the driver (those lent out stay)."""
+        cached, self._cached = self._cached, {}
+        self.pooled = 0
+        for blocks in cached.values():
+            for alloc, _ in blocks:
+                alloc.free()
+
+    def stats(self) -> dict:
+        return {"in_use_bytes": self.in_use, "pooled_bytes": self.pooled,
+                "reserved_bytes": self.in_use + self.pooled, "peak_in_use_bytes": self.peak,
+                "device_allocations": self.device_allocations}
+
+
+# ----------------------------------------------------------------------------- one device
+
+
+class DeviceRuntime:
+    """One GPU as tvms uses it: its primary context, the stream all of tvms's work on it goes
+    to, its memory pool, and the class of the tensors that live on it. One per device
+    (`runtime`)."""
+
+    def __init__(self, drv, index: int) -> None:
+        self.drv = drv
+        self.index = index
+        self.device = Device(kDLCUDA, index)
+        gpu = drv.Device(index)
+        self.name = gpu.name()
+        self.compute_capability = tuple(gpu.compute_capability())
+        self.context = gpu.retain_primary_context()
+        self.activate()
+        self.stream = drv.Stream()
+        self.pool = MemoryPool(self._device_alloc)
+        self.tensor_class = tensor_class(index)
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+
+    def activate(self) -> None:
+        """Make this GPU's context current on the calling thread (nothing to do when it is)."""
+        if _thread.runtime is not self:
+            _thread.runtime = None
+            _thread.pushed = None  # pops the context of the GPU used last on this thread
+            _thread.pushed = _PushedContext(self.context)
+            _thread.runtime = self
+
+    def sync(self) -> None:
+        """Wait until the work queued on the device's stream is done."""
+        self.activate()
+        self.stream.synchronize()
+
+    def _device_alloc(self, nbytes: int):
+        self.activate()
+        try:
+            return self.drv.mem_alloc(nbytes)
+        except self.drv.MemoryError:
+            pass
+        self.pool.release_cached()  # memory the pool holds for other sizes may be enough
+        try:
+            return self.drv.mem_alloc(nbytes)
+        except self.drv.MemoryError as err:
+            raise MemoryError(f"out of memory on {self.device}: cannot allocate {nbytes} bytes "
+                              f"({self.pool.in_use} bytes in use by tensors): {_one_line(err)}") from None
+
+    def empty_cache(self) -> None:
+        self.activate()
+        self.pool.release_cached()
+
+    # ---- tensors
+    def empty(self, shape, dtype: str) -> "CUDATensor":
+        """An uninitialized tensor from the pool (the VM's ``_empty``)."""
+        if shape.__class__ is not tuple:
+            shape = tuple(int(d) for d in shape)
+        n = _ITEMSIZE.get(dtype) or _itemsize(dtype)
+        for d in shape:
+            n *= d
+        block = self.pool.malloc(n)
+        t = _new(self.tensor_class)
+        t._mem = block
+        t._ptr = block.ptr
+        t._shape = shape
+        t._dtype = dtype
+        t._device = self.device
+        return t
+
+    def view(self, mem, ptr: int, shape: tuple, dtype: str) -> "CUDATensor":
+        """A tensor over memory someone else holds: ``mem`` keeps it alive."""
+        t = _new(self.tensor_class)
+        t._mem = mem
+        t._ptr = ptr
+        t._shape = shape
+        t._dtype = dtype
+        t._device = self.device
+        return t
+
+    def from_host(self, arr: np.ndarray) -> "CUDATensor":
+        arr = np.ascontiguousarray(arr)
+        t = self.empty(arr.shape, _dtype_name(arr.dtype))
+        self.copy_from_host(t._ptr, arr)
+        return t
+
+    def copy_from_host(self, ptr: int, arr: np.ndarray) -> None:
+        """Queue a copy of C-contiguous ``arr`` to ``ptr``. From pageable host memory the
+        driver stages the data before returning, so ``arr`` may change or go right after."""
+        if arr.nbytes:
+            self.activate()
+            self.drv.memcpy_htod_async(ptr, _bytes_of(arr), self.stream)
+
+    def copy_to_host(self, out: np.ndarray, ptr: int) -> None:
+        """Copy into C-contiguous ``out`` once the work queued before is done."""
+        if out.nbytes:
+            self.activate()
+            self.drv.memcpy_dtoh_async(_bytes_of(out), ptr, self.stream)
+            self.stream.synchronize()
+
+    def copy_on_device(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self.activate()
+            self.drv.memcpy_dtod_async(dst, src, nbytes, self.stream)
+
+    # ---- timing
+    def time_calls(self, f, args: tuple, number: int) -> float:
+        """Seconds that ``number`` calls of ``f(*args)`` take on the GPU, measured with CUDA
+        events recorded on the device's stream before and after them."""
+        self.activate()
+        start, end = self.drv.Event(), self.drv.Event()
+        start.record(self.stream)
+        for _ in range(number):
+            f(*args)
+        end.record(self.stream)
+        end.synchronize()
+        return start.time_till(end) / 1000.0
+
+    def __repr__(self) -> str:
+        return f"<tvms CUDA runtime {self.device}: {self.name}, {self.arch}>"
+
+
+_RUNTIMES: dict = {}
+_runtimes_lock = threading.Lock()
+
+
+def runtime(dev) -> DeviceRuntime:
+    """The `DeviceRuntime` of a CUDA device (created on first use); CUDAUnavailableError when
+    it cannot be used."""
+    index = _cuda_of(dev).index
+    rt = _RUNTIMES.get(index)
+    if rt is None:
+        with _runtimes_lock:
+            rt = _RUNTIMES.get(index)
+            if rt is None:
+                reason = unavailable_reason(index)
+                if reason is not None:
+                    raise CUDAUnavailableError(reason)
+                rt = _RUNTIMES[index] = DeviceRuntime(_driver(), index)
+    return rt
+
+
+def _cuda_of(dev) -> Device:
+    dev = cuda_device(0) if dev is None else dev if isinstance(dev, Device) else as_device(dev)
+    if dev.device_type != kDLCUDA:
+        raise ValueError(f"expected a CUDA device, got {dev}")
+    return dev
+
+
+def memory_stats(dev=None) -> dict:
+    """How GPU ``dev``'s memory pool is used (cuda:0 by default): ``in_use_bytes`` (lent to
+    tensors, by size class), ``pooled_bytes`` (cached for reuse), ``reserved_bytes`` (both),
+    ``peak_in_use_bytes`` and ``device_allocations`` (times the driver was asked)."""
+    return runtime(dev).pool.stats()
+
+
+def empty_cache(dev=None) -> None:
+    """Give the memory cached by the pool back to the driver: of GPU ``dev``, or of every GPU
+    tvms has used when None."""
+    targets = list(_RUNTIMES.values()) if dev is None else [runtime(dev)]
+    for rt in targets:
+        rt.empty_cache()
+
+
+@atexit.register
+def _shutdown() -> None:
+    """Free the cached memory and pop this thread's context before pycuda unloads (it aborts
+    the process if a context is still pushed then)."""
+    try:
+        for rt in list(_RUNTIMES.values()):
+            with contextlib.suppress(Exception):  # a failed kernel leaves the context unusable
+                rt.sync()
+                rt.empty_cache()
+    finally:
+        with contextlib.suppress(Exception):
+            _release_thread()
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+
+_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
+             "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
+
+
+def _itemsize(dtype: str) -> int:
+    m = re.fullmatch(r"(?:u?int|float|bfloat)(\d+)", dtype)
+    if m is not None:
+        return max(1, int(m.group(1)) // 8)
+    return _np_dtype(dtype).itemsize
+
+
+def _bytes_of(arr: np.ndarray) -> np.ndarray:
+    """A C-contiguous array's bytes, as a flat uint8 view (every dtype, bfloat16 and bool
+    included, copies as raw bytes)."""
+    return arr.reshape(-1).view(np.uint8)
+
+
+# ----------------------------------------------------------------------------- tensors
+
+
+class CUDATensor(Tensor):
+    """A tensor in GPU memory: ``tvms.nd.array(x, tvms.cuda(0))``, a VM's output on a GPU, or
+    ``tvms.runtime.from_dlpack(torch_cuda_tensor)``. ``numpy()`` copies to the host,
+    ``copyto`` to any device; ``__dlpack__`` lends the memory to PyTorch, CuPy, ...
+
+    The memory (``_mem``) is a block of the device's pool, returned to it when the last tensor
+    over it goes, or the memory of a DLPack exporter. Each device has its own subclass
+    (`tensor_class`), so a VM knows a tensor is on its GPU from its class alone."""
+
+    __slots__ = ("_mem",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise TypeError("GPU tensors are made with tvms.nd.array(x, tvms.cuda(0)) or "
+                        "tvms.nd.empty(shape, dtype, tvms.cuda(0))")
+
+    @property
+    def _runtime(self) -> DeviceRuntime:
+        return runtime(self._device)
+
+    @property
+    def strides(self) -> tuple:
+        out, n = [], 1
+        for d in reversed(self._shape):
+            out.append(n)
+            n *= d
+        return tuple(reversed(out))
+
+    def numel(self) -> int:
+        n = 1
+        for d in self._shape:
+            n *= d
+        return n
+
+    size = numel
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * _itemsize(self._dtype)
+
+    # ---- data in and out
+    def numpy(self) -> np.ndarray:
+        """A copy of the tensor in host memory, once the work queued on the GPU is done."""
+        out = np.empty(self._shape, _np_dtype(self._dtype))
+        self._runtime.copy_to_host(out, self._ptr)
+        return out
+
+    asnumpy = numpy
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def copyfrom(self, source) -> "CUDATensor":
+        """Copy ``source`` (a tensor on any device, a NumPy array, anything array-like) into
+        this tensor; shapes must match, the dtype is converted."""
+        if isinstance(source, CUDATensor) and source._device == self._device and source._dtype == self._dtype:
+            self._check_shape(source._shape)
+            self._runtime.copy_on_device(self._ptr, source._ptr, self.nbytes)
+            return self
+        src = source.numpy() if isinstance(source, Tensor) else np.asarray(source)
+        self._check_shape(src.shape)
+        self._runtime.copy_from_host(self._ptr, np.ascontiguousarray(src, dtype=_np_dtype(self._dtype)))
+        return self
+
+    def _check_shape(self, shape) -> None:
+        if tuple(shape) != self._shape:
+            raise ValueError(f"copyfrom: source shape {tuple(shape)} does not match the tensor's shape {self._shape}")
+
+    def copyto(self, target) -> Tensor:
+        """Copy into another tensor (returned), or onto a device (a new tensor there)."""
+        if isinstance(target, Tensor):
+            return target.copyfrom(self)
+        if not isinstance(target, (Device, str)):
+            raise TypeError(f"copyto expects a Tensor or a Device, got {type(target).__name__}")
+        dev = as_device(target)
+        if dev.device_type == kDLCPU:
+            out = _aligned_empty(self._shape, _np_dtype(self._dtype))
+            self._runtime.copy_to_host(out, self._ptr)
+            return _wrap(out, dev)
+        if dev == self._device:
+            t = self._runtime.empty(self._shape, self._dtype)
+            self._runtime.copy_on_device(t._ptr, self._ptr, self.nbytes)
+            return t
+        return runtime(_cuda_of(dev)).from_host(self.numpy())  # another GPU: through the host
+
+    # ---- DLPack
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A ``"dltensor"`` capsule over the tensor's memory (a copy's, with ``copy=True``).
+        Unless the consumer passes ``stream=-1``, tvms's queued work is finished first, so
+        the consumer's stream sees the data complete."""
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"__dlpack__: the tensor is on {self._device}; cannot export it to device {dl_device}")
+        if copy:
+            return self.copyto(self._device).__dlpack__(stream=stream)
+        if stream != -1:
+            self._runtime.sync()
+        return _export(self)
+
+    to_dlpack = __dlpack__
+
+    def __repr__(self) -> str:
+        return f"<tvms.runtime.Tensor shape={self._shape}, {self._device}>\n{self.numpy()!r}"
+
+    def __str__(self) -> str:
+        return str(self.numpy())
+
+    def __reduce__(self):
+        return (_unpickle, (self.numpy(), self._device.index))
+
+
+def _unpickle(arr: np.ndarray, index: int) -> CUDATensor:
+    return runtime(cuda_device(index)).from_host(arr)
+
+
+_TENSOR_CLASSES: dict = {}
+
+
+def tensor_class(index: int) -> type:
+    """The class of the tensors on GPU ``index``: a subclass of `CUDATensor` of its own."""
+    cls = _TENSOR_CLASSES.get(index)
+    if cls is None:
+        cls = _TENSOR_CLASSES.setdefault(
+            index, type("CUDATensor", (CUDATensor,), {"__slots__": (), "__module__": __name__,
+                                                      "__doc__": f"A tensor on cuda:{index}."}))
+    return cls
+
+
+def as_tensor_on(value, dev: Device, what: str, name: str = "x"):
+    """``value`` as a tensor on GPU ``dev``: a tvms tensor there as it is, a DLPack exporter
+    there (a PyTorch or CuPy tensor) wrapped without a copy; None when ``value`` is no tensor
+    at all. A tensor anywhere else is a TypeError starting with ``what`` that says where it
+    is and how to copy it over (``name`` stands for the value in that hint)."""
+    if value.__class__ is tensor_class(dev.index):
+        return value
+    if isinstance(value, Tensor):
+        got, hint = f"a tensor on {value._device}", f"{name}.copyto(tvms.cuda({dev.index}))"
+    elif isinstance(value, np.ndarray):
+        got, hint = "a NumPy array on the CPU", f"tvms.nd.array({name}, tvms.cuda({dev.index}))"
+    elif hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        dev_type, index = value.__dlpack_device__()
+        if (dev_type, index) == (kDLCUDA, dev.index):
+            return from_dlpack(value)
+        where = ("the CPU" if dev_type == kDLCPU else str(Device(dev_type, index)) if dev_type in DEVICE_TYPES
+                 else f"DLPack device ({dev_type}, {index})")
+        got, hint = f"a {_type_name(value)} on {where}", f"tvms.nd.array({name}, tvms.cuda({dev.index}))"
+    else:
+        return None
+    raise TypeError(f"{what}: expected a tensor on {dev}, got {got} (copy it with {hint})")
+
+
+def _type_name(value) -> str:
+    t = type(value)
+    return t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__.split('.')[0]}.{t.__name__}"
+
+
+def frame_factory(layout: list, nbytes: int, dev: Device):
+    """The VM's arena frames on a GPU: one pool block per frame, carved into the function's
+    intermediate tensors (``layout``: (byte offset, shape, dtype) each)."""
+    rt = runtime(dev)
+
+    def new_frame() -> tuple:
+        block = rt.pool.malloc(max(nbytes, 1))
+        return tuple(rt.view(block, block.ptr + offset, tuple(shape), dtype) for offset, shape, dtype in layout)
+
+    return new_frame
+
+
+# ----------------------------------------------------------------------------- DLPack
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_DLDeleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DLDeleter)]
+
+
+# dlpack.h's DLDataTypeCode
+_DL_CODES = {"int": 0, "uint": 1, "float": 2, "bfloat": 4}
+_DL_BOOL = 6
+_DL_NAMES = {code: name for name, code in _DL_CODES.items()}
+
+_DLTENSOR = b"dltensor"
+_USED_DLTENSOR = b"used_dltensor"
+
+_pyapi = ctypes.pythonapi
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", _pyapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _pyapi))
+_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", _pyapi))
+# The same two, on a capsule being destroyed (a bare address: it must not be revived).
+_capsule_is_valid_at = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _pyapi))
+_capsule_pointer_at = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _pyapi))
+
+
+def _dl_dtype(dtype: str) -> tuple:
+    if dtype == "bool":
+        return _DL_BOOL, 8
+    m = re.fullmatch(r"(u?int|float|bfloat)(\d+)", dtype)
+    if m is None:
+        raise BufferError(f"__dlpack__: no DLPack type for dtype {dtype!r}")
+    return _DL_CODES[m.group(1)], int(m.group(2))
+
+
+def _dtype_of_dl(t: _DLDataType) -> str:
+    if t.lanes != 1:
+        raise TypeError(f"from_dlpack: vector types ({t.lanes} lanes) are not supported")
+    if t.code == _DL_BOOL:
+        return "bool"
+    if t.code not in _DL_NAMES:
+        raise TypeError(f"from_dlpack: unsupported DLPack type code {t.code}")
+    return f"{_DL_NAMES[t.code]}{t.bits}"
+
+
+# Exported DLManagedTensors by address, with what they point into: kept until their deleter runs.
+_exports: dict = {}
+
+
+@_DLDeleter
+def _delete_export(address) -> None:
+    _exports.pop(address, None)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(capsule) -> None:
+    # A consumer renames the capsule "used_dltensor" and calls the deleter itself; a capsule
+    # still named "dltensor" was never consumed, and its tensor is ours to release.
+    if _capsule_is_valid_at(capsule, _DLTENSOR):
+        _exports.pop(_capsule_pointer_at(capsule, _DLTENSOR), None)
+
+
+_CAPSULE_DESTRUCTOR = ctypes.cast(_capsule_destructor, ctypes.c_void_p)
+
+
+def _export(t: CUDATensor):
+    """A "dltensor" capsule over ``t``'s memory; ``t`` stays alive until the consumer's
+    deleter call (or the capsule's destruction, if nobody consumed it)."""
+    managed = _DLManagedTensor()
+    shape = (ctypes.c_int64 * max(len(t._shape), 1))(*t._shape)
+    dl = managed.dl_tensor
+    dl.data = t._ptr
+    dl.device = _DLDevice(kDLCUDA, t._device.index)
+    dl.ndim = len(t._shape)
+    code, bits = _dl_dtype(t._dtype)
+    dl.dtype = _DLDataType(code, bits, 1)
+    dl.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+    dl.strides = None  # compact, row-major
+    dl.byte_offset = 0
+    managed.deleter = _delete_export
+    address = ctypes.addressof(managed)
+    _exports[address] = (managed, shape, t)
+    return _capsule_new(address, _DLTENSOR, _CAPSULE_DESTRUCTOR)
+
+
+class _ForeignMemory:
+    """Memory lent by a DLPack exporter: its deleter runs when the last tensor over it goes,
+    after the work tvms queued on it is done (the exporter may reuse it right away)."""
+
+    __slots__ = ("address", "deleter", "runtime")
+
+    def __init__(self, address: int, deleter) -> None:
+        self.address = address
+        self.deleter = deleter
+        self.runtime = None
+
+    def __del__(self) -> None:
+        try:
+            if self.runtime is not None:
+                self.runtime.sync()
+        finally:
+            if self.deleter:
+                self.deleter(self.address)
+
+
+def _consume(capsule) -> tuple:
+    """Take over a "dltensor" capsule: (owner, data address, shape, dtype, device index)."""
+    try:
+        address = _capsule_pointer(capsule, _DLTENSOR)
+    except ValueError:
+        raise TypeError("from_dlpack: expected an unused \"dltensor\" capsule") from None
+    managed = _DLManagedTensor.from_address(address)
+    _capsule_rename(capsule, _USED_DLTENSOR)
+    owner = _ForeignMemory(address, managed.deleter)
+    dl = managed.dl_tensor
+    if dl.device.device_type != kDLCUDA:
+        raise ValueError(f"from_dlpack: the tensor is on DLPack device type {dl.device.device_type}, not a CUDA GPU")
+    shape = tuple(dl.shape[i] for i in range(dl.ndim))
+    dtype = _dtype_of_dl(dl.dtype)
+    if dl.strides:
+        n = 1
+        for d in reversed(range(dl.ndim)):
+            if shape[d] > 1 and dl.strides[d] != n:
+                raise ValueError("from_dlpack: the tensor is not contiguous; make it so first (.contiguous())")
+            n *= shape[d]
+    return owner, (dl.data or 0) + dl.byte_offset, shape, dtype, dl.device.device_id
+
+
+def from_dlpack(obj) -> CUDATensor:
+    """A tensor sharing the memory of a CUDA DLPack exporter (a PyTorch or CuPy tensor on a
+    GPU), no copy. The exporter's pending work is ordered before tvms's (its ``__dlpack__``
+    gets tvms's stream), and it gets its memory back when the last tvms tensor over it goes."""
+    if isinstance(obj, CUDATensor):
+        return obj
+    dev_type, index = obj.__dlpack_device__()
+    if dev_type != kDLCUDA:
+        raise ValueError(f"from_dlpack: the {_type_name(obj)} is on DLPack device type {dev_type}, not a CUDA GPU")
+    rt = runtime(cuda_device(index))
+    try:
+        capsule = obj.__dlpack__(stream=rt.stream.handle)
+    except TypeError:  # an exporter from before the stream argument
+        capsule = obj.__dlpack__()
+    owner, ptr, shape, dtype, _ = _consume(capsule)
+    owner.runtime = rt
+    return rt.view(owner, ptr, shape, dtype)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def load_module(code, dev) -> "CUDAModule":
+    """Load a `compiler.cuda_spec.CUDACode` onto GPU ``dev``."""
+    return CUDAModule(code, runtime(dev))
+
+
+class CUDAModule:
+    """A `CUDACode` loaded onto one GPU: ``kernels`` maps each prim_func's name to its
+    `CUDAKernel`. CUBIN must suit the GPU (`check_arch`); PTX, when that is all the code has,
+    is compiled by the driver for it."""
+
+    def __init__(self, code, rt: DeviceRuntime) -> None:
+        if code.cubin is not None:
+            check_arch(code.arch, rt.compute_capability, rt.device)
+            image = code.cubin
+        elif code.ptx:
+            image = code.ptx.encode() + b"\0"
+        else:
+            raise ValueError("the CUDA code holds neither CUBIN nor PTX: it was built with kind='source'")
+        rt.activate()
+        try:
+            self.module = module = rt.drv.module_from_buffer(image)
+        except rt.drv.Error as err:
+            raise RuntimeError(f"cannot load the CUDA code ({code.arch}) on {rt.device} ({rt.name}, {rt.arch}): "
+                               f"{_one_line(err)}") from None
+
+        def get_function(symbol: str):
+            try:
+                return module.get_function(symbol)
+            except rt.drv.Error as err:
+                raise RuntimeError(f"the CUDA code has no kernel '{symbol}': {_one_line(err)}") from None
+
+        self.kernels = {name: CUDAKernel(func, get_function, rt) for name, func in code.functions.items()}
+
+
+def _picker(positions: list):
+    """A function taking the flat argument tuple to a kernel's arguments, in its order."""
+    if not positions:
+        return lambda args: ()
+    if len(positions) == 1:
+        i = positions[0]
+        return lambda args: (args[i],)
+    return operator.itemgetter(*positions)
+
+
+def _literal(text):
+    """A dimension text as an int when it is a literal, else the text (evaluated per call)."""
+    if isinstance(text, int):
+        return text
+    s = str(text).strip()
+    return int(s) if re.fullmatch(r"-?\d+", s) else s
+
+
+class _Launch:
+    """One ``__global__`` function of a `CUDAKernel`, prepared: the pycuda function (its
+    argument format given), its launch dimensions (ints where they are literals) and where
+    each of its arguments is in the flat argument tuple."""
+
+    __slots__ = ("symbol", "func", "grid", "block", "shared", "pick", "shared_allowed")
+
+    def __init__(self, spec, func, position) -> None:
+        self.symbol = spec.kernel
+        self.func = func
+        func.prepare("".join(a.ctype for a in spec.args))
+        self.grid = tuple(_literal(t) for t in spec.grid)
+        self.block = tuple(_literal(t) for t in spec.block)
+        self.shared = _literal(spec.dyn_shared_bytes)
+        self.pick = _picker([position(a) for a in spec.args])
+        self.shared_allowed = DEFAULT_DYNAMIC_SHARED_LIMIT
+
+
+class CUDAKernel:
+    """A prim_func compiled for CUDA, loaded on one GPU: its ``__global__`` functions,
+    launched in order on the device's stream.
+
+    Called like a CPU `runtime.kernel.Kernel`, destination-passing style: ``kernel(a, b, out)``
+    with tensors on this GPU (or PyTorch/CuPy GPU tensors, used without a copy) and numbers,
+    checked (count, device, dtype, rank, static dims, symbolic dims binding) before launching.
+    `launch` is the unchecked entry the VM calls, with the flat arguments of the CPU kernels'
+    ABI: buffer data addresses, scalar arguments, symbolic dim values. The launch dimensions
+    and workspace sizes for one set of symbolic values are evaluated once and kept."""
+
+    _MAX_PLANS = 256
+
+    def __init__(self, func, get_function, rt) -> None:
+        self.name = func.name
+        self.params = list(func.params)
+        self.sym_vars = list(func.sym_vars)
+        self.device = rt.device
+        self._rt = rt
+        self._buffer_idx = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
+        self._scalar_idx = [i for i, p in enumerate(self.params) if p.kind != "buffer"]
+        nb, ns = len(self._buffer_idx), len(self._scalar_idx)
+        self._sym_start = nb + ns
+        ws_start = nb + ns + len(self.sym_vars)
+        sym_pos = {name: nb + ns + k for k, name in enumerate(self.sym_vars)}
+
+        def position(arg) -> int:
+            if arg.kind == "buffer":
+                return arg.index
+            if arg.kind == "scalar":
+                return nb + arg.index
+            if arg.kind == "sym" and arg.name in sym_pos:
+                return sym_pos[arg.name]
+            if arg.kind == "workspace":
+                return ws_start + arg.index
+            raise ValueError(f"{self.name}: a kernel argument the runtime cannot supply: {arg}")
+
+        self._launches = [_Launch(spec, get_function(spec.kernel), position) for spec in func.launches]
+        self._workspaces = [_literal(t) for t in func.workspaces]
+        self._plans: dict = {}
+
+    def __repr__(self) -> str:
+        return f"CUDAKernel({self.name}({', '.join(p.describe() for p in self.params)}) on {self.device})"
+
+    # ---- unchecked
+    def launch(self, *args) -> None:
+        """Launch with buffer data addresses (parameter order), then the scalar arguments,
+        then the values of `sym_vars`: no checks."""
+        rt = self._rt
+        if _thread.runtime is not rt:
+            rt.activate()
+        syms = args[self._sym_start:]
+        plan = self._plans.get(syms)
+        if plan is None:
+            plan = self._plan(syms)
+        steps, workspace_sizes = plan
+        if workspace_sizes:
+            scratch = [rt.pool.malloc(n) for n in workspace_sizes]  # back to the pool on return
+            args += tuple(b.ptr for b in scratch)
+        stream = rt.stream
+        try:
+            for call, grid, block, shared, pick in steps:
+                call(grid, block, stream, *pick(args), shared_size=shared)
+        except Exception as err:
+            raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
+
+    def call_raw(self, pointers, syms=(), scalars=()) -> None:
+        """`launch` with the buffers' addresses, the values of `sym_vars` and the scalar
+        arguments given apart."""
+        self.launch(*pointers, *scalars, *syms)
+
+    def _plan(self, syms: tuple) -> tuple:
+        """The launches for these symbolic values: (pycuda call, grid, block, shared bytes,
+        argument picker) each, empty grids left out; and the workspace sizes."""
+        env = dict(zip(self.sym_vars, syms))
+        steps = []
+        for ln in self._launches:
+            grid = tuple(self._dim(d, env, ln, "grid") for d in ln.grid)
+            block = tuple(self._dim(d, env, ln, "block") for d in ln.block)
+            shared = self._dim(ln.shared, env, ln, "dynamic shared memory")
+            if 0 in grid or 0 in block:
+                continue  # nothing to run (a dimension of extent 0)
+            if shared > ln.shared_allowed:
+                ln.func.set_attribute(self._rt.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+                ln.shared_allowed = shared
+            steps.append((ln.func.prepared_async_call, grid, block, shared, ln.pick))
+        sizes = tuple(self._dim(w, env, None, "workspace") for w in self._workspaces)
+        if len(self._plans) >= self._MAX_PLANS:
+            self._plans.clear()
+        plan = self._plans[syms] = (steps, sizes)
+        return plan
+
+    def _dim(self, dim, env: dict, ln, what: str) -> int:
+        value = dim if isinstance(dim, int) else eval_dim_text(dim, env)
+        where = f"kernel '{ln.symbol}'" if ln is not None else "a workspace"
+        if value is None:
+            raise ValueError(f"{self.name}: the {what} size of {where}, {dim!r}, uses a symbol that is not one of "
+                             f"the kernel's symbolic variables ({', '.join(self.sym_vars) or 'none'})")
+        if value < 0:
+            raise ValueError(f"{self.name}: the {what} size of {where}, {dim}, is {value} for "
+                             f"{', '.join(f'{k} = {v}' for k, v in env.items())}")
+        return value
+
+    # ---- checked
+    def __call__(self, *args) -> None:
+        params = self.params
+        if len(args) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise TypeError(f"{self.name}() takes {len(params)} argument{'s' if len(params) != 1 else ''} ({names}) "
+                            f"but {len(args)} were given")
+        env: dict = {}
+        origin: dict = {}
+        deferred = []
+        tensors = []
+        for i in self._buffer_idx:
+            spec = params[i]
+            label = f"{self.name}: parameter '{spec.name}'"
+            t = as_tensor_on(args[i], self.device, label, spec.name)
+            if t is None:
+                raise TypeError(f"{label} is a buffer ({spec.describe()}); got {_type_name(args[i])}, expected a "
+                                f"tensor on {self.device}")
+            if t._dtype != spec.dtype:
+                raise TypeError(f"{label} expects dtype {spec.dtype}, got {t._dtype}")
+            if len(t._shape) != len(spec.shape):
+                raise ValueError(f"{label} expects a {len(spec.shape)}-d tensor (shape "
+                                 f"({', '.join(map(str, spec.shape))})), got shape {t._shape}")
+            dims = [(f"dimension {d}", want, got) for d, (want, got) in enumerate(zip(spec.shape, t._shape))]
+            if spec.strides is not None:  # the tensor is compact: its strides must be what is declared
+                dims += [(f"stride {d}", want, got) for d, (want, got) in enumerate(zip(spec.strides, t.strides))
+                         if t._shape[d] > 1]
+            for where, want, got in dims:
+                if isinstance(want, int):
+                    if want != got:
+                        raise ValueError(f"{label} expects {where} to be {want}, got {got} (shape {t._shape})")
+                elif not want.isidentifier():
+                    deferred.append((want, got, f"{where} of '{spec.name}'"))
+                elif want not in env:
+                    env[want] = got
+                    origin[want] = f"{where} of '{spec.name}'"
+                elif env[want] != got:
+                    raise ValueError(f"{label}: {where} is {got}, but symbol '{want}' is {env[want]} "
+                                     f"(from {origin[want]})")
+            tensors.append(t)
+        scalars, syms = bind_scalars(self.name, params, self._scalar_idx, self.sym_vars, args, env, origin,
+                                     deferred)
+        self.launch(*(t._ptr for t in tensors), *scalars, *syms)
+
+
+# ----------------------------------------------------------------------------- the module itself
+
+
+class _CallableModule(types.ModuleType):
+    """``tvms.runtime.cuda(0)`` names GPU 0, as TVM's ``tvm.runtime.cuda`` does, while
+    ``tvms.runtime.cuda`` is also this module (``tvms.runtime.cuda.memory_stats()``)."""
+
+    def __call__(self, index: int = 0) -> Device:
+        return cuda_device(index)
+
+
+sys.modules[__name__].__class__ = _CallableModule

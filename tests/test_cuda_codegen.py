@@ -1,0 +1,312 @@
+"""The CUDA backend without a GPU: the CUDA C it prints for representative kernels, NVRTC
+compiles of every sample, build errors, the compile cache, and the CLI's --emit cuda/ptx.
+
+What the kernels compute is checked by `test_cuda_emulated.py` (the same CUDA C run on the
+CPU) and, on a machine with a GPU, by `test_cuda_gpu.py`."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+import tvmscript as tvms
+from tvmscript import tir
+from tvmscript.compiler import nvrtc
+from tvmscript.compiler.build import BuildError, build_cuda
+
+from cuda_check import ARCHS, assert_compiles_for_cuda, prim_funcs_of
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TVMS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def cuda_source(text: str, **kw) -> str:
+    mod = tvms.parse(text)
+    return build_cuda(prim_funcs_of(mod), "cuda", kind="source", **kw).source
+
+
+def kernel_text(source: str, name: str) -> str:
+    m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?' + name + r"\(.*?\n}\n", source, re.S)
+    assert m, f"no kernel {name} in\n{source}"
+    return m.group(0)
+
+
+ELEMENTWISE_DYN = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def add(a: T.handle, b: T.handle, c: T.handle):
+        T.func_attr({"tir.noalias": True})
+        n = T.int64()
+        A = T.match_buffer(a, (n,), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        C = T.match_buffer(c, (n,), "float32")
+        for i in range(n):
+            with T.block("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi] + B[vi]
+"""
+
+
+def test_elementwise_with_a_symbolic_length():
+    code = build_cuda(prim_funcs_of(tvms.parse(ELEMENTWISE_DYN)), "cuda", kind="source")
+    k = kernel_text(code.source, "add_kernel")
+    assert "float* __restrict__ A" in k and "long long n" in k, k
+    assert re.search(r"if \(.*< n\)", k), "the tail of the last block must be guarded"
+    (launch,) = code.functions["add"].launches
+    assert launch.block == ("1024", "1", "1")
+    assert "n" in launch.grid[0] and "//" in launch.grid[0], launch.grid  # a ceil-division of n
+    assert [a.kind for a in launch.args].count("sym") == 1
+
+
+MATMUL = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer((512, 512), "float32"), B: T.Buffer((512, 512), "float32"), C: T.Buffer((512, 512), "float32")):
+        T.func_attr({"tir.noalias": True})
+        for i, j, k in T.grid(512, 512, 512):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+"""
+
+
+def test_matmul_tiles_in_shared_memory_with_barriers():
+    k = kernel_text(cuda_source(MATMUL), "mm_kernel")
+    shared = re.findall(r"__shared__ __align__\(16\) float (\w+)\[(\d+)\]", k)
+    assert {name for name, _ in shared} == {"A_reindex_shared", "B_reindex_shared"}, k
+    assert all(int(size) * 4 <= 48 * 1024 for _, size in shared), "tiles, not whole matrices"
+    body = k[k.index("for (int ax3_0"):]
+    # One barrier after the cooperative fetch (RAW), one at the end of the k step (WAR).
+    assert body.count("__syncthreads();") == 2, k
+    fetch_end = body.index("__syncthreads();")
+    assert "A_reindex_shared[" in body[:fetch_end] and "C_reindex_local[" not in body[:fetch_end]
+    assert "float C_reindex_local[16];" in k, "each thread's 4x4 accumulator lives in registers"
+    assert "__launch_bounds__(128)" in k
+
+
+ROW_SUM = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def row_sum(A: T.Buffer((128, 4096), "float32"), B: T.Buffer((128,), "float32")):
+        T.func_attr({"tir.noalias": True})
+        for i, k in T.grid(128, 4096):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+"""
+
+
+def test_cross_thread_reduction_uses_warp_shuffles():
+    k = kernel_text(cuda_source(ROW_SUM), "row_sum_kernel")
+    assert "__shfl_xor_sync(0xffffffffu" in k, k
+    assert re.search(r"if \(\(+\(int\)threadIdx\.x\)+ == 0\)", k), "one thread writes the row's sum"
+
+
+FP16 = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def gelu_ish(A: T.Buffer((4096,), "float16"), B: T.Buffer((4096,), "float16")):
+        for i in range(4096):
+            with T.block("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi] * T.exp(A[vi]) + T.float16(1)
+"""
+
+
+def test_float16_kernels_use_cuda_fp16():
+    src = cuda_source(FP16)
+    assert "#include <cuda_fp16.h>" in src
+    k = kernel_text(src, "gelu_ish_kernel")
+    assert "half* A" in k and "__restrict__" not in k, "no tir.noalias: no __restrict__"
+    assert "__float2half_rn(expf(__half2float(" in k, "float16 math goes through float"
+
+
+VECTORIZED = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def scale(A: T.Buffer((4096,), "float32"), B: T.Buffer((4096,), "float32")):
+        T.func_attr({"tir.noalias": True})
+        for bx in T.thread_binding(8, thread="blockIdx.x"):
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                for v in T.vectorized(4):
+                    with T.block("B"):
+                        vi = T.axis.spatial(4096, bx * 512 + tx * 4 + v)
+                        B[vi] = A[vi] * T.float32(2)
+"""
+
+
+def test_vectorized_loops_become_float4_accesses():
+    k = kernel_text(cuda_source(VECTORIZED), "scale_kernel")
+    assert re.search(r"float4 \w+ = \*\(float4\*\)\(A \+ ", k), k
+    assert re.search(r"\*\(float4\*\)\(B \+ .*\) = \w+;", k), k
+    assert_compiles_for_cuda(tvms.parse(VECTORIZED))
+
+
+BIG_TILE = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def copy(A: T.Buffer((64, 16384), "float32"), B: T.Buffer((64, 16384), "float32")):
+        T.func_attr({"tir.noalias": True})
+        A_shared = T.alloc_buffer((64, 16384), scope="shared")
+        for bx in T.thread_binding(64, thread="blockIdx.x"):
+            for j0 in range(64):
+                for tx in T.thread_binding(256, thread="threadIdx.x"):
+                    with T.block("A_shared"):
+                        vi = T.axis.spatial(64, bx)
+                        vj = T.axis.spatial(16384, j0 * 256 + tx)
+                        A_shared[vi, vj] = A[vi, vj]
+            for j0 in range(64):
+                for tx in T.thread_binding(256, thread="threadIdx.x"):
+                    with T.block("B"):
+                        vi = T.axis.spatial(64, bx)
+                        vj = T.axis.spatial(16384, j0 * 256 + tx)
+                        B[vi, vj] = A_shared[vi, 16383 - vj]
+"""
+
+
+def test_large_shared_buffers_use_dynamic_shared_memory():
+    code = build_cuda(prim_funcs_of(tvms.parse(BIG_TILE)), "cuda", kind="source")
+    k = kernel_text(code.source, "copy_kernel")
+    assert "extern __shared__ __align__(16) unsigned char tvms_dynamic_smem[];" in k
+    assert "float* A_shared = (float*)(tvms_dynamic_smem + 0);" in k
+    assert code.functions["copy"].launches[0].dyn_shared_bytes == str(16384 * 4)
+    assert k.count("__syncthreads();") == 1, "the reversed read needs the whole row fetched first"
+
+
+def test_index_arithmetic_is_int32_unless_the_shapes_need_int64():
+    mod = tvms.relax.transform.LegalizeOps()(tvms.parse((SAMPLES / "mlp.tvms").read_text()))
+    text = build_cuda(prim_funcs_of(mod), "cuda", kind="source").source
+    assert "long long" not in text, "static int64 shapes all fit in int32"
+    dyn = build_cuda(prim_funcs_of(tvms.parse(ELEMENTWISE_DYN)), "cuda", kind="source").source
+    assert "long long" in dyn, "a symbolic int64 length keeps int64 indices"
+
+
+SAMPLE_FILES = sorted(p.name for p in SAMPLES.glob("*.tvms"))
+
+
+@pytest.mark.parametrize("name", SAMPLE_FILES)
+def test_every_sample_compiles_with_nvrtc(name):
+    from tvmscript.diagnostics import TVMScriptError
+
+    try:
+        mod = tvms.load(str(SAMPLES / name))
+    except TVMScriptError as err:  # a fragment: its constants or callees live elsewhere
+        pytest.skip(f"{name} is not a whole program: {err.message}")
+    if isinstance(mod, tir.PrimFunc):
+        mod = tvms.ir.IRModule({"main": mod})
+    elif isinstance(mod, tvms.relax.Function):
+        mod = tvms.ir.IRModule({"main": mod})
+    if any(isinstance(f, tvms.relax.Function) for f in mod.functions.values()):
+        mod = tvms.relax.transform.LegalizeOps()(mod)
+    if not prim_funcs_of(mod):
+        pytest.skip(f"{name} has no prim_func")
+    codes = assert_compiles_for_cuda(mod)
+    assert set(codes) == set(ARCHS)
+
+
+def test_nvrtc_errors_name_the_kernel_and_the_prim_func():
+    src = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def bad(A: T.Buffer((32,), "float32")):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("A"):
+                vi = T.axis.remap("S", [tx])
+                A[vi] = T.call_extern("float32", "no_such_function", A[vi])
+"""
+    with pytest.raises(BuildError) as info:
+        build_cuda(prim_funcs_of(tvms.parse(src)), "cuda")
+    msg = str(info.value)
+    assert "in kernel 'bad_kernel' (prim_func 'bad')" in msg and "no_such_function" in msg, msg
+    assert info.value.span is not None and info.value.span.line == 5
+
+
+def test_unbound_loops_are_an_error_naming_the_loop():
+    src = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def f(A: T.Buffer((32,), "float32")):
+        for i in range(32):
+            with T.block("A"):
+                vi = T.axis.remap("S", [i])
+                A[vi] = T.float32(1)
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("B"):
+                vi = T.axis.remap("S", [tx])
+                A[vi] = A[vi] + T.float32(1)
+"""
+    with pytest.raises(BuildError, match="loop 'i' of 'f' is not inside any loop bound to a GPU thread"):
+        build_cuda(prim_funcs_of(tvms.parse(src)), "cuda")
+
+
+def test_compile_cache_is_private_atomic_and_validated(tmp_path):
+    source = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }\n'
+    first = nvrtc.compile_cuda(source, "sm_90")
+    assert not first.cached and first.binary[:4] == b"\x7fELF"
+    folder = nvrtc.cache_dir()
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    again = nvrtc.compile_cuda(source, "sm_90")
+    assert again.cached and again.binary == first.binary
+    assert nvrtc.compile_cuda(source, "sm_80").cached is False, "the architecture is part of the key"
+    (entry,) = [p for p in Path(folder).iterdir() if p.name.endswith(".cubin") and
+                Path(folder, p.name).read_bytes().endswith(first.binary)]
+    data = bytearray(entry.read_bytes())
+    data[-10] ^= 0xFF  # a corrupted entry fails its checksum and is compiled again
+    entry.write_bytes(bytes(data))
+    rebuilt = nvrtc.compile_cuda(source, "sm_90")
+    assert not rebuilt.cached and rebuilt.binary == first.binary
+    assert not [p for p in Path(folder).iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_ptx_is_for_the_virtual_architecture():
+    ptx = nvrtc.compile_cuda('extern "C" __global__ void k(float* a) { a[0] = 1.0f; }\n', "sm_80",
+                             kind="ptx").binary.decode()
+    assert ".target sm_80" in ptx and ".entry k" in ptx
+
+
+def test_executable_for_cuda_holds_cubin_and_launches():
+    ex = tvms.compile(tvms.relax.transform.LegalizeOps()(tvms.parse((SAMPLES / "mlp.tvms").read_text())),
+                      target="cuda -arch=sm_80")
+    assert ex.target == "cuda" and ex.cuda_code.arch == "sm_80" and ex.cuda_code.cubin[:4] == b"\x7fELF"
+    for name, func in ex.kernels.items():
+        assert func.launches, name
+        assert all(len(launch.grid) == 3 and len(launch.block) == 3 for launch in func.launches)
+    assert "_K0_" in ex.as_python()
+
+
+def test_cli_compile_emits_cuda_and_ptx():
+    from test_cli import tvms as run_tvms
+
+    mlp = str(SAMPLES / "mlp.tvms")
+    cuda = run_tvms("compile", mlp, "--target", "cuda", "--emit", "cuda")
+    assert cuda.returncode == 0, cuda.err
+    assert cuda.out.count('extern "C" __global__') >= 4 and "#include <cuda_fp16.h>" in cuda.out
+    ptx = run_tvms("compile", mlp, "--target", "cuda", "--emit", "ptx", "--arch", "sm_80")
+    assert ptx.returncode == 0, ptx.err
+    assert ".target sm_80" in ptx.out and ".entry transpose_kernel" in ptx.out
+    bad = run_tvms("compile", mlp, "--target", "cuda", "--emit", "llvm")
+    assert bad.returncode == 1 and "--target cuda emits CUDA C" in bad.err
+    bad = run_tvms("compile", mlp, "--emit", "cuda")
+    assert bad.returncode == 1 and "--emit cuda needs --target cuda" in bad.err
+    bad = run_tvms("compile", mlp, "--target", "cuda", "--emit", "cuda", "--arch", "90")
+    assert bad.returncode == 1 and "expected a CUDA architecture such as sm_90" in bad.err
