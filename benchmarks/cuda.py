@@ -1,0 +1,238 @@
+"""CUDA back end speed, on a GPU, against PyTorch on the same GPU in the same run.
+
+    python benchmarks/cuda.py [--repeat 20] [--n 4096]
+
+Each figure is printed with PyTorch's beside it, their ratio and the goal from the issue:
+
+* fp32 matmul n x n x n, default GPU schedule (DLight's Matmul rule), in TFLOP/s, against
+  ``torch.matmul`` with TF32 off (cuBLAS SGEMM);
+* fp16 matmul n x n x n, against ``torch.matmul`` in float16;
+* elementwise add of 2**26 float32, in GB/s moved (three arrays), against ``torch.add``;
+* row softmax of a 4096 x 4096 float32 matrix, in GB/s, against ``torch.softmax``;
+* the seed MLP at batch 1 end to end through the Relax VM (inputs already on the GPU), in
+  microseconds, against the same model in PyTorch eager;
+* NVRTC: compiling the MLP's kernels (cold, in a fresh cache folder) per kernel, and a cached
+  rebuild;
+* the VM's overhead per kernel launch: a chain of 100 tiny kernels through the VM, minus the
+  same launches' GPU time.
+
+GPU times come from CUDA events around ``--repeat`` calls after a warm-up (the best of three
+such rounds); every tvms result is checked against PyTorch's first. Without a GPU, pycuda or
+PyTorch the script says which and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import tvmscript as tvms  # noqa: E402
+
+GOALS = {
+    "fp32 matmul": ("ratio", 0.5), "fp16 matmul": ("ratio", 0.3), "add 2^26": ("ratio", 0.8),
+    "softmax 4096^2": ("ratio", 0.5), "MLP batch 1 (VM)": ("time_ratio", 2.0),
+    "NVRTC per kernel": ("ms", 300.0), "NVRTC cached": ("ms", 20.0), "VM launch overhead": ("us", 10.0),
+}
+
+
+def matmul_src(n: int, dtype: str) -> str:
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer(({n}, {n}), "{dtype}"), B: T.Buffer(({n}, {n}), "{dtype}"), C: T.Buffer(({n}, {n}), "{dtype}")):
+        T.func_attr({{"tir.noalias": True}})
+        for i, j, k in T.grid({n}, {n}, {n}):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.{dtype}(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+"""
+
+
+ADD_SRC = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def add(A: T.Buffer(({n},), "float32"), B: T.Buffer(({n},), "float32"), C: T.Buffer(({n},), "float32")):
+        T.func_attr({{"tir.noalias": True}})
+        for i in range({n}):
+            with T.block("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi] + B[vi]
+"""
+
+
+def gpu_time(fn, repeat: int, torch) -> float:
+    """Seconds per call of ``fn`` on the GPU: CUDA events around ``repeat`` calls, best of 3."""
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeat):
+            fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1000 / repeat)
+    return best
+
+
+def kernel_of(src: str, name: str):
+    return tvms.compile(tvms.parse(src), target="cuda")[name]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--n", type=int, default=4096, help="matmul size")
+    args = ap.parse_args()
+    from tvmscript.runtime.cuda import unavailable_reason
+
+    reason = unavailable_reason(0)
+    if reason:
+        print(f"benchmarks/cuda.py needs a GPU: {reason}")
+        return 1
+    try:
+        import torch
+    except ImportError:
+        print("benchmarks/cuda.py compares with PyTorch: pip install torch")
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = tvms.cuda(0)
+    rows = []
+    n, rep = args.n, args.repeat
+
+    def on_gpu(a):
+        return tvms.nd.array(a, dev)
+
+    # Two matmuls.
+    for dtype, label in (("float32", "fp32 matmul"), ("float16", "fp16 matmul")):
+        k = kernel_of(matmul_src(n, dtype), "mm")
+        rng = np.random.default_rng(0)
+        a, b = (rng.standard_normal((n, n)) / 8).astype(dtype), (rng.standard_normal((n, n)) / 8).astype(dtype)
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        ga, gb, gc = on_gpu(a), on_gpu(b), on_gpu(np.zeros((n, n), dtype))
+        k(ga, gb, gc)
+        ref = (ta @ tb).float().cpu().numpy()
+        np.testing.assert_allclose(gc.numpy().astype("float32"), ref, rtol=5e-2, atol=5e-2)
+        flops = 2 * n ** 3
+        t_ours = gpu_time(lambda: k(ga, gb, gc), max(rep // 4, 3), torch)
+        t_ref = gpu_time(lambda: ta @ tb, max(rep // 4, 3), torch)
+        rows.append((label, flops / t_ours / 1e12, flops / t_ref / 1e12, "TFLOP/s"))
+
+    # Elementwise add, bandwidth.
+    m = 1 << 26
+    k = kernel_of(ADD_SRC.format(n=m), "add")
+    a, b = np.random.rand(m).astype("float32"), np.random.rand(m).astype("float32")
+    ga, gb, gc = on_gpu(a), on_gpu(b), on_gpu(np.zeros(m, "float32"))
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    tc = torch.empty_like(ta)
+    k(ga, gb, gc)
+    np.testing.assert_array_equal(gc.numpy(), a + b)
+    moved = 3 * 4 * m
+    rows.append(("add 2^26", moved / gpu_time(lambda: k(ga, gb, gc), rep, torch) / 1e9,
+                 moved / gpu_time(lambda: torch.add(ta, tb, out=tc), rep, torch) / 1e9, "GB/s"))
+
+    # Row softmax through the VM (legalized, default schedule).
+    from tvmscript import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo([4096, 4096], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
+        bb.emit_func_output(out)
+    vm = tvms.relax.VirtualMachine(tvms.compile(relax.transform.LegalizeOps()(bb.get()), target="cuda"), dev)
+    xs = np.random.rand(4096, 4096).astype("float32")
+    gx, tx = on_gpu(xs), torch.from_numpy(xs).cuda()
+    np.testing.assert_allclose(vm["main"](gx).numpy(), torch.softmax(tx, -1).cpu().numpy(), rtol=1e-4, atol=1e-6)
+    moved = 2 * 4 * 4096 * 4096
+    rows.append(("softmax 4096^2", moved / gpu_time(lambda: vm["main"](gx), rep, torch) / 1e9,
+                 moved / gpu_time(lambda: torch.softmax(tx, -1), rep, torch) / 1e9, "GB/s"))
+
+    # The seed MLP, batch 1, end to end.
+    mlp = relax.transform.LegalizeOps()(tvms.load(os.path.join(ROOT, "samples", "mlp.tvms")))
+    shapes = [[int(d.value) for d in p.struct_info.shape] for p in mlp["main"].params]
+    params = [np.random.rand(*s).astype("float32") for s in shapes]
+    vm = tvms.relax.VirtualMachine(tvms.compile(mlp, target="cuda"), dev)
+    g = [on_gpu(p) for p in params]
+    t = [torch.from_numpy(p).cuda() for p in params]
+
+    def torch_mlp():
+        return torch.relu(t[0] @ t[1].T + t[2]) @ t[3].T + t[4]
+
+    np.testing.assert_allclose(vm["main"](*g).numpy(), torch_mlp().cpu().numpy(), rtol=1e-4, atol=1e-4)
+    rows.append(("MLP batch 1 (VM)", gpu_time(lambda: vm["main"](*g), rep, torch) * 1e6,
+                 gpu_time(torch_mlp, rep, torch) * 1e6, "us"))
+
+    # NVRTC, cold and cached.
+    from tvmscript.compiler.build import build_cuda
+    from tvmscript import tir
+
+    funcs = {gv.name_hint: f for gv, f in mlp.functions.items() if isinstance(f, tir.PrimFunc)}
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TVMS_CACHE_DIR"] = cache
+        t0 = time.perf_counter()
+        code = build_cuda(funcs, "cuda")
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        build_cuda(funcs, "cuda")
+        warm = time.perf_counter() - t0
+    kernels = sum(len(f.launches) for f in code.functions.values())
+    rows.append(("NVRTC per kernel", cold / kernels * 1e3, None, "ms"))
+    rows.append(("NVRTC cached", warm * 1e3, None, "ms"))
+
+    # VM overhead per launch: 100 chained tiny adds.
+    chain = relax.BlockBuilder()
+    v = relax.Var("x", relax.TensorStructInfo([256], "float32"))
+    with chain.function("main", [v]):
+        with chain.dataflow():
+            cur = v
+            for _ in range(100):
+                cur = chain.emit(relax.op.add(cur, cur))
+            out = chain.emit_output(cur)
+        chain.emit_func_output(out)
+    vm = tvms.relax.VirtualMachine(tvms.compile(relax.transform.LegalizeOps()(chain.get()), target="cuda"), dev)
+    gx = on_gpu(np.ones(256, "float32"))
+    vm["main"](gx)
+    dev.sync()
+    t0 = time.perf_counter()
+    for _ in range(rep):
+        vm["main"](gx)
+    dev.sync()
+    wall = (time.perf_counter() - t0) / rep
+    gpu = gpu_time(lambda: vm["main"](gx), rep, torch)
+    rows.append(("VM launch overhead", max(wall, gpu) / 100 * 1e6, None, "us"))
+
+    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    print(f"{'measure':<20} {'tvms':>12} {'torch':>12} {'ratio':>8}  goal")
+    for label, ours, ref, unit in rows:
+        kind, goal = GOALS[label]
+        if kind == "ratio":
+            ratio = ours / ref
+            verdict = f">= {goal:.0%} of torch: {'met' if ratio >= goal else 'NOT met'}"
+        elif kind == "time_ratio":
+            ratio = ours / ref
+            verdict = f"<= {goal}x torch eager: {'met' if ratio <= goal else 'NOT met'}"
+        else:
+            ratio = None
+            verdict = f"< {goal} {unit}: {'met' if ours < goal else 'NOT met'}"
+        ref_text = f"{ref:12.2f}" if ref is not None else f"{'':>12}"
+        ratio_text = f"{ratio:8.2f}" if ratio is not None else f"{'':>8}"
+        print(f"{label:<20} {ours:12.2f} {ref_text} {ratio_text}  {unit}; {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
