@@ -73,9 +73,9 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     for name, func in relax_funcs.items():
         _check_lowered(name, func)
 
-    cuda_code = None
-    if target_name.split()[0] == "cuda":
-        cuda_code = build_cuda(prim_funcs, target) if prim_funcs else None
+    gpu = target_name.split()[0] == "cuda"
+    cuda_code = build_cuda(prim_funcs, target) if gpu and prim_funcs else None
+    if gpu:
         kernels = dict(cuda_code.functions) if cuda_code is not None else {}
     else:
         kernels = _compile_kernels(prim_funcs) if prim_funcs else {}
@@ -83,10 +83,9 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     functions = {}
     for index, (name, func) in enumerate(relax_funcs.items()):
         functions[name] = _FunctionCodegen(name, index, func, kernels, relax_funcs).run()
-    if cuda_code is not None:
+    if gpu:
         return Executable(mod, "cuda", kernels, functions, cuda_code=cuda_code)
-    return Executable(mod, target_name.split()[0] if target_name.startswith("cuda") else target_name, kernels,
-                      functions)
+    return Executable(mod, target_name, kernels, functions)
 
 
 compile = build  # tvms.compile: TVM's newer name

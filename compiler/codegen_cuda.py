@@ -31,15 +31,15 @@ import re
 from dataclasses import dataclass, field
 
 from tvmscript import tir
+from tvmscript.tir_visitor import TIRVisitor
 
 from .arith import const_int_bound
 from .arith.canonical import Canonical
-from .codegen_llvm import _collect_free, _dim_text, _signature
+from .codegen_llvm import _collect_free, _dim_text, _signature, _written_data_vars
 from .cuda_spec import CUDAFunction, KernelArg, LaunchSpec
 from .lower_gpu import (
     ALLREDUCE_OP, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu, reduction_identity,
 )
-from . import lower_tir
 from .lower_tir import Allocate, THREAD_SYNC_OPS, dtype_bytes, substitute
 
 __all__ = ["codegen_cuda", "CUDASource", "STATIC_SHARED_LIMIT"]
@@ -141,10 +141,14 @@ def codegen_cuda(funcs: dict) -> CUDASource:
 
 
 def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: CUDASource) -> CUDAFunction:
-    # The signature of the loop-level function: which buffers the kernels write shows there.
-    specs, sym_names, buffers, scalars, sym_vars = _signature(name, lower_tir.lower(func))
+    specs, sym_names, buffers, scalars, sym_vars = _signature(name, func)
     base = kernel_symbol(name)
     program = lower_for_gpu(func, base)
+    # Which parameters are outputs shows in the kernels (blocks hide their stores from _signature).
+    written = set().union(*(_written_data_vars(k.body) for k in program.kernels))
+    for spec, p in zip(specs, func.params):
+        if spec.kind == "buffer":
+            spec.written = func.buffer_map[p].data in written
     noalias = bool(func.attrs.get("tir.noalias"))
     buffer_index = {}
     for i, (p, buf) in enumerate(buffers):
@@ -211,18 +215,62 @@ def _launch_text(e, names: dict) -> str:
         raise GPULoweringError("a launch extent depends on something other than the buffer shapes") from None
 
 
+class _SharedUse(TIRVisitor):
+    """A kernel's shared allocations and the shared memory its all-reduces need."""
+
+    def __init__(self, gen: "_KernelGen") -> None:
+        self.gen = gen
+        self.allocs: list = []
+        self.allreduce_bytes = 0
+
+    def visit_Allocate(self, node) -> None:
+        if is_shared(node.buffer):
+            self.allocs.append(node.buffer)
+        self.generic_visit(node)
+
+    def visit_Evaluate(self, node) -> None:
+        if isinstance(node.value, tir.Call) and node.value.op == ALLREDUCE_OP:
+            self.allreduce_bytes += self.gen._allreduce_smem_bytes(node.value)
+
+
+class _BuffersByData(TIRVisitor):
+    def __init__(self) -> None:
+        self.found: dict = {}
+
+    def visit_BufferLoad(self, node) -> None:
+        self.found.setdefault(node.buffer.data, node.buffer)
+        self.generic_visit(node)
+
+    visit_BufferStore = visit_BufferLoad
+
+
 def _buffers_by_data(body) -> dict:
     """data Var -> a buffer the kernel accesses through it (for its dtype and name)."""
-    out: dict = {}
-    from .lower_tir import IRMutator
+    v = _BuffersByData()
+    v.visit(body)
+    return v.found
 
-    class V(IRMutator):
-        def visit_buffer(self, buf):
-            out.setdefault(buf.data, buf)
-            return buf
 
-    V().visit_stmt(body)
-    return out
+class _VectorLoads(TIRVisitor):
+    """The loads of a vectorized loop's value that can be vector loads (``loads``), and
+    whether every other access is invariant in the loop variable (``ok``)."""
+
+    def __init__(self, v: tir.Var, lanes: int, c: Canonical) -> None:
+        self.v, self.lanes, self.c = v, lanes, c
+        self.loads: list = []
+        self.ok = True
+
+    def visit_BufferLoad(self, node) -> None:
+        kind = _contiguity(node.indices[0], self.v, self.lanes, self.c)
+        if kind == "vector" and (node.dtype, self.lanes) in _VECTOR_TYPES and _vector_memory(node.buffer):
+            self.loads.append(node)
+        elif kind != "scalar":
+            self.ok = False
+
+    def visit_Call(self, node) -> None:
+        if node.op in ("tir.call_extern", "tir.call_pure_extern"):
+            self.ok = False
+        self.generic_visit(node)
 
 
 def _ident(name: str) -> str:
@@ -297,27 +345,10 @@ class _KernelGen:
     def _plan_shared(self) -> None:
         """Static ``__shared__`` arrays, or offsets into dynamic shared memory when the kernel
         needs more than `STATIC_SHARED_LIMIT` (or asks for ``shared.dyn``)."""
-        allocs = []
-
-        def visit(s):
-            if isinstance(s, Allocate):
-                if is_shared(s.buffer):
-                    allocs.append(s.buffer)
-                visit(s.body)
-            elif isinstance(s, tir.SeqStmt):
-                for x in s.seq:
-                    visit(x)
-            elif isinstance(s, (tir.For, tir.LetStmt, tir.While)):
-                visit(s.body)
-            elif isinstance(s, tir.IfThenElse):
-                visit(s.then_case)
-                if s.else_case is not None:
-                    visit(s.else_case)
-            elif isinstance(s, tir.Evaluate) and isinstance(s.value, tir.Call) and s.value.op == ALLREDUCE_OP:
-                self.allreduce_smem += self._allreduce_smem_bytes(s.value)
-
-        self.allreduce_smem = 0
-        visit(self.kernel.body)
+        found = _SharedUse(self)
+        found.visit(self.kernel.body)
+        allocs = found.allocs
+        self.allreduce_smem = found.allreduce_bytes
         total = self.allreduce_smem
         sizes = {}
         for buf in allocs:
@@ -440,24 +471,10 @@ class _KernelGen:
         if vt is None or not _vector_memory(body.buffer):
             return False
         c = Canonical({**self.ranges, v: (tir.IntImm(v.dtype, 0), s.extent)})
-        loads: list = []
-        ok = [True]
-
-        def scan(e):
-            if isinstance(e, tir.BufferLoad):
-                kind = _contiguity(e.indices[0], v, lanes, c)
-                if kind == "vector" and (e.dtype, lanes) in _VECTOR_TYPES and _vector_memory(e.buffer):
-                    loads.append(e)
-                elif kind != "scalar" and v in _vars(e.indices[0]):
-                    ok[0] = False
-                return
-            if isinstance(e, tir.Call) and e.op in ("tir.call_extern", "tir.call_pure_extern"):
-                ok[0] = False
-            for child in _expr_children(e):
-                scan(child)
-
-        scan(body.value)
-        if not ok[0] or _contiguity(body.indices[0], v, lanes, c) != "vector":
+        scan = _VectorLoads(v, lanes, c)
+        scan.visit(body.value)
+        loads = scan.loads
+        if not scan.ok or _contiguity(body.indices[0], v, lanes, c) != "vector":
             return False
         self.line("{")
         self.indent += 1
@@ -829,24 +846,6 @@ def _vars(e) -> set:
     from tvmscript.tir_visitor import vars_in
 
     return set(vars_in([e]))
-
-
-def _expr_children(e) -> list:
-    if isinstance(e, tir.BinaryOp):
-        return [e.a, e.b]
-    if isinstance(e, tir.Cast):
-        return [e.value]
-    if isinstance(e, tir.Not):
-        return [e.a]
-    if isinstance(e, tir.Select):
-        return [e.condition, e.true_value, e.false_value]
-    if isinstance(e, tir.Call):
-        return [a for a in e.args if isinstance(a, tir.PrimExpr)]
-    if isinstance(e, tir.Let):
-        return [e.value, e.body]
-    if isinstance(e, tir.BufferLoad):
-        return list(e.indices)
-    return []
 
 
 def _contiguity(index, v: tir.Var, lanes: int, c: Canonical) -> str:

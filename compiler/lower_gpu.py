@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.tir_visitor import TIRVisitor, vars_in
 
 from .arith import const_int_bound, eval_range
 from .arith.canonical import Canonical
@@ -80,32 +80,22 @@ def is_shared(buf: tir.Buffer) -> bool:
 
 def has_thread_bindings(func: tir.PrimFunc) -> bool:
     """Whether any loop of ``func`` is bound to a GPU thread or block index."""
-    found = []
+    return any(loop.kind == "thread_binding" for loop in _loops(func.body))
 
-    def visit(s):
-        if found:
-            return
-        if isinstance(s, tir.For):
-            if s.kind == "thread_binding":
-                found.append(s)
-                return
-            visit(s.body)
-        elif isinstance(s, tir.SeqStmt):
-            for x in s.seq:
-                visit(x)
-        elif isinstance(s, tir.BlockRealize):
-            visit(s.block.body)
-            if s.block.init is not None:
-                visit(s.block.init)
-        elif isinstance(s, (tir.LetStmt, tir.AssertStmt, tir.While)):
-            visit(s.body)
-        elif isinstance(s, tir.IfThenElse):
-            visit(s.then_case)
-            if s.else_case is not None:
-                visit(s.else_case)
 
-    visit(func.body)
-    return bool(found)
+class _LoopCollector(TIRVisitor):
+    def __init__(self) -> None:
+        self.loops: list = []
+
+    def visit_For(self, node) -> None:
+        self.loops.append(node)
+        self.generic_visit(node)
+
+
+def _loops(stmt) -> list:
+    c = _LoopCollector()
+    c.visit(stmt)
+    return c.loops
 
 
 # ----------------------------------------------------------------------------- results
@@ -197,27 +187,38 @@ def _all_of(conds: list):
     return out if out is not None else tir.IntImm("bool", 1)
 
 
+class _BufferAccesses(TIRVisitor):
+    """The buffers loaded and stored, inside nested blocks too unless ``nested`` is False."""
+
+    def __init__(self, nested: bool) -> None:
+        self.nested = nested
+        self.loaded: set = set()
+        self.stored: set = set()
+
+    def visit_BlockRealize(self, node) -> None:
+        if self.nested:
+            self.generic_visit(node)
+
+    def visit_BufferLoad(self, node) -> None:
+        self.loaded.add(node.buffer)
+        self.generic_visit(node)
+
+    def visit_BufferStore(self, node) -> None:
+        self.stored.add(node.buffer)
+        self.generic_visit(node)
+
+
+def _buffer_accesses(node, nested: bool = True) -> _BufferAccesses:
+    v = _BufferAccesses(nested)
+    v.visit(node)
+    return v
+
+
 def _buffers_accessed(node, nested: bool = True) -> set:
     """Buffers loaded or stored in a statement or expression, inside nested blocks too unless
     ``nested`` is False."""
-    out: set = set()
-
-    class V(IRMutator):
-        def visit_buffer(self, buf):
-            out.add(buf)
-            return buf
-
-        def visit_stmt(self, s):
-            if not nested and isinstance(s, tir.BlockRealize):
-                return s
-            return super().visit_stmt(s)
-
-    v = V()
-    if isinstance(node, tir.PrimExpr):
-        v.visit_expr(node)
-    else:
-        v.visit_stmt(node)
-    return out
+    v = _buffer_accesses(node, nested)
+    return v.loaded | v.stored
 
 
 # ----------------------------------------------------------------------------- 1. cross-thread reductions
@@ -455,7 +456,7 @@ def plan_buffer_locations(func: tir.PrimFunc) -> tir.PrimFunc:
             if block.init is not None:
                 touched |= _buffers_accessed(block.init, nested=False)
             touched |= _buffers_accessed(s.predicate) | _buffers_accessed_values(s.iter_values)
-            written = _buffers_written(block.body, nested=False)
+            written = _buffer_accesses(block.body, nested=False).stored
             for b in touched:
                 p = here
                 if reduce_vars and b in written:
@@ -517,21 +518,6 @@ def plan_buffer_locations(func: tir.PrimFunc) -> tir.PrimFunc:
             return super().visit_stmt(s)
 
     return _with_body(func, M().visit_stmt(func.body))
-
-
-def _buffers_written(stmt, nested: bool = True) -> set:
-    out: set = set()
-
-    class V(IRMutator):
-        def visit_stmt(self, s):
-            if not nested and isinstance(s, tir.BlockRealize):
-                return s
-            if isinstance(s, tir.BufferStore):
-                out.add(s.buffer)
-            return super().visit_stmt(s)
-
-    V().visit_stmt(stmt)
-    return out
 
 
 def _buffers_accessed_values(values) -> set:
@@ -598,38 +584,22 @@ def split_kernels(func: tir.PrimFunc, name: str) -> DeviceProgram:
 def _make_kernel(name: str, root: tir.For) -> Kernel:
     extents: dict = {}
 
-    def collect(s):
-        if isinstance(s, tir.For):
-            if _is_thread_loop(s):
-                tag = s.thread_tag
-                if tag not in THREAD_VARS:
-                    raise GPULoweringError(f"unknown thread tag {tag!r} on loop '{s.loop_var.name}'")
-                old = extents.get(tag)
-                if old is None:
-                    extents[tag] = s.extent
-                elif isinstance(old, tir.IntImm) and isinstance(s.extent, tir.IntImm):
-                    if s.extent.value > old.value:
-                        extents[tag] = s.extent
-                elif not _same(old, s.extent):
-                    raise GPULoweringError(
-                        f"loops bound to {tag} in kernel '{name}' have different extents ({_text(old)} and "
-                        f"{_text(s.extent)}) and one is not a constant")
-            collect(s.body)
-        elif isinstance(s, tir.SeqStmt):
-            for x in s.seq:
-                collect(x)
-        elif isinstance(s, (tir.LetStmt, tir.AssertStmt, tir.While, Allocate)):
-            collect(s.body)
-        elif isinstance(s, tir.IfThenElse):
-            collect(s.then_case)
-            if s.else_case is not None:
-                collect(s.else_case)
-
-    collect(root)
-    for tag in ("blockIdx.x", "blockIdx.y", "blockIdx.z"):
-        extents.setdefault(tag, None)
-        if extents[tag] is None:
-            del extents[tag]
+    for loop in _loops(root):
+        if not _is_thread_loop(loop):
+            continue
+        tag = loop.thread_tag
+        if tag not in THREAD_VARS:
+            raise GPULoweringError(f"unknown thread tag {tag!r} on loop '{loop.loop_var.name}'")
+        old = extents.get(tag)
+        if old is None:
+            extents[tag] = loop.extent
+        elif isinstance(old, tir.IntImm) and isinstance(loop.extent, tir.IntImm):
+            if loop.extent.value > old.value:
+                extents[tag] = loop.extent
+        elif not _same(old, loop.extent):
+            raise GPULoweringError(
+                f"loops bound to {tag} in kernel '{name}' have different extents ({_text(old)} and "
+                f"{_text(loop.extent)}) and one is not a constant")
 
     class Bind(IRMutator):
         def visit_stmt(self, s):
@@ -686,63 +656,33 @@ def compact_buffers(body: tir.Stmt, extents: dict) -> tir.Stmt:
     return M().visit_stmt(body)
 
 
+class _AccessCollector(TIRVisitor):
+    """``(indices, loop domain)`` of every access to one buffer: the loops (Var -> Range)
+    enclosing it inside the statement walked."""
+
+    def __init__(self, buf) -> None:
+        self.buf = buf
+        self.dom: dict = {}
+        self.found: list = []
+
+    def visit_For(self, node) -> None:
+        outer = self.dom
+        self.dom = {**outer, node.loop_var: tir.Range(node.min, node.extent)}
+        self.visit(node.body)
+        self.dom = outer
+
+    def visit_BufferLoad(self, node) -> None:
+        if node.buffer is self.buf:
+            self.found.append((node.indices, self.dom))
+        self.generic_visit(node)
+
+    visit_BufferStore = visit_BufferLoad
+
+
 def _accesses(stmt, buf) -> list:
-    """``(indices, loop domain)`` of every access to ``buf`` in ``stmt``: the loops (Var ->
-    Range) enclosing it inside ``stmt``."""
-    out = []
-
-    def ex(e, dom):
-        if isinstance(e, tir.BufferLoad):
-            if e.buffer is buf:
-                out.append((e.indices, dict(dom)))
-            for i in e.indices:
-                ex(i, dom)
-        elif isinstance(e, tir.BinaryOp):
-            ex(e.a, dom)
-            ex(e.b, dom)
-        elif isinstance(e, (tir.Cast,)):
-            ex(e.value, dom)
-        elif isinstance(e, tir.Not):
-            ex(e.a, dom)
-        elif isinstance(e, tir.Select):
-            ex(e.condition, dom)
-            ex(e.true_value, dom)
-            ex(e.false_value, dom)
-        elif isinstance(e, tir.Call):
-            for a in e.args:
-                if isinstance(a, tir.PrimExpr):
-                    ex(a, dom)
-        elif isinstance(e, tir.Let):
-            ex(e.value, dom)
-            ex(e.body, dom)
-
-    def st(s, dom):
-        if isinstance(s, tir.BufferStore):
-            if s.buffer is buf:
-                out.append((s.indices, dict(dom)))
-            ex(s.value, dom)
-            for i in s.indices:
-                ex(i, dom)
-        elif isinstance(s, tir.SeqStmt):
-            for x in s.seq:
-                st(x, dom)
-        elif isinstance(s, tir.For):
-            st(s.body, {**dom, s.loop_var: tir.Range(s.min, s.extent)})
-        elif isinstance(s, tir.IfThenElse):
-            ex(s.condition, dom)
-            st(s.then_case, dom)
-            if s.else_case is not None:
-                st(s.else_case, dom)
-        elif isinstance(s, (tir.LetStmt,)):
-            ex(s.value, dom)
-            st(s.body, dom)
-        elif isinstance(s, (tir.AssertStmt, tir.While, Allocate)):
-            st(s.body, dom)
-        elif isinstance(s, tir.Evaluate):
-            ex(s.value, dom)
-
-    st(stmt, {})
-    return out
+    c = _AccessCollector(buf)
+    c.visit(stmt)
+    return c.found
 
 
 # int64 stand-ins for the thread indices: int64 index expressions hold ``int64(threadIdx.x)``,
@@ -880,22 +820,9 @@ def _is_sync(s) -> bool:
 
 
 def _shared_rw(node) -> tuple:
-    reads: set = set()
-    writes: set = set()
-
-    class V(IRMutator):
-        def visit_expr(self, e):
-            if isinstance(e, tir.BufferLoad) and is_shared(e.buffer):
-                reads.add(e.buffer.data)
-            return super().visit_expr(e)
-
-        def visit_stmt(self, s):
-            if isinstance(s, tir.BufferStore) and is_shared(s.buffer):
-                writes.add(s.buffer.data)
-            return super().visit_stmt(s)
-
-    V().visit_stmt(node)
-    return reads, writes
+    """The data variables of the shared buffers ``node`` reads and writes."""
+    v = _buffer_accesses(node)
+    return ({b.data for b in v.loaded if is_shared(b)}, {b.data for b in v.stored if is_shared(b)})
 
 
 def inject_thread_sync(body: tir.Stmt) -> tir.Stmt:

@@ -43,7 +43,7 @@ import types
 import numpy as np
 
 from .devices import DEVICE_TYPES, Device, cuda as cuda_device, device as as_device, kDLCPU, kDLCUDA
-from .kernel import bind_scalars, eval_dim_text
+from .kernel import bind_scalars, check_arity, eval_dim_text
 from .ndarray import Tensor, _aligned_empty, _dtype_name, _np_dtype, _wrap
 
 __all__ = [
@@ -965,10 +965,7 @@ class CUDAKernel:
     # ---- checked
     def __call__(self, *args) -> None:
         params = self.params
-        if len(args) != len(params):
-            names = ", ".join(p.name for p in params)
-            raise TypeError(f"{self.name}() takes {len(params)} argument{'s' if len(params) != 1 else ''} ({names}) "
-                            f"but {len(args)} were given")
+        check_arity(self.name, params, args)
         env: dict = {}
         origin: dict = {}
         deferred = []

@@ -185,6 +185,14 @@ def _scalar(arg, spec: ParamSpec, kname: str):
     raise TypeError(f"{where}: unsupported scalar dtype")
 
 
+def check_arity(kname: str, params: list, args) -> None:
+    """A TypeError naming every parameter when ``args`` is not one argument per parameter."""
+    if len(args) != len(params):
+        expected = ", ".join(p.name for p in params)
+        raise TypeError(f"{kname}() takes {len(params)} argument{'s' if len(params) != 1 else ''} "
+                        f"({expected}) but {len(args)} were given")
+
+
 def bind_scalars(kname: str, params: list, scalar_idx: list, sym_vars: list, args, env: dict, origin: dict,
                  deferred: list) -> tuple:
     """The checked scalar arguments and the values of ``sym_vars``, once the buffers have bound
@@ -250,10 +258,7 @@ class Kernel:
 
     def __call__(self, *args):
         params = self.params
-        if len(args) != len(params):
-            expected = ", ".join(p.name for p in params)
-            raise TypeError(f"{self.name}() takes {len(params)} argument{'s' if len(params) != 1 else ''} "
-                            f"({expected}) but {len(args)} were given")
+        check_arity(self.name, params, args)
         env: dict = {}
         origin: dict = {}
         arrays: list = []

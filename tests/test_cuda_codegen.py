@@ -288,6 +288,7 @@ def test_executable_for_cuda_holds_cubin_and_launches():
     ex = tvms.compile(tvms.relax.transform.LegalizeOps()(tvms.parse((SAMPLES / "mlp.tvms").read_text())),
                       target="cuda -arch=sm_80")
     assert ex.target == "cuda" and ex.cuda_code.arch == "sm_80" and ex.cuda_code.cubin[:4] == b"\x7fELF"
+    assert [p.written for p in ex.kernels["transpose"].params] == [False, True], "outputs are marked written"
     for name, func in ex.kernels.items():
         assert func.launches, name
         assert all(len(launch.grid) == 3 and len(launch.block) == 3 for launch in func.launches)

@@ -272,17 +272,8 @@ extern "C" __global__ void __launch_bounds__(1) math(float* __restrict__ f, doub
 }
 '''
 
-# tvms_floordiv / tvms_floormod as codegen_cuda's prelude defines them
-PRELUDE = r'''
-template <typename T> __device__ __forceinline__ T tvms_floordiv(T a, T b) {
-  T q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <typename T> __device__ __forceinline__ T tvms_floormod(T a, T b) {
-  T r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-'''
+# tvms_floordiv / tvms_floormod: codegen_cuda's own prelude (its #includes are stripped by the emulator)
+from tvmscript.compiler.codegen_cuda import _PRELUDE as PRELUDE  # noqa: E402
 CONVERSIONS = CONVERSIONS.replace(HEADER, HEADER + PRELUDE, 1)
 
 ALL_SOURCES = {"basics": BASICS, "shuffles": SHUFFLES, "mistakes": MISTAKES, "conversions": CONVERSIONS}

@@ -1344,11 +1344,8 @@ def _compile_command(args) -> int:
                         "use --emit python, or give --func a prim_func")
     if gpu and args.emit in _GPU_EMIT_KINDS:
         text = _cuda_text(program, mod, target, args.emit)
-    else:
-        ex = _compile(program, mod, target)
-    if gpu and args.emit in _GPU_EMIT_KINDS:
-        pass
     elif args.emit == "python":
+        ex = _compile(program, mod, target)
         if only is not None:
             text = ex.functions[only].source
         elif not ex.functions:
@@ -1356,6 +1353,7 @@ def _compile_command(args) -> int:
         else:
             text = ex.as_python()
     else:
+        ex = _compile(program, mod, target)
         prim_funcs = {gv.name_hint: f for gv, f in ex.mod.functions.items() if isinstance(f, tir.PrimFunc)}
         if not prim_funcs:
             raise _fail(f"{program.path} has no T.prim_func: nothing to compile to {args.emit}")
