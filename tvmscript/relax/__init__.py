@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from . import tir
-from .ir import GlobalVar, Node, Span
+from .. import tir
+from ..ir import GlobalVar, Node, Span
 
 # ----------------------------------------------------------------------------- struct info
 
@@ -91,7 +91,7 @@ class Var(Expr):
     def __post_init__(self):
         # Older Relax: relax.Var("A", (128, 128), relax.DynTensorType(2, "float32")).
         if self.struct_info is not None and not isinstance(self.struct_info, StructInfo):
-            from .compiler.op.api import fix_legacy_var
+            from ..compiler.op.api import fix_legacy_var
 
             fix_legacy_var(self)
 
@@ -278,17 +278,17 @@ def __getattr__(name: str):
     ``transform``, ``get_pipeline``, ``BlockBuilder``, ``op``, ``const`` — loaded on first use
     (the IR itself needs neither the compiler nor the runtime)."""
     if name in ("build", "VirtualMachine", "Executable", "vm"):
-        from . import relax_api  # noqa: F401  (defines them on this module)
+        from .. import relax_api  # noqa: F401  (defines them on this module)
 
         return globals()[name]
     if name in ("transform", "get_pipeline"):
-        from .compiler import transform
+        from ..compiler import transform
 
         globals().update(transform=transform, get_pipeline=transform.get_pipeline)
         return globals()[name]
     if name in ("BlockBuilder", "op", "const", "DynTensorType"):
-        from .compiler import block_builder
-        from .compiler.op import api
+        from ..compiler import block_builder
+        from ..compiler.op import api
 
         globals().update(BlockBuilder=block_builder.BlockBuilder, op=api, const=api.const,
                          DynTensorType=api.DynTensorType)
