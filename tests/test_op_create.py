@@ -1,7 +1,8 @@
 """Tensor creation ops (compiler/op/create.py): functions with no tensor inputs legalize, compile
 and run (``R.call_tir(cls.zeros, R.tuple(), ...)``); fill values and dtypes; arange's length
 ``ceil((end - start) / step)``, its defaults (``arange(n)``, dtype from the bounds), constant
-folding and symbolic extents; located diagnostics from text."""
+folding and symbolic extents; tril/triu (with a GPT causal mask of symbolic size); located
+diagnostics from text."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import tvmscript as tvms  # noqa: E402
 from tvmscript import relax, tir  # noqa: E402
 from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
 
-from op_check import assert_located, check_op  # noqa: E402
+from op_check import assert_located, check_op, legalize_checked, run  # noqa: E402
 
 X = np.random.default_rng(3).standard_normal((2, 3)).astype("float32")
 
@@ -97,6 +98,52 @@ def test_arange_symbolic():
     legal = LegalizeOps()(tvms.parse(mod.script()))
     assert "T_arange" in legal.script()
     assert "(n + T.int64(1)) // T.int64(2)" in legal.script()
+
+
+# ----------------------------------------------------------------------------- tril, triu
+
+
+@pytest.mark.parametrize("shape,k,dtype", [((4, 5), 0, "float32"), ((2, 3, 4), 1, "float32"),
+                                           ((5, 5), -2, "int32"), ((3, 2), 3, "float32")], ids=str)
+@pytest.mark.parametrize("name", ["tril", "triu"])
+def test_trilu(name, shape, k, dtype):
+    x = (np.random.default_rng(5).standard_normal(shape) * 4).astype(dtype)
+    check_op(getattr(relax.op, name), [x, k], getattr(np, name)(x, k))
+
+
+def test_trilu_prints_and_legalizes_like_tvm():
+    """``R.tril(x, R.prim_value(1))`` (k a PrimValue argument, 0 when left out) legalizes to
+    TVM's ``trilu`` block: ``T.Select(col <= row + k, x, 0)``."""
+    x = relax.Var("x", relax.TensorStructInfo([2, 3, 4], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        a = bb.emit(relax.op.tril(x, 1))
+        bb.emit_func_output(bb.emit(relax.op.triu(a)))
+    text = bb.get().script()
+    assert "R.tril(x, R.prim_value(1))" in text and "R.triu(lv, R.prim_value(0))" in text
+    legal = LegalizeOps()(bb.get()).script()
+    assert "trilu[v_i0, v_i1, v_i2] = T.Select(v_i2 <= v_i1 + T.int64(1), x[v_i0, v_i1, v_i2], T.float32(0.0))" in legal
+    assert "T.Select(v_i1 <= v_i2, lv[v_i0, v_i1, v_i2], T.float32(0.0))" in legal
+
+
+def test_causal_mask_of_symbolic_size():
+    """GPT's causal mask: ``triu`` of an (n, n) tensor, compiled once and run at two lengths."""
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([1, n, n], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(bb.emit(relax.op.triu(x, 1)))
+    legal = legalize_checked(bb.get())
+    for size in (3, 6):
+        a = np.full((1, size, size), -1e9, "float32")
+        np.testing.assert_array_equal(run(legal, [a]), np.triu(a, 1))
+
+
+def test_trilu_errors():
+    with pytest.raises(ValueError, match="rank 2 or more"):
+        relax.op.tril(relax.Var("v", relax.TensorStructInfo([4], "float32")))
+    with pytest.raises(ValueError, match="k must be an integer"):
+        relax.op.triu(relax.Var("m", relax.TensorStructInfo([4, 4], "float32")), 1.5)
 
 
 located = assert_located

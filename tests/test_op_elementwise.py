@@ -307,6 +307,45 @@ def test_astype_bad_dtype():
         op.astype(tensor([2]), "float33")
 
 
+# ----------------------------------------------------------------------------- clip
+
+
+@pytest.mark.parametrize("shape,dtype,lo,hi", [((2, 3, 4), "float32", 0, 6), ((7,), "float32", -1.5, 0.25),
+                                               ((3, 5), "int32", -2, 3), ((), "float64", -0.5, 0.5)], ids=str)
+def test_clip(shape, dtype, lo, hi):
+    x = rand(shape, dtype, -8, 8)
+    check_op(op.clip, [x, lo, hi], np.clip(x, lo, hi).astype(dtype))
+
+
+def test_clip_prints_and_legalizes_like_tvm():
+    """The bounds are PrimValue arguments (``R.clip(x, R.prim_value(0), R.prim_value(6))``),
+    legalized into ``tir_clip``'s ``max(min(x, 6), 0)`` with the bounds in the tensor's dtype."""
+    mod, _ = build_op_module(op.clip, [rand((2, 3)), 0, 6])
+    assert "R.clip(x0, R.prim_value(0), R.prim_value(6))" in mod.script()
+    text = LegalizeOps()(mod).script()
+    assert "def tir_clip(" in text
+    assert "compute[v_i0, v_i1] = T.max(T.min(x0[v_i0, v_i1], T.float32(6.0)), T.float32(0.0))" in text
+
+
+def test_clip_symbolic_runs():
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([n, 3], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(bb.emit(op.clip(x, -1, 1)))
+    legal = legalize_checked(bb.get())
+    for rows in (1, 4):
+        a = rand((rows, 3))
+        np.testing.assert_array_equal(run(legal, [a]), np.clip(a, -1, 1))
+
+
+def test_clip_errors():
+    with pytest.raises(ValueError, match="min must be a prim value"):
+        op.clip(tensor([2]), tensor([2]), 1)
+    with pytest.raises(ValueError, match="numeric x"):
+        op.clip(tensor([2], "bool"), 0, 1)
+
+
 # ----------------------------------------------------------------------------- diagnostics from text
 
 

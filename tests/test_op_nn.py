@@ -314,6 +314,201 @@ def test_dense(xshape, wshape):
     check_op(relax.op.nn.dense, [x, w], (x @ w.T).astype("float32"), rtol=1e-5, atol=1e-5)
 
 
+# ----------------------------------------------------------------------------- pad
+
+
+PAD_CASES = [
+    # shape, pad_width, mode, value, dtype
+    ((2, 3), [0, 0, 1, 2], "constant", 0.0, "float32"),
+    ((1, 2, 3, 4), [0, 0, 0, 0, 1, 1, 2, 0], "constant", 1.5, "float32"),
+    ((3, 4), [2, 1, 1, 0], "constant", -1.0, "int32"),
+    ((4, 5), [1, 1, 2, 2], "reflect", 0.0, "float32"),
+    ((2, 6), [0, 0, 0, 5], "reflect", 0.0, "float32"),
+    ((3, 4), [2, 1, 0, 3], "edge", 0.0, "float32"),
+]
+
+
+@pytest.mark.parametrize("shape,width,mode,value,dtype", PAD_CASES, ids=str)
+def test_pad(shape, width, mode, value, dtype):
+    x = (rand(*shape) * 4).astype(dtype)
+    pairs = list(zip(width[0::2], width[1::2]))
+    expected = np.pad(x, pairs, mode=mode, **({"constant_values": value} if mode == "constant" else {}))
+    check_op(relax.op.nn.pad, [x], expected.astype(dtype), pad_width=width, pad_mode=mode, pad_value=value)
+
+
+def test_pad_prints_like_tvm_and_takes_tvms_python_order():
+    """TVM prints ``pad_value`` before ``pad_mode`` but its Python signature is
+    ``pad(data, pad_width, pad_mode="constant", pad_value=0.0)``; symbolic dims grow."""
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([4, n], "float32"))
+    call = relax.op.nn.pad(x, [1, 1, 2, 2], "reflect")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(bb.emit(call))
+    text = bb.get().script()
+    assert 'R.nn.pad(x, pad_width=[1, 1, 2, 2], pad_value=0.0, pad_mode="reflect")' in text
+    assert 'R.Tensor((6, n + 4), dtype="float32")' in text
+    legal = LegalizeOps()(bb.get()).script()
+    assert "def reflect_pad(" in legal and 'T.block("ReflectPadInput")' in legal
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def np_attention(q, k, v, bias=None, scale=None, causal=None):
+    """Scaled dot-product attention on (batch, seq, heads, dim) tensors, kv heads repeated for
+    grouped-query attention."""
+    b, n, h, d = q.shape
+    m, hk = k.shape[1], k.shape[2]
+    k, v = np.repeat(k, h // hk, axis=2), np.repeat(v, h // hk, axis=2)
+    s = np.einsum("bihd,bjhd->bhij", q.astype(np.float64), k) * (1 / math.sqrt(d) if scale is None else scale)
+    if bias is not None:
+        s = s + bias
+    if causal is not None:
+        offset = 0 if causal == "TopLeft" else m - n
+        s = np.where(np.arange(m)[None, :] <= np.arange(n)[:, None] + offset, s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = p / p.sum(axis=-1, keepdims=True)
+    return np.einsum("bhij,bjhe->bihe", p, v).astype(q.dtype)
+
+
+ATTENTION_CASES = [
+    # q, k, v shapes, bias shape, scale, causal_mask
+    ((2, 3, 2, 8), (2, 5, 2, 8), (2, 5, 2, 6), None, None, None),
+    ((1, 4, 2, 4), (1, 4, 2, 4), (1, 4, 2, 4), None, None, "TopLeft"),
+    ((2, 3, 2, 4), (2, 5, 2, 4), (2, 5, 2, 4), None, 0.5, "BottomRight"),
+    ((1, 3, 4, 8), (1, 5, 2, 8), (1, 5, 2, 8), (1, 4, 3, 5), 0.25, None),  # grouped-query, bias
+    ((2, 2, 2, 4), (2, 3, 2, 4), (2, 3, 2, 4), (2, 1, 1, 3), None, "BottomRight"),
+]
+
+
+@pytest.mark.parametrize("qs,ks,vs,bs,scale,causal", ATTENTION_CASES, ids=str)
+def test_attention(qs, ks, vs, bs, scale, causal):
+    q, k, v = rand(*qs), rand(*ks), rand(*vs)
+    args = [q, k, v] + ([rand(*bs)] if bs else [])
+    expected = np_attention(q, k, v, args[3] if bs else None, scale, causal)
+    legal = check_op(relax.op.nn.attention, args, expected, rtol=1e-4, atol=1e-5, scale=scale, causal_mask=causal)
+    assert ("def attention_bias(" if bs else "def attention(") in legal.script()
+
+
+def test_attention_prints_like_tvm():
+    """With a bias, ``relax.op.nn.attention`` builds TVM's ``R.nn.attention_bias``."""
+    q = relax.Var("q", relax.TensorStructInfo([1, 3, 2, 4], "float32"))
+    b = relax.Var("b", relax.TensorStructInfo([1, 2, 3, 3], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [q, b]):
+        x = bb.emit(relax.op.nn.attention(q, q, q, causal_mask="TopLeft"))
+        bb.emit_func_output(bb.emit(relax.op.nn.attention(x, q, q, b, scale=0.5)))
+    text = bb.get().script()
+    assert 'R.nn.attention(q, q, q, scale=None, causal_mask="TopLeft", window_size=None)' in text
+    assert "R.nn.attention_bias(lv, q, q, b, scale=0.5, causal_mask=None, window_size=None)" in text
+    assert tvms.parse(text).script() == text
+
+
+def test_attention_symbolic_sequence_runs():
+    """A causal GPT block's attention: one compiled kernel for every sequence length."""
+    n = tir.Var("int64", "n")
+    q = relax.Var("q", relax.TensorStructInfo([1, n, 2, 4], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [q]):
+        bb.emit_func_output(bb.emit(relax.op.nn.attention(q, q, q, causal_mask="TopLeft")))
+    mod = bb.get()
+    assert 'R.Tensor((1, n, 2, 4), dtype="float32")' in mod.script()
+    legal = LegalizeOps()(mod)
+    for size in (1, 5):
+        x = rand(1, size, 2, 4)
+        np.testing.assert_allclose(run(legal, [x]), np_attention(x, x, x, causal="TopLeft"), rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- rms_norm, group_norm
+
+
+def np_rms_norm(x, w, axes, eps=1e-5):
+    axes = tuple(sorted(a % x.ndim for a in axes))
+    ms = (x.astype(np.float64) ** 2).mean(axis=axes, keepdims=True)
+    bshape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    return (x / np.sqrt(ms + eps) * w.reshape(bshape)).astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape,axes", [((2, 3, 8), [-1]), ((2, 4, 6), [1, 2]), ((5,), [0])], ids=str)
+def test_rms_norm(shape, axes):
+    x = rand(*shape)
+    w = rand(*[shape[a] for a in sorted(a % len(shape) for a in axes)])
+    check_op(relax.op.nn.rms_norm, [x, w], np_rms_norm(x, w, axes), rtol=1e-4, atol=1e-5, axes=axes)
+
+
+def np_group_norm(x, gamma, beta, groups, caxis, axes, eps=1e-5, center=True, scale=True):
+    """Each group of consecutive channels normalized over its channels and ``axes``."""
+    caxis %= x.ndim
+    red = tuple(sorted({caxis} | {a % x.ndim for a in axes}))
+    per = x.shape[caxis] // groups
+    out = np.empty(x.shape, np.float64)
+    for g in range(groups):
+        idx = [slice(None)] * x.ndim
+        idx[caxis] = slice(g * per, (g + 1) * per)
+        part = x[tuple(idx)].astype(np.float64)
+        mean, var = part.mean(axis=red, keepdims=True), part.var(axis=red, keepdims=True)
+        out[tuple(idx)] = (part - mean) / np.sqrt(var + eps)
+    cshape = [x.shape[caxis] if i == caxis else 1 for i in range(x.ndim)]
+    if scale:
+        out = out * gamma.reshape(cshape)
+    if center:
+        out = out + beta.reshape(cshape)
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape,groups,caxis,axes,center", [
+    ((2, 4, 3, 3), 2, 1, [2, 3], True),
+    ((2, 6, 5), 3, 1, [2], False),
+    ((2, 3, 3, 4), 2, -1, [1, 2], True),  # channels last
+])
+def test_group_norm(shape, groups, caxis, axes, center):
+    x = rand(*shape)
+    c = shape[caxis]
+    gamma, beta = rand(c), rand(c)
+    check_op(relax.op.nn.group_norm, [x, gamma, beta], np_group_norm(x, gamma, beta, groups, caxis, axes, center=center),
+             rtol=1e-4, atol=1e-5, num_groups=groups, channel_axis=caxis, axes=axes, center=center)
+
+
+# ----------------------------------------------------------------------------- conv1d
+
+
+CONV1D_CASES = [
+    # data, weight, strides, padding, dilation, groups
+    ((2, 4, 9), (6, 4, 3), 1, 0, 1, 1),
+    ((1, 4, 10), (6, 2, 3), 2, 1, 1, 2),
+    ((1, 3, 12), (2, 3, 2), 1, (0, 1), 2, 1),
+    ((1, 4, 8), (4, 1, 3), 1, 1, 1, 4),  # depthwise
+]
+
+
+@pytest.mark.parametrize("dshape,wshape,strides,padding,dilation,groups", CONV1D_CASES, ids=str)
+def test_conv1d(dshape, wshape, strides, padding, dilation, groups):
+    x, w = rand(*dshape), rand(*wshape)
+    left, right = (padding, padding) if isinstance(padding, int) else padding
+    expected = np_conv2d(x[:, :, None], w[:, :, None], [1, strides], [0, left, 0, right], [1, dilation], groups)[:, :, 0]
+    legal = check_op(relax.op.nn.conv1d, [x, w], expected, rtol=1e-4, atol=1e-4, strides=strides, padding=padding,
+                     dilation=dilation, groups=groups)
+    assert ('T.block("conv1d_ncw")' if groups == 1 else 'T.block("group_conv1d_ncw")') in legal.script()
+
+
+def test_conv1d_prints_like_tvm_with_symbolic_length():
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([2, 4, n], "float32"))
+    w = relax.Var("w", relax.TensorStructInfo([6, 2, 3], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        bb.emit_func_output(bb.emit(relax.op.nn.conv1d(x, w, 2, 1, 1, 2)))
+    text = re.sub(r"T\.int64\((\d+)\)", r"\1", bb.get().script())
+    assert ('R.nn.conv1d(x, w, strides=[2], padding=[1, 1], dilation=[1], groups=2, data_layout="NCW", '
+            'kernel_layout="OIW", out_layout="NCW", out_dtype="void")') in text
+    assert 'R.Tensor((2, 6, (n - 1) // 2 + 1), dtype="float32")' in text
+    legal = LegalizeOps()(bb.get())
+    xs, ws = rand(2, 4, 7), rand(6, 2, 3)
+    expected = np_conv2d(xs[:, :, None], ws[:, :, None], [1, 2], [0, 1, 0, 1], [1, 1], 2)[:, :, 0]
+    np.testing.assert_allclose(run(legal, [xs, ws]), expected, rtol=1e-4, atol=1e-4)
+
+
 # ----------------------------------------------------------------------------- inference errors
 
 
@@ -342,6 +537,33 @@ def _var(name, shape, dtype="float32"):
      "gamma has shape (4,), expected (3,)"),
     (lambda: relax.op.nn.dropout(_var("x", (2, 3)), rate=1.0), "rate must be in [0, 1)"),
     (lambda: relax.op.nn.dense(_var("x", (2, 3)), _var("w", (4, 5))), "reduction dimensions differ"),
+    (lambda: relax.op.nn.pad(_var("x", (2, 3)), [1, 1]), "pad_width needs 2 values per axis (4 for rank 2), got 2"),
+    (lambda: relax.op.nn.pad(_var("x", (2, 3)), [0, 0, 3, 0], "reflect"), "reflect padding of 3 on axis 1"),
+    (lambda: relax.op.nn.pad(_var("x", (2, 3)), [0, 0, 1, 0], "wrap"), "pad_mode must be one of"),
+    (lambda: relax.op.nn.pad(_var("x", (2, 3)), [0, -1, 1, 0]), "pad_width must be non-negative"),
+    (lambda: relax.op.nn.attention(_var("q", (2, 3, 4)), _var("k", (2, 3, 4)), _var("v", (2, 3, 4))),
+     "query must be 4-D"),
+    (lambda: relax.op.nn.attention(_var("q", (1, 3, 2, 8)), _var("k", (1, 5, 2, 4)), _var("v", (1, 5, 2, 4))),
+     "the key's head dimension is 4 but the query's is 8"),
+    (lambda: relax.op.nn.attention(_var("q", (1, 3, 2, 8)), _var("k", (1, 5, 2, 8)), _var("v", (1, 4, 2, 8))),
+     "the value's sequence length is 4 but the key's is 5"),
+    (lambda: relax.op.nn.attention(_var("q", (1, 3, 3, 8)), _var("k", (1, 5, 2, 8)), _var("v", (1, 5, 2, 8))),
+     "the query's 3 heads are not a multiple of the key's 2"),
+    (lambda: relax.op.nn.attention(*[_var(n, (1, 3, 2, 8)) for n in "qkv"], _var("b", (1, 2, 3, 4))),
+     "the bias's last dimension is 4 but the key's sequence length is 3"),
+    (lambda: relax.op.nn.attention(*[_var(n, (1, 3, 2, 8)) for n in "qkv"], causal_mask="Upper"),
+     "causal_mask must be None"),
+    (lambda: relax.op.nn.rms_norm(_var("x", (2, 3)), _var("w", (2,))), "weight has shape (2,), expected (3,)"),
+    (lambda: relax.op.nn.group_norm(_var("x", (2, 6, 4)), _var("g", (6,)), _var("b", (6,)), 4, 1, [2]),
+     "6 channels do not divide into 4 groups"),
+    (lambda: relax.op.nn.group_norm(_var("x", (2, 6, 4)), _var("g", (6,)), _var("b", (6,)), 2, 1, [1, 2]),
+     "hold the channel axis 1"),
+    (lambda: relax.op.nn.group_norm(_var("x", (2, 6, 4)), _var("g", (3,)), _var("b", (6,)), 2, 1, [2]),
+     "gamma has shape (3,), expected (6,)"),
+    (lambda: relax.op.nn.conv1d(_var("x", (1, 4, 5)), _var("w", (6, 3, 3))), "data has 4 channels"),
+    (lambda: relax.op.nn.conv1d(_var("x", (4, 5)), _var("w", (6, 4, 3))), "3-D data"),
+    (lambda: relax.op.nn.conv1d(_var("x", (1, 4, 2)), _var("w", (6, 4, 3))), "output width would be 0"),
+    (lambda: relax.op.nn.conv1d(_var("x", (1, 4, 5)), _var("w", (6, 4, 3)), strides=[1, 1]), "strides must be"),
 ])
 def test_inference_errors(make, message):
     with pytest.raises(ValueError) as info:
@@ -392,6 +614,28 @@ def test_diagnostic_layer_norm_gamma_shape_points_at_gamma():
     line = "y = R.nn.layer_norm(x, g, b, axes=[-1])"
     src = _program('x: R.Tensor((2, 3), "float32"), g: R.Tensor((2,), "float32"), b: R.Tensor((3,), "float32")', line)
     _diagnose(src, "gamma has shape (2,), expected (3,)", 3, 5 + line.index("g,"))
+
+
+def test_diagnostic_attention_bias_points_at_the_bias():
+    line = "y = R.nn.attention_bias(q, q, q, b)"
+    src = _program('q: R.Tensor((1, 3, 2, 4), "float32"), b: R.Tensor((1, 2, 3, 2), "float32")', line)
+    _diagnose(src, "the bias's last dimension is 2 but the key's sequence length is 3", 3, 5 + line.index("b)"))
+
+
+def test_diagnostic_reflect_pad_points_at_pad_width():
+    line = 'y = R.nn.pad(x, pad_width=[0, 0, 0, 3], pad_mode="reflect")'
+    src = _program('x: R.Tensor((2, 3), "float32")', line)
+    _diagnose(src, "reflect padding of 3 on axis 1 needs the axis to have more than 3 elements", 3,
+              5 + line.index("[0, 0, 0, 3]"))
+
+
+def test_attention_with_window_size_is_left_unlegalized():
+    """TVM's legalization rejects a sliding window; the call stays for the build to report."""
+    q = relax.Var("q", relax.TensorStructInfo([1, 3, 2, 4], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [q]):
+        bb.emit_func_output(bb.emit(relax.op.nn.attention(q, q, q, causal_mask="TopLeft", window_size=2)))
+    assert "R.nn.attention(" in LegalizeOps()(bb.get()).script()
 
 
 def test_tvm_printed_text_parses():

@@ -18,7 +18,7 @@ import types
 
 from tvmscript import relax, tir
 
-from .registry import OpError, all_ops
+from .registry import OpError, all_ops, get_op
 
 _MISSING = inspect.Parameter.empty
 
@@ -277,13 +277,17 @@ def arg_sinfos(op, exprs: list) -> list:
 def _make_function(op):
     short = op.name[len("relax."):]
     leaf = short.rsplit(".", 1)[-1]
+    kinds = {a.name: a for a in op.params}
+    defaults = {a.name: a.default for a in op.attrs}
+    order = op.py_signature or tuple(kinds) + tuple(defaults)
     params = []
-    for a in op.params:
-        default = None if a.optional else inspect.Parameter.empty
-        params.append(inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
-    params += [inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=a.default) for a in op.attrs]
+    for name in order:
+        if name in kinds:
+            default = None if kinds[name].optional else inspect.Parameter.empty
+        else:
+            default = defaults[name]
+        params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
     sig = inspect.Signature(params)
-    n_args = len(op.params)
 
     def fn(*args, **kwargs):
         try:
@@ -291,8 +295,14 @@ def _make_function(op):
         except TypeError as err:
             raise TypeError(f"relax.op.{short}: {err}") from None
         bound.apply_defaults()
-        vals = list(bound.arguments.values())
-        return make_op_call(op, vals[:n_args], dict(zip([a.name for a in op.attrs], vals[n_args:])))
+        values = bound.arguments
+        target = op
+        if op.dispatch is not None:
+            other = op.dispatch(values)
+            if other is not None:
+                target = get_op(other)
+        return make_op_call(target, [values.get(a.name) for a in target.params],
+                            {a.name: values[a.name] for a in target.attrs})
 
     fn.__name__ = leaf
     fn.__qualname__ = short

@@ -1,7 +1,8 @@
-"""Tensor creation ops: zeros, ones, full (and their _like forms), arange.
+"""Tensor creation ops: zeros, ones, full (and their _like forms), arange, and tril/triu (where
+TVM declares them: ``relax.op.create``).
 
-They read no tensor data (the ``_like`` forms take only the shape and dtype of ``x``), so their
-legalized PrimFuncs have no inputs: ``R.call_tir(cls.zeros, R.tuple(), ...)``. Constant fill
+zeros/ones/full/arange read no tensor data (the ``_like`` forms take only the shape and dtype of
+``x``), so their legalized PrimFuncs have no inputs: ``R.call_tir(cls.zeros, R.tuple(), ...)``. Constant fill
 values are inlined into the TIR as TVM's legalization does; ``arange`` with constant bounds is
 folded into a constant at legalization (as TVM's), and computed by ``T_arange`` otherwise.
 """
@@ -13,7 +14,7 @@ import math
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import REQUIRED, dtype_attr, shapes_known, tensor_arg
+from .common import REQUIRED, dtype_attr, shapes_known, te_legalizer, tensor_arg
 from .registry import Arg, Attr, OpError, register_op
 
 
@@ -188,3 +189,57 @@ register_op(
     infer_arange, attrs=(Attr("dtype", None, _arange_dtype),), pattern="elementwise",
     legalize=legalize_arange, canonicalize=canonicalize_arange,
 )
+
+
+# ----------------------------------------------------------------------------- tril, triu
+
+
+def _int64(value: int) -> relax.PrimValue:
+    v = tir.IntImm("int64", value)
+    return relax.PrimValue(v, relax.PrimStructInfo("int64", v))
+
+
+def canonicalize_trilu(args, attrs):
+    """``tril(x)`` is ``tril(x, 0)``: TVM's calls always hold the diagonal offset ``k``."""
+    x, k = args
+    return [x, _int64(0) if k is None else k], attrs
+
+
+def infer_trilu(args, attrs):
+    """``x``'s struct info; ``x`` has at least two dimensions (the triangle is of the last two)
+    and ``k`` is an integer prim value (the diagonal offset: > 0 above the main one)."""
+    x = tensor_arg(args[0], "x")
+    if 0 <= x.ndim < 2:
+        raise OpError(f"needs a tensor of rank 2 or more (a matrix or a batch of them), got rank {x.ndim}", "x")
+    k = _prim(args[1], "k")
+    if k.dtype and not k.dtype.startswith(("int", "uint")):
+        raise OpError(f"k must be an integer, not a {k.dtype} value", "k")
+    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, x.dtype,
+                                  x.ndim if x.shape is None else -1)
+
+
+def _trilu_legalizer(name: str, upper: bool):
+    """``trilu`` with a constant ``k``, or one whose variables the input's shape defines (the
+    PrimFunc has no other way to receive them); otherwise the call is left as it is."""
+    te_call = te_legalizer(lambda x, k: topi.trilu(x, k, upper), name)
+
+    def legalize(bb, call):
+        k = call.args[1].value if isinstance(call.args[1], relax.PrimValue) else None
+        if k is None or not _defined_by_shape(k, relax.struct_info_of(call.args[0])):
+            return None
+        return te_call(bb, call)
+
+    legalize.__name__ = f"legalize_{name}"
+    return legalize
+
+
+def _defined_by_shape(e, x) -> bool:
+    if isinstance(e, tir.IntImm):
+        return True
+    names = {d for d in (x.shape or []) if isinstance(d, tir.Var)}
+    return isinstance(e, tir.Var) and e in names
+
+
+for _name, _upper in (("tril", False), ("triu", True)):
+    register_op(_name, ("x", Arg("k", "prim", optional=True)), infer_trilu, pattern="elementwise",
+                legalize=_trilu_legalizer(_name, _upper), canonicalize=canonicalize_trilu)

@@ -12,7 +12,7 @@ from tvmscript import relax, tir
 
 from .. import topi
 from .common import broadcast_shapes, tensor_arg, te_legalizer
-from .registry import Attr, OpError, register_op
+from .registry import Arg, Attr, OpError, register_op
 
 
 # ----------------------------------------------------------------------------- dtype checks
@@ -97,6 +97,31 @@ UNARY_OPS = {
 for _name, (_fn, _hint, _rule) in UNARY_OPS.items():
     register_op(_name, ("x",), _unary_infer(f"R.{_name}", *_rule) if _rule else infer_unary,
                 pattern="elementwise", legalize=te_legalizer(_fn, _hint))
+
+
+# ----------------------------------------------------------------------------- clip
+
+
+def _bound(sinfo, what: str) -> None:
+    """A clip bound must be a scalar prim value (``R.prim_value(0)``), not a tensor."""
+    if not isinstance(sinfo, relax.PrimStructInfo):
+        raise OpError(f"{what} must be a prim value such as R.prim_value(0) (a number), not a tensor", what)
+    if sinfo.dtype == "bool":
+        raise OpError(f"{what} must be a number, not a bool", what)
+
+
+def infer_clip(args, attrs):
+    """``R.clip(x, min, max)``: ``x``'s struct info; the bounds are PrimValue arguments (TVM's
+    form), converted to ``x``'s dtype when legalized."""
+    x = tensor_arg(args[0], "x")
+    _require(x, "x", lambda d: d != "bool", "a numeric", "R.clip")
+    _bound(args[1], "min")
+    _bound(args[2], "max")
+    return _like(x)
+
+
+register_op("clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer_clip, pattern="elementwise",
+            legalize=te_legalizer(topi.clip, "tir_clip"))
 
 
 # ----------------------------------------------------------------------------- astype

@@ -1,11 +1,16 @@
-"""Neural-network ops (``R.nn.*``): softmax, normalization, convolution, pooling, dropout, dense.
+"""Neural-network ops (``R.nn.*``): softmax, normalization (layer, rms, group, batch),
+convolution (1-D, 2-D), pooling, padding, attention, dropout, dense.
 
-Attributes, defaults and their printing order are TVM 0.25's (``R.nn.conv2d(x, w,
+Attributes, defaults and their printing order are TVM's (``R.nn.conv2d(x, w,
 strides=[1, 1], padding=[0, 0, 0, 0], dilation=[1, 1], groups=1, data_layout="NCHW",
 kernel_layout="OIHW", out_layout="NCHW", out_dtype="void")``); shorthand values (an int
-stride, a 2-element padding) are normalized to the lists TVM prints. Inference checks ranks,
-channel counts, axes and output sizes, raising `OpError` naming the argument or attribute at
-fault. Legalization is ``bb.call_te`` of the TE definitions in ``compiler/topi/nn.py``.
+stride, a 2-element padding) are normalized to the lists TVM prints. The ops added from TVM
+0.27 (pad, attention, rms_norm, group_norm, conv1d) print its attributes in its order, except
+that ``out_dtype`` is "void" when unset as conv2d's is here (0.27 prints None), and
+attention's ``scale`` is a plain float (0.27 prints ``T.float32(0.5)``). Inference checks
+ranks, channel counts, axes and output sizes, raising `OpError` naming the argument or
+attribute at fault. Legalization is ``bb.call_te`` of the TE definitions in
+``compiler/topi/nn.py``.
 
 ``nn.relu``/``nn.gelu``/``nn.silu`` are unary elementwise ops, declared in ``elementwise.py``.
 """
@@ -15,9 +20,9 @@ from __future__ import annotations
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import (bool_attr, dim_equal, dtype_attr, fmt_shape, int_attr, is_int, normalize_axis, static_dim,
-                     te_legalizer, tensor_arg)
-from .registry import Attr, OpError, register_op
+from .common import (REQUIRED, bool_attr, dim_equal, dtype_attr, fmt_shape, int_attr, is_int, normalize_axis,
+                     shapes_known, static_dim, te_legalizer, tensor_arg)
+from .registry import Arg, Attr, OpError, register_op
 
 # ----------------------------------------------------------------------------- attribute converters
 
@@ -69,6 +74,21 @@ def _layout_attr(name: str, supported: str):
             raise OpError(f"{name} {v!r} is not supported: only {supported!r} is implemented", name)
         return v
     return convert
+
+
+def _required(convert, name: str):
+    """``convert`` for an attribute that has no default."""
+    def check(v):
+        if v is REQUIRED:
+            raise OpError(f"{name} is required", name)
+        return convert(v)
+    return check
+
+
+def _optional_layout_attr(name: str, supported: str):
+    """An output layout: None means the data's (TVM's default), printed as that layout."""
+    convert = _layout_attr(name, supported)
+    return lambda v: supported if v is None else convert(v)
 
 
 def _axes_list_attr(v):
@@ -165,25 +185,31 @@ for _name in ("softmax", "log_softmax"):
 # ----------------------------------------------------------------------------- layer_norm
 
 
+def _normalized_axes(x: relax.TensorStructInfo, axes: list) -> list:
+    """``axes`` normalized for ``x``'s rank, each at most once (OpError naming ``axes``)."""
+    out = [normalize_axis(a, x.ndim, "axes") for a in axes]
+    if len(set(out)) != len(out):
+        raise OpError(f"axes {axes} name an axis twice", "axes")
+    return out
+
+
+def _check_norm_params(x: relax.TensorStructInfo, axes: list, params, op: str) -> None:
+    """Each ``(sinfo, name)`` of ``params`` has the shape of ``x`` over ``axes`` (sorted)."""
+    expected = [x.shape[a] for a in sorted(axes)] if x.shape is not None else None
+    for sinfo, what in params:
+        if sinfo.ndim >= 0 and sinfo.ndim != len(axes):
+            raise OpError(f"{what} must have {len(axes)} dimension(s) (the normalized axes), "
+                          f"got rank {sinfo.ndim}", what)
+        if expected is not None:
+            _check_dims(sinfo, expected, what, op, "the data's normalized axes")
+
+
 def infer_layer_norm(args, attrs):
     """``gamma``/``beta`` have the shape of ``data`` over ``axes``; the result is ``data``'s."""
     x = _float_tensor(args[0], "data", "nn.layer_norm")
     gamma, beta = tensor_arg(args[1], "gamma"), tensor_arg(args[2], "beta")
-    if x.ndim < 0:
-        return _same(x)
-    axes = [normalize_axis(a, x.ndim, "axes") for a in attrs["axes"]]
-    if len(set(axes)) != len(axes):
-        raise OpError(f"axes {attrs['axes']} name an axis twice", "axes")
-    if x.shape is not None:
-        expected = [x.shape[a] for a in sorted(axes)]
-    else:
-        expected = [None] * len(axes)
-    for sinfo, what in ((gamma, "gamma"), (beta, "beta")):
-        if sinfo.ndim >= 0 and sinfo.ndim != len(axes):
-            raise OpError(f"{what} must have {len(axes)} dimension(s) (the normalized axes), "
-                          f"got rank {sinfo.ndim}", what)
-        if x.shape is not None:
-            _check_dims(sinfo, expected, what, "nn.layer_norm", "the data's normalized axes")
+    if x.ndim >= 0:
+        _check_norm_params(x, _normalized_axes(x, attrs["axes"]), ((gamma, "gamma"), (beta, "beta")), "nn.layer_norm")
     return _same(x)
 
 
@@ -193,6 +219,64 @@ register_op(
            Attr("center", True, bool_attr("center")), Attr("scale", True, bool_attr("scale"))),
     pattern="out_ewise_fusable",
     legalize=te_legalizer(topi.nn.layer_norm, "layer_norm", ("axes", "epsilon", "center", "scale")),
+)
+
+
+# ----------------------------------------------------------------------------- rms_norm, group_norm
+
+
+def infer_rms_norm(args, attrs):
+    """``weight`` has the shape of ``data`` over ``axes``; the result is ``data``'s."""
+    x = _float_tensor(args[0], "data", "nn.rms_norm")
+    weight = tensor_arg(args[1], "weight")
+    if x.ndim >= 0:
+        _check_norm_params(x, _normalized_axes(x, attrs["axes"]), ((weight, "weight"),), "nn.rms_norm")
+    return _same(x)
+
+
+register_op(
+    "nn.rms_norm", ("data", "weight"), infer_rms_norm,
+    attrs=(Attr("axes", [-1], _axes_list_attr), Attr("epsilon", 1e-5, _float_attr("epsilon"))),
+    pattern="out_ewise_fusable",
+    legalize=te_legalizer(topi.nn.rms_norm, "rms_norm", ("axes", "epsilon")),
+)
+
+
+def infer_group_norm(args, attrs):
+    """``num_groups`` groups of the channels (axis ``channel_axis``, a multiple of
+    ``num_groups``), each normalized over its channels and ``axes`` (which may not hold the
+    channel axis); ``gamma``/``beta`` are 1-D with one value per channel."""
+    x = _float_tensor(args[0], "data", "nn.group_norm")
+    gamma, beta = tensor_arg(args[1], "gamma"), tensor_arg(args[2], "beta")
+    groups = attrs["num_groups"]
+    if x.ndim < 0:
+        return _same(x)
+    caxis = normalize_axis(attrs["channel_axis"], x.ndim, "channel_axis")
+    axes = _normalized_axes(x, attrs["axes"])
+    if caxis in axes:
+        raise OpError(f"axes {attrs['axes']} hold the channel axis {caxis}; the group's channels are "
+                      "normalized together already", "axes")
+    channels = x.shape[caxis] if x.shape is not None else None
+    if static_dim(channels) is not None and static_dim(channels) % groups:
+        raise OpError(f"the data's {static_dim(channels)} channels do not divide into {groups} groups", "num_groups")
+    for sinfo, what in ((gamma, "gamma"), (beta, "beta")):
+        if channels is not None:
+            _check_dims(sinfo, [channels], what, "nn.group_norm", "the data's channels")
+        elif sinfo.ndim >= 0 and sinfo.ndim != 1:
+            raise OpError(f"{what} must be 1-D, got rank {sinfo.ndim}", what)
+    return _same(x)
+
+
+register_op(
+    "nn.group_norm", ("data", "gamma", "beta"), infer_group_norm,
+    attrs=(Attr("num_groups", REQUIRED, int_attr("num_groups", 1)),
+           Attr("channel_axis", REQUIRED, int_attr("channel_axis")),
+           Attr("axes", REQUIRED, _required(_axes_list_attr, "axes")),
+           Attr("epsilon", 1e-5, _float_attr("epsilon")),
+           Attr("center", True, bool_attr("center")), Attr("scale", True, bool_attr("scale"))),
+    pattern="out_ewise_fusable",
+    legalize=te_legalizer(topi.nn.group_norm, "group_norm",
+                          ("num_groups", "channel_axis", "axes", "epsilon", "center", "scale")),
 )
 
 
@@ -240,33 +324,46 @@ register_op(
 # ----------------------------------------------------------------------------- conv2d
 
 
-def infer_conv2d(args, attrs):
-    """NCHW data, OIHW weight: ``C == groups * I``, ``O % groups == 0``; output
-    ``(N, O, H', W')`` with ``H' = (H + pads - dilated kernel) // stride + 1`` (> 0)."""
-    x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
-    _check_rank(x, 4, "data", "nn.conv2d")
-    _check_rank(w, 4, "weight", "nn.conv2d")
-    dtype = _out_dtype(x, w, attrs["out_dtype"], "nn.conv2d")
-    groups = attrs["groups"]
-    if groups < 1:
-        raise OpError(f"groups must be positive, got {groups}", "groups")
-    if x.shape is None or w.shape is None:
-        return relax.TensorStructInfo(None, dtype, 4)
-    n, c, h, wd = x.shape
-    o, i, kh, kw = w.shape
-    if static_dim(o) is not None and static_dim(o) % groups:
-        raise OpError(f"the weight's {static_dim(o)} output channels do not divide into {groups} groups", "weight")
-    if static_dim(c) is not None and static_dim(i) is not None and static_dim(c) != groups * static_dim(i):
-        raise OpError(
-            f"data has {static_dim(c)} channels but weight expects {static_dim(i)} per group "
-            f"x {groups} group(s) = {groups * static_dim(i)}", "weight")
-    if static_dim(kh) is None or static_dim(kw) is None:
-        return relax.TensorStructInfo(None, dtype, 4)
-    pt, pl, pb, pr = attrs["padding"]
-    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilation"]
-    oh = _positive_dim(_dim(topi.nn.conv_out_dim(h, static_dim(kh), sh, dh, pt, pb)), "height", "nn.conv2d")
-    ow = _positive_dim(_dim(topi.nn.conv_out_dim(wd, static_dim(kw), sw, dw, pl, pr)), "width", "nn.conv2d")
-    return relax.TensorStructInfo([n, o, oh, ow], dtype)
+def _infer_conv(layout: str):
+    """Inference of an N-C-spatial convolution with an O-I-spatial weight (``layout`` "NCW" or
+    "NCHW"): ``C == groups * I``, ``O % groups == 0``; output ``(N, O, spatial')`` with each
+    ``size' = (size + pads - dilated kernel) // stride + 1`` (> 0)."""
+    rank = len(layout)
+    names = {"H": "height", "W": "width"}
+    spatial = [names[c] for c in layout[2:]]
+    op = f"nn.conv{rank - 2}d"
+
+    def infer(args, attrs):
+        x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
+        _check_rank(x, rank, "data", op)
+        _check_rank(w, rank, "weight", op)
+        dtype = _out_dtype(x, w, attrs["out_dtype"], op)
+        groups = attrs["groups"]
+        if groups < 1:
+            raise OpError(f"groups must be positive, got {groups}", "groups")
+        if x.shape is None or w.shape is None:
+            return relax.TensorStructInfo(None, dtype, rank)
+        n, c, *sizes = x.shape
+        o, i, *kernel = w.shape
+        if static_dim(o) is not None and static_dim(o) % groups:
+            raise OpError(f"the weight's {static_dim(o)} output channels do not divide into {groups} groups", "weight")
+        if static_dim(c) is not None and static_dim(i) is not None and static_dim(c) != groups * static_dim(i):
+            raise OpError(
+                f"data has {static_dim(c)} channels but weight expects {static_dim(i)} per group "
+                f"x {groups} group(s) = {groups * static_dim(i)}", "weight")
+        if any(static_dim(k) is None for k in kernel):
+            return relax.TensorStructInfo(None, dtype, rank)
+        pads, nsp = attrs["padding"], rank - 2
+        out = [_positive_dim(_dim(topi.nn.conv_out_dim(size, static_dim(k), s, d, pads[a], pads[nsp + a])), what, op)
+               for a, (size, k, s, d, what) in enumerate(zip(sizes, kernel, attrs["strides"], attrs["dilation"],
+                                                             spatial))]
+        return relax.TensorStructInfo([n, o] + out, dtype)
+
+    infer.__name__ = f"infer_conv{rank - 2}d"
+    return infer
+
+
+infer_conv2d = _infer_conv("NCHW")
 
 
 register_op(
@@ -279,6 +376,31 @@ register_op(
            Attr("out_dtype", "void", dtype_attr)),
     pattern="out_ewise_fusable",
     legalize=te_legalizer(topi.nn.conv2d, "conv2d", ("strides", "padding", "dilation", "groups", "data_layout",
+                                                     "kernel_layout", "out_layout", "out_dtype")),
+)
+
+
+def _single_attr(name: str):
+    """A 1-D stride or dilation: an int or a list of one, normalized to ``[s]``, positive."""
+    return lambda v: _ints(name, v, (1,), 1)
+
+
+def _padding1d_attr(v):
+    """An int or 1 or 2 ints, normalized to ``[left, right]``."""
+    vals = _ints("padding", v, (1, 2), 0)
+    return vals * 2 if len(vals) == 1 else vals
+
+
+register_op(
+    "nn.conv1d", ("data", "weight"), _infer_conv("NCW"),
+    attrs=(Attr("strides", [1], _single_attr("strides")), Attr("padding", [0, 0], _padding1d_attr),
+           Attr("dilation", [1], _single_attr("dilation")), Attr("groups", 1, int_attr("groups", 1)),
+           Attr("data_layout", "NCW", _layout_attr("data_layout", "NCW")),
+           Attr("kernel_layout", "OIW", _layout_attr("kernel_layout", "OIW")),
+           Attr("out_layout", "NCW", _optional_layout_attr("out_layout", "NCW")),
+           Attr("out_dtype", "void", dtype_attr)),
+    pattern="out_ewise_fusable",
+    legalize=te_legalizer(topi.nn.conv1d, "conv1d", ("strides", "padding", "dilation", "groups", "data_layout",
                                                      "kernel_layout", "out_layout", "out_dtype")),
 )
 
@@ -362,6 +484,170 @@ register_op(
     attrs=(Attr("output_size", None, _output_size_attr), Attr("layout", "NCHW", _layout_attr("layout", "NCHW")),
            Attr("out_layout", "NCHW", _layout_attr("out_layout", "NCHW"))),
     pattern="out_ewise_fusable", legalize=_legalize_adaptive,
+)
+
+
+# ----------------------------------------------------------------------------- pad
+
+
+PAD_MODES = {"constant": (topi.nn.pad, "pad"), "reflect": (topi.nn.reflect_pad, "reflect_pad"),
+             "edge": (topi.nn.edge_pad, "edge_pad")}
+
+
+def _pad_width_attr(v):
+    if not isinstance(v, (list, tuple)) or not all(is_int(x) for x in v):
+        raise OpError(f"pad_width must be a list of integers (before and after each axis), not {v!r}", "pad_width")
+    if any(x < 0 for x in v):
+        raise OpError(f"pad_width must be non-negative, got {list(v)}", "pad_width")
+    return list(v)
+
+
+def _pad_mode_attr(v):
+    if v not in PAD_MODES:
+        raise OpError(f"pad_mode must be one of {', '.join(repr(m) for m in PAD_MODES)}, not {v!r}", "pad_mode")
+    return v
+
+
+def infer_pad(args, attrs):
+    """``pad_width`` is ``[before_0, after_0, before_1, after_1, ...]`` (TVM's flat form); each
+    dimension grows by its two pads. Reflection needs pads smaller than their dimension."""
+    x = tensor_arg(args[0], "data")
+    width = attrs["pad_width"]
+    if x.ndim < 0:
+        return relax.TensorStructInfo(None, x.dtype, len(width) // 2)
+    if len(width) != 2 * x.ndim:
+        raise OpError(f"pad_width needs 2 values per axis ({2 * x.ndim} for rank {x.ndim}), got {len(width)}",
+                      "pad_width")
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, x.ndim)
+    shape = []
+    for axis, d in enumerate(x.shape):
+        before, after = width[2 * axis], width[2 * axis + 1]
+        size = static_dim(d)
+        if attrs["pad_mode"] == "reflect" and size is not None and max(before, after) >= size:
+            raise OpError(f"reflect padding of {max(before, after)} on axis {axis} needs the axis to have more "
+                          f"than {max(before, after)} elements, it has {size}", "pad_width")
+        if attrs["pad_mode"] == "edge" and size == 0 and (before or after):
+            raise OpError(f"edge padding needs a non-empty axis {axis}", "pad_width")
+        shape.append(_dim(topi.transform.add(d, before + after)))
+    return relax.TensorStructInfo(shape, x.dtype)
+
+
+def legalize_pad(bb, call):
+    if not shapes_known(call):
+        return None
+    width, mode = call.attrs["pad_width"], call.attrs["pad_mode"]
+    fn, name = PAD_MODES[mode]
+    before, after = width[0::2], width[1::2]
+    if mode == "constant":
+        return bb.call_te(fn, call.args[0], before, after, call.attrs["pad_value"], primfunc_name_hint=name)
+    return bb.call_te(fn, call.args[0], before, after, primfunc_name_hint=name)
+
+
+register_op(
+    "nn.pad", ("data",), infer_pad,
+    attrs=(Attr("pad_width", REQUIRED, _required(_pad_width_attr, "pad_width")),
+           Attr("pad_value", 0.0, _float_attr("pad_value")), Attr("pad_mode", "constant", _pad_mode_attr)),
+    # TVM's Python signature orders pad_mode before pad_value; its printer the other way round.
+    py_signature=("data", "pad_width", "pad_mode", "pad_value"),
+    pattern="injective", legalize=legalize_pad,
+)
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def _optional_float_attr(name: str):
+    convert = _float_attr(name)
+    return lambda v: None if v is None else convert(v)
+
+
+def _causal_mask_attr(v):
+    if v not in (None, "TopLeft", "BottomRight"):
+        raise OpError(f"causal_mask must be None, \"TopLeft\" or \"BottomRight\", not {v!r}", "causal_mask")
+    return v
+
+
+def _window_size_attr(v):
+    if v is None:
+        return None
+    return int_attr("window_size", 1)(v)
+
+
+def _same_dim(a, b, message: str, what: str) -> None:
+    """OpError ``message`` (naming ``what``) when two constant dims differ."""
+    if static_dim(a) is not None and static_dim(b) is not None and static_dim(a) != static_dim(b):
+        raise OpError(message.format(static_dim(a), static_dim(b)), what)
+
+
+def _check_bias(bias, batch, heads, seq, seq_kv) -> None:
+    """The bias is (batch, heads, seq, seq_kv), each of the first three possibly 1 (broadcast)."""
+    _check_rank(bias, 4, "bias", "nn.attention")
+    if bias.shape is None:
+        return
+    names = ("batch size", "number of heads", "sequence length")
+    for d, want, what in zip(bias.shape[:3], (batch, heads, seq), names):
+        if static_dim(d) != 1:
+            _same_dim(d, want, f"the bias's {what} is {{}} but the query's is {{}} (nor is it 1)", "bias")
+    _same_dim(bias.shape[3], seq_kv, "the bias's last dimension is {} but the key's sequence length is {}", "bias")
+
+
+def infer_attention(args, attrs):
+    """TVM's layout: query (batch, seq, heads, head_dim), key (batch, seq_kv, kv_heads,
+    head_dim), value (batch, seq_kv, kv_heads, head_dim_v) -> (batch, seq, heads, head_dim_v).
+    ``heads`` must be a multiple of ``kv_heads`` (grouped-query attention when larger)."""
+    q, k, v = (_float_tensor(s, w, "nn.attention") for s, w in zip(args, ("query", "key", "value")))
+    for sinfo, what in ((q, "query"), (k, "key"), (v, "value")):
+        if sinfo.ndim >= 0 and sinfo.ndim != 4:
+            raise OpError(f"{what} must be 4-D (batch, sequence, heads, head dimension), got rank {sinfo.ndim}", what)
+    dtypes = {s.dtype for s in (q, k, v) if s.dtype}
+    if len(dtypes) > 1:
+        raise OpError(f"query, key and value dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
+    if q.shape is None or k.shape is None or v.shape is None:
+        return relax.TensorStructInfo(None, q.dtype, 4)
+    (b, n, h, d), (bk, m, hk, dk), (bv, mv, hv, dv) = q.shape, k.shape, v.shape
+    _same_dim(bk, b, "the key's batch size is {} but the query's is {}", "key")
+    _same_dim(bv, b, "the value's batch size is {} but the query's is {}", "value")
+    _same_dim(dk, d, "the key's head dimension is {} but the query's is {}", "key")
+    _same_dim(mv, m, "the value's sequence length is {} but the key's is {}", "value")
+    _same_dim(hv, hk, "the value has {} heads but the key has {}", "value")
+    if static_dim(h) is not None and static_dim(hk) is not None and static_dim(h) % static_dim(hk):
+        raise OpError(f"the query's {static_dim(h)} heads are not a multiple of the key's {static_dim(hk)}", "key")
+    if static_dim(h) is None and not dim_equal(h, hk):
+        raise OpError("with a symbolic number of query heads, key and value need the same number", "key")
+    if args[3] is not None:
+        bias = tensor_arg(args[3], "bias")
+        if bias.dtype and q.dtype and bias.dtype != q.dtype:
+            raise OpError(f"the bias dtype {bias.dtype} differs from the query's {q.dtype}", "bias")
+        _check_bias(bias, b, h, n, m)
+    return relax.TensorStructInfo([b, n, h, dv], q.dtype)
+
+
+def legalize_attention(bb, call):
+    """TE attention (``topi.nn.attention``); a sliding ``window_size`` is not legalized (as in
+    TVM, whose legalization rejects it), so the call is left for the build to report."""
+    if not shapes_known(call) or call.attrs["window_size"] is not None:
+        return None
+    q, k, v, *rest = call.args
+    name = "attention_bias" if rest else "attention"
+    return bb.call_te(topi.nn.attention, q, k, v, rest[0] if rest else None, call.attrs["scale"],
+                      call.attrs["causal_mask"], primfunc_name_hint=name)
+
+
+_ATTENTION_ATTRS = (Attr("scale", None, _optional_float_attr("scale")),
+                    Attr("causal_mask", None, _causal_mask_attr), Attr("window_size", None, _window_size_attr))
+
+# TVM's relax.op.nn.attention builds R.nn.attention without a bias and R.nn.attention_bias with
+# one; both print that way. R.nn.attention(q, k, v, bias) in text (which TVM's parser also takes)
+# is the same computation under the first name.
+register_op(
+    "nn.attention", ("query", "key", "value", Arg("bias", optional=True)), infer_attention,
+    attrs=_ATTENTION_ATTRS, pattern="out_ewise_fusable", legalize=legalize_attention,
+    dispatch=lambda a: "nn.attention_bias" if a.get("bias") is not None else None,
+)
+register_op(
+    "nn.attention_bias", ("query", "key", "value", "bias"), infer_attention,
+    attrs=_ATTENTION_ATTRS, pattern="out_ewise_fusable", legalize=legalize_attention,
 )
 
 

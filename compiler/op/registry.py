@@ -82,6 +82,14 @@ class OpDef:
     # and the attrs converted, before ``infer`` (``arange(5)`` -> ``arange(0, 5, 1)``, reshape's
     # -1 resolved); it must be idempotent. Args are expressions (None for a missing optional).
     canonicalize: Optional[Callable] = None
+    # The parameter order of the Python function ``relax.op.X`` (argument and attribute names),
+    # when TVM's Python signature orders them differently from the printed attributes
+    # (``nn.pad(data, pad_width, pad_mode, pad_value)`` prints ``pad_value`` before ``pad_mode``).
+    py_signature: Optional[tuple] = None
+    # (bound Python arguments by name) -> the name of another op to call instead, or None: TVM's
+    # Python helpers that pick an op from their arguments (``nn.attention`` given a bias builds
+    # ``nn.attention_bias``). Only ``relax.op.X`` consults it; text names its op itself.
+    dispatch: Optional[Callable] = None
 
     @property
     def args(self) -> tuple:
@@ -100,7 +108,8 @@ PATTERNS = ("elementwise", "broadcast", "injective", "reduce", "out_ewise_fusabl
 
 
 def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque",
-                legalize: Optional[Callable] = None, canonicalize: Optional[Callable] = None) -> OpDef:
+                legalize: Optional[Callable] = None, canonicalize: Optional[Callable] = None,
+                py_signature: Optional[tuple] = None, dispatch: Optional[Callable] = None) -> OpDef:
     """Declare an op. ``args`` are `Arg`s or plain names (tensor arguments)."""
     full = name if name.startswith("relax.") else "relax." + name
     if full in _OPS:
@@ -108,7 +117,10 @@ def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque",
     if pattern not in PATTERNS:
         raise ValueError(f"op {full}: unknown fusion pattern {pattern!r}")
     params = tuple(a if isinstance(a, Arg) else Arg(a) for a in args)
-    op = OpDef(full, params, infer, tuple(attrs), pattern, legalize, canonicalize)
+    if py_signature is not None and sorted(py_signature) != sorted([a.name for a in params] + [a.name for a in attrs]):
+        raise ValueError(f"op {full}: py_signature {py_signature} must name each argument and attribute once")
+    op = OpDef(full, params, infer, tuple(attrs), pattern, legalize, canonicalize,
+               tuple(py_signature) if py_signature is not None else None, dispatch)
     _OPS[full] = op
     return op
 

@@ -18,7 +18,7 @@ from .broadcast import add, multiply
 
 __all__ = [
     "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "negative", "abs", "floor", "ceil",
-    "round", "sin", "cos", "erf", "square", "logical_not", "gelu", "silu", "cast",
+    "round", "sin", "cos", "erf", "square", "logical_not", "gelu", "silu", "cast", "clip", "scalar_as",
 ]
 
 
@@ -113,3 +113,20 @@ def silu(x: te.Tensor) -> te.Tensor:
 def cast(x: te.Tensor, dtype: str) -> te.Tensor:
     """``x`` converted to ``dtype`` elementwise (block ``compute``, as TVM's ``topi.cast``)."""
     return _map(x, lambda v: te.cast(v, dtype))
+
+
+def scalar_as(value, dtype: str) -> tir.PrimExpr:
+    """A scalar operand (a number or PrimExpr) in ``dtype``: constants are folded (``0`` for a
+    float32 tensor is ``T.float32(0.0)``, as TVM's simplifier prints the cast), others cast."""
+    if isinstance(value, (tir.IntImm, tir.FloatImm)):
+        value = value.value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return tir.const(value if tir.is_float(dtype) else int(value), dtype)
+    return te.cast(value, dtype)
+
+
+def clip(x: te.Tensor, a_min, a_max) -> te.Tensor:
+    """``max(min(x, a_max), a_min)`` elementwise (block ``compute``, as TVM's ``topi.clip``); the
+    bounds are scalars (numbers or PrimExprs) converted to ``x``'s dtype."""
+    lo, hi = scalar_as(a_min, x.dtype), scalar_as(a_max, x.dtype)
+    return _map(x, lambda v: te.max(te.min(v, hi), lo))

@@ -1,15 +1,20 @@
-"""Neural-network operators (TVM's ``topi.nn``): softmax, normalization, convolution, pooling.
+"""Neural-network operators (TVM's ``topi.nn``): softmax, normalization, convolution, pooling,
+padding, attention.
 
 Stage (block) and loop names follow TVM's TOPI so legalized modules read like TVM's:
 ``T_softmax_maxelem``/``T_softmax_exp``/``T_softmax_expsum``/``T_softmax_norm``,
-``<data>_sum``/``<data>_mean``/``<data>_var_sum``/``T_layer_norm``, ``pad_temp`` +
-``conv2d_nchw``/``group_conv2d_nchw`` (loops ``nn, ff, yy, xx, rc, ry, rx``), ``pad_temp`` +
-``pool_max`` or ``pool_sum``/``pool_avg`` (loops ``ax0.., rv0, rv1``), ``T_matmul_NT``.
+``<data>_sum``/``<data>_mean``/``<data>_var_sum``/``T_layer_norm`` (``T_group_norm``),
+``T_multiply_red``/``rsqrt``/``T_rms_norm``, ``pad_temp`` + ``conv2d_nchw``/``group_conv2d_nchw``
+(loops ``nn, ff, yy, xx, rc, ry, rx``) or ``conv1d_ncw``/``group_conv1d_ncw``, ``pad_temp`` +
+``pool_max`` or ``pool_sum``/``pool_avg`` (loops ``ax0.., rv0, rv1``), ``PadInput``/
+``ReflectPadInput``, ``T_batch_matmul_NT``/``T_batch_matmul_NN`` around attention's softmax,
+``T_matmul_NT``.
 
 Index arithmetic with a constant 1 (unit stride or dilation, one channel per group) is folded
 as TVM's simplifier would, so the printed indices are the same. Where TVM's own TE is an
 elaborate composition (batch_norm's chain of reshapes, adaptive pooling's variable-extent
-loops, avg-pool's divisor) the stages here are fewer but compute the same values.
+loops, avg-pool's divisor, attention's transposes and reshapes to 3-D batch matmuls, group
+norm's reshapes) the stages here are fewer but compute the same values.
 """
 
 from __future__ import annotations
@@ -20,10 +25,14 @@ from tvmscript import tir
 
 from .. import te
 from ._util import compute
+from .broadcast import broadcast_index
+from .transform import add, sub
 
 __all__ = [
-    "softmax", "log_softmax", "layer_norm", "batch_norm", "pad", "conv2d_nchw", "group_conv2d_nchw",
-    "conv2d", "pool2d", "adaptive_pool2d", "dropout", "dense", "conv_out_dim", "pool_out_dim",
+    "softmax", "log_softmax", "layer_norm", "batch_norm", "pad", "reflect_pad", "edge_pad", "conv2d_nchw",
+    "group_conv2d_nchw",
+    "conv2d", "pool2d", "adaptive_pool2d", "dropout", "dense", "conv_out_dim", "pool_out_dim", "attention",
+    "rms_norm", "group_norm", "conv1d", "conv1d_ncw", "group_conv1d_ncw",
 ]
 
 
@@ -121,18 +130,33 @@ def _reduced_shape(shape, axis: int) -> list:
     return [d for i, d in enumerate(shape) if i != axis]
 
 
-def _max_along(x: te.Tensor, axis: int) -> te.Tensor:
-    """``T_softmax_maxelem``: the maximum along ``axis`` (reduce loop ``k``)."""
+def _max_along(x: te.Tensor, axis: int, where=None) -> te.Tensor:
+    """``T_softmax_maxelem``: the maximum along ``axis`` (reduce loop ``k``) of the elements
+    ``where(index)`` keeps (all when None)."""
     k = te.reduce_axis((0, x.shape[axis]), name="k")
-    return te.compute(_reduced_shape(x.shape, axis), lambda *i: te.max(x[_with_axis(i, axis, k)], axis=k),
-                      name="T_softmax_maxelem")
+
+    def f(*i):
+        idx = _with_axis(i, axis, k)
+        load = x[idx]
+        if where is not None:
+            load = tir.Select(x.dtype, where(idx), load, te.min_value(x.dtype))
+        return te.max(load, axis=k)
+
+    return te.compute(_reduced_shape(x.shape, axis), f, name="T_softmax_maxelem")
 
 
-def softmax(x: te.Tensor, axis: int = -1) -> te.Tensor:
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis``, in TVM's four stages."""
+def softmax(x: te.Tensor, axis: int = -1, where=None) -> te.Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``, in TVM's four stages. ``where``
+    (a function of the full index giving a bool, or None) masks elements out: they take no part
+    in the maximum and their exponential is 0 (attention's causal mask)."""
     axis = axis + len(x.shape) if axis < 0 else axis
-    maxelem = _max_along(x, axis)
-    exp = te.compute(x.shape, lambda *i: te.exp(x[i] - maxelem[_without_axis(i, axis)]), name="T_softmax_exp")
+    maxelem = _max_along(x, axis, where)
+
+    def exp_f(*i):
+        e = te.exp(x[i] - maxelem[_without_axis(i, axis)])
+        return e if where is None else tir.Select(x.dtype, where(i), e, tir.const(0, x.dtype))
+
+    exp = te.compute(x.shape, exp_f, name="T_softmax_exp")
     k = te.reduce_axis((0, x.shape[axis]), name="k")
     expsum = te.compute(_reduced_shape(x.shape, axis), lambda *i: te.sum(exp[_with_axis(i, axis, k)], axis=k),
                         name="T_softmax_expsum")
@@ -165,24 +189,23 @@ def _float_const(value: float, dtype: str):
     return tir.FloatImm(dtype, float(value))
 
 
-def _count(shape, axes) -> tuple:
-    """The number of elements over ``axes``: (constant part, product of the symbolic dims or
-    None)."""
+def _count(dims) -> tuple:
+    """The product of ``dims``: (constant part, product of the symbolic dims or None)."""
     n = 1
     sym = None
-    for a in axes:
-        v = _int(shape[a])
+    for d in dims:
+        v = _int(d)
         if v is None:
-            sym = _plain_dim(shape[a]) if sym is None else sym * _plain_dim(shape[a])
+            sym = _plain_dim(d) if sym is None else sym * _plain_dim(d)
         else:
             n *= v
     return n, sym
 
 
-def _count_expr(shape, axes, dtype: str):
-    """The element count over ``axes`` as a ``dtype`` value: a constant (``T.float32(8.0)``)
-    or a cast of the symbolic product."""
-    n, sym = _count(shape, axes)
+def _count_expr(shape, axes, dtype: str, extra=()):
+    """The element count over ``axes`` (times the ``extra`` dims) as a ``dtype`` value: a
+    constant (``T.float32(8.0)``) or a cast of the symbolic product."""
+    n, sym = _count([shape[a] for a in axes] + list(extra))
     if sym is None:
         return _float_const(n, dtype)
     return te.cast(_mul(sym, n), dtype)
@@ -290,6 +313,89 @@ def batch_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, moving_mean: 
     return [out, new_mean, new_var]
 
 
+def rms_norm(data: te.Tensor, weight: te.Tensor, axes, epsilon: float = 1e-5) -> te.Tensor:
+    """``x * rsqrt(mean(x^2 over axes) + eps) * weight``: TVM's ``T_multiply_red`` (the sum of
+    squares), ``rsqrt`` and ``T_rms_norm`` stages (``weight`` has the shape of ``axes``)."""
+    n = len(data.shape)
+    axes = sorted(a + n if a < 0 else a for a in axes)
+    kept = [i for i in range(n) if i not in axes]
+    dtype = data.dtype
+    count = _count_expr(data.shape, axes, dtype)
+
+    def square(full):
+        x = data[tuple(full)]
+        return x * x
+
+    sq_sum = _reduce_over(data, axes, "T_multiply_red", square)
+    inv = compute(sq_sum.shape, lambda idx: te.rsqrt(sq_sum[tuple(idx)] / count + _float_const(epsilon, dtype)),
+                  name="rsqrt")
+
+    def f(idx):
+        return inv[tuple(idx[i] for i in kept)] * data[tuple(idx)] * weight[tuple(idx[a] for a in axes)]
+
+    return compute(data.shape, f, name="T_rms_norm")
+
+
+def group_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, num_groups: int, channel_axis: int, axes,
+               epsilon: float = 1e-5, center: bool = True, scale: bool = True) -> te.Tensor:
+    """Group normalization: the ``C`` channels (axis ``channel_axis``) fall into ``num_groups``
+    groups of ``C / num_groups`` consecutive channels; each group is normalized over its
+    channels and ``axes`` (two-pass mean and variance, stages ``<data>_sum``, ``<data>_mean``,
+    ``<data>_var_sum``), then scaled by ``gamma`` and shifted by ``beta`` per channel
+    (``T_group_norm``). The statistics have the data's shape with ``axes`` dropped and the
+    channel axis holding the group."""
+    n = len(data.shape)
+    caxis = channel_axis + n if channel_axis < 0 else channel_axis
+    axes = sorted(a + n if a < 0 else a for a in axes)
+    kept = [i for i in range(n) if i not in axes]
+    per_group = _floordiv(_plain_dim(data.shape[caxis]), num_groups)
+    dtype = data.dtype
+    groups = tir.IntImm(_plain_dim(data.shape[caxis]).dtype, num_groups)
+    stat_shape = [groups if i == caxis else data.shape[i] for i in kept]
+    red = {a: te.reduce_axis((0, data.shape[a]), name=f"k{a}") for a in axes}
+    kc = te.reduce_axis((0, per_group), name=f"k{caxis}")
+    count = _count_expr(data.shape, axes, dtype, [per_group])
+
+    def source(stat_idx):
+        """The data index of reduction element (kc, red) of the group at ``stat_idx``."""
+        full, it = [], iter(stat_idx)
+        for i in range(n):
+            if i in red:
+                full.append(red[i])
+            else:
+                j = next(it)
+                full.append(_mul(j, per_group) + kc if i == caxis else j)
+        return tuple(full)
+
+    def reduce(name, body):
+        """``body(data index, statistics index)`` summed over each group."""
+        return compute(stat_shape, lambda idx: te.sum(body(source(idx), tuple(idx)),
+                                                      axis=[kc] + [red[a] for a in axes]), name=name)
+
+    def stat_index(full):
+        return tuple(_floordiv(full[i], per_group) if i == caxis else full[i] for i in kept)
+
+    total = reduce(f"{data.name}_sum", lambda full, _: data[full])
+    mean = compute(stat_shape, lambda idx: total[tuple(idx)] / count, name=f"{data.name}_mean")
+
+    def sq_dev(full, stat):
+        dev = data[full] - mean[stat]
+        return dev * dev
+
+    var_sum = reduce(f"{data.name}_var_sum", sq_dev)
+
+    def f(idx):
+        k = stat_index(idx)
+        out = (data[tuple(idx)] - mean[k]) * te.rsqrt(var_sum[k] / count + _float_const(epsilon, dtype))
+        if scale:
+            out = out * gamma[idx[caxis]]
+        if center:
+            out = out + beta[idx[caxis]]
+        return out
+
+    return compute(data.shape, f, name="T_group_norm")
+
+
 # ----------------------------------------------------------------------------- padding
 
 
@@ -301,8 +407,9 @@ def pad(data: te.Tensor, pad_before, pad_after=None, pad_value=0.0, name: str = 
     (loops ``ax0..``; only the padded sides are guarded)."""
     n = len(data.shape)
     pad_after = list(pad_before) if pad_after is None else list(pad_after)
-    shape = [_add(_plain_dim(d), b + a) for d, b, a in zip(data.shape, pad_before, pad_after)]
-    value = pad_value if isinstance(pad_value, tir.PrimExpr) else tir.const(pad_value, data.dtype)
+    shape = _padded_shape(data, pad_before, pad_after)
+    value = pad_value if isinstance(pad_value, tir.PrimExpr) else tir.const(
+        pad_value if tir.is_float(data.dtype) else int(pad_value), data.dtype)
 
     def f(idx):
         conds, src = [], []
@@ -320,16 +427,59 @@ def pad(data: te.Tensor, pad_before, pad_after=None, pad_value=0.0, name: str = 
     return compute(shape, f, name=name, prefix=prefix)
 
 
+def _padded_shape(data: te.Tensor, pad_before, pad_after) -> list:
+    return [_add(_plain_dim(d), b + a) for d, b, a in zip(data.shape, pad_before, pad_after)]
+
+
+def _reflect_index(i, before: int, size):
+    """The source index of output ``i`` reflected at both borders (the border element is not
+    repeated: NumPy's and PyTorch's "reflect"): ``t = |i - before|``, then
+    ``last - |last - t|`` with ``last = size - 1``, written with Selects as TVM's
+    ``topi.nn.mirror_pad`` does."""
+    dtype = i.dtype
+    b = tir.IntImm(dtype, before)
+    t = tir.Select(dtype, b <= i, _add(i, -before), b - i) if before else i
+    last = _add(_plain_dim(size), -1)
+    return last - tir.Select(dtype, t <= last, last - t, t - last)
+
+
+def reflect_pad(data: te.Tensor, pad_before, pad_after, name: str = "ReflectPadInput") -> te.Tensor:
+    """``data`` padded by reflection at each border (``numpy.pad(mode="reflect")``; each pad
+    must be smaller than its dimension), loops ``i0..`` as TVM's ``reflect_pad``."""
+    def f(idx):
+        src = [_reflect_index(i, b, d) if (b or a) else i
+               for i, b, a, d in zip(idx, pad_before, pad_after, data.shape)]
+        return data[tuple(src)]
+
+    return compute(_padded_shape(data, pad_before, pad_after), f, name=name, prefix="i")
+
+
+def edge_pad(data: te.Tensor, pad_before, pad_after, name: str = "EdgePadInput") -> te.Tensor:
+    """``data`` padded by repeating its border elements (``numpy.pad(mode="edge")``, PyTorch's
+    "replicate"): the source index is clamped to ``[0, size - 1]``."""
+    def f(idx):
+        src = []
+        for i, b, a, d in zip(idx, pad_before, pad_after, data.shape):
+            j = _add(i, -b)
+            if b:
+                j = te.max(j, tir.IntImm(i.dtype, 0))
+            if a:
+                j = te.min(j, _add(_plain_dim(d), -1))
+            src.append(j)
+        return data[tuple(src)]
+
+    return compute(_padded_shape(data, pad_before, pad_after), f, name=name, prefix="i")
+
+
 # ----------------------------------------------------------------------------- convolution
 
 
-def _conv_output(data, kernel, stride, padding, dilation):
-    n, _, h, w = data.shape
-    _, _, kh, kw = kernel.shape
-    pt, pl, pb, pr = padding
-    oh = conv_out_dim(h, _int(kh), stride[0], dilation[0], pt, pb)
-    ow = conv_out_dim(w, _int(kw), stride[1], dilation[1], pl, pr)
-    return oh, ow
+def _conv_output(data, kernel, stride, padding, dilation) -> list:
+    """The output extent of each spatial dimension; ``padding`` holds the pads before each
+    spatial dimension, then the pads after (``[top, left, bottom, right]`` in 2-D)."""
+    nsp = len(data.shape) - 2
+    return [conv_out_dim(data.shape[2 + a], _int(kernel.shape[2 + a]), stride[a], dilation[a], padding[a],
+                         padding[nsp + a]) for a in range(nsp)]
 
 
 def _window_index(out, stride: int, tap, dilation: int):
@@ -340,15 +490,20 @@ def _window_index(out, stride: int, tap, dilation: int):
     return _mul(out, stride) + _mul(tap, dilation)
 
 
+_SPATIAL = ("yy", "xx")   # TVM's loop names of the output's spatial dimensions
+_TAPS = ("ry", "rx")      # and of the kernel's
+
+
 def _conv(data, kernel, stride, padding, dilation, groups, out_dtype, name):
+    """An N-C-spatial convolution (1-D or 2-D) against an O-I-spatial kernel: ``pad_temp``,
+    then the product summed over the group's input channels ``rc`` and the taps."""
+    nsp = len(data.shape) - 2
     dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
-    pt, pl, pb, pr = padding
-    pad_temp = pad(data, [0, 0, pt, pl], [0, 0, pb, pr], name="pad_temp")
-    oh, ow = _conv_output(data, kernel, stride, padding, dilation)
-    out_c, in_per_group, kh, kw = kernel.shape
+    pad_temp = pad(data, [0, 0] + list(padding[:nsp]), [0, 0] + list(padding[nsp:]), name="pad_temp")
+    out_sizes = _conv_output(data, kernel, stride, padding, dilation)
+    out_c, in_per_group = kernel.shape[:2]
     rc = te.reduce_axis((0, in_per_group), name="rc")
-    ry = te.reduce_axis((0, kh), name="ry")
-    rx = te.reduce_axis((0, kw), name="rx")
+    taps = [te.reduce_axis((0, kernel.shape[2 + a]), name=_TAPS[a]) for a in range(nsp)]
     out_per_group = _floordiv(_plain_dim(out_c), groups)
 
     def channel(ff):
@@ -356,14 +511,36 @@ def _conv(data, kernel, stride, padding, dilation, groups, out_dtype, name):
             return rc
         return _mul(_floordiv(ff, out_per_group), _plain_dim(in_per_group)) + rc
 
-    def f(nn, ff, yy, xx):
-        y = _window_index(yy, stride[0], ry, dilation[0])
-        x = _window_index(xx, stride[1], rx, dilation[1])
-        a = te.cast(pad_temp[nn, channel(ff), y, x], dtype)
-        b = te.cast(kernel[ff, rc, ry, rx], dtype)
-        return te.sum(a * b, axis=[rc, ry, rx])
+    def f(nn, ff, *out):
+        window = [_window_index(out[a], stride[a], taps[a], dilation[a]) for a in range(nsp)]
+        a = te.cast(pad_temp[(nn, channel(ff), *window)], dtype)
+        b = te.cast(kernel[(ff, rc, *taps)], dtype)
+        return te.sum(a * b, axis=[rc] + taps)
 
-    return te.compute((data.shape[0], out_c, oh, ow), f, name=name)
+    return te.compute([data.shape[0], out_c] + out_sizes, lambda *i: f(*i), name=name,
+                      varargs_names=["nn", "ff", *_SPATIAL[:nsp]])
+
+
+def conv1d_ncw(data, kernel, stride=(1,), padding=(0, 0), dilation=(1,), out_dtype=None):
+    """``conv1d_ncw``: NCW data, OIW kernel, padding (left, right)."""
+    return _conv(data, kernel, stride, padding, dilation, 1, out_dtype, "conv1d_ncw")
+
+
+def group_conv1d_ncw(data, kernel, stride=(1,), padding=(0, 0), dilation=(1,), groups=1, out_dtype=None):
+    """``group_conv1d_ncw``: output channel ``f`` reads input channels
+    ``f // (O / groups) * (I / groups) + rc``."""
+    return _conv(data, kernel, stride, padding, dilation, groups, out_dtype, "group_conv1d_ncw")
+
+
+def conv1d(data, weight, strides=(1,), padding=(0, 0), dilation=(1,), groups=1, data_layout="NCW",
+           kernel_layout="OIW", out_layout="NCW", out_dtype="void"):
+    """Relax's ``nn.conv1d`` legalization: ``conv1d_ncw`` for one group, else
+    ``group_conv1d_ncw`` (as TVM's)."""
+    if (data_layout, kernel_layout, out_layout) != ("NCW", "OIW", "NCW"):
+        raise ValueError(f"conv1d: only NCW/OIW layouts are implemented, not {data_layout}/{kernel_layout}")
+    if groups == 1:
+        return conv1d_ncw(data, weight, strides, padding, dilation, out_dtype)
+    return group_conv1d_ncw(data, weight, strides, padding, dilation, groups, out_dtype)
 
 
 def conv2d_nchw(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None):
@@ -539,3 +716,64 @@ def dense(data: te.Tensor, weight: te.Tensor, out_dtype: str = "void") -> te.Ten
         return te.sum(a * b, axis=k)
 
     return te.compute(shape, f, name="T_matmul_NT")
+
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def _causal_visible(seq, seq_kv, causal_mask: str):
+    """The condition on a (batch, head, query i, key j) index that key ``j`` is visible to query
+    ``i``: ``j <= i`` ("TopLeft"), ``j <= i + seq_kv - seq`` ("BottomRight": the last query sees
+    every key, as when decoding after a cache)."""
+    offset = sub(_plain_dim(seq_kv), _plain_dim(seq)) if causal_mask == "BottomRight" else 0
+    return lambda idx: idx[3] <= add(idx[2], offset)
+
+
+def attention(query: te.Tensor, key: te.Tensor, value: te.Tensor, bias=None, scale=None,
+              causal_mask=None) -> te.Tensor:
+    """Scaled dot-product attention in TVM's layout: ``query`` (batch, seq, heads, head_dim),
+    ``key`` (batch, seq_kv, kv_heads, head_dim), ``value`` (batch, seq_kv, kv_heads, head_dim_v),
+    output (batch, seq, heads, head_dim_v).
+
+    Stages: ``T_batch_matmul_NT`` (scores per batch and head: ``q . k``), ``T_divide`` by
+    ``sqrt(head_dim)`` (``T_multiply`` by ``scale`` when given; ``T_add`` of the broadcast
+    (batch, heads, seq, seq_kv) ``bias`` after it), TVM's four softmax stages along ``seq_kv``
+    (masked when ``causal_mask`` is "TopLeft": key ``j`` visible to query ``i`` when
+    ``j <= i``, or "BottomRight": when ``j <= i + seq_kv - seq``), then ``T_batch_matmul_NN``
+    (probabilities times values) written in the output layout. TVM's legalization transposes
+    and reshapes to 3-D batch matmuls instead; indexing the 4-D tensors directly computes the
+    same values in fewer stages. With fewer kv heads than heads (grouped-query attention), query
+    head ``h`` reads kv head ``h // (heads // kv_heads)``."""
+    batch, seq, heads, head_dim = query.shape
+    seq_kv, kv_heads = key.shape[1], key.shape[2]
+    dtype = query.dtype
+    ratio = 1
+    if _int(heads) is not None and _int(kv_heads) is not None:
+        ratio = _int(heads) // _int(kv_heads)
+
+    def kv(h):
+        return _floordiv(h, ratio) if ratio != 1 else h
+
+    d = te.reduce_axis((0, head_dim), name="k")
+    scores = te.compute((batch, heads, seq, seq_kv),
+                        lambda b, h, i, j: te.sum(query[b, i, h, d] * key[b, j, kv(h), d], axis=d),
+                        name="T_batch_matmul_NT")
+    if scale is None:
+        size = _int(head_dim)
+        root = te.sqrt(_float_const(size, dtype) if size is not None else te.cast(head_dim, dtype))
+        scaled = compute(scores.shape, lambda idx: scores[tuple(idx)] / root, name="T_divide")
+    else:
+        factor = _float_const(scale, dtype)
+        scaled = compute(scores.shape, lambda idx: scores[tuple(idx)] * factor, name="T_multiply")
+    if bias is not None:
+        logits = compute(scaled.shape, lambda idx: scaled[tuple(idx)] + bias[tuple(broadcast_index(
+            bias, list(scaled.shape), idx))], name="T_add")
+    else:
+        logits = scaled
+    where = None if causal_mask is None else _causal_visible(seq, seq_kv, causal_mask)
+    probs = softmax(logits, 3, where)
+    r = te.reduce_axis((0, seq_kv), name="k")
+    return te.compute((batch, seq, heads, value.shape[3]),
+                      lambda b, i, h, j: te.sum(probs[b, h, i, r] * value[b, r, kv(h), j], axis=r),
+                      name="T_batch_matmul_NN")

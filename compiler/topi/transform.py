@@ -1,7 +1,7 @@
 """Shape manipulation (TVM's ``topi/transform.h``): ``T_transpose``, ``T_reshape``,
 ``T_squeeze``, ``T_concat``, ``T_split``, ``T_strided_slice_with_axes``, ``T_take``,
 ``T_broadcast_to``, ``T_tile``, ``T_repeat`` (loops ``ax0, ax1...``) and ``expand_dims``
-(TVM's Python-style compute: loops ``i0, i1...``).
+(TVM's Python-style compute: loops ``i0, i1...``), and ``trilu`` (tril/triu, also Python-style).
 
 Index arithmetic goes through the small folding helpers below (``add``, ``mul``, ``floordiv``,
 ``floormod``), so that constant parts are folded and unit factors dropped: there is no general
@@ -18,7 +18,7 @@ from ._util import compute, is_one
 
 __all__ = [
     "transpose", "reshape", "expand_dims", "squeeze", "concatenate", "split", "strided_slice", "take",
-    "broadcast_to", "tile", "repeat",
+    "broadcast_to", "tile", "repeat", "trilu",
 ]
 
 
@@ -406,3 +406,18 @@ def repeat(x: te.Tensor, repeats: int, axis=None) -> te.Tensor:
         return x[tuple(src)]
 
     return compute(oshape, f, name="T_repeat")
+
+
+def trilu(x: te.Tensor, k, upper: bool) -> te.Tensor:
+    """``trilu``: ``x`` with the elements off the kept triangle of its last two dimensions set
+    to zero. Lower (tril) keeps column ``j <= i + k``, upper (triu) keeps ``i + k <= j`` (as
+    TVM's ``topi.trilu`` selects; ``k`` is a number or PrimExpr, symbolic extents welcome)."""
+    zero = tir.const(0, x.dtype) if x.dtype != "bool" else tir.IntImm("bool", 0)
+
+    def f(*idx):
+        i, j = idx[-2], idx[-1]
+        shifted = add(i, k if isinstance(k, tir.PrimExpr) else _imm(k, i))
+        keep = tir.LE("bool", shifted, j) if upper else tir.LE("bool", j, shifted)
+        return tir.Select(x.dtype, keep, x[tuple(idx)], zero)
+
+    return te.compute(x.shape, f, name="trilu")
