@@ -47,8 +47,15 @@ class BuildError(TVMScriptError, ValueError):
 SUPPORTED_TARGETS = ("llvm", "c", "cuda")
 
 
-def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_lib=None, **kwargs):
+def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_lib=None,
+          relax_pipeline="default", **kwargs):
     """Compile ``mod`` (an IRModule, or a lone Relax function / prim_func) for ``target``.
+
+    As TVM's ``tvm.compile`` does, a module that still holds high-level ops (``R.matmul``, as
+    ``nn.Module.export_tvm`` and the importers write them) goes through ``relax_pipeline``
+    first: "default" (LegalizeOps and fusion: the zero pipeline), another pipeline's name, or
+    a pass. A module without them compiles as written, and ``relax_pipeline=None`` never
+    transforms (a high-level op left is then a BuildError).
 
     Returns an `Executable`: ``ex["prim_func_name"]`` is a kernel; Relax functions run through
     ``tvms.relax.VirtualMachine(ex, tvms.cpu())``."""
@@ -58,6 +65,8 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
         raise NotImplementedError("build(params=...) is not supported: bind parameters into the module first")
     mod = _as_module(mod)
     target_name = target_name_of(target)
+    if relax_pipeline is not None and _has_high_level_ops(mod):
+        mod = _pipeline(relax_pipeline)(mod)
 
     prim_funcs = {}
     relax_funcs = {}
@@ -262,6 +271,27 @@ def _where(name: str, binding_var=None) -> str:
     if binding_var is not None and binding_var.name_hint != "_":
         return f"in function '{name}', binding '{binding_var.name_hint}'"
     return f"in function '{name}'"
+
+
+def _has_high_level_ops(mod: ir.IRModule) -> bool:
+    for name, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            try:
+                _check_lowered(name.name_hint, func)
+            except BuildError:
+                return True
+    return False
+
+
+def _pipeline(relax_pipeline):
+    """The pass `build` runs on a module with high-level ops: a pipeline by name, or a pass."""
+    if isinstance(relax_pipeline, str):
+        from .transform import get_pipeline
+
+        return get_pipeline(relax_pipeline)
+    if callable(relax_pipeline):
+        return relax_pipeline
+    raise TypeError(f"relax_pipeline must be a pipeline's name, a pass or None, not {relax_pipeline!r}")
 
 
 def _check_lowered(fname: str, func: relax.Function) -> None:

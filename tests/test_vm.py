@@ -222,9 +222,21 @@ HIGH_LEVEL = ["mlp.tvms", "mlp_printed.tvms", "mlp_script_printed.tvms", "mlp_ma
 
 
 @pytest.mark.parametrize("name", HIGH_LEVEL)
-def test_high_level_ops_are_not_lowered_yet(name):
+def test_high_level_ops_are_not_lowered_without_a_pipeline(name):
     with pytest.raises(BuildError, match=r"R\.\w+(\.\w+)? is not lowered yet: run LegalizeOps"):
-        tvms.compile(sample(name))
+        tvms.compile(sample(name), relax_pipeline=None)
+
+
+@pytest.mark.parametrize("name", ["mlp.tvms", "mlp_forward_relax_nn.tvms"])
+def test_compile_legalizes_high_level_ops_as_tvm_compile_does(name):
+    mod = sample(name)
+    mlp_params = (rand(1, 784, seed=1), rand(256, 784, seed=2), rand(256, seed=3), rand(10, 256, seed=4),
+                  rand(10, seed=5))  # the tutorial's 784-256-10 MLP
+    ex = tvms.compile(mod)  # relax_pipeline="default": LegalizeOps + fusion first
+    assert tvms.ir.structural_equal(mod, sample(name))  # the module given is left alone
+    fname = "forward" if "forward" in mod else "main"
+    out = tvms.relax.VirtualMachine(ex, tvms.cpu())[fname](*mlp_params)
+    np.testing.assert_allclose(out.numpy(), mlp_ref(*mlp_params), rtol=RTOL, atol=ATOL)
 
 
 def test_mm_relu_sample_runs_destination_passing():

@@ -34,11 +34,12 @@ def zero_pipeline() -> Sequential:
     return Sequential(passes, "zero")
 
 
-_PIPELINES = {"zero": zero_pipeline}
+# TVM's "default" pipeline (what tvm.compile runs) also legalizes and fuses; tvms's is zero's.
+_PIPELINES = {"zero": zero_pipeline, "default": zero_pipeline}
 
 
 def get_pipeline(name: str = "zero") -> Sequential:
-    """TVM's ``relax.get_pipeline(name)``; only "zero" is defined."""
+    """TVM's ``relax.get_pipeline(name)``: "zero", and "default" (the same passes)."""
     if name not in _PIPELINES:
         raise ValueError(f"unknown pipeline {name!r}; known: {', '.join(sorted(_PIPELINES))}")
     return _PIPELINES[name]()
