@@ -275,7 +275,7 @@ def tensor_sinfo(shape, dtype: str) -> TensorStructInfo:
 
 def __getattr__(name: str):
     """TVM's Python names under ``relax`` — ``build``, ``VirtualMachine``, ``Executable``, ``vm``,
-    ``transform``, ``get_pipeline``, ``BlockBuilder``, ``op``, ``const`` — loaded on first use
+    ``transform``, ``get_pipeline``, ``BlockBuilder``, ``op``, ``const``, ``frontend`` — loaded on first use
     (the IR itself needs neither the compiler nor the runtime)."""
     if name in ("build", "VirtualMachine", "Executable", "vm"):
         from .. import relax_api  # noqa: F401  (defines them on this module)
@@ -293,4 +293,8 @@ def __getattr__(name: str):
         globals().update(BlockBuilder=block_builder.BlockBuilder, op=api, const=api.const,
                          DynTensorType=api.DynTensorType)
         return globals()[name]
+    if name == "frontend":  # tvms.relax.frontend.{nn,torch,onnx}, detach_params
+        import importlib
+
+        return importlib.import_module(f"{__name__}.frontend")
     raise AttributeError(f"module 'tvmscript.relax' has no attribute '{name}'")
