@@ -54,6 +54,8 @@ _RUNTIME_NAMES = frozenset((
 def __getattr__(name: str):
     if name == "te":  # tensor expressions (compiler/te.py), loaded on first use
         return globals().setdefault("te", _importlib.import_module(f"{__name__}.compiler.te"))
+    if name == "topi":  # TVM's operator inventory, the TE definitions the ops legalize into
+        return globals().setdefault("topi", _importlib.import_module(f"{__name__}.compiler.topi"))
     if name in ("s_tir", "dlight", "target"):  # schedules, DLight, tvms.target.Target: on first use
         return _importlib.import_module(f"{__name__}.{name}")
     if name in _RUNTIME_NAMES:

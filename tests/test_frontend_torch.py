@@ -1,0 +1,499 @@
+"""The PyTorch importers (``tvms.relax.frontend.torch``): from_exported_program and from_fx.
+
+Printed form: the tutorials' MLP (seeds 000 and 001) prints byte for byte as TVM prints it
+(tests/golden/frontend/torch_*.tvms). Numbers: every imported model is compiled for the CPU and
+run against PyTorch on the same inputs (max |out - ref| / max |ref| <= 1e-4): torchvision's
+resnet18 and mobilenet_v2, nn.TransformerEncoderLayer, a GPT block exported with a symbolic
+sequence length and run at two lengths, and small models exercising the other converters.
+Compiled models are module-scoped fixtures, so each is built once.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import fx, nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.export import Dim, export  # noqa: E402
+
+import tvmscript as tvms  # noqa: E402
+from tvmscript import relax  # noqa: E402
+from tvmscript.relax.frontend import detach_params  # noqa: E402
+from tvmscript.relax.frontend.common import FrontendError, UnsupportedOpError  # noqa: E402
+from tvmscript.relax.frontend.torch import from_exported_program, from_fx  # noqa: E402
+
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "frontend"
+TOLERANCE = 1e-4
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def rel_err(out, ref) -> float:
+    out, ref = np.asarray(out), np.asarray(ref)
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    return float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+class Compiled:
+    """A module imported with its weights as parameters, compiled for the CPU once."""
+
+    def __init__(self, mod) -> None:
+        self.mod, params = detach_params(mod)
+        self.params = params.get("main", [])
+        ex = tvms.compile(relax.get_pipeline("zero")(self.mod), "llvm")
+        self.vm = relax.VirtualMachine(ex, tvms.cpu())
+
+    def __call__(self, *inputs):
+        out = self.vm["main"](*[np.asarray(i) for i in inputs], *self.params)
+        if isinstance(out, (list, tuple)):
+            return [o.numpy() for o in out]
+        return out.numpy()
+
+
+def torch_out(model, *inputs):
+    with torch.no_grad():
+        out = model(*inputs)
+    if isinstance(out, (list, tuple)):
+        return [o.numpy() for o in out]
+    return out.numpy()
+
+
+def exported(model, *inputs, dynamic_shapes=None):
+    with torch.no_grad():
+        return export(model, inputs, dynamic_shapes=dynamic_shapes)
+
+
+def import_torchvision():
+    """torchvision's models, or a skip. The torchvision wheel installed here is a CUDA build
+    on a CPU-only torch: its C++ ops library cannot load, and torchvision 0.28 then fails
+    at import registering fake kernels for two of those ops. The models tested use none of
+    them, so the two op schemas are declared (never run) and the import retried."""
+    try:
+        import torchvision
+        return torchvision
+    except RuntimeError as err:
+        if "torchvision::" not in str(err):
+            pytest.skip(f"torchvision cannot be imported: {err}")
+    except ImportError as err:
+        pytest.skip(f"torchvision is not installed: {err}")
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    lib = torch.library.Library("torchvision", "FRAGMENT")
+    for op in ("nms", "qnms"):
+        lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    import_torchvision.library = lib  # keep the definitions alive
+    import torchvision
+    return torchvision
+
+
+class TorchModel(nn.Module):
+    """The tutorials' MLP (seeds 000 and 001)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 256)
+        self.relu1 = nn.ReLU()
+        self.fc2 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = self.fc1(x)
+        x = self.relu1(x)
+        x = self.fc2(x)
+        return x
+
+
+# ----------------------------------------------------------------------------- seeds 000 and 001
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    torch.manual_seed(0)
+    return TorchModel().eval(), torch.randn(1, 784, dtype=torch.float32)
+
+
+def test_seed000_exported_program_prints_as_tvm(mlp):
+    model, x = mlp
+    ep = exported(model, x)
+    mod = from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    mod, params = detach_params(mod)
+    assert mod.script() == (GOLDEN / "torch_seed000_exported_program.tvms").read_text()
+    # The weights, in parameter order after the input.
+    expected = [model.fc1.weight, model.fc1.bias, model.fc2.weight, model.fc2.bias]
+    assert [p.numpy().tolist() for p in params["main"]] == [w.detach().numpy().tolist() for w in expected]
+
+
+def test_seed001_fx_prints_as_tvm(mlp):
+    model, _ = mlp
+    mod = from_fx(fx.symbolic_trace(model), [((1, 784), "float32")], keep_params_as_input=True)
+    mod, params = detach_params(mod)
+    assert mod.script() == (GOLDEN / "torch_seed001_fx.tvms").read_text()
+    names = ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]  # sorted by name, as TVM orders them
+    state = dict(model.named_parameters())
+    assert [p.numpy().tolist() for p in params["main"]] == [state[n].detach().numpy().tolist() for n in names]
+
+
+def test_mlp_runs_with_params_as_inputs_and_as_constants(mlp):
+    model, x = mlp
+    ref = torch_out(model, x)
+    ep = exported(model, x)
+    as_input = Compiled(from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True))
+    assert rel_err(as_input(x), ref) <= TOLERANCE
+    bound = from_exported_program(ep)
+    assert [p.name_hint for p in bound["main"].params] == ["x"]
+    assert "params" not in bound["main"].attrs and "num_input" not in bound["main"].attrs
+    out = Compiled(bound)(x)
+    assert isinstance(out, list) and len(out) == 1  # not unwrapped: a 1-tuple, as the graph returns
+    assert rel_err(out[0], ref) <= TOLERANCE
+    fx_bound = Compiled(from_fx(fx.symbolic_trace(model), [((1, 784), "float32")]))
+    assert rel_err(fx_bound(x), ref) <= TOLERANCE
+
+
+def test_progress_reports_every_node(mlp):
+    model, x = mlp
+    calls = []
+    from_exported_program(exported(model, x), progress=lambda done, total: calls.append((done, total)))
+    total = calls[-1][1]
+    assert calls[-1] == (total, total) and total >= 4
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)
+    fx_calls = []
+    from_fx(fx.symbolic_trace(model), [((1, 784), "float32")], progress=lambda d, t: fx_calls.append((d, t)))
+    assert fx_calls[-1][0] == fx_calls[-1][1]
+
+
+class TwoOutputs(nn.Module):
+    def forward(self, x):
+        return torch.relu(x), x * 2.0
+
+
+def test_return_tuple_flags():
+    x = torch.randn(2, 3)
+    ep = exported(TwoOutputs(), x)
+    tuple_out = from_exported_program(ep)
+    text = tuple_out.script()
+    assert "gv: R.Tuple(" in text and "return gv" in text
+    separate = from_exported_program(ep, no_bind_return_tuple=True).script()
+    assert "gv1: R.Tensor((2, 3)" in separate and "return (gv, gv1)" in separate
+    ref = torch_out(TwoOutputs(), x)
+    for out, r in zip(Compiled(from_exported_program(ep, no_bind_return_tuple=True))(x), ref):
+        assert rel_err(out, r) <= TOLERANCE
+
+
+# ----------------------------------------------------------------------------- unsupported ops
+
+
+class UsesCumprod(nn.Module):
+    def forward(self, x):
+        return torch.cumprod(torch.relu(x), dim=0)
+
+
+def test_unsupported_op_names_the_op_and_the_node():
+    x = torch.randn(4, 3)
+    with pytest.raises(UnsupportedOpError) as err:
+        from_exported_program(exported(UsesCumprod(), x))
+    assert err.value.op == "aten.cumprod.default" and err.value.node == "cumprod"
+    assert "aten.cumprod.default" in str(err.value) and "'cumprod'" in str(err.value)
+    with pytest.raises(UnsupportedOpError) as err:
+        from_fx(fx.symbolic_trace(UsesCumprod()), [((4, 3), "float32")])
+    assert err.value.op == "torch.cumprod" and err.value.node == "cumprod"
+
+
+class TrainingDropout(nn.Module):
+    def forward(self, x):
+        return F.dropout(x, 0.5) + 1  # F.dropout drops by default: random, not importable
+
+
+def test_unsupported_argument_is_an_unsupported_op_error():
+    with pytest.raises(UnsupportedOpError, match="dropout in training mode"):
+        from_fx(fx.symbolic_trace(TrainingDropout()), [((4, 3), "float32")])
+
+
+def test_bad_input_info_is_a_frontend_error(mlp):
+    model, _ = mlp
+    with pytest.raises(FrontendError, match="input_info describes 2"):
+        from_fx(fx.symbolic_trace(model), [((1, 784), "float32"), ((1, 784), "float32")])
+
+
+# ----------------------------------------------------------------------------- torchvision
+
+
+@pytest.fixture(scope="module")
+def vision_input():
+    torch.manual_seed(0)
+    return torch.randn(1, 3, 224, 224)
+
+
+def _vision(name: str, frontend: str, x):
+    tv = import_torchvision()
+    torch.manual_seed(0)
+    model = getattr(tv.models, name)(weights=None).eval()
+    start = time.perf_counter()
+    if frontend == "exported_program":
+        ep = exported(model, x)
+        start = time.perf_counter()
+        mod = from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    else:
+        mod = from_fx(fx.symbolic_trace(model), [((1, 3, 224, 224), "float32")], keep_params_as_input=True)
+    seconds = time.perf_counter() - start
+    return model, mod, seconds
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("frontend", ["exported_program", "fx"])
+def test_torchvision_model(name, frontend, vision_input):
+    model, mod, seconds = _vision(name, frontend, vision_input)
+    if name == "resnet18" and frontend == "exported_program":
+        assert seconds < 3.0, f"importing resnet18 took {seconds:.2f} s"
+    compiled = Compiled(mod)
+    assert rel_err(compiled(vision_input), torch_out(model, vision_input)) <= TOLERANCE
+
+
+def test_resnet18_batch_norm_is_inference(vision_input):
+    """aten.batch_norm's arguments are (..., training, momentum, eps): the running statistics
+    are used (training=False) with the model's epsilon."""
+    _, mod, _ = _vision("resnet18", "exported_program", vision_input)
+    text = detach_params(mod)[0].script()
+    assert text.count("R.nn.batch_norm(") == 20
+    assert "training=True" not in text and "epsilon=1.0000000000000001e-05" in text
+
+
+# ----------------------------------------------------------------------------- transformers
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["batch_first", "seq_first"])
+def encoder_layer(request):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=request.param).eval()
+    x = torch.randn(2, 10, 64) if request.param else torch.randn(10, 2, 64)
+    mod = from_exported_program(exported(layer, x), keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    return layer, x, mod
+
+
+def test_transformer_encoder_layer(encoder_layer):
+    layer, x, mod = encoder_layer
+    assert "R.nn.attention(" in detach_params(mod)[0].script()
+    assert rel_err(Compiled(mod)(x), torch_out(layer, x)) <= TOLERANCE
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, dim, heads, max_len, sdpa):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("mask", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
+        y = y.transpose(1, 2).contiguous().view(b, t, c)
+        return self.proj(y)
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, dim, heads, max_len, sdpa):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = CausalSelfAttention(dim, heads, max_len, sdpa)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.out = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    """Token and position embeddings, a block with a tril-masked attention and one with
+    ``scaled_dot_product_attention(is_causal=True)``, a final norm and the vocabulary head."""
+
+    def __init__(self, vocab=50, dim=32, heads=4, max_len=16):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(max_len, dim)
+        self.blocks = nn.ModuleList([GPTBlock(dim, heads, max_len, sdpa=False),
+                                     GPTBlock(dim, heads, max_len, sdpa=True)])
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.shape[1], dtype=torch.long, device=idx.device)
+        x = self.tok(idx) + self.pos(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    torch.manual_seed(0)
+    model = GPT().eval()
+    # max 15: torch specializes a slice [:t] of the 16-row mask when t may be 16.
+    ep = exported(model, torch.randint(0, 50, (1, 8)), dynamic_shapes={"idx": {1: Dim("seq", min=2, max=15)}})
+    mod = from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    return model, ep, mod, Compiled(mod)
+
+
+def test_gpt_symbolic_length_is_torchs_symbol(gpt):
+    _, ep, mod, _ = gpt
+    (symbol,) = [str(s) for s in ep.range_constraints]
+    func = mod["main"]
+    assert func.params[0].name_hint == "idx"
+    assert str(func.params[0].struct_info.shape[1].name) == symbol
+    assert func.attrs["tir_var_lower_bound"] == {symbol: 2}
+    assert func.attrs["tir_var_upper_bound"] == {symbol: 15}
+    text = detach_params(mod)[0].script()
+    assert f'def main(idx: R.Tensor((1, "{symbol}"), dtype="int64")' in text
+    assert f'R.Tensor((1, "{symbol}", 50), dtype="float32")' in text
+    assert 'causal_mask="TopLeft"' in text
+
+
+@pytest.mark.parametrize("length", [5, 12])
+def test_gpt_runs_at_two_lengths(gpt, length):
+    model, _, _, compiled = gpt
+    idx = torch.randint(0, 50, (1, length), generator=torch.Generator().manual_seed(length))
+    assert rel_err(compiled(idx), torch_out(model, idx)) <= TOLERANCE
+
+
+class MaskedAttention(nn.Module):
+    def forward(self, q, k, v, mask):
+        return (F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                F.scaled_dot_product_attention(q, k, v, attn_mask=mask > 0, scale=0.3))
+
+
+def test_attention_with_float_and_boolean_masks():
+    """A mask is R.nn.attention_bias's additive bias, broadcast to (batch, heads, q, k); a
+    boolean one keeps the positions where it is True (0 there, -inf elsewhere)."""
+    torch.manual_seed(0)
+    inputs = [torch.randn(2, 4, 6, 8) for _ in range(3)] + [torch.randn(6, 6)]
+    mod = from_exported_program(exported(MaskedAttention(), *inputs))
+    assert mod.script().count("R.nn.attention_bias(") == 2
+    for out, ref in zip(Compiled(mod)(*inputs), torch_out(MaskedAttention(), *inputs)):
+        assert rel_err(out, ref) <= TOLERANCE
+
+
+# ----------------------------------------------------------------------------- other converters
+
+
+class ConvZoo(nn.Module):
+    """Convolutions, norms, pads and activations the big models do not use."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1d = nn.Conv1d(4, 6, 3, padding=1)
+        self.gn = nn.GroupNorm(3, 6)
+        self.conv2d = nn.Conv2d(6, 8, 3, stride=2, padding="valid", groups=2)
+        self.bn = nn.BatchNorm2d(8)
+        self.rms = nn.RMSNorm(8, eps=1e-6)
+
+    def forward(self, x):
+        y = self.gn(self.conv1d(x))                        # (2, 6, 16)
+        y = F.pad(y, (1, 2)).unsqueeze(-1).expand(-1, -1, -1, 5)
+        y = self.bn(self.conv2d(y))                        # (2, 8, 8, 2)
+        y = F.hardswish(y) + F.hardsigmoid(y) - F.relu6(y) * torch.clamp(y, -0.5, 0.5)
+        y = F.avg_pool2d(F.max_pool2d(y, 2, 1), (2, 1), 1, ceil_mode=True)
+        z = self.rms(y.permute(0, 2, 3, 1))                # normalize over channels
+        return F.gelu(z), F.silu(y).flatten(1).log_softmax(-1)
+
+
+class ShapeZoo(nn.Module):
+    """Reshapes, indexing, reductions and element-wise ops."""
+
+    def forward(self, x, y):
+        a = torch.cat([x, y], dim=1).reshape(2, -1, 4)     # (2, 6, 4)
+        b = torch.stack([a[:, 0], a[:, -1]], dim=1)        # (2, 2, 4)
+        c, d = torch.chunk(a, 2, dim=1)
+        e = torch.where(c > 0, c, d * 0.5).sum(dim=-1, keepdim=True)
+        f = a.max(dim=1).values - a.min(dim=1)[0] + a.amax(dim=(0, 1))
+        g = torch.tril(a[0]) + torch.triu(a[1], diagonal=1)
+        h = a.var(dim=-1) + a.std(dim=-1, unbiased=False) + a.mean(-1) + a.prod(-1)
+        i = (x.exp() / (1 + x.abs())).sqrt().rsqrt().tanh().sigmoid()
+        j = x[:, 1:].transpose(0, 1).contiguous().view(-1) ** 2
+        k = torch.masked_fill(a, a < 0, -1.0).permute(2, 0, 1).to(torch.float64).float()
+        m = (x.argmax(dim=1) + x.argmin(dim=1)).float() + torch.ones_like(x[:, 0]) * x.sum(1)
+        return b, e, f, g, h, i, j, k, m, torch.floor_divide(x, 0.3) + torch.erf(x).neg()
+
+
+@pytest.mark.parametrize("model_cls, shapes", [(ConvZoo, [(2, 4, 16)]), (ShapeZoo, [(2, 4), (2, 8)])],
+                         ids=["conv", "shape"])
+@pytest.mark.parametrize("frontend", ["exported_program", "fx"])
+def test_converter_zoo(model_cls, shapes, frontend):
+    torch.manual_seed(0)
+    model = model_cls().eval()
+    inputs = [torch.randn(*s) for s in shapes]
+    if frontend == "exported_program":
+        mod = from_exported_program(exported(model, *inputs), keep_params_as_input=True)
+    else:
+        mod = from_fx(fx.symbolic_trace(model), [(s, "float32") for s in shapes], keep_params_as_input=True)
+    outs = Compiled(mod)(*inputs)
+    refs = torch_out(model, *inputs)
+    assert len(outs) == len(refs)
+    for i, (out, ref) in enumerate(zip(outs, refs)):
+        assert rel_err(out, ref) <= TOLERANCE, f"output {i}"
+
+
+class OneOp(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+# Converters whose Relax op is being added to the op registry: run once it is there.
+PENDING_OPS = {
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), "relax.nn.leakyrelu"),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), "relax.nn.gelu_tanh"),
+    "cumsum": (lambda x: torch.cumsum(x, 1), "relax.cumsum"),
+    "sign": (lambda x: torch.sign(x) * x, "relax.sign"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PENDING_OPS))
+def test_ops_needing_newer_relax_ops(name):
+    from tvmscript.compiler.op.registry import find_op
+
+    fn, relax_op = PENDING_OPS[name]
+    x = torch.randn(3, 5)
+    model = OneOp(fn)
+    if find_op(relax_op) is None:
+        with pytest.raises(UnsupportedOpError, match=relax_op.replace("relax.", "R.")):
+            from_exported_program(exported(model, x))
+        pytest.skip(f"{relax_op} is not registered yet")
+    for mod in (from_exported_program(exported(model, x)), from_fx(fx.symbolic_trace(model), [((3, 5), "float32")])):
+        out = Compiled(mod)(x)
+        out = out[0] if isinstance(out, list) else out
+        assert rel_err(out, torch_out(model, x)) <= TOLERANCE
+
+
+class SymbolicFx(nn.Module):
+    def forward(self, x):
+        n = x.size(1)
+        return torch.softmax(x.view(-1, n) * 2, dim=-1)[:, : n - 1]
+
+
+def test_fx_symbolic_input_dims():
+    mod = from_fx(fx.symbolic_trace(SymbolicFx()), [((3, "n"), "float32")])
+    assert 'def main(inp_0: R.Tensor((3, "n"), dtype="float32")' in mod.script()
+    compiled = Compiled(mod)
+    for n in (4, 7):
+        x = torch.randn(3, n)
+        assert rel_err(compiled(x), torch_out(SymbolicFx(), x)) <= TOLERANCE
