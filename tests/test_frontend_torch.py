@@ -10,9 +10,7 @@ Compiled models are module-scoped fixtures, so each is built once.
 
 from __future__ import annotations
 
-import math
 import pathlib
-import sys
 import time
 
 import numpy as np
@@ -28,6 +26,7 @@ from tvmscript import relax  # noqa: E402
 from tvmscript.relax.frontend import detach_params  # noqa: E402
 from tvmscript.relax.frontend.common import FrontendError, UnsupportedOpError  # noqa: E402
 from tvmscript.relax.frontend.torch import from_exported_program, from_fx  # noqa: E402
+from torch_models import GPT, import_torchvision  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "frontend"
 TOLERANCE = 1e-4
@@ -69,29 +68,6 @@ def torch_out(model, *inputs):
 def exported(model, *inputs, dynamic_shapes=None):
     with torch.no_grad():
         return export(model, inputs, dynamic_shapes=dynamic_shapes)
-
-
-def import_torchvision():
-    """torchvision's models, or a skip. The torchvision wheel installed here is a CUDA build
-    on a CPU-only torch: its C++ ops library cannot load, and torchvision 0.28 then fails
-    at import registering fake kernels for two of those ops. The models tested use none of
-    them, so the two op schemas are declared (never run) and the import retried."""
-    try:
-        import torchvision
-        return torchvision
-    except RuntimeError as err:
-        if "torchvision::" not in str(err):
-            pytest.skip(f"torchvision cannot be imported: {err}")
-    except ImportError as err:
-        pytest.skip(f"torchvision is not installed: {err}")
-    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-        del sys.modules[name]
-    lib = torch.library.Library("torchvision", "FRAGMENT")
-    for op in ("nms", "qnms"):
-        lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    import_torchvision.library = lib  # keep the definitions alive
-    import torchvision
-    return torchvision
 
 
 class TorchModel(nn.Module):
@@ -231,7 +207,10 @@ def vision_input():
 
 
 def _vision(name: str, frontend: str, x):
-    tv = import_torchvision()
+    try:
+        tv = import_torchvision()
+    except ImportError as err:
+        pytest.skip(str(err))
     torch.manual_seed(0)
     model = getattr(tv.models, name)(weights=None).eval()
     start = time.perf_counter()
@@ -280,65 +259,6 @@ def test_transformer_encoder_layer(encoder_layer):
     layer, x, mod = encoder_layer
     assert "R.nn.attention(" in detach_params(mod)[0].script()
     assert rel_err(Compiled(mod)(x), torch_out(layer, x)) <= TOLERANCE
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, dim, heads, max_len, sdpa):
-        super().__init__()
-        self.heads, self.sdpa = heads, sdpa
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.register_buffer("mask", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        if self.sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
-            y = F.softmax(att, dim=-1) @ v
-        y = y.transpose(1, 2).contiguous().view(b, t, c)
-        return self.proj(y)
-
-
-class GPTBlock(nn.Module):
-    def __init__(self, dim, heads, max_len, sdpa):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(dim)
-        self.attn = CausalSelfAttention(dim, heads, max_len, sdpa)
-        self.ln2 = nn.LayerNorm(dim)
-        self.fc = nn.Linear(dim, 4 * dim)
-        self.out = nn.Linear(4 * dim, dim)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class GPT(nn.Module):
-    """Token and position embeddings, a block with a tril-masked attention and one with
-    ``scaled_dot_product_attention(is_causal=True)``, a final norm and the vocabulary head."""
-
-    def __init__(self, vocab=50, dim=32, heads=4, max_len=16):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, dim)
-        self.pos = nn.Embedding(max_len, dim)
-        self.blocks = nn.ModuleList([GPTBlock(dim, heads, max_len, sdpa=False),
-                                     GPTBlock(dim, heads, max_len, sdpa=True)])
-        self.ln_f = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-
-    def forward(self, idx):
-        pos = torch.arange(0, idx.shape[1], dtype=torch.long, device=idx.device)
-        x = self.tok(idx) + self.pos(pos)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
 
 
 @pytest.fixture(scope="module")
