@@ -8,6 +8,8 @@
                                                   compile for the CPU, run one function, print its outputs
     tvms compile FILE [--emit llvm|llvm-unopt|asm|python] [-o FILE] [--func NAME]
                                                   the generated code of a module
+    tvms import MODEL.pt2|MODEL.onnx [-o FILE.tvms] [--params-out F.npz | --inline-params]
+                                                  a PyTorch or ONNX model as a .tvms file + weights
 
 Errors in the user's program are printed as located diagnostics and exit with status 1; a
 Python traceback is a bug in tvms.
@@ -119,6 +121,26 @@ def _argument_parser() -> argparse.ArgumentParser:
                       "GPU's, else sm_90)")
     _add_pipeline_arguments(comp, default="zero")
     comp.set_defaults(run=cmd_compile)
+
+    imp = sub.add_parser(
+        "import", help="import a PyTorch (.pt2) or ONNX (.onnx) model as a .tvms file",
+        description="Import a model saved with torch.export.save (.pt2) or an ONNX model (.onnx): its "
+        "graph becomes the function main of a .tvms file, its weights the parameters after the inputs, "
+        "saved beside it as an .npz archive for `tvms run FILE.tvms --params FILE.npz` (or bound into the "
+        "file with --inline-params).",
+    )
+    imp.add_argument("model", help="the model file: .pt2 (needs the torch extra) or .onnx (the onnx extra)")
+    imp.add_argument("-o", "--output", metavar="FILE.tvms", help="the .tvms file to write (default: the "
+                     "model's name with .tvms)")
+    where = imp.add_mutually_exclusive_group()
+    where.add_argument("--params-out", metavar="FILE.npz", help="where to save the weights (default: the "
+                       "output's name with .npz)")
+    where.add_argument("--inline-params", action="store_true", help="bind the weights into the file as "
+                       "constants (its metadata section) instead of saving an .npz")
+    imp.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
+                     help="ONNX: the shape of a graph input (repeatable), for inputs whose shape the model "
+                     "leaves open")
+    imp.set_defaults(run=cmd_import)
     return p
 
 
@@ -387,6 +409,98 @@ def _report_failure(failure: _Failure) -> int:
     return 1
 
 
+def cmd_import(args) -> int:
+    """``tvms import``: read the model (relax/frontend/model_file.py), write the .tvms file and
+    the weights. Nothing is written unless the whole import succeeded."""
+    try:
+        return _import_model(args)
+    except _Failure as failure:
+        return _report_failure(failure)
+
+
+def _import_model(args) -> int:
+    import io
+
+    import numpy as np
+
+    from .printer import to_script
+    from .relax.frontend.common import FrontendError
+    from .relax.frontend.model_file import bind_weights, model_format, read_model
+
+    output = args.output or os.path.splitext(args.model)[0] + ".tvms"
+    params_out = None if args.inline_params else (args.params_out or os.path.splitext(output)[0] + ".npz")
+    try:
+        model_format(args.model)
+        shapes = _parse_input_shapes(args.shape)
+        with _ImportProgress(args.model) as progress:
+            mod, weights = read_model(args.model, progress=progress, shape_dict=shapes or None)
+    except FrontendError as err:
+        raise _fail(str(err)) from None
+    if args.inline_params and weights:
+        mod = bind_weights(mod, weights)
+    text = to_script(mod)
+    try:
+        _write_new_atomically(output, text.encode("utf-8"))
+        if params_out is not None:
+            buffer = io.BytesIO()
+            np.savez(buffer, **weights)
+            _write_new_atomically(params_out, buffer.getvalue())
+    except OSError as err:
+        raise _fail(f"cannot write {err.filename or output}: {err.strerror or err}") from None
+    size = sum(a.nbytes for a in weights.values())
+    where = "inline" if params_out is None else f"in {params_out}"
+    print(f"imported {args.model} -> {output} ({len(weights)} weights, {size / 2**20:.1f} MiB {where})",
+          file=sys.stderr)
+    return 0
+
+
+def _parse_input_shapes(items: list) -> dict:
+    """{input name: [dims]} from --shape x=1,3,224,224."""
+    shapes: dict = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            dims = [int(d) for d in text.split(",")] if sep and name.strip() else None
+        except ValueError:
+            dims = None
+        if not dims:
+            raise _fail(f"--shape expects INPUT=D0,D1,... (e.g. --shape input=1,3,224,224), got {item!r}")
+        shapes[name.strip()] = dims
+    return shapes
+
+
+class _ImportProgress:
+    """A progress bar on standard error while an importer converts nodes, for models big enough
+    to take a while (and only on a terminal); a callable ``(done, total)``."""
+
+    MIN_NODES = 200
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.bar = None
+        self.task = None
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if total < self.MIN_NODES or not _stream_is_terminal(sys.stderr):
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.bar = Progress(TextColumn("importing {task.description}"), BarColumn(), MofNCompleteColumn(),
+                                console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(os.path.basename(self.model), total=total)
+        self.bar.update(self.task, completed=done)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 # ----------------------------------------------------------------------------- the program
 
 
@@ -556,7 +670,7 @@ def _compile(program: _Program, mod, target: str):
     from .relax_api import compile as tvms_compile
 
     try:
-        return tvms_compile(mod, target=target)
+        return tvms_compile(mod, target=target, relax_pipeline=None)  # --pipeline ran already
     except TVMScriptError as err:
         if "is not lowered yet" in err.message and not err.notes:
             err.notes = ["--pipeline none compiles the module as written; the default, --pipeline zero, "

@@ -1,0 +1,187 @@
+"""``tvms import``: PyTorch (.pt2) and ONNX models to a .tvms file plus weights, run with
+``tvms run --params``; and the digits sample (samples/digits/) against PyTorch's accuracy."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from test_cli_run import load_npz, ok, tvms
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DIGITS = ROOT / "samples" / "digits"
+
+
+# ----------------------------------------------------------------------------- PyTorch
+
+
+@pytest.fixture(scope="module")
+def torch_mlp(tmp_path_factory):
+    """Seed 000's MLP saved with torch.export.save, with an input and PyTorch's output."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)).eval()
+    x = torch.randn(2, 784)
+    folder = tmp_path_factory.mktemp("torch")
+    path = folder / "mlp.pt2"
+    torch.export.save(torch.export.export(model, (x,)), str(path))
+    np.savez(folder / "x.npz", input=x.numpy())  # Sequential.forward(input)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    return path, folder / "x.npz", expected
+
+
+def test_import_pt2_writes_module_and_weights_that_run(torch_mlp, tmp_path):
+    model, inputs, expected = torch_mlp
+    out = tmp_path / "mlp.tvms"
+    proc = ok("import", model, "-o", out)
+    assert "4 weights" in proc.err
+    text = out.read_text()
+    assert text.startswith("# from tvm.script import ir as I") or "@I.ir_module" in text
+    weights = load_npz(tmp_path / "mlp.npz")  # beside the output by default
+    assert sorted(weights) == sorted(["p_0_weight", "p_0_bias", "p_2_weight", "p_2_bias"])
+    assert "metadata" not in text  # weights are parameters, not constants
+    ok("check", out)
+    ok("run", out, "--params", tmp_path / "mlp.npz", "--inputs", inputs, "--out", tmp_path / "y.npz")
+    np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_import_inline_params_needs_no_npz(torch_mlp, tmp_path):
+    model, inputs, expected = torch_mlp
+    out = tmp_path / "inline.tvms"
+    ok("import", model, "-o", out, "--inline-params")
+    assert not (tmp_path / "inline.npz").exists()
+    assert 'metadata["relax.expr.Constant"]' in out.read_text()
+    ok("run", out, "--inputs", inputs, "--out", tmp_path / "y.npz")
+    np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_import_params_out(torch_mlp, tmp_path):
+    model, _, _ = torch_mlp
+    proc = ok("import", model, "-o", tmp_path / "a.tvms", "--params-out", tmp_path / "weights.npz")
+    assert "weights.npz" in proc.err and (tmp_path / "weights.npz").exists()
+
+
+# ----------------------------------------------------------------------------- ONNX
+
+
+def _onnx_model(path, op_type: str = "Gemm", domain: str = ""):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    nodes = [helper.make_node(op_type, ["x", "w", "b"], ["h"], name="fc", domain=domain, transB=1),
+             helper.make_node("Relu", ["h"], ["y"], name="act")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])], [w, b])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
+    onnx.save(model, str(path))
+    return model
+
+
+def test_import_onnx_runs_like_onnxruntime(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    model_path = tmp_path / "fc.onnx"
+    _onnx_model(model_path)
+    ok("import", model_path)  # -o defaults to the model's name with .tvms
+    assert (tmp_path / "fc.tvms").exists() and (tmp_path / "fc.npz").exists()
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    ok("run", tmp_path / "fc.tvms", "--params", tmp_path / "fc.npz", "--inputs", tmp_path / "x.npz",
+       "--out", tmp_path / "y.npz")
+    expected = ort.InferenceSession(str(model_path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_import_onnx_unsupported_op_names_op_and_node(tmp_path):
+    pytest.importorskip("onnx")
+    model_path = tmp_path / "odd.onnx"
+    _onnx_model(model_path, op_type="FancyGemm", domain="com.example")  # valid ONNX, unknown to tvms
+    proc = tvms("import", model_path, "-o", tmp_path / "odd.tvms")
+    assert proc.returncode == 1
+    assert "FancyGemm" in proc.err and "fc" in proc.err
+    assert not (tmp_path / "odd.tvms").exists() and not (tmp_path / "odd.npz").exists()
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("name", ["broken.onnx", "broken.pt2"])
+def test_import_unreadable_model(tmp_path, name):
+    pytest.importorskip("onnx" if name.endswith(".onnx") else "torch")
+    path = tmp_path / name
+    path.write_bytes(b"\x00not a model\xff" * 10)
+    proc = tvms("import", path)
+    assert proc.returncode == 1
+    assert proc.err.startswith("error: cannot read") and name in proc.err
+
+
+def test_import_errors(tmp_path):
+    proc = tvms("import", tmp_path / "missing.onnx")
+    assert proc.returncode == 1 and "no such file" in proc.err
+    proc = tvms("import", tmp_path / "model.h5")
+    assert proc.returncode == 1 and ".pt2" in proc.err and ".onnx" in proc.err
+    proc = tvms("import", tmp_path / "x.onnx", "--shape", "x")
+    assert proc.returncode == 1 and "--shape expects" in proc.err
+
+
+def test_missing_extra_says_how_to_install(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from tvmscript import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    path = tmp_path / "m.pt2"
+    path.write_bytes(b"PK")
+    assert cli.main(["import", str(path)]) == 1
+    assert "pip install 'tvms[torch]'" in capsys.readouterr().err
+
+
+def test_progress_reaches_the_last_node(tmp_path):
+    pytest.importorskip("onnx")
+    from tvmscript.relax.frontend.model_file import read_model
+
+    model_path = tmp_path / "fc.onnx"
+    _onnx_model(model_path)
+    calls = []
+    read_model(str(model_path), progress=lambda done, total: calls.append((done, total)))
+    assert calls and calls[-1] == (2, 2)
+
+
+# ----------------------------------------------------------------------------- the digits sample
+
+
+def test_digits_sample_matches_pytorch_accuracy(tmp_path):
+    """The README's command prints the predictions; their accuracy on the held-out split is the
+    accuracy of the same weights in PyTorch (the training framework)."""
+    torch = pytest.importorskip("torch")
+    import sys
+
+    labels = np.load(DIGITS / "test_labels.npy")
+    proc = ok("run", DIGITS / "digits.tvms", "--params", DIGITS / "digits.npz", "--inputs",
+              DIGITS / "test.npz", "--out", tmp_path / "pred.npz")
+    assert str(len(labels)) in proc.out  # the predictions are printed
+    predictions = load_npz(tmp_path / "pred.npz")["output"]
+    assert predictions.shape == labels.shape
+    tvms_accuracy = float((predictions == labels).mean())
+
+    sys.path.insert(0, str(DIGITS))
+    try:
+        from train import make_model
+    finally:
+        sys.path.remove(str(DIGITS))
+    weights = load_npz(DIGITS / "digits.npz")
+    model = make_model(hidden=weights["p_fc1_weight"].shape[0]).eval()
+    model.load_state_dict({k[2:].replace("_", ".", 1): torch.from_numpy(v) for k, v in weights.items()})
+    with torch.no_grad():
+        torch_predictions = model(torch.from_numpy(load_npz(DIGITS / "test.npz")["x"])).numpy()
+    assert tvms_accuracy == float((torch_predictions == labels).mean())
+    assert tvms_accuracy > 0.9
