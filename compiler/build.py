@@ -695,7 +695,7 @@ class _FunctionCodegen:
         if isinstance(e, relax.Constant):
             import numpy as np
 
-            data = np.ascontiguousarray(e.data)
+            data = np.require(e.data, requirements="C")  # ascontiguousarray makes 0-d arrays 1-d
             return self.glob("c", data, self.constants)
         if isinstance(e, relax.Tuple):
             items = [self.atom(f, var) for f in e.fields]

@@ -333,7 +333,7 @@ class DeviceRuntime:
         return t
 
     def from_host(self, arr: np.ndarray) -> "CUDATensor":
-        arr = np.ascontiguousarray(arr)
+        arr = np.require(arr, requirements="C")  # keeps 0-d arrays 0-d
         t = self.empty(arr.shape, _dtype_name(arr.dtype))
         self.copy_from_host(t._ptr, arr)
         return t

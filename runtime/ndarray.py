@@ -175,7 +175,7 @@ class Tensor:
         return {"array": np.array(self._array), "device": (self._device.device_type, self._device.index)}
 
     def __setstate__(self, state) -> None:
-        arr = np.ascontiguousarray(state["array"])
+        arr = np.require(state["array"], requirements="C")  # keeps 0-d arrays 0-d
         self._array = arr
         self._ptr = data_ptr(arr)
         self._shape = arr.shape

@@ -720,3 +720,17 @@ def test_chain_of_100_extern_calls():
     x = tvms.nd.array(np.zeros(1, "float32"))
     vm["main"](x)
     assert len(calls) == 100
+
+
+def test_rank0_constant_result_keeps_its_rank():
+    """A scalar constant returned by main is a 0-d tensor (NumPy's ascontiguousarray would make
+    it 1-d)."""
+    mod = tvms.parse('''
+@I.ir_module
+class Module:
+    @R.function
+    def main() -> R.Tensor((), dtype="int64"):
+        return R.const(6, "int64")
+''')
+    out = tvms.relax.VirtualMachine(tvms.compile(mod), tvms.cpu())["main"]()
+    assert out.numpy().shape == () and int(out.numpy()) == 6
