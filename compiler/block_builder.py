@@ -402,10 +402,12 @@ class BlockBuilder:
         te_kwargs = {k: convert(v) for k, v in kwargs.items()}
         out = func(*te_args, **te_kwargs)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        prim = te.create_prim_func(inputs + outs)
+        unbound = _unbound_tir_vars(inputs, outs, [te_args, te_kwargs])
+        prim = te.create_prim_func(inputs + outs + unbound)
         gv = self.add_func(prim, primfunc_name_hint or getattr(func, "__name__", "te_func"))
         out_sinfo = [relax.TensorStructInfo(_op_api._dims(o.shape), str(o.dtype)) for o in outs]
-        return _op_api.call_tir(gv, call_args, out_sinfo if isinstance(out, (list, tuple)) else out_sinfo[0])
+        return _op_api.call_tir(gv, call_args, out_sinfo if isinstance(out, (list, tuple)) else out_sinfo[0],
+                                tir_vars=unbound or None)
 
     def emit_te(self, func, *args, **kwargs):
         """Run the TE function ``func`` on placeholders for the Relax tensor arguments, add the
@@ -413,6 +415,34 @@ class BlockBuilder:
         (deduplicated) and emit ``R.call_tir`` of it; returns the bound variable."""
         name_hint = kwargs.pop("name_hint", "")
         return self.emit(self.call_te(func, *args, **kwargs), name_hint)
+
+
+def _unbound_tir_vars(inputs: list, outs: list, te_args: list) -> list:
+    """The symbolic sizes a TE computation uses that no input's shape binds: an output of shape
+    ``(n // 2,)`` from ``R.full``, an ``R.arange(0, n - 1)``. They become scalar parameters of
+    the prim_func and the call's ``tir_vars=R.shape([n])``, as TVM's call_te passes them."""
+    from tvmscript.tir_visitor import vars_in
+
+    bound = {d for t in inputs for d in t.shape if isinstance(d, tir.Var)}
+    used: list = []
+
+    def collect(value) -> None:
+        if isinstance(value, tir.PrimExpr):
+            used.extend(vars_in([value]))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+
+    collect([list(o.shape) for o in outs])
+    collect(te_args)
+    unbound: list = []
+    for v in used:
+        if v not in bound and v not in unbound and tir.is_int(v.dtype):
+            unbound.append(v)
+    return unbound
 
 
 def _strip_symbol(f):

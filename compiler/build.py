@@ -874,7 +874,9 @@ class _FunctionCodegen:
         kglob = self.kernel_globals_name(kname)
         if plan.runtime_check:
             what = f"R.call_tir({kname}) in {self.name}()" + (f", binding '{var.name_hint}'" if var is not None else "")
-            self.emit(f"_kcheck({self.obj(kernel, 'kernel_' + kname)}, ({', '.join(plan.buffer_atoms)},), {what!r})")
+            scalars = "".join(f"{self.dim(e, var)}, " for e in plan.scalars)
+            self.emit(f"_kcheck({self.obj(kernel, 'kernel_' + kname)}, ({', '.join(plan.buffer_atoms)},), {what!r}, "
+                      f"({scalars}))")
         # The kernel's machine-code ABI: buffer data pointers in parameter order, then the
         # scalar parameters (tir_vars), then one int64 per symbolic dim (kernel.sym_vars).
         values = [f"{atom}._ptr" for atom in plan.buffer_atoms]

@@ -606,14 +606,14 @@ def _ordered_tensors(args: Sequence[Tensor]) -> list:
 
 def create_prim_func(ops: Sequence, index_dtype_override: Optional[str] = None) -> tir.PrimFunc:
     """A `tir.PrimFunc` computing the tensors in ``ops`` from the placeholders in ``ops``.
-    Parameters are the listed tensors, in order; computes not listed are allocated in the root
-    block. ``index_dtype_override`` ("int32"/"int64") sets the dtype of shapes and loops."""
-    args = list(ops)
+    Parameters are the listed tensors, in order, then the listed `tir.Var`s as scalar
+    parameters (symbolic sizes no buffer's shape binds); computes not listed are allocated in
+    the root block. ``index_dtype_override`` ("int32"/"int64") sets the dtype of shapes and loops."""
+    args = [a for a in ops if not isinstance(a, tir.Var)]
+    scalars = [a for a in ops if isinstance(a, tir.Var)]  # scalar parameters, after the buffers
     for a in args:
-        if isinstance(a, tir.Var):
-            raise NotImplementedError("scalar parameters in create_prim_func are not supported")
         if not isinstance(a, Tensor):
-            raise TypeError(f"create_prim_func takes te.Tensors, not {type(a).__name__}")
+            raise TypeError(f"create_prim_func takes te.Tensors and tir.Vars, not {type(a).__name__}")
     idt = index_dtype_override
 
     def dim(d):
@@ -640,6 +640,7 @@ def create_prim_func(ops: Sequence, index_dtype_override: Optional[str] = None) 
         buf.data = handle
         params.append(handle)
         buffer_map[handle] = buf
+    params.extend(var_map.get(v, v) for v in scalars)
     allocs: list = []
     stages: list = []
     block_names: set = set()

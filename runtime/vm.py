@@ -328,8 +328,8 @@ def _cuda_helpers(dev: Device) -> dict:
             return bool(arr.reshape(()))
         return bool(v)
 
-    def _kcheck(kernel, tensors, what):
-        check_kernel_args(kernel, tensors, what, cls)
+    def _kcheck(kernel, tensors, what, scalars=()):
+        check_kernel_args(kernel, tensors, what, cls, scalars)
 
     g = dict(_helpers())
     g.update({"_Tensor": cls, "_empty": rt.empty, "_coerce": _coerce, "_bad": _bad, "_match": _match,
@@ -407,8 +407,8 @@ def _make_helpers() -> dict:
             return bool(v._array.reshape(()))
         return bool(v)
 
-    def _kcheck(kernel, tensors, what):
-        check_kernel_args(kernel, tensors, what)
+    def _kcheck(kernel, tensors, what, scalars=()):
+        check_kernel_args(kernel, tensors, what, scalars=scalars)
 
     def _stride(t, d):
         n = 1
@@ -668,15 +668,17 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None, 
     return value
 
 
-def check_kernel_args(kernel, tensors, what: str, tensor_class=None) -> None:
+def check_kernel_args(kernel, tensors, what: str, tensor_class=None, scalars=()) -> None:
     """Check tensors against a kernel's buffer parameters (dtype, rank, dims, symbolic dims
     agreeing, declared strides); used where the build could not prove a call_tir's arguments
     fit, so a mismatch is an error here rather than memory the kernel should not touch.
-    ``tensor_class``: the class of the tensors on the VM's device (CPU tensors when None)."""
+    ``tensor_class``: the class of the tensors on the VM's device (CPU tensors when None);
+    ``scalars``: the values of the kernel's scalar parameters (a call's ``tir_vars``), which
+    dims such as ``n - 1`` may use."""
     tensor_class = tensor_class or _tensor_class()
     buffers = [p for p in kernel.params if p.kind == "buffer"]
-    env: dict = {}
-    origin: dict = {}
+    env: dict = {p.name: v for p, v in zip([p for p in kernel.params if p.kind == "scalar"], scalars)}
+    origin: dict = {name: "tir_vars" for name in env}
     later = []
     for p, t in zip(buffers, tensors):
         label = f"{what}: parameter '{p.name}'"

@@ -315,3 +315,25 @@ def test_tvms_relax_hookup():
     assert isinstance(relax.const(1.0), relax.Constant)
     v = relax.Var("A", (128, 128), relax.DynTensorType(2, "float32"))
     assert dims(relax.struct_info_of(v)) == [128, 128]
+
+
+@pytest.mark.parametrize("size", [7, 10])
+def test_call_te_passes_unbound_sizes_as_tir_vars(size):
+    """Sizes no input's shape binds (``n - 1`` of an arange, ``n // 2`` of a full) become scalar
+    parameters of the prim_func and ``tir_vars=R.shape([n])`` of the call, as in TVM."""
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([n], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        a = bb.emit(relax.op.arange(0, n - 1, 1, dtype="float32"))
+        f = bb.emit(relax.op.full((n // 2,), relax.const(3.0, "float32")))
+        bb.emit_func_output(relax.Tuple([a, f]))
+    legal = tvms.relax.transform.LegalizeOps()(bb.get())
+    text = legal.script()
+    assert "def arange(var_T_arange: T.handle, n: T.int64)" in text
+    assert "tir_vars=R.shape([n])" in text
+    assert tvms.parse(text).script() == text
+    vm = tvms.relax.VirtualMachine(tvms.compile(legal), tvms.cpu())
+    got_a, got_f = vm["main"](np.zeros(size, "float32"))
+    np.testing.assert_array_equal(got_a.numpy(), np.arange(size - 1, dtype="float32"))
+    np.testing.assert_array_equal(got_f.numpy(), np.full(size // 2, 3.0, "float32"))
