@@ -277,8 +277,9 @@ class RelaxPrinter:
         return lines
 
     def binding_value(self, value) -> str:
-        if isinstance(value, relax.Tuple) and value.fields:
-            return ", ".join(self.expr(f) for f in value.fields) + ("," if len(value.fields) == 1 else "")
+        # TVM drops the parentheses of a tuple bound to a variable, except for one field: (x,).
+        if isinstance(value, relax.Tuple) and len(value.fields) > 1:
+            return ", ".join(self.expr(f) for f in value.fields)
         return self.expr(value)
 
     def _hide_annotation(self, var, value) -> bool:
