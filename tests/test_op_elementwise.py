@@ -390,3 +390,152 @@ def test_text_float_op_on_ints_points_at_argument():
 def test_text_astype_bad_dtype():
     src = relax_fn('lv = R.astype(x, dtype="flt")\nreturn lv', 'x: R.Tensor((2,), "float32")')
     diagnose(src, "astype needs a dtype", 3, '"flt"')
+
+
+# ----------------------------------------------------------------------------- activations, predicates
+
+
+def np_gelu_tanh(x):
+    x = x.astype(np.float64)
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def np_softplus(x, beta=1.0, threshold=20.0):
+    x = x.astype(np.float64)
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(np.minimum(beta * x, threshold))) / beta)
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3, 4), ()], ids=str)
+@pytest.mark.parametrize("alpha", [0.01, 0.2])
+def test_leakyrelu(shape, alpha):
+    x = rand(shape, "float32", -3, 3)
+    check_op(op.nn.leakyrelu, [x], np.where(x > 0, x, x * np.float32(alpha)), alpha=alpha)
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 4)], ids=str)
+def test_gelu_tanh(shape):
+    x = rand(shape, "float32", -4, 4)
+    check_op(op.nn.gelu_tanh, [x], np_gelu_tanh(x).astype("float32"), rtol=1e-5, atol=1e-6)
+
+
+def test_gelu_tanh_stages_like_tvm():
+    """TVM 0.27's nine stages: 0.5 x, sqrt(2/pi) x, 0.044715 x * x, 1 + _, product, tanh, ..."""
+    mod, _ = build_op_module(op.nn.gelu_tanh, [rand((2, 3))])
+    text = LegalizeOps()(mod).script()
+    blocks = [line.split('"')[1] for line in text.split("\n") if "T.block(" in line and "root" not in line]
+    assert blocks == ["T_multiply", "T_multiply_1", "T_multiply_2", "T_multiply_3", "T_add", "T_multiply_4",
+                      "compute", "T_add_1", "T_multiply_5"]
+    assert "T.float32(0.79788456080286541) * x0[v_ax0, v_ax1]" in text
+    assert "def gelu_tanh(" in text
+
+
+@pytest.mark.parametrize("beta,threshold", [(1.0, 20.0), (2.0, 10.0), (0.5, 3.0)])
+def test_softplus(beta, threshold):
+    x = rand((3, 8), "float32", -12, 12)
+    check_op(op.nn.softplus, [x], np_softplus(x, beta, threshold).astype("float32"), rtol=1e-5, atol=1e-5,
+             beta=beta, threshold=threshold)
+
+
+def test_softplus_and_leakyrelu_print_like_tvm():
+    mod, _ = build_op_module(op.nn.softplus, [rand((2,))], beta=2.0, threshold=10.0)
+    assert "R.nn.softplus(x0, beta=2.0, threshold=10.0)" in mod.script()
+    text = LegalizeOps()(mod).script()
+    assert "def softplus(" in text
+    assert ("T.Select(T.float32(10.0) < T.float32(2.0) * x0[v_i0], x0[v_i0], "
+            "T.float32(0.5) * T.log(T.float32(1.0) + T.exp(T.float32(2.0) * x0[v_i0])))") in text
+    mod, _ = build_op_module(op.nn.leakyrelu, [rand((2,))], alpha=0.25)
+    assert "R.nn.leakyrelu(x0, alpha=0.25)" in mod.script()
+    text = LegalizeOps()(mod).script()
+    assert "def leaky_relu(" in text
+    assert "T.Select(T.float32(0.0) < x0[v_i0], x0[v_i0], x0[v_i0] * T.float32(0.25))" in text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
+def test_sign(dtype):
+    x = rand((3, 5), dtype, -4, 4)
+    x.flat[0] = 0
+    legal = check_op(op.sign, [x], np.sign(x))
+    assert 'def tir_sign(' in legal.script() and 'T.block("T_sign")' in legal.script()
+
+
+def test_trunc():
+    x = rand((4, 3), "float32", -5, 5)
+    legal = check_op(op.trunc, [x], np.trunc(x))
+    assert "T.trunc(x0[v_i0, v_i1])" in legal.script()
+    xi = rand((4,), "int32", -5, 5)
+    check_op(op.trunc, [xi], xi)
+
+
+@pytest.mark.parametrize("name", ["isnan", "isinf", "isfinite"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_predicates(name, dtype):
+    x = rand((3, 4), dtype)
+    x[0, 1], x[1, 2], x[2, 3], x[2, 0] = np.nan, np.inf, -np.inf, 0
+    legal = check_op(getattr(op, name), [x], getattr(np, name)(x))
+    assert f"def tir_{name}(" in legal.script()
+
+
+def test_float_predicates_on_integers():
+    xi = rand((5,), "int32", -3, 3)
+    for name in ("isnan", "isinf", "isfinite"):
+        check_op(getattr(op, name), [xi], getattr(np, name)(xi))
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 3, 4), 1), ((2, 4), -1), ((3, 2, 2, 5), 3), ((6,), 0)], ids=str)
+def test_prelu(shape, axis):
+    x = rand(shape, "float32", -3, 3)
+    alpha = rand((shape[axis],), "float32", 0, 0.5)
+    bshape = [1] * len(shape)
+    bshape[axis] = shape[axis]
+    legal = check_op(op.nn.prelu, [x, alpha], np.where(x > 0, x, x * alpha.reshape(bshape)), axis=axis)
+    assert "def prelu(" in legal.script()
+
+
+def test_relu6_is_tvms_clip():
+    """TVM has no relu6 op: ``relax.op.nn.relu6`` builds ``R.clip(x, 0, 6)`` and the parser reads
+    ``R.nn.relu6(x)`` the same way."""
+    x = rand((2, 5), "float32", -9, 9)
+    legal = check_op(op.nn.relu6, [x], np.clip(x, 0, 6))
+    assert "def tir_clip(" in legal.script()
+    src = relax_fn("lv = R.nn.relu6(x)\nreturn lv", 'x: R.Tensor((2, 5), "float32")')
+    assert "R.clip(x, R.prim_value(0), R.prim_value(6))" in tvms.parse(src).script()
+
+
+def test_new_activations_on_symbolic_shapes():
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([n, 3], "float32"))
+    a = relax.Var("a", relax.TensorStructInfo([3], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, a]):
+        outs = [bb.emit(op.nn.leakyrelu(x, 0.1)), bb.emit(op.nn.gelu_tanh(x)), bb.emit(op.nn.softplus(x)),
+                bb.emit(op.sign(x)), bb.emit(op.isfinite(x)), bb.emit(op.nn.prelu(x, a, axis=-1))]
+        bb.emit_func_output(relax.Tuple(outs))
+    text = bb.get().script()
+    assert 'R.Tensor((n, 3), dtype="bool") = R.isfinite(x)' in text
+    legal = LegalizeOps()(bb.get())
+    xs, al = rand((4, 3), "float32", -3, 3), rand((3,), "float32", 0, 1)
+    got = run(legal, [xs, al])
+    expected = [np.where(xs > 0, xs, xs * np.float32(0.1)), np_gelu_tanh(xs), np_softplus(xs), np.sign(xs),
+                np.isfinite(xs), np.where(xs > 0, xs, xs * al)]
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_new_activation_errors():
+    with pytest.raises(ValueError, match="floating-point data"):
+        op.nn.leakyrelu(tensor([2], "int32"))
+    with pytest.raises(ValueError, match="alpha must be a number"):
+        op.nn.leakyrelu(tensor([2]), alpha="0.1")
+    with pytest.raises(ValueError, match="beta must not be 0"):
+        op.nn.softplus(tensor([2]), beta=0)
+    with pytest.raises(ValueError, match="alpha has 4 slopes but data has 3 elements along axis 1"):
+        op.nn.prelu(tensor([2, 3]), tensor([4]))
+    with pytest.raises(ValueError, match="alpha must be 1-D"):
+        op.nn.prelu(tensor([2, 3]), tensor([1, 3]))
+    with pytest.raises(ValueError, match="numeric x"):
+        op.sign(tensor([2], "bool"))
+
+
+def test_text_prelu_alpha_mismatch_points_at_alpha():
+    src = relax_fn("lv = R.nn.prelu(x, a)\nreturn lv", 'x: R.Tensor((2, 3), "float32"), a: R.Tensor((2,), "float32")')
+    diagnose(src, "alpha has 2 slopes but data has 3 elements along axis 1", 3, "a)")

@@ -1,6 +1,7 @@
 """Linear algebra (compiler/op/linalg.py): matmul on 1-D/2-D/batched operands with broadcast batch
 dims and out_dtype, symbolic inference; linear (``x @ w.T + b``) as a registered op, from Python
-and from TVMScript text; located diagnostics."""
+and from TVMScript text; einsum (NumPy's, ellipsis and implicit output included); located
+diagnostics."""
 
 from __future__ import annotations
 
@@ -106,3 +107,96 @@ def test_text_diagnostics():
         tvms.parse(src)
     assert "do not broadcast" in info.value.message
     assert (info.value.span.line, info.value.span.col) == (3, src.split("\n")[2].index("x)") + 1)
+
+
+# ----------------------------------------------------------------------------- einsum
+
+
+def _einsum(*operands, subscripts):
+    return relax.op.einsum(operands, subscripts)
+
+
+@pytest.mark.parametrize("subscripts,shapes,contraction", [
+    ("ij,jk->ik", [(2, 3), (3, 4)], True),
+    ("bhij,hjk->bhik", [(2, 5, 3, 4), (5, 4, 6)], True),
+    ("...ij,...jk", [(2, 1, 3, 4), (5, 4, 6)], True),  # implicit output, broadcast ellipsis
+    ("i,i->", [(7,), (7,)], True),
+    ("bij,bjk,bkl->bil", [(2, 3, 4), (2, 4, 5), (2, 5, 2)], True),
+    ("ij,kj->ikj", [(2, 3), (4, 3)], False),  # nothing summed: a broadcast product
+], ids=str)
+def test_einsum(subscripts, shapes, contraction):
+    """Contractions go through check_op (their pattern is the op table's out-ewise-fusable);
+    a product without a summed subscript analyzes as a broadcast and is run directly."""
+    ops = [arr(*s) for s in shapes]
+    expected = np.einsum(subscripts, *ops).astype("float32")
+    if contraction:
+        legal = check_op(_einsum, ops, expected, rtol=1e-4, atol=1e-4, subscripts=subscripts)
+        assert 'T.block("T_einsum")' in legal.script()
+    else:
+        np.testing.assert_allclose(_run(_einsum_module(ops, subscripts), ops), expected, rtol=1e-5, atol=1e-5)
+
+
+def _einsum_module(ops, subscripts):
+    params = [relax.Var(f"x{i}", relax.TensorStructInfo(list(o.shape), "float32")) for i, o in enumerate(ops)]
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        bb.emit_func_output(bb.emit(relax.op.einsum(params, subscripts)))
+    return bb.get()
+
+
+def _run(mod, arrays):
+    from tvmscript.compiler.transform import LegalizeOps
+
+    vm = relax.VirtualMachine(tvms.compile(LegalizeOps()(mod), target="llvm"), tvms.cpu())
+    return vm["main"](*arrays).numpy()
+
+
+@pytest.mark.parametrize("subscripts,shape", [("ii->i", (3, 3)), ("ij->ji", (2, 3)), ("ij->", (2, 3)), ("ii", (4, 4)),
+                                              ("i...->...", (3, 2, 2))], ids=str)
+def test_einsum_one_operand(subscripts, shape):
+    x = arr(*shape)
+    np.testing.assert_allclose(_run(_einsum_module([x], subscripts), [x]), np.einsum(subscripts, x),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_prints_and_legalizes_like_tvm():
+    a = relax.Var("a", relax.TensorStructInfo([2, 3], "float32"))
+    n = tir.Var("int64", "n")
+    b = relax.Var("b", relax.TensorStructInfo([3, n], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [a, b]):
+        bb.emit_func_output(bb.emit(relax.op.einsum((a, b), "ij,jk->ik")))
+    text = bb.get().script()
+    assert 'R.Tensor((2, n), dtype="float32") = R.einsum((a, b), subscripts="ij,jk->ik")' in text
+    assert tvms.parse(text).script() == text
+    from tvmscript.compiler.transform import LegalizeOps
+
+    legal = LegalizeOps()(bb.get())
+    assert "T_einsum[v_ax0, v_ax1] = T_einsum[v_ax0, v_ax1] + a[v_ax0, v_j] * b[v_j, v_ax1]" in legal.script()
+    xa, xb = arr(2, 3), arr(3, 5)
+    vm = relax.VirtualMachine(tvms.compile(legal, target="llvm"), tvms.cpu())
+    np.testing.assert_allclose(vm["main"](xa, xb).numpy(), xa @ xb, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("subscripts,shapes,message", [
+    ("ij,jk->ik", [(2, 3), (4, 5)], "subscript 'j' has extent 3 and 4"),
+    ("ij,jk", [(2, 3)], "name 2 operand(s), but 1 are given"),
+    ("ijk,jk->ik", [(2, 3), (3, 4)], "3 subscripts for an operand of rank 2"),
+    ("ij,jk->iz", [(2, 3), (3, 4)], "output subscript 'z' appears in no operand"),
+    ("ij,jk->ii", [(2, 3), (3, 4)], "output subscript 'i' appears more than once"),
+    ("i1,jk->ik", [(2, 3), (3, 4)], "'1' is not a subscript letter"),
+])
+def test_einsum_errors(subscripts, shapes, message):
+    ops = [relax.Var(f"x{i}", relax.TensorStructInfo(list(s), "float32")) for i, s in enumerate(shapes)]
+    with pytest.raises(ValueError) as info:
+        relax.op.einsum(ops, subscripts)
+    assert message in str(info.value)
+
+
+def test_text_einsum_error_points_at_subscripts():
+    src = ('@R.function\ndef main(a: R.Tensor((2, 3), "float32"), b: R.Tensor((4, 5), "float32")):\n'
+           '    y = R.einsum((a, b), subscripts="ij,jk->ik")\n    return y\n')
+    with pytest.raises(TVMScriptError) as info:
+        tvms.parse(src)
+    assert "subscript 'j' has extent 3 and 4" in info.value.message
+    assert (info.value.span.line, info.value.span.col) == (3, src.split("\n")[2].index('"ij') + 1)

@@ -301,3 +301,156 @@ def test_text_forms_parse():
     assert [d.value for d in func.ret_struct_info.shape] == [2, 2]
     mod = tvms.parse(relax_fn("R.reshape(x, (3, -1))"))
     assert "R.reshape(x, R.shape([3, 2]))" in mod.script()
+
+
+# ----------------------------------------------------------------------------- gather, scatter, one_hot
+
+
+@pytest.mark.parametrize("dshape,ishape,axis", [((3, 4), (3, 2), 1), ((3, 4), (2, 4), 0), ((2, 3, 4), (2, 3, 5), -1),
+                                                ((5,), (7,), 0)], ids=str)
+def test_gather_elements(dshape, ishape, axis):
+    data = arr(*dshape)
+    size = dshape[axis]
+    indices = RNG.integers(-size, size, ishape)  # negative ones count from the end
+    expected = _np_gather_elements(data, indices, axis)
+    legal = check_op(relax.op.gather_elements, [data, indices.astype("int64")], expected, axis=axis)
+    assert "def gather(" in legal.script() and 'T.block("T_gather")' in legal.script()
+    check_op(relax.op.gather_elements, [data, indices.astype("int32")], expected, axis=axis)
+
+
+def _np_gather_elements(data, indices, axis):
+    """ONNX GatherElements by its definition (the indices may be smaller than the data)."""
+    out = np.empty(indices.shape, data.dtype)
+    axis %= data.ndim
+    for q in np.ndindex(*indices.shape):
+        p = list(q)
+        p[axis] = indices[q] % data.shape[axis]
+        out[q] = data[tuple(p)]
+    return out
+
+
+def np_scatter_elements(data, indices, updates, axis, reduction):
+    """ONNX ScatterElements by its definition: the updates applied one by one in row-major
+    order (a later update of the same element wins for "update")."""
+    out = data.copy()
+    axis %= data.ndim
+    for q in np.ndindex(*indices.shape):
+        p = list(q)
+        p[axis] = indices[q] % data.shape[axis]
+        p, u = tuple(p), updates[q]
+        out[p] = {"update": lambda a: u, "add": lambda a: a + u, "mul": lambda a: a * u,
+                  "min": lambda a: min(a, u), "max": lambda a: max(a, u)}[reduction](out[p])
+    return out
+
+
+SCATTER_CASES = [
+    # data, indices (updates share them), axis
+    ((3, 5), [[0, 2], [4, 4], [1, -1]], 1),
+    ((4, 3), [[1, 0, 2], [1, 2, 2]], 0),  # fewer rows than the data: the others stay
+    ((2, 3, 4), [[[3], [0], [-4]], [[1], [1], [2]]], 2),
+]
+
+
+@pytest.mark.parametrize("reduction", ["update", "add", "mul", "min", "max"])
+@pytest.mark.parametrize("dshape,indices,axis", SCATTER_CASES, ids=str)
+def test_scatter_elements(reduction, dshape, indices, axis):
+    data = arr(*dshape)
+    idx = np.array(indices, "int64")
+    updates = arr(*idx.shape)
+    legal = check_op(relax.op.scatter_elements, [data, idx, updates],
+                     np_scatter_elements(data, idx, updates, axis, reduction), axis=axis, reduction=reduction)
+    assert "def scatter_elements(" in legal.script()
+
+
+def test_scatter_elements_against_torch():
+    torch = pytest.importorskip("torch")
+    data, idx = arr(4, 6), RNG.integers(0, 6, (4, 3))
+    upd = arr(4, 3)
+    expected = torch.tensor(data).scatter_reduce(1, torch.tensor(idx), torch.tensor(upd), "sum").numpy()
+    check_op(relax.op.scatter_elements, [data, idx, upd], expected, axis=1, reduction="add")
+
+
+@pytest.mark.parametrize("ishape,depth,axis,dtype", [((4,), 5, -1, "float32"), ((2, 3), 4, 0, "int64"),
+                                                     ((2, 3), 3, 1, "float32"), ((), 4, -1, "float64")], ids=str)
+def test_one_hot(ishape, depth, axis, dtype):
+    indices = RNG.integers(-1, depth + 1, ishape).astype("int64")  # -1 and depth: rows of off values
+    on, off = (tir.const(2.5, dtype), tir.const(-1.0, dtype)) if dtype != "int64" else \
+        (tir.const(1, dtype), tir.const(0, dtype))
+    hot = np.arange(depth) == indices[..., None]
+    expected = np.moveaxis(np.where(hot, on.value, off.value).astype(dtype), -1, axis)
+    legal = check_op(relax.op.one_hot, [indices, on, off], expected, depth=depth, axis=axis)
+    assert 'T.block("T_one_hot")' in legal.script()
+
+
+def test_new_gather_scatter_ops_print_like_tvm():
+    d = relax.Var("d", relax.TensorStructInfo([2, 3], "float32"))
+    i = relax.Var("i", relax.TensorStructInfo([2, 2], "int64"))
+    u = relax.Var("u", relax.TensorStructInfo([2, 2], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [d, i, u]):
+        a = bb.emit(relax.op.gather_elements(d, i, 1))
+        b = bb.emit(relax.op.scatter_elements(d, i, u, 1, "add"))
+        c = bb.emit(relax.op.one_hot(i, tir.FloatImm("float32", 1.0), tir.FloatImm("float32", 0.0), 4))
+        bb.emit_func_output(relax.Tuple([a, b, c]))
+    text = bb.get().script()
+    assert 'R.Tensor((2, 2), dtype="float32") = R.gather_elements(d, i, axis=1)' in text
+    assert 'R.scatter_elements(d, i, u, axis=1, reduction="add")' in text
+    assert ('R.Tensor((2, 2, 4), dtype="float32") = R.one_hot(i, R.prim_value(T.float32(1.0)), '
+            'R.prim_value(T.float32(0.0)), depth=4, axis=-1)') in text
+    assert tvms.parse(text).script() == text
+
+
+def test_tvm_027_one_hot_text_parses():
+    """TVM 0.27 writes one_hot's values as bare typed numbers."""
+    src = ('@R.function\ndef main(x: R.Tensor((3,), dtype="int64")):\n'
+           '    gv = R.one_hot(x, T.float32(1.0), T.float32(0.0), depth=4, axis=-1)\n    return gv\n')
+    func = tvms.parse(src)
+    assert 'R.Tensor((3, 4), dtype="float32")' in func.script()
+
+
+def test_gather_scatter_one_hot_symbolic_run():
+    n = tir.Var("int64", "n")
+    d = relax.Var("d", relax.TensorStructInfo([n, 4], "float32"))
+    i = relax.Var("i", relax.TensorStructInfo([n, 2], "int64"))
+    u = relax.Var("u", relax.TensorStructInfo([n, 2], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [d, i, u]):
+        a = bb.emit(relax.op.gather_elements(d, i, 1))
+        b = bb.emit(relax.op.scatter_elements(d, i, u, 1))
+        c = bb.emit(relax.op.one_hot(i, 1, 0, 4, axis=1))
+        bb.emit_func_output(relax.Tuple([a, b, c]))
+    legal = LegalizeOps()(bb.get())
+    for rows in (1, 3):
+        ds, us = arr(rows, 4), arr(rows, 2)
+        idx = RNG.integers(0, 4, (rows, 2))
+        got_a, got_b, got_c = run(legal, [ds, idx, us])
+        np.testing.assert_array_equal(got_a, np.take_along_axis(ds, idx, 1))
+        np.testing.assert_array_equal(got_b, np_scatter_elements(ds, idx, us, 1, "update"))
+        np.testing.assert_array_equal(got_c, np.moveaxis(np.eye(4, dtype="int64")[idx], -1, 1))
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda d, i: relax.op.gather_elements(d, relax.op.astype(i, "float32")), "indices must be integers"),
+    (lambda d, i: relax.op.gather_elements(d, relax.op.reshape(i, (4,))), "indices must have the data's rank 2"),
+    (lambda d, i: relax.op.gather_elements(d, i, axis=2), "axis 2 is out of range"),
+    (lambda d, i: relax.op.scatter_elements(d, i, relax.op.astype(i, "float64")), "updates have dtype float64"),
+    (lambda d, i: relax.op.scatter_elements(d, i, d), "updates have shape (2, 3) but indices (2, 2)"),
+    (lambda d, i: relax.op.scatter_elements(d, i, relax.op.astype(i, "float32"), reduction="mean"),
+     'reduction "mean" is not supported'),
+    (lambda d, i: relax.op.one_hot(i, 1.0, 0, 3), "on_value and off_value dtypes differ (float64 and int64)"),
+    (lambda d, i: relax.op.one_hot(i, 1, 0, 0), "depth must be at least 1"),
+    (lambda d, i: relax.op.one_hot(i, 1, 0, 3, axis=3), "axis 3 is out of range for a result of rank 3"),
+    (lambda d, i: relax.op.one_hot(i, d, 0, 3), "on_value must be a prim value"),
+])
+def test_gather_scatter_one_hot_errors(make, message):
+    d = relax.Var("d", relax.TensorStructInfo([2, 3], "float32"))
+    i = relax.Var("i", relax.TensorStructInfo([2, 2], "int64"))
+    with pytest.raises(ValueError) as info:
+        make(d, i)
+    assert message in str(info.value)
+
+
+def test_text_scatter_bad_reduction_points_at_it():
+    src = ('@R.function\ndef main(d: R.Tensor((2, 3), "float32"), i: R.Tensor((2, 2), "int64"), '
+           'u: R.Tensor((2, 2), "float32")):\n    y = R.scatter_elements(d, i, u, reduction="sum")\n    return y\n')
+    assert_located(src, "reduction must be one of", '"sum"')

@@ -1,6 +1,7 @@
-"""The neural-network ops (``R.nn.*``): each legalized on several shapes and attribute settings,
-compiled for the CPU and compared with a NumPy reference (tests/op_check.py), plus inference
-errors and located diagnostics for bad attributes in TVMScript text."""
+"""The neural-network ops (``R.nn.*``, transposed convolutions and 1-D pooling included): each
+legalized on several shapes and attribute settings, compiled for the CPU and compared with a
+NumPy reference (tests/op_check.py), plus inference errors and located diagnostics for bad
+attributes in TVMScript text."""
 
 from __future__ import annotations
 
@@ -678,3 +679,170 @@ def test_symbolic_shapes_legalize_and_run():
     np.testing.assert_allclose(ra, np_softmax(xs, 0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(rb, np_layer_norm(xs, gs, gs, [-1]), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(rc, np_pool2d(imgs, "avg", [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- 1-D pooling
+
+
+POOL1D_CASES = [
+    # shape, pool_size, strides, dilation, padding, ceil_mode, count_include_pad
+    ((2, 3, 9), 3, 2, 1, 1, True, False),
+    ((1, 2, 8), 2, 2, 1, 0, False, True),
+    ((1, 2, 10), 3, 1, 2, (1, 2), False, True),
+    ((2, 1, 7), 3, 3, 1, 1, True, True),
+]
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("shape,pool,strides,dilation,padding,ceil,incl", POOL1D_CASES, ids=str)
+def test_pool1d(kind, shape, pool, strides, dilation, padding, ceil, incl):
+    x = rand(*shape)
+    left, right = (padding, padding) if isinstance(padding, int) else padding
+    expected = np_pool2d(x[:, :, None], kind, [1, pool], [1, strides], [1, dilation], [0, left, 0, right], ceil,
+                         incl)[:, :, 0]
+    op = relax.op.nn.max_pool1d if kind == "max" else relax.op.nn.avg_pool1d
+    legal = check_op(op, [x], expected, rtol=1e-5, atol=1e-6, pool_size=pool, strides=strides, dilation=dilation,
+                     padding=padding, ceil_mode=ceil, count_include_pad=incl)
+    assert f"def {kind}_pool1d(" in legal.script()
+
+
+def test_pool_prints_like_tvm_and_takes_tvms_python_order():
+    """TVM's pooling functions take ``padding`` before ``dilation`` but print ``dilation``
+    first; avg_pool1d counts the padding by default (TVM's default there)."""
+    x = relax.Var("x", relax.TensorStructInfo([1, 2, 8], "float32"))
+    y = relax.Var("y", relax.TensorStructInfo([1, 2, 8, 8], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, y]):
+        a = bb.emit(relax.op.nn.avg_pool1d(x, 3, 2, 1))
+        b = bb.emit(relax.op.nn.max_pool2d(y, 3, 2, 1))
+        bb.emit_func_output(relax.Tuple([a, b]))
+    text = bb.get().script()
+    assert ('R.nn.avg_pool1d(x, pool_size=[3], strides=[2], dilation=[1], padding=[1, 1], ceil_mode=False, '
+            'count_include_pad=True, layout="NCW", out_layout="NCW")') in text
+    assert 'R.Tensor((1, 2, 4), dtype="float32")' in text
+    assert "R.nn.max_pool2d(y, pool_size=[3, 3], strides=[2, 2], dilation=[1, 1], padding=[1, 1, 1, 1]" in text
+    assert tvms.parse(text).script() == text
+
+
+# ----------------------------------------------------------------------------- transposed convolutions
+
+
+def np_conv_transpose(x, w, strides, padding, output_padding, dilation, groups):
+    """The transposed convolution by its definition: input element ``i`` spreads ``x[i] * w[k]``
+    to output ``i * stride + k * dilation - pad_before`` (weights (in, out / groups, k...))."""
+    nsp = x.ndim - 2
+    n, c = x.shape[:2]
+    ipg, opg = c // groups, w.shape[1]
+    sizes, ks = x.shape[2:], w.shape[2:]
+    out = [(sizes[a] - 1) * strides[a] - padding[a] - padding[nsp + a] + dilation[a] * (ks[a] - 1)
+           + output_padding[a] + 1 for a in range(nsp)]
+    full = [max((sizes[a] - 1) * strides[a] + dilation[a] * (ks[a] - 1) + 1, padding[a] + out[a]) for a in range(nsp)]
+    big = np.zeros((n, opg * groups, *full), np.float64)
+    for g in range(groups):
+        xg, wg = x[:, g * ipg:(g + 1) * ipg], w[g * ipg:(g + 1) * ipg]
+        for tap in np.ndindex(*ks):
+            contrib = np.einsum("nc...,co->no...", xg, wg[(slice(None), slice(None)) + tap])
+            start = [tap[a] * dilation[a] for a in range(nsp)]
+            where = tuple(slice(start[a], start[a] + (sizes[a] - 1) * strides[a] + 1, strides[a]) for a in range(nsp))
+            big[(slice(None), slice(g * opg, (g + 1) * opg)) + where] += contrib
+    crop = tuple(slice(padding[a], padding[a] + out[a]) for a in range(nsp))
+    return big[(slice(None), slice(None)) + crop].astype(x.dtype)
+
+
+CONV2D_T_CASES = [
+    # data, weight, strides, padding, output_padding, dilation, groups
+    ((1, 4, 5, 5), (4, 3, 3, 3), 2, 1, 1, 1, 1),
+    ((1, 4, 5, 5), (4, 3, 3, 3), 2, 0, 0, 2, 2),
+    ((2, 2, 4, 3), (2, 5, 2, 3), (1, 2), (0, 1), (0, 1), 1, 1),
+    ((1, 3, 4, 4), (3, 2, 1, 1), 1, 0, 0, 1, 1),
+    ((1, 4, 3, 3), (4, 1, 3, 3), 3, (1, 0, 2, 1), 2, 1, 4),  # depthwise, asymmetric padding
+]
+
+
+@pytest.mark.parametrize("dshape,wshape,strides,padding,opad,dilation,groups", CONV2D_T_CASES, ids=str)
+def test_conv2d_transpose(dshape, wshape, strides, padding, opad, dilation, groups):
+    x, w = rand(*dshape), rand(*wshape)
+    expected = np_conv_transpose(x, w, _pair(strides), _pad4(padding), _pair(opad), _pair(dilation), groups)
+    legal = check_op(relax.op.nn.conv2d_transpose, [x, w], expected, rtol=1e-4, atol=1e-4, strides=strides,
+                     padding=padding, output_padding=opad, dilation=dilation, groups=groups)
+    text = legal.script()
+    assert "def conv2d_transpose(" in text
+    for block in ("data_pad", "kernel_transform", "compute"):
+        assert f'T.block("{block}")' in text
+    assert ('T.block("data_dilate")' in text) == (_pair(strides) != [1, 1])
+
+
+@pytest.mark.parametrize("dshape,wshape,strides,padding,opad,dilation,groups", [
+    ((1, 4, 5), (4, 3, 3), 2, 1, 0, 1, 1),
+    ((2, 4, 6), (4, 2, 3), 3, (0, 2), 1, 2, 2),
+    ((1, 2, 4), (2, 3, 1), 1, 0, 0, 1, 1),
+], ids=str)
+def test_conv1d_transpose(dshape, wshape, strides, padding, opad, dilation, groups):
+    x, w = rand(*dshape), rand(*wshape)
+    pads = [padding, padding] if isinstance(padding, int) else list(padding)
+    expected = np_conv_transpose(x, w, [strides], pads, [opad], [dilation], groups)
+    legal = check_op(relax.op.nn.conv1d_transpose, [x, w], expected, rtol=1e-4, atol=1e-4, strides=strides,
+                     padding=padding, output_padding=opad, dilation=dilation, groups=groups)
+    assert 'T.block("kernel")' in legal.script()
+
+
+def test_conv_transpose_against_torch():
+    torch = pytest.importorskip("torch")
+    x, w = rand(2, 4, 5, 6), rand(4, 3, 3, 2)
+    expected = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=(2, 1), padding=(1, 0),
+                                                    output_padding=(1, 0), dilation=(1, 2), groups=2).numpy()
+    check_op(relax.op.nn.conv2d_transpose, [x, w], expected, rtol=1e-4, atol=1e-4, strides=(2, 1), padding=(1, 0),
+             output_padding=(1, 0), dilation=(1, 2), groups=2)
+
+
+def test_conv2d_transpose_prints_like_tvm_with_symbolic_size():
+    n, h = tir.Var("int64", "n"), tir.Var("int64", "h")
+    x = relax.Var("x", relax.TensorStructInfo([n, 4, h, 5], "float32"))
+    w = relax.Var("w", relax.TensorStructInfo([4, 3, 3, 3], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        bb.emit_func_output(bb.emit(relax.op.nn.conv2d_transpose(x, w, strides=2, padding=1, output_padding=1)))
+    text = re.sub(r"T\.int64\((\d+)\)", r"\1", bb.get().script())
+    assert ('R.nn.conv2d_transpose(x, w, strides=[2, 2], padding=[1, 1, 1, 1], output_padding=[1, 1], '
+            'dilation=[1, 1], groups=1, data_layout="NCHW", kernel_layout="IOHW", out_layout="NCHW", '
+            'out_dtype="void")') in text
+    assert 'R.Tensor((n, 3, (h - 1) * 2 + 2, 10), dtype="float32")' in text
+    legal = LegalizeOps()(bb.get())
+    for size in (1, 4):
+        xs, ws = rand(2, 4, size, 5), rand(4, 3, 3, 3)
+        expected = np_conv_transpose(xs, ws, [2, 2], [1, 1, 1, 1], [1, 1], [1, 1], 1)
+        np.testing.assert_allclose(run(legal, [xs, ws]), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_tvm_027_conv2d_transpose_text_parses():
+    """TVM 0.27 prints an unset out_dtype as None: that reads as "void"."""
+    text = (
+        "@R.function\n"
+        'def main(x: R.Tensor((1, 4, 5, 5), dtype="float32"), w: R.Tensor((4, 3, 3, 3), dtype="float32")):\n'
+        '    gv: R.Tensor((1, 3, 10, 10), dtype="float32") = R.nn.conv2d_transpose(x, w, strides=[2, 2], '
+        'padding=[1, 1, 1, 1], output_padding=[1, 1], dilation=[1, 1], groups=1, data_layout="NCHW", '
+        'kernel_layout="IOHW", out_layout="NCHW", out_dtype=None)\n'
+        "    return gv\n"
+    )
+    func = tvms.parse(text)
+    assert func.body.blocks[0].bindings[0].value.attrs["out_dtype"] == "void"
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: relax.op.nn.conv2d_transpose(_var("x", (1, 4, 5, 5)), _var("w", (3, 3, 3, 3))),
+     "data has 4 channels but weight (in, out / groups, ...) expects 3"),
+    (lambda: relax.op.nn.conv2d_transpose(_var("x", (1, 4, 5, 5)), _var("w", (4, 3, 3, 3)), groups=3),
+     "4 channels do not divide into 3 groups"),
+    (lambda: relax.op.nn.conv2d_transpose(_var("x", (1, 4, 5, 5)), _var("w", (4, 3, 3, 3)), output_padding=1),
+     "output_padding [1, 1] must be smaller than the stride or the dilation"),
+    (lambda: relax.op.nn.conv2d_transpose(_var("x", (1, 4, 5, 5)), _var("w", (4, 3, 3, 3)), kernel_layout="OIHW"),
+     "not supported"),
+    (lambda: relax.op.nn.conv1d_transpose(_var("x", (1, 4, 1)), _var("w", (4, 3, 1)), padding=1),
+     "output width would be -1"),
+    (lambda: relax.op.nn.max_pool1d(_var("x", (1, 4, 2)), pool_size=3), "output width would be 0"),
+    (lambda: relax.op.nn.avg_pool1d(_var("x", (1, 4, 5, 5))), "3-D data"),
+])
+def test_new_nn_inference_errors(make, message):
+    with pytest.raises(ValueError) as info:
+        make()
+    assert message in str(info.value)

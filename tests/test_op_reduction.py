@@ -1,4 +1,5 @@
-"""Reductions (sum, mean, max, min, prod, variance, argmax, argmin): attribute handling (axis as
+"""Reductions (sum, mean, max, min, prod, variance, std, argmax, argmin) and the scans cumsum and
+cumprod: attribute handling (axis as
 None / int / list, negative axes, keepdims), struct-info inference with symbolic dims, TVM-style
 legalized TIR, numerics against NumPy on several shapes (``op_check.check_op``), and located
 diagnostics for bad axes written in text."""
@@ -43,6 +44,7 @@ REDUCE = {
     "min": (op.min, np.min),
     "prod": (op.prod, np.prod),
     "variance": (op.variance, np.var),
+    "std": (op.std, np.std),
 }
 # (input shape, axis, keepdims)
 CASES = [
@@ -242,3 +244,116 @@ def test_text_reduction_parses_and_runs():
     x = rand((2, 3, 4))
     legal = legalize_checked(tvms.ir.IRModule({"main": mod}))
     np.testing.assert_allclose(run(legal, [x]), x.sum(axis=-1), rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- std
+
+
+def test_std_legalized_like_tvm():
+    """variance's six stages, then ``compute`` taking the square root (TVM 0.27's ``std``)."""
+    mod, _ = build_op_module(op.std, [rand((2, 3))], axis=[1], keepdims=True)
+    assert "R.std(x0, axis=[1], keepdims=True)" in mod.script()
+    text = LegalizeOps()(mod).script()
+    blocks = [line.split('"')[1] for line in text.split("\n") if "T.block(" in line and "root" not in line]
+    assert blocks == ["x0_red", "T_divide", "T_subtract", "T_multiply", "T_multiply_red", "T_divide_1", "compute"]
+    assert "compute[v_i0, v_i1] = T.sqrt(T_divide_1[v_i0, v_i1])" in text
+
+
+# ----------------------------------------------------------------------------- cumsum, cumprod
+
+
+def np_cumulative(x, kind, axis=None, dtype=None, exclusive=False):
+    """NumPy's cumsum/cumprod in ``dtype``; exclusive: each element left out of its prefix."""
+    fn = np.cumsum if kind == "sum" else np.cumprod
+    src = x.reshape(-1) if axis is None else x
+    axis = 0 if axis is None else axis
+    out = fn(src.astype(dtype or x.dtype), axis=axis)
+    if exclusive:
+        first = np.take(np.zeros_like(out) + (0 if kind == "sum" else 1), [0], axis=axis)
+        out = np.concatenate([first, np.delete(out, -1, axis=axis)], axis=axis)
+    return out.astype(dtype or x.dtype)
+
+
+SCAN_CASES = [
+    # shape, axis, dtype, exclusive, input dtype
+    ((2, 3, 4), 1, None, False, "float32"),
+    ((2, 3, 4), -1, None, True, "float32"),
+    ((3, 5), None, None, False, "float32"),
+    ((4, 3), 0, "int64", True, "int32"),
+    ((6,), 0, "float64", False, "int32"),
+    ((2, 7), None, None, True, "int32"),
+]
+
+
+@pytest.mark.parametrize("kind", ["sum", "prod"])
+@pytest.mark.parametrize("shape,axis,dtype,exclusive,in_dtype", SCAN_CASES, ids=str)
+def test_cumulative(kind, shape, axis, dtype, exclusive, in_dtype):
+    low, high = (0.5, 1.5) if kind == "prod" and in_dtype == "float32" else (-2, 2)
+    x = rand(shape, in_dtype, low, high)
+    fn = op.cumsum if kind == "sum" else op.cumprod
+    legal = check_op(fn, [x], np_cumulative(x, kind, axis, dtype, exclusive), rtol=1e-5, atol=1e-5,
+                     axis=axis, dtype=dtype, exclusive=exclusive)
+    assert f'T.block("T_cum{kind}")' in legal.script()
+
+
+def test_cumsum_prints_and_legalizes_as_a_scan():
+    """Printed as TVM 0.27 prints it (``dtype=None``); legalized into one block whose scanned
+    axis is a scan iterator, tagged opaque so FuseOps leaves it alone."""
+    mod, _ = build_op_module(op.cumsum, [rand((2, 3))], axis=1)
+    assert "R.cumsum(x0, axis=1, dtype=None, exclusive=False)" in mod.script()
+    text = LegalizeOps()(mod).script()
+    assert "def cumsum(" in text and 'T.func_attr({"op_pattern": 8, "tir.noalias": True})' in text
+    assert "v_ax1 = T.axis.scan(T.int64(3), ax1)" in text
+    assert ("T_cumsum[v_ax0, v_ax1] = T.if_then_else(v_ax1 == T.int64(0), x0[v_ax0, v_ax1], "
+            "T_cumsum[v_ax0, v_ax1 - T.int64(1)] + x0[v_ax0, v_ax1])") in text
+    # TVM 0.25 wrote an unset dtype as "void": the same call
+    again = tvms.parse(mod.script().replace("dtype=None", 'dtype="void"'))
+    assert again.script() == mod.script()
+
+
+def test_cumsum_symbolic_and_in_the_zero_pipeline():
+    """A symbolic scanned extent (and the flattened length ``2 * n``) compile once; in the zero
+    pipeline the scan stays a kernel of its own while its neighbours fuse around it."""
+    n = tir.Var("int64", "n")
+    x = relax.Var("x", relax.TensorStructInfo([2, n], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        a = bb.emit(op.cumsum(x, axis=1))
+        b = bb.emit(op.cumprod(x))
+        bb.emit_func_output(relax.Tuple([a, b]))
+    text = bb.get().script()
+    assert 'R.Tensor((2 * n,), dtype="float32") = R.cumprod(x, axis=None, dtype=None, exclusive=False)' in text
+    legal = LegalizeOps()(bb.get())
+    for cols in (1, 6):
+        xs = rand((2, cols), "float32", 0.5, 1.5)
+        got_a, got_b = run(legal, [xs])
+        np.testing.assert_allclose(got_a, np.cumsum(xs, axis=1), rtol=1e-5)
+        np.testing.assert_allclose(got_b, np.cumprod(xs), rtol=1e-5)
+
+    y = relax.Var("y", relax.TensorStructInfo([3, 4], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [y]):
+        with bb.dataflow():
+            e = bb.emit(op.exp(y))
+            c = bb.emit(op.cumsum(e, axis=1))
+            out = bb.emit_output(op.multiply(c, c))
+        bb.emit_func_output(out)
+    fused = relax.get_pipeline("zero")(bb.get())
+    calls = [b.value.args[0].name_hint for b in fused["main"].body.blocks[0].bindings]
+    assert calls == ["tir_exp", "cumsum", "multiply"]
+    ys = rand((3, 4))
+    vm = relax.VirtualMachine(tvms.compile(fused, target="llvm"), tvms.cpu())
+    np.testing.assert_allclose(vm["main"](ys).numpy(), np.cumsum(np.exp(ys), axis=1) ** 2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn,attrs,message", [
+    (op.cumsum, {"axis": 2}, "axis 2 is out of range for a tensor of rank 2"),
+    (op.cumsum, {"axis": [0]}, "axis must be an integer or None"),
+    (op.cumprod, {"dtype": "float33"}, "dtype must be a dtype"),
+    (op.cumsum, {"exclusive": 1}, "exclusive must be True or False"),
+    (op.cumsum, {"dtype": "bool"}, "running sum or product of bools needs a numeric dtype="),
+])
+def test_cumulative_errors(fn, attrs, message):
+    x = relax.Var("x", relax.TensorStructInfo([2, 3], "float32"))
+    with pytest.raises(ValueError, match=message):
+        fn(x, **attrs)

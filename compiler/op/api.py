@@ -366,3 +366,22 @@ def _install() -> None:
 
 
 _install()
+
+
+# ----------------------------------------------------------------------------- Python-level helpers
+
+
+def _relu6(data):
+    """``relax.op.nn.relu6(data)``: ``R.clip(data, 0, 6)``. TVM has no relu6 op; its Python
+    helper builds this clip, and its parser reads ``R.nn.relu6(x)`` in text the same way."""
+    return globals()["clip"](data, 0, 6)
+
+
+_relu6.__name__ = "relu6"
+_relu6.__qualname__ = "nn.relu6"
+
+# name -> function: ops that exist only as Python helpers building another op's call, as in TVM.
+# The parser reads ``R.<name>(...)`` through them (tvmscript/parser/relax_calls.py).
+HELPERS = {"nn.relu6": _relu6}
+for _name, _fn in HELPERS.items():
+    setattr(nn, _name.split(".")[-1], _fn)

@@ -1,5 +1,8 @@
-"""Elementwise ops: unary math, binary arithmetic with NumPy broadcasting, comparisons, logical
-ops, ``where`` and ``astype``.
+"""Elementwise ops: unary math (``trunc`` and ``sign`` too), the predicates ``isnan``/``isinf``/
+``isfinite``, activations (``nn.relu``/``gelu``/``gelu_tanh``/``silu``, ``nn.leakyrelu(data,
+alpha)``, ``nn.softplus(data, beta, threshold)``, ``nn.prelu(data, alpha, axis)``), ``clip``,
+binary arithmetic with NumPy broadcasting, comparisons, logical ops, ``where`` and ``astype``.
+(``nn.relu6`` is TVM's Python helper building ``clip(x, 0, 6)``: see ``api.py``.)
 
 Unary ops keep their operand's shape and dtype (pattern elementwise); binary ones broadcast
 their operands' shapes, symbolic dims included (pattern broadcast). The PrimFunc each legalizes
@@ -11,7 +14,7 @@ from __future__ import annotations
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import broadcast_shapes, tensor_arg, te_legalizer
+from .common import broadcast_shapes, int_attr, normalize_axis, static_dim, tensor_arg, te_legalizer
 from .registry import Arg, Attr, OpError, register_op
 
 
@@ -93,10 +96,89 @@ UNARY_OPS = {
     "nn.relu": (topi.relu, "relu", None),
     "nn.gelu": (topi.gelu, "gelu", _FLOAT),
     "nn.silu": (topi.silu, "silu", _FLOAT),
+    "trunc": (topi.trunc, "tir_trunc", None),
+    "sign": (topi.sign, "tir_sign", (lambda d: d != "bool", "a numeric")),
+    "nn.gelu_tanh": (topi.gelu_tanh, "gelu_tanh", _FLOAT),
 }
 for _name, (_fn, _hint, _rule) in UNARY_OPS.items():
-    register_op(_name, ("x",), _unary_infer(f"R.{_name}", *_rule) if _rule else infer_unary,
+    # TVM names the operand of its nn.* activations ``data`` (``nn.gelu_tanh(data)``); the
+    # older ones here keep ``x``.
+    _arg = "data" if _name == "nn.gelu_tanh" else "x"
+    register_op(_name, (_arg,), _unary_infer(f"R.{_name}", *_rule) if _rule else infer_unary,
                 pattern="elementwise", legalize=te_legalizer(_fn, _hint))
+
+
+# ----------------------------------------------------------------------------- isnan, isinf, isfinite
+
+
+def infer_predicate(args, attrs):
+    """A bool tensor shaped like ``x`` (integers are never NaN nor infinite)."""
+    x = tensor_arg(args[0], "x")
+    _require(x, "x", lambda d: d != "bool", "a numeric", "a floating-point predicate")
+    return _like(x, "bool")
+
+
+for _name in ("isnan", "isinf", "isfinite"):
+    register_op(_name, ("x",), infer_predicate, pattern="elementwise",
+                legalize=te_legalizer(getattr(topi, _name), f"tir_{_name}"))
+
+
+# ----------------------------------------------------------------------------- activations with attributes
+
+
+def _number_attr(name: str):
+    def convert(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise OpError(f"{name} must be a number, not {v!r}", name)
+        return float(v)
+    return convert
+
+
+def _positive_beta(v):
+    beta = _number_attr("beta")(v)
+    if beta == 0.0:
+        raise OpError("beta must not be 0 (softplus divides by it)", "beta")
+    return beta
+
+
+def infer_float_unary(args, attrs):
+    x = tensor_arg(args[0], "data")
+    _require(x, "data", _is_float, "a floating-point", "this activation")
+    return _like(x)
+
+
+register_op("nn.leakyrelu", ("data",), infer_float_unary, attrs=(Attr("alpha", 0.01, _number_attr("alpha")),),
+            pattern="elementwise", legalize=te_legalizer(topi.leaky_relu, "leaky_relu", ("alpha",)))
+register_op("nn.softplus", ("data",), infer_float_unary,
+            attrs=(Attr("beta", 1.0, _positive_beta), Attr("threshold", 20.0, _number_attr("threshold"))),
+            pattern="elementwise", legalize=te_legalizer(topi.softplus, "softplus", ("beta", "threshold")))
+
+
+def infer_prelu(args, attrs):
+    """``alpha`` is 1-D with one slope per element of ``data``'s ``axis``."""
+    x = tensor_arg(args[0], "data")
+    _require(x, "data", _is_float, "a floating-point", "R.nn.prelu")
+    alpha = tensor_arg(args[1], "alpha")
+    if alpha.dtype and x.dtype and alpha.dtype != x.dtype:
+        raise OpError(f"alpha has dtype {alpha.dtype} but data has {x.dtype}", "alpha")
+    if alpha.ndim >= 0 and alpha.ndim != 1:
+        raise OpError(f"alpha must be 1-D (one slope per channel), got rank {alpha.ndim}", "alpha")
+    if x.ndim >= 0:
+        axis = normalize_axis(attrs["axis"], x.ndim)
+        if x.shape is not None and alpha.shape is not None:
+            c, a = static_dim(x.shape[axis]), static_dim(alpha.shape[0])
+            if c is not None and a is not None and c != a:
+                raise OpError(f"alpha has {a} slopes but data has {c} elements along axis {axis}", "alpha")
+    return _like(x)
+
+
+def _prelu_te(data, alpha, axis):
+    return topi.prelu(data, alpha, axis + len(data.shape) if axis < 0 else axis)
+
+
+register_op("nn.prelu", ("data", "alpha"), infer_prelu, attrs=(Attr("axis", 1, int_attr("axis")),),
+            # TVM's analysis calls it elementwise; the slope's load (alpha[i1]) is a broadcast here.
+            pattern="broadcast", legalize=te_legalizer(_prelu_te, "prelu", ("axis",)))
 
 
 # ----------------------------------------------------------------------------- clip

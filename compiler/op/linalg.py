@@ -1,12 +1,13 @@
-"""Linear algebra: matmul (1-D, 2-D, batched with broadcast batch dims, out_dtype) and linear
-(``x @ weight.T + bias``)."""
+"""Linear algebra: matmul (1-D, 2-D, batched with broadcast batch dims, out_dtype), linear
+(``x @ weight.T + bias``) and einsum (``R.einsum((a, b), subscripts="ij,jk->ik")``, NumPy's
+rules: ellipsis broadcasting, implicit output, diagonals)."""
 
 from __future__ import annotations
 
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import broadcast_shapes, dtype_attr, shapes_known, te_legalizer, tensor_arg
+from .common import REQUIRED, broadcast_shapes, dtype_attr, shapes_known, te_legalizer, tensor_arg
 from .registry import Arg, Attr, OpError, register_op
 
 
@@ -96,4 +97,54 @@ def legalize_linear(bb, call):
 register_op(
     "linear", ("x", "weight", Arg("bias", "tensor", optional=True)), infer_linear,
     attrs=(Attr("out_dtype", "void", dtype_attr),), pattern="out_ewise_fusable", legalize=legalize_linear,
+)
+
+
+# ----------------------------------------------------------------------------- einsum
+
+
+def _subscripts_attr(value):
+    if value is REQUIRED:
+        raise OpError("subscripts is required", "subscripts")
+    if not isinstance(value, str):
+        raise OpError(f"subscripts must be a string such as \"ij,jk->ik\", not {value!r}", "subscripts")
+    return value
+
+
+def infer_einsum(args, attrs):
+    """The output's labels' extents (`topi.linalg.parse_einsum`), in the operands' dtype."""
+    if not isinstance(args[0], relax.TupleStructInfo) or not args[0].fields:
+        raise OpError("operands must be a non-empty tuple of tensors", "operands")
+    ts = [tensor_arg(f, "operands") for f in args[0].fields]
+    dtypes = {t.dtype for t in ts if t.dtype}
+    if len(dtypes) > 1:
+        raise OpError(f"the operands' dtypes differ: {', '.join(t.dtype for t in ts)}", "operands")
+    dtype = dtypes.pop() if dtypes else ""
+    if any(t.ndim < 0 for t in ts):
+        return relax.TensorStructInfo(None, dtype, -1)
+    try:
+        inputs, output = topi.linalg.parse_einsum(attrs["subscripts"], [t.ndim for t in ts])
+        if any(t.shape is None for t in ts):
+            return relax.TensorStructInfo(None, dtype, len(output))
+        dims = topi.linalg.einsum_dims(inputs, [list(t.shape) for t in ts])
+    except topi.linalg.EinsumError as err:
+        raise OpError(f"einsum {attrs['subscripts']!r}: {err}", "subscripts") from None
+    return relax.TensorStructInfo([dims[x] for x in output], dtype)
+
+
+def legalize_einsum(bb, call):
+    if not shapes_known(call):
+        return None
+    from .manipulate import _tuple_tensors
+
+    return bb.call_te(topi.linalg.einsum, call.attrs["subscripts"], *_tuple_tensors(bb, call.args[0]),
+                      primfunc_name_hint="einsum")
+
+
+register_op(
+    "einsum", (Arg("operands", "tensors"),), infer_einsum,
+    attrs=(Attr("subscripts", REQUIRED, _subscripts_attr),),
+    # A contraction of two operands (C += A * B) is out-ewise-fusable, as TVM's analysis finds;
+    # one operand summed is a plain reduction, and without a summed subscript it is injective.
+    pattern="out_ewise_fusable", legalize=legalize_einsum,
 )

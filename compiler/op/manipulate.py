@@ -1,5 +1,6 @@
 """Shape manipulation ops: permute_dims, reshape, expand_dims, squeeze, flatten, concat, split,
-strided_slice, take, broadcast_to, tile, repeat.
+strided_slice, take, broadcast_to, tile, repeat; and the indexed ops gather_elements,
+scatter_elements and one_hot.
 
 All are injective (every output element is one input element), expand_dims, squeeze and
 broadcast_to more precisely broadcast (their loads index the output's loop variables in order,
@@ -7,6 +8,11 @@ some left out), as TVM's pattern analysis finds their PrimFuncs; they legalize t
 computes in ``compiler/topi/transform.py`` under TVM's PrimFunc names (``reshape``,
 ``concatenate``, ``split``, ...). Output shapes are symbolic where the input's are, built with
 the same folding index arithmetic the TE uses.
+
+gather_elements and one_hot print and legalize as TVM 0.27's (``gather``, ``one_hot``);
+negative indices count from the end. scatter_elements reduces over the updates in TE (see
+``topi.scatter_elements``), so its PrimFunc is out-ewise-fusable where TVM's sequential kernel
+is opaque; its "mean" reduction (TVM's pairwise running average) is not supported.
 """
 
 from __future__ import annotations
@@ -461,3 +467,108 @@ def infer_repeat(args, attrs):
 register_op("repeat", ("data",), infer_repeat,
             attrs=(Attr("repeats", REQUIRED, int_attr("repeats", 1)), Attr("axis", None, _optional_int_attr("axis"))),
             pattern="injective", legalize=te_legalizer(topi.repeat, "repeat", ("repeats", "axis")))
+
+
+# ----------------------------------------------------------------------------- gather_elements, scatter_elements
+
+
+def _integer_indices(sinfo, what: str = "indices") -> relax.TensorStructInfo:
+    idx = tensor_arg(sinfo, what)
+    if idx.dtype and not idx.dtype.startswith(("int", "uint")):
+        raise OpError(f"{what} must be integers, not {idx.dtype}", what)
+    return idx
+
+
+def _same_rank(x: relax.TensorStructInfo, other: relax.TensorStructInfo, what: str) -> None:
+    if x.ndim >= 0 and other.ndim >= 0 and x.ndim != other.ndim:
+        raise OpError(f"{what} must have the data's rank {x.ndim}, got rank {other.ndim}", what)
+
+
+def infer_gather_elements(args, attrs):
+    """The indices' shape (the data's rank) with the data's dtype."""
+    x, idx = tensor_arg(args[0], "data"), _integer_indices(args[1])
+    _same_rank(x, idx, "indices")
+    if x.ndim >= 0:
+        normalize_axis(attrs["axis"], x.ndim, "axis")
+    return relax.TensorStructInfo(list(idx.shape) if idx.shape is not None else None, x.dtype,
+                                  idx.ndim if idx.shape is None else -1)
+
+
+register_op("gather_elements", ("data", "indices"), infer_gather_elements, attrs=(Attr("axis", 0, int_attr("axis")),),
+            # TVM's analysis calls its gather opaque; an indexed load is injective here, as take's.
+            pattern="injective", legalize=te_legalizer(topi.gather_elements, "gather", ("axis",)))
+
+
+_SCATTER_REDUCTIONS = ("update", "add", "mul", "min", "max")
+
+
+def _reduction_attr(value):
+    if value == "mean":
+        raise OpError("reduction \"mean\" is not supported (TVM averages pairwise in update order); use "
+                      "\"add\" and divide", "reduction")
+    if value not in _SCATTER_REDUCTIONS:
+        raise OpError(f"reduction must be one of {', '.join(repr(r) for r in _SCATTER_REDUCTIONS)}, not {value!r}",
+                      "reduction")
+    return value
+
+
+def infer_scatter_elements(args, attrs):
+    """The data's struct info; ``updates`` has the indices' shape and the data's dtype, both
+    the data's rank."""
+    x, idx = tensor_arg(args[0], "data"), _integer_indices(args[1])
+    upd = tensor_arg(args[2], "updates")
+    _same_rank(x, idx, "indices")
+    _same_rank(x, upd, "updates")
+    if upd.dtype and x.dtype and upd.dtype != x.dtype:
+        raise OpError(f"updates have dtype {upd.dtype} but data has {x.dtype}", "updates")
+    if idx.shape is not None and upd.shape is not None:
+        for a, b in zip(idx.shape, upd.shape):
+            if static_dim(a) is not None and static_dim(b) is not None and static_dim(a) != static_dim(b):
+                raise OpError(f"updates have shape ({fmt_shape(upd.shape)}) but indices ({fmt_shape(idx.shape)})",
+                              "updates")
+    if x.ndim >= 0:
+        normalize_axis(attrs["axis"], x.ndim, "axis")
+    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, x.dtype, x.ndim)
+
+
+register_op("scatter_elements", ("data", "indices", "updates"), infer_scatter_elements,
+            attrs=(Attr("axis", 0, int_attr("axis")), Attr("reduction", "update", _reduction_attr)),
+            # Reductions over the updates, then the output stage (see topi.scatter_elements);
+            # TVM's sequential kernel is opaque.
+            pattern="out_ewise_fusable",
+            legalize=te_legalizer(topi.scatter_elements, "scatter_elements", ("axis", "reduction")))
+
+
+# ----------------------------------------------------------------------------- one_hot
+
+
+def infer_one_hot(args, attrs):
+    """The indices' shape with ``depth`` inserted at ``axis``, in the on/off values' dtype."""
+    idx = _integer_indices(args[0])
+    values = []
+    for sinfo, what in ((args[1], "on_value"), (args[2], "off_value")):
+        if not isinstance(sinfo, relax.PrimStructInfo):
+            raise OpError(f"{what} must be a prim value such as R.prim_value(T.float32(1.0)), not a tensor", what)
+        values.append(sinfo.dtype)
+    if values[0] != values[1]:
+        raise OpError(f"on_value and off_value dtypes differ ({values[0]} and {values[1]})", "off_value")
+    depth = attrs["depth"]
+    if idx.ndim < 0:
+        return relax.TensorStructInfo(None, values[0], -1)
+    axis = attrs["axis"]
+    if not -(idx.ndim + 1) <= axis <= idx.ndim:
+        raise OpError(f"axis {axis} is out of range for a result of rank {idx.ndim + 1}", "axis")
+    axis = axis + idx.ndim + 1 if axis < 0 else axis
+    if idx.shape is None:
+        return relax.TensorStructInfo(None, values[0], idx.ndim + 1)
+    shape = list(idx.shape)
+    return relax.TensorStructInfo(shape[:axis] + [_i64(depth)] + shape[axis:], values[0])
+
+
+def _one_hot_te(indices, on_value, off_value, depth, axis):
+    return topi.one_hot(indices, on_value, off_value, depth, axis, on_value.dtype)
+
+
+register_op("one_hot", ("indices", Arg("on_value", "prim"), Arg("off_value", "prim")), infer_one_hot,
+            attrs=(Attr("depth", REQUIRED, int_attr("depth", 1)), Attr("axis", -1, int_attr("axis"))),
+            pattern="broadcast", legalize=te_legalizer(_one_hot_te, "one_hot", ("depth", "axis")))

@@ -1,5 +1,6 @@
 """Neural-network ops (``R.nn.*``): softmax, normalization (layer, rms, group, batch),
-convolution (1-D, 2-D), pooling, padding, attention, dropout, dense.
+convolution (1-D, 2-D) and transposed convolution (1-D, 2-D, I-O-spatial weights), pooling
+(1-D, 2-D), padding, attention, dropout, dense.
 
 Attributes, defaults and their printing order are TVM's (``R.nn.conv2d(x, w,
 strides=[1, 1], padding=[0, 0, 0, 0], dilation=[1, 1], groups=1, data_layout="NCHW",
@@ -12,7 +13,10 @@ ranks, channel counts, axes and output sizes, raising `OpError` naming the argum
 attribute at fault. Legalization is ``bb.call_te`` of the TE definitions in
 ``compiler/topi/nn.py``.
 
-``nn.relu``/``nn.gelu``/``nn.silu`` are unary elementwise ops, declared in ``elementwise.py``.
+The elementwise activations (``nn.relu``, ``nn.gelu``, ``nn.gelu_tanh``, ``nn.silu``,
+``nn.leakyrelu``, ``nn.softplus``, ``nn.prelu``) are declared in ``elementwise.py``. Where TVM's
+Python function orders its parameters differently from its printer (pad, pooling), the op's
+``py_signature`` gives the Python order, which the parser follows for positional arguments.
 """
 
 from __future__ import annotations
@@ -405,48 +409,155 @@ register_op(
 )
 
 
-# ----------------------------------------------------------------------------- pooling
+# ----------------------------------------------------------------------------- conv1d_transpose, conv2d_transpose
 
 
-def _infer_pool2d(name: str):
+def _infer_conv_transpose(layout: str):
+    """Inference of a transposed N-C-spatial convolution with an I-O-spatial weight (``layout``
+    "NCW" or "NCHW"): ``C == I`` (a multiple of ``groups``), output ``(N, O * groups,
+    spatial')`` with ``size' = (size - 1) * stride - pads + dilation * (k - 1) +
+    output_padding + 1`` (> 0); ``output_padding`` must be below the stride or the dilation
+    (PyTorch's rule: a larger one would add outputs no input reaches)."""
+    rank = len(layout)
+    nsp = rank - 2
+    names = {"H": "height", "W": "width"}
+    op = f"nn.conv{nsp}d_transpose"
+
     def infer(args, attrs):
-        x = tensor_arg(args[0], "data")
-        _check_rank(x, 4, "data", name)
-        if x.shape is None:
-            return relax.TensorStructInfo(None, x.dtype, 4)
-        n, c, h, w = x.shape
-        (kh, kw), (sh, sw), (dh, dw) = attrs["pool_size"], attrs["strides"], attrs["dilation"]
-        pt, pl, pb, pr = attrs["padding"]
-        ceil = attrs["ceil_mode"]
-        oh = topi.nn.pool_out_dim(h, kh, sh, dh, pt, pb, ceil)
-        ow = topi.nn.pool_out_dim(w, kw, sw, dw, pl, pr, ceil)
-        if oh is None or ow is None:  # ceil mode on a symbolic extent: see pool_out_dim
-            return relax.TensorStructInfo(None, x.dtype, 4)
-        oh = _positive_dim(_dim(oh), "height", name)
-        ow = _positive_dim(_dim(ow), "width", name)
-        return relax.TensorStructInfo([n, c, oh, ow], x.dtype)
+        x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
+        _check_rank(x, rank, "data", op)
+        _check_rank(w, rank, "weight", op)
+        dtype = _out_dtype(x, w, attrs["out_dtype"], op)
+        groups = attrs["groups"]
+        for a, (p, s, d) in enumerate(zip(attrs["output_padding"], attrs["strides"], attrs["dilation"])):
+            if p >= max(s, d):
+                raise OpError(f"output_padding {attrs['output_padding']} must be smaller than the stride or the "
+                              f"dilation on each axis (axis {a}: stride {s}, dilation {d})", "output_padding")
+        if x.shape is None or w.shape is None:
+            return relax.TensorStructInfo(None, dtype, rank)
+        n, c, *sizes = x.shape
+        i, o, *kernel = w.shape
+        if static_dim(c) is not None and static_dim(c) % groups:
+            raise OpError(f"the data's {static_dim(c)} channels do not divide into {groups} groups", "groups")
+        if static_dim(c) is not None and static_dim(i) is not None and static_dim(c) != static_dim(i):
+            raise OpError(f"data has {static_dim(c)} channels but weight (in, out / groups, ...) expects "
+                          f"{static_dim(i)}", "weight")
+        if any(static_dim(k) is None for k in kernel):
+            return relax.TensorStructInfo(None, dtype, rank)
+        pads = attrs["padding"]
+        out = [_positive_dim(_dim(topi.nn.conv_transpose_out_dim(
+            size, static_dim(k), attrs["strides"][a], attrs["dilation"][a], pads[a], pads[nsp + a],
+            attrs["output_padding"][a])), names[layout[2 + a]], op)
+            for a, (size, k) in enumerate(zip(sizes, kernel))]
+        channels = _dim(static_dim(o) * groups) if static_dim(o) is not None else topi.transform.mul(o, groups)
+        return relax.TensorStructInfo([n, channels] + out, dtype)
+
+    infer.__name__ = f"infer_conv{nsp}d_transpose"
     return infer
 
 
-def _pool_legalizer(kind: str):
+def _output_padding_attr(count: int):
+    def convert(v):
+        vals = _ints("output_padding", v, (1, count) if count > 1 else (1,), 0)
+        return vals * count if len(vals) == 1 else vals
+    return convert
+
+
+_CONV_TRANSPOSE_ATTRS = ("strides", "padding", "output_padding", "dilation", "groups", "data_layout",
+                         "kernel_layout", "out_layout", "out_dtype")
+
+register_op(
+    "nn.conv2d_transpose", ("data", "weight"), _infer_conv_transpose("NCHW"),
+    attrs=(Attr("strides", [1, 1], _pair_attr("strides")), Attr("padding", [0, 0, 0, 0], _padding_attr),
+           Attr("output_padding", [0, 0], _output_padding_attr(2)),
+           Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("groups", 1, int_attr("groups", 1)),
+           Attr("data_layout", "NCHW", _layout_attr("data_layout", "NCHW")),
+           Attr("kernel_layout", "IOHW", _layout_attr("kernel_layout", "IOHW")),
+           Attr("out_layout", "NCHW", _optional_layout_attr("out_layout", "NCHW")),
+           Attr("out_dtype", "void", dtype_attr)),
+    pattern="out_ewise_fusable",
+    legalize=te_legalizer(topi.nn.conv2d_transpose, "conv2d_transpose", _CONV_TRANSPOSE_ATTRS),
+)
+register_op(
+    "nn.conv1d_transpose", ("data", "weight"), _infer_conv_transpose("NCW"),
+    attrs=(Attr("strides", [1], _single_attr("strides")), Attr("padding", [0, 0], _padding1d_attr),
+           Attr("output_padding", [0], _output_padding_attr(1)),
+           Attr("dilation", [1], _single_attr("dilation")), Attr("groups", 1, int_attr("groups", 1)),
+           Attr("data_layout", "NCW", _layout_attr("data_layout", "NCW")),
+           Attr("kernel_layout", "IOW", _layout_attr("kernel_layout", "IOW")),
+           Attr("out_layout", "NCW", _optional_layout_attr("out_layout", "NCW")),
+           Attr("out_dtype", "void", dtype_attr)),
+    pattern="out_ewise_fusable",
+    legalize=te_legalizer(topi.nn.conv1d_transpose, "conv1d_transpose", _CONV_TRANSPOSE_ATTRS),
+)
+
+
+# ----------------------------------------------------------------------------- pooling
+
+
+def _infer_pool(layout: str):
+    """Inference of N-C-spatial pooling (``layout`` "NCW" or "NCHW"): each spatial output
+    extent from `topi.nn.pool_out_dim` (unknown in ceil mode on some symbolic extents)."""
+    rank = len(layout)
+    nsp = rank - 2
+    names = {"H": "height", "W": "width"}
+    name = f"nn.pool{nsp}d"
+
+    def infer(args, attrs):
+        x = tensor_arg(args[0], "data")
+        _check_rank(x, rank, "data", name)
+        if x.shape is None:
+            return relax.TensorStructInfo(None, x.dtype, rank)
+        pads = attrs["padding"]
+        out = []
+        for a in range(nsp):
+            o = topi.nn.pool_out_dim(x.shape[2 + a], attrs["pool_size"][a], attrs["strides"][a],
+                                     attrs["dilation"][a], pads[a], pads[nsp + a], attrs["ceil_mode"])
+            if o is None:  # ceil mode on a symbolic extent: see pool_out_dim
+                return relax.TensorStructInfo(None, x.dtype, rank)
+            out.append(_positive_dim(_dim(o), names[layout[2 + a]], name))
+        return relax.TensorStructInfo(list(x.shape[:2]) + out, x.dtype)
+
+    infer.__name__ = f"infer_pool{nsp}d"
+    return infer
+
+
+def _pool_legalizer(kind: str, nsp: int):
+    fn = topi.nn.pool2d if nsp == 2 else topi.nn.pool1d
+
     def pool(data, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, layout, out_layout):
-        return topi.nn.pool2d(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad)
-    pool.__name__ = f"{kind}_pool2d"
+        return fn(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad)
+    pool.__name__ = f"{kind}_pool{nsp}d"
     return pool
 
 
 _POOL_ATTRS = ("pool_size", "strides", "dilation", "padding", "ceil_mode", "count_include_pad", "layout", "out_layout")
+# TVM's Python functions take padding before dilation; its printer writes dilation first.
+_POOL_SIGNATURE = ("data", "pool_size", "strides", "padding", "dilation", "ceil_mode", "count_include_pad", "layout",
+                   "out_layout")
 for _kind in ("max", "avg"):
     register_op(
-        f"nn.{_kind}_pool2d", ("data",), _infer_pool2d(f"nn.{_kind}_pool2d"),
+        f"nn.{_kind}_pool2d", ("data",), _infer_pool("NCHW"),
         attrs=(Attr("pool_size", [1, 1], _pair_attr("pool_size")), Attr("strides", [1, 1], _pair_attr("strides")),
                Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("padding", [0, 0, 0, 0], _padding_attr),
                Attr("ceil_mode", False, bool_attr("ceil_mode")),
                Attr("count_include_pad", False, bool_attr("count_include_pad")),
                Attr("layout", "NCHW", _layout_attr("layout", "NCHW")),
-               Attr("out_layout", "NCHW", _layout_attr("out_layout", "NCHW"))),
-        pattern="out_ewise_fusable",
-        legalize=te_legalizer(_pool_legalizer(_kind), f"{_kind}_pool2d", _POOL_ATTRS),
+               Attr("out_layout", "NCHW", _optional_layout_attr("out_layout", "NCHW"))),
+        py_signature=_POOL_SIGNATURE, pattern="out_ewise_fusable",
+        legalize=te_legalizer(_pool_legalizer(_kind, 2), f"{_kind}_pool2d", _POOL_ATTRS),
+    )
+    register_op(
+        f"nn.{_kind}_pool1d", ("data",), _infer_pool("NCW"),
+        attrs=(Attr("pool_size", [1], _single_attr("pool_size")), Attr("strides", [1], _single_attr("strides")),
+               Attr("dilation", [1], _single_attr("dilation")), Attr("padding", [0, 0], _padding1d_attr),
+               Attr("ceil_mode", False, bool_attr("ceil_mode")),
+               # TVM's avg_pool1d counts the padding by default (its avg_pool2d does not).
+               Attr("count_include_pad", _kind == "avg", bool_attr("count_include_pad")),
+               Attr("layout", "NCW", _layout_attr("layout", "NCW")),
+               Attr("out_layout", "NCW", _optional_layout_attr("out_layout", "NCW"))),
+        py_signature=_POOL_SIGNATURE, pattern="out_ewise_fusable",
+        legalize=te_legalizer(_pool_legalizer(_kind, 1), f"{_kind}_pool1d", _POOL_ATTRS),
     )
 
 

@@ -1,4 +1,4 @@
-"""Reductions over axes: ``sum``, ``mean``, ``max``, ``min``, ``prod``, ``variance`` (``axis``: None
+"""Reductions over axes: ``sum``, ``mean``, ``max``, ``min``, ``prod``, ``variance``, ``std`` (``axis``: None
 = every axis, an int or a list of ints, negative ones counting from the end; ``keepdims``
 keeps reduced dimensions as 1) and ``argmax``/``argmin`` (``axis``: one int or None; the result
 is int64 indices).
@@ -12,7 +12,10 @@ PrimFunc, the same kinds TVM's analysis gives. sum/max/min/prod are one reductio
 output after the reduction, which the analysis (TVM's rule, as for softmax) calls
 ``out_ewise_fusable``. argmax/argmin are two reduction blocks here, so ``reduce``; TVM's
 tuple-reducer block followed by a copy analyzes as kOutEWiseFusable there (a deviation in
-the kind, not in the results).
+the kind, not in the results). std is variance's stages and a square root.
+
+``cumsum``/``cumprod(data, axis=None, dtype=None, exclusive=False)`` are scans, legalized into a
+PrimFunc built directly (``topi.scan``), tagged opaque as TVM's scan kernels are.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import bool_attr, is_int, normalize_axis, te_legalizer, tensor_arg
+from .common import bool_attr, is_int, normalize_axis, shapes_known, te_legalizer, tensor_arg
 from .registry import Attr, OpError, register_op
 
 
@@ -99,7 +102,7 @@ _ATTRS = ("axis", "keepdims")
 
 # name -> fusion pattern of its legalized PrimFunc (see the module docstring)
 STATISTICAL_OPS = {"sum": "reduce", "mean": "out_ewise_fusable", "max": "reduce", "min": "reduce",
-                   "prod": "reduce", "variance": "out_ewise_fusable"}
+                   "prod": "reduce", "variance": "out_ewise_fusable", "std": "out_ewise_fusable"}
 for _name, _pattern in STATISTICAL_OPS.items():
     register_op(
         _name, ("x",), infer_reduce,
@@ -112,4 +115,63 @@ for _name in ("argmax", "argmin"):
         _name, ("x",), infer_arg_reduce,
         attrs=(Attr("axis", None, axis_int_attr), Attr("keepdims", False, keepdims_attr)),
         pattern="reduce", legalize=te_legalizer(getattr(topi.reduction, _name), _name, _ATTRS),
+    )
+
+
+# ----------------------------------------------------------------------------- cumsum, cumprod
+
+
+def _optional_dtype_attr(value):
+    """``dtype`` of cumsum/cumprod: None (the data's), printed ``dtype=None`` as TVM 0.27 does;
+    TVM 0.25's ``"void"`` means the same."""
+    if value is None or value == "void":
+        return None
+    if not isinstance(value, str) or not tir.is_valid_dtype(value):
+        raise OpError(f"dtype must be a dtype such as \"float32\" or None, not {value!r}", "dtype")
+    return value
+
+
+def infer_cumulative(args, attrs):
+    """``data``'s shape along an ``axis`` (the flattened 1-D length when ``axis`` is None),
+    in ``dtype`` (the data's when None)."""
+    x = tensor_arg(args[0], "data")
+    dtype = attrs["dtype"] or x.dtype
+    if dtype == "bool":
+        raise OpError("a running sum or product of bools needs a numeric dtype= (such as \"int64\")", "dtype")
+    axis = attrs["axis"]
+    if axis is None:
+        if x.shape is None:
+            return relax.TensorStructInfo(None, dtype, 1)
+        return relax.TensorStructInfo([topi.transform.product(list(x.shape))], dtype)
+    if x.ndim >= 0:
+        normalize_axis(axis, x.ndim)
+    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, dtype, x.ndim)
+
+
+def _cumulative_legalizer(kind: str):
+    """A scan PrimFunc built directly (``topi.scan``: TE has no scan), called with call_tir."""
+    def legalize(bb, call):
+        if not shapes_known(call):
+            return None
+        data = call.args[0]
+        x = relax.struct_info_of(data)
+        name = data.name_hint if isinstance(data, relax.Var) else "data"
+        func = topi.scan.cumulative(list(x.shape), x.dtype, call.attrs["axis"], call.struct_info.dtype,
+                                    call.attrs["exclusive"], kind, name)
+        gv = bb.add_func(func, f"cum{kind}")
+        from .api import call_tir
+
+        return call_tir(gv, [data], call.struct_info)
+
+    legalize.__name__ = f"legalize_cum{kind}"
+    return legalize
+
+
+for _kind in ("sum", "prod"):
+    register_op(
+        f"cum{_kind}", ("data",), infer_cumulative,
+        attrs=(Attr("axis", None, axis_int_attr), Attr("dtype", None, _optional_dtype_attr),
+               Attr("exclusive", False, bool_attr("exclusive"))),
+        # A scan: opaque to fusion, as TVM's (its IR-builder kernel is opaque too).
+        pattern="opaque", legalize=_cumulative_legalizer(_kind),
     )

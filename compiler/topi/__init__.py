@@ -7,10 +7,12 @@ legalized modules print the way TVM prints them. The op declarations in ``compil
 these through ``bb.call_te``; users can call them too, with ``te.create_prim_func``.
 
 One module per family: `broadcast` (binary operators with NumPy broadcasting), `elemwise`
-(unary math), `transform` (shape manipulation), `linalg` (matmul), `reduction`, `nn`.
+(unary math, activations), `transform` (shape manipulation, gather/scatter, one_hot), `linalg`
+(matmul, einsum), `reduction`, `nn`, and `scan` (cumsum/cumprod, which TE cannot express: it
+builds their TensorIR directly).
 """
 
-from . import broadcast, create, elemwise, linalg, nn, reduction, transform  # noqa: F401
+from . import broadcast, create, elemwise, linalg, nn, reduction, scan, transform  # noqa: F401
 from .broadcast import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .elemwise import *  # noqa: F401,F403

@@ -1,4 +1,5 @@
-"""Unary elementwise operators (TVM's ``topi/elemwise.h``, ``topi.nn.relu``/``gelu``/``silu``).
+"""Unary elementwise operators (TVM's ``topi/elemwise.h``, ``topi.nn.relu``/``gelu``/``silu``,
+``leaky_relu``/``softplus``/``prelu``, Relax's ``gelu_tanh``).
 
 The math functions are Python-style TE computes: one block ``compute`` with loops ``i0, i1...``,
 as TVM's ``topi.exp`` etc. print. ``square`` and ``logical_not`` are C++-style (``T_multiply``,
@@ -19,6 +20,7 @@ from .broadcast import add, multiply
 __all__ = [
     "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "negative", "abs", "floor", "ceil",
     "round", "sin", "cos", "erf", "square", "logical_not", "gelu", "silu", "cast", "clip", "scalar_as",
+    "trunc", "isnan", "isinf", "isfinite", "sign", "leaky_relu", "gelu_tanh", "softplus", "prelu",
 ]
 
 
@@ -66,6 +68,38 @@ def _rounding(name: str, intrinsic: str):
 floor = _rounding("floor", "floor")
 ceil = _rounding("ceil", "ceil")
 round = _rounding("round", "nearbyint")  # TVM's topi.round is nearbyint: ties to even, like NumPy
+trunc = _rounding("trunc", "trunc")
+
+
+def _predicate(name: str):
+    """isnan/isinf/isfinite: a bool ``compute`` stage (``T.isnan(x[i])``); an integer is never
+    NaN nor infinite (the code generators fold the intrinsic to a constant for it)."""
+    call = getattr(te, name)
+
+    def fn(x: te.Tensor) -> te.Tensor:
+        return _map(x, call)
+
+    fn.__name__ = name
+    fn.__doc__ = f"``{name}(x)`` elementwise, a bool tensor (block ``compute``, loops ``i0...``)."
+    return fn
+
+
+isnan = _predicate("isnan")
+isinf = _predicate("isinf")
+isfinite = _predicate("isfinite")
+
+
+def sign(x: te.Tensor) -> te.Tensor:
+    """-1, 0 or 1 by the sign of ``x`` (NaN gives 0): TVM's C++ ``topi.sign``, block ``T_sign``,
+    loops ``ax0...``."""
+    zero, one = tir.const(0, x.dtype), tir.const(1, x.dtype)
+    minus = tir.const(-1 if not x.dtype.startswith("uint") else 0, x.dtype)
+
+    def f(idx):
+        v = x[tuple(idx)]
+        return tir.Select(x.dtype, zero < v, one, tir.Select(x.dtype, v < zero, minus, zero))
+
+    return compute(x.shape, f, name="T_sign")
 
 
 def negative(x: te.Tensor) -> te.Tensor:
@@ -130,3 +164,41 @@ def clip(x: te.Tensor, a_min, a_max) -> te.Tensor:
     bounds are scalars (numbers or PrimExprs) converted to ``x``'s dtype."""
     lo, hi = scalar_as(a_min, x.dtype), scalar_as(a_max, x.dtype)
     return _map(x, lambda v: te.max(te.min(v, hi), lo))
+
+
+def leaky_relu(x: te.Tensor, alpha: float) -> te.Tensor:
+    """``x if x > 0 else x * alpha``: TVM's ``topi.nn.leaky_relu`` (block ``compute``)."""
+    a = tir.const(alpha, x.dtype)
+    zero = tir.const(0, x.dtype)
+    return _map(x, lambda v: tir.Select(x.dtype, zero < v, v, v * a))
+
+
+def gelu_tanh(x: te.Tensor) -> te.Tensor:
+    """``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, in the stages Relax's legalization
+    builds (``T_multiply`` .. ``T_multiply_5``, ``T_add``, ``compute`` (tanh), ``T_add_1``)."""
+    c = lambda v: tir.const(v, x.dtype)  # noqa: E731
+    half = multiply(c(0.5), x)
+    scaled = multiply(c(math.sqrt(2 / math.pi)), x)
+    square_term = multiply(multiply(c(0.044715), x), x)
+    inner = multiply(scaled, add(c(1.0), square_term))
+    return multiply(half, add(c(1.0), tanh(inner)))
+
+
+def softplus(x: te.Tensor, beta: float = 1.0, threshold: float = 20.0) -> te.Tensor:
+    """``log(1 + exp(beta x)) / beta``, or ``x`` itself where ``beta x > threshold`` (PyTorch's
+    ``Softplus``; the exponential would overflow there): block ``compute``, as TVM's."""
+    b, t = tir.const(beta, x.dtype), tir.const(threshold, x.dtype)
+    inv, one = tir.const(1.0 / beta, x.dtype), tir.const(1.0, x.dtype)
+    return _map(x, lambda v: tir.Select(x.dtype, t < b * v, v, inv * te.log(one + te.exp(b * v))))
+
+
+def prelu(x: te.Tensor, alpha: te.Tensor, axis: int = 1) -> te.Tensor:
+    """``x if x > 0 else x * alpha[i_axis]``: one slope per element of ``x``'s ``axis``
+    (TVM's ``topi.nn.prelu``, block ``compute``)."""
+    zero = tir.const(0, x.dtype)
+
+    def f(*i):
+        v = x(*i)
+        return tir.Select(x.dtype, zero < v, v, v * alpha[i[axis]])
+
+    return te.compute(x.shape, f)

@@ -31,8 +31,10 @@ from .transform import add, sub
 __all__ = [
     "softmax", "log_softmax", "layer_norm", "batch_norm", "pad", "reflect_pad", "edge_pad", "conv2d_nchw",
     "group_conv2d_nchw",
-    "conv2d", "pool2d", "adaptive_pool2d", "dropout", "dense", "conv_out_dim", "pool_out_dim", "attention",
-    "rms_norm", "group_norm", "conv1d", "conv1d_ncw", "group_conv1d_ncw",
+    "conv2d", "pool", "pool1d", "pool2d", "adaptive_pool2d", "dropout", "dense", "conv_out_dim", "pool_out_dim",
+    "attention",
+    "rms_norm", "group_norm", "conv1d", "conv1d_ncw", "group_conv1d_ncw", "conv_transpose", "conv_transpose_out_dim",
+    "conv1d_transpose", "conv2d_transpose",
 ]
 
 
@@ -566,6 +568,105 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), 
     return group_conv2d_nchw(data, weight, strides, padding, dilation, groups, out_dtype)
 
 
+def conv_transpose_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
+                           output_padding: int):
+    """The output extent of a transposed convolution: ``(size - 1) * stride - pads +
+    dilation * (kernel - 1) + output_padding + 1`` (an int, or a PrimExpr for a symbolic
+    ``size``)."""
+    size = _plain_dim(size)
+    c = dilation * (kernel - 1) + output_padding + 1 - pad_before - pad_after
+    n = _int(size)
+    if n is not None:
+        return tir.IntImm(getattr(size, "dtype", "int64"), (n - 1) * stride + c)
+    return _add(_mul(_add(size, -1), stride), c)
+
+
+def _dilate(data: te.Tensor, strides, name: str) -> te.Tensor:
+    """``data`` with ``stride - 1`` zeros between neighbours along each spatial axis (TVM's
+    ``data_dilate``: loops ``i0..``); ``data`` itself when every stride is 1."""
+    nsp = len(strides)
+    if all(s == 1 for s in strides):
+        return data
+    shape = list(data.shape[:2]) + [conv_transpose_out_dim(d, 1, s, 1, 0, 0, 0)
+                                    for d, s in zip(data.shape[2:], strides)]
+
+    def f(idx):
+        conds, src = [], list(idx[:2])
+        for a in range(nsp):
+            i, s = idx[2 + a], strides[a]
+            if s == 1:
+                src.append(i)
+                continue
+            conds.append(tir.EQ("bool", tir._binary(tir.FloorMod, i, tir.IntImm(i.dtype, s)), tir.IntImm(i.dtype, 0)))
+            src.append(_floordiv(i, s))
+        return te.if_then_else(te.all(*conds), data[tuple(src)], tir.const(0, data.dtype))
+
+    return compute(shape, f, name=name, prefix="i")
+
+
+_TRANSPOSE_LOOPS = {1: ("w",), 2: ("h", "w")}
+
+
+def conv_transpose(data: te.Tensor, weight: te.Tensor, strides, padding, output_padding, dilation, groups: int = 1,
+                   out_dtype=None) -> te.Tensor:
+    """A transposed convolution of N-C-spatial ``data`` (1-D or 2-D) with an I-O-spatial
+    ``weight`` (``(C_in, C_out / groups, k...)``), as TVM's ``topi.nn.conv2d_transpose_nchw``:
+    the data dilated by the strides (``data_dilate``) and padded by ``dilation * (k - 1) -
+    pad`` (plus ``output_padding`` at the end: ``data_pad``), then a stride-1 convolution with
+    the kernel flipped and its in/out axes swapped (``kernel_transform``; ``kernel`` in 1-D, as
+    TVM names them), summed over the group's input channels ``dc`` and the taps (``compute``,
+    loops ``b, c, h, w, dc, dh, dw``). A dilated kernel is read with strided taps where TVM
+    first builds a dilated copy with zeros (``kernel_dilate``); the sums are the same."""
+    nsp = len(data.shape) - 2
+    dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
+    kernel = [_int(k) for k in weight.shape[2:]]
+    dilated = _dilate(data, strides, "data_dilate")
+    before = [dilation[a] * (kernel[a] - 1) - padding[a] for a in range(nsp)]
+    after = [dilation[a] * (kernel[a] - 1) - padding[nsp + a] + output_padding[a] for a in range(nsp)]
+    padded = pad(dilated, [0, 0] + before, [0, 0] + after, name="data_pad")
+    in_c, out_per_group = weight.shape[:2]
+    in_per_group = _floordiv(_plain_dim(in_c), groups)
+    names = _TRANSPOSE_LOOPS[nsp]
+
+    def flip(o, i, *sp):
+        return weight[(i, o) + tuple(tir.IntImm(t.dtype, k - 1) - t for t, k in zip(sp, kernel))]
+
+    flipped = te.compute([out_per_group, in_c] + list(weight.shape[2:]), flip,
+                         name="kernel_transform" if nsp == 2 else "kernel", varargs_names=["o", "i", *names])
+    dc = te.reduce_axis((0, in_per_group), name="dc")
+    taps = [te.reduce_axis((0, weight.shape[2 + a]), name=f"d{names[a]}") for a in range(nsp)]
+    out_shape = [data.shape[0], _mul(_plain_dim(out_per_group), groups)] + [
+        conv_transpose_out_dim(data.shape[2 + a], kernel[a], strides[a], dilation[a], padding[a], padding[nsp + a],
+                               output_padding[a]) for a in range(nsp)]
+
+    def f(b, c, *sp):
+        group = _floordiv(c, _plain_dim(out_per_group))
+        channel = _mul(group, in_per_group) + dc if groups != 1 else dc
+        oc = tir._binary(tir.FloorMod, c, _plain_dim(out_per_group)) if groups != 1 else c
+        window = [_window_index(sp[a], 1, taps[a], dilation[a]) for a in range(nsp)]
+        x = te.cast(padded[(b, channel, *window)], dtype)
+        w = te.cast(flipped[(oc, channel, *taps)], dtype)
+        return te.sum(x * w, axis=[dc] + taps)
+
+    return te.compute(out_shape, f, name="compute", varargs_names=["b", "c", *names])
+
+
+def conv1d_transpose(data, weight, strides=(1,), padding=(0, 0), output_padding=(0,), dilation=(1,), groups=1,
+                     data_layout="NCW", kernel_layout="IOW", out_layout="NCW", out_dtype="void"):
+    """Relax's ``nn.conv1d_transpose`` legalization: NCW data, IOW kernel."""
+    if (data_layout, kernel_layout, out_layout) != ("NCW", "IOW", "NCW"):
+        raise ValueError(f"conv1d_transpose: only NCW/IOW layouts are implemented, not {data_layout}/{kernel_layout}")
+    return conv_transpose(data, weight, strides, padding, output_padding, dilation, groups, out_dtype)
+
+
+def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1),
+                     groups=1, data_layout="NCHW", kernel_layout="IOHW", out_layout="NCHW", out_dtype="void"):
+    """Relax's ``nn.conv2d_transpose`` legalization: NCHW data, IOHW kernel."""
+    if (data_layout, kernel_layout, out_layout) != ("NCHW", "IOHW", "NCHW"):
+        raise ValueError(f"conv2d_transpose: only NCHW/IOHW layouts are implemented, not {data_layout}/{kernel_layout}")
+    return conv_transpose(data, weight, strides, padding, output_padding, dilation, groups, out_dtype)
+
+
 # ----------------------------------------------------------------------------- pooling
 
 
@@ -580,51 +681,67 @@ def _taps(start, lo: int, hi, kernel: int, dilation: int):
     return last - first + 1
 
 
-def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
-           count_include_pad: bool = False) -> te.Tensor:
-    """NCHW max/avg pooling as TVM's ``topi.nn.pool2d``: ``pad_temp`` (minimum value or zero;
-    ceil mode pads ``stride - 1`` more at the end), then ``pool_max``, or ``pool_sum`` and
-    ``pool_avg``. The average divides by the number of taps inside the input (inside the
-    explicitly padded input with ``count_include_pad``), at least 1."""
-    n, c, h, w = data.shape
-    kh, kw = pool_size
-    pt, pl, pb, pr = padding
-    oh = pool_out_dim(h, kh, strides[0], dilation[0], pt, pb, ceil_mode)
-    ow = pool_out_dim(w, kw, strides[1], dilation[1], pl, pr, ceil_mode)
-    if oh is None or ow is None:
-        raise ValueError("pool2d: the ceil-mode output extent of a symbolic input is not known")
+def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
+         count_include_pad: bool = False) -> te.Tensor:
+    """N-C-spatial max/avg pooling (1-D or 2-D) as TVM's ``topi.nn.pool1d``/``pool2d``:
+    ``pad_temp`` (minimum value or zero; ceil mode pads ``stride - 1`` more at the end), then
+    ``pool_max``, or ``pool_sum`` and ``pool_avg``. ``padding`` is the pads before each spatial
+    axis, then those after. The average divides by the number of taps inside the input (inside
+    the explicitly padded input with ``count_include_pad``), at least 1."""
+    nsp = len(data.shape) - 2
+    spatial = list(data.shape[2:])
+    before_pads, after_pads = list(padding[:nsp]), list(padding[nsp:])
+    out = []
+    for a in range(nsp):
+        o = pool_out_dim(spatial[a], pool_size[a], strides[a], dilation[a], before_pads[a], after_pads[a], ceil_mode)
+        if o is None:
+            raise ValueError(f"pool{nsp}d: the ceil-mode output extent of a symbolic input is not known")
+        out.append(o)
     extra = [s - 1 if ceil_mode else 0 for s in strides]
-    before, after = [0, 0, pt, pl], [0, 0, pb + extra[0], pr + extra[1]]
+    before = [0, 0] + before_pads
+    after = [0, 0] + [p + e for p, e in zip(after_pads, extra)]
     if any(before) or any(after):
         value = te.min_value(data.dtype) if kind == "max" else tir.const(0, data.dtype)
         src = pad(data, before, after, value, name="pad_temp", prefix="ax")
     else:
         src = data
-    rv0 = te.reduce_axis((0, tir.IntImm(h.dtype, kh)), name="rv0")
-    rv1 = te.reduce_axis((0, tir.IntImm(w.dtype, kw)), name="rv1")
+    taps = [te.reduce_axis((0, tir.IntImm(spatial[a].dtype, pool_size[a])), name=f"rv{a}") for a in range(nsp)]
+    oshape = list(data.shape[:2]) + out
 
     def window(idx):
-        a0, a1, a2, a3 = idx
-        return src[a0, a1, _window_index(a2, strides[0], rv0, dilation[0]),
-                   _window_index(a3, strides[1], rv1, dilation[1])]
+        return src[tuple(idx[:2]) + tuple(_window_index(idx[2 + a], strides[a], taps[a], dilation[a])
+                                          for a in range(nsp))]
 
     if kind == "max":
-        return compute((n, c, oh, ow), lambda idx: te.max(window(idx), axis=[rv0, rv1]), name="pool_max",
+        return compute(oshape, lambda idx: te.max(window(idx), axis=taps), name="pool_max",
                        attrs={"schedule_rule": "meta_schedule.pool_max"})
-    total = compute((n, c, oh, ow), lambda idx: te.sum(window(idx), axis=[rv0, rv1]), name="pool_sum")
+    total = compute(oshape, lambda idx: te.sum(window(idx), axis=taps), name="pool_sum")
 
     def avg(idx):
-        counts = []
-        for axis, (size, k, s, d, pb_, pa_) in enumerate(((h, kh, strides[0], dilation[0], pt, pb),
-                                                          (w, kw, strides[1], dilation[1], pl, pr))):
-            start = _mul(idx[2 + axis], s)
-            size = _plain_dim(size)
-            lo, hi = (0, _add(size, pb_ + pa_)) if count_include_pad else (pb_, _add(size, pb_))
-            counts.append(_taps(start, lo, hi, k, d))
-        count = te.max(counts[0] * counts[1], tir.IntImm(counts[0].dtype, 1))
+        count = None
+        for a in range(nsp):
+            start = _mul(idx[2 + a], strides[a])
+            size = _plain_dim(spatial[a])
+            pb, pa = before_pads[a], after_pads[a]
+            lo, hi = (0, _add(size, pb + pa)) if count_include_pad else (pb, _add(size, pb))
+            n = _taps(start, lo, hi, pool_size[a], dilation[a])
+            count = n if count is None else count * n
+        count = te.max(count, tir.IntImm(count.dtype, 1))
         return total[tuple(idx)] / te.cast(count, data.dtype)
 
-    return compute((n, c, oh, ow), avg, name="pool_avg", attrs={"schedule_rule": "meta_schedule.pool_avg"})
+    return compute(oshape, avg, name="pool_avg", attrs={"schedule_rule": "meta_schedule.pool_avg"})
+
+
+def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
+           count_include_pad: bool = False) -> te.Tensor:
+    """NCHW pooling (``padding`` is top, left, bottom, right): `pool` on two spatial axes."""
+    return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad)
+
+
+def pool1d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
+           count_include_pad: bool = False) -> te.Tensor:
+    """NCW pooling (``padding`` is left, right): `pool` on one spatial axis."""
+    return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad)
 
 
 def _adaptive_window(i, size, out: int):

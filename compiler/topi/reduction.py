@@ -15,7 +15,7 @@ from .. import te
 from ._util import axis_names
 from .broadcast import divide, multiply, subtract
 
-__all__ = ["sum", "prod", "max", "min", "mean", "variance", "argmax", "argmin"]
+__all__ = ["sum", "prod", "max", "min", "mean", "variance", "std", "argmax", "argmin"]
 
 _builtin_sorted = sorted
 
@@ -113,6 +113,13 @@ def variance(x: te.Tensor, axis=None, keepdims: bool = False) -> te.Tensor:
     ``T_divide_1``. The inner mean keeps the reduced dimensions so it broadcasts against x."""
     dev = subtract(x, mean(x, axis, keepdims=True))
     return mean(multiply(dev, dev), axis, keepdims)
+
+
+def std(x: te.Tensor, axis=None, keepdims: bool = False) -> te.Tensor:
+    """``sqrt(variance)`` (NumPy's ``ddof=0``): variance's six stages, then a ``compute`` stage
+    taking the square root, as Relax legalizes ``std``."""
+    var = variance(x, axis, keepdims)
+    return te.compute(var.shape, lambda *i: te.sqrt(var(*i)))
 
 
 def _arg_reduce(x: te.Tensor, axis, keepdims: bool, select_max: bool) -> te.Tensor:

@@ -1,7 +1,8 @@
 """Shape manipulation (TVM's ``topi/transform.h``): ``T_transpose``, ``T_reshape``,
 ``T_squeeze``, ``T_concat``, ``T_split``, ``T_strided_slice_with_axes``, ``T_take``,
 ``T_broadcast_to``, ``T_tile``, ``T_repeat`` (loops ``ax0, ax1...``) and ``expand_dims``
-(TVM's Python-style compute: loops ``i0, i1...``), and ``trilu`` (tril/triu, also Python-style).
+(TVM's Python-style compute: loops ``i0, i1...``), and ``trilu`` (tril/triu, also Python-style);
+``T_gather`` (gather_elements), ``T_one_hot`` and scatter_elements' stages.
 
 Index arithmetic goes through the small folding helpers below (``add``, ``mul``, ``floordiv``,
 ``floormod``), so that constant parts are folded and unit factors dropped: there is no general
@@ -18,7 +19,7 @@ from ._util import compute, is_one
 
 __all__ = [
     "transpose", "reshape", "expand_dims", "squeeze", "concatenate", "split", "strided_slice", "take",
-    "broadcast_to", "tile", "repeat", "trilu",
+    "broadcast_to", "tile", "repeat", "trilu", "gather_elements", "scatter_elements", "one_hot",
 ]
 
 
@@ -421,3 +422,130 @@ def trilu(x: te.Tensor, k, upper: bool) -> te.Tensor:
         return tir.Select(x.dtype, keep, x[tuple(idx)], zero)
 
     return te.compute(x.shape, f, name="trilu")
+
+
+# ----------------------------------------------------------------------------- gather, scatter, one_hot
+
+
+def _wrap_negative(i, extent):
+    """An index that counts from the end when negative (ONNX's and PyTorch's convention):
+    ``i + extent`` where ``i < 0``."""
+    extent = extent if isinstance(extent, tir.PrimExpr) else _imm(extent, i)
+    i = _cast_index(i, extent.dtype)
+    return tir.Select(extent.dtype, tir.LT("bool", i, _imm(0, extent)), add(i, extent), i)
+
+
+def gather_elements(data: te.Tensor, indices: te.Tensor, axis: int = 0) -> te.Tensor:
+    """``out[p] = data[p with p[axis] = indices[p]]`` (ONNX GatherElements, ``torch.gather``):
+    block ``T_gather``, loops ``ax0..`` over the indices' shape, as TVM's ``topi.gather``;
+    negative indices count from the end."""
+    n = len(data.shape)
+    axis = axis + n if axis < 0 else axis
+
+    def f(idx):
+        src = list(idx)
+        src[axis] = _wrap_negative(indices[tuple(idx)], data.shape[axis])
+        return data[tuple(src)]
+
+    return compute(indices.shape, f, name="T_gather")
+
+
+_SCATTER_REDUCERS = {"add": "sum", "mul": "prod", "min": "min", "max": "max"}
+
+
+def scatter_elements(data: te.Tensor, indices: te.Tensor, updates: te.Tensor, axis: int = 0,
+                     reduction: str = "update") -> te.Tensor:
+    """``data`` with ``updates[q]`` written at ``q with q[axis] = indices[q]`` (ONNX
+    ScatterElements, ``torch.scatter``/``scatter_reduce(include_self=True)``); ``reduction``
+    "update" (the last update to an element wins, as a sequential loop gives), "add", "mul",
+    "min" or "max" (combined with the element).
+
+    TVM writes a sequential loop over the updates; TE has none, so each output element reduces
+    over the updates that could reach it (those in its line along ``axis``, ``k`` from 0 to the
+    indices' extent there): ``T_scatter_hit`` (for "update": the last ``k`` hitting the element,
+    or -1) or ``T_scatter_red`` (the combined updates), then ``T_scatter_elements``. That is
+    ``O(n * m)`` for lines of ``n`` outputs and ``m`` updates, where TVM's loop is ``O(n + m)``."""
+    n = len(data.shape)
+    axis = axis + n if axis < 0 else axis
+    ishape = list(indices.shape)
+    k = te.reduce_axis((0, ishape[axis]), name="k")
+
+    def source(idx):
+        q = list(idx)
+        q[axis] = k
+        return tuple(q)
+
+    def in_range(idx):
+        """The element's line exists in ``indices`` (it may be smaller than ``data``)."""
+        conds = [tir.LT("bool", idx[d], ishape[d]) for d in range(n)
+                 if d != axis and not (as_int(ishape[d]) is not None and as_int(ishape[d]) == as_int(data.shape[d]))]
+        return te.all(*conds) if conds else None
+
+    def hit(idx):
+        j = _wrap_negative(indices[source(idx)], data.shape[axis])
+        return tir.EQ("bool", j, _cast_index(idx[axis], j.dtype))
+
+    def guarded(idx, value, miss):
+        cond = in_range(idx)
+        return value if cond is None else te.if_then_else(cond, value, miss)
+
+    if reduction == "update":
+        none = tir.IntImm("int64", -1)
+
+        def last(idx):
+            kk = _cast_index(k.var, "int64")
+            return te.max(guarded(idx, tir.Select("int64", hit(idx), kk, none), none), axis=k)
+
+        winner = compute(data.shape, last, name="T_scatter_hit")
+
+        def out(idx):
+            w = winner[tuple(idx)]
+            q = list(idx)
+            q[axis] = _cast_index(w, ishape[axis].dtype if isinstance(ishape[axis], tir.PrimExpr) else "int64")
+            return te.if_then_else(tir.LE("bool", _imm(0, w), w), updates[tuple(q)], data[tuple(idx)])
+
+        return compute(data.shape, out, name="T_scatter_elements")
+    if reduction not in _SCATTER_REDUCERS:
+        raise ValueError(f"scatter_elements: reduction must be update, add, mul, min or max, not {reduction!r}")
+    kind = _SCATTER_REDUCERS[reduction]
+    reducer = getattr(te, kind)
+    identity = {"sum": tir.const(0, data.dtype), "prod": tir.const(1, data.dtype),
+                "min": te.max_value(data.dtype), "max": te.min_value(data.dtype)}[kind]
+
+    def red(idx):
+        value = tir.Select(data.dtype, hit(idx), updates[source(idx)], identity)
+        return reducer(guarded(idx, value, identity), axis=k)
+
+    combined = compute(data.shape, red, name="T_scatter_red")
+    combine = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
+               "min": te.min, "max": te.max}[kind]
+    return compute(data.shape, lambda idx: combine(data[tuple(idx)], combined[tuple(idx)]), name="T_scatter_elements")
+
+
+def one_hot(indices: te.Tensor, on_value, off_value, depth: int, axis: int = -1, dtype: str = "float32") -> te.Tensor:
+    """``on_value`` where the new axis ``axis`` equals the index, ``off_value`` elsewhere:
+    block ``T_one_hot``, loops ``ax0..`` (TVM's ``topi.one_hot``). The values are scalars in
+    ``dtype``; an index outside ``[0, depth)`` gives a row of ``off_value``."""
+    n = len(indices.shape) + 1
+    axis = axis + n if axis < 0 else axis
+    ishape = list(indices.shape)
+    like = ishape[0] if ishape else None
+    oshape = ishape[:axis] + [_imm(depth, like)] + ishape[axis:]
+    on = _scalar(on_value, dtype)
+    off = _scalar(off_value, dtype)
+
+    def f(idx):
+        i = indices[tuple(idx[:axis] + idx[axis + 1:])]
+        j = idx[axis]
+        i, j = _same_dtype(i, j) if i.dtype != j.dtype else (i, j)
+        return tir.Select(dtype, tir.EQ("bool", i, j), on, off)
+
+    return compute(oshape, f, name="T_one_hot")
+
+
+def _scalar(value, dtype: str):
+    if isinstance(value, (tir.IntImm, tir.FloatImm)):
+        value = value.value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return tir.const(value, dtype)
+    return value if value.dtype == dtype else te.cast(value, dtype)

@@ -521,15 +521,23 @@ class RelaxFunctionBuilder:
         handler = RELAX_CALLS.get(name) if name else None
         if handler is not None:
             return handler(self, node, name)
+        number = typed_number(self.ctx, node)
+        if number is not None:
+            # ``T.float32(1.0)`` where a Relax value is expected: a primitive value, as TVM
+            # prints one (``R.clip(x, T.float64(-1.5), T.float64(2.5))``, one_hot's values).
+            return relax.PrimValue(number, relax.PrimStructInfo(number.dtype, number))
         if name and name.startswith("R."):
             from ..compiler.op import find_op
 
             op = find_op(name)
             if op is None:
                 from ..compiler.op import all_ops
-                from .relax_calls import RELAX_CALLS
+                from ..compiler.op.api import HELPERS
+                from .relax_calls import RELAX_CALLS, python_helper
 
-                known = [o.script_name for o in all_ops().values()] + list(RELAX_CALLS)
+                if name[2:] in HELPERS:
+                    return python_helper(self, node, name, HELPERS[name[2:]])
+                known = [o.script_name for o in all_ops().values()] + list(RELAX_CALLS) + [f"R.{h}" for h in HELPERS]
                 raise self.error(f"unknown Relax function '{name}'", node.func, did_you_mean(name, known))
             return self._op_call(op, node, name)
         callee = self.expr(node.func)
@@ -571,7 +579,9 @@ class RelaxFunctionBuilder:
         from ..compiler.op import OpError
         from ..compiler.op.api import arg_sinfos, canonicalize_call, coerce_arg
 
-        params = list(op.args) + [a.name for a in op.attrs]
+        # Positional arguments bind in the order of TVM's Python function (what TVM's parser
+        # calls): ``R.nn.pad(x, [1, 1], "reflect")`` gives pad_mode, printed after pad_value.
+        params = list(op.py_signature or (list(op.args) + [a.name for a in op.attrs]))
         defaults = {a.name: _DEFAULT for a in op.params if a.optional}
         defaults.update({a.name: _DEFAULT for a in op.attrs})
         bound = bind_arguments(self.ctx, node, name, params, defaults)
@@ -591,7 +601,7 @@ class RelaxFunctionBuilder:
         attrs = {}
         for a in op.attrs:
             raw = bound[a.name]
-            value = a.default if raw is _DEFAULT else literal(self.ctx, raw)
+            value = a.default if raw is _DEFAULT else attr_literal(self.ctx, raw)
             if a.convert is not None:
                 try:
                     value = a.convert(value)
@@ -608,6 +618,46 @@ class RelaxFunctionBuilder:
 
 
 _DEFAULT = object()
+
+_SPECIAL_FLOATS = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+
+
+def typed_number(ctx: Context, node):
+    """The `tir.IntImm`/`tir.FloatImm` a typed literal ``T.float32(0.5)``, ``T.int64(3)`` or
+    ``T.float64("-inf")`` stands for, as TVM prints numbers of a given dtype; None when
+    ``node`` is not one. A number of the wrong kind (``T.int32(0.5)``) is an error."""
+    if not isinstance(node, ast.Call) or node.keywords or len(node.args) != 1:
+        return None
+    name = dotted_name(node.func)
+    if not name or not name.startswith("T.") or not tir.is_valid_dtype(name[2:]) or name[2:] == "bool":
+        return None
+    arg = node.args[0]
+    literal_like = (isinstance(arg, ast.Constant) or (isinstance(arg, ast.Name) and arg.id in ("True", "False", "None"))
+                    or (isinstance(arg, ast.UnaryOp) and isinstance(arg.operand, ast.Constant)))
+    if not literal_like:
+        return None  # T.int64(n): a cast of a symbolic value, not a typed literal
+    dtype = name[2:]
+    value = literal(ctx, arg)
+    if isinstance(value, str) and tir.is_float(dtype) and value in _SPECIAL_FLOATS:
+        value = _SPECIAL_FLOATS[value]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ctx.error(f"{name}() takes a number here, not {value!r}", node.args[0])
+    if tir.is_float(dtype):
+        return tir.FloatImm(dtype, float(value))
+    if isinstance(value, float) and not value.is_integer():
+        raise ctx.error(f"{name}() takes an integer, not {value!r}", node.args[0])
+    return tir.IntImm(dtype, int(value))
+
+
+def attr_literal(ctx: Context, node):
+    """An op attribute's value: a Python literal, where TVM's typed numbers
+    (``scale=T.float32(0.5)``, as TVM 0.27 prints float attributes) stand for their value."""
+    number = typed_number(ctx, node)
+    if number is not None:
+        return number.value
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [attr_literal(ctx, e) for e in node.elts]
+    return literal(ctx, node)
 
 
 class _ClassRef:

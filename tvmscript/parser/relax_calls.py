@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import ir, relax, tir
 from . import ast
 from .builder import bind_arguments, dotted_name, literal
-from .relax_builder import RelaxFunctionBuilder, const_sinfo
+from .relax_builder import RelaxFunctionBuilder, const_sinfo, typed_number
 
 _MISSING = object()
 
@@ -222,13 +222,9 @@ def prim_value(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     if isinstance(v, ast.UnaryOp) and v.op in ("-", "+") and isinstance(v.operand, ast.Constant):
         number = literal(b.ctx, v)  # R.prim_value(-1): a negative number, not a dimension
         v = ast.Constant(number, v.line, v.col, v.end_line, v.end_col)
-    dtype = dotted_name(v.func) if isinstance(v, ast.Call) else None
-    if dtype and dtype.startswith("T.") and tir.is_valid_dtype(dtype[2:]) and len(v.args) == 1 and not v.keywords:
-        number = literal(b.ctx, v.args[0])  # R.prim_value(T.float32(0.5)): a typed number
-        if isinstance(number, (int, float)) and not isinstance(number, bool):
-            dt = dtype[2:]
-            e = tir.FloatImm(dt, float(number)) if tir.is_float(dt) else tir.IntImm(dt, int(number))
-            return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
+    number = typed_number(b.ctx, v)  # R.prim_value(T.float32(0.5)), R.prim_value(T.float64("-inf"))
+    if number is not None:
+        return relax.PrimValue(number, relax.PrimStructInfo(number.dtype, number))
     if isinstance(v, ast.Constant) and isinstance(v.value, (int, float)) and not isinstance(v.value, bool):
         e = tir.IntImm("int64", v.value) if isinstance(v.value, int) else tir.FloatImm("float64", v.value)
     else:
@@ -254,6 +250,24 @@ def dtype_imm(b: RelaxFunctionBuilder, node: ast.Call, name: str):
 
 def match_cast_outside(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     raise b.error("R.match_cast must be the whole right-hand side of a binding", node)
+
+
+def python_helper(b: RelaxFunctionBuilder, node: ast.Call, name: str, fn):
+    """``R.nn.relu6(x)``: an op TVM has only as a Python helper ``fn`` building another op's call
+    (``R.clip(x, 0, 6)``; see ``compiler/op/api.py: HELPERS``); its arguments are Relax
+    expressions, as the helper's are."""
+    import inspect
+
+    sig = inspect.signature(fn)
+    defaults = {p.name: p.default for p in sig.parameters.values() if p.default is not inspect.Parameter.empty}
+    bound = bind_arguments(b.ctx, node, name, list(sig.parameters), defaults)
+    values = {k: (b.expr(v) if isinstance(v, ast.Node) else v) for k, v in bound.items()}
+    try:
+        call = fn(**values)
+    except ValueError as err:
+        raise b.error(str(err).replace("relax.op.", "R."), node) from None
+    call.span = b.ctx.span(node)
+    return call
 
 
 RELAX_CALLS = {
