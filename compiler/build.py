@@ -264,6 +264,7 @@ def _compile_kernels(prim_funcs: dict) -> dict:
 
 _VM_OPS = frozenset((
     "relax.call_tir", "relax.call_dps_packed", "relax.call_pure_packed", "relax.builtin.alloc_tensor",
+    "relax.null_value",
 ))
 
 
@@ -827,6 +828,9 @@ class _FunctionCodegen:
                 return self.packed(local, callee, call.args[1:], call, var)
             if name == "relax.builtin.alloc_tensor":
                 return self.alloc_tensor(local, call, var)
+            if name == "relax.null_value":
+                self.emit(f"{local} = None")  # TVM's vm.builtin.null_value: an empty object
+                return None
             raise self.error(f"{name} is not supported by the VM", call.span, var)
         if isinstance(op, relax.ExternFunc):
             return self.packed(local, op, call.args, call, var)

@@ -150,13 +150,26 @@ def test_exported_text_parses_back_to_the_same_module():
 
 @pytest.mark.parametrize("name", [
     "nn_seed000_mlp", "nn_seed003_mlp_no_fc2_bias", "nn_cnn", "nn_transformer", "nn_two_methods",
-    pytest.param("nn_packed_debug", marks=pytest.mark.xfail(
-        raises=tvms.TVMScriptError, strict=True, reason="R.null_value is not a registered Relax op yet")),
+    "nn_packed_debug",
 ])
 def test_goldens_are_canonical_tvmscript(name):
     """What export_tvm prints reads back as it is (goldens made by the tests above)."""
     text = (GOLDEN / f"{name}.tvms").read_text()
     assert tvms.parse(text).script() == text
+
+
+def test_debug_effect_module_runs():
+    """The golden of export_tvm(debug=True) compiles as it reads: ``R.null_value()`` makes the
+    empty ``_io`` object (None), which forward takes and hands back beside its outputs."""
+    mod = tvms.parse((GOLDEN / "nn_packed_debug.tvms").read_text())
+    vm = relax.VirtualMachine(tvms.compile(mod, "llvm"), tvms.cpu())
+    effect = vm["_initialize_effect"]()
+    assert list(effect) == [None]
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.random(s, dtype=np.float32) for s in ((4, 5), (3, 5), (3,)))
+    (y, z), (io,) = vm["forward"](x, (7,), effect[0], (tvms.nd.array(w), tvms.nd.array(b)))
+    np.testing.assert_allclose(y.numpy(), x @ w.T + b, rtol=1e-5)
+    assert z.numpy().shape == (2, 7) and not z.numpy().any() and io is None
 
 
 def test_missing_relax_op_is_named():

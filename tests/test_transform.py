@@ -97,6 +97,39 @@ class Module:
     assert mod["ewise"].attrs["op_pattern"] == 0
 
 
+SCAN_SRC = '''
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def scan(A: T.Buffer((T.int64(4), T.int64(8)), "float32"), B: T.Buffer((T.int64(4), T.int64(8)), "float32")):
+        for i, j in T.grid(T.int64(4), T.int64(8)):
+            with T.block("B"):
+                vi = T.axis.spatial(T.int64(4), i)
+                vj = T.axis.KIND(T.int64(8), j)
+                B[vi, vj] = T.if_then_else(vj == T.int64(0), A[vi, vj], B[vi, vj - T.int64(1)] + A[vi, vj])
+'''
+
+
+@pytest.mark.parametrize("kind, pattern", [("spatial", 0), ("scan", 8), ("opaque", 8)])
+def test_op_pattern_scan_and_opaque_iterators_are_opaque(kind, pattern):
+    """A block whose instances run in order (a scan or opaque iterator) is kOpaque, though its
+    loads alone look elementwise (its own buffer is skipped): FuseOps must keep a prefix sum to
+    itself. The same block with only spatial iterators shows what the loads give."""
+    mod = AnnotateTIROpPattern()(tvms.parse(SCAN_SRC.replace("KIND", kind)))
+    assert mod["scan"].attrs["op_pattern"] == pattern
+
+
+def test_legalized_cumsum_is_opaque_by_analysis():
+    """topi.scan's PrimFunc carries no pattern of its own; the analysis finds it opaque."""
+    x = relax.Var("x", relax.TensorStructInfo([2, 3], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(bb.emit(relax.op.cumsum(x, axis=1)))
+    legal = tvms.relax.transform.LegalizeOps()(bb.get())
+    assert "op_pattern" not in legal["cumsum"].attrs
+    assert AnnotateTIROpPattern()(legal)["cumsum"].attrs["op_pattern"] == 8
+
+
 def _rand_inputs(func, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal([d.value for d in p.struct_info.shape]).astype(p.struct_info.dtype)

@@ -35,6 +35,13 @@ _DEFINING_FIELDS = {
 }
 
 
+def _as_array(x):
+    """A tvms tensor's NumPy array (importers keep weights as tensors in function attributes),
+    else `x` itself; the runtime is looked up only if it was imported."""
+    rt = sys.modules.get("tvmscript.runtime.ndarray")
+    return x.numpy() if rt is not None and isinstance(x, rt.Tensor) else x
+
+
 def _is_ndarray(x) -> bool:
     # numpy is imported lazily (start-up time); an ndarray can only exist once it is.
     np = sys.modules.get("numpy")
@@ -101,6 +108,7 @@ class StructuralEqual:
                     if not self._eq(ka, kb, path) or not self._eq(va, b[kb], f"{path}[{i}]"):
                         return False
             return True
+        a, b = _as_array(a), _as_array(b)
         if _is_ndarray(a):
             np = sys.modules["numpy"]
             if a.dtype != b.dtype or a.shape != b.shape:
@@ -212,6 +220,8 @@ def structural_hash(obj) -> str:
         elif dataclasses.is_dataclass(x):
             tok("C" + type(x).__name__)
             fields(x)
+        elif _as_array(x) is not x:
+            visit(_as_array(x))
         elif type(x).__module__ == "numpy" and hasattr(x, "tobytes"):
             tok(f"A{x.dtype}{x.shape}")
             put(x.tobytes())

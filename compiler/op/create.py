@@ -1,5 +1,6 @@
 """Tensor creation ops: zeros, ones, full (and their _like forms), arange, and tril/triu (where
-TVM declares them: ``relax.op.create``).
+TVM declares them: ``relax.op.create``); and ``null_value``, the one value made from nothing
+that is not a tensor (TVM declares it among its base ops).
 
 zeros/ones/full/arange read no tensor data (the ``_like`` forms take only the shape and dtype of
 ``x``), so their legalized PrimFuncs have no inputs: ``R.call_tir(cls.zeros, R.tuple(), ...)``. Constant fill
@@ -243,3 +244,13 @@ def _defined_by_shape(e, x) -> bool:
 for _name, _upper in (("tril", False), ("triu", True)):
     register_op(_name, ("x", Arg("k", "prim", optional=True)), infer_trilu, pattern="elementwise",
                 legalize=_trilu_legalizer(_name, _upper), canonicalize=canonicalize_trilu)
+
+
+def infer_null_value(args, attrs):
+    return relax.ObjectStructInfo()
+
+
+# ``R.null_value()``: an empty object (TVM's ``relax.op.null_value``), the initial state of
+# relax.frontend.nn's debug effect (``_io``). Nothing to legalize: the VM makes it directly
+# (compiler/build.py), as TVM's VM calls its ``vm.builtin.null_value``.
+register_op("null_value", (), infer_null_value)

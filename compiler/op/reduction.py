@@ -15,7 +15,8 @@ tuple-reducer block followed by a copy analyzes as kOutEWiseFusable there (a dev
 the kind, not in the results). std is variance's stages and a square root.
 
 ``cumsum``/``cumprod(data, axis=None, dtype=None, exclusive=False)`` are scans, legalized into a
-PrimFunc built directly (``topi.scan``), tagged opaque as TVM's scan kernels are.
+PrimFunc built directly (``topi.scan``), which AnnotateTIROpPattern finds opaque (its scan
+iterator), as TVM's scan kernels are.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ scanned loop serial inside each thread:
     out[..., k, ...] = data[..., k, ...]                     if k == 0
                      = out[..., k - 1, ...] + data[..., k, ...]   otherwise
 
-(``T.if_then_else`` evaluates only the branch taken, so ``out[-1]`` is never read.) The
-function carries ``"op_pattern": 8`` (kOpaque): FuseOps must not fuse a scan, and the block's
-loads alone would look elementwise to the pattern analysis.
+(``T.if_then_else`` evaluates only the branch taken, so ``out[-1]`` is never read.) FuseOps
+must not fuse a scan: AnnotateTIROpPattern finds it opaque (kOpaque) from its scan iterator,
+as the block's loads alone would look elementwise.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from tvmscript import tir
 
 from .transform import product, sub, unravel
 
-__all__ = ["cumulative", "OPAQUE_PATTERN"]
-
-OPAQUE_PATTERN = 8  # TVM's kOpaque
+__all__ = ["cumulative"]
 
 
 def _dims(shape) -> list:
@@ -86,4 +84,4 @@ def cumulative(shape, dtype: str, axis, out_dtype: str, exclusive: bool, kind: s
     body = tir.BlockRealize([], tir.IntImm("bool", 1), root)
     params = [_handle(data), _handle(out)]
     return tir.PrimFunc(params, {params[0]: data, params[1]: out}, body,
-                        attrs={"op_pattern": OPAQUE_PATTERN, "tir.noalias": True})
+                        attrs={"tir.noalias": True})

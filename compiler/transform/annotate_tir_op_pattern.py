@@ -13,6 +13,13 @@ function's kind is the largest over its blocks, except that (TVM's rule for soft
 non-reduction block writing an output after reductions makes it out-ewise-fusable; anything
 else (no blocks, opaque statements) is kOpaque. A function already tagged keeps its tag, so
 the pass is idempotent.
+
+A block with a scan (``T.axis.scan``) or opaque (``T.axis.opaque``) iterator is kOpaque too:
+its instances depend on each other in order (a prefix sum reads its own previous output), which
+its loads alone do not show (they look elementwise, the block's own buffer being skipped).
+TVM 0.27's analysis does not read iterator kinds, but TVM builds its scans (``topi.cumsum``)
+with the IR builder, as opaque code without blocks, so they are kOpaque there; tvms writes them
+as blocks with a scan iterator (compiler/topi/scan.py), and this rule gives them TVM's answer.
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ from tvmscript import ir, tir
 from tvmscript.tir_visitor import TIRVisitor
 
 from ._common import kBroadcast, kCommReduce, kElemWise, kInjective, kOpaque, kOutEWiseFusable
+
+
+# Iterator kinds (tvmscript.tir.ITER_KINDS) whose instances must run in order: scan, opaque.
+_ORDERED_KINDS = ("C", "O")
 
 
 class _Loads(TIRVisitor):
@@ -108,6 +119,9 @@ class _Analyzer(TIRVisitor):
         self.kind = k if self.kind is None else max(self.kind, k)
 
     def visit_Block(self, block: tir.Block):
+        if any(iv.kind in _ORDERED_KINDS for iv in block.iter_vars):
+            self.opaque = True  # a scan: see the module's docstring
+            return
         stores = [s for s in _direct_stores(block.body)]
         if block.name == "root" and not block.iter_vars and not stores:
             self.generic_visit(block)

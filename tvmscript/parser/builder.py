@@ -342,8 +342,12 @@ def merge_comments(table: dict, node, extra: ir.Comments | None) -> None:
 # ----------------------------------------------------------------------------- literals
 
 
-def literal(ctx: Context, node) -> Any:
-    """Evaluate a Python literal: numbers, strings, True/False/None, tuples, lists, dicts."""
+def literal(ctx: Context, node, other=None) -> Any:
+    """Evaluate a Python literal: numbers, strings, True/False/None, tuples, lists, dicts.
+
+    ``other(node)``, if given, is the value of a node that is none of these, at any depth (what
+    a reference into the metadata section stands for, in ``R.func_attr``); it raises if the
+    node means nothing to it either."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
@@ -358,15 +362,17 @@ def literal(ctx: Context, node) -> Any:
         if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
             return -value if node.op == "-" else value
     if isinstance(node, (ast.Tuple, ast.List)):
-        return [literal(ctx, e) for e in node.elts]
+        return [literal(ctx, e, other) for e in node.elts]
     if isinstance(node, ast.Dict):
         out = {}
         for k, v in zip(node.keys, node.values):
             key = literal(ctx, k)
             if isinstance(key, (list, dict)):
                 raise ctx.error("a dict key must be a string or a number", k)
-            out[key] = literal(ctx, v)
+            out[key] = literal(ctx, v, other)
         return out
+    if other is not None:
+        return other(node)
     raise ctx.error("expected a literal value", node)
 
 
@@ -508,8 +514,10 @@ def _keep_leftovers(table: dict, node, leftovers: list[ast.Comment]) -> None:
 
 def read_metadata(ctx: Context, node) -> dict:
     """The file's metadata section, ``metadata = {"relax.expr.Constant": [R.const_data(shape,
-    dtype, "base64..."), ...]}`` (tvmscript/metadata.py), as {table name: [numpy arrays]}."""
-    from ..metadata import decode
+    dtype, "base64..."), ...], "ffi.Tensor": [...]}`` (tvmscript/metadata.py), as {table name:
+    [numpy arrays]}; the entries of the attribute tensors' table are `tvms.nd` tensors, made
+    once here so that two references to one entry give the same tensor."""
+    from ..metadata import TENSOR_ALIASES, TENSOR_KEY, decode
 
     if not isinstance(node, ast.Dict):
         raise ctx.error("the metadata section must be a dict of lists", node)
@@ -532,6 +540,12 @@ def read_metadata(ctx: Context, node) -> dict:
                 entries.append(decode(tuple(shape), dtype, data))
             except (ValueError, TypeError) as err:
                 raise ctx.error(f"bad metadata entry: {err}", args["data"]) from None
+        if key in TENSOR_ALIASES:
+            key = TENSOR_KEY
+        if key == TENSOR_KEY:
+            from ..runtime.ndarray import array as nd_array  # aligned, as the importers' own
+
+            entries = [nd_array(a) for a in entries]
         tables[key] = entries
     return tables
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import ir, relax, tir
 from ..diagnostics import did_you_mean
 from . import ast
-from ..metadata import CONSTANT_KEY
+from ..metadata import CONSTANT_KEY, TENSOR_ALIASES, TENSOR_KEY
 from .builder import (
     FUNC_ATTR, Context, Scope, bind_arguments, comments_of, dotted_name, literal, loose_comments,
     merge_comments, take_comments,
@@ -197,7 +197,7 @@ class RelaxFunctionBuilder:
                 if not function_body or self.in_dataflow:
                     raise self.error("R.func_attr must be at the top of the function body, before any binding", v)
                 args = bind_arguments(self.ctx, v, name, ["attrs"])
-                value = literal(self.ctx, args["attrs"])
+                value = self._func_attr_value(args["attrs"])
                 if not isinstance(value, dict):
                     raise self.error("R.func_attr takes a dict", args["attrs"])
                 self.attrs.update(value)
@@ -557,23 +557,55 @@ class RelaxFunctionBuilder:
     def _metadata_constant(self, name: str, key_node, node: ast.Subscript):
         """``metadata["relax.expr.Constant"][i]`` (and older TVM's ``meta[relay.Constant][i]``):
         the i-th constant of the file's metadata section (see tvmscript/metadata.py)."""
+        key, array = self._metadata_entry(name, key_node, node)
+        if key == TENSOR_KEY:
+            raise self.error(
+                f'metadata["{TENSOR_KEY}"] holds the tensors of function attributes; a constant in '
+                f'the body is metadata["{CONSTANT_KEY}"][i]',
+                key_node,
+            )
+        return relax.Constant(array, const_sinfo(array))
+
+    def _metadata_entry(self, name: str, key_node, node: ast.Subscript):
+        """``(table name, entry)`` for a reference ``name[key][i]`` into the metadata section,
+        with older TVM's names of the tables read as today's."""
         key = key_node.value if isinstance(key_node, ast.Constant) else dotted_name(key_node)
         if key in ("relay.Constant", "R.expr.Constant", "ir.GenericConst"):
             key = CONSTANT_KEY  # older and newer TVM's names for the same table
+        elif key in TENSOR_ALIASES:
+            key = TENSOR_KEY
         index = literal(self.ctx, node.index)
         table = self.ctx.metadata.get(key)
         if table is None:
             if not self.ctx.metadata:
                 raise self.error(
-                    f"{name}[...] refers to a metadata section (constants stored beside the text), "
+                    f"{name}[...] refers to a metadata section (arrays stored at the end of the file), "
                     "which this file does not have",
                     node,
                 )
             raise self.error(f"the metadata section has no '{key}' table", key_node)
         if not isinstance(index, int) or not 0 <= index < len(table):
             raise self.error(f"metadata['{key}'] has {len(table)} entries; there is no [{index}]", node.index)
-        array = table[index]
-        return relax.Constant(array, const_sinfo(array))
+        return key, table[index]
+
+    def _func_attr_value(self, node):
+        """The dict of ``R.func_attr({...})``: Python literals, where ``metadata["ffi.Tensor"][i]``
+        stands for a tensor of the metadata section (the importers' ``"params"``)."""
+        return literal(self.ctx, node, self._attr_tensor)
+
+    def _attr_tensor(self, node):
+        """A `tvms.nd` tensor of the metadata section, referenced in a function attribute."""
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Subscript)
+                and isinstance(node.value.value, ast.Name) and node.value.value.id in ("meta", "metadata")):
+            raise self.error("expected a literal value or a metadata[\"ffi.Tensor\"][i] reference", node)
+        key, entry = self._metadata_entry(node.value.value.id, node.value.index, node)
+        if key != TENSOR_KEY:
+            raise self.error(
+                f'a tensor in a function attribute is metadata["{TENSOR_KEY}"][i], not an entry of '
+                f"the '{key}' table",
+                node.value.index,
+            )
+        return entry
 
     def _op_call(self, op, node: ast.Call, name: str):
         from ..compiler.op import OpError

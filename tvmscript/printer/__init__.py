@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from .. import ir, relax, tir
+from ..metadata import Tables
 from .doc import Doc
 from .relax_printer import RelaxPrinter
 from .tir_printer import TIRPrinter, print_name
@@ -60,7 +61,7 @@ def print_module(mod: ir.IRModule) -> str:
     body.line("class Module:", _trailing(mc))
     used = {"ir"}
     names = {gv.name_hint for gv in mod.functions}
-    metadata: list = []
+    metadata = Tables()
     with body.indent():
         if mod.attrs:
             body.line(f"I.module_attrs({TIRPrinter().attr_dict(mod.attrs)})")
@@ -85,13 +86,11 @@ def print_module(mod: ir.IRModule) -> str:
     return _with_header(body, used, mod.source_header)
 
 
-def _metadata_section(doc: Doc, constants: list) -> None:
-    """The constants printed by reference, at the end of the file (see tvmscript/metadata.py)."""
-    if constants:
-        from ..metadata import section
-
+def _metadata_section(doc: Doc, metadata: Tables) -> None:
+    """The arrays printed by reference, at the end of the file (see tvmscript/metadata.py)."""
+    if metadata:
         doc.blank()
-        for line in section(constants):
+        for line in metadata.section():
             doc.comment(line)
 
 
@@ -107,7 +106,7 @@ def print_function(func, name: str) -> str:
         TIRPrinter(comments=func.comments).prim_func(doc, func, name)
         used = {"tir"}
     else:
-        metadata: list = []
+        metadata = Tables()
         printer = RelaxPrinter(None, func.comments, metadata)
         printer.function(doc, func, name)
         used = {"relax"} | ({"tir"} if printer.uses_tir else set())

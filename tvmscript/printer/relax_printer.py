@@ -8,8 +8,10 @@ are written as strings in the signature (``R.Tensor(("n", 784), ...)``) and decl
 
 from __future__ import annotations
 
+import sys
+
 from .. import ir, relax, tir
-from ..metadata import CONSTANT_KEY, is_inline
+from ..metadata import Tables, is_inline
 from .doc import Doc
 from .tir_printer import Names, TIRPrinter, format_float, format_string, printed_attrs, same_node
 
@@ -18,9 +20,10 @@ _OP_PREFIX = "relax."
 
 class RelaxPrinter:
     def __init__(self, module_functions: set | None = None, comments: dict | None = None,
-                 metadata: list | None = None) -> None:
+                 metadata: Tables | None = None) -> None:
         self.names = Names()
-        # Large constants printed by reference, for the file's metadata section (None: inline).
+        # Large constants and attribute tensors printed by reference, for the file's metadata
+        # section (None: constants inline; see tvmscript/metadata.py).
         self.metadata = metadata
         self.tir = TIRPrinter(self.names)
         self.module_functions = module_functions  # names of the module's functions, if in one
@@ -119,13 +122,7 @@ class RelaxPrinter:
         data = c.data
         if not is_inline(data) and self.metadata is not None:
             # Large: referenced as TVM does; the values go in the file's metadata section.
-            for i, seen in enumerate(self.metadata):
-                if seen is data:
-                    break
-            else:
-                i = len(self.metadata)
-                self.metadata.append(data)
-            return f'metadata["{CONSTANT_KEY}"][{i}]'
+            return self.metadata.constant(data)
         return f'R.const({_py_value(data)}, "{data.dtype}")'
 
     def call(self, e: relax.Call) -> str:
@@ -174,7 +171,19 @@ class RelaxPrinter:
             return "{" + ", ".join(f"{self.attr_value(k)}: {self.attr_value(x)}" for k, x in v.items()) + "}"
         if isinstance(v, tir.PrimExpr):
             return self.tir.expr(v)
+        if _is_tensor(v):
+            return self.tensor_attr(v)
         return repr(v)
+
+    def tensor_attr(self, t) -> str:
+        """A tensor in an attribute (the importers' weights): it has no literal form, so it is
+        referenced as TVM does, ``metadata["ffi.Tensor"][i]``, its values in the section."""
+        if self.metadata is None:
+            raise ValueError(
+                "a tensor in an attribute prints as a metadata reference: print the whole "
+                "function or module (its metadata section holds the values)"
+            )
+        return self.metadata.tensor(t)
 
     # ------------------------------------------------------------------ functions
     def function(self, doc: Doc, func: relax.Function, name: str) -> None:
@@ -323,6 +332,13 @@ def _py_value(data) -> str:
         return repr(v)
 
     return text(data.tolist())
+
+
+def _is_tensor(v) -> bool:
+    """Whether `v` is a `tvms.nd` tensor, without importing the runtime (and NumPy) to know:
+    a tensor can only exist once its module is loaded."""
+    nd = sys.modules.get("tvmscript.runtime.ndarray")
+    return nd is not None and isinstance(v, nd.Tensor)
 
 
 def _tuple(items: list) -> str:
