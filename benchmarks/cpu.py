@@ -1,6 +1,7 @@
-"""CPU back end speed: the seed MLP through the Relax VM, a plain matmul kernel, compile time.
+"""CPU back end speed: the seed MLP through the Relax VM, a plain matmul kernel, compile time,
+and resnet18 and a GPT block (whole and by layer) against PyTorch.
 
-    python benchmarks/cpu.py [--calls 1000] [--repeat 5] [--matmul 1024]
+    python benchmarks/cpu.py [--calls 1000] [--repeat 5] [--matmul 1024] [--no-models] [--model-rounds 5]
 
 Three measures, each side by side with NumPy in the same run (the machine may be shared and
 noisy, so ratios taken together mean more than absolute figures):
@@ -18,6 +19,26 @@ noisy, so ratios taken together mean more than absolute figures):
 * ``tvms.compile`` of the batch-1 MLP module: cold (the in-memory kernel cache of
   `runtime.cpu` cleared, so everything from scheduling to machine code runs) and warm (a cache
   hit: structural hash plus the Relax-to-Python translation), the best of several runs.
+
+With ``--models`` (on by default when PyTorch is installed; ``--no-models`` skips it), the
+model figures of the CPU issue, each against PyTorch eager (``torch.no_grad()``) with
+``torch.set_num_threads`` set to the threads tvms's parallel loops use
+(`schedule_cpu.parallel_threads`: ``OMP_NUM_THREADS``, else the CPUs this process may use),
+as ratios of times in the same run:
+
+* resnet18 (torchvision's layers: 7x7/2 stem, max pool, four stages of basic blocks with 1x1/2
+  downsampling, global average pool, linear 512 -> 1000) at batch 1 and 224x224, written with
+  `tvms.relax.BlockBuilder` and `tvms.relax.op` as the PyTorch importer emits it, the batch
+  norms folded into the convolutions (a bias add) or not (``R.nn.batch_norm`` in inference
+  mode); its distinct convolution layers alone (conv + bias + ReLU), the ops of the whole
+  network, as ``tvms run`` compiles them: the zero pipeline, then `tvms.compile`;
+* a GPT-style block (token and position embedding, layer norm, causal self-attention with
+  8 heads over 128 tokens at d_model 256, output projection, residual, layer norm, GELU MLP
+  of width 1024, residual), and its heaviest ops alone.
+
+Every model's result is checked against PyTorch's before timing. The weights are function
+parameters (not bound constants), as ``tvms run --params`` passes them, so packing them
+into the kernels' layouts is part of each call, as it is of PyTorch's.
 
 The batch-64 module is generated from one template with the batch as a parameter
 (`mlp_module`); at batch 1 the template is checked to be structurally equal to
@@ -250,6 +271,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="rounds of each MLP, calls of the matmul, runs of "
                     "each compile")
     ap.add_argument("--matmul", type=int, default=1024, help="matmul size n (n x n x n)")
+    ap.add_argument("--models", action=argparse.BooleanOptionalAction, default=None,
+                    help="the model figures against PyTorch (default: when PyTorch is installed)")
+    ap.add_argument("--model-rounds", type=int, default=5, help="alternating rounds of each model's timing")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     calls64 = max(20, args.calls // 5)
@@ -286,6 +310,314 @@ def main() -> None:
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    if args.models is not False:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            if args.models:
+                raise SystemExit("--models needs PyTorch")
+            print("\nmodel figures skipped: PyTorch is not installed")
+            return
+        print()
+        bench_models(args.model_rounds)
+
+
+# ----------------------------------------------------------------------------- models against PyTorch
+
+
+def _tensor_info(shape, dtype="float32"):
+    return tvms.relax.TensorStructInfo(list(shape), dtype)
+
+
+class _Params:
+    """Parameters of a model under construction: Relax variables and their random values."""
+
+    def __init__(self, rng) -> None:
+        self.rng, self.vars, self.values = rng, [], []
+
+    def new(self, name: str, shape, kind: str = "weight", value=None):
+        from tvmscript.relax import op
+
+        if value is None:
+            if kind == "weight":  # He initialization keeps activations of a deep net in range
+                fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+                value = self.rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+            elif kind == "scale":
+                value = 1 + 0.1 * self.rng.standard_normal(shape)
+            elif kind == "variance":
+                value = 1 + 0.1 * np.abs(self.rng.standard_normal(shape))
+            else:
+                value = 0.1 * self.rng.standard_normal(shape)
+        self.vars.append(op.make_var(name, _tensor_info(shape)))
+        self.values.append(np.asarray(value, "float32"))
+        return self.vars[-1]
+
+
+RESNET18_STAGES = [(64, 1), (128, 2), (256, 2), (512, 2)]  # (channels, first block's stride)
+
+
+def resnet18_module(bn_folded: bool, rng):
+    """(module, inputs, torch function of the inputs): resnet18 at batch 1."""
+    import torch.nn.functional as F
+
+    from tvmscript.relax import op
+
+    params = _Params(rng)
+    x = op.make_var("x", _tensor_info((1, 3, 224, 224)))
+    bb = tvms.relax.BlockBuilder()
+    layers = []  # per conv: (weight index, strides, padding, relu, bias index or batch-norm indices)
+
+    def conv(h, cin, cout, k, stride, pad, relu=True):
+        n = len(layers)
+        w = params.new(f"conv{n}_weight", (cout, cin, k, k))
+        first = len(params.values) - 1
+        h = bb.emit(op.nn.conv2d(h, w, strides=[stride, stride], padding=[pad] * 4))
+        if bn_folded:
+            h = bb.emit(op.add(h, params.new(f"conv{n}_bias", (1, cout, 1, 1), "bias")))
+        else:
+            stats = [params.new(f"bn{n}_{name}", (cout,), kind) for name, kind in
+                     [("weight", "scale"), ("bias", "bias"), ("mean", "bias"), ("var", "variance")]]
+            h = bb.emit(tvms.relax.TupleGetItem(bb.emit(op.nn.batch_norm(h, *stats, training=False)), 0))
+        layers.append((first, stride, pad, relu))
+        return bb.emit(op.nn.relu(h)) if relu else h
+
+    blocks = []
+    with bb.function("main"):
+        with bb.dataflow():
+            h = conv(x, 3, 64, 7, 2, 3)
+            h = bb.emit(op.nn.max_pool2d(h, [3, 3], [2, 2], padding=[1, 1, 1, 1]))
+            cin = 64
+            for cout, stride in RESNET18_STAGES:
+                for b in range(2):
+                    s = stride if b == 0 else 1
+                    start = len(layers)
+                    out = conv(conv(h, cin, cout, 3, s, 1), cout, cout, 3, 1, 1, relu=False)
+                    down = conv(h, cin, cout, 1, s, 0, relu=False) if s != 1 or cin != cout else h
+                    blocks.append(list(range(start, len(layers))))
+                    h = bb.emit(op.nn.relu(bb.emit(op.add(out, down))))
+                    cin = cout
+            h = bb.emit(op.reshape(bb.emit(op.nn.adaptive_avg_pool2d(h, [1, 1])), [1, 512]))
+            fc_w, fc_b = params.new("fc_weight", (1000, 512)), params.new("fc_bias", (1000,), "bias")
+            out = bb.emit_output(bb.emit(op.linear(h, fc_w, fc_b)))
+        bb.emit_func_output(out, params=[x] + params.vars)
+    inputs = [rng.standard_normal((1, 3, 224, 224)).astype("float32")] + params.values
+
+    def torch_fn(x, *w):
+        def apply(h, n):
+            first, stride, pad, relu = layers[n]
+            h = F.conv2d(h, w[first], stride=stride, padding=pad)
+            if bn_folded:
+                h = h + w[first + 1]
+            else:
+                g, b, mean, var = w[first + 1:first + 5]
+                h = F.batch_norm(h, mean, var, g, b, False, 0.0, 1e-5)
+            return F.relu(h) if relu else h
+
+        h = F.max_pool2d(apply(x, 0), 3, 2, 1)
+        for block in blocks:
+            out = apply(apply(h, block[0]), block[1])
+            h = F.relu(out + (apply(h, block[2]) if len(block) == 3 else h))
+        return F.linear(F.adaptive_avg_pool2d(h, 1).reshape(1, 512), w[-2], w[-1])
+
+    return bb.get(), inputs, torch_fn
+
+
+RESNET18_CONVS = [  # (in, out, input size, kernel, stride, padding, times in the network)
+    (3, 64, 224, 7, 2, 3, 1), (64, 64, 56, 3, 1, 1, 4), (64, 128, 56, 3, 2, 1, 1), (64, 128, 56, 1, 2, 0, 1),
+    (128, 128, 28, 3, 1, 1, 3), (128, 256, 28, 3, 2, 1, 1), (128, 256, 28, 1, 2, 0, 1),
+    (256, 256, 14, 3, 1, 1, 3), (256, 512, 14, 3, 2, 1, 1), (256, 512, 14, 1, 2, 0, 1),
+    (512, 512, 7, 3, 1, 1, 3),
+]
+
+
+def conv_layer_module(layer, rng):
+    """One convolution of resnet18 with its (folded) batch norm's bias and its ReLU."""
+    import torch.nn.functional as F
+
+    from tvmscript.relax import op
+
+    cin, cout, size, k, stride, pad, _ = layer
+    params = _Params(rng)
+    x = op.make_var("x", _tensor_info((1, cin, size, size)))
+    bb = tvms.relax.BlockBuilder()
+    with bb.function("main"):
+        with bb.dataflow():
+            w, b = params.new("w", (cout, cin, k, k)), params.new("b", (1, cout, 1, 1), "bias")
+            h = bb.emit(op.add(bb.emit(op.nn.conv2d(x, w, strides=[stride] * 2, padding=[pad] * 4)), b))
+            out = bb.emit_output(bb.emit(op.nn.relu(h)))
+        bb.emit_func_output(out, params=[x] + params.vars)
+    inputs = [rng.standard_normal((1, cin, size, size)).astype("float32")] + params.values
+    return bb.get(), inputs, lambda x, w, b: F.relu(F.conv2d(x, w, stride=stride, padding=pad) + b)
+
+
+GPT = dict(seq=128, d_model=256, heads=8, vocab=1000, mlp=1024)
+
+
+def gpt_block_module(rng, part: str = "block"):
+    """A GPT-style block (``part="block"``), or one of its ops alone: ``"qkv"`` (a projection),
+    ``"mlp_up"`` (linear + GELU), ``"mlp_down"`` (linear + residual), ``"scores"`` (the
+    heads' Q K^T, scaled and masked), ``"softmax"``, ``"layer_norm"``."""
+    import torch
+    import torch.nn.functional as F
+
+    from tvmscript.relax import op
+
+    seq, d, heads, mlp = GPT["seq"], GPT["d_model"], GPT["heads"], GPT["mlp"]
+    hd = d // heads
+    params = _Params(rng)
+    bb = tvms.relax.BlockBuilder()
+    mask = np.triu(np.full((1, 1, seq, seq), -1e9, "float32"), 1)
+
+    def linear(h, n_in, n_out, name):
+        return bb.emit(op.linear(h, params.new(name + "_w", (n_out, n_in)), params.new(name + "_b", (n_out,), "bias")))
+
+    def split_heads(t):
+        return bb.emit(op.permute_dims(bb.emit(op.reshape(t, [1, seq, heads, hd])), [0, 2, 1, 3]))
+
+    def attention_scores(q, k):
+        s = bb.emit(op.matmul(q, bb.emit(op.permute_dims(k, [0, 1, 3, 2]))))
+        s = bb.emit(op.multiply(s, op.const(np.float32(1 / np.sqrt(hd)))))
+        return bb.emit(op.add(s, params.new("mask", mask.shape, value=mask)))
+
+    def layer_norm(h, name):
+        return bb.emit(op.nn.layer_norm(h, params.new(name + "_g", (d,), "scale"), params.new(name + "_b", (d,), "bias"),
+                                        axes=[-1]))
+
+    first_shape = {"block": (1, seq), "scores": (1, heads, seq, hd), "softmax": (1, heads, seq, seq),
+                   "mlp_down": (1, seq, mlp)}.get(part, (1, seq, d))
+    x = op.make_var("x", _tensor_info(first_shape, "int64" if part == "block" else "float32"))
+    with bb.function("main"):
+        with bb.dataflow():
+            if part == "block":
+                h = bb.emit(op.add(bb.emit(op.take(params.new("wte", (GPT["vocab"], d), "bias"), x, axis=0)),
+                                   params.new("wpe", (seq, d), "bias")))
+                res = h
+                a = layer_norm(h, "ln1")
+                q, k, v = (split_heads(linear(a, d, d, n)) for n in ("q", "k", "v"))
+                p = bb.emit(op.nn.softmax(attention_scores(q, k), axis=-1))
+                a = bb.emit(op.reshape(bb.emit(op.permute_dims(bb.emit(op.matmul(p, v)), [0, 2, 1, 3])), [1, seq, d]))
+                h = bb.emit(op.add(res, linear(a, d, d, "o")))
+                m = bb.emit(op.nn.gelu(linear(layer_norm(h, "ln2"), d, mlp, "fc1")))
+                out = bb.emit(op.add(h, linear(m, mlp, d, "fc2")))
+            elif part == "qkv":
+                out = linear(x, d, d, "q")
+            elif part == "mlp_up":
+                out = bb.emit(op.nn.gelu(linear(x, d, mlp, "fc1")))
+            elif part == "mlp_down":
+                out = bb.emit(op.add(params.new("res", (1, seq, d), "bias"), linear(x, mlp, d, "fc2")))
+            elif part == "scores":
+                out = attention_scores(x, params.new("k", (1, heads, seq, hd), "bias"))
+            elif part == "softmax":
+                out = bb.emit(op.nn.softmax(x, axis=-1))
+            else:
+                out = layer_norm(x, "ln")
+            out = bb.emit_output(out)
+        bb.emit_func_output(out, params=[x] + params.vars)
+    if part == "block":
+        first = rng.integers(0, GPT["vocab"], first_shape).astype("int64")
+    else:
+        first = (rng.standard_normal(first_shape) * (4 if part == "softmax" else 1)).astype("float32")
+    inputs = [first] + params.values
+
+    def torch_fn(x, *w):
+        w = list(w)
+
+        def take(n):
+            return [w.pop(0) for _ in range(n)]
+
+        def heads_of(t):
+            return t.reshape(1, seq, heads, hd).permute(0, 2, 1, 3)
+
+        def scores(q, k):
+            return q @ k.permute(0, 1, 3, 2) * (1 / np.sqrt(hd)) + take(1)[0]
+
+        if part == "block":
+            wte, wpe = take(2)
+            h = F.embedding(x, wte) + wpe
+            a = F.layer_norm(h, (d,), *take(2))
+            q, k, v = (heads_of(F.linear(a, *take(2))) for _ in range(3))
+            p = torch.softmax(scores(q, k), -1)
+            h = h + F.linear((p @ v).permute(0, 2, 1, 3).reshape(1, seq, d), *take(2))
+            m = F.gelu(F.linear(F.layer_norm(h, (d,), *take(2)), *take(2)))
+            return h + F.linear(m, *take(2))
+        if part == "qkv":
+            return F.linear(x, *take(2))
+        if part == "mlp_up":
+            return F.gelu(F.linear(x, *take(2)))
+        if part == "mlp_down":
+            res = take(1)[0]
+            return res + F.linear(x, *take(2))
+        if part == "scores":
+            k = take(1)[0]
+            return scores(x, k)
+        if part == "softmax":
+            return torch.softmax(x, -1)
+        return F.layer_norm(x, (d,), *take(2))
+
+    return bb.get(), inputs, torch_fn
+
+
+def _model_row(name, built, rounds, count=1):
+    """Compile a model as ``tvms run`` does, check it against PyTorch, time both: (name,
+    count, tvms seconds, torch seconds, max error relative to the largest output)."""
+    import torch
+
+    mod, inputs, torch_fn = built
+    ex = tvms.compile(tvms.relax.get_pipeline("zero")(mod), target="llvm")
+    main = tvms.relax.VirtualMachine(ex, tvms.cpu())["main"]
+    tensors = [tvms.nd.array(a) for a in inputs]
+    torch_inputs = [torch.from_numpy(a) for a in inputs]
+    with torch.no_grad():
+        ref = torch_fn(*torch_inputs).numpy()
+        out = main(*tensors).numpy()
+        err = float(np.abs(out - ref).max() / max(1e-30, float(np.abs(ref).max())))
+        if not err < 1e-4:
+            raise AssertionError(f"{name}: tvms and PyTorch differ (max relative error {err:.1e})")
+        per = max(1, 12 // rounds)
+        t_tvms, t_torch = interleaved([lambda: main(*tensors), lambda: torch_fn(*torch_inputs)], per * rounds,
+                                      warmup=2, rounds=rounds)
+    return name, count, t_tvms, t_torch, err
+
+
+def bench_models(rounds: int) -> None:
+    import torch
+
+    from tvmscript.compiler.schedule_cpu import parallel_threads
+
+    threads = parallel_threads()
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    sections = [("resnet18, batch 1, 224x224", [
+        ("resnet18 (batch norm folded)", lambda: resnet18_module(True, rng), 1),
+        ("resnet18 (batch norm)", lambda: resnet18_module(False, rng), 1),
+    ] + [(f"conv {c[0]}->{c[1]} {c[2]}x{c[2]} k{c[3]} s{c[4]} +bias+relu", lambda c=c: conv_layer_module(c, rng), c[6])
+         for c in RESNET18_CONVS]),
+        (f"GPT block, {GPT['seq']} tokens, d_model {GPT['d_model']}, {GPT['heads']} heads", [
+            ("GPT block", lambda: gpt_block_module(rng), 1),
+            ("q/k/v projection 128x256 -> 256", lambda: gpt_block_module(rng, "qkv"), 4),
+            ("MLP up 256 -> 1024 + GELU", lambda: gpt_block_module(rng, "mlp_up"), 1),
+            ("MLP down 1024 -> 256 + residual", lambda: gpt_block_module(rng, "mlp_down"), 1),
+            ("attention scores Q K^T, scaled, masked", lambda: gpt_block_module(rng, "scores"), 1),
+            ("softmax 8x128x128", lambda: gpt_block_module(rng, "softmax"), 1),
+            ("layer norm 128x256", lambda: gpt_block_module(rng, "layer_norm"), 2),
+        ])]
+    print(f"models against PyTorch {torch.__version__} eager, both on {threads} threads "
+          f"(torch.set_num_threads({threads})); best median of {rounds} alternating rounds; results checked "
+          "against PyTorch first")
+    header = ("model / layer", "x in model", "tvms", "PyTorch", "ratio", "goal")
+    for title, entries in sections:
+        rows = []
+        for name, build, count in entries:
+            row = _model_row(name, build(), rounds, count)
+            whole = name.startswith(("resnet18", "GPT"))
+            ratio = row[2] / row[3]
+            goal = f"<= 3x: {'met' if ratio <= 3 else 'MISSED'}" if whole else ""
+            rows.append((name, str(count), fmt_time(row[2]), fmt_time(row[3]), f"{ratio:.2f}x PyTorch's time", goal))
+        print(f"\n{title}")
+        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+        print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
 if __name__ == "__main__":

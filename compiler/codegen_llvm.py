@@ -24,7 +24,8 @@ meaning on the CPU); ``T.unroll`` loops with a constant extent of at most
 loops carry ``llvm.loop.vectorize.enable`` (and their width when constant), so LLVM's loop
 vectorizer treats them as vectorizable; ``T.parallel`` loops are outlined and run on libgomp.
 Loop annotations (set by `compiler.schedule_cpu`, see `lower_tir.VECTORIZE_ANN`) steer LLVM
-without changing results: ``"tvms.vectorize_width": n`` vectorizes a serial loop at width n,
+without changing results: ``"tvms.vectorize_width": n`` vectorizes a serial loop at width n
+(``1``: never vectorizes it),
 ``"tvms.interleave": c`` with c vectors per iteration (default 1), ``"tvms.unroll": 0`` never
 unrolls it and ``"tvms.unroll": n`` unrolls it n times. Below O3, LLVM unrolls and interleaves
 only what the IR asks for (`optimize`): these annotations, and the full unrolling this module
@@ -62,7 +63,7 @@ from tvmscript.tir_visitor import vars_in
 
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
 
-__all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize",
+__all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize", "vectorizable_call",
            "UNROLL_LIMIT", "UNROLL_BUDGET", "UNROLL_MAX_EXTENT", "symbol_name"]
 
 UNROLL_LIMIT = 64
@@ -384,6 +385,38 @@ _LLVM_FLOAT_BINARY = {"tir.pow": "llvm.pow", "tir.copysign": "llvm.copysign", "t
 _LIBM_FLOAT_BINARY = {"tir.hypot": "hypot", "tir.nextafter": "nextafter"}
 _TYPE_SUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
 
+# float32 exp and erf are generated inline as arithmetic (`_FuncGen.exp_f32`, `erf_f32`)
+# instead of calls to libm's expf/erff: LLVM cannot vectorize a loop that calls them (it has
+# no vector math library here), and softmax, sigmoid, SiLU and GELU spend most of their time
+# there. The same code runs in scalar and vector loops, so results do not depend on
+# vectorization. Coefficients: minimax fits (iteratively reweighted least squares in float64
+# against mpmath, rounded to float32), measured on dense grids against mpmath in float32
+# arithmetic and in tests/test_codegen_llvm.py: exp within 1.01 ulp, erf within 2.4 ulp.
+INLINE_MATH = frozenset(("tir.exp", "tir.erf"))
+# Float intrinsics LLVM vectorizes (one vector instruction, or `INLINE_MATH` arithmetic).
+_VECTOR_FLOAT_CALLS = frozenset(("tir.sqrt", "tir.fabs", "tir.floor", "tir.ceil", "tir.round", "tir.nearbyint",
+                                 "tir.trunc", "tir.copysign", "tir.fma", "tir.rsqrt", "tir.sigmoid"))
+
+
+def vectorizable_call(op: str, dtype: str) -> bool:
+    """Whether a loop calling intrinsic ``op`` on ``dtype`` values can still be vectorized by
+    LLVM: the calls that become vector instructions, and float32 ``exp``/``erf`` (inline
+    arithmetic here; ``sigmoid`` becomes one ``exp``). Calls of the C math library cannot."""
+    if op in ("tir.likely", "tir.isnan", "tir.isinf", "tir.isfinite", "tir.reinterpret"):
+        return True
+    if op in INLINE_MATH or op == "tir.sigmoid":
+        return dtype in ("float32", "float16")
+    return op in _VECTOR_FLOAT_CALLS
+_EXP_LOG2E = 1.4426950216293335
+_EXP_LN2_HI = 0.693145751953125  # ln 2 = _EXP_LN2_HI + _EXP_LN2_LO
+_EXP_LN2_LO = 1.428606765330187e-06
+_EXP_Q = (0.5, 0.166665181517601, 0.04166620597243309, 0.008368883281946182, 0.001395047060213983)
+_ERF_P = (1.1283791065216064, -0.3761262595653534, 0.1128358542919159, -0.026853810995817184,
+          0.00518832728266716, -0.0008010189631022513, 7.853847637306899e-05)  # erf(x) / x in x^2, |x| < 1
+_ERF_H = (-1.556815266609192, -0.35268068313598633, 0.056107670068740845, -0.010854246094822884,
+          0.002167085651308298, -0.00042821874376386404, 6.47623382974416e-05, -2.0287719962652773e-05,
+          2.514182142476784e-07)  # log(erfc(a)) + a^2 in a - 2.5, 1 <= a <= 4
+
 
 # ----------------------------------------------------------------------------- code generator
 
@@ -655,6 +688,8 @@ class _FuncGen:
             props.append(("llvm.loop.vectorize.width", ir.Constant(_I32, _int_value(width))))
             count = _int_value(ann.get(INTERLEAVE_ANN, 1))
             props.append(("llvm.loop.interleave.count", ir.Constant(_I32, max(1, count))))
+        elif width is not None and _int_value(width) == 1:
+            props.append(("llvm.loop.vectorize.enable", ir.Constant(_I1, 0)))
         unroll = ann.get(UNROLL_ANN)
         if unroll is not None and s.kind != "unroll":
             count = _int_value(unroll)
@@ -978,6 +1013,64 @@ class _FuncGen:
         fn = self.intrinsic(f"{llvm_name}.{_TYPE_SUFFIX[dtype]}", ty, [ty] * len(args))
         return self.b.call(fn, args)
 
+    # ---- float32 exp and erf as arithmetic (see the constants' comment)
+    def f32_fma(self, a, b, c):
+        f32 = ir.FloatType()
+        return self.b.call(self.intrinsic("llvm.fma.f32", f32, [f32] * 3), [a, b, c])
+
+    def f32_poly(self, coeffs, x):
+        """``coeffs[0] + coeffs[1] * x + ...`` by Horner's rule with fused multiply-adds."""
+        acc = ir.Constant(ir.FloatType(), coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self.f32_fma(acc, x, ir.Constant(ir.FloatType(), c))
+        return acc
+
+    def exp_f32(self, x):
+        """``exp(x)`` in float32, within 1.01 ulp: ``x = n ln2 + r`` (Cody-Waite, |r| <= ln2/2),
+        ``exp(r) = 1 + r + r^2 q(r)``, times ``2^n`` applied as two exact powers of two (so
+        subnormal results round once and ``2^n`` never overflows early). Infinities, NaN,
+        overflow to +inf and underflow to 0 come out as C's ``expf`` gives them."""
+        b, f32 = self.b, ir.FloatType()
+        c = lambda v: ir.Constant(f32, v)  # noqa: E731
+        xc = b.select(b.fcmp_ordered("<", x, c(-104.0)), c(-104.0), x)
+        xc = b.select(b.fcmp_ordered(">", xc, c(89.0)), c(89.0), xc)
+        n = b.call(self.intrinsic("llvm.roundeven.f32", f32, [f32]), [b.fmul(xc, c(_EXP_LOG2E))])
+        r = self.f32_fma(n, c(-_EXP_LN2_HI), xc)
+        r = self.f32_fma(n, c(-_EXP_LN2_LO), r)
+        p = b.fadd(self.f32_fma(b.fmul(r, r), self.f32_poly(_EXP_Q, r), r), c(1.0))
+        ni = b.fptosi(n, _I32)
+        n1 = b.ashr(ni, ir.Constant(_I32, 1))
+        n2 = b.sub(ni, n1)
+
+        def pow2(k):
+            return b.bitcast(b.shl(b.add(k, ir.Constant(_I32, 127)), ir.Constant(_I32, 23)), f32)
+
+        out = b.fmul(b.fmul(p, pow2(n1)), pow2(n2))
+        return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    def erf_f32(self, x):
+        """``erf(x)`` in float32, within 3 ulp: ``x P(x^2)`` for ``|x| < 1``, else
+        ``sign(x) (1 - exp(-x^2 + H(|x|)))`` where ``H(a) = log(erfc(a)) + a^2`` is smooth on
+        [1, 4] (beyond 4, erf is 1 in float32). Both are computed and one selected, so the
+        code has no branch and vectorizes."""
+        b, f32 = self.b, ir.FloatType()
+        c = lambda v: ir.Constant(f32, v)  # noqa: E731
+        ax = self.float_call("llvm.fabs", "float32", [x])
+        small = b.fmul(x, self.f32_poly(_ERF_P, b.fmul(x, x)))
+        a = b.select(b.fcmp_ordered("<", ax, c(4.0)), ax, c(4.0))
+        h = self.f32_poly(_ERF_H, b.fsub(a, c(2.5)))
+        big = b.fsub(c(1.0), self.exp_f32(self.f32_fma(b.fneg(a), a, h)))
+        big = self.float_call("llvm.copysign", "float32", [big, x])
+        out = b.select(b.fcmp_ordered("<", ax, c(1.0)), small, big)
+        return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    def f32_math(self, op: str, dtype: str, x):
+        """``exp``/``erf`` of a float32 (or float16, computed in float32) value, inline."""
+        fn = self.exp_f32 if op == "tir.exp" else self.erf_f32
+        if dtype == "float16":
+            return self.b.fptrunc(fn(self.b.fpext(x, ir.FloatType())), ir.HalfType())
+        return fn(x)
+
     def libm_call(self, base: str, dtype: str, args: list):
         """A C math library function: ``erff`` for float32 (and float16), ``erf`` for float64."""
         if dtype == "float64":
@@ -1014,6 +1107,8 @@ class _FuncGen:
             inf = ir.Constant(x.type, float("inf"))
             return self.b.fcmp_ordered("==" if op == "tir.isinf" else "!=", ax, inf)
         if tir.is_float(dt):
+            if op in INLINE_MATH and dt in ("float32", "float16") and len(args) == 1:
+                return self.f32_math(op, dt, args[0])
             if op in _LLVM_FLOAT_UNARY and len(args) == 1:
                 return self.float_call(_LLVM_FLOAT_UNARY[op], dt, args)
             if op in _LIBM_FLOAT_UNARY and len(args) == 1:

@@ -1,9 +1,41 @@
 """A default CPU schedule: makes naive TensorIR loop nests fast without changing results.
 
-`default_schedule(func)` looks for loop nests of the simplest, most common form: serial loops,
+`default_schedule(func)` first inlines a function's intermediate elementwise and injective
+stages into the stages that read them (`_inline_elementwise`: a fused GELU's six passes
+become one), then looks for loop nests of the simplest, most common form: serial loops,
 perfectly nested, around one block that stores one buffer element per spatial point (an
-elementwise op, or a reduction ``C[s] = C[s] <op> f(...)`` with ``T.init``, where ``<op>`` is
-``+``, ``*``, ``max`` or ``min``). For such a nest it
+elementwise op, or a reduction ``C[s] = C[s] <op> f(...)``, usually with ``T.init``, where
+``<op>`` is ``+``, ``*``, ``max`` or ``min``).
+
+A reduction becomes a *register tile*, the micro-kernel of a matrix multiply
+(`_plan_register_tile`), when a spatial loop can be vectorized:
+
+1. the vector loop: one whose extent is a multiple of the vector width (or of half or a
+   quarter of it), along which every read is invariant (broadcast), contiguous, or, for one
+   read at most, packed: copied into a panel (``reduce extents x tile``) contiguous along it.
+   Convolutions (NCHW) vectorize over output channels, the weights packed; matrix products
+   over output columns; the output's stride along the loop does not matter;
+2. the rows: another spatial loop along which the vector operands are invariant (a
+   convolution's output width, a product's rows), unrolled, each row its own accumulators;
+   ``rows x vectors`` fill about three quarters of the vector registers (`_pick_tile_shape`);
+3. the accumulators live in a small ``<output>_local`` buffer around the reduce loops (which
+   keep their order): started from the init value, stored once at the end. LLVM keeps them
+   in registers (the rows unrolled, the vector loop vectorized at the width with one
+   iteration). An elementwise stage reading the result (bias, ReLU, GELU, a residual add) is
+   computed in those final stores instead of a pass of its own (`_foldable_epilogue`);
+4. the loop order and the parallel loop (`_order_register_tile`): the vector loop's tiles
+   outermost and parallel, each thread packing its panels, when they share evenly among the
+   threads (`parallel_threads`); else the first other spatial loop goes outermost in
+   parallel and the operand is packed before the nest by all threads. A panel over
+   `PACKED_PANEL_BYTES` has its first reduce loop split (the output then holds partial sums
+   between the parts, initialized by a nest of its own, TVM's ``decompose_reduction``).
+
+Without a loop to vectorize (a matrix-vector product whose matrix is in rows, a softmax's
+row maximum), the tile is a few scalar accumulators along the innermost spatial loop: the
+dependent chain of each element is kept, several run side by side.
+
+Other reductions (a type the register tile does not take, shapes it cannot split) and the
+elementwise nests keep the first schedule this module had:
 
 1. picks the innermost loop: if the current innermost loop accesses memory with a stride
    other than 0 or 1, or is a reduce loop (vectorizing a reduction would reassociate it), the
@@ -30,24 +62,29 @@ elementwise op, or a reduction ``C[s] = C[s] <op> f(...)`` with ``T.init``, wher
 
 How: the analysis (`_schedule_nest`) plans each nest; the plan is then carried out with the
 schedule primitives of `compiler.schedule`, as a DLight rule would be on a GPU (`_apply`):
-``split`` (tiles, the reduce split, block tiles), ``reorder``, ``decompose_reduction`` at the
-nest's outermost loop (the init nest follows the new loop order, without the reduce loops;
-blocks become ``<name>_init`` and ``<name>_update``), ``annotate`` (the ``tvms.*`` codegen
-hints) and ``parallel``. Two steps have no primitive with the same effect and are done
-directly on the result (`_fixup`): the packing (``cache_read`` + ``compute_at`` would copy
-into a buffer of the operand's full shape and layout, allocated once outside the parallel
-loop; the panel is a compact ``reduce extent x tile`` buffer, transposed when the operand is,
-allocated per tile), and the guard that keeps the init nest from running when a symbolic
+``compute_inline`` (the elementwise stages), ``split`` (tiles, rows, the reduce split, block
+tiles), ``reorder``, ``decompose_reduction`` at the nest's outermost loop (the init nest
+follows the new loop order, without the reduce loops; blocks become ``<name>_init`` and
+``<name>_update``), ``unroll`` (a tile's rows), ``annotate`` (the ``tvms.*`` codegen hints)
+and ``parallel``. Some steps have no primitive with the same effect and are done directly on
+the result (`_fixup`): the packing (``cache_read`` + ``compute_at`` would copy into a buffer
+of the operand's full shape and layout, allocated once outside the parallel loop; the panel
+is a compact buffer, transposed when the operand is, allocated per tile or per thread's
+iteration), a register tile's accumulators and folded epilogue (``cache_write`` +
+``reverse_compute_at`` would keep a buffer of the output's full shape: nothing here
+compacts it to the tile), and the guard that keeps the init from running when a symbolic
 reduce loop is empty. A nest the primitives refuse is left as it was.
 
 Why this is legal: in the nests accepted, every spatial point writes its own element (the
 store's indices are exactly the spatial iterators), reads the stored buffer only at that
 element and only as the reduction's accumulator, and the reduce loops keep their relative
 order; so every element sees the same sequence of updates, in the same order, whatever the
-order of the loops around them. Results are bit-for-bit the same. (Requiring an associative
-and commutative combiner is stricter than this needs; it keeps the door open to reordering
-reduce loops later.) Nests that do not match are left alone, as are loops a user already
-annotated (``T.parallel``, ``T.vectorized``, ...).
+order of the loops around them, and whether the running value sits in the output or in a
+register. Inlining and folding an epilogue compute each element by the same expression.
+Results are bit-for-bit the same. (Requiring an associative and commutative combiner is
+stricter than this needs; it keeps the door open to reordering reduce loops later.) Nests
+that do not match are left alone, as are loops a user already annotated (``T.parallel``,
+``T.vectorized``, ...).
 """
 
 from __future__ import annotations
@@ -59,8 +96,8 @@ from tvmscript import tir
 
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
 
-__all__ = ["default_schedule", "tile_bytes", "vector_bytes", "PANEL_BYTES", "PACKED_PANEL_BYTES",
-           "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]
+__all__ = ["default_schedule", "tile_bytes", "vector_bytes", "vector_registers", "parallel_threads", "PANEL_BYTES",
+           "PACKED_PANEL_BYTES", "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]
 
 VECTOR_REGISTERS_PER_TILE = 8  # accumulators: enough to keep two FMA pipes busy
 PACKED_PANEL_BYTES = 256 * 1024  # reduce extent x tile of a packed operand, kept in L2
@@ -68,6 +105,7 @@ PANEL_BYTES = 64 * 1024  # the same, unpacked: strided rows use few cache sets, 
 PARALLEL_MIN_WORK = 1 << 17  # iterations below which starting threads costs more than it saves
 BLOCK_TILE_BYTES = 64  # each side of a block of a transposing copy: one cache line
 SCHEDULED_ATTR = "tvms.default_scheduled"
+_TILE_DTYPES = ("float32", "float64", "int32", "int64")  # register tiles: types LLVM vectorizes well
 _BIG = 1 << 30  # the stride of an access through a symbolic dimension: assume it is large
 
 
@@ -90,6 +128,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = func.body
     if _duplicate_block_names(body):
         body = _unique_block_names(body)  # schedules find blocks by name
+    body = _inline_elementwise(func, body)
     Plan().visit_stmt(body)
     if plans:
         body = _schedule(func, body, plans)
@@ -113,6 +152,123 @@ def _schedule(func: tir.PrimFunc, body, plans: list):
             sch.replace_func("main", before)
             del fixups[n_fixups:]
     return _fixup(sch.func("main").body, sch, fixups)
+
+
+# Intrinsics costing far more than a load: a producer computing one is inlined only where
+# that does not compute it more often (see `_inline_elementwise`).
+_EXPENSIVE_CALLS = frozenset((
+    "tir.exp", "tir.exp2", "tir.exp10", "tir.log", "tir.log2", "tir.log10", "tir.log1p", "tir.erf", "tir.tanh",
+    "tir.sigmoid", "tir.sin", "tir.cos", "tir.tan", "tir.asin", "tir.acos", "tir.atan", "tir.atan2", "tir.sinh",
+    "tir.cosh", "tir.asinh", "tir.acosh", "tir.atanh", "tir.pow", "tir.fmod", "tir.hypot", "tir.sqrt", "tir.rsqrt",
+))
+
+
+def _inline_elementwise(func: tir.PrimFunc, body):
+    """``body`` with each intermediate elementwise or injective stage (no reduction; it
+    stores each element of a buffer allocated in the function once) inlined into the stages
+    that read it, when none of them is a reduction: a chain such as GELU's six stages (add,
+    multiply, erf, multiply, add, multiply) becomes one loop nest that reads its inputs and
+    writes its output once, instead of six passes over memory through five full-size
+    buffers. Each element is computed by the same expression as before, so results do not
+    change. A stage computing an expensive intrinsic (`_EXPENSIVE_CALLS`) is inlined only
+    into a single read by a stage of as many elements (it would otherwise be computed several
+    times per element); a stage read by a reduction (a convolution's padding, softmax's
+    exponentials) stays, since the reduction would recompute it for each of its steps.
+    `compute_inline` checks the rest (and refuses what it cannot prove)."""
+    from .schedule import Schedule, ScheduleError
+    from .schedule.common import blocks_under
+
+    root = body.block if isinstance(body, tir.BlockRealize) else None
+    if root is None or not root.alloc_buffers:
+        return body
+    sch = Schedule(tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, dict(func.attrs),
+                                func.private, func.span))
+    intermediates = set(root.alloc_buffers)
+    for realize in blocks_under(body):
+        block = realize.block
+        store = block.body
+        if not isinstance(store, tir.BufferStore) or store.buffer not in intermediates or block.init is not None:
+            continue
+        if any(iv.kind != "S" for iv in block.iter_vars) or _impure(store.value):
+            continue
+        current = sch.func("main").body
+        readers = [(r, n) for r in blocks_under(current) if r.block.name != block.name
+                   for n in [_count_buffer_loads(r.block, store.buffer)] if n]
+        if not readers or any(r.block.init is not None or any(iv.kind != "S" for iv in r.block.iter_vars)
+                              for r, _ in readers):
+            continue
+        if _has_expensive_call(store.value):
+            if len(readers) != 1 or readers[0][1] != 1 or _domain_size(readers[0][0].block) != _domain_size(block):
+                continue
+        try:
+            sch.compute_inline(sch.get_block(block.name))
+        except ScheduleError:
+            continue
+    return sch.func("main").body
+
+
+def _count_buffer_loads(block: tir.Block, buf) -> int:
+    """Loads of ``buf`` in a block's body (its init included)."""
+    count = 0
+    for part in (block.body, block.init):
+        if isinstance(part, tir.BufferStore):
+            count += sum(1 for ld in _loads(part.value, []) if ld.buffer is buf)
+            count += sum(1 for i in part.indices for ld in _loads(i, []) if ld.buffer is buf)
+        elif part is not None:
+            count += 1 << 20  # a body we do not look into: never counts as a single read
+    return count
+
+
+def _vectorizable(node) -> bool:
+    """Whether LLVM can vectorize a loop around ``node`` (an expression or a statement of
+    stores): every call in it is one `codegen_llvm.vectorizable_call` accepts. A vectorize
+    annotation on a loop it cannot vectorize only makes LLVM print a warning."""
+    from .codegen_llvm import vectorizable_call
+
+    ok = True
+
+    class V(IRMutator):
+        def visit_expr(self, e):
+            nonlocal ok
+            if isinstance(e, tir.Call) and not vectorizable_call(e.op, e.dtype):
+                ok = False
+            return super().visit_expr(e)
+
+    if isinstance(node, tir.PrimExpr):
+        V().visit_expr(node)
+    else:
+        V().visit_stmt(node)
+    return ok
+
+
+def _has_expensive_call(e) -> bool:
+    if isinstance(e, tir.Call):
+        if e.op in _EXPENSIVE_CALLS:
+            return True
+        return any(_has_expensive_call(a) for a in e.args if isinstance(a, tir.PrimExpr))
+    if isinstance(e, tir.BinaryOp):
+        return _has_expensive_call(e.a) or _has_expensive_call(e.b)
+    if isinstance(e, (tir.Cast,)):
+        return _has_expensive_call(e.value)
+    if isinstance(e, tir.Not):
+        return _has_expensive_call(e.a)
+    if isinstance(e, tir.Select):
+        return any(_has_expensive_call(x) for x in (e.condition, e.true_value, e.false_value))
+    if isinstance(e, tir.Let):
+        return _has_expensive_call(e.value) or _has_expensive_call(e.body)
+    if isinstance(e, tir.BufferLoad):
+        return any(_has_expensive_call(i) for i in e.indices)
+    return False
+
+
+def _domain_size(block: tir.Block):
+    """Points in a block's iteration domain (None if symbolic)."""
+    size = 1
+    for iv in block.iter_vars:
+        if not isinstance(iv.dom.extent, tir.IntImm):
+            return None
+        size *= iv.dom.extent.value
+    return size
 
 
 def _duplicate_block_names(body) -> bool:
@@ -379,6 +535,10 @@ def _schedule_nest(top: tir.For):
         return None
     reduce_loops = [lp for lp in nontrivial if lp.kind == "R"]
     ebytes = dtype_bytes(out_buf.dtype)
+    if reduce_loops and out_buf.dtype in _TILE_DTYPES:
+        tile = _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes)
+        if tile is not None:
+            return _finish_register_tile(tile, info, block, init, store)
 
     def tileable(lp) -> bool:
         return (bool(reduce_loops) and lp.const_extent is not None
@@ -469,6 +629,18 @@ class _Plan:
         self.decompose = False  # whether the init moves into a nest of its own
         self.init_parallel = False  # whether that nest's outer loop is T.parallel too
         self.guard = None  # a condition the init nest runs under (symbolic reduce extents)
+        # Register tiles (`_plan_register_tile`):
+        self.register_tile = False
+        self.lanes = 1  # vector width of the tile's vector loop (`inner`)
+        self.rows: Optional[_Loop] = None  # the loop whose iterations are the tile's rows
+        self.mr = 1  # rows in the tile
+        self.pack_at = 0  # entries before the packing point
+        self.tile_at = 0  # entries before the tile (the reduce loops and the tile's own loops)
+        self.acc_from_output = False  # accumulators start from the output (else from the init)
+        self.pack_upfront = False  # the whole operand is packed before the nest, in parallel
+        self.chunks: dict = {}  # id(loop) -> parallel chunks its outer part is split into first
+        self.vec_outer = None  # the loop over the vector loop's tiles, once split (a Var)
+        self.ebytes = 4  # bytes of an output element
 
 
 def _pack_reuse(ld, st, inner, nontrivial, rhs_loads) -> int:
@@ -543,16 +715,280 @@ def _plan_block_tiles(plan: _Plan, rhs_loads, accesses, inner, others_s, ebytes)
             plan.outer_s = [o for o in others_s if o is not lp]
             plan.inner_s = []
             plan.order = [lp, inner, lp, inner]
-            # In a block, code generation keeps the loops as they are: the inner one vectorized
-            # at the host's vector width (its strided loads gathered into vectors), the other
-            # one rolled. Unrolled (as LLVM's O3 heuristics would), LLVM searches interleaved
-            # access groups through the result, which costs several times the compile time of
-            # the whole kernel and runs no faster.
-            lanes = max(1, vector_bytes() // ebytes)
-            plan.annotations[(id(inner), "inner")] = {VECTORIZE_ANN: lanes, UNROLL_ANN: 0}
+            # In a block, code generation keeps the loops as they are, rolled and scalar.
+            # Vectorized, the strided loads become gathers, which run slower than scalar loads
+            # (784x256 floats: 97 us against 71 us on Zen 4); unrolled (as LLVM's O3
+            # heuristics would), LLVM searches interleaved access groups through the result,
+            # which costs several times the compile time of the whole kernel and runs slower.
+            plan.annotations[(id(inner), "inner")] = {VECTORIZE_ANN: 1, UNROLL_ANN: 0}
             plan.annotations[(id(lp), "inner")] = {UNROLL_ANN: 0}
             return True
     return False
+
+
+# ----------------------------------------------------------------------------- register tiles
+
+
+def _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes) -> Optional[_Plan]:
+    """Plan a reduction as a matrix-multiply micro-kernel: a tile of ``rows x nv`` vectors of
+    outputs is accumulated in registers over the whole reduction (see `_pick_vector_loop`,
+    `_pick_row_loop`, `_pick_tile_shape`), then stored once; the loop order is settled by
+    `_order_register_tile`. Returns None when no spatial loop can be vectorized (the caller
+    falls back to the one-dimensional tile)."""
+    spatial = [lp for lp in nontrivial if lp.kind == "S"]
+    reduce_ = [lp for lp in nontrivial if lp.kind == "R"]
+    loads = list(zip(rhs_loads, accesses[1:]))
+    choice = _pick_vector_loop(spatial, reduce_, nontrivial, loads, accesses[0], rhs_loads, ebytes)
+    if choice is None:
+        return None
+    vec, lanes, packed = choice
+    if lanes == 1:
+        rows, nv, mr = None, _scalar_tile(vec.const_extent), 1
+    else:
+        rows = _pick_row_loop(spatial, vec, loads, packed)
+        if packed is None:
+            packed = _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads)
+        nv, mr = _pick_tile_shape(vec.const_extent // lanes, rows.const_extent if rows else 1)
+    plan = _Plan()
+    plan.register_tile = True
+    plan.lanes, plan.tile, plan.rows, plan.mr = lanes, nv * lanes, rows, mr
+    plan.inner, plan.others_r = vec, reduce_
+    plan.ebytes = ebytes
+    if packed is not None:
+        plan.pack, plan.pack_strides = packed
+    plan.outer_s = [lp for lp in spatial if lp is not vec and lp is not rows and plan.pack is not None
+                    and plan.pack_strides.get(lp.iv.var, 0)]
+    plan.inner_s = [lp for lp in spatial if lp is not vec and lp not in plan.outer_s]
+    plan.unit = [lp for lp in info if tir.is_const_int(lp.extent, 1)]
+    if lanes > 1:
+        plan.annotations[(id(vec), "inner" if plan.tile < vec.const_extent else "full")] = {
+            VECTORIZE_ANN: lanes, INTERLEAVE_ANN: nv}
+    return plan
+
+
+def _order_register_tile(plan: _Plan, parallel: bool) -> None:
+    """The loop order of a register tile (``plan.entries``), its parallel loop, and where the
+    panel is packed. Innermost: the reduce loops, then the tile, rows (unrolled) x vectors.
+    Outside, one of two orders:
+
+    * the spatial loops the panel depends on and the vector loop's tiles first, each thread
+      packing the panels of its own iterations there, then the other spatial loops (the panel
+      is reused across them): when the first of those outer loops shares evenly among the
+      threads (`parallel_threads`: as many iterations or a multiple, or at least four per
+      thread), or nothing runs in parallel. A panel larger than `PACKED_PANEL_BYTES` has the
+      first reduce loop split, the outer part above the other spatial loops, so the part of
+      the panel they reuse stays in L2;
+    * otherwise (a few vector tiles: few output channels, a narrow matrix) the first other
+      spatial loop goes outermost and runs in parallel, and the whole operand is packed
+      before the nest, by all threads (`pack_upfront`): one parallel region to pack, one to
+      compute, instead of two per vector tile. When that loop is the tile rows' outer loop,
+      it is split into one chunk per thread first, and the vector tiles go between the
+      chunk and the rest of it: each panel then serves a whole chunk of rows from L2."""
+    vec, rows, mr = plan.inner, plan.rows, plan.mr
+    vec_split = plan.tile < vec.const_extent
+    row_split = rows is not None and mr < rows.const_extent
+    above = [(lp, "full", None) for lp in plan.outer_s] + ([(vec, "outer", plan.tile)] if vec_split else [])
+    below = []
+    for lp in plan.inner_s:
+        if lp is rows:
+            if row_split:
+                below.append((lp, "outer", mr))
+        else:
+            below.append((lp, "full", None))
+
+    def extent(entry):
+        lp, part, factor = entry
+        if lp.const_extent is None:
+            return None
+        return lp.const_extent // factor if part == "outer" else lp.const_extent
+
+    first_above = next((e for e in above if extent(e) != 1), None)
+    first_below = next((e for e in below if extent(e) != 1), None)
+    threads = parallel_threads()
+    ext = extent(first_above) if first_above is not None else 1
+    wide = ext is None or ext >= threads and (ext % threads == 0 or ext >= 4 * threads)
+    plan.pack_upfront = parallel and not wide and first_below is not None
+    if plan.pack is not None and not plan.pack_upfront:
+        panel = plan.tile * plan.ebytes
+        for lp in plan.others_r:
+            panel *= lp.const_extent
+        if panel > PACKED_PANEL_BYTES:
+            rest = panel // plan.others_r[0].const_extent
+            plan.ksplit = _pick_tile(plan.others_r[0].const_extent, max(1, PACKED_PANEL_BYTES // rest),
+                                     allow_small=True)
+    entries = [(lp, "full", None) for lp in plan.unit]
+    if plan.pack_upfront:
+        n = extent(first_below)
+        if first_below[1] == "outer" and n is not None and n > threads and n % threads == 0:
+            # The tile rows' loop: each thread takes one contiguous chunk of them, and goes
+            # through the vector tiles inside it, so a tile's panel serves the whole chunk.
+            lp = first_below[0]
+            plan.chunks[id(lp)] = threads
+            entries += [(lp, "chunk", None)] + above
+        else:
+            below.remove(first_below)
+            entries += [first_below] + above
+        plan.par_index = len(plan.unit)
+    else:
+        entries += above
+        if plan.ksplit:
+            entries.append((plan.others_r[0], "outer", plan.ksplit))
+        plan.par_index = None
+        if parallel:
+            first = first_above if first_above is not None else first_below
+            if first is not None and first[0].kind == "S":
+                plan.par_index = entries.index(first) if first in entries else len(entries) + below.index(first)
+    plan.pack_at = len(plan.unit) if plan.pack_upfront else len(entries)
+    entries += below
+    plan.tile_at = len(entries)
+    for lp in plan.others_r:
+        split = plan.ksplit and lp is plan.others_r[0]
+        entries.append((lp, "inner", plan.ksplit) if split else (lp, "full", None))
+    if rows is not None:
+        entries.append((rows, "inner", mr) if row_split else (rows, "full", None))
+    entries.append((vec, "inner", plan.tile) if vec_split else (vec, "full", None))
+    plan.entries = entries
+
+
+def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, ebytes):
+    """The spatial loop to vectorize, its vector width, and the read to pack for it: a loop
+    whose constant extent is a multiple of the width, along which every read is invariant
+    (broadcast), contiguous, or, for at most one read, packable into a panel contiguous along
+    it (it must depend on every reduce loop and be reused across other spatial loops).
+    Preferred: the widest vectors, then a contiguous output (vector stores), then no packing,
+    then the innermost loop. Narrower vectors (half, quarter width) are tried only when no
+    loop fits the widest."""
+    full = max(1, vector_bytes() // ebytes)
+    lanes = full
+    while lanes >= 4:
+        best = None
+        for pos, lp in enumerate(spatial):
+            extent = lp.const_extent
+            if extent is None or extent % lanes:
+                continue
+            strided = [(ld, st) for ld, st in loads if st.get(lp.iv.var, 0) not in (0, 1)]
+            if len(strided) > 1:
+                continue
+            if strided and not _panel_packable(strided[0], lp, reduce_, nontrivial, rhs_loads, 2):
+                continue
+            key = (out_st.get(lp.iv.var, 0) == 1, not strided, pos)
+            if best is None or key > best[0]:
+                best = (key, lp, strided[0] if strided else None)
+        if best is not None:
+            return best[1], lanes, best[2]
+        lanes //= 2
+    # No loop to vectorize (a reduction along rows: a matrix-vector product with the matrix
+    # in rows, a softmax's row maximum): a tile of scalar accumulators along the innermost
+    # spatial loop still turns one long chain of dependent adds into several independent
+    # ones, which the core runs side by side.
+    for lp in reversed(spatial):
+        if lp.const_extent is not None and _scalar_tile(lp.const_extent) is not None:
+            return lp, 1, None
+    return None
+
+
+def _scalar_tile(extent: int) -> Optional[int]:
+    """Scalar accumulators in a tile without vectors: the largest divisor of ``extent`` up to
+    16 (FMA latency x throughput of two pipes is 8 to 10 in flight), at least 4."""
+    best = max(d for d in range(1, min(extent, 16) + 1) if extent % d == 0)
+    return best if best >= 4 else None
+
+
+def _panel_packable(load, vec, reduce_, nontrivial, rhs_loads, min_reuse: int) -> bool:
+    """Whether ``load`` can be copied into a ``reduce extents x tile`` panel: it depends on
+    every reduce loop (each is a panel axis), all of constant extent, and the panel is reused
+    at least ``min_reuse`` times."""
+    ld, st = load
+    if any(lp.const_extent is None or not st.get(lp.iv.var, 0) for lp in reduce_):
+        return False
+    return _pack_reuse(ld, st, vec, nontrivial, rhs_loads) >= min_reuse
+
+
+def _pick_row_loop(spatial, vec, loads, packed):
+    """The spatial loop whose iterations are the tile's rows (unrolled, each its own
+    accumulators): one along which the vector operands (contiguous or packed along the vector
+    loop) are invariant, so each vector load serves every row, preferring the innermost. The
+    packed panel must not depend on it (it is packed outside the tile)."""
+    vector_reads = [st for _, st in loads if st.get(vec.iv.var, 0) == 1]
+    if packed is not None:
+        vector_reads.append(packed[1])
+    best = None
+    for pos, lp in enumerate(spatial):
+        if lp is vec or lp.const_extent is None or lp.const_extent < 2:
+            continue
+        if packed is not None and packed[1].get(lp.iv.var, 0):
+            continue
+        key = (all(not st.get(lp.iv.var, 0) for st in vector_reads), pos)
+        if best is None or key > best[0]:
+            best = (key, lp)
+    return best[1] if best else None
+
+
+def _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads):
+    """A contiguous vector operand worth packing anyway: reused across other spatial loops
+    (at least 4 times) and not depending on the row loop; its rows lie a whole row of the
+    matrix apart (often 4 KiB or more), so they compete for a few cache sets. None if none."""
+    best = None
+    for ld, st in loads:
+        if st.get(vec.iv.var, 0) != 1 or (rows is not None and st.get(rows.iv.var, 0)):
+            continue
+        if not _panel_packable((ld, st), vec, reduce_, nontrivial, rhs_loads, 4):
+            continue
+        reuse = _pack_reuse(ld, st, vec, nontrivial, rhs_loads)
+        if best is None or reuse > best[0]:
+            best = (reuse, (ld, st))
+    return best[1] if best else None
+
+
+def _pick_tile_shape(nvecs: int, row_extent: int) -> tuple:
+    """``(nv, mr)``: vectors per row (a divisor of ``nvecs``, at most 4) and rows (a divisor
+    of ``row_extent``) of the register tile. Most accumulators within three quarters of the
+    vector registers (the rest hold the operands), then fewest loads per multiply-add
+    (``nv`` vector loads and ``mr`` broadcasts feed ``nv * mr`` of them)."""
+    budget = vector_registers() * 3 // 4
+    if row_extent <= 1:
+        nv = max(d for d in range(1, min(nvecs, VECTOR_REGISTERS_PER_TILE) + 1) if nvecs % d == 0)
+        return nv, 1
+    best = None
+    for nv in range(1, min(nvecs, 4) + 1):
+        if nvecs % nv:
+            continue
+        fitting = [d for d in range(1, row_extent + 1) if row_extent % d == 0 and d * nv <= budget]
+        if not fitting:
+            continue
+        mr = max(fitting)
+        key = (nv * mr, -(nv + mr) / (nv * mr))
+        if best is None or key > best[0]:
+            best = (key, nv, mr)
+    return best[1], best[2]
+
+
+def _finish_register_tile(plan: _Plan, info, block, init, store) -> Optional[_Plan]:
+    """Complete a register-tile plan (the loop order and the parallel loop, how the
+    accumulators start) as `_finish` does for the other plans."""
+    plan.info, plan.block_name = info, block.name
+    plan.reordered = True
+    work, symbolic = 1, False
+    for lp in info:
+        if lp.const_extent is None:
+            symbolic = True
+        else:
+            work *= lp.const_extent
+    _order_register_tile(plan, symbolic or work >= PARALLEL_MIN_WORK)
+    if any(part != "full" and not tir.is_const_int(lp.min, 0) for lp, part, _ in plan.entries):
+        return None  # `split` needs loops that start at 0
+    # With the reduction split, the output holds partial sums between the parts: it is
+    # initialized first (its own nest) and each tile starts from it. Otherwise each tile
+    # starts from the init value.
+    plan.decompose = bool(plan.ksplit) and init is not None
+    plan.acc_from_output = bool(plan.ksplit) or init is None
+    plan.init_parallel = plan.decompose and plan.par_index is not None
+    plan.guard = None
+    for lp in plan.others_r:
+        if lp.const_extent is None:
+            cond = tir.GT("bool", lp.extent, tir.IntImm(lp.extent.dtype, 0))
+            plan.guard = cond if plan.guard is None else tir.And("bool", plan.guard, cond)
+    return plan
 
 
 def _finish(plan: _Plan, info, block, init, inner, unit, others_s, others_r) -> Optional[_Plan]:
@@ -625,8 +1061,12 @@ def _apply(sch, plan: _Plan, fixups: list) -> None:
     parts: dict = {}
     for lp, rv in zip(plan.info, loops):
         factor = next((f for l, part, f in plan.entries if l is lp and f is not None), None)
+        chunks = plan.chunks.get(id(lp))
         if factor is None:
             parts[(id(lp), "full")] = rv
+        elif chunks is not None:  # chunk x outer x inner
+            parts[(id(lp), "chunk")], parts[(id(lp), "outer")], parts[(id(lp), "inner")] = sch.split(
+                rv, [chunks, None, factor])
         else:
             parts[(id(lp), "outer")], parts[(id(lp), "inner")] = sch.split(rv, [None, factor])
     new = [parts[(id(lp), part)] for lp, part, _ in plan.entries]
@@ -635,11 +1075,17 @@ def _apply(sch, plan: _Plan, fixups: list) -> None:
     init_rv = None
     if plan.decompose:
         init_rv = sch.decompose_reduction(brv, new[0])
+    vectorizable = _vectorizable(sch.resolve_block(brv)[1].block.body)
     for (lp, part, _), rv in zip(plan.entries, new):
         for key, value in plan.annotations.get((id(lp), part), {}).items():
-            sch.annotate(rv, key, value)
+            if vectorizable or key not in (VECTORIZE_ANN, INTERLEAVE_ANN):
+                sch.annotate(rv, key, value)
     if plan.par_index is not None:
         sch.parallel(new[plan.par_index])
+    if plan.register_tile and plan.mr > 1:
+        sch.unroll(parts[(id(plan.rows), "inner" if (id(plan.rows), "inner") in parts else "full")])
+    if plan.register_tile and plan.lanes == 1:  # scalar accumulators: one statement each
+        sch.unroll(parts[(id(plan.inner), "inner" if (id(plan.inner), "inner") in parts else "full")])
     init_top = None
     if init_rv is not None:
         n_init = sum(1 for lp, _, _ in plan.entries if lp.iv is not None and lp.kind == "S")
@@ -650,29 +1096,60 @@ def _apply(sch, plan: _Plan, fixups: list) -> None:
                     sch.parallel(rv)
                     break
         init_top = sch.get(init_loops[0]).loop_var if init_loops else sch.get(init_rv).name
-    if plan.pack is not None or plan.guard is not None:
+    if plan.pack is not None or plan.guard is not None or plan.register_tile:
         fixups.append((plan, brv, parts, new, init_top))
 
 
 def _fixup(body, sch, fixups: list):
-    """The steps no primitive does: pack the planned read into a panel, guard the init."""
-    wrap_loop: dict = {}  # loop var -> function wrapping the loop's body
+    """The steps no primitive does: pack the planned read into a panel, keep a register
+    tile's accumulators in a buffer of their own (`_register_tile`), guard the init."""
+    wrap_body: dict = {}  # loop var -> functions wrapping the loop's body, innermost first
+    wrap_loop: dict = {}  # loop var -> functions wrapping the loop itself, innermost first
     guard_at: dict = {}  # loop var or init block name -> guard
-    load_swap: dict = {}  # update block name -> (buffer, new load)
+    block_edits: dict = {}  # update block name -> functions rewriting its BlockRealize
+    dropped_blocks: set = set()  # epilogues folded into a register tile's stores
+    dropped_buffers: set = set()  # the intermediates they read
+
+    def wrap_below(entry_count: int, new, fn) -> None:
+        """Wrap what runs below the first ``entry_count`` loops of a nest."""
+        if entry_count > 0:
+            wrap_body.setdefault(sch.get(new[entry_count - 1]).loop_var, []).append(fn)
+        else:
+            wrap_loop.setdefault(sch.get(new[0]).loop_var, []).append(fn)
+
     for plan, brv, parts, new, init_top in fixups:
         if plan.guard is not None and init_top is not None:
             guard_at[init_top] = plan.guard
-        if plan.pack is None:
+        if plan.pack is None and not plan.register_tile:
             continue
         realize = sch.resolve_block(brv)[1]
         binding = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
-        base = {}
+        base = {}  # iterator of a split loop -> its value at the split's innermost part 0
         for lp, part, factor in plan.entries:
             if part == "outer":
-                base[lp.iv.var] = tir.Mul(lp.dtype, sch.get(parts[(id(lp), "outer")]).loop_var,
-                                          tir.IntImm(lp.dtype, factor))
+                outer = sch.get(parts[(id(lp), "outer")])
+                first = outer.loop_var
+                if (id(lp), "chunk") in parts:
+                    chunk = sch.get(parts[(id(lp), "chunk")]).loop_var
+                    first = tir.Add(lp.dtype, tir.Mul(lp.dtype, chunk, outer.extent), first)
+                base[lp.iv.var] = tir.Mul(lp.dtype, first, tir.IntImm(lp.dtype, factor))
+        if plan.register_tile:
+            epilogue = None if plan.acc_from_output else _foldable_epilogue(sch.func("main").body, realize)
+            wrap, edit = _register_tile(plan, sch, parts, realize, binding, base, epilogue)
+            block_edits.setdefault(realize.block.name, []).append(edit)
+            wrap_below(plan.tile_at, new, wrap)
+            if epilogue is not None:
+                dropped_blocks.add(epilogue.block.name)
+                dropped_buffers.add(realize.block.body.buffer)
+        if plan.pack is None:
+            continue
+        if (id(plan.inner), "outer") in parts:
+            plan.vec_outer = sch.get(parts[(id(plan.inner), "outer")]).loop_var
         wrap, swap = _pack(plan, binding, base)
-        load_swap[realize.block.name] = swap
+        block_edits.setdefault(realize.block.name, []).append(_load_swapper(*swap))
+        if plan.register_tile:
+            wrap_below(plan.pack_at, new, wrap)
+            continue
         # The packing point: just below the last loop of the panel's origin (outer spatial
         # loops, the tile loop, the reduce split's outer loop).
         pack_at = 0
@@ -680,25 +1157,27 @@ def _fixup(body, sch, fixups: list):
             if part == "outer" or lp in plan.outer_s or lp in plan.unit:
                 pack_at = i + 1
         assert pack_at > 0  # the tile loop's outer part comes first
-        wrap_loop[sch.get(new[pack_at - 1]).loop_var] = wrap
+        wrap_below(pack_at, new, wrap)
 
     class M(IRMutator):
         def visit_stmt(self, s):
-            if isinstance(s, tir.BlockRealize) and s.block.name in load_swap:
-                buf, new_load = load_swap[s.block.name]
-
-                class Swap(IRMutator):
-                    def visit_expr(self, e):
-                        if isinstance(e, tir.BufferLoad) and e.buffer is buf:
-                            return new_load
-                        return super().visit_expr(e)
-
-                blk = dataclasses.replace(s.block, body=Swap().visit_stmt(s.block.body))
-                out = dataclasses.replace(s, block=blk)
+            if isinstance(s, tir.SeqStmt) and dropped_blocks:
+                kept = [x for x in s.seq if not _only_blocks(x, dropped_blocks)]
+                s = tir.seq(kept) if len(kept) != len(s.seq) else s
+            if isinstance(s, tir.Block) and dropped_buffers and any(b in dropped_buffers for b in s.alloc_buffers):
+                s = dataclasses.replace(s, alloc_buffers=[b for b in s.alloc_buffers if b not in dropped_buffers])
+            if isinstance(s, tir.BlockRealize) and s.block.name in block_edits:
+                out = s
+                for edit in block_edits[s.block.name]:
+                    out = edit(out)
             else:
                 out = super().visit_stmt(s)
-            if isinstance(out, tir.For) and out.loop_var in wrap_loop:
-                out = dataclasses.replace(out, body=wrap_loop[out.loop_var](out.body))
+            if isinstance(out, tir.For):
+                var = out.loop_var
+                for fn in wrap_body.get(var, ()):
+                    out = dataclasses.replace(out, body=fn(out.body))
+                for fn in wrap_loop.get(var, ()):
+                    out = fn(out)
             key = out.loop_var if isinstance(out, tir.For) else (
                 out.block.name if isinstance(out, tir.BlockRealize) else None)
             if key is not None and key in guard_at:
@@ -707,6 +1186,177 @@ def _fixup(body, sch, fixups: list):
             return out
 
     return M().visit_stmt(body)
+
+
+def _only_blocks(stmt, names: set) -> bool:
+    """Whether every block in ``stmt`` (at least one) is named in ``names``."""
+    from .schedule.common import blocks_under
+
+    realizes = ([stmt] if isinstance(stmt, tir.BlockRealize) else []) + blocks_under(stmt)
+    return bool(realizes) and all(r.block.name in names for r in realizes)
+
+
+def _foldable_epilogue(body, realize):
+    """The elementwise stage that a register tile's stores can compute instead of storing
+    its result (the tile's output then needs no buffer of its own), or None. It must be the
+    only reader of the tile's output (an intermediate of the function), read it only at the
+    element it writes (``Y[f(i, j)] = g(X[i, j], ...)``, one point per element of ``X``,
+    iterators in ``X``'s order), and follow the tile's nest with nothing between them that
+    writes what it reads or touches what it writes."""
+    from .schedule.common import blocks_under
+
+    producer = realize.block
+    out_buf = producer.body.buffer
+    root = body.block if isinstance(body, tir.BlockRealize) else None
+    if root is None or out_buf not in root.alloc_buffers:
+        return None
+    blocks = blocks_under(body)
+    names = [r.block.name for r in blocks]
+    readers = [r for r in blocks if r.block.name != producer.name and _count_buffer_loads(r.block, out_buf)]
+    if len(readers) != 1:
+        return None
+    consumer = readers[0]
+    cb = consumer.block
+    store = cb.body
+    if (not isinstance(store, tir.BufferStore) or cb.init is not None or cb.alloc_buffers or cb.match_buffers
+            or any(iv.kind != "S" for iv in cb.iter_vars) or store.buffer is out_buf or _impure(store.value)):
+        return None
+    if not (isinstance(consumer.predicate, tir.IntImm) and consumer.predicate.value == 1):
+        return None
+    ivars = [iv.var for iv in cb.iter_vars]
+    for ld in _loads(store.value, []) + [x for i in store.indices for x in _loads(i, [])]:
+        if ld.buffer is out_buf and list(ld.indices) != ivars:
+            return None
+    if any(ld.buffer is out_buf for i in store.indices for ld in _loads(i, [])):
+        return None
+    if any(ld.buffer is store.buffer for ld in _loads(producer.body.value, [])):
+        return None  # the tiles still read what the epilogue would write early
+    if len(ivars) != len(out_buf.shape) or any(
+            not (isinstance(iv.dom.min, tir.IntImm) and iv.dom.min.value == 0 and isinstance(iv.dom.extent, tir.IntImm)
+                 and isinstance(dim, tir.IntImm) and iv.dom.extent.value == dim.value)
+            for iv, dim in zip(cb.iter_vars, out_buf.shape)):
+        return None
+    # The epilogue's nest holds nothing else (it goes), and nothing between the two nests may
+    # write what the epilogue reads or touch what it writes.
+    if not isinstance(root.body, tir.SeqStmt) or not any(_only_blocks(x, {cb.name}) for x in root.body.seq):
+        return None
+    start = names.index(producer.name)
+    end = names.index(cb.name)
+    if end < start:
+        return None
+    reads = {ld.buffer for ld in _loads(store.value, [])}
+    for r in blocks[start + 1:end]:
+        writes = {w.buffer for w in r.block.writes}
+        touched = writes | {x.buffer for x in r.block.reads}
+        if writes & reads or store.buffer in touched:
+            return None
+    return consumer
+
+
+def _load_swapper(buf, new_load):
+    """A block edit replacing every load of ``buf`` in the block's body by ``new_load``."""
+    class Swap(IRMutator):
+        def visit_expr(self, e):
+            if isinstance(e, tir.BufferLoad) and e.buffer is buf:
+                return new_load
+            return super().visit_expr(e)
+
+    def edit(realize):
+        return dataclasses.replace(realize, block=dataclasses.replace(
+            realize.block, body=Swap().visit_stmt(realize.block.body)))
+
+    return edit
+
+
+def _register_tile(plan: _Plan, sch, parts: dict, realize, binding: dict, base: dict, epilogue=None):
+    """The accumulators of a register tile: a ``rows x tile`` buffer (``<output>_local``)
+    that the update block reads and writes instead of the output, filled before the reduce
+    loops (with the init value, or from the output when the reduction is split or has no
+    init) and stored to the output after them. Its indices are constants once the rows are
+    unrolled and the vector loop vectorized, so LLVM keeps it in registers. Returns the
+    function wrapping the tile (the statement below the tile's outer loops) and the edit of
+    the update block."""
+    block = realize.block
+    store = block.body
+    out_buf = store.buffer
+    vec, rows = plan.inner, plan.rows
+
+    def inner_loop(lp):
+        return sch.get(parts[(id(lp), "inner") if (id(lp), "inner") in parts else (id(lp), "full")])
+
+    def origin(lp):
+        return base.get(lp.iv.var, lp.min)
+
+    tiled = ([rows] if rows is not None else []) + [vec]
+    extents = ([plan.mr] if rows is not None else []) + [plan.tile]
+    acc = tir.Buffer(f"{out_buf.name}_local", [tir.IntImm(lp.dtype, n) for lp, n in zip(tiled, extents)],
+                     out_buf.dtype, scope="local")
+    acc.data = tir.Var("handle", acc.name)
+    # In the update block: acc[row iterator - row origin, vector iterator - vector origin].
+    block_idx = [tir.Sub(lp.dtype, lp.iv.var, origin(lp)) if not tir.is_const_int(origin(lp), 0) else lp.iv.var
+                 for lp in tiled]
+    # In the nests around the reduction: loops over the tile; the output's indices follow.
+    tile_vars = [tir.Var(lp.dtype, inner_loop(lp).loop_var.name) for lp in tiled]
+    to_tile = {inner_loop(lp).loop_var: v for lp, v in zip(tiled, tile_vars)}
+    out_idx = [substitute(substitute(i, binding), to_tile) for i in store.indices]
+    out_contiguous = _access_strides(out_buf, store.indices).get(vec.iv.var, 0) == 1
+
+    def nest(stmt, vectorize: bool):
+        vector = vectorize and plan.lanes > 1
+        ann = {VECTORIZE_ANN: plan.lanes, INTERLEAVE_ANN: plan.tile // plan.lanes} if vector else {}
+        stmt = tir.For(tile_vars[-1], tir.IntImm(vec.dtype, 0), tir.IntImm(vec.dtype, plan.tile), "serial", stmt,
+                       annotations=ann)
+        if rows is not None:
+            stmt = tir.For(tile_vars[0], tir.IntImm(rows.dtype, 0), tir.IntImm(rows.dtype, plan.mr), "serial", stmt)
+        return stmt
+
+    if plan.acc_from_output:
+        start = nest(tir.BufferStore(acc, tir.BufferLoad(out_buf.dtype, out_buf, out_idx), list(tile_vars)),
+                     out_contiguous)
+    else:
+        value = substitute(substitute(block.init.value, binding), to_tile)
+        start = nest(tir.BufferStore(acc, value, list(tile_vars)), True)
+    result = tir.BufferLoad(out_buf.dtype, acc, list(tile_vars))
+    if epilogue is None:
+        finish = nest(tir.BufferStore(out_buf, result, out_idx), out_contiguous)
+    else:
+        # The epilogue's element, computed from the accumulator instead of the output buffer.
+        ep = epilogue.block.body
+        to_out = {iv.var: i for iv, i in zip(epilogue.block.iter_vars, out_idx)}
+        value = _load_swapper(out_buf, result)(epilogue).block.body.value
+        ep_idx = [substitute(i, to_out) for i in ep.indices]
+        ep_strides = _access_strides(ep.buffer, ep_idx) or {}
+        value = substitute(value, to_out)
+        finish = nest(tir.BufferStore(ep.buffer, value, ep_idx),
+                      ep_strides.get(tile_vars[-1], 0) == 1 and _vectorizable(value))
+    acc_load = tir.BufferLoad(out_buf.dtype, acc, block_idx)
+    acc_region = [tir.BufferRegion(acc, [tir.Range(i, tir.IntImm(i.dtype, 1)) for i in block_idx])]
+
+    class Swap(IRMutator):
+        def visit_expr(self, e):
+            if isinstance(e, tir.BufferLoad) and e.buffer is out_buf:
+                return acc_load
+            return super().visit_expr(e)
+
+        def visit_stmt(self, s):
+            if isinstance(s, tir.BufferStore) and s.buffer is out_buf:
+                return tir.BufferStore(acc, self.visit_expr(s.value), list(block_idx))
+            return super().visit_stmt(s)
+
+    def edit(r):
+        blk = r.block
+        reads = [x for x in blk.reads if x.buffer is not out_buf] + acc_region
+        blk = dataclasses.replace(blk, body=Swap().visit_stmt(blk.body), init=None, reads=reads, writes=acc_region)
+        return dataclasses.replace(r, block=blk)
+
+    def wrap(stmt):
+        tile_block = tir.Block(plan.block_name + "_tile", [], [], [], tir.seq([start, stmt, finish]),
+                               alloc_buffers=[acc])
+        out = tir.BlockRealize([], tir.IntImm("bool", 1), tile_block)
+        # An empty reduction leaves the output as it was, as the original nest does.
+        return out if plan.guard is None else tir.IfThenElse(plan.guard, out)
+
+    return wrap, edit
 
 
 def _pack(plan: _Plan, binding, base):
@@ -719,30 +1369,109 @@ def _pack(plan: _Plan, binding, base):
             dims.append((lp.iv.var, tir.IntImm(lp.dtype, plan.ksplit), base[lp.iv.var]))
         else:
             dims.append((lp.iv.var, lp.extent, lp.min if not tir.is_const_int(lp.min, 0) else None))
-    dims.append((inner.iv.var, tir.IntImm(inner.dtype, plan.tile), base[inner.iv.var]))
-    panel = tir.Buffer(ld.buffer.name + "_panel", [d[1] for d in dims], ld.buffer.dtype)
+    dims.append((inner.iv.var, tir.IntImm(inner.dtype, plan.tile), base.get(inner.iv.var)))
+    strides = [plan.pack_strides.get(d[0], 0) for d in dims]
+    # Packed up front, the panel holds every tile: leading axes for the loops above it (the
+    # spatial loops it depends on, the vector loop's tiles), indexed by those loops.
+    lead = []  # (update-block index, extent, source stride, iterator -> value given the axis)
+    if plan.pack_upfront:
+        for lp in plan.outer_s:
+            lead.append((lp.iv.var if tir.is_const_int(lp.min, 0) else tir.Sub(lp.dtype, lp.iv.var, lp.min),
+                         lp.extent, plan.pack_strides.get(lp.iv.var, 0), lp))
+        if plan.vec_outer is not None:
+            lead.append((plan.vec_outer, tir.IntImm(inner.dtype, inner.const_extent // plan.tile),
+                         plan.pack_strides.get(inner.iv.var, 0) * plan.tile, inner))
+    panel = tir.Buffer(ld.buffer.name + "_panel", [x[1] for x in lead] + [d[1] for d in dims], ld.buffer.dtype)
     panel.data = tir.Var("handle", panel.name)
-    # In the update block: panel[iterator - origin, ...].
-    idx = [v if origin is None else tir.Sub(v.dtype, v, origin) for v, _, origin in dims]
+    # In the update block: panel[leading loops..., iterator - origin, ...].
+    idx = [x[0] for x in lead] + [v if origin is None else tir.Sub(v.dtype, v, origin) for v, _, origin in dims]
     new_load = tir.BufferLoad(ld.dtype, panel, idx)
     # The filling nest: panel[p0, ..., pj] = load with each iterator = origin + p.
-    pvars = [tir.Var(v.dtype, f"p{i}") for i, (v, _, _) in enumerate(dims)]
+    lead_vars = [tir.Var(x[3].dtype, f"p{i}") for i, x in enumerate(lead)]
+    pvars = [tir.Var(v.dtype, f"p{i + len(lead)}") for i, (v, _, _) in enumerate(dims)]
     mapping = dict(binding)
     for (v, _, origin), pv in zip(dims, pvars):
         mapping[v] = pv if origin is None else tir.Add(v.dtype, origin, pv)
+    for x, pv in zip(lead, lead_vars):
+        lp = x[3]
+        if lp is inner:  # vector iterator = tile index * tile + position in the tile
+            mapping[lp.iv.var] = tir.Add(lp.dtype, tir.Mul(lp.dtype, pv, tir.IntImm(lp.dtype, plan.tile)), pvars[-1])
+        else:
+            mapping[lp.iv.var] = pv if tir.is_const_int(lp.min, 0) else tir.Add(lp.dtype, lp.min, pv)
     src = substitute(ld, mapping)
-    fill = tir.BufferStore(panel, src, list(pvars))
-    # Copy loops: the one along which the source is most contiguous innermost (a transposing
-    # copy then reads rows and writes columns of the panel).
-    loops = sorted(zip(pvars, dims), key=lambda x: -abs(plan.pack_strides.get(x[1][0], 0)))
-    for pv, (_, ext, _) in reversed(loops):
-        fill = tir.For(pv, tir.IntImm(pv.dtype, 0), ext, "serial", fill)
+    fill = _fill_nest(plan, panel, src, lead_vars + pvars, [x[1] for x in lead] + [d[1] for d in dims],
+                      [x[2] for x in lead] + strides)
 
     def wrap(stmt):
         pack_block = tir.Block(plan.block_name + "_pack", [], [], [], tir.seq([fill, stmt]), alloc_buffers=[panel])
         return tir.BlockRealize([], tir.IntImm("bool", 1), pack_block)
 
     return wrap, (ld.buffer, new_load)
+
+
+def _fill_nest(plan: _Plan, panel, src, pvars: list, extents: list, strides: list):
+    """The loops filling a panel: ``panel[p0, ..., pj] = src``, the panel's last axis (the
+    tile) contiguous. When the source is contiguous along the tile too, the tile's loop is
+    innermost (a plain copy of rows). Otherwise the copy transposes: the axes along which the
+    source is most contiguous go innermost, as a block of about one cache line
+    (`BLOCK_TILE_BYTES`, an axis split to fit), with the tile's loop just outside it; a block
+    then reads one line of each of ``tile`` source rows and writes whole lines of the panel,
+    and its element copies are scalar: vectorizing either loop would gather or scatter, which
+    is several times slower."""
+    n = len(pvars)
+    tile_axis = n - 1
+    order = sorted(range(n), key=lambda i: -abs(strides[i]))  # outermost first
+    if abs(strides[tile_axis]) == 1:
+        order = [i for i in order if i != tile_axis] + [tile_axis]
+        loops = [(i, None) for i in order]
+        scalar = False
+    else:
+        line = max(1, BLOCK_TILE_BYTES // dtype_bytes(panel.dtype))
+        inner, split, covered = [], None, 1
+        for i in reversed(order):
+            ext = extents[i].value if isinstance(extents[i], tir.IntImm) else None
+            if i == tile_axis or ext is None:
+                break
+            if covered * ext <= line:
+                inner.insert(0, i)
+                covered *= ext
+                continue
+            factor = max(f for f in range(1, ext + 1) if ext % f == 0 and covered * f <= line)
+            if factor > 1:
+                split = (i, factor)
+            break
+        outer = [i for i in order if i != tile_axis and i not in inner and (split is None or i != split[0])]
+        loops = [(i, None) for i in outer]
+        if split is not None:
+            loops.append((split[0], "outer"))
+        loops.append((tile_axis, None))
+        if split is not None:
+            loops.append((split[0], "inner"))
+        loops += [(i, None) for i in inner]
+        scalar = True
+    # Loop variables: one per (axis, part); a split axis's index is outer * factor + inner.
+    loop_vars, index = [], list(pvars)
+    for i, part in loops:
+        if part is None:
+            loop_vars.append(pvars[i])
+        else:
+            loop_vars.append(tir.Var(pvars[i].dtype, f"{pvars[i].name}_{0 if part == 'outer' else 1}"))
+    for i, factor in ([split] if scalar and split is not None else []):
+        o = next(v for (a, part), v in zip(loops, loop_vars) if a == i and part == "outer")
+        in_ = next(v for (a, part), v in zip(loops, loop_vars) if a == i and part == "inner")
+        index[i] = tir.Add(o.dtype, tir.Mul(o.dtype, o, tir.IntImm(o.dtype, factor)), in_)
+    stmt = tir.BufferStore(panel, substitute(src, dict(zip(pvars, index))) if index != pvars else src, index)
+    for k in range(len(loops) - 1, -1, -1):
+        i, part = loops[k]
+        if part is None:
+            ext = extents[i]
+        else:
+            f = split[1]
+            ext = tir.IntImm(pvars[i].dtype, extents[i].value // f if part == "outer" else f)
+        kind = "parallel" if k == 0 and plan.pack_upfront else "serial"
+        ann = {VECTORIZE_ANN: 1} if scalar and i == tile_axis else {}
+        stmt = tir.For(loop_vars[k], tir.IntImm(pvars[i].dtype, 0), ext, kind, stmt, annotations=ann)
+    return stmt
 
 
 def vector_bytes() -> int:
@@ -758,6 +1487,26 @@ def vector_bytes() -> int:
     if "+avx" in features:
         return 32
     return 16
+
+
+def parallel_threads() -> int:
+    """Threads a parallel loop runs on: ``OMP_NUM_THREADS`` (its first value) when set, as
+    libgomp reads it, else the CPUs this process may run on."""
+    import os
+
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def vector_registers() -> int:
+    """Vector registers of the host: 32 with AVX-512, else 16 (AVX, SSE on x86-64, and the
+    NEON registers' count halved as a conservative guess elsewhere)."""
+    return 32 if vector_bytes() == 64 else 16
 
 
 def tile_bytes() -> int:

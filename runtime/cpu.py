@@ -188,7 +188,10 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
             raise RuntimeError("libgomp is not available in this process")
         runtime = parallel
     target = host_target()
-    options = (bool(schedule), int(opt_level), runtime, target)
+    # The default schedule fits its tiles to the threads parallel loops run on.
+    from tvmscript.compiler.schedule_cpu import parallel_threads
+
+    options = (bool(schedule), int(opt_level), runtime, target, parallel_threads() if schedule else 0)
     key = None
     if use_cache:
         parts = [repr(options)] + [f"{n}:{structural_hash(funcs[n])}" for n in sorted(funcs)]

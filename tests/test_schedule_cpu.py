@@ -36,7 +36,7 @@ def _blocks(stmt) -> list:
 def test_nests_sharing_a_block_name_are_both_scheduled_bitwise():
     g = default_schedule(tvms.parse(TWO_NESTS_ONE_NAME))
     names = _blocks(g.body)
-    assert {"C_init", "C_update", "C_pack", "C_1_init", "C_1_update", "C_1_pack"} <= set(names)
+    assert {"C_tile", "C_pack", "C_1_tile", "C_1_pack"} <= set(names)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((64, 512)).astype("float32")
     b = rng.standard_normal((512, 256)).astype("float32")
@@ -70,3 +70,266 @@ def f(A: T.Buffer((512, 384), "float32"), B: T.Buffer((384, 512), "float32")):
     b = np.zeros((384, 512), "float32")
     build_cpu({"f": tvms.parse(src)}, schedule=True)["f"](a, b)
     np.testing.assert_array_equal(b, a.T)
+
+
+# ----------------------------------------------------------------------------- register tiles
+#
+# Every schedule below must give the bits the unscheduled nest gives (the reduction order per
+# element is kept), and the NumPy result within float tolerance. The modules are built from
+# Relax ops through the zero pipeline, as `tvms run` builds an imported model.
+
+import math  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tvmscript import relax  # noqa: E402
+from tvmscript.compiler.schedule_cpu import parallel_threads  # noqa: E402
+from tvmscript.relax import op  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def _tensor(shape, dtype="float32"):
+    return relax.TensorStructInfo(list(shape), dtype)
+
+
+def _zero_module(build, shapes):
+    """``main`` of ``build(*params)`` (a list of Relax expressions to emit, the last returned)
+    over float32 parameters of ``shapes``, through the zero pipeline."""
+    params = [op.make_var(f"p{i}", _tensor(s)) for i, s in enumerate(shapes)]
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = None
+            for expr in build(*params):
+                out = bb.emit(expr) if not isinstance(expr, relax.Var) else expr
+            gv = bb.emit_output(out)
+        bb.emit_func_output(gv)
+    return tvms.relax.get_pipeline("zero")(bb.get())
+
+
+def _prim_funcs(mod) -> dict:
+    return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
+
+
+def _run_both(mod, arrays):
+    """The module's single kernel run scheduled and unscheduled (uncached: the schedule
+    depends on the thread count tests change): (scheduled outputs, plain outputs)."""
+    (name, func), = _prim_funcs(mod).items()
+    outs = []
+    for schedule in (True, False):
+        kernel = build_cpu({name: func}, schedule=schedule, use_cache=False)[name]
+        out_bufs = [np.full([int(d.value) for d in func.buffer_map[p].shape], np.nan, "float32")
+                    for p in func.params[len(arrays):]]
+        kernel(*arrays, *out_bufs)
+        outs.append(out_bufs)
+    return outs
+
+
+def _conv_ref(x, w, stride, pad):
+    import numpy.lib.stride_tricks as st
+
+    xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    k = w.shape[2]
+    win = st.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("nchwij,fcij->nfhw", win, w.astype("float64"))
+
+
+CONVS = [  # (in channels, out channels, size, kernel, stride, padding): resnet's kinds, smaller
+    (16, 32, 14, 3, 1, 1),
+    (32, 64, 14, 3, 2, 1),
+    (32, 64, 14, 1, 2, 0),
+    (3, 32, 20, 7, 2, 3),
+    (64, 64, 7, 3, 1, 1),
+]
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "4"])
+@pytest.mark.parametrize("conv", CONVS, ids=str)
+def test_conv_bias_relu_register_tile_is_bitwise(conv, threads, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    c, f, size, k, s, p = conv
+    mod = _zero_module(lambda x, w, b: [op.nn.relu(op.add(op.nn.conv2d(x, w, strides=[s, s], padding=[p] * 4), b))],
+                       [(1, c, size, size), (f, c, k, k), (1, f, 1, 1)])
+    x, w, b = (RNG.standard_normal(sh).astype("float32") for sh in [(1, c, size, size), (f, c, k, k), (1, f, 1, 1)])
+    (fast,), (plain,) = _run_both(mod, [x, w, b])
+    np.testing.assert_array_equal(fast, plain)
+    np.testing.assert_allclose(fast, np.maximum(_conv_ref(x, w, s, p) + b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_is_a_register_tile_with_its_epilogue_folded():
+    mod = _zero_module(lambda x, w: [op.nn.relu(op.nn.conv2d(x, w, padding=[1] * 4))],
+                       [(1, 32, 14, 14), (64, 32, 3, 3)])
+    (func,) = _prim_funcs(mod).values()
+    g = default_schedule(func)
+    names = _blocks(g.body)
+    assert "conv2d_nchw_tile" in names and "conv2d_nchw_pack" in names
+    assert "compute" not in names  # the ReLU is computed where the tile is stored
+    root = g.body.block
+    assert [b.name for b in root.alloc_buffers] == ["pad_temp"]  # no buffer for the convolution itself
+    tile = next(r for r in blocks_under(g.body) if r.block.name == "conv2d_nchw_tile").block
+    (acc,) = tile.alloc_buffers
+    assert acc.scope == "local" and len(acc.shape) == 2  # rows x vector lanes
+
+
+ATTENTION = [  # batched matmuls of a 4-head block over 64 tokens, head size 16
+    (lambda q, k: [op.matmul(q, op.permute_dims(k, [0, 1, 3, 2]))], [(1, 4, 64, 16), (1, 4, 64, 16)],
+     lambda q, k: q @ k.transpose(0, 1, 3, 2)),
+    (lambda p, v: [op.matmul(p, v)], [(1, 4, 64, 64), (1, 4, 64, 16)], lambda p, v: p @ v),
+]
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("case", range(len(ATTENTION)))
+def test_batched_matmuls_are_bitwise(case, threads, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    build, shapes, ref = ATTENTION[case]
+    mod = _zero_module(build, shapes)
+    arrays = [RNG.standard_normal(s).astype("float32") for s in shapes]
+    funcs = _prim_funcs(mod)
+    main = max(funcs, key=lambda n: "matmul" in n)
+    mod = tvms.IRModule({main: funcs[main]}) if len(funcs) > 1 else mod
+    if len(funcs) > 1:  # the transpose is a kernel of its own: feed the matmul its result
+        arrays = [arrays[0], np.ascontiguousarray(arrays[1].transpose(0, 1, 3, 2))]
+    (fast,), (plain,) = _run_both(mod, arrays)
+    np.testing.assert_array_equal(fast, plain)
+    a, b = arrays
+    np.testing.assert_allclose(fast, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "4"])
+@pytest.mark.parametrize("m,k,n", [(64, 96, 128), (1, 256, 40), (24, 2048, 64), (7, 33, 48)])
+def test_linear_gelu_is_bitwise(m, k, n, threads, monkeypatch):
+    """Linear (weights in rows: x @ W.T), bias and GELU fused: the register tile stores the
+    GELU of its sums. (1, 256, 40): a matrix-vector product, scalar accumulators; (24, 2048,
+    64): the panel exceeds its budget, the reduction is split; 4 threads with 2 vector tiles:
+    the weights are packed up front and the rows chunked per thread."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    mod = _zero_module(lambda x, w, b: [op.nn.gelu(op.linear(x, w, b))], [(m, k), (n, k), (n,)])
+    x, w, b = (RNG.standard_normal(s).astype("float32") for s in [(m, k), (n, k), (n,)])
+    (fast,), (plain,) = _run_both(mod, [x, w, b])
+    np.testing.assert_array_equal(fast, plain)
+    y = x.astype("float64") @ w.T.astype("float64") + b
+    gelu = y * 0.5 * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    np.testing.assert_allclose(fast, gelu, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_softmax_and_layer_norm_rows_are_bitwise(threads, monkeypatch):
+    """Row reductions (max, sums along the last axis) with no loop to vectorize: scalar
+    accumulators along the rows, each row's sum still in order."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    x = (RNG.standard_normal((2, 64, 48)) * 4).astype("float32")
+    mod = _zero_module(lambda a: [op.nn.softmax(a, axis=-1)], [x.shape])
+    (fast,), (plain,) = _run_both(mod, [x])
+    np.testing.assert_array_equal(fast, plain)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(fast, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    g, b = RNG.standard_normal(48).astype("float32"), RNG.standard_normal(48).astype("float32")
+    mod = _zero_module(lambda a, gg, bb: [op.nn.layer_norm(a, gg, bb, axes=[-1])], [x.shape, (48,), (48,)])
+    (fast,), (plain,) = _run_both(mod, [x, g, b])
+    np.testing.assert_array_equal(fast, plain)
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    np.testing.assert_allclose(fast, (x - mean) / np.sqrt(var + 1e-5) * g + b, rtol=1e-4, atol=1e-4)
+
+
+NO_INIT = '''
+@T.prim_func
+def f(A: T.Buffer((32, 64), "float32"), B: T.Buffer((64, 48), "float32"), C: T.Buffer((32, 48), "float32")):
+    T.func_attr({"tir.noalias": True})
+    for i, j, k in T.grid(32, 48, 64):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+
+def test_reduction_without_init_accumulates_onto_the_output():
+    a, b = RNG.standard_normal((32, 64)).astype("float32"), RNG.standard_normal((64, 48)).astype("float32")
+    c0 = RNG.standard_normal((32, 48)).astype("float32")
+    outs = []
+    for schedule in (True, False):
+        c = c0.copy()
+        build_cpu({"f": tvms.parse(NO_INIT)}, schedule=schedule, use_cache=False)["f"](a, b, c)
+        outs.append(c)
+    assert "C_tile" in _blocks(default_schedule(tvms.parse(NO_INIT)).body)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], c0 + a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_parallel_threads_follows_omp_num_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3,2")
+    assert parallel_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "junk")
+    assert parallel_threads() >= 1
+
+
+# ----------------------------------------------------------------------------- inlining
+
+
+def test_gelu_chain_is_one_nest_and_softmax_keeps_its_exponentials():
+    mod = _zero_module(lambda x: [op.nn.gelu(x)], [(8, 32)])
+    (func,) = _prim_funcs(mod).values()
+    assert len(blocks_under(func.body)) == 5  # TVM's stages: multiply, erf, multiply, add, multiply
+    g = default_schedule(func)
+    assert len(blocks_under(g.body)) == 1 and not g.body.block.alloc_buffers
+    # softmax: the exponentials feed a reduction (their sum): they stay a stage of their own,
+    # computed once, not once per reduction step.
+    mod = _zero_module(lambda x: [op.nn.softmax(x)], [(8, 32)])
+    (func,) = _prim_funcs(mod).values()
+    names = _blocks(default_schedule(func).body)
+    assert any("exp" in n and "sum" not in n for n in names)
+
+
+EXPENSIVE_TWICE = '''
+@T.prim_func
+def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    T.func_attr({"tir.noalias": True})
+    E = T.alloc_buffer((64,))
+    for i in range(64):
+        with T.block("E"):
+            vi = T.axis.remap("S", [i])
+            E[vi] = T.exp(A[vi])
+    for i in range(64):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = E[vi] * E[vi]
+'''
+
+
+def test_an_expensive_stage_read_twice_is_not_inlined():
+    g = default_schedule(tvms.parse(EXPENSIVE_TWICE))
+    assert _blocks(g.body) == ["root", "E", "B"] or _blocks(g.body)[-2:] == ["E", "B"]
+    a = RNG.standard_normal(64).astype("float32")
+    b = np.zeros(64, "float32")
+    build_cpu({"f": tvms.parse(EXPENSIVE_TWICE)}, use_cache=False)["f"](a, b)
+    np.testing.assert_allclose(b, np.exp(a) ** 2, rtol=1e-5)
+
+
+MIXED_INDEX_TYPES = '''
+@T.prim_func(private=True)
+def main(lv3: T.Buffer((T.int64(2), T.int64(6), T.int64(16)), "float32"), out: T.Buffer((2, 6, 19, 5), "float32")):
+    T.func_attr({"tir.noalias": True})
+    pad = T.alloc_buffer((T.int64(2), T.int64(6), T.int64(19)))
+    for i0, i1, i2 in T.grid(T.int64(2), T.int64(6), T.int64(19)):
+        with T.block("PadInput"):
+            v_i0, v_i1, v_i2 = T.axis.remap("SSS", [i0, i1, i2])
+            pad[v_i0, v_i1, v_i2] = T.if_then_else(T.int64(1) <= v_i2 and v_i2 < T.int64(17), lv3[v_i0, v_i1, v_i2 - T.int64(1)], T.float32(0.0))
+    for ax0, ax1, ax2, ax3 in T.grid(2, 6, 19, 5):
+        with T.block("T_broadcast_to"):
+            v_ax0, v_ax1, v_ax2, v_ax3 = T.axis.remap("SSSS", [ax0, ax1, ax2, ax3])
+            out[v_ax0, v_ax1, v_ax2, v_ax3] = pad[v_ax0, v_ax1, v_ax2]
+'''
+
+
+def test_merged_stages_with_int32_loops_over_int64_buffers():
+    """A torch import's pad -> broadcast_to: int32 loops index the int64 pad buffer. Merging the
+    pad into its consumer substitutes int32 variables for int64 ones; they are cast, so the
+    kernel stays well typed (LLVM refused `i32 - i64`)."""
+    from tvmscript.runtime.cpu import build_cpu
+
+    x = np.random.default_rng(0).standard_normal((2, 6, 16)).astype("float32")
+    out = np.full((2, 6, 19, 5), np.nan, "float32")
+    build_cpu({"f": tvms.parse(MIXED_INDEX_TYPES)})["f"](x, out)
+    expected = np.broadcast_to(np.pad(x, [(0, 0), (0, 0), (1, 2)])[..., None], (2, 6, 19, 5))
+    np.testing.assert_array_equal(out, expected)
