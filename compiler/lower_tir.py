@@ -199,7 +199,13 @@ class _Substituter(IRMutator):
 
     def visit_expr(self, e):
         if isinstance(e, tir.Var):
-            return self.mapping.get(e, e)
+            new = self.mapping.get(e, e)
+            # An int32 loop variable standing for an int64 block variable (TE stages mixing index
+            # types, inlined into each other) is cast, so the result stays well typed.
+            if (new is not e and isinstance(new, tir.PrimExpr) and new.dtype != e.dtype
+                    and tir.is_int(new.dtype) and tir.is_int(e.dtype)):
+                return make_cast(new, e.dtype)
+            return new
         return super().visit_expr(e)
 
 

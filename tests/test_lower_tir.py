@@ -201,21 +201,19 @@ def test_lower_every_sample_prim_func():
 # ----------------------------------------------------------------------------- default schedule
 
 
-def test_matmul_schedule_reorders_tiles_packs_and_parallelizes():
+def test_matmul_schedule_reorders_tiles_packs_and_parallelizes(monkeypatch):
+    """A tile of rows x vectors of C is accumulated in registers (a local buffer) over the whole
+    reduction, from a packed panel of B; the column-panel loop is the parallel one."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the loop order depends on the thread count
     f = default_schedule(tvms.parse(MATMUL))
     top = f.body.block.body if isinstance(f.body, tir.BlockRealize) else f.body
-    assert isinstance(top, tir.SeqStmt) and len(top.seq) == 2
-    init_nest, update = top.seq
-    assert nodes(init_nest, tir.Block)[0].name == "C_init"
-    assert update.kind == "parallel"
-    chain = loop_chain(update)
-    update_block = nodes(update, tir.Block)[-1]
-    assert update_block.init is None and update_block.name == "C_update"  # decompose_reduction's names
-    # Innermost: a tile of j (unit stride in C and B), below i and k.
-    tile = 64 if tile_bytes() // 4 <= 64 else 128  # 8 vector registers of floats, dividing 256
-    assert chain[-1].extent.value == tile
-    assert [lp.loop_var.name for lp in chain[-3:]] == ["i", "k", "j_1"]  # split's names
-    assert any(b.name == "C_pack" for b in nodes(update, tir.Block))
+    assert isinstance(top, tir.For) and top.loop_var.name == "j_0" and top.kind == "parallel"
+    blocks = {b.name: b for b in nodes(top, tir.Block)}
+    assert {"C_pack", "C_tile", "C"} <= set(blocks)
+    (acc,) = [buf for node in nodes(top, tir.Block) for buf in node.alloc_buffers if buf.scope == "local"]
+    assert acc.name == "C_local"
+    assert any(lp.kind == "unroll" for lp in nodes(top, tir.For))  # the tile's rows
+    assert blocks["C"].init is None  # initialized in the tile, before the reduction
 
 
 def _run(func_src, inputs, outputs, schedule):
@@ -341,7 +339,8 @@ def test_schedule_moves_the_unit_stride_loop_inside():
     g = default_schedule(tvms.parse(MORE)["dot"])
     assert loop_chain(g.body)[-1].loop_var.name == "j_1"
     assert any(b.name == "C_pack" for b in nodes(g.body, tir.Block))
-    # A vector-matrix product has no reuse to pay for packing: k stays innermost.
+    # A vector-matrix product: no reuse to pay for packing; a tile of j's scalar accumulators
+    # (unrolled) sits inside the reduction over k.
     vecdot = '''
 @T.prim_func
 def f(A: T.Buffer((1, 512), "float32"), B: T.Buffer((96, 512), "float32"), C: T.Buffer((1, 96), "float32")):
@@ -353,7 +352,10 @@ def f(A: T.Buffer((1, 512), "float32"), B: T.Buffer((96, 512), "float32"), C: T.
             C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
 '''
     h = default_schedule(tvms.parse(vecdot))
-    assert loop_chain(h.body)[-1].loop_var.name == "k"
+    (block_c,) = [b for b in nodes(h.body, tir.Block) if b.name == "C"]
+    above = [lp for lp in nodes(h.body, tir.For) if any(b is block_c for b in nodes(lp.body, tir.Block))]
+    assert [lp.loop_var.name for lp in above[-2:]] == ["k", "j_1"] and above[-1].kind == "unroll"
+    assert not any(b.name == "C_pack" for b in nodes(h.body, tir.Block))
 
 
 NOT_SCHEDULED = {
