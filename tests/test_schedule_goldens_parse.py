@@ -40,7 +40,7 @@ def _params():
         yield pytest.param(path, id=_rel(path), marks=marks)
 
 
-@pytest.mark.parametrize("path", _params())
+@pytest.mark.parametrize("path", list(_params()))
 def test_golden_module_parses_and_prints(path):
     mod = tvms.parse(path.read_text(), str(path))
     text = mod.script()
