@@ -494,6 +494,21 @@ class _Splice(list):
     __slots__ = ()
 
 
+def _place_children(children: list, args: list, plan, trailing: int) -> list:
+    """``children`` extended with a rule's reduced values as `_rule_shape`'s plan says: spliced
+    lists inlined, absent optionals as None."""
+    for i, splice, nb in plan:
+        if nb:
+            children.extend([None] * nb)
+        if splice:
+            children.extend(args[i])
+        else:
+            children.append(args[i])
+    if trailing:
+        children.extend([None] * trailing)
+    return children
+
+
 def _rule_callback(shape: tuple, builder: "_Builder"):
     """The reduce action of one grammar rule (see `_rule_shape`): shape the children, then call
     the `_Builder` method named after the rule."""
@@ -530,36 +545,10 @@ def _rule_callback(shape: tuple, builder: "_Builder"):
         # reduction made a long list quadratic (a 10 MB weight in the metadata section is 100,000
         # string pieces: minutes).
         rest = plan[1:]
-
-        def accumulate(args):
-            children = args[0]
-            for i, splice, nb in rest:
-                if nb:
-                    children.extend([None] * nb)
-                if splice:
-                    children.extend(args[i])
-                else:
-                    children.append(args[i])
-            if trailing:
-                children.extend([None] * trailing)
-            return children
-
-        return accumulate
+        return lambda args: _place_children(args[0], args, rest, trailing)
 
     def callback(args):
-        if simple:
-            children = args
-        else:
-            children = []
-            for i, splice, nb in plan:
-                if nb:
-                    children.extend([None] * nb)
-                if splice:
-                    children.extend(args[i])
-                else:
-                    children.append(args[i])
-            if trailing:
-                children.extend([None] * trailing)
+        children = args if simple else _place_children([], args, plan, trailing)
         if splice_result:
             return _Splice(children)
         if expand1 and len(children) == 1:
