@@ -963,18 +963,23 @@ def _pick_tile_shape(nvecs: int, row_extent: int) -> tuple:
     return best[1], best[2]
 
 
+def _worth_parallel(info) -> bool:
+    """Whether a nest of these loops does enough work to run in parallel (a symbolic extent
+    may be large: yes)."""
+    work = 1
+    for lp in info:
+        if lp.const_extent is None:
+            return True
+        work *= lp.const_extent
+    return work >= PARALLEL_MIN_WORK
+
+
 def _finish_register_tile(plan: _Plan, info, block, init, store) -> Optional[_Plan]:
     """Complete a register-tile plan (the loop order and the parallel loop, how the
     accumulators start) as `_finish` does for the other plans."""
     plan.info, plan.block_name = info, block.name
     plan.reordered = True
-    work, symbolic = 1, False
-    for lp in info:
-        if lp.const_extent is None:
-            symbolic = True
-        else:
-            work *= lp.const_extent
-    _order_register_tile(plan, symbolic or work >= PARALLEL_MIN_WORK)
+    _order_register_tile(plan, _worth_parallel(info))
     if any(part != "full" and not tir.is_const_int(lp.min, 0) for lp, part, _ in plan.entries):
         return None  # `split` needs loops that start at 0
     # With the reduction split, the output holds partial sums between the parts: it is
@@ -1009,14 +1014,8 @@ def _finish(plan: _Plan, info, block, init, inner, unit, others_s, others_r) -> 
             entries.append((lp, "inner", factor))
     plan.reordered = reordered = [(e[0], e[1]) for e in entries] != [(lp, "full") for lp in info]
     # Parallelize the outermost non-trivial loop if it is spatial and the nest is big enough.
-    work, symbolic = 1, False
-    for lp in info:
-        if lp.const_extent is None:
-            symbolic = True
-        else:
-            work *= lp.const_extent
     par_index = None
-    if symbolic or work >= PARALLEL_MIN_WORK:
+    if _worth_parallel(info):
         for i, (lp, part, factor) in enumerate(entries):
             ext = factor if part == "inner" else (lp.const_extent // factor if part == "outer" else lp.extent)
             if isinstance(ext, int) and ext == 1 or not isinstance(ext, int) and tir.is_const_int(ext, 1):
