@@ -25,6 +25,13 @@ CALLEE_ALIASES = {
     "tvm.script.ir.ir_module": "I.ir_module",
     "ir_module": "I.ir_module",
     "I.ir_module": "I.ir_module",
+    "tvms.script.ir_module": "I.ir_module",
+    "tvmscript.script.ir_module": "I.ir_module",
+    "script.ir_module": "I.ir_module",
+    "tvms.script.tir.prim_func": "T.prim_func",
+    "tvmscript.script.tir.prim_func": "T.prim_func",
+    "tvms.script.relax.function": "R.function",
+    "tvmscript.script.relax.function": "R.function",
     "T.sblock": "T.block",
     "T.sblock_alloc_buffer": "T.alloc_buffer",
     "T.sblock_attr": "T.block_attr",
@@ -34,6 +41,7 @@ CALLEE_ALIASES = {
     "Object": "R.Object",
     "R.Any": "R.Object",
     "T.serial": "T.serial",
+    "T.buffer": "T.Buffer",  # TVM's lowercase spelling of the parameter annotation
 }
 
 PREFIX_ALIASES = {"tir": "T", "tirx": "T", "relax": "R", "ir": "I"}
@@ -92,12 +100,55 @@ class Context:
         self.module_kinds: dict[str, str] = {}
         self.type_vars: dict[str, tir.Var] = {}
         self.metadata: dict[str, list] = {}  # the file's metadata section (large constants)
+        self.class_name: str | None = None  # the @I.ir_module class being built
+        # Names of the Python scope around TVMScript written inside Python (tvmscript/script.py),
+        # consulted only where a name is otherwise undefined; None for a .tvms file.
+        self.py_scope: dict[str, Any] | None = None
+        self.col_offset = 0  # the indentation removed from TVMScript inside Python
+
+    def py_value(self, name: str, default=None):
+        """The value of ``name`` in the enclosing Python scope, or ``default`` (always, for
+        TVMScript text, which has no Python scope)."""
+        if self.py_scope is None:
+            return default
+        value = self.py_scope.get(name, default)
+        if isinstance(value, tir.Var) and value.name == "":
+            value.name = name  # ``n = T.int64()`` in Python: the variable takes its Python name
+        return value
+
+    def py_prim(self, name: str):
+        """A Python-scope name as TIR sees it: a PrimExpr or buffer as is, a number as a
+        constant (an int as TVMScript's own literals type it); None if it is neither."""
+        return self.py_prim_of(self.py_value(name))
+
+    @staticmethod
+    def py_prim_of(value):
+        """`py_prim` of a Python value."""
+        if isinstance(value, (tir.PrimExpr, tir.Buffer)):
+            return value
+        if isinstance(value, bool):
+            return tir.IntImm("bool", int(value))
+        if isinstance(value, int):
+            return tir.IntImm("int32" if -(2**31) <= value < 2**31 else "int64", value)
+        if isinstance(value, float):
+            return tir.FloatImm("float32", value)
+        return None
+
+    def is_module_ref(self, node) -> bool:
+        """``cls`` or the module class's own name (``Expected.fused_add`` inside ``class
+        Expected``, which TVM's tests write): both mean the module being built."""
+        return isinstance(node, ast.Name) and (
+            node.id == "cls" or (self.class_name is not None and node.id == self.class_name)
+        )
 
     # ---- errors
     def span(self, node) -> Span:
+        """The place of ``node`` that the IR keeps: in the user's file (TVMScript inside Python
+        is parsed dedented, so its columns move back by `col_offset`)."""
         if node is None or not getattr(node, "line", 0):
             return Span(self.filename, 1, 1, 1, 1)
-        return Span(self.filename, node.line, node.col, node.end_line, node.end_col)
+        off = self.col_offset
+        return Span(self.filename, node.line, node.col + off, node.end_line, node.end_col + off)
 
     def error_span(self, node) -> Span:
         """`span`, made exact for a diagnostic's caret (this reads the source, so it is kept
@@ -341,6 +392,16 @@ def merge_comments(table: dict, node, extra: ir.Comments | None) -> None:
 
 # ----------------------------------------------------------------------------- literals
 
+_MISSING = object()
+
+
+def _is_python_literal(value) -> bool:
+    """A Python value TVMScript could have written as a literal (a number, a string, or a
+    tuple/list of them): what a name from the Python scope may stand for in `literal`."""
+    if isinstance(value, (tuple, list)):
+        return all(_is_python_literal(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
 
 def literal(ctx: Context, node, other=None) -> Any:
     """Evaluate a Python literal: numbers, strings, True/False/None, tuples, lists, dicts.
@@ -357,6 +418,9 @@ def literal(ctx: Context, node, other=None) -> Any:
             return False
         if node.id == "None":
             return None
+        value = ctx.py_value(node.id, _MISSING)
+        if value is not _MISSING and _is_python_literal(value):
+            return _as_literal(value)
     if isinstance(node, ast.UnaryOp) and node.op in ("-", "+") and isinstance(node.operand, ast.Constant):
         value = node.operand.value
         if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
@@ -374,6 +438,30 @@ def literal(ctx: Context, node, other=None) -> Any:
     if other is not None:
         return other(node)
     raise ctx.error("expected a literal value", node)
+
+
+def split_declarations(ctx: Context, stmt: ast.Assign, is_declaration) -> list[ast.Assign] | None:
+    """``m, n = T.int64(), T.int64()``: a tuple of fresh variable declarations, as one
+    assignment per name; None when ``stmt`` is not that (``is_declaration(value)`` tells a
+    declaration). A count mismatch is an error."""
+    target, value = stmt.target, stmt.value
+    if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)):
+        return None
+    if not all(is_declaration(v) for v in value.elts):
+        return None
+    if len(target.elts) != len(value.elts):
+        raise ctx.error(f"{len(target.elts)} names but {len(value.elts)} declarations", stmt)
+    for t in target.elts:
+        if not isinstance(t, ast.Name):
+            raise ctx.error("expected a variable name", t)
+    return [ast.Assign(t, v, t.line, t.col, v.end_line, v.end_col) for t, v in zip(target.elts, value.elts)]
+
+
+def _as_literal(value):
+    """A Python value in the shape `literal` returns (sequences as lists)."""
+    if isinstance(value, (tuple, list)):
+        return [_as_literal(v) for v in value]
+    return value
 
 
 def bind_arguments(
@@ -422,10 +510,15 @@ def bind_arguments(
 # ----------------------------------------------------------------------------- entry point
 
 
-def build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, filename: str):
-    """Build the IR for a whole file: an IRModule, or a single function."""
+def build(
+    stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, filename: str,
+    py_scope: dict[str, Any] | None = None, col_offset: int = 0,
+):
+    """Build the IR for a whole file: an IRModule, or a single function. ``py_scope`` holds the
+    Python names around TVMScript written inside Python, ``col_offset`` the indentation removed
+    from it (see tvmscript/script.py)."""
     try:
-        return _build(stmts, comments, source, filename)
+        return _build(stmts, comments, source, filename, py_scope, col_offset)
     except RecursionError:
         # Building recurses on the syntax tree; only absurdly deep expressions get here.
         where = _deepest_statement(stmts)
@@ -451,13 +544,15 @@ def _deepest_statement(stmts: list[ast.Stmt]):
     return best
 
 
-def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, filename: str):
+def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, filename: str, py_scope=None, col_offset=0):
     from .relax_builder import RelaxFunctionBuilder
     from .tir_builder import PrimFuncBuilder
 
     header = _source_header(stmts, comments)
     comments = [c for c in comments if not is_printer_artifact(c.text)]
     ctx = Context(source, filename, comments)
+    ctx.py_scope = py_scope
+    ctx.col_offset = col_offset
     leftovers = attach_comments(stmts, comments, source)
 
     items = []

@@ -14,7 +14,7 @@ from . import ast
 from ..metadata import CONSTANT_KEY, TENSOR_ALIASES, TENSOR_KEY
 from .builder import (
     FUNC_ATTR, Context, Scope, bind_arguments, comments_of, dotted_name, literal, loose_comments,
-    merge_comments, take_comments,
+    merge_comments, split_declarations, take_comments,
 )
 
 SINFO_NAMES = ("R.Tensor", "R.Tuple", "R.Shape", "R.Object", "R.Prim", "R.Callable")
@@ -28,6 +28,39 @@ class _Expired:
 
     def __init__(self, var) -> None:
         self.var = var
+
+
+def _py_to_relax(value):
+    """A Python value (from the scope around TVMScript in Python) as a Relax expression, or
+    None if it has no Relax meaning."""
+    if isinstance(value, (relax.Constant, ir.GlobalVar)):
+        return value
+    if isinstance(value, bool):
+        e = tir.IntImm("bool", int(value))
+    elif isinstance(value, int):
+        e = tir.IntImm("int64", value)
+    elif isinstance(value, float):
+        e = tir.FloatImm("float64", value)
+    elif isinstance(value, tir.PrimExpr):
+        e = value
+    elif isinstance(value, str):
+        return relax.StringImm(value, relax.ObjectStructInfo())
+    elif isinstance(value, tuple):
+        fields = [_py_to_relax(v) for v in value]
+        if any(f is None for f in fields):
+            return None
+        return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
+    else:
+        return None
+    return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
+
+
+def _is_sym_declaration(node) -> bool:
+    """``T.int64()``: a symbolic variable declaration."""
+    if not (isinstance(node, ast.Call) and not node.args and not node.keywords):
+        return False
+    callee = dotted_name(node.func)
+    return bool(callee) and callee.startswith("T.") and callee[2:] in DTYPES
 
 
 class RelaxFunctionBuilder:
@@ -208,6 +241,11 @@ class RelaxFunctionBuilder:
             value = self.expr(v)
             return self._bind("_", value, None, s)
         if isinstance(s, ast.Assign):
+            parts = split_declarations(self.ctx, s, _is_sym_declaration)
+            if parts is not None:
+                for part in parts:
+                    self._declare_sym(part.target.id, dotted_name(part.value.func)[2:])
+                return None
             target, value = s.target, s.value
             if not isinstance(target, ast.Name):
                 raise self.error("expected a variable name on the left of '='", target)
@@ -216,9 +254,8 @@ class RelaxFunctionBuilder:
                 return None
             if isinstance(value, ast.Call):
                 callee = dotted_name(value.func)
-                if callee and callee.startswith("T.") and callee[2:] in DTYPES and not value.args and not value.keywords:
-                    var = self.sym_vars.get(target.id) or tir.Var(callee[2:], target.id)
-                    self.sym_vars[target.id] = var
+                if _is_sym_declaration(value):
+                    self._declare_sym(target.id, callee[2:])
                     return None
             return self._binding(target, None, value, s)
         if isinstance(s, ast.AnnAssign):
@@ -319,9 +356,13 @@ class RelaxFunctionBuilder:
             shape = None
             if args["shape"] is not None and not (isinstance(args["shape"], ast.Name) and args["shape"].id == "None"):
                 shape_node = args["shape"]
-                if not isinstance(shape_node, (ast.Tuple, ast.List)):
+                py_shape = self.ctx.py_value(shape_node.id) if isinstance(shape_node, ast.Name) else None
+                if isinstance(py_shape, (tuple, list)):
+                    shape = self._py_shape(shape_node, py_shape)
+                elif not isinstance(shape_node, (ast.Tuple, ast.List)):
                     raise self.error("R.Tensor shape must be a tuple such as (1, 784)", shape_node)
-                shape = [self.dim(e, defining) for e in shape_node.elts]
+                else:
+                    shape = [self.dim(e, defining) for e in shape_node.elts]
             dtype = ""
             if args["dtype"] is not None:
                 d = literal(self.ctx, args["dtype"])
@@ -342,7 +383,10 @@ class RelaxFunctionBuilder:
                 return relax.TupleStructInfo([])
             if node.keywords:
                 raise self.error("R.Tuple() takes no keyword arguments", node.keywords[0])
-            return relax.TupleStructInfo([self.sinfo(a, defining) for a in node.args])
+            fields = node.args
+            if len(fields) == 1 and isinstance(fields[0], ast.List):
+                fields = fields[0].elts  # R.Tuple([R.Tensor(...), ...]), TVM's list form
+            return relax.TupleStructInfo([self.sinfo(a, defining) for a in fields])
         if name == "R.Shape":
             if not isinstance(node, ast.Call):
                 return relax.ShapeStructInfo(None, -1)
@@ -388,6 +432,8 @@ class RelaxFunctionBuilder:
             return var
         if isinstance(node, ast.Name):
             var = self.sym_vars.get(node.id)
+            if var is None:
+                var = self._py_dim(node.id)
             if var is None:
                 raise self.error(f"undefined symbolic dimension '{node.id}' (declare it with {node.id} = T.int64() or write \"{node.id}\")", node)
             return var
@@ -437,9 +483,36 @@ class RelaxFunctionBuilder:
             )
 
     # ------------------------------------------------------------------ expressions
+    def _declare_sym(self, name: str, dtype: str) -> None:
+        """``n = T.int64()``: a symbolic variable (the one a quoted "n" already introduced)."""
+        self.sym_vars[name] = self.sym_vars.get(name) or tir.Var(dtype, name)
+
+    def bool_value(self, node):
+        """``True``/``False`` (or ``T.bool(True)``-free spellings) as a bool primitive value,
+        as TVM reads them in a Relax expression; None for any other node."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            flag = node.value
+        elif isinstance(node, ast.Name) and node.id in ("True", "False") and self.scope.lookup(node.id) is None:
+            flag = node.id == "True"
+        else:
+            return None
+        e = tir.IntImm("bool", int(flag))
+        return relax.PrimValue(e, relax.PrimStructInfo("bool", e))
+
     def expr(self, node) -> relax.Expr:
+        flag = self.bool_value(node)
+        if flag is not None:
+            # A bare True/False in a Relax expression is a bool tensor constant, as TVM reads
+            # it (R.prim_value(True) is the primitive value).
+            import numpy as np
+
+            array = np.array(bool(flag.value.value))
+            return relax.Constant(array, const_sinfo(array))
         if isinstance(node, ast.Name):
             return self._name(node)
+        if isinstance(node, ast.List):
+            # ``R.strided_slice(x, axes=[0, 1], ...)``: a list where a tuple of values is meant.
+            node = ast.Tuple(node.elts, node.line, node.col, node.end_line, node.end_col)
         if isinstance(node, ast.Tuple):
             fields = [self.expr(e) for e in node.elts]
             return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
@@ -477,13 +550,44 @@ class RelaxFunctionBuilder:
         if value is None and node.id in self.sym_vars:
             v = self.sym_vars[node.id]
             return relax.PrimValue(v, relax.PrimStructInfo(v.dtype, v))
+        if value is None:
+            found = self._py_expr(node.id)
+            if found is not None:
+                return found
         if node.id in ("meta", "metadata"):
             raise self.error(f"'{node.id}[...]' refers to a metadata section, which this file does not have", node)
         visible = [n for frame in self.scope.frames for n, v in frame.items() if isinstance(v, relax.Var)]
         raise self.error(f"undefined name '{node.id}'", node, did_you_mean(node.id, visible))
 
+    def _py_dim(self, name: str):
+        """A dimension named from the enclosing Python scope: an int, or a PrimExpr."""
+        value = self.ctx.py_value(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return tir.IntImm("int64", value)
+        if isinstance(value, tir.PrimExpr):
+            return value
+        return None
+
+    def _py_shape(self, node, values) -> list:
+        """``R.Tensor(shape, ...)`` with ``shape`` a tuple of the Python scope."""
+        dims = []
+        for v in values:
+            if isinstance(v, int) and not isinstance(v, bool):
+                dims.append(tir.IntImm("int64", v))
+            elif isinstance(v, tir.PrimExpr):
+                dims.append(v)
+            else:
+                raise self.error(f"'{node.id}' is not a shape: it holds {v!r}", node)
+        return dims
+
+    def _py_expr(self, name: str):
+        """A Relax value named from the enclosing Python scope: a number or PrimExpr as a
+        primitive value, a GlobalVar as itself, a tuple of those as a tuple; None otherwise."""
+        value = self.ctx.py_value(name)
+        return _py_to_relax(value)
+
     def _attribute(self, node: ast.Attribute):
-        if isinstance(node.value, ast.Name) and node.value.id == "cls":
+        if self.ctx.is_module_ref(node.value):
             if not isinstance(self.scope.lookup("cls"), _ClassRef) and "cls" not in self.ctx.module_names:
                 if self.scope.lookup("cls") is None and not self.ctx.module_names:
                     raise self.error("'cls' refers to the module, but this function is not in an @I.ir_module", node.value)

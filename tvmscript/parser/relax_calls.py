@@ -42,10 +42,15 @@ def _callee(b: RelaxFunctionBuilder, node, name: str):
             if value is None:
                 raise b.error(f"{name} to a missing function: '{node.id}' is not defined in this module", node)
             raise b.error(f"{name} expects a T.prim_func, not '{node.id}'", node)
-    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "cls":
+    elif isinstance(node, ast.Attribute) and b.ctx.is_module_ref(node.value):
         gv = b.ctx.module_names.get(node.attr)
         if gv is None:
             raise b.error(f"{name} to a missing function: the module has no function '{node.attr}'", node)
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and b.ctx.class_name:
+        raise b.error(
+            f"{name}: '{node.value.id}' is not this module; its functions are cls.{node.attr} "
+            f"(or {b.ctx.class_name}.{node.attr})", node.value,
+        )
     else:
         raise b.error(f"{name} expects a T.prim_func (cls.f) or an extern function name", node)
     kind = b.ctx.module_kinds.get(gv.name_hint)
@@ -227,6 +232,8 @@ def prim_value(b: RelaxFunctionBuilder, node: ast.Call, name: str):
         return relax.PrimValue(number, relax.PrimStructInfo(number.dtype, number))
     if isinstance(v, ast.Constant) and isinstance(v.value, (int, float)) and not isinstance(v.value, bool):
         e = tir.IntImm("int64", v.value) if isinstance(v.value, int) else tir.FloatImm("float64", v.value)
+    elif (flag := b.bool_value(v)) is not None:
+        return flag  # R.prim_value(True): a bool primitive value
     else:
         e = b.dim(v, False)
     return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))

@@ -19,6 +19,7 @@ from .builder import (
     Context,
     Scope,
     bind_arguments,
+    split_declarations,
     comments_of,
     dotted_name,
     literal,
@@ -222,7 +223,16 @@ class PrimFuncBuilder:
     def _shape(self, node) -> list:
         if isinstance(node, (ast.Tuple, ast.List)):
             return [self._dim(e) for e in node.elts]
+        if isinstance(node, ast.Name) and isinstance(self.ctx.py_value(node.id), (tuple, list)):
+            return self._py_shape(node)
         return [self._dim(node)]
+
+    def _py_shape(self, node: ast.Name) -> list:
+        """A shape given as a tuple from the Python scope (``shape = (2, 5)`` above)."""
+        dims = [self.ctx.py_prim_of(d) for d in self.ctx.py_value(node.id)]
+        if any(d is None or not isinstance(d, tir.PrimExpr) or not tir.is_int(d.dtype) for d in dims):
+            raise self.error(f"'{node.id}' is not a shape: expected a tuple of integers", node)
+        return dims
 
     def _dim(self, node) -> tir.PrimExpr:
         """A shape dimension: an int, ``T.int64(n)``, a symbolic var, or a string naming one."""
@@ -256,6 +266,8 @@ class PrimFuncBuilder:
             name = dotted_name(node)
             if name and name.startswith("T.") and name[2:] in DTYPE_NAMES:
                 dtype = name[2:]
+            elif isinstance(node, ast.Name) and isinstance(self.ctx.py_value(node.id), str):
+                dtype = self.ctx.py_value(node.id)  # a dtype string from the Python scope
             else:
                 raise self.error("expected a dtype string such as \"float32\"", node)
         if not tir.is_valid_dtype(dtype):
@@ -265,6 +277,8 @@ class PrimFuncBuilder:
     def _lookup_buffer(self, node) -> tir.Buffer:
         if isinstance(node, ast.Name):
             value = self.scope.lookup(node.id)
+            if value is None:
+                value = self.ctx.py_prim(node.id)
             if value is None:
                 raise self.error(f"undefined name '{node.id}'", node, did_you_mean(node.id, self._visible_names()))
             if isinstance(value, tir.Buffer):
@@ -423,6 +437,14 @@ class PrimFuncBuilder:
             return self._attr_dict(node)
         return literal(self.ctx, node)
 
+    @staticmethod
+    def _is_var_declaration(node) -> bool:
+        """``T.int64()``: a fresh variable of a scalar type."""
+        if not (isinstance(node, ast.Call) and not node.args and not node.keywords):
+            return False
+        callee = dotted_name(node.func)
+        return bool(callee) and callee.startswith("T.") and callee[2:] in DTYPE_NAMES
+
     def _assign(self, s: ast.Assign, function_level: bool):
         target, value = s.target, s.value
         if isinstance(target, ast.Subscript):
@@ -430,7 +452,12 @@ class PrimFuncBuilder:
         if isinstance(target, ast.Tuple):
             if isinstance(value, ast.Call) and dotted_name(value.func) == "T.axis.remap":
                 return self._axis_remap(target, value)
-            raise self.error("tuple assignment is only supported for T.axis.remap", s)
+            parts = split_declarations(self.ctx, s, self._is_var_declaration)
+            if parts is not None:
+                for part in parts:
+                    self._assign(part, function_level)
+                return None
+            raise self.error("tuple assignment is only supported for T.axis.remap and T.int64() declarations", s)
         if not isinstance(target, ast.Name):
             raise self.error("cannot assign to this expression", target)
         name = target.id
@@ -454,6 +481,12 @@ class PrimFuncBuilder:
                     raise self.error(f"handle '{handle.name}' is already matched to a buffer", value)
                 self.buffer_map[handle] = buf
                 self.scope.define(name, buf)
+                return None
+            if callee == "T.meta_var":
+                # ``a = T.meta_var(A[i] * 2)``: a name for an expression, substituted where it
+                # is used (no let binding), as TVM's macro-like helper.
+                args = bind_arguments(self.ctx, value, callee, ["value"])
+                self.scope.define(name, self.expr(args["value"]))
                 return None
             if callee in ("T.alloc_buffer", "T.decl_buffer"):
                 buf = self._buffer_decl(name, value, kind=callee)
@@ -557,12 +590,13 @@ class PrimFuncBuilder:
         if name == "T.grid":
             if it.keywords:
                 raise self.error("T.grid() takes no keyword arguments", it.keywords[0])
-            if len(it.args) != len(targets):
+            extents = self._grid_extents(it.args)
+            if len(extents) != len(targets):
                 raise self.error(
-                    f"T.grid has {len(it.args)} extent{'s' if len(it.args) != 1 else ''} but the loop "
+                    f"T.grid has {len(extents)} extent{'s' if len(extents) != 1 else ''} but the loop "
                     f"binds {len(targets)} variable{'s' if len(targets) != 1 else ''}", it
                 )
-            ranges = [(None, self._extent(a)) for a in it.args]
+            ranges = [(None, e) for e in extents]
             kind, tag, annotations = "serial", None, {}
         elif name in LOOP_KINDS:
             if len(targets) != 1:
@@ -614,6 +648,25 @@ class PrimFuncBuilder:
         for var, (lo, extent) in reversed(list(zip(loop_vars, ranges))):
             body = tir.For(var, lo if lo is not None else tir.IntImm(extent.dtype, 0), extent, kind, body, tag, annotations)
         return body
+
+    def _grid_extents(self, args: list) -> list[tir.PrimExpr]:
+        """The extents of ``T.grid(...)``, with ``*A.shape`` (a buffer's dimensions) or
+        ``*shape`` (a tuple from the Python scope) spread into several."""
+        out = []
+        for a in args:
+            if not isinstance(a, ast.Starred):
+                out.append(self._extent(a))
+                continue
+            v = a.value
+            if isinstance(v, ast.Attribute) and v.attr == "shape":
+                out.extend(self._lookup_buffer(v.value).shape)
+            elif isinstance(v, (ast.Tuple, ast.List)):
+                out.extend(self._extent(e) for e in v.elts)
+            elif isinstance(v, ast.Name) and isinstance(self.ctx.py_value(v.id), (tuple, list)):
+                out.extend(self._py_shape(v))
+            else:
+                raise self.error("T.grid(*...) spreads a buffer's shape (*A.shape) or a tuple", a)
+        return out
 
     def _extent(self, node) -> tir.PrimExpr:
         e = self.expr(node)
@@ -785,6 +838,8 @@ class PrimFuncBuilder:
                 return tir.IntImm("bool", 1)
             if node.id == "False":
                 return tir.IntImm("bool", 0)
+            value = self.ctx.py_prim(node.id)
+        if value is None:
             raise self.error(f"undefined name '{node.id}'", node, did_you_mean(node.id, self._visible_names()))
         if isinstance(value, tir.PrimExpr):
             return value
@@ -933,7 +988,25 @@ class PrimFuncBuilder:
         if name.startswith("T."):
             known = [f"T.{n}" for n in INTRINSICS] + [f"T.{n}" for n in DTYPE_NAMES] + list(EXPR_CALLS)
             raise self.error(f"unknown function '{name}'", node.func, did_you_mean(name, known))
+        helper = self.ctx.py_value(name) if isinstance(node.func, ast.Name) else None
+        if callable(helper) and not isinstance(helper, type):
+            return self._python_helper(helper, node, name)
         raise self.error(f"undefined function '{name}'", node.func)
+
+    def _python_helper(self, helper, node: ast.Call, name: str) -> tir.PrimExpr:
+        """``idx(i, j)`` with ``def idx(i, j): return i * 4 + j`` in the Python scope: the helper
+        runs on the arguments' TIR expressions (TVM's macro-like Python helpers) and its result
+        is spliced in."""
+        args = [self.expr(a) for a in node.args]
+        kwargs = {kw.arg: self.expr(kw.value) for kw in node.keywords}
+        try:
+            result = helper(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - any failure of user code, reported at the call
+            raise self.error(f"the Python function '{name}' failed: {type(err).__name__}: {err}", node) from None
+        value = self.ctx.py_prim_of(result)
+        if not isinstance(value, tir.PrimExpr):
+            raise self.error(f"the Python function '{name}' returned {result!r}, not a TIR expression", node)
+        return value
 
     def _typed(self, node: ast.Call, dtype: str):
         """``T.float32(0.5)`` is a typed literal; ``T.float32(x)`` a cast."""
@@ -946,6 +1019,11 @@ class PrimFuncBuilder:
         sign = 1
         if isinstance(arg, ast.UnaryOp) and arg.op == "-" and isinstance(arg.operand, ast.Constant):
             lit, sign = arg.operand, -1
+        if isinstance(lit, ast.Name) and self.scope.lookup(lit.id) is None:
+            py = self.ctx.py_value(lit.id)
+            if isinstance(py, (int, float)) and not isinstance(py, bool):
+                # T.float32(scale), scale a Python number: a typed literal, as if written here
+                lit = ast.Constant(py, lit.line, lit.col, lit.end_line, lit.end_col)
         if isinstance(lit, ast.Constant):
             v = lit.value
             if isinstance(v, str) and tir.is_float(dtype) and v in ("inf", "-inf", "nan"):
