@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 from .. import ir, relax, tir
 from ..tir_visitor import vars_in
@@ -45,8 +46,30 @@ def format_float(value: float) -> str:
     return "%.17g" % value
 
 
+_STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
 def format_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A double-quoted Python string literal that reads back as ``value``: a control character
+    is escaped (``\\t``, ``\\r``, ``\\x1b``), as a raw one would change the line or be invisible."""
+    out = []
+    for ch in value:
+        esc = _STRING_ESCAPES.get(ch)
+        if esc is None and (ord(ch) < 0x20 or ord(ch) == 0x7F):
+            esc = f"\\x{ord(ch):02x}"
+        out.append(esc or ch)
+    return '"' + "".join(out) + '"'
+
+
+def identifier(hint: str | None) -> str:
+    """``hint`` made a Python identifier, since a printed name is assigned to: a name a parser
+    took from a quoted dimension (``"m * n"``) becomes ``m_n``; an empty one ``v``."""
+    if not hint:
+        return "v"
+    if hint.isidentifier():
+        return hint
+    name = re.sub(r"\W+", "_", hint).strip("_") or "v"
+    return f"v_{name}" if name[0].isdigit() else name
 
 
 class Names:
@@ -70,7 +93,7 @@ class Names:
 
     def define(self, obj, hint: str, frame: int = -1) -> str:
         """Name ``obj`` in the innermost frame (or in ``frame``, an index into the frames)."""
-        name = hint or "v"
+        name = identifier(hint)
         if self._taken(name):
             i = 1
             while self._taken(f"{name}_{i}"):
@@ -104,11 +127,20 @@ class TIRPrinter:
         self.loop_ranges: dict[int, tir.For] = {}
         # The integer dtype written as a bare literal: int32 in TIR, int64 in Relax shapes.
         self.default_int = "int32"
+        # While a function body prints: the free variables met so far and the Names frame to
+        # declare them in (None: an expression printed alone keeps its free variables' names).
+        self.free_vars: list | None = None
+        self.func_frame = 0
 
     # ------------------------------------------------------------------ expressions
     def name_of(self, obj) -> str:
         name = self.names.get(obj)
         if name is None:
+            if self.free_vars is not None and isinstance(obj, tir.Var):
+                # Used but bound nowhere in the function (``a = T.int32()`` in the source):
+                # declared at the top of the function so that the text reads back.
+                self.free_vars.append(obj)
+                return self.names.define(obj, obj.name, frame=self.func_frame)
             # A free variable (e.g. printing an expression alone): use its own name.
             name = getattr(obj, "name", "v")
         return name
@@ -255,7 +287,10 @@ class TIRPrinter:
                 doc.line(f"T.func_attr({self.attr_dict(attrs)})", self.comments.get("func_attr"))
             for line in prelude:
                 doc.line(line)
-            self.function_body(doc, func.body)
+            body, free = self._body_and_free_vars(doc, func.body)
+            for v in free:
+                doc.line(f"{names.get(v)} = T.{v.dtype}()")
+            doc.lines.extend(body.lines)
         if fc is not None:
             doc.after(fc)
         names.pop()
@@ -281,7 +316,24 @@ class TIRPrinter:
     def buffer_decl(self, buf: tir.Buffer, kind: str, keep_dtype: bool) -> str:
         return f"{kind}({self.buffer_args(buf, keep_dtype)})"
 
+    def _body_and_free_vars(self, doc: Doc, body) -> tuple[Doc, list]:
+        """The function body printed apart (at ``doc``'s depth), and the variables it uses
+        that nothing in the function binds, which the caller declares before it."""
+        out = Doc()
+        out.depth = doc.depth
+        saved = self.free_vars, self.func_frame
+        self.free_vars, self.func_frame = [], len(self.names.frames) - 1
+        try:
+            self.function_body(out, body)
+            return out, self.free_vars
+        finally:
+            self.free_vars, self.func_frame = saved
+
     def function_body(self, doc: Doc, body) -> None:
+        # The root block prints as a comment only where the parser puts it back: when it holds
+        # a block or allocates (the parser's rule, shared so the two cannot drift apart).
+        from ..parser.tir_builder import _contains_block
+
         if (
             isinstance(body, tir.BlockRealize)
             and body.block.name == "root"
@@ -289,6 +341,7 @@ class TIRPrinter:
             and not body.block.annotations
             and not body.block.match_buffers
             and body.block.init is None
+            and (body.block.alloc_buffers or _contains_block(body.block.body))
         ):
             block = body.block
             doc.comment('# with T.block("root"):')
