@@ -148,7 +148,7 @@ def main() -> None:
     x = tvms.relax.Var("x", tvms.relax.TensorStructInfo([512, 512, 3, 3], "float32"))
     with bb.function("main", [x]):
         bb.emit_func_output(bb.emit(tvms.relax.op.add(x, weight)))
-    weighted = bb.get().script()
+    weighted = bb.get().script(show_meta=True)
     t_weight = best_of(lambda: tvms.parse(weighted), 2)
 
     small = os.path.join(ROOT, "samples", "mlp.tvms")

@@ -209,7 +209,7 @@ def test_bind_params_makes_constants_and_folds_the_transposes():
     x = rng.standard_normal((1, 784)).astype("float32")
     np.testing.assert_allclose(run_main(zero, x), mlp_reference(x, w), rtol=1e-4, atol=1e-3)
     # The bound weights survive printing: large ones in the metadata section.
-    again = tvms.parse(zero.script())
+    again = tvms.parse(zero.script(show_meta=True))
     np.testing.assert_allclose(run_main(again, x), mlp_reference(x, w), rtol=1e-4, atol=1e-3)
 
 

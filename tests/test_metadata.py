@@ -36,8 +36,8 @@ def test_large_constant_round_trips_byte_for_byte(dtype):
     const = func.body.blocks[0].bindings[0].value
     assert const.data.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(const.data, array)
-    assert func.script() == text
-    assert structural_equal(tvms.parse(func.script()), func)
+    assert func.script(show_meta=True) == text
+    assert structural_equal(tvms.parse(func.script(show_meta=True)), func)
 
 
 def test_small_constants_print_inline():
@@ -48,7 +48,7 @@ def test_small_constants_print_inline():
         '    y: R.Tensor((2, 3), dtype="float32") = R.add(x, c)\n'
         "    return y\n"
     )
-    assert tvms.parse(text).script() == text
+    assert tvms.parse(text).script(show_meta=True) == text
     assert "metadata" not in text
 
 
@@ -59,7 +59,7 @@ def test_one_constant_used_twice_is_stored_once():
         "    y: R.Tensor((40, 3), dtype=\"float32\") = R.add(c2, c)\n",
     )
     assert text.count("metadata[") == 2
-    printed = tvms.parse(text).script()
+    printed = tvms.parse(text).script(show_meta=True)
     assert printed.count("R.const_data(") == 1
     assert printed == text
 
@@ -74,7 +74,7 @@ def test_older_meta_relay_constant_reference_reads_the_section():
     text = module_text(BIG).replace('metadata["relax.expr.Constant"][0]', "meta[relay.Constant][0]")
     func = tvms.parse(text)
     np.testing.assert_array_equal(func.body.blocks[0].bindings[0].value.data, BIG)
-    assert 'metadata["relax.expr.Constant"][0]' in func.script()
+    assert 'metadata["relax.expr.Constant"][0]' in func.script(show_meta=True)
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def linear_module(arrays) -> tvms.IRModule:
 
 def test_attribute_tensors_print_as_tvm_references_with_a_second_table():
     mod = linear_module([tvms.nd.array(W), tvms.nd.array(B)])
-    text = mod.script()
+    text = mod.script(show_meta=True)
     assert 'R.func_attr({"num_input": 1, "params": [metadata["ffi.Tensor"][0], metadata["ffi.Tensor"][1]]})' in text
     section = text[text.index("metadata = {"):]
     assert section == "\n".join(metadata.section([], tensors=[W, B])) + "\n"
@@ -128,9 +128,9 @@ def test_attribute_tensors_print_as_tvm_references_with_a_second_table():
 
 def test_attribute_tensors_round_trip_and_detach():
     mod = linear_module([tvms.nd.array(W), tvms.nd.array(B)])
-    text = mod.script()
+    text = mod.script(show_meta=True)
     again = tvms.parse(text)
-    assert again.script() == text
+    assert again.script(show_meta=True) == text
     params = again["main"].attrs["params"]
     assert [type(p) for p in params] == [tvms.nd.Tensor] * 2
     assert [p.dtype for p in params] == ["float32", "int64"]
@@ -149,7 +149,7 @@ def test_attribute_tensors_round_trip_and_detach():
 
 def test_one_attribute_tensor_used_twice_is_stored_once_and_read_back_once():
     w = tvms.nd.array(W)
-    text = linear_module([w, w]).script()
+    text = linear_module([w, w]).script(show_meta=True)
     assert "metadata[\"ffi.Tensor\"][0], metadata[\"ffi.Tensor\"][0]]" in text
     assert text.count("R.const_data(") == 1
     first, second = tvms.parse(text)["main"].attrs["params"]
@@ -163,21 +163,21 @@ def test_constants_and_attribute_tensors_share_the_section():
     import dataclasses
 
     func = dataclasses.replace(func, attrs={**func.attrs, "params": [tvms.nd.array(W)]})
-    printed = func.script()
+    printed = func.script(show_meta=True)
     constants_table = "\n".join(metadata.section([BIG])[1:-1])
     assert printed.endswith("metadata = {\n" + constants_table + "\n"
                             + "\n".join(metadata.section([], tensors=[W])[1:]) + "\n")
     again = tvms.parse(printed)
-    assert again.script() == printed
+    assert again.script(show_meta=True) == printed
     np.testing.assert_array_equal(again.body.blocks[0].bindings[0].value.data, BIG)
     np.testing.assert_array_equal(again.attrs["params"][0].numpy(), W)
 
 
 def test_older_runtime_ndarray_table_name_reads_as_ffi_tensor():
-    text = linear_module([tvms.nd.array(W), tvms.nd.array(B)]).script().replace("ffi.Tensor", "runtime.NDArray")
+    text = linear_module([tvms.nd.array(W), tvms.nd.array(B)]).script(show_meta=True).replace("ffi.Tensor", "runtime.NDArray")
     again = tvms.parse(text)
     np.testing.assert_array_equal(again["main"].attrs["params"][1].numpy(), B)
-    assert 'metadata["ffi.Tensor"][1]' in again.script()
+    assert 'metadata["ffi.Tensor"][1]' in again.script(show_meta=True)
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_older_runtime_ndarray_table_name_reads_as_ffi_tensor():
     ],
 )
 def test_attribute_tensor_errors_are_located(change, message):
-    text = change(linear_module([tvms.nd.array(W), tvms.nd.array(B)]).script())
+    text = change(linear_module([tvms.nd.array(W), tvms.nd.array(B)]).script(show_meta=True))
     with pytest.raises(tvms.TVMScriptError, match=message.replace("[", r"\[").replace("(", r"\(")) as info:
         tvms.parse(text, "m.tvms")
     assert info.value.span is not None and info.value.span.line > 1
@@ -220,10 +220,10 @@ def test_torch_import_with_params_as_input_round_trips_and_runs():
     net = Net().eval()
     x = torch.randn(2, 6)
     mod = from_exported_program(torch.export.export(net, (x,)), keep_params_as_input=True)
-    text = mod.script()
+    text = mod.script(show_meta=True)
     assert '"params": [metadata["ffi.Tensor"][0], metadata["ffi.Tensor"][1]]' in text
     again = tvms.parse(text)
-    assert again.script() == text
+    assert again.script(show_meta=True) == text
     plain, params = tvms.relax.frontend.detach_params(again)
     expected_plain, expected = tvms.relax.frontend.detach_params(mod)
     assert structural_equal(plain, expected_plain)

@@ -1,8 +1,9 @@
 """The ``tvms`` command line.
 
-    tvms show FILE [--func NAME] [--no-color]     canonical TVMScript ('-' reads standard input)
+    tvms show FILE [--func NAME] [--no-color] [--show-meta]
+                                                  canonical TVMScript ('-' reads standard input)
     tvms fmt FILE... [--check] [--diff]           rewrite files in canonical form
-    tvms check FILE...                            parse and check; diagnostics on error
+    tvms check FILE... [--max-errors N]           parse and check; a diagnostic per independent error
     tvms run FILE [--inputs F.npz] [--input NAME=F.npy] [--params F.npz] [--shape SYM=N]
                   [--func NAME] [--seed N] [--repeat N] [--out F.npz]
                                                   compile for the CPU, run one function, print its outputs
@@ -62,6 +63,9 @@ def _argument_parser() -> argparse.ArgumentParser:
     show.add_argument("file", help="a .tvms file, or - for standard input")
     show.add_argument("--func", help="print only this function")
     show.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+    show.add_argument("--show-meta", action="store_true",
+                      help="print the metadata section (the values of large constants); left out by default, "
+                      "as TVM's show() does")
     _add_pipeline_arguments(show, default="none")
     show.add_argument("--target", default=None,
                       help="with a GPU target (cuda, 'cuda -arch=sm_90'), apply the default GPU schedules "
@@ -76,6 +80,8 @@ def _argument_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="parse and check .tvms files")
     check.add_argument("files", nargs="+", help=".tvms files ('-' for standard input)")
+    check.add_argument("--max-errors", type=_positive_int, default=20, metavar="N",
+                       help="stop after reporting N errors (default: 20)")
     check.set_defaults(run=cmd_check)
 
     run = sub.add_parser(
@@ -223,12 +229,25 @@ def _load(path: str):
     from .diagnostics import TVMScriptError
     from .parser import parse_source
 
-    text = None
+    read = _read_reporting(path)
+    if read is None:
+        return None
+    text, name = read
     try:
-        text, name = _read(path)
         return parse_source(text, name), text
     except TVMScriptError as err:
         _report(err, text)
+    return None
+
+
+def _read_reporting(path: str):
+    """`_read`, or None after reporting why the file cannot be read."""
+    from .diagnostics import TVMScriptError
+
+    try:
+        return _read(path)
+    except TVMScriptError as err:
+        _report(err, getattr(err, "source", None))
     except FileNotFoundError:
         print(f"error: no such file: {path}", file=sys.stderr)
     except IsADirectoryError:
@@ -270,13 +289,11 @@ def cmd_show(args) -> int:
             return 1
         node = node[args.func]
     color = not args.no_color and _stream_is_terminal(sys.stdout)
-    show(node, color=color)
+    show(node, color=color, show_meta=args.show_meta)
     return 0
 
 
 def cmd_fmt(args) -> int:
-    from .printer import to_script
-
     status = 0
     changed = 0
     for path in args.files:
@@ -285,7 +302,7 @@ def cmd_fmt(args) -> int:
             status = 1
             continue
         node, text = loaded
-        formatted = to_script(node)
+        formatted = _file_text(node)
         if path == "-" and not (args.check or args.diff):
             sys.stdout.write(formatted)
             continue
@@ -320,6 +337,15 @@ def cmd_fmt(args) -> int:
     return status
 
 
+def _file_text(node) -> str:
+    """The text `tvms fmt` writes for a parsed file: with the metadata section, so the file keeps
+    its constants, and with the class name the source gave its module."""
+    from . import ir
+    from .printer import to_script
+
+    return to_script(node, show_meta=True, name=node.name if isinstance(node, ir.IRModule) else None)
+
+
 def _unsafe_to_write(original: str, formatted: str) -> str | None:
     """Why the formatted text must not replace the original, if it must not: it does not parse,
     or a comment of the original is missing from it."""
@@ -350,25 +376,121 @@ def _write_atomically(path: str, text: str) -> None:
 
 
 def cmd_check(args) -> int:
-    from .diagnostics import TVMScriptError
-    from .well_formed import check_well_formed
-
+    """Report every independent error of each file, at most ``--max-errors`` in all."""
     status = 0
+    left = args.max_errors
+    found = 0
     for path in args.files:
-        loaded = _load(path)
-        if loaded is None:
+        if left <= 0:
+            break
+        read = _read_reporting(path)
+        if read is None:
             status = 1
             continue
-        node, text = loaded
-        try:
-            check_well_formed(node)
-        except TVMScriptError as err:
+        text, name = read
+        errors = file_errors(text, name, left)
+        for err in errors:
             _report(err, text)
+        if errors:
             status = 1
+            found += len(errors)
+            left -= len(errors)
     if status == 0:
         n = len(args.files)
         print(f"checked {n} file{'s' if n != 1 else ''}: no problems found", file=sys.stderr)
+    elif found:
+        stopped = " (stopped at --max-errors)" if left <= 0 else ""
+        print(f"found {found} error{'s' if found != 1 else ''}{stopped}", file=sys.stderr)
     return status
+
+
+def file_errors(text: str, name: str, max_errors: int) -> list:
+    """The independent errors of one file, in the order found (at most ``max_errors``).
+
+    The parser stops at its first error, so after each one the function holding it is blanked
+    out (its lines kept empty, so later positions stay right) and the file parsed again: an error
+    in another function is independent of it. An error that names a function already blanked out
+    follows from that, and is not reported; nor is an error outside every function once one has
+    been blanked (an emptied class, say). A file that parses gets the well-formedness check, one
+    error per function."""
+    from .diagnostics import TVMScriptError
+    from .parser import parse_source
+    from .well_formed import well_formed_errors
+
+    lines = text.split("\n")
+    units = _function_units(lines)
+    removed: list = []
+    errors: list = []
+    while len(errors) < max_errors:
+        try:
+            node = parse_source("\n".join(lines), name)
+        except TVMScriptError as err:
+            unit = _unit_at(units, err)
+            if unit is None:
+                if not removed:
+                    errors.append(err)
+                break
+            if not _follows_from(err, removed):
+                errors.append(err)
+            start, end, fname = unit
+            lines[start:end] = [""] * (end - start)
+            units.remove(unit)
+            removed.append(fname)
+            continue
+        errors += [e for e in well_formed_errors(node) if not _follows_from(e, removed)]
+        break
+    errors = errors[:max_errors]
+    errors.sort(key=lambda e: (e.span.line, e.span.col) if e.span is not None else (0, 0))
+    return errors
+
+
+_TOP_LINE = re.compile(r"( *)(@|def\s+(\w+)|class\s)")
+
+
+def _function_units(lines: list) -> list:
+    """(first line, end line, name) of each function at the outermost level that has functions
+    (a module's methods, or a file's lone function), decorators included, 0-based, end excluded.
+    Found from the text, so that files with syntax errors can be split too."""
+    defs = [(len(m[1]), i) for i, line in enumerate(lines) if (m := _TOP_LINE.match(line)) and m[3]]
+    if not defs:
+        return []
+    indent = min(d for d, _ in defs)
+    units: list = []
+    current = None  # [first line, name]
+    in_decorators = False
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        depth = len(line) - len(line.lstrip(" "))
+        if not stripped or stripped.startswith("#") or depth > indent:
+            continue  # inside a function (or a decorator's continuation), or between them
+        m = _TOP_LINE.match(line) if depth == indent else None
+        kind = "decorator" if m and m[2] == "@" else "def" if m and m[3] else "other"
+        if kind == "other" or not in_decorators:
+            if current is not None:
+                units.append((current[0], i, current[1]))
+            current = None if kind == "other" else [i, None]
+        if kind == "def":
+            current[1] = m[3]
+        in_decorators = kind == "decorator"
+    if current is not None:
+        units.append((current[0], len(lines), current[1]))
+    return [(a, b, n) for a, b, n in units if n is not None]
+
+
+def _unit_at(units: list, err):
+    span = err.span
+    if span is None:
+        return None
+    for unit in units:
+        if unit[0] <= span.line - 1 < unit[1]:
+            return unit
+    return None
+
+
+def _follows_from(err, removed: list) -> bool:
+    """Whether an error names a function already reported broken (so it may be a consequence)."""
+    text = str(err.message)
+    return any(f"'{n}'" in text or f"cls.{n}" in text or f"\"{n}\"" in text for n in removed)
 
 
 # ============================================================================= run and compile
@@ -438,7 +560,7 @@ def _import_model(args) -> int:
         raise _fail(str(err)) from None
     if args.inline_params and weights:
         mod = bind_weights(mod, weights)
-    text = to_script(mod)
+    text = to_script(mod, show_meta=True)  # a file: it must keep its constants
     try:
         _write_new_atomically(output, text.encode("utf-8"))
         if params_out is not None:

@@ -20,16 +20,20 @@ class Node:
 
     __slots__ = ()
 
-    def script(self) -> str:
+    def script(self, *, show_meta: bool = False, name: str | None = None) -> str:
+        """The TVMScript text, as TVM's ``script()``: the metadata section (the values of large
+        constants) only with ``show_meta=True``, which text written to a file needs to keep its
+        constants; ``name`` is the class name a module prints with (default ``Module``)."""
         from .printer import to_script
 
-        return to_script(self)
+        return to_script(self, show_meta=show_meta, name=name)
 
-    def show(self, file=None) -> None:
-        """Print as TVMScript: highlighted on a terminal, plain otherwise (or into ``file``)."""
+    def show(self, file=None, *, show_meta: bool = False, name: str | None = None) -> None:
+        """Print as TVMScript: highlighted on a terminal, plain otherwise (or into ``file``);
+        the metadata section only with ``show_meta=True``, as TVM's ``show``."""
         from .printer import show
 
-        show(self, file=file)
+        show(self, file=file, show_meta=show_meta, name=name)
 
     def __str__(self) -> str:
         return self.script()
@@ -145,6 +149,21 @@ class IRModule(Node):
 
     def __hash__(self) -> int:
         return id(self)
+
+
+def _module_submodule():
+    """``tvms.ir.module``, TVM's home of `IRModule` (``from tvm.ir.module import IRModule``):
+    this file is the whole of ``tvms.ir``, so the submodule is registered rather than a file."""
+    import sys
+    import types
+
+    sub = types.ModuleType(__name__ + ".module", "IRModule, under the name TVM gives its module.")
+    sub.IRModule = IRModule
+    sys.modules[sub.__name__] = sub
+    return sub
+
+
+module = _module_submodule()
 
 
 def structural_equal(a, b, map_free_vars: bool = False) -> bool:

@@ -89,10 +89,20 @@ class Var(PrimExpr):
 class IntImm(PrimExpr):
     value: int = 0
 
+    # ``int(n)`` / ``float(n)`` on a constant, as TVM's IntImm allows (shapes read in Python).
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
 
 @dataclass(eq=False, slots=True)
 class FloatImm(PrimExpr):
     value: float = 0.0
+
+    def __float__(self) -> float:
+        return float(self.value)
 
 
 @dataclass(eq=False, slots=True)

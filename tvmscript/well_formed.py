@@ -16,11 +16,32 @@ from .tir_visitor import TIRVisitor, vars_in
 
 def check_well_formed(node) -> None:
     """Raise TVMScriptError naming the first problem found."""
+    errors = well_formed_errors(node, max_errors=1)
+    if errors:
+        raise errors[0]
+
+
+def well_formed_errors(node, max_errors: int | None = None) -> list[TVMScriptError]:
+    """The problems found, the first of each function (a function's later problems often follow
+    from its first, while each function's first is independent of the others'), in source order,
+    at most ``max_errors`` of them."""
     if isinstance(node, ir.IRModule):
-        for gv, func in node.functions.items():
-            _check_function(func, gv.name_hint, node)
+        funcs = [(gv.name_hint, func, node) for gv, func in node.functions.items()]
     else:
-        _check_function(node, "main", None)
+        funcs = [("main", node, None)]
+    errors = []
+    for name, func, mod in funcs:
+        try:
+            _check_function(func, name, mod)
+        except TVMScriptError as err:
+            errors.append(err)
+    errors.sort(key=_position)
+    return errors if max_errors is None else errors[:max_errors]
+
+
+def _position(err: TVMScriptError) -> tuple:
+    span = err.span
+    return (0, span.line, span.col) if span is not None else (1, 0, 0)
 
 
 def _check_function(func, name: str, mod) -> None:
@@ -74,6 +95,7 @@ class _RelaxChecker:
                         raise _fail(f"in '{self.name}': call_tir to missing function '{callee.name_hint}'", self.func)
                     if not isinstance(self.mod[callee.name_hint], tir.PrimFunc):
                         raise _fail(f"in '{self.name}': call_tir to '{callee.name_hint}', which is not a T.prim_func", self.func)
+                    self.call_tir_args(e, callee.name_hint, self.mod[callee.name_hint])
             if not isinstance(e.op, relax.Op):
                 self.expr(e.op)
             for a in e.args:
@@ -90,6 +112,34 @@ class _RelaxChecker:
             self.defined = set(saved)
             self.seq(e.false_branch)
             self.defined = saved
+
+
+    def call_tir_args(self, call: relax.Call, kname: str, prim: tir.PrimFunc) -> None:
+        """The tensors a call_tir passes against the PrimFunc's buffers (count, dtype, rank and
+        every dimension known on both sides), by the rules the build applies
+        (`compiler.build._plan_kernel_args`), so `tvms check` finds what `tvms run` would."""
+        from .compiler.build import _describe_arg, _plan_kernel_args
+        from .compiler.codegen_llvm import _signature
+
+        args = call.args[1] if len(call.args) > 1 else None
+        if not isinstance(args, relax.Tuple):
+            return  # arguments in a variable: their shapes are checked at run time
+        tir_vars = call.args[2].values if len(call.args) > 2 and isinstance(call.args[2], relax.ShapeExpr) else []
+        specs, sym_names, *_ = _signature(kname, prim)
+        kernel = _KernelSignature(specs, sym_names)
+        tensors = [(None, getattr(a, "struct_info", None), _describe_arg(a)) for a in args.fields]
+        tensors += [(None, s, f"output {k}") for k, s in enumerate(call.sinfo_args)]
+        span = call.span or getattr(self.func, "span", None)
+        _plan_kernel_args(kname, kernel, tensors, list(tir_vars or []),
+                          lambda message: TVMScriptError(f"in '{self.name}': {message}", span))
+
+
+class _KernelSignature:
+    """What `_plan_kernel_args` reads of a compiled kernel, taken from the PrimFunc itself."""
+
+    def __init__(self, params: list, sym_vars: list) -> None:
+        self.params = params
+        self.sym_vars = sym_vars
 
 
 class _PrimFuncChecker:

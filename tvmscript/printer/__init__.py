@@ -24,11 +24,22 @@ HEADER_LINES = {
 }
 
 
-def to_script(node) -> str:
+# What TVM prints at the end of a module whose metadata section it leaves out.
+METADATA_OMITTED = "# Metadata omitted. Use show_meta=True in script() method to show it."
+
+
+def to_script(node, show_meta: bool = True, name: str | None = None) -> str:
+    """The canonical text of ``node``.
+
+    ``show_meta`` writes the metadata section (the values of the constants printed as
+    ``metadata[...][i]``): text that is written to a file must keep it or the file loses its
+    constants, so this defaults to True here; `Node.script` and `show`, which display, default to
+    False as TVM's do. ``name`` is a module's class name (TVM prints ``Module`` whatever the
+    source said; `tvms fmt` passes the source's name so a file keeps it)."""
     if isinstance(node, ir.IRModule):
-        return print_module(node)
+        return print_module(node, show_meta=show_meta, name=name)
     if isinstance(node, (tir.PrimFunc, relax.Function)):
-        return print_function(node, print_name(node))
+        return print_function(node, name or print_name(node), show_meta=show_meta)
     if isinstance(node, relax.StructInfo):
         return sinfo_text(node)
     if isinstance(node, tir.PrimExpr):
@@ -50,15 +61,17 @@ def function_order(mod: ir.IRModule) -> list:
     )
 
 
-def print_module(mod: ir.IRModule) -> str:
+def print_module(mod: ir.IRModule, show_meta: bool = True, name: str | None = None) -> str:
     body = Doc()
     mc = mod.comments.get(mod)
     if mc is not None:
         for c in mc.before:
             body.comment(c)
     body.line("@I.ir_module")
-    # TVM prints every module as `class Module`, whatever the source called it.
-    body.line("class Module:", _trailing(mc))
+    # TVM prints every module as `class Module`, whatever the source called it, unless asked
+    # for another name.
+    class_name = name or "Module"
+    body.line(f"class {class_name}:", _trailing(mc))
     used = {"ir"}
     names = {gv.name_hint for gv in mod.functions}
     metadata = Tables()
@@ -76,22 +89,28 @@ def print_module(mod: ir.IRModule) -> str:
             else:
                 used.add("relax")
                 printer = RelaxPrinter(names, func.comments, metadata)
+                printer.class_name = class_name  # what `cls = ...` names
                 printer.function(body, func, gv.name_hint)
                 if printer.uses_tir:
                     used.add("tir")
     if mc is not None:
         body.after(mc)
     _file_end(body, mod.comments.get(("end", mod)))
-    _metadata_section(body, metadata)
+    _metadata_section(body, metadata, show_meta)
     return _with_header(body, used, mod.source_header)
 
 
-def _metadata_section(doc: Doc, metadata: Tables) -> None:
-    """The arrays printed by reference, at the end of the file (see tvmscript/metadata.py)."""
-    if metadata:
-        doc.blank()
-        for line in metadata.section():
-            doc.comment(line)
+def _metadata_section(doc: Doc, metadata: Tables, show_meta: bool) -> None:
+    """The arrays printed by reference, at the end of the file (see tvmscript/metadata.py), or,
+    when they are not to be shown, TVM's note that they were left out."""
+    if not metadata:
+        return
+    doc.blank()
+    if not show_meta:
+        doc.comment(METADATA_OMITTED)
+        return
+    for line in metadata.section():
+        doc.comment(line)
 
 
 def _file_end(doc: Doc, comments) -> None:
@@ -100,7 +119,7 @@ def _file_end(doc: Doc, comments) -> None:
         doc.comment(c)
 
 
-def print_function(func, name: str) -> str:
+def print_function(func, name: str, show_meta: bool = True) -> str:
     doc = Doc()
     if isinstance(func, tir.PrimFunc):
         TIRPrinter(comments=func.comments).prim_func(doc, func, name)
@@ -112,7 +131,7 @@ def print_function(func, name: str) -> str:
         used = {"relax"} | ({"tir"} if printer.uses_tir else set())
     _file_end(doc, (func.comments or {}).get(("end", func)))
     if isinstance(func, relax.Function):
-        _metadata_section(doc, metadata)
+        _metadata_section(doc, metadata, show_meta)
     return _with_header(doc, used, None)
 
 
@@ -144,9 +163,10 @@ def _trailing(comments):
     return ir.Comments([], comments.trailing)
 
 
-def show(node, file=None, color: bool | None = None) -> None:
-    """Print canonical TVMScript, syntax-highlighted when writing to a terminal."""
-    text = to_script(node)
+def show(node, file=None, color: bool | None = None, show_meta: bool = False, name: str | None = None) -> None:
+    """Print canonical TVMScript, syntax-highlighted when writing to a terminal. The metadata
+    section is left out unless ``show_meta`` (as TVM's ``show``): it is for display."""
+    text = to_script(node, show_meta=show_meta, name=name)
     out = file or sys.stdout
     if color is None:
         color = getattr(out, "isatty", lambda: False)()

@@ -1,0 +1,124 @@
+"""``tvms check`` reports every independent error (one per broken function at least), capped by
+``--max-errors``, and finds the call_tir shape mismatches ``tvms run`` would refuse."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tvmscript as tvms
+from tvmscript.cli import file_errors
+from tvmscript.diagnostics import TVMScriptError
+from tvmscript.well_formed import check_well_formed, well_formed_errors
+
+HEADER = """# from tvm.script import ir as I
+# from tvm.script import tir as T
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+"""
+
+ADD = '''    @T.prim_func
+    def {name}(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+        for i in range(4):
+            B[i] = A[i] + {rhs}
+'''
+
+MAIN = '''    @R.function
+    def {name}(x: R.Tensor(({n},), dtype="float32")) -> R.Tensor(({n},), dtype="float32"):
+        cls = Module
+        y = R.call_tir(cls.{callee}, (x,), out_sinfo=R.Tensor(({n},), dtype="float32"))
+        return y
+'''
+
+
+def module(*parts: str) -> str:
+    return HEADER + "\n".join(parts)
+
+
+def cli(*args, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tvmscript.cli", *map(str, args)], input=input,
+                          capture_output=True, text=True, timeout=120)
+
+
+def line_of(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+BROKEN = module(
+    ADD.format(name="a", rhs="undefined_a"),
+    ADD.format(name="b", rhs="T.float32(1)").replace("range(4):", "range(4)"),  # syntax error
+    ADD.format(name="c", rhs="T.float32(1)"),
+    MAIN.format(name="main", n=4, callee="a"),      # depends on the broken 'a': not reported
+    MAIN.format(name="wrong", n=8, callee="c"),     # 8 elements into 4-element buffers
+    '''    @R.function
+    def last(x: R.Tensor((4,), dtype="float32")) -> R.Tensor((4,), dtype="float32"):
+        return undefined_last
+''',
+)
+
+
+def test_every_independent_error_in_source_order():
+    errors = file_errors(BROKEN, "m.tvms", 20)
+    lines = [e.span.line for e in errors]
+    assert lines == [
+        line_of(BROKEN, "undefined_a"),
+        line_of(BROKEN, "range(4)\n"),
+        line_of(BROKEN, "R.call_tir(cls.c"),
+        line_of(BROKEN, "undefined_last"),
+    ]
+    assert "undefined_a" in errors[0].message and "':'" in errors[1].message
+    assert "dimension 0: 8 vs 4" in errors[2].message and "in 'wrong'" in errors[2].message
+
+
+def test_cli_reports_them_all_and_caps_them(tmp_path):
+    path = tmp_path / "broken.tvms"
+    path.write_text(BROKEN)
+    proc = cli("check", path)
+    assert proc.returncode == 1
+    assert proc.stderr.count("error:") == 4 and "found 4 errors" in proc.stderr
+    capped = cli("check", "--max-errors", "2", path, path)
+    assert capped.returncode == 1
+    assert capped.stderr.count("error:") == 2 and "stopped at --max-errors" in capped.stderr
+    assert cli("check", "--max-errors", "0", path).returncode == 2  # argparse: not a positive count
+
+
+def test_a_good_file_passes(tmp_path):
+    path = tmp_path / "good.tvms"
+    path.write_text(module(ADD.format(name="c", rhs="T.float32(1)"), MAIN.format(name="main", n=4, callee="c")))
+    proc = cli("check", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no problems found" in proc.stderr
+
+
+def test_an_error_outside_every_function_is_reported():
+    text = "@I.ir_module\nclass Module:\n    x = = 1\n"
+    errors = file_errors(text, "m.tvms", 20)
+    assert len(errors) == 1 and errors[0].span.line == 3
+
+
+@pytest.mark.parametrize("change, says", [
+    (("(x,), out", "(x, x), out"), "passes 2 argument(s) and 1 output(s)"),
+    (('(x: R.Tensor((4,), dtype="float32")', '(x: R.Tensor((4,), dtype="float16")'), "dtype differs"),
+    (('(x: R.Tensor((4,), dtype="float32")', '(x: R.Tensor((4, 1), dtype="float32")'), "2-d vs 1-d"),
+])
+def test_call_tir_against_the_prim_func(change, says):
+    text = module(ADD.format(name="c", rhs="T.float32(1)"), MAIN.format(name="main", n=4, callee="c"))
+    mod = tvms.parse(text.replace(*change))
+    errors = well_formed_errors(mod)
+    assert len(errors) == 1 and says in errors[0].message
+    assert errors[0].span.line == line_of(text, "R.call_tir")
+    with pytest.raises(TVMScriptError, match="R.call_tir to 'c'"):
+        check_well_formed(mod)
+
+
+def test_run_refuses_what_check_reports(tmp_path):
+    """The two share the rule: a mismatch `tvms check` reports is one `tvms run` refuses."""
+    path = tmp_path / "wrong.tvms"
+    path.write_text(module(ADD.format(name="c", rhs="T.float32(1)"), MAIN.format(name="main", n=8, callee="c")))
+    checked, ran = cli("check", path), cli("run", path)
+    assert checked.returncode == ran.returncode == 1
+    assert "dimension 0: 8 vs 4" in checked.stderr and "dimension 0: 8 vs 4" in ran.stderr
