@@ -125,3 +125,37 @@ def f(A: T.Buffer((4,), "float32")):
             A[vi] = T.float32(0.0)
 ''')
     assert '    # with T.block("root"):\n' in printed
+
+
+TYPEVAR_MODULE = '''
+m = TypeVar("m")
+
+@I.ir_module
+class Module:
+    @T.prim_func
+    def double(a: T.handle, b: T.handle):
+        A = T.match_buffer(a, (m,), "float32")
+        B = T.match_buffer(b, (m,), "float32")
+        for i in range(m):
+            with T.block("B"):
+                vi = T.axis.spatial(m, i)
+                B[vi] = A[vi] * T.float32(2)
+
+    @R.function
+    def main(x: R.Tensor(("m",), "float32")) -> R.Tensor(("m",), "float32"):
+        cls = Module
+        y = R.call_tir(cls.double, (x,), out_sinfo=R.Tensor((m,), "float32"))
+        return y
+'''
+
+
+def test_module_level_typevar_round_trips():
+    """A module-level TypeVar is printed as each function's own `m = T.int64()`: parsing gives
+    each function its own variable, so printing and parsing again is the same module."""
+    mod = tvms.parse(TYPEVAR_MODULE)
+    text = mod.script()
+    again = tvms.parse(text)
+    assert tvms.ir.structural_equal(again, mod)
+    assert again.script() == text
+    assert mod["double"].buffer_map[mod["double"].params[0]].shape[0] is not \
+        mod["main"].params[0].struct_info.shape[0]

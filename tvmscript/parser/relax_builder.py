@@ -67,7 +67,8 @@ class RelaxFunctionBuilder:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.scope = Scope()
-        self.sym_vars: dict[str, tir.Var] = dict(ctx.type_vars)
+        # Module-level TypeVars: fresh per function, as in the TIR builder.
+        self.sym_vars: dict[str, tir.Var] = {n: tir.Var(v.dtype, n) for n, v in ctx.type_vars.items()}
         self.attrs: dict = {}
         self.comments: dict = {}
         self.pending: list = []

@@ -100,8 +100,11 @@ class PrimFuncBuilder:
         self.buffer_map: dict = {}
         self._pending: list = []
         self._named_dims: set = set()  # variables introduced by a string dimension, not yet declared  # statements without IR of their own whose comments still wait
+        # A module-level TypeVar is a name each function binds for itself (TVM's printer writes
+        # `m = T.int64()` per function): a fresh variable here, so that printing and parsing
+        # again gives the same module.
         for name, var in ctx.type_vars.items():
-            self.scope.define(name, var)
+            self.scope.define(name, tir.Var(var.dtype, name))
 
     def error(self, message, node, notes=None):
         return self.ctx.error(message, node, notes)
