@@ -264,8 +264,19 @@ def _compile_kernels(prim_funcs: dict) -> dict:
 
 _VM_OPS = frozenset((
     "relax.call_tir", "relax.call_dps_packed", "relax.call_pure_packed", "relax.builtin.alloc_tensor",
-    "relax.null_value",
+    "relax.null_value", "relax.shape_of", "relax.shape_to_tensor", "relax.sort", "relax.argsort", "relax.topk",
+    "relax.dynamic_strided_slice",
 ))
+
+# Ops the VM runs on the host (TVM's LegalizeOps leaves sort/argsort/topk for a sort library;
+# dynamic_strided_slice's output shape is known only at run time): the op's name, the
+# runtime/vm.py helper, the attributes it takes after the call's arguments, in order.
+_HOST_OPS = {
+    "relax.sort": ("_sort", ("axis", "descending")),
+    "relax.argsort": ("_argsort", ("axis", "descending", "dtype")),
+    "relax.topk": ("_topk", ("k", "axis", "ret_type", "largest", "dtype")),
+    "relax.dynamic_strided_slice": ("_dynamic_strided_slice", ()),
+}
 
 
 def _where(name: str, binding_var=None) -> str:
@@ -831,6 +842,17 @@ class _FunctionCodegen:
             if name == "relax.null_value":
                 self.emit(f"{local} = None")  # TVM's vm.builtin.null_value: an empty object
                 return None
+            if name == "relax.shape_of":  # TVM's vm.builtin.shape_of: a Shape is a tuple of ints here
+                self.emit(f"{local} = tuple({self.atom(call.args[0], var)}._shape)")
+                return None
+            if name == "relax.shape_to_tensor":  # runtime/vm.py: _shape_tensor
+                self.emit(f"{local} = _shape_tensor({self.atom(call.args[0], var)})")
+                return None
+            if name in _HOST_OPS:
+                helper, attrs = _HOST_OPS[name]
+                values = [self.atom(a, var) for a in call.args] + [repr(call.attrs[a]) for a in attrs]
+                self.emit(f"{local} = {helper}({', '.join(values)})")
+                return None
             raise self.error(f"{name} is not supported by the VM", call.span, var)
         if isinstance(op, relax.ExternFunc):
             return self.packed(local, op, call.args, call, var)
@@ -936,6 +958,7 @@ _RESERVED = {
     # the VM's helpers (runtime/vm.py) and the builtins the generated code uses
     "args", "_s", "_e", "_fr", "_Tensor", "_coerce", "_bad", "_arity", "_empty", "_match", "_extern", "_truth",
     "_kcheck", "_truncdiv", "_truncmod", "_kerr", "_kraise", "_stride", "min", "max", "int", "float", "bool",
+    "_shape_tensor", "_sort", "_argsort", "_topk", "_dynamic_strided_slice",
     "len", "True", "False", "None",
 }
 

@@ -280,6 +280,109 @@ def _frame_factory(layout: list, nbytes: int, dev: Device):
 _HELPERS = None
 
 
+def _np_argsort(a, axis: int, descending: bool):
+    """Stable argsort along ``axis``; descending keeps equal elements in their order too (the
+    ascending sort of the reversed array, reversed back)."""
+    import numpy as np
+
+    if not descending:
+        return np.argsort(a, axis=axis, kind="stable")
+    n = a.shape[axis]
+    rev = np.argsort(np.flip(a, axis), axis=axis, kind="stable")
+    return (n - 1) - np.flip(rev, axis)
+
+
+def _np_topk(a, k: int, axis: int, ret_type: str, largest: bool, dtype: str):
+    """TVM's topk: the ``k`` largest (smallest) elements along ``axis`` in that order, all when
+    ``k < 1``; values, indices or both."""
+    import numpy as np
+
+    idx = _np_argsort(a, axis, largest)
+    if k >= 1:
+        idx = np.take(idx, np.arange(k), axis=axis)
+    values = np.take_along_axis(a, idx, axis=axis)
+    indices = idx.astype(dtype)
+    return {"values": values, "indices": indices}.get(ret_type, (values, indices))
+
+
+def _host_op_helpers(host, back) -> dict:
+    """The VM helpers of the ops it runs on the host: ``host(t)`` is a tensor's NumPy array,
+    ``back(arr)`` a NumPy result as a tensor of the VM's device."""
+    import numpy as np
+
+    def out(r):
+        return tuple(back(np.ascontiguousarray(x)) for x in r) if isinstance(r, tuple) else back(np.ascontiguousarray(r))
+
+    def _sort(x, axis, descending):
+        a = host(x)
+        return out(np.take_along_axis(a, _np_argsort(a, axis, descending), axis=axis))
+
+    def _argsort(x, axis, descending, dtype):
+        return out(_np_argsort(host(x), axis, descending).astype(dtype))
+
+    def _topk(x, k, axis, ret_type, largest, dtype):
+        return out(_np_topk(host(x), k, axis, ret_type, largest, dtype))
+
+    def _shape_tensor(shape):
+        """``R.shape_to_tensor``: a Shape value (a tuple of ints) as a 1-D int64 tensor."""
+        return back(np.array(shape, dtype="int64").reshape(len(shape)))
+
+    def _dynamic_strided_slice(x, begin, end, strides):
+        """``R.dynamic_strided_slice``: NumPy slicing, one (begin, end, stride) per axis."""
+        bounds = list(zip(host(begin).tolist(), host(end).tolist(), host(strides).tolist()))
+        if any(s == 0 for _, _, s in bounds):
+            raise ValueError(f"R.dynamic_strided_slice: a stride is 0 (strides {host(strides).tolist()})")
+        return out(host(x)[tuple(slice(b, e, s) for b, e, s in bounds)])
+
+    return {"_sort": _sort, "_argsort": _argsort, "_topk": _topk, "_shape_tensor": _shape_tensor,
+            "_dynamic_strided_slice": _dynamic_strided_slice}
+
+
+def _run_nonzero(x):
+    """``relax.run.nonzero`` (TVM's name; LegalizeOps calls it for ``R.nonzero``): the int64
+    coordinates of ``x``'s nonzero elements, one row per dim, on ``x``'s device."""
+    import numpy as np
+
+    from .ndarray import array
+
+    coords = np.ascontiguousarray(np.stack(np.nonzero(x.numpy())).astype("int64"))
+    return array(coords, device=x.device)
+
+
+def _run_unique(x, sorted_, return_index, return_inverse, return_counts, axis=None):
+    """``relax.run.unique`` (TVM's name; LegalizeOps calls it for ``R.unique``): NumPy's unique
+    values (slices along ``axis`` when given), in first-occurrence order unless ``sorted_``,
+    then the int64 indices/inverse/counts asked for, on ``x``'s device."""
+    import numpy as np
+
+    from .ndarray import array
+
+    values, index, inverse, counts = np.unique(x.numpy(), return_index=True, return_inverse=True,
+                                               return_counts=True, axis=axis)
+    inverse = inverse.reshape(-1)
+    if not sorted_:  # renumber the unique values by where each first occurs
+        order = np.argsort(index, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        values = np.take(values, order, axis=0 if axis is None else axis)
+        index, counts, inverse = index[order], counts[order], rank[inverse]
+    outs = [values] + [a.astype("int64") for a, f in ((index, return_index), (inverse, return_inverse),
+                                                     (counts, return_counts)) if f]
+    tensors = [array(np.ascontiguousarray(a), device=x.device) for a in outs]
+    return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
+def _register_runtime_functions() -> None:
+    """The runtime functions TVM's legalizations call by name (``R.call_pure_packed``)."""
+    from .registry import REGISTRY
+
+    REGISTRY.setdefault("relax.run.nonzero", _run_nonzero)
+    REGISTRY.setdefault("relax.run.unique", _run_unique)
+
+
+_register_runtime_functions()
+
+
 def _helpers() -> dict:
     global _HELPERS
     if _HELPERS is None:
@@ -331,7 +434,10 @@ def _cuda_helpers(dev: Device) -> dict:
     def _kcheck(kernel, tensors, what, scalars=()):
         check_kernel_args(kernel, tensors, what, cls, scalars)
 
+    from .ndarray import array
+
     g = dict(_helpers())
+    g.update(_host_op_helpers(lambda t: t.numpy(), lambda a: array(a, device=dev)))
     g.update({"_Tensor": cls, "_empty": rt.empty, "_coerce": _coerce, "_bad": _bad, "_match": _match,
               "_truth": _truth, "_kcheck": _kcheck, "_kerr": []})
     return g
@@ -429,7 +535,7 @@ def _make_helpers() -> dict:
         "_Tensor": Tensor, "_empty": _empty, "_extern": _extern, "_coerce": _coerce, "_bad": _bad,
         "_arity": _arity, "_match": _match, "_truth": _truth, "_kcheck": _kcheck, "_truncdiv": _truncdiv,
         "_truncmod": _truncmod, "_stride": _stride, "_kerr": kerr if kerr is not None else [],
-        "_kraise": kraise,
+        "_kraise": kraise, **_host_op_helpers(lambda t: t._array, wrap),
     }
 
 

@@ -454,3 +454,115 @@ def test_text_scatter_bad_reduction_points_at_it():
     src = ('@R.function\ndef main(d: R.Tensor((2, 3), "float32"), i: R.Tensor((2, 2), "int64"), '
            'u: R.Tensor((2, 2), "float32")):\n    y = R.scatter_elements(d, i, u, reduction="sum")\n    return y\n')
     assert_located(src, "reduction must be one of", '"sum"')
+
+
+# ----------------------------------------------------------------------------- flip
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 3, 4), 1), ((2, 3, 4), -1), ((5,), 0), ((3, 1), 0)], ids=str)
+def test_flip(shape, axis):
+    x = arr(*shape)
+    legal = check_op(relax.op.flip, [x], np.flip(x, axis), axis=axis)
+    assert "def flip(" in legal.script() and 'T.block("T_reverse_sequence")' in legal.script()
+
+
+def test_flip_prints_like_tvm_and_keeps_symbolic_shape():
+    src = ('@R.function\ndef main(x: R.Tensor(("n", 3), dtype="float32")):\n'
+           '    d = R.flip(x, axis=1)\n    return d\n')
+    text = tvms.parse(src).script()
+    assert 'd: R.Tensor((n, 3), dtype="float32") = R.flip(x, axis=1)' in text
+    assert tvms.parse(text).script() == text
+
+
+def test_flip_bad_axis_is_located():
+    src = ('@R.function\ndef main(x: R.Tensor((2, 3), dtype="float32")):\n'
+           '    d = R.flip(x, axis=2)\n    return d\n')
+    assert_located(src, "axis 2 is out of range for a tensor of rank 2", "2)")
+
+
+# ----------------------------------------------------------------------------- gather_nd
+
+
+def _np_gather_nd(data, indices, b):
+    """ONNX GatherND by its definition."""
+    m = indices.shape[-1]
+    out = np.empty(indices.shape[:-1] + data.shape[b + m:], data.dtype)
+    for q in np.ndindex(*indices.shape[:-1]):
+        out[q] = data[tuple(q[:b]) + tuple(indices[q])]
+    return out
+
+
+@pytest.mark.parametrize("dshape,ishape,b", [((4, 3, 5), (6, 2), 0), ((4, 3), (2, 2), 0), ((4, 3), (5, 1), 0),
+                                             ((2, 3, 4), (2, 5, 1), 1), ((3, 4), (2, 3, 2), 0)], ids=str)
+def test_gather_nd(dshape, ishape, b):
+    data = arr(*dshape)
+    m = ishape[-1]
+    hi = np.array(dshape[b:b + m])
+    indices = (RNG.integers(0, 1 << 30, ishape) % hi).astype("int64")
+    legal = check_op(relax.op.gather_nd, [data, indices], _np_gather_nd(data, indices, b), batch_dims=b)
+    assert "def te_gather_nd(" in legal.script() and 'T.block("T_gather_nd")' in legal.script()
+
+
+def test_gather_nd_negative_indices_count_from_the_end():
+    data = arr(4, 3)
+    indices = np.array([[-1, -2], [0, 2]], "int64")
+    check_op(relax.op.gather_nd, [data, indices.astype("int32")], _np_gather_nd(data, indices % [4, 3], 0))
+
+
+def test_gather_nd_prints_like_tvm():
+    src = ('@R.function\ndef main(x: R.Tensor(("n", 3, 5), dtype="float32"), i: R.Tensor(("k", 2), dtype="int64")):\n'
+           '    d = R.gather_nd(x, i)\n    return d\n')
+    text = tvms.parse(src).script()
+    assert 'd: R.Tensor((k, 5), dtype="float32") = R.gather_nd(x, i, batch_dims=0)' in text
+    assert tvms.parse(text).script() == text
+
+
+def test_gather_nd_too_many_coordinates_is_located():
+    src = ('@R.function\ndef main(x: R.Tensor((4, 3), dtype="float32"), i: R.Tensor((2, 3), dtype="int64")):\n'
+           '    d = R.gather_nd(x, i)\n    return d\n')
+    assert_located(src, "plus the coordinates' length 3 exceed the data's rank 2", "i)")
+
+
+# ----------------------------------------------------------------------------- scatter_nd
+
+
+def _np_scatter_nd(data, indices, updates, reduction):
+    """ONNX ScatterND by its definition: the updates applied in order."""
+    out = data.copy()
+    ops = {"update": lambda a, b: b, "add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+    for q in np.ndindex(*indices.shape[:-1]):
+        at = tuple(indices[q])
+        out[at] = ops[reduction](out[at], updates[q])
+    return out
+
+
+@pytest.mark.parametrize("dshape,ishape,reduction", [
+    ((4, 3), (2, 2), "update"), ((4, 3), (5, 1), "add"), ((4, 3, 2), (2, 3, 2), "max"), ((6,), (4, 1), "mul"),
+    ((5, 4), (3, 1), "min"), ((4, 3), (2,), "update"), ((4, 3), (1,), "add"),
+], ids=str)
+def test_scatter_nd(dshape, ishape, reduction):
+    data = arr(*dshape)
+    m = ishape[-1]
+    indices = (RNG.integers(0, 1 << 30, ishape) % np.array(dshape[:m])).astype("int64")
+    if reduction == "update" and len(ishape) > 1:
+        indices[-1] = indices[0]  # a repeated position: the last update wins
+    updates = arr(*(ishape[:-1] + dshape[m:]))
+    expected = _np_scatter_nd(data, indices, updates, reduction)
+    pattern = "broadcast" if len(ishape) == 1 else None  # one update: the data read where it is written
+    legal = check_op(relax.op.scatter_nd, [data, indices, updates], expected, reduction=reduction,
+                     expect_pattern=pattern)
+    assert "def scatter_nd(" in legal.script()
+
+
+def test_scatter_nd_prints_like_tvm():
+    src = ('@R.function\ndef main(x: R.Tensor(("n", 3), dtype="float32"), i: R.Tensor((2, 2), dtype="int64"), '
+           'u: R.Tensor((2,), dtype="float32")):\n    e = R.scatter_nd(x, i, u)\n    return e\n')
+    text = tvms.parse(src).script()
+    assert 'e: R.Tensor((n, 3), dtype="float32") = R.scatter_nd(x, i, u, reduction="update")' in text
+    assert tvms.parse(text).script() == text
+
+
+def test_scatter_nd_bad_updates_are_located():
+    src = ('@R.function\ndef main(x: R.Tensor((4, 3), dtype="float32"), i: R.Tensor((2, 2), dtype="int64"), '
+           'u: R.Tensor((2, 3), dtype="float32")):\n    e = R.scatter_nd(x, i, u)\n    return e\n')
+    assert_located(src, "updates have shape (2, 3), expected (2,)", "u)")

@@ -18,7 +18,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import tvmscript as tvms  # noqa: E402
 from tvmscript import relax, tir  # noqa: E402
 from tvmscript.diagnostics import TVMScriptError  # noqa: E402
-from op_check import PATTERN_KINDS, build_op_module, check_op, run  # noqa: E402
+from op_check import PATTERN_KINDS, assert_located, build_op_module, check_op, run  # noqa: E402
 from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern  # noqa: E402
 
 RNG = np.random.default_rng(7)
@@ -846,3 +846,77 @@ def test_new_nn_inference_errors(make, message):
     with pytest.raises(ValueError) as info:
         make()
     assert message in str(info.value)
+
+
+# ----------------------------------------------------------------------------- nll_loss
+
+
+def _np_nll_loss(pred, tgt, weights, reduction, ignore_index):
+    """PyTorch's NLLLoss by its definition: ``-pred[n, t, d...] * w[t]`` per target, 0 where
+    ignored; "mean" divides the sum by the kept targets' weights."""
+    w = np.ones(pred.shape[1 if pred.ndim > 1 else 0], pred.dtype) if weights is None else weights
+    p = pred[None] if pred.ndim == 1 else pred
+    t = np.asarray(tgt)[None] if pred.ndim == 1 else tgt
+    loss = np.zeros(t.shape, pred.dtype)
+    wsum = np.zeros((), pred.dtype)
+    for q in np.ndindex(*t.shape):
+        c = t[q]
+        if c == ignore_index:
+            continue
+        loss[q] = -p[(q[0], c) + q[1:]] * w[c]
+        wsum += w[c]
+    if pred.ndim == 1:
+        loss = loss[0]
+    if reduction == "none":
+        return loss
+    return np.asarray(loss.sum(), pred.dtype) if reduction == "sum" else np.asarray(loss.sum() / wsum, pred.dtype)
+
+
+@pytest.mark.parametrize("pshape,reduction,weighted,ignore", [
+    ((4, 3), "mean", False, -100), ((4, 3), "sum", True, 1), ((2, 3, 5), "none", False, -100),
+    ((2, 3, 5), "mean", True, 2), ((6,), "sum", True, -100), ((6,), "mean", False, -100), ((3, 4, 2, 2), "none", True, 0),
+], ids=str)
+def test_nll_loss(pshape, reduction, weighted, ignore):
+    rng = np.random.default_rng(3)
+    pred = rng.standard_normal(pshape).astype("float32")
+    c = pshape[1] if len(pshape) > 1 else pshape[0]
+    tshape = (pshape[0],) + pshape[2:] if len(pshape) > 1 else ()
+    tgt = rng.integers(0, c, tshape).astype("int64")
+    if tshape:
+        tgt.flat[0] = ignore if ignore >= 0 else tgt.flat[0]
+    weights = rng.uniform(0.5, 2, (c,)).astype("float32") if weighted else None
+    args = [pred, tgt] + ([weights] if weighted else [])
+    expected = _np_nll_loss(pred, tgt, weights, reduction, ignore)
+    pattern = {"none": "injective", "sum": "reduce"}.get(reduction) if tshape else "injective"
+    legal = check_op(relax.op.nn.nll_loss, args, expected, rtol=1e-5, atol=1e-5, reduction=reduction,
+                     ignore_index=ignore, expect_pattern=pattern)
+    assert ("def nll_loss(" if weighted else "def nll_loss_without_weight(") in legal.script()
+
+
+def test_nll_loss_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    pred = rng.standard_normal((5, 4, 3)).astype("float32")
+    tgt = rng.integers(0, 4, (5, 3)).astype("int64")
+    tgt[0, 0] = 2
+    w = rng.uniform(0.5, 2, (4,)).astype("float32")
+    expected = torch.nn.functional.nll_loss(torch.from_numpy(pred), torch.from_numpy(tgt), torch.from_numpy(w),
+                                            ignore_index=2).numpy()
+    check_op(relax.op.nn.nll_loss, [pred, tgt, w], expected, rtol=1e-5, atol=1e-5, ignore_index=2)
+
+
+def test_nll_loss_prints_like_tvm():
+    src = ('@R.function\ndef main(x: R.Tensor(("n", 3), dtype="float32"), t: R.Tensor(("n",), dtype="int64"), '
+           'w: R.Tensor((3,), dtype="float32")):\n'
+           '    a = R.nn.nll_loss(x, t, w, reduction="sum", ignore_index=1)\n'
+           '    b = R.nn.nll_loss(x, t, reduction="none")\n    return (a, b)\n')
+    text = tvms.parse(src).script()
+    assert 'a: R.Tensor((), dtype="float32") = R.nn.nll_loss(x, t, w, reduction="sum", ignore_index=1)' in text
+    assert 'b: R.Tensor((n,), dtype="float32") = R.nn.nll_loss(x, t, reduction="none", ignore_index=-100)' in text
+    assert tvms.parse(text).script() == text
+
+
+def test_nll_loss_bad_targets_are_located():
+    src = ('@R.function\ndef main(x: R.Tensor((4, 3), dtype="float32"), t: R.Tensor((5,), dtype="int64")):\n'
+           '    a = R.nn.nll_loss(x, t)\n    return a\n')
+    assert_located(src, "targets have shape (5,), expected (4,)", "t)")

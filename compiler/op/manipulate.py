@@ -572,3 +572,120 @@ def _one_hot_te(indices, on_value, off_value, depth, axis):
 register_op("one_hot", ("indices", Arg("on_value", "prim"), Arg("off_value", "prim")), infer_one_hot,
             attrs=(Attr("depth", REQUIRED, int_attr("depth", 1)), Attr("axis", -1, int_attr("axis"))),
             pattern="broadcast", legalize=te_legalizer(_one_hot_te, "one_hot", ("depth", "axis")))
+
+
+# ----------------------------------------------------------------------------- flip
+
+
+def infer_flip(args, attrs):
+    """The data's struct info: flip reverses the order along ``axis`` only."""
+    x = tensor_arg(args[0], "data")
+    if x.ndim >= 0:
+        normalize_axis(attrs["axis"], x.ndim, "axis")
+    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, x.dtype, x.ndim)
+
+
+def _flip_te(data, axis):
+    return tt.flip(data, normalize_axis(axis, len(data.shape), "axis"))
+
+
+# TVM's ``relax.op.flip(data, axis)`` has no default axis; its PrimFunc is ``flip``.
+register_op("flip", ("data",), infer_flip, attrs=(Attr("axis", REQUIRED, int_attr("axis")),),
+            pattern="injective", legalize=te_legalizer(_flip_te, "flip", ("axis",)))
+
+
+# ----------------------------------------------------------------------------- gather_nd
+
+
+def infer_gather_nd(args, attrs):
+    """The indices' shape less its last dim (``m``, the coordinates' length, which must be
+    static), then the data's dims after the ``batch_dims + m`` it indexes."""
+    x, idx = tensor_arg(args[0], "data"), _integer_indices(args[1])
+    b = attrs["batch_dims"]
+    if idx.ndim == 0:
+        raise OpError("indices must have rank at least 1 (their last dim holds the coordinates)", "indices")
+    if x.shape is None or idx.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, -1)
+    m = static_dim(idx.shape[-1])
+    if m is None:
+        raise OpError("the indices' last dim (the coordinates' length) must be static", "indices")
+    if b + m > x.ndim:
+        raise OpError(f"batch_dims {b} plus the coordinates' length {m} exceed the data's rank {x.ndim}", "indices")
+    if b > idx.ndim - 1:
+        raise OpError(f"batch_dims {b} must be less than the indices' rank {idx.ndim}", "batch_dims")
+    for k in range(b):
+        if not dim_equal(x.shape[k], idx.shape[k]) and static_dim(x.shape[k]) is not None \
+                and static_dim(idx.shape[k]) is not None:
+            raise OpError(f"batch dim {k} differs: data ({fmt_shape(x.shape)}), indices ({fmt_shape(idx.shape)})",
+                          "indices")
+    return relax.TensorStructInfo(list(idx.shape[:-1]) + list(x.shape[b + m:]), x.dtype)
+
+
+# TVM's ``relax.op.gather_nd(data, indices, batch_dims=0)``; its PrimFunc is ``te_gather_nd``.
+register_op("gather_nd", ("data", "indices"), infer_gather_nd,
+            attrs=(Attr("batch_dims", 0, int_attr("batch_dims", 0)),),
+            pattern="injective", legalize=te_legalizer(topi.gather_nd, "te_gather_nd", ("batch_dims",)))
+
+
+# ----------------------------------------------------------------------------- scatter_nd
+
+
+def infer_scatter_nd(args, attrs):
+    """The data's struct info; ``updates`` must be the indices' shape less its last dim (``m``,
+    static), then the data's dims after the first ``m``, in the data's dtype."""
+    x, idx = tensor_arg(args[0], "data"), _integer_indices(args[1])
+    upd = tensor_arg(args[2], "updates")
+    if upd.dtype and x.dtype and upd.dtype != x.dtype:
+        raise OpError(f"updates have dtype {upd.dtype} but data has {x.dtype}", "updates")
+    if idx.ndim == 0:
+        raise OpError("indices must have rank at least 1 (their last dim holds the coordinates)", "indices")
+    if x.shape is not None and idx.shape is not None:
+        m = static_dim(idx.shape[-1])
+        if m is None:
+            raise OpError("the indices' last dim (the coordinates' length) must be static", "indices")
+        if m > x.ndim:
+            raise OpError(f"the coordinates' length {m} exceeds the data's rank {x.ndim}", "indices")
+        expected = list(idx.shape[:-1]) + list(x.shape[m:])
+        if upd.shape is not None:
+            same = len(expected) == len(upd.shape) and all(
+                dim_equal(a, b) or static_dim(a) is None or static_dim(b) is None for a, b in zip(expected, upd.shape))
+            if not same:
+                raise OpError(f"updates have shape ({fmt_shape(upd.shape)}), expected ({fmt_shape(expected)}) for data "
+                              f"({fmt_shape(x.shape)}) and indices ({fmt_shape(idx.shape)})", "updates")
+    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, x.dtype, x.ndim)
+
+
+def _scatter_nd_reduction_attr(value):
+    if value not in ("update",) + _SCATTER_REDUCTIONS:
+        raise OpError(f"reduction must be one of 'update', 'add', 'mul', 'min', 'max', not {value!r}", "reduction")
+    return value
+
+
+# TVM's ``relax.op.scatter_nd(data, indices, updates, reduction="update")``; PrimFunc
+# ``scatter_nd``. Reductions over the updates then the output stage (out-ewise-fusable), where
+# TVM's sequential kernel is opaque.
+register_op("scatter_nd", ("data", "indices", "updates"), infer_scatter_nd,
+            attrs=(Attr("reduction", "update", _scatter_nd_reduction_attr),),
+            pattern="out_ewise_fusable", legalize=te_legalizer(topi.scatter_nd, "scatter_nd", ("reduction",)))
+
+
+# ----------------------------------------------------------------------------- dynamic_strided_slice
+
+
+def infer_dynamic_strided_slice(args, attrs):
+    """The data's rank and dtype; the extents depend on the 1-D int64 begin/end/strides values,
+    known only at run time (TVM infers the same)."""
+    x = tensor_arg(args[0], "x")
+    for sinfo, name in zip(args[1:], ("begin", "end", "strides")):
+        t = _integer_indices(sinfo, name)
+        if t.ndim >= 0 and t.ndim != 1:
+            raise OpError(f"{name} must be 1-D (one value per axis of x), got rank {t.ndim}", name)
+        if t.shape is not None and x.ndim >= 0 and static_dim(t.shape[0]) not in (None, x.ndim):
+            raise OpError(f"{name} has {static_dim(t.shape[0])} values but x has rank {x.ndim}", name)
+    return relax.TensorStructInfo(None, x.dtype, x.ndim)
+
+
+# TVM's ``relax.op.dynamic_strided_slice(x, begin, end, strides)``. TVM legalizes it into a
+# shape function, R.tensor_to_shape and a slice kernel; here the VM slices on the host
+# (compiler/build.py: _HOST_OPS), with NumPy's slicing rules, which TOPI's clamping follows.
+register_op("dynamic_strided_slice", ("x", "begin", "end", "strides"), infer_dynamic_strided_slice)

@@ -806,3 +806,73 @@ register_op(
     attrs=(Attr("out_dtype", "void", dtype_attr),), pattern="out_ewise_fusable",
     legalize=te_legalizer(topi.nn.dense, "dense", ("out_dtype",)),
 )
+
+
+# ----------------------------------------------------------------------------- nll_loss
+
+_NLL_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _nll_reduction_attr(value):
+    if value not in _NLL_REDUCTIONS:
+        raise OpError(f"reduction must be \"none\", \"mean\" or \"sum\", not {value!r}", "reduction")
+    return value
+
+
+def infer_nll_loss(args, attrs):
+    """The targets' shape (``reduction="none"``) or a scalar, in the predictions' dtype.
+
+    Predictions are ``(C,)`` with a scalar target, or ``(N, C, d1...)`` with targets
+    ``(N, d1...)``; the weights, when given, are ``(C,)``."""
+    pred, tgt = tensor_arg(args[0], "predictions"), tensor_arg(args[1], "targets")
+    if tgt.dtype and not tgt.dtype.startswith(("int", "uint")):
+        raise OpError(f"targets must be integers (class indices), not {tgt.dtype}", "targets")
+    if pred.ndim == 0:
+        raise OpError("predictions must have rank at least 1 (the classes' axis)", "predictions")
+    if pred.ndim > 0 and tgt.ndim >= 0 and tgt.ndim != max(pred.ndim - 1, 0):
+        raise OpError(f"targets must have rank {max(pred.ndim - 1, 0)} for predictions of rank {pred.ndim}, "
+                      f"got rank {tgt.ndim}", "targets")
+    classes_axis = 1 if pred.ndim > 1 else 0
+    if pred.shape is not None and tgt.shape is not None:
+        expected = [d for k, d in enumerate(pred.shape) if k != classes_axis]
+        for a, b in zip(expected, tgt.shape):
+            if static_dim(a) is not None and static_dim(b) is not None and static_dim(a) != static_dim(b):
+                raise OpError(f"targets have shape ({fmt_shape(tgt.shape)}), expected ({fmt_shape(expected)}) for "
+                              f"predictions of shape ({fmt_shape(pred.shape)})", "targets")
+    if len(args) > 2 and args[2] is not None:
+        w = tensor_arg(args[2], "weights")
+        if w.ndim >= 0 and w.ndim != 1:
+            raise OpError(f"weights must be 1-D (one per class), got rank {w.ndim}", "weights")
+        if w.dtype and pred.dtype and w.dtype != pred.dtype:
+            raise OpError(f"weights have dtype {w.dtype} but predictions have {pred.dtype}", "weights")
+        if w.shape is not None and pred.shape is not None:
+            c, wc = static_dim(pred.shape[classes_axis]), static_dim(w.shape[0])
+            if c is not None and wc is not None and c != wc:
+                raise OpError(f"weights have {wc} classes but predictions have {c}", "weights")
+    if attrs["reduction"] != "none":
+        return relax.TensorStructInfo([], pred.dtype)
+    if tgt.shape is None:
+        return relax.TensorStructInfo(None, pred.dtype, tgt.ndim)
+    return relax.TensorStructInfo(list(tgt.shape), pred.dtype)
+
+
+def legalize_nll_loss(bb, call):
+    if not shapes_known(call):
+        return None
+    pred, tgt = call.args[0], call.args[1]
+    weights = call.args[2] if len(call.args) > 2 else None
+    name = "nll_loss" if weights is not None else "nll_loss_without_weight"
+    attrs = {"reduction": call.attrs["reduction"], "ignore_index": call.attrs["ignore_index"]}
+    if weights is None:
+        return bb.call_te(lambda p, t, **kw: topi.nn.nll_loss(p, t, None, **kw), pred, tgt,
+                          primfunc_name_hint=name, **attrs)
+    return bb.call_te(topi.nn.nll_loss, pred, tgt, weights, primfunc_name_hint=name, **attrs)
+
+
+# TVM's ``relax.op.nn.nll_loss(predictions, targets, weights=None, reduction="mean",
+# ignore_index=-100)``; PrimFuncs ``nll_loss`` / ``nll_loss_without_weight`` as TVM names them.
+# The pattern is the default reduction's ("mean": two reductions, then their quotient); "sum"
+# gives a plain reduction, "none" an indexed load (injective).
+register_op("nn.nll_loss", ("predictions", "targets", Arg("weights", "tensor", optional=True)), infer_nll_loss,
+            attrs=(Attr("reduction", "mean", _nll_reduction_attr), Attr("ignore_index", -100, int_attr("ignore_index"))),
+            pattern="out_ewise_fusable", legalize=legalize_nll_loss)

@@ -34,7 +34,7 @@ __all__ = [
     "conv2d", "pool", "pool1d", "pool2d", "adaptive_pool2d", "dropout", "dense", "conv_out_dim", "pool_out_dim",
     "attention",
     "rms_norm", "group_norm", "conv1d", "conv1d_ncw", "group_conv1d_ncw", "conv_transpose", "conv_transpose_out_dim",
-    "conv1d_transpose", "conv2d_transpose",
+    "conv1d_transpose", "conv2d_transpose", "nll_loss",
 ]
 
 
@@ -894,3 +894,49 @@ def attention(query: te.Tensor, key: te.Tensor, value: te.Tensor, bias=None, sca
     return te.compute((batch, seq, heads, value.shape[3]),
                       lambda b, i, h, j: te.sum(probs[b, h, i, r] * value[b, r, kv(h), j], axis=r),
                       name="T_batch_matmul_NN")
+
+
+# ----------------------------------------------------------------------------- nll_loss
+
+
+def nll_loss(predictions: te.Tensor, targets: te.Tensor, weights, reduction: str, ignore_index: int) -> te.Tensor:
+    """Negative log-likelihood: stage ``nll_loss`` holds ``-predictions[n, t, d...] * w[t]``
+    per target (0 where ``t == ignore_index``; the load then reads class 0, so it stays in
+    bounds); ``sum`` reduces it to ``nll_loss_red``, ``mean`` divides that by the summed
+    weights of the targets not ignored (``nll_loss_weight_red``), as PyTorch does. ``weights``
+    None weighs every class 1."""
+    dtype = predictions.dtype
+    zero, ignore = tir.const(0, dtype), tir.const(ignore_index, targets.dtype)
+    # Class axis: 0 for 1-D predictions (one sample), 1 otherwise.
+    batched = len(predictions.shape) > 1
+
+    def target(idx):
+        t = targets[tuple(idx)]
+        kept = tir.NE("bool", t, ignore)
+        return kept, tir.Select(t.dtype, kept, t, tir.const(0, t.dtype))
+
+    def weight_of(t):
+        return weights[(t,)] if weights is not None else tir.const(1, dtype)
+
+    def loss(idx):
+        kept, t = target(idx)
+        at = (idx[0], t, *idx[1:]) if batched else (t,)
+        return tir.Select(dtype, kept, (zero - predictions[at]) * weight_of(t), zero)
+
+    per_target = compute(targets.shape, loss, name="nll_loss")
+    if reduction == "none" or (reduction == "sum" and not targets.shape):
+        return per_target
+
+    def kept_weight(*idx):
+        kept, t = target(list(idx))
+        return tir.Select(dtype, kept, weight_of(t), zero)
+
+    if not targets.shape:  # one sample: its loss over its weight
+        return te.compute((), lambda: per_target[()] / kept_weight(), name="T_divide")
+    axes = [te.reduce_axis((0, d), name=f"k{i}") for i, d in enumerate(targets.shape)]
+    total = te.compute((), lambda: te.sum(per_target[tuple(axes)], axis=axes), name="nll_loss_red")
+    if reduction == "sum":
+        return total
+    waxes = [te.reduce_axis((0, d), name=f"k{i}") for i, d in enumerate(targets.shape)]
+    wsum = te.compute((), lambda: te.sum(kept_weight(*waxes), axis=waxes), name="nll_loss_weight_red")
+    return te.compute((), lambda: total[()] / wsum[()], name="T_divide")

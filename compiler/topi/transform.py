@@ -19,7 +19,8 @@ from ._util import compute, is_one
 
 __all__ = [
     "transpose", "reshape", "expand_dims", "squeeze", "concatenate", "split", "strided_slice", "take",
-    "broadcast_to", "tile", "repeat", "trilu", "gather_elements", "scatter_elements", "one_hot",
+    "broadcast_to", "tile", "repeat", "trilu", "gather_elements", "scatter_elements", "one_hot", "flip",
+    "gather_nd", "scatter_nd",
 ]
 
 
@@ -390,6 +391,17 @@ def tile(x: te.Tensor, repeats) -> te.Tensor:
     return compute(oshape, f, name="T_tile")
 
 
+def flip(x: te.Tensor, axis: int) -> te.Tensor:
+    """``T_reverse_sequence`` (TVM's flip): element ``i`` reads ``x`` at ``dim - 1 - i`` along
+    ``axis`` (already normalized), at ``i`` elsewhere."""
+    dim = x.shape[axis]
+
+    def f(idx):
+        return x[tuple(sub(sub(dim, 1), i) if k == axis else i for k, i in enumerate(idx))]
+
+    return compute(x.shape, f, name="T_reverse_sequence")
+
+
 def repeat(x: te.Tensor, repeats: int, axis=None) -> te.Tensor:
     """``T_repeat``: each element repeated ``repeats`` times along ``axis`` (along the flattened
     tensor, computed by a ``T_reshape`` stage first, when None)."""
@@ -433,6 +445,25 @@ def _wrap_negative(i, extent):
     extent = extent if isinstance(extent, tir.PrimExpr) else _imm(extent, i)
     i = _cast_index(i, extent.dtype)
     return tir.Select(extent.dtype, tir.LT("bool", i, _imm(0, extent)), add(i, extent), i)
+
+
+def gather_nd(data: te.Tensor, indices: te.Tensor, batch_dims: int = 0) -> te.Tensor:
+    """``T_gather_nd`` (ONNX GatherND): the indices' last dim (``m``) holds coordinates into
+    ``data``'s dims after the ``batch_dims`` leading ones, which both share; the output is the
+    indices' shape less that last dim, then ``data``'s dims after the ``batch_dims + m``
+    indexed ones. Negative coordinates count from the end."""
+    m = as_int(indices.shape[-1])
+    b = batch_dims
+    nidx = len(indices.shape) - 1
+    oshape = list(indices.shape[:-1]) + list(data.shape[b + m:])
+
+    def f(idx):
+        head, rest = idx[:nidx], idx[nidx:]
+        coords = [_wrap_negative(indices[tuple(head) + (_imm(k, head[0] if head else None),)], data.shape[b + k])
+                  for k in range(m)]
+        return data[tuple(head[:b]) + tuple(coords) + tuple(rest)]
+
+    return compute(oshape, f, name="T_gather_nd")
 
 
 def gather_elements(data: te.Tensor, indices: te.Tensor, axis: int = 0) -> te.Tensor:
@@ -505,21 +536,80 @@ def scatter_elements(data: te.Tensor, indices: te.Tensor, updates: te.Tensor, ax
             return te.if_then_else(tir.LE("bool", _imm(0, w), w), updates[tuple(q)], data[tuple(idx)])
 
         return compute(data.shape, out, name="T_scatter_elements")
-    if reduction not in _SCATTER_REDUCERS:
-        raise ValueError(f"scatter_elements: reduction must be update, add, mul, min or max, not {reduction!r}")
-    kind = _SCATTER_REDUCERS[reduction]
-    reducer = getattr(te, kind)
-    identity = {"sum": tir.const(0, data.dtype), "prod": tir.const(1, data.dtype),
-                "min": te.max_value(data.dtype), "max": te.min_value(data.dtype)}[kind]
+    reducer, identity, combine = _scatter_reducer("scatter_elements", reduction, data.dtype)
 
     def red(idx):
         value = tir.Select(data.dtype, hit(idx), updates[source(idx)], identity)
         return reducer(guarded(idx, value, identity), axis=k)
 
     combined = compute(data.shape, red, name="T_scatter_red")
-    combine = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
-               "min": te.min, "max": te.max}[kind]
     return compute(data.shape, lambda idx: combine(data[tuple(idx)], combined[tuple(idx)]), name="T_scatter_elements")
+
+
+def _scatter_reducer(op: str, reduction: str, dtype: str):
+    """(TE reducer, its identity, how the result combines with the data's element) of a
+    scatter's ``reduction`` other than "update"."""
+    if reduction not in _SCATTER_REDUCERS:
+        raise ValueError(f"{op}: reduction must be update, add, mul, min or max, not {reduction!r}")
+    kind = _SCATTER_REDUCERS[reduction]
+    identity = {"sum": tir.const(0, dtype), "prod": tir.const(1, dtype),
+                "min": te.max_value(dtype), "max": te.min_value(dtype)}[kind]
+    combine = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b, "min": te.min, "max": te.max}[kind]
+    return getattr(te, kind), identity, combine
+
+
+def scatter_nd(data: te.Tensor, indices: te.Tensor, updates: te.Tensor, reduction: str = "update") -> te.Tensor:
+    """``data`` with ``updates[q, r...]`` written at ``(indices[q, 0..m-1], r...)`` (ONNX
+    ScatterND, the indices' last dim ``m`` holding coordinates; negative ones count from the
+    end); ``reduction`` "update" (the last update to an element wins, in the updates' order),
+    "add", "mul", "min" or "max".
+
+    As in `scatter_elements`, each output element reduces over all update positions ``q``
+    (stage ``T_scatter_nd_hit``: the last flat ``q`` hitting it, or -1; ``T_scatter_nd_red``:
+    the combined updates), then ``T_scatter_nd``."""
+    qshape = list(indices.shape[:-1])
+    m = as_int(indices.shape[-1])
+    ks = [te.reduce_axis((0, d), name=f"k{i}") for i, d in enumerate(qshape)]
+
+    def hit(idx):
+        conds = []
+        for c in range(m):
+            j = _wrap_negative(indices[tuple(ks) + (_imm(c, None),)], data.shape[c])
+            conds.append(tir.EQ("bool", j, _cast_index(idx[c], j.dtype)))
+        return te.all(*conds)
+
+    def update_at(q, idx):
+        return updates[tuple(q) + tuple(idx[m:])]
+
+    if not ks:  # one update (1-D indices): no reduction over update positions
+        if reduction == "update":
+            return compute(data.shape, lambda idx: te.if_then_else(hit(idx), update_at([], idx), data[tuple(idx)]),
+                           name="T_scatter_nd")
+        combine = _scatter_reducer("scatter_nd", reduction, data.dtype)[2]
+        return compute(data.shape, lambda idx: te.if_then_else(hit(idx), combine(data[tuple(idx)], update_at([], idx)),
+                                                                data[tuple(idx)]), name="T_scatter_nd")
+    if reduction == "update":
+        none = tir.IntImm("int64", -1)
+
+        def last(idx):
+            flat = _cast_index(ravel([k.var for k in ks], qshape), "int64")
+            return te.max(tir.Select("int64", hit(idx), flat, none), axis=ks)
+
+        winner = compute(data.shape, last, name="T_scatter_nd_hit")
+
+        def out(idx):
+            w = winner[tuple(idx)]
+            q = [_cast_index(i, d.dtype) for i, d in zip(unravel(w, [_cast_index(d, "int64") for d in qshape]), qshape)]
+            return te.if_then_else(tir.LE("bool", _imm(0, w), w), update_at(q, idx), data[tuple(idx)])
+
+        return compute(data.shape, out, name="T_scatter_nd")
+    reducer, identity, combine = _scatter_reducer("scatter_nd", reduction, data.dtype)
+
+    def red(idx):
+        return reducer(tir.Select(data.dtype, hit(idx), update_at([k.var for k in ks], idx), identity), axis=ks)
+
+    combined = compute(data.shape, red, name="T_scatter_nd_red")
+    return compute(data.shape, lambda idx: combine(data[tuple(idx)], combined[tuple(idx)]), name="T_scatter_nd")
 
 
 def one_hot(indices: te.Tensor, on_value, off_value, depth: int, axis: int = -1, dtype: str = "float32") -> te.Tensor:

@@ -277,8 +277,17 @@ def python_helper(b: RelaxFunctionBuilder, node: ast.Call, name: str, fn):
     return call
 
 
+def tuple_call(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.tuple(a, b)``: TVM's call form of the tuple ``(a, b)``, which it is (and prints as)."""
+    if node.keywords:
+        raise b.error(f"{name}() takes no keyword arguments", node.keywords[0])
+    fields = [b.expr(a) for a in node.args]
+    return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
+
+
 RELAX_CALLS = {
     "R.call_tir": call_tir,
+    "R.tuple": tuple_call,
     "R.call_dps_packed": call_dps_packed,
     "R.call_packed": call_packed,
     "R.call_pure_packed": call_packed,
