@@ -264,9 +264,15 @@ def _compile_kernels(prim_funcs: dict) -> dict:
 
 _VM_OPS = frozenset((
     "relax.call_tir", "relax.call_dps_packed", "relax.call_pure_packed", "relax.builtin.alloc_tensor",
+    "relax.call_tir_inplace", "relax.call_tir_with_grad",
     "relax.null_value", "relax.shape_of", "relax.shape_to_tensor", "relax.sort", "relax.argsort", "relax.topk",
-    "relax.dynamic_strided_slice",
+    "relax.dynamic_strided_slice", "relax.print", "relax.assert_op",
 ))
+
+# Impure builtins the VM runs for their effect (runtime/vm.py: _effect_helpers): the op's name,
+# its helper. Their arguments (the format string first for print, after the condition for
+# assert_op) are passed as they are.
+_EFFECT_OPS = {"relax.print": "_vm_print", "relax.assert_op": "_vm_assert"}
 
 # Ops the VM runs on the host (TVM's LegalizeOps leaves sort/argsort/topk for a sort library;
 # dynamic_strided_slice's output shape is known only at run time): the op's name, the
@@ -822,6 +828,11 @@ class _FunctionCodegen:
         op = call.op
         if isinstance(op, relax.Op):
             name = op.name
+            if name in ("relax.call_tir_inplace", "relax.call_tir_with_grad"):
+                callee = call.args[0]
+                if not isinstance(callee, ir.GlobalVar) or callee.name_hint not in self.kernels:
+                    raise self.error(f"R.{name[len('relax.'):]} expects a T.prim_func of this module", call.span, var)
+                return self.kernel_call(local, callee.name_hint, call, var, call.attrs.get("inplace_indices"))
             if name in ("relax.call_tir", "relax.call_dps_packed"):
                 callee = call.args[0]
                 if isinstance(callee, ir.GlobalVar):
@@ -847,6 +858,10 @@ class _FunctionCodegen:
                 return None
             if name == "relax.shape_to_tensor":  # runtime/vm.py: _shape_tensor
                 self.emit(f"{local} = _shape_tensor({self.atom(call.args[0], var)})")
+                return None
+            if name in _EFFECT_OPS:
+                values = [self.atom(a, var) for a in call.args]
+                self.emit(f"{local} = {_EFFECT_OPS[name]}({', '.join(values)})")
                 return None
             if name in _HOST_OPS:
                 helper, attrs = _HOST_OPS[name]
@@ -883,7 +898,10 @@ class _FunctionCodegen:
             outs.append(name)
         return outs
 
-    def kernel_call(self, local: str, kname: str, call: relax.Call, var) -> None:
+    def kernel_call(self, local: str, kname: str, call: relax.Call, var, inplace=None) -> None:
+        """A PrimFunc call: its arguments, then its new outputs. With ``inplace`` (call_tir_inplace's
+        indices), output ``i`` is the argument ``inplace[i]``, which the kernel writes in place;
+        only the outputs at -1 are allocated and passed after the arguments."""
         kernel = self.kernels[kname]
         args_tuple = call.args[1]
         if not isinstance(args_tuple, relax.Tuple):
@@ -892,9 +910,13 @@ class _FunctionCodegen:
         tir_vars = list(call.args[2].values) if len(call.args) > 2 and isinstance(call.args[2], relax.ShapeExpr) else []
         sinfos = list(call.sinfo_args)
         arg_atoms = [self.atom(a, var) for a in args]
-        outs = self.out_tensors(local, sinfos, var, True, call)
         tensors = list(zip(arg_atoms, [self.trusted(a) for a in args], [_describe_arg(a) for a in args]))
-        tensors += [(o, s, f"output {k}") for k, (o, s) in enumerate(zip(outs, sinfos))]
+        if inplace is None:
+            outs = self.out_tensors(local, sinfos, var, True, call)
+            tensors += [(o, s, f"output {k}") for k, (o, s) in enumerate(zip(outs, sinfos))]
+        else:
+            outs = self.inplace_outputs(local, inplace, arg_atoms, sinfos, var, call)
+            tensors += [(outs[k], s, f"output {k}") for k, (i, s) in enumerate(zip(inplace, sinfos)) if i == -1]
         plan = _plan_kernel_args(kname, kernel, tensors, tir_vars, lambda m: self.error(m, call.span, var))
         self.n_kernel_calls += 1
         kglob = self.kernel_globals_name(kname)
@@ -920,6 +942,19 @@ class _FunctionCodegen:
             self.emit(f"{local} = ({', '.join(outs)},)")
         elif outs[0] != local:
             self.emit(f"{local} = {outs[0]}")
+
+    def inplace_outputs(self, local: str, inplace, arg_atoms: list, sinfos: list, var, call) -> list:
+        """call_tir_inplace's outputs: the argument named by each index, a new tensor at -1."""
+        if len(inplace) != len(sinfos) or any(i < -1 or i >= len(arg_atoms) for i in inplace):
+            raise self.error(f"R.call_tir_inplace: inplace_indices {list(inplace)} do not fit "
+                             f"{len(arg_atoms)} argument(s) and {len(sinfos)} output(s)", call.span, var)
+        outs = []
+        for k, (i, s) in enumerate(zip(inplace, sinfos)):
+            if i >= 0:
+                outs.append(arg_atoms[i])
+            else:
+                outs += self.out_tensors(self.fresh(f"{local}_{k}"), [s], var, False, call)
+        return outs
 
     def kernel_globals_name(self, kname: str) -> str:
         g = f"_K{list(self.kernels).index(kname)}_" + re.sub(r"\W", "_", kname)

@@ -305,6 +305,54 @@ def _np_topk(a, k: int, axis: int, ret_type: str, largest: bool, dtype: str):
     return {"values": values, "indices": indices}.get(ret_type, (values, indices))
 
 
+class VMAssertionError(AssertionError):
+    """``R.assert_op`` failed at run time; the message is the op's format filled with its values."""
+
+
+def _render(value, is_tensor, host) -> str:
+    """A run-time value as R.print / R.assert_op show it: a tensor as its NumPy values, a tuple
+    field by field, a string quoted, anything else (a shape's ints, a scalar) as Python does."""
+    if is_tensor(value):
+        return str(host(value))
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_render(v, is_tensor, host) for v in value) + ")"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def _fill_format(fmt: str, values, is_tensor, host) -> str:
+    """The format with ``{}`` filled by the rendered values; the values joined by ", " when the
+    format is empty (as TVM's runtime does)."""
+    texts = [_render(v, is_tensor, host) for v in values]
+    if not fmt:
+        return ", ".join(texts)
+    try:
+        return fmt.format(*texts)
+    except (IndexError, KeyError, ValueError) as err:
+        raise ValueError(f"R.print/R.assert_op: format {fmt!r} does not fit {len(texts)} value(s): {err}") from err
+
+
+def _effect_helpers(is_tensor, host) -> dict:
+    """The VM helpers of the impure builtins: ``_vm_print`` (R.print, to stdout) and
+    ``_vm_assert`` (R.assert_op, a VMAssertionError with the formatted message when the
+    condition, a bool scalar tensor or a bool/int prim value, is false)."""
+
+    def _vm_print(fmt, *values):
+        print(_fill_format(fmt, values, is_tensor, host))
+        return ()
+
+    def _vm_assert(cond, fmt, *values):
+        ok = host(cond) if is_tensor(cond) else cond
+        if getattr(ok, "size", 1) != 1:
+            raise ValueError(f"R.assert_op: the condition must be a scalar, got shape {ok.shape}")
+        if not bool(ok.reshape(()) if hasattr(ok, "reshape") else ok):
+            raise VMAssertionError(_fill_format(fmt, values, is_tensor, host) or "R.assert_op failed")
+        return ()
+
+    return {"_vm_print": _vm_print, "_vm_assert": _vm_assert}
+
+
 def _host_op_helpers(host, back) -> dict:
     """The VM helpers of the ops it runs on the host: ``host(t)`` is a tensor's NumPy array,
     ``back(arr)`` a NumPy result as a tensor of the VM's device."""
@@ -438,6 +486,7 @@ def _cuda_helpers(dev: Device) -> dict:
 
     g = dict(_helpers())
     g.update(_host_op_helpers(lambda t: t.numpy(), lambda a: array(a, device=dev)))
+    g.update(_effect_helpers(lambda v: isinstance(v, Tensor), lambda t: t.numpy()))
     g.update({"_Tensor": cls, "_empty": rt.empty, "_coerce": _coerce, "_bad": _bad, "_match": _match,
               "_truth": _truth, "_kcheck": _kcheck, "_kerr": []})
     return g
@@ -536,6 +585,7 @@ def _make_helpers() -> dict:
         "_arity": _arity, "_match": _match, "_truth": _truth, "_kcheck": _kcheck, "_truncdiv": _truncdiv,
         "_truncmod": _truncmod, "_stride": _stride, "_kerr": kerr if kerr is not None else [],
         "_kraise": kraise, **_host_op_helpers(lambda t: t._array, wrap),
+        **_effect_helpers(lambda v: isinstance(v, Tensor), lambda t: t._array),
     }
 
 

@@ -12,7 +12,30 @@ from typing import Any, Iterator, Optional
 
 from .diagnostics import Span
 
-__all__ = ["Node", "Span", "GlobalVar", "IRModule", "structural_equal", "Comments"]
+__all__ = ["Node", "Span", "GlobalVar", "IRModule", "structural_equal", "Comments", "VDevice", "DummyGlobalInfo"]
+
+
+@dataclass(eq=True)
+class VDevice:
+    """A virtual device of ``I.module_global_infos({"vdevice": [...]})``: TVM's ``I.vdevice``.
+    The target is kept as written (a target string, or the dict of its attributes that TVM
+    prints); nothing compiles for it yet, so it is plain data the module carries and prints."""
+
+    target: Any
+    vdevice_id: int = 0
+    memory_scope: str = "global"
+
+
+def vdevice_kind(dev: VDevice) -> str:
+    """The target kind of a VDevice ("cuda" of ``{"kind": "cuda", ...}`` or of "cuda -arch=sm_80")."""
+    if isinstance(dev.target, dict):
+        return str(dev.target.get("kind", ""))
+    return dev.target.split()[0] if dev.target.strip() else ""
+
+
+@dataclass(eq=True)
+class DummyGlobalInfo:
+    """TVM's ``I.dummy_global_info()``: a placeholder entry, as its tests use."""
 
 
 class Node:

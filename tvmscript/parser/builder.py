@@ -101,6 +101,7 @@ class Context:
         self.type_vars: dict[str, tir.Var] = {}
         self.metadata: dict[str, list] = {}  # the file's metadata section (large constants)
         self.class_name: str | None = None  # the @I.ir_module class being built
+        self.global_infos: dict = {}  # the module's I.module_global_infos (R.Tensor's "vdevice:i")
         # Names of the Python scope around TVMScript written inside Python (tvmscript/script.py),
         # consulted only where a name is otherwise undefined; None for a .tvms file.
         self.py_scope: dict[str, Any] | None = None
@@ -712,6 +713,9 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
         elif isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) == "I.module_attrs":
             args = bind_arguments(ctx, stmt.value, "I.module_attrs", ["attrs"])
             mod.attrs.update(literal(ctx, args["attrs"]))
+        elif isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) == "I.module_global_infos":
+            mod.global_infos.update(_module_global_infos(ctx, stmt.value))
+            ctx.global_infos = mod.global_infos
         elif isinstance(stmt, ast.Pass):
             continue
         else:
@@ -729,3 +733,34 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
     mod.functions = ordered.functions
     mod._by_name = ordered._by_name
     return mod
+
+
+def _module_global_infos(ctx: Context, call: ast.Call) -> dict:
+    """``I.module_global_infos({"vdevice": [I.vdevice("llvm"), ...]})``: a dict of lists of global
+    infos (``I.vdevice(target, vdevice_id=0, memory_scope="global")``, ``I.dummy_global_info()``),
+    kept as plain data on the module (ir.VDevice, ir.DummyGlobalInfo)."""
+    name = "I.module_global_infos"
+    args = bind_arguments(ctx, call, name, ["global_infos"])
+
+    def info(node):
+        callee = dotted_name(node.func) if isinstance(node, ast.Call) else None
+        if callee == "I.vdevice":
+            a = bind_arguments(ctx, node, callee, ["target", "vdevice_id", "memory_scope"],
+                               {"vdevice_id": None, "memory_scope": None})
+            target = literal(ctx, a["target"])
+            vid = 0 if a["vdevice_id"] is None else literal(ctx, a["vdevice_id"])
+            scope = "global" if a["memory_scope"] is None else literal(ctx, a["memory_scope"])
+            if not isinstance(target, (str, dict)):
+                raise ctx.error("I.vdevice's target must be a target string or a dict of its attributes", a["target"])
+            if not isinstance(vid, int) or not isinstance(scope, str):
+                raise ctx.error("I.vdevice takes (target, vdevice_id: int, memory_scope: str)", node)
+            return ir.VDevice(target, vid, scope)
+        if callee == "I.dummy_global_info":
+            bind_arguments(ctx, node, callee, [])
+            return ir.DummyGlobalInfo()
+        raise ctx.error(f"{name}: expected I.vdevice(...) or I.dummy_global_info() here", node)
+
+    value = literal(ctx, args["global_infos"], info)
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, (list, tuple)) for k, v in value.items()):
+        raise ctx.error(f'{name} takes a dict of lists: {{"vdevice": [I.vdevice("llvm")]}}', args["global_infos"])
+    return {k: list(v) for k, v in value.items()}

@@ -9,7 +9,7 @@ bound inside ``with R.dataflow():`` and not listed in ``R.output`` does not exis
 from __future__ import annotations
 
 from .. import ir, relax, tir
-from ..diagnostics import did_you_mean
+from ..diagnostics import TVMScriptError, did_you_mean
 from . import ast
 from ..metadata import CONSTANT_KEY, TENSOR_ALIASES, TENSOR_KEY
 from .builder import (
@@ -352,8 +352,13 @@ class RelaxFunctionBuilder:
         if name == "R.Tensor":
             if not isinstance(node, ast.Call):
                 return relax.TensorStructInfo(None, "", -1)
-            args = bind_arguments(self.ctx, node, "R.Tensor", ["shape", "dtype", "ndim", "vdevice"],
+            # TVM's order: R.Tensor(shape, dtype, vdevice, ndim); an int third argument is the
+            # ndim of older TVMScript.
+            args = bind_arguments(self.ctx, node, "R.Tensor", ["shape", "dtype", "vdevice", "ndim"],
                                   {"shape": None, "dtype": None, "ndim": None, "vdevice": None})
+            third = args["vdevice"]
+            if isinstance(third, ast.Constant) and isinstance(third.value, int) and args["ndim"] is None:
+                args["vdevice"], args["ndim"] = None, third
             shape = None
             if args["shape"] is not None and not (isinstance(args["shape"], ast.Name) and args["shape"].id == "None"):
                 shape_node = args["shape"]
@@ -378,7 +383,8 @@ class RelaxFunctionBuilder:
                     raise self.error("ndim must be a non-negative integer", args["ndim"])
                 if shape is not None and ndim != len(shape):
                     raise self.error(f"ndim={ndim} does not match the shape's {len(shape)} dimensions", args["ndim"])
-            return relax.TensorStructInfo(shape, dtype, ndim if shape is None else len(shape))
+            vdevice = self._vdevice(args["vdevice"]) if args["vdevice"] is not None else None
+            return relax.TensorStructInfo(shape, dtype, ndim if shape is None else len(shape), vdevice)
         if name == "R.Tuple":
             if not isinstance(node, ast.Call):
                 return relax.TupleStructInfo([])
@@ -448,6 +454,29 @@ class RelaxFunctionBuilder:
             cls = {"+": tir.Add, "-": tir.Sub, "*": tir.Mul, "//": tir.FloorDiv, "%": tir.FloorMod}[node.op]
             return cls("int64", a, b)
         raise self.error("expected a dimension: an integer or a symbolic name", node)
+
+    def _vdevice(self, node) -> str:
+        """A tensor's virtual device in TVM's printed form ``"kind:index:scope"``: from
+        ``"cuda"``, ``"cuda:1"`` (the second cuda vdevice), ``"cuda:1:global"``, or
+        ``"vdevice:3"`` (the fourth entry of I.module_global_infos' "vdevice" list, named by its
+        kind and its index among that kind's vdevices)."""
+        text = literal(self.ctx, node)
+        if not isinstance(text, str) or not text:
+            raise self.error('vdevice must be a string such as "cuda:0" or "vdevice:1"', node)
+        parts = text.split(":")
+        if len(parts) > 3 or not all(parts) or (len(parts) > 1 and not parts[1].isdigit()):
+            raise self.error(f"vdevice {text!r} is not of the form \"kind[:index[:scope]]\"", node)
+        kind, index = parts[0], int(parts[1]) if len(parts) > 1 else 0
+        scope = parts[2] if len(parts) > 2 else None
+        if kind == "vdevice":
+            devices = getattr(self.ctx, "global_infos", {}).get("vdevice", [])
+            if index >= len(devices):
+                raise self.error(f"vdevice {text!r}: the module's global infos have {len(devices)} vdevice(s)", node)
+            dev = devices[index]
+            kind = ir.vdevice_kind(dev)
+            index = sum(1 for d in devices[:index] if ir.vdevice_kind(d) == kind)
+            scope = scope or dev.memory_scope
+        return f"{kind}:{index}:{scope or 'global'}"
 
     def _quoted_dim_expr(self, node, defining: bool) -> tir.PrimExpr:
         """``"n // 2 + 1"``: an expression of symbolic dims in quotes, as printers write it in a
@@ -534,7 +563,20 @@ class RelaxFunctionBuilder:
             v = node.value
             e = tir.IntImm("int64", v) if isinstance(v, int) else tir.FloatImm("float64", v)
             return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            return self._sym_arithmetic(node)
         raise self.error("unsupported expression in an R.function", node)
+
+    def _sym_arithmetic(self, node) -> relax.PrimValue:
+        """``a // 2`` of symbolic dims where a Relax value is meant (``R.reshape(x, (a // 2, b))``,
+        strided_slice's ``(extent - 1,)``): the primitive value of that expression, as TVM reads
+        it. Only dims and numbers take part; arithmetic on Relax values is not supported."""
+        try:
+            e = self.dim(node, False)
+        except TVMScriptError as err:
+            raise self.error("unsupported expression in an R.function: arithmetic here may only use "
+                             "symbolic dims (T.int64()) and numbers", node) from err
+        return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
 
     def _name(self, node: ast.Name):
         value = self.scope.lookup(node.id)

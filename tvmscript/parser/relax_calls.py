@@ -75,18 +75,16 @@ def _result_sinfo(sinfos: list):
     return sinfos[0] if len(sinfos) == 1 else relax.TupleStructInfo(list(sinfos))
 
 
-def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
-    args = bind_arguments(
-        b.ctx, node, name, ["func", "args", "out_sinfo", "tir_vars", "dtype", "out_ty"],
-        {"out_sinfo": None, "tir_vars": None, "dtype": None, "out_ty": None},
-    )
+def _tir_call(b: RelaxFunctionBuilder, node: ast.Call, name: str, args: dict):
+    """What every call_tir form shares, from its bound arguments: the callee, the call's
+    arguments (callee, args tuple, tir_vars when given) and the output struct infos."""
     func = _callee(b, args["func"], name)
     tup = _args_tuple(b, args["args"], name)
     out = args["out_sinfo"] if args["out_sinfo"] is not None else args["out_ty"]
     if out is None:
         raise b.error(f"{name}() missing required argument 'out_sinfo'", node)
-    if isinstance(out, (ast.Tuple,)) or args["dtype"] is not None:
-        sinfos = _old_style_sinfo(b, out, args["dtype"], name)
+    if isinstance(out, (ast.Tuple,)) or args.get("dtype") is not None:
+        sinfos = _old_style_sinfo(b, out, args.get("dtype"), name)
     else:
         sinfos = _out_sinfo(b, out, name)
     for s in sinfos:
@@ -103,6 +101,15 @@ def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
             raise b.error("tir_vars must be a shape such as R.shape([n])", tv)
         vals = [b.dim(e, False) for e in elts]
         call_args.append(relax.ShapeExpr(vals, relax.ShapeStructInfo(vals)))
+    return func, call_args, sinfos
+
+
+def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    args = bind_arguments(
+        b.ctx, node, name, ["func", "args", "out_sinfo", "tir_vars", "dtype", "out_ty"],
+        {"out_sinfo": None, "tir_vars": None, "dtype": None, "out_ty": None},
+    )
+    func, call_args, sinfos = _tir_call(b, node, name, args)
     op = "relax.call_tir"
     if isinstance(func, relax.ExternFunc):
         # Older TVMScript called packed functions with R.call_tir("env.f", ...); TVM now calls
@@ -111,6 +118,63 @@ def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
             raise b.error(f"{name} of an extern function takes no tir_vars", args["tir_vars"])
         op = "relax.call_dps_packed"
     return relax.Call(relax.Op(op), call_args, {}, sinfos, _result_sinfo(sinfos), b.ctx.span(node))
+
+
+def _prim_func_only(b: RelaxFunctionBuilder, func, node, name: str) -> None:
+    if isinstance(func, relax.ExternFunc):
+        raise b.error(f"{name} expects a T.prim_func (cls.f), not an extern function name", node)
+
+
+def call_tir_inplace(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.call_tir_inplace(f, args, inplace_indices=[...], out_sinfo=...)``: call_tir whose
+    output ``i`` is the argument ``inplace_indices[i]``, written in place (-1: a new tensor),
+    kept in the call's ``inplace_indices`` attribute as TVM does."""
+    args = bind_arguments(
+        b.ctx, node, name, ["func", "args", "inplace_indices", "out_sinfo", "tir_vars", "out_ty"],
+        {"inplace_indices": None, "out_sinfo": None, "tir_vars": None, "out_ty": None},
+    )
+    func, call_args, sinfos = _tir_call(b, node, name, args)
+    _prim_func_only(b, func, args["func"], name)
+    where = args["inplace_indices"] or node
+    if args["inplace_indices"] is None:
+        raise b.error(f"{name}() missing required argument 'inplace_indices'", node)
+    value = literal(b.ctx, args["inplace_indices"])
+    indices = [value] if isinstance(value, int) else value
+    if not isinstance(indices, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        raise b.error(f"{name}: inplace_indices must be a list of ints", where)
+    n_args = len(call_args[1].fields)
+    if len(indices) != len(sinfos):
+        raise b.error(f"{name}: {len(indices)} inplace_indices for {len(sinfos)} output(s)", where)
+    for i in indices:
+        if i < -1 or i >= n_args:
+            raise b.error(f"{name}: inplace index {i} is not an argument (there are {n_args}; -1 for a new output)", where)
+    if all(i == -1 for i in indices):
+        raise b.error(f"{name}: at least one inplace index must name an argument (use R.call_tir otherwise)", where)
+    attrs = {"inplace_indices": list(indices)}
+    return relax.Call(relax.Op("relax.call_tir_inplace"), call_args, attrs, sinfos, _result_sinfo(sinfos),
+                      b.ctx.span(node))
+
+
+def call_tir_with_grad(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.call_tir_with_grad(f, args, out_sinfo, te_grad_name=..., te_grad_kwargs={...})``:
+    call_tir naming the TE function of its gradient, for TVM's Gradient pass; it runs as call_tir."""
+    args = bind_arguments(
+        b.ctx, node, name, ["func", "args", "out_sinfo", "te_grad_name", "te_grad_kwargs", "tir_vars", "out_ty"],
+        {"out_sinfo": None, "te_grad_name": None, "te_grad_kwargs": None, "tir_vars": None, "out_ty": None},
+    )
+    func, call_args, sinfos = _tir_call(b, node, name, args)
+    _prim_func_only(b, func, args["func"], name)
+    if args["te_grad_name"] is None:
+        raise b.error(f"{name}() missing required argument 'te_grad_name'", node)
+    grad_name = literal(b.ctx, args["te_grad_name"])
+    if not isinstance(grad_name, str):
+        raise b.error(f"{name}: te_grad_name must be a string", args["te_grad_name"])
+    kwargs = literal(b.ctx, args["te_grad_kwargs"]) if args["te_grad_kwargs"] is not None else {}
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise b.error(f"{name}: te_grad_kwargs must be a dict with string keys", args["te_grad_kwargs"] or node)
+    attrs = {"te_grad_name": grad_name, "te_grad_kwargs": dict(kwargs)}
+    return relax.Call(relax.Op("relax.call_tir_with_grad"), call_args, attrs, sinfos, _result_sinfo(sinfos),
+                      b.ctx.span(node))
 
 
 def call_dps_packed(b: RelaxFunctionBuilder, node: ast.Call, name: str):
@@ -285,8 +349,53 @@ def tuple_call(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
 
 
+def _format_string(b: RelaxFunctionBuilder, node: ast.Call, name: str) -> relax.StringImm:
+    """The ``format=`` keyword of R.print / R.assert_op: a plain string or ``R.str("...")``
+    (TVM prints the latter); the empty string when left out, as TVM defaults it."""
+    fmt = relax.StringImm("", relax.ObjectStructInfo())
+    for kw in node.keywords:
+        if kw.arg != "format":
+            raise b.error(f"{name}() got an unexpected keyword argument '{kw.arg}'", kw)
+        if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            fmt = relax.StringImm(kw.value.value, relax.ObjectStructInfo())
+        else:
+            fmt = b.expr(kw.value)
+            if not isinstance(fmt, relax.StringImm):
+                raise b.error(f"{name}'s format must be a string or R.str(...)", kw.value)
+    return fmt
+
+
+def _void_call(b: RelaxFunctionBuilder, node: ast.Call, op: str, args: list) -> relax.Call:
+    """An impure builtin call returning nothing: TVM gives it the empty tuple's struct info."""
+    return relax.Call(relax.Op(op), args, {}, [], relax.TupleStructInfo([]), b.ctx.span(node))
+
+
+def print_call(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.print(*values, format="...")``: TVM's call holds the format first, then the values."""
+    fmt = _format_string(b, node, name)
+    return _void_call(b, node, "relax.print", [fmt] + [b.expr(a) for a in node.args])
+
+
+def assert_op(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.assert_op(cond, format_args, format="...")``: ``format_args`` is one value, a list of
+    values, or (as TVM prints it) the values one after another. The call holds the condition,
+    the format, then the values."""
+    if not node.args:
+        raise b.error(f"{name} expects a condition first", node)
+    fmt = _format_string(b, node, name)
+    rest = node.args[1:]
+    if len(rest) == 1 and isinstance(rest[0], (ast.List, ast.Tuple)):
+        rest = rest[0].elts
+    values = [b.expr(a) for a in rest]
+    return _void_call(b, node, "relax.assert_op", [b.expr(node.args[0]), fmt] + values)
+
+
 RELAX_CALLS = {
+    "R.print": print_call,
+    "R.assert_op": assert_op,
     "R.call_tir": call_tir,
+    "R.call_tir_inplace": call_tir_inplace,
+    "R.call_tir_with_grad": call_tir_with_grad,
     "R.tuple": tuple_call,
     "R.call_dps_packed": call_dps_packed,
     "R.call_packed": call_packed,

@@ -78,6 +78,8 @@ def print_module(mod: ir.IRModule, show_meta: bool = True, name: str | None = No
     with body.indent():
         if mod.attrs:
             body.line(f"I.module_attrs({TIRPrinter().attr_dict(mod.attrs)})")
+        if mod.global_infos:
+            body.line(f"I.module_global_infos({_global_infos_text(mod.global_infos)})")
         first = True
         for gv, func in function_order(mod):
             if not first:
@@ -179,3 +181,19 @@ def show(node, file=None, color: bool | None = None, show_meta: bool = False, na
         )
     else:
         out.write(text)
+
+
+def _global_infos_text(infos: dict) -> str:
+    """``{"vdevice": [I.vdevice(...), ...]}`` as TVM prints I.module_global_infos' argument."""
+    attrs = TIRPrinter().attr_dict
+
+    def one(v) -> str:
+        if isinstance(v, ir.VDevice):
+            target = attrs(v.target) if isinstance(v.target, dict) else TIRPrinter().attr_value(v.target)
+            return f"I.vdevice({target}, {v.vdevice_id}, {TIRPrinter().attr_value(v.memory_scope)})"
+        if isinstance(v, ir.DummyGlobalInfo):
+            return "I.dummy_global_info()"
+        raise TypeError(f"cannot print global info {v!r}")
+
+    return "{" + ", ".join(f"{TIRPrinter().attr_value(k)}: [{', '.join(one(v) for v in vs)}]"
+                           for k, vs in infos.items()) + "}"

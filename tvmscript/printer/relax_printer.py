@@ -43,6 +43,8 @@ class RelaxPrinter:
                 parts.append(self.shape_tuple(s.shape))
             if s.dtype:
                 parts.append(f'dtype="{s.dtype}"')
+            if s.vdevice:
+                parts.append(f'vdevice="{s.vdevice}"')
             if s.shape is None and s.ndim >= 0:
                 parts.append(f"ndim={s.ndim}")
             return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
@@ -109,7 +111,11 @@ class RelaxPrinter:
         if t is relax.ShapeExpr:
             return f"R.shape([{', '.join(self.dim(v) for v in e.values)}])"
         if t is relax.PrimValue:
-            return f"R.prim_value({self.tir.expr(e.value) if not isinstance(e.value, tir.IntImm) else e.value.value})"
+            v = e.value
+            if isinstance(v, tir.IntImm):
+                return f"R.prim_value({v.value})"
+            # An int64 expression of symbolic dims (``a // 2 - 1``) prints as a dim does.
+            return f"R.prim_value({self.dim(v) if v.dtype == 'int64' and not self.quote_sym else self.tir.expr(v)})"
         if t is relax.StringImm:
             return f"R.str({format_string(e.value)})"
         if t is relax.DataTypeImm:
@@ -129,7 +135,7 @@ class RelaxPrinter:
         op = e.op
         if isinstance(op, relax.Op):
             name = op.name
-            if name in ("relax.call_tir", "relax.call_dps_packed"):
+            if name in _TIR_CALLS:
                 callee, args = e.args[0], e.args[1]
                 parts = [self.expr(callee), self.expr(args)]
                 out = e.sinfo_args
@@ -137,8 +143,15 @@ class RelaxPrinter:
                     parts.append(f"out_sinfo={self.sinfo(out[0])}")
                 else:
                     parts.append(f"out_sinfo=[{', '.join(self.sinfo(s) for s in out)}]")
+                # call_tir_inplace's inplace_indices, call_tir_with_grad's te_grad_name/kwargs
+                parts += [f"{k}={self.attr_value(v)}" for k, v in e.attrs.items()]
                 if len(e.args) > 2:
                     parts.append(f"tir_vars={self.expr(e.args[2])}")
+                return f"R.{name[len(_OP_PREFIX):]}({', '.join(parts)})"
+            if name in _FORMAT_AT:  # R.print / R.assert_op: the format goes last, as a keyword
+                at = _FORMAT_AT[name]
+                parts = [self.expr(a) for i, a in enumerate(e.args) if i != at]
+                parts.append(f"format={self.expr(e.args[at])}")
                 return f"R.{name[len(_OP_PREFIX):]}({', '.join(parts)})"
             if name == "relax.call_pure_packed":
                 parts = [self.expr(a) for a in e.args]
@@ -275,6 +288,9 @@ class RelaxPrinter:
             self.if_binding(doc, b, c)
             return
         rhs = self.binding_value(value)
+        if var.name_hint == "_" and _is_void(var.struct_info):
+            doc.line(rhs, c)  # TVM's form of a call made for its effect: R.print(...)
+            return
         ann = None if self._hide_annotation(var, value) else self.sinfo(var.struct_info)
         name = self.names.define(var, var.name_hint) if var.name_hint != "_" else "_"
         doc.line(f"{name}: {ann} = {rhs}" if ann else f"{name} = {rhs}", c)
@@ -318,6 +334,18 @@ class RelaxPrinter:
                     name = self.names.define(b.var, b.var.name_hint)
                 doc.line(f"{name}: {self.sinfo(b.var.struct_info)} = {rhs}", self.comments.get(("result", branch)))
         doc.after(c)
+
+
+# The call_tir forms: callee, args tuple, out_sinfo, their attributes, tir_vars.
+_TIR_CALLS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace", "relax.call_tir_with_grad")
+
+# Where the format string sits in the arguments of the calls printing it as ``format=``.
+_FORMAT_AT = {"relax.print": 0, "relax.assert_op": 1}
+
+
+def _is_void(sinfo) -> bool:
+    """The empty tuple's struct info: what a call made only for its effect returns."""
+    return isinstance(sinfo, relax.TupleStructInfo) and not sinfo.fields
 
 
 def _py_value(data) -> str:
