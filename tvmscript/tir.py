@@ -240,8 +240,25 @@ class LetStmt(Stmt):
 
 @dataclass(eq=False, slots=True)
 class AssertStmt(Stmt):
+    """``assert condition, message``. TVM 0.27 also writes ``assert c, ("ValueError", ["a",
+    "b"])``: an error ``kind`` and the message's ``message_parts``, kept to print them back;
+    ``message`` is then the parts joined, for code that reads one string."""
+
     condition: PrimExpr
     message: PrimExpr
+    body: Stmt
+    kind: str = ""
+    message_parts: list = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class AttrStmt(Stmt):
+    """``T.attr(node, attr_key, value)``: a key/value hint about ``node`` (a buffer, a variable
+    or the constant 0) that holds over ``body`` (``"pragma_scope"``, ``"storage_alignment"``)."""
+
+    node: Any
+    attr_key: str
+    value: PrimExpr
     body: Stmt
 
 

@@ -21,7 +21,8 @@ def _child_fields(cls: type) -> tuple[str, ...]:
     if fields is None:
         skip = {"dtype", "name", "span", "kind", "thread_tag", "annotations", "op", "lanes", "value"}
         fields = tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
-        if cls in (tir.Cast, tir.Broadcast, tir.Let, tir.BufferStore, tir.Evaluate, tir.LetStmt):
+        if cls in (tir.Cast, tir.Broadcast, tir.Let, tir.BufferStore, tir.Evaluate, tir.LetStmt,
+                   tir.AttrStmt):
             fields = fields + ("value",)
         _CHILD_FIELDS[cls] = fields
     return fields

@@ -99,6 +99,7 @@ class PrimFuncBuilder:
         self.attrs: dict = {}
         self.buffer_map: dict = {}
         self._pending: list = []
+        self._loop_depth = 0  # loops around the statement being built
         self._named_dims: set = set()  # variables introduced by a string dimension, not yet declared  # statements without IR of their own whose comments still wait
         # A module-level TypeVar is a name each function binds for itself (TVM's printer writes
         # `m = T.int64()` per function): a fresh variable here, so that printing and parsing
@@ -124,6 +125,10 @@ class PrimFuncBuilder:
                         pass
                     else:
                         raise self.error(f"T.prim_func() got an unexpected keyword argument '{kw.arg}'", kw)
+        returns = fdef.returns
+        if (isinstance(returns, ast.Constant) and returns.value is None) or dotted_name(returns) == "None":
+            returns = None  # ``-> None``: no value returned, as without an annotation
+        self._ret_type = self._dtype(returns) if returns is not None else None
         self.scope.push()
         params = []
         for arg in fdef.args:
@@ -145,7 +150,8 @@ class PrimFuncBuilder:
             # As in TVM, a public function is exported under its own name unless it says otherwise.
             attrs.setdefault("global_symbol", fdef.name)
         func = tir.PrimFunc(
-            params, self.buffer_map, body, attrs=attrs, private=private, span=self.ctx.span(fdef),
+            params, self.buffer_map, body, ret_type=self._ret_type, attrs=attrs, private=private,
+            span=self.ctx.span(fdef),
         )
         func.comments = self.comments
         merge_comments(self.comments, func, comments_of(fdef))
@@ -342,8 +348,12 @@ class PrimFuncBuilder:
             return self._ann_assign(s)
         if isinstance(s, ast.AugAssign):
             return self._aug_assign(s)
-        if isinstance(s, ast.For):
-            return self._for(s)
+        if isinstance(s, (ast.For, ast.While)):
+            self._loop_depth += 1  # T.continue_loop / T.break_loop need an enclosing loop
+            try:
+                return self._for(s) if isinstance(s, ast.For) else self._while(s)
+            finally:
+                self._loop_depth -= 1
         if isinstance(s, ast.With):
             return self._with(s, function_level)
         if isinstance(s, ast.If):
@@ -351,19 +361,47 @@ class PrimFuncBuilder:
             then = self._nested_body(s.body)
             orelse = self._nested_body(s.orelse) if s.orelse else None
             return tir.IfThenElse(cond, then, orelse)
-        if isinstance(s, ast.While):
-            return tir.While(self._condition(s.test), self._nested_body(s.body))
         if isinstance(s, ast.Assert):
             cond = self._condition(s.test)
-            msg = self.expr(s.msg) if s.msg is not None else tir.StringImm("handle", "")
-            return _Scoped(self.scope, lambda rest: tir.AssertStmt(cond, msg, rest))
+            msg, kind, parts = self._assert_message(s.msg)
+            return _Scoped(self.scope, lambda rest: tir.AssertStmt(cond, msg, rest, kind, parts))
         if isinstance(s, ast.Pass):
             return None
         if isinstance(s, ast.Return):
-            raise self.error("a T.prim_func does not return a value; write results into a buffer", s)
+            return self._return(s)
         if isinstance(s, ast.FunctionDef):
             raise self.error("nested function definitions are not allowed in a T.prim_func", s)
         raise self.error("unsupported statement in a T.prim_func", s)
+
+    def _assert_message(self, node):
+        """An assert's message: an expression, or TVM 0.27's ``("ValueError", ["part", ...])``
+        (an error kind and string parts). Returns (message, kind, parts)."""
+        if node is None:
+            return tir.StringImm("handle", ""), "", []
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            kind, parts = node.elts
+            if not (isinstance(kind, ast.Constant) and isinstance(kind.value, str)):
+                raise self.error("an assert's error kind must be a string such as \"ValueError\"", kind)
+            if not isinstance(parts, ast.List) or not all(
+                    isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts.elts):
+                raise self.error("an assert's message parts must be a list of strings", parts)
+            texts = [p.value for p in parts.elts]
+            return tir.StringImm("handle", "".join(texts)), kind.value, texts
+        return self.expr(node), "", []
+
+    def _while(self, s: ast.While) -> tir.While:
+        return tir.While(self._condition(s.test), self._nested_body(s.body))
+
+    def _return(self, s: ast.Return) -> tir.Evaluate:
+        """``return expr`` in a scalar function (``def f(M: T.int32) -> T.int32``): as in TVM, an
+        evaluated ``tir.ret`` call, its value cast to the declared return dtype."""
+        if s.value is None:
+            raise self.error("a T.prim_func return needs a value: return <expr>", s)
+        if self._ret_type is None:
+            raise self.error("a T.prim_func does not return a value unless it has a return annotation "
+                             "(def f(...) -> T.int32:); write results into a buffer", s)
+        value = self._coerce(self.expr(s.value), self._ret_type, s.value)
+        return tir.Evaluate(tir.Call(self._ret_type, "tir.ret", [value]))
 
     def _nested_body(self, stmts) -> tir.Stmt:
         self.scope.push()
@@ -414,10 +452,34 @@ class PrimFuncBuilder:
                 args = bind_arguments(self.ctx, v, name, ["attrs"])
                 frame.annotations.update(self._attr_dict(args["attrs"]))
                 return None
+            if name == "T.attr":
+                node, key, value = self._attr_stmt_args(v)
+                return _Scoped(self.scope, lambda rest: tir.AttrStmt(node, key, value, rest))
             if name == "T.evaluate":
                 args = bind_arguments(self.ctx, v, name, ["value"])
                 return tir.Evaluate(self.expr(args["value"]))
         return tir.Evaluate(self.expr(v))
+
+    def _attr_stmt_args(self, call: ast.Call):
+        """``T.attr(node, "key", value)`` or TVM 0.27's ``T.attr({"key": value})`` (node 0):
+        the (node, key, value) of an AttrStmt. ``node`` is a buffer or an expression."""
+        if call.keywords:
+            raise self.error("T.attr() takes no keyword arguments", call.keywords[0])
+        if len(call.args) == 1 and isinstance(call.args[0], ast.Dict) and len(call.args[0].keys) == 1:
+            node, key_node, value_node = tir.IntImm("int32", 0), call.args[0].keys[0], call.args[0].values[0]
+        elif len(call.args) == 3:
+            target, key_node, value_node = call.args
+            found = self.scope.lookup(target.id) if isinstance(target, ast.Name) else None
+            node = found if isinstance(found, tir.Buffer) else self.expr(target)
+        else:
+            raise self.error('T.attr takes (node, "key", value) or ({"key": value})', call)
+        if not (isinstance(key_node, ast.Constant) and isinstance(key_node.value, str)):
+            raise self.error("T.attr: the attribute key must be a string", key_node)
+        if isinstance(value_node, ast.Constant) and isinstance(value_node.value, str):
+            value = tir.StringImm("handle", value_node.value)
+        else:
+            value = self.expr(value_node)
+        return node, key_node.value, value
 
     def _attr_dict(self, node) -> dict:
         if not isinstance(node, ast.Dict):
@@ -474,6 +536,8 @@ class PrimFuncBuilder:
                 args = value
                 if not args.args:
                     raise self.error("T.match_buffer() missing the handle argument", value)
+                if self._is_region(args.args[0]):
+                    return self._match_region(name, target, value)
                 handle = self.expr(args.args[0])
                 if not isinstance(handle, tir.Var) or handle.dtype != "handle":
                     raise self.error("T.match_buffer expects a T.handle parameter", args.args[0])
@@ -510,6 +574,27 @@ class PrimFuncBuilder:
         var = tir.Var(expr.dtype, name, self.ctx.span(target))
         return self._let(var, expr)
 
+    def _is_region(self, node) -> bool:
+        """Whether a ``T.match_buffer`` source is a buffer region (``A[i, 0:16]`` or a whole
+        buffer ``A``) rather than a function's handle parameter."""
+        if isinstance(node, ast.Subscript):
+            return True
+        return isinstance(node, ast.Name) and isinstance(self.scope.lookup(node.id), tir.Buffer)
+
+    def _match_region(self, name: str, target, call: ast.Call):
+        """``A0 = T.match_buffer(A[i, 0:16], (16,))`` inside a block: a new buffer viewing a
+        region of another, recorded on the enclosing block (TVM's MatchBufferRegion)."""
+        if len(self.blocks) < 2:
+            raise self.error("T.match_buffer of a buffer region is only allowed inside a T.block", call)
+        source = self._region(call.args[0])
+        rest = ast.Call(call.func, call.args[1:], call.keywords, call.line, call.col, call.end_line, call.end_col)
+        buf = self._buffer_decl(name, rest, kind="T.match_buffer")
+        if buf.data is None:
+            buf.data = tir.Var("handle", name, self.ctx.span(target))
+        self.blocks[-1].match_buffers.append(tir.MatchBufferRegion(buf, source))
+        self.scope.define(name, buf)
+        return None
+
     def _let(self, var, value):
         self.scope.push()
         self.scope.define(var.name, var)
@@ -518,11 +603,20 @@ class PrimFuncBuilder:
     def _ann_assign(self, s: ast.AnnAssign):
         if not isinstance(s.target, ast.Name):
             raise self.error("expected a variable name", s.target)
-        dtype = self._dtype(s.annotation)
+        dtype = self._dtype(self._let_annotation(s.annotation))
         if s.value is None:
             raise self.error("a TIR variable needs a value", s)
         value = self._coerce(self.expr(s.value), dtype, s.value)
         return self._let(tir.Var(dtype, s.target.id, self.ctx.span(s.target)), value)
+
+    @staticmethod
+    def _let_annotation(node):
+        """The dtype inside ``T.let[T.float32]``, TVM 0.27's spelling of an immutable scalar
+        binding; a plain dtype annotation is returned as is. Both bind a LetStmt here, since
+        a TIR variable in tvms is never reassigned."""
+        if isinstance(node, ast.Subscript) and dotted_name(node.value) == "T.let":
+            return node.index
+        return node
 
     def _aug_assign(self, s: ast.AugAssign):
         if not isinstance(s.target, ast.Subscript):
@@ -533,7 +627,7 @@ class PrimFuncBuilder:
     def _store(self, target: ast.Subscript, value_node) -> tir.BufferStore:
         buf = self._lookup_buffer(target.value)
         indices = self._indices(buf, target)
-        value = self._coerce(self.expr(value_node), buf.dtype, value_node)
+        value = self._coerce(self.expr(value_node), _access_dtype(buf, indices), value_node)
         return tir.BufferStore(buf, value, indices)
 
     def _indices(self, buf: tir.Buffer, node: ast.Subscript) -> list:
@@ -548,7 +642,7 @@ class PrimFuncBuilder:
         out = []
         for it in items:
             if isinstance(it, ast.Slice):
-                raise self.error("slices are only allowed in T.reads/T.writes regions", it)
+                raise self.error("slices are only allowed in buffer regions (T.reads, T.writes, T.match_buffer)", it)
             e = self.expr(it)
             if not tir.is_int(e.dtype):
                 raise self.error(f"buffer index must be an integer, not {e.dtype}", it)
@@ -691,6 +785,9 @@ class PrimFuncBuilder:
                 raise self.error("a block has one T.init()", item)
             frame.init = self._nested_body(s.body)
             return None
+        if name == "T.attr" and isinstance(item, ast.Call):
+            node, key, value = self._attr_stmt_args(item)
+            return tir.AttrStmt(node, key, value, self._nested_body(s.body))
         if name in ("T.LetStmt", "T.Assert") and isinstance(item, ast.Call):
             # How TVM prints a let or an assert that is not the last statement of its body.
             return self._scoped_with(s, name)
@@ -701,7 +798,8 @@ class PrimFuncBuilder:
         if name == "T.Assert":
             args = bind_arguments(self.ctx, item, name, ["condition", "message"])
             cond = self._condition(args["condition"])
-            return tir.AssertStmt(cond, self.expr(args["message"]), self._nested_body(s.body))
+            msg, kind, parts = self._assert_message(args["message"])
+            return tir.AssertStmt(cond, msg, self._nested_body(s.body), kind, parts)
         args = bind_arguments(self.ctx, item, name, ["value", "type_annotation"], {"type_annotation": None})
         if not isinstance(s.target, ast.Name):
             raise self.error("T.LetStmt binds a variable: with T.LetStmt(value) as x:", item)
@@ -956,7 +1054,8 @@ class PrimFuncBuilder:
 
     def _subscript(self, node: ast.Subscript):
         buf = self._lookup_buffer(node.value)
-        return tir.BufferLoad(buf.dtype, buf, self._indices(buf, node))
+        indices = self._indices(buf, node)
+        return tir.BufferLoad(_access_dtype(buf, indices), buf, indices)
 
     def _attribute(self, node: ast.Attribute):
         if isinstance(node.value, ast.Name):
@@ -979,14 +1078,20 @@ class PrimFuncBuilder:
             return self._typed(node, name[2:])
         if name.startswith("T.") and name[2:] in INTRINSICS:
             op, nargs = INTRINSICS[name[2:]]
-            if node.keywords:
-                raise self.error(f"{name}() takes no keyword arguments", node.keywords[0])
+            # Older TVM printouts spell the result dtype: ``T.exp(x, dtype="float32")``.
+            declared = [kw for kw in node.keywords if kw.arg == "dtype"]
+            for kw in node.keywords:
+                if kw.arg != "dtype":
+                    raise self.error(f"{name}() takes no keyword arguments but dtype", kw)
             if len(node.args) != nargs:
                 raise self.error(f"{name}() takes {nargs} argument{'s' if nargs != 1 else ''} but {len(node.args)} were given", node)
             args = [self.expr(a) for a in node.args]
             if nargs == 2:
                 args = list(self._promote(args[0], args[1], node))
             dtype = "bool" if op in BOOL_RESULT_INTRINSICS else args[0].dtype
+            if declared and self._dtype(declared[0].value) != dtype:
+                raise self.error(f"{name}() on a {args[0].dtype} value gives {dtype}, not "
+                                 f"{self._dtype(declared[0].value)}", declared[0])
             return tir.Call(dtype, op, args)
         if name.startswith("T."):
             known = [f"T.{n}" for n in INTRINSICS] + [f"T.{n}" for n in DTYPE_NAMES] + list(EXPR_CALLS)
@@ -1174,7 +1279,65 @@ def _limit(op):
     return handler
 
 
+def _lanes(b, node, name) -> int:
+    """The lane count of a vector expression: a literal integer above 1."""
+    lanes = literal(b.ctx, node)
+    if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 2:
+        raise b.error(f"{name}: lanes must be an integer literal of at least 2", node)
+    return lanes
+
+
+def _ramp(b, node, name):
+    """``T.Ramp(base, stride, lanes)``: the vector base, base + stride, ... (lanes elements)."""
+    a = _call_args(b, node, name, ["base", "stride", "lanes"])
+    base, stride = b._promote(b.expr(a["base"]), b.expr(a["stride"]), node)
+    if not tir.is_int(base.dtype):
+        raise b.error(f"{name}: base and stride must be integers, not {base.dtype}", a["base"])
+    lanes = _lanes(b, a["lanes"], name)
+    return tir.Ramp(f"{base.dtype}x{lanes}", base, stride, lanes)
+
+
+def _broadcast(b, node, name):
+    """``T.Broadcast(value, lanes)``: a vector of ``lanes`` copies of a scalar."""
+    a = _call_args(b, node, name, ["value", "lanes"])
+    value = b.expr(a["value"])
+    if "x" in value.dtype:
+        raise b.error(f"{name}: the value must be a scalar, not {value.dtype}", a["value"])
+    lanes = _lanes(b, a["lanes"], name)
+    return tir.Broadcast(f"{value.dtype}x{lanes}", value, lanes)
+
+
+def _assume(b, node, name):
+    """``T.assume(cond)``: a fact the simplifier may rely on; evaluates to nothing."""
+    a = _call_args(b, node, name, ["cond"])
+    return tir.Call("bool", "tir.assume", [b._condition(a["cond"])])
+
+
+def _address_of(b, node, name):
+    """``T.address_of(A[i])``: the address of one buffer element, a handle."""
+    a = _call_args(b, node, name, ["buffer_load"])
+    load = b.expr(a["buffer_load"])
+    if not isinstance(load, tir.BufferLoad):
+        raise b.error(f"{name} takes a buffer element such as A[i]", a["buffer_load"])
+    return tir.Call("handle", "tir.address_of", [load])
+
+
+def _loop_control(b, node, name):
+    """``T.continue_loop()`` / ``T.break_loop()``: leave this iteration or the whole loop, as
+    TVM writes them (an evaluated intrinsic, no value)."""
+    _call_args(b, node, name, [])
+    if not b._loop_depth:
+        raise b.error(f"{name}() is only allowed inside a loop", node)
+    return tir.Call("void", f"tir.{name[2:]}", [])
+
+
 EXPR_CALLS = {
+    "T.continue_loop": _loop_control,
+    "T.break_loop": _loop_control,
+    "T.Ramp": _ramp,
+    "T.Broadcast": _broadcast,
+    "T.assume": _assume,
+    "T.address_of": _address_of,
     "T.if_then_else": _if_then_else,
     "T.Select": _select,
     "T.Cast": _cast,
@@ -1197,6 +1360,16 @@ EXPR_CALLS = {
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _access_dtype(buf: tir.Buffer, indices: list) -> str:
+    """The dtype a buffer access reads or writes: the element dtype, as a vector of as many
+    lanes as a vector index (``A[T.Ramp(0, 1, 4)]`` is ``float32x4``) has."""
+    for index in indices:
+        base, sep, lanes = index.dtype.rpartition("x")
+        if sep and lanes.isdigit():
+            return f"{buf.dtype}x{lanes}"
+    return buf.dtype
 
 _INT_RANK = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 3, "uint32": 3, "int64": 4, "uint64": 4}
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -1264,7 +1437,7 @@ def _contains_block(stmt) -> bool:
         return True
     if isinstance(stmt, tir.SeqStmt):
         return any(_contains_block(s) for s in stmt.seq)
-    if isinstance(stmt, (tir.For, tir.While, tir.LetStmt, tir.AssertStmt)):
+    if isinstance(stmt, (tir.For, tir.While, tir.LetStmt, tir.AssertStmt, tir.AttrStmt)):
         return _contains_block(stmt.body)
     if isinstance(stmt, tir.IfThenElse):
         return _contains_block(stmt.then_case) or (stmt.else_case is not None and _contains_block(stmt.else_case))

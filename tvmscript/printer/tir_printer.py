@@ -279,7 +279,8 @@ class TIRPrinter:
                     prelude.append(f"{vname} = T.{v.dtype}()")
             bname = names.define(buf, buf.name)
             prelude.append(f"{bname} = T.match_buffer({pname}, {self.buffer_args(buf, keep_dtype=False)})")
-        header = f"def {name}({', '.join(params)}):"
+        returns = f" -> T.{func.ret_type}" if func.ret_type else ""
+        header = f"def {name}({', '.join(params)}){returns}:"
         doc.line(header, _trailing_only(fc))
         with doc.indent():
             attrs = printed_attrs(func.attrs, name)
@@ -357,6 +358,31 @@ class TIRPrinter:
             self.names.alias(buf.data, f"{name}.data")
         doc.line(f"{name} = T.alloc_buffer({self.buffer_args(buf, keep_dtype=False)})", self.comments.get(buf))
 
+    def attr_stmt(self, s: tir.AttrStmt) -> str:
+        """``T.attr(node, "key", value)``; about the constant 0, TVM 0.27's ``T.attr({"key": value})``."""
+        key, value = format_string(s.attr_key), self.expr(s.value)
+        if tir.is_const_int(s.node, 0) and s.node.dtype == "int32":
+            return f"T.attr({{{key}: {value}}})"
+        node = self.name_of(s.node) if isinstance(s.node, tir.Buffer) else self.expr(s.node)
+        return f"T.attr({node}, {key}, {value})"
+
+    def assert_message(self, s: tir.AssertStmt) -> str:
+        """The message as written: an expression, or ``("Kind", ["part", ...])``."""
+        if s.kind:
+            parts = ", ".join(format_string(p) for p in s.message_parts)
+            return f"({format_string(s.kind)}, [{parts}])"
+        return self.expr(s.message)
+
+    def match_region(self, doc: Doc, match: tir.MatchBufferRegion) -> None:
+        """A block's ``name = T.match_buffer(A[i, 0:16], shape)`` (a buffer over a region)."""
+        source = self.region(match.source)
+        buf = match.buffer
+        name = self.names.define(buf, buf.name)
+        if buf.data is not None and not self.names.is_defined(buf.data):
+            self.names.alias(buf.data, f"{name}.data")
+        doc.line(f"{name} = T.match_buffer({source}, {self.buffer_args(buf, keep_dtype=False)})",
+                 self.comments.get(buf))
+
     # ------------------------------------------------------------------ statements
     def stmt(self, doc: Doc, s, tail: bool = True) -> None:
         """Print statement ``s``. ``tail``: nothing follows it in its body, so a LetStmt or an
@@ -386,7 +412,9 @@ class TIRPrinter:
             doc.after(c)
         elif t is tir.Evaluate:
             v = s.value
-            if isinstance(v, tir.Call):
+            if isinstance(v, tir.Call) and v.op == "tir.ret" and len(v.args) == 1:
+                doc.line(f"return {self.expr(v.args[0])}", c)
+            elif isinstance(v, tir.Call):
                 doc.line(self.expr(v), c)
             else:
                 doc.line(f"T.evaluate({self.expr(v)})", c)
@@ -404,12 +432,22 @@ class TIRPrinter:
                     self.stmt(doc, s.body)
                 doc.after(c)
                 self.names.pop()
-        elif t is tir.AssertStmt:
+        elif t is tir.AttrStmt:
+            call = self.attr_stmt(s)
             if tail:
-                doc.line(f"assert {self.expr(s.condition)}, {self.expr(s.message)}", c)
+                doc.line(call, c)
                 self.stmt(doc, s.body)
             else:
-                doc.line(f"with T.Assert({self.expr(s.condition)}, {self.expr(s.message)}):", c)
+                doc.line(f"with {call}:", c)
+                with doc.indent():
+                    self.stmt(doc, s.body)
+                doc.after(c)
+        elif t is tir.AssertStmt:
+            if tail:
+                doc.line(f"assert {self.expr(s.condition)}, {self.assert_message(s)}", c)
+                self.stmt(doc, s.body)
+            else:
+                doc.line(f"with T.Assert({self.expr(s.condition)}, {self.assert_message(s)}):", c)
                 with doc.indent():
                     self.stmt(doc, s.body)
                 doc.after(c)
@@ -474,6 +512,8 @@ class TIRPrinter:
             doc.line(f"T.writes({', '.join(self.region(r) for r in block.writes)})")
             if block.annotations:
                 doc.line(f"T.block_attr({self.attr_dict(block.annotations)})")
+            for match in block.match_buffers:
+                self.match_region(doc, match)
             for buf in block.alloc_buffers:
                 self.alloc(doc, buf)
             if block.init is not None:
