@@ -358,6 +358,18 @@ class TIRPrinter:
             self.names.alias(buf.data, f"{name}.data")
         doc.line(f"{name} = T.alloc_buffer({self.buffer_args(buf, keep_dtype=False)})", self.comments.get(buf))
 
+    def scoped(self, doc: Doc, s, c, tail: bool, flat: str, context: str) -> None:
+        """A statement scoping its body: written flat (``assert c, m`` then the body at the same
+        level) when the body is the rest of the block, else as ``with <context>:``."""
+        if tail:
+            doc.line(flat, c)
+            self.stmt(doc, s.body)
+        else:
+            doc.line(f"with {context}:", c)
+            with doc.indent():
+                self.stmt(doc, s.body)
+            doc.after(c)
+
     def attr_stmt(self, s: tir.AttrStmt) -> str:
         """``T.attr(node, "key", value)``; about the constant 0, TVM 0.27's ``T.attr({"key": value})``."""
         key, value = format_string(s.attr_key), self.expr(s.value)
@@ -434,23 +446,10 @@ class TIRPrinter:
                 self.names.pop()
         elif t is tir.AttrStmt:
             call = self.attr_stmt(s)
-            if tail:
-                doc.line(call, c)
-                self.stmt(doc, s.body)
-            else:
-                doc.line(f"with {call}:", c)
-                with doc.indent():
-                    self.stmt(doc, s.body)
-                doc.after(c)
+            self.scoped(doc, s, c, tail, call, call)
         elif t is tir.AssertStmt:
-            if tail:
-                doc.line(f"assert {self.expr(s.condition)}, {self.assert_message(s)}", c)
-                self.stmt(doc, s.body)
-            else:
-                doc.line(f"with T.Assert({self.expr(s.condition)}, {self.assert_message(s)}):", c)
-                with doc.indent():
-                    self.stmt(doc, s.body)
-                doc.after(c)
+            cond, message = self.expr(s.condition), self.assert_message(s)
+            self.scoped(doc, s, c, tail, f"assert {cond}, {message}", f"T.Assert({cond}, {message})")
         elif t is tir.While:
             doc.line(f"while {self.expr(s.condition)}:", c)
             with doc.indent():
