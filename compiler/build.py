@@ -292,13 +292,8 @@ def _where(name: str, binding_var=None) -> str:
 
 
 def _has_high_level_ops(mod: ir.IRModule) -> bool:
-    for name, func in mod.functions.items():
-        if isinstance(func, relax.Function):
-            try:
-                _check_lowered(name.name_hint, func)
-            except BuildError:
-                return True
-    return False
+    return any(_is_high_level(e) for func in mod.functions.values() if isinstance(func, relax.Function)
+               for e, _ in _calls_and_closures(func))
 
 
 def _pipeline(relax_pipeline):
@@ -312,42 +307,56 @@ def _pipeline(relax_pipeline):
     raise TypeError(f"relax_pipeline must be a pipeline's name, a pass or None, not {relax_pipeline!r}")
 
 
-def _check_lowered(fname: str, func: relax.Function) -> None:
-    """A BuildError for the first high-level op left in ``func``."""
+def _is_high_level(e) -> bool:
+    """A call of a Relax op that LegalizeOps lowers (the VM runs only `_VM_OPS` itself)."""
+    return isinstance(e, relax.Call) and isinstance(e.op, relax.Op) and e.op.name not in _VM_OPS
+
+
+def _calls_and_closures(func: relax.Function):
+    """``(expr, binding var)`` for every call and every local function in ``func``'s body, in
+    source order (a call before its arguments)."""
 
     def visit(e, var):
         if isinstance(e, relax.Call):
-            if isinstance(e.op, relax.Op) and e.op.name not in _VM_OPS:
-                script = "R." + e.op.name[len("relax."):] if e.op.name.startswith("relax.") else e.op.name
-                raise BuildError(
-                    f"{script} is not lowered yet: run LegalizeOps (tvms.relax.transform.LegalizeOps()(mod)) "
-                    f"before compiling ({_where(fname, var)})",
-                    e.span,
-                )
+            yield e, var
             for a in e.args:
-                visit(a, var)
+                yield from visit(a, var)
         elif isinstance(e, relax.Tuple):
             for f in e.fields:
-                visit(f, var)
+                yield from visit(f, var)
         elif isinstance(e, relax.TupleGetItem):
-            visit(e.tuple_value, var)
+            yield from visit(e.tuple_value, var)
         elif isinstance(e, relax.If):
-            visit(e.cond, var)
-            seq(e.true_branch)
-            seq(e.false_branch)
+            yield from visit(e.cond, var)
+            yield from seq(e.true_branch)
+            yield from seq(e.false_branch)
         elif isinstance(e, relax.SeqExpr):
-            seq(e)
+            yield from seq(e)
         elif isinstance(e, relax.Function):
-            raise BuildError(f"local functions (closures) are not supported by the VM yet ({_where(fname, var)})",
-                             getattr(e, "span", None))
+            yield e, var
 
     def seq(s: relax.SeqExpr):
         for block in s.blocks:
             for b in block.bindings:
-                visit(b.value, b.var)
-        visit(s.body, None)
+                yield from visit(b.value, b.var)
+        yield from visit(s.body, None)
 
-    seq(func.body)
+    return seq(func.body)
+
+
+def _check_lowered(fname: str, func: relax.Function) -> None:
+    """A BuildError for the first high-level op (or local function) left in ``func``."""
+    for e, var in _calls_and_closures(func):
+        if isinstance(e, relax.Function):
+            raise BuildError(f"local functions (closures) are not supported by the VM yet ({_where(fname, var)})",
+                             getattr(e, "span", None))
+        if _is_high_level(e):
+            script = "R." + e.op.name[len("relax."):] if e.op.name.startswith("relax.") else e.op.name
+            raise BuildError(
+                f"{script} is not lowered yet: run LegalizeOps (tvms.relax.transform.LegalizeOps()(mod)) "
+                f"before compiling ({_where(fname, var)})",
+                e.span,
+            )
 
 
 # ----------------------------------------------------------------------------- escape analysis

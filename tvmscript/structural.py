@@ -220,8 +220,8 @@ def structural_hash(obj) -> str:
         elif dataclasses.is_dataclass(x):
             tok("C" + type(x).__name__)
             fields(x)
-        elif _as_array(x) is not x:
-            visit(_as_array(x))
+        elif (array := _as_array(x)) is not x:
+            visit(array)
         elif type(x).__module__ == "numpy" and hasattr(x, "tobytes"):
             tok(f"A{x.dtype}{x.shape}")
             put(x.tobytes())
