@@ -77,14 +77,26 @@ def _spatial_pads(ctx, sizes: list, kernel: list, strides: list, dilations: list
     return begins + ends
 
 
+def _conv_window(ctx) -> tuple:
+    """(kernel, strides, dilations) of a Conv/ConvTranspose node, defaults filled in."""
+    kernel = list(ctx.attr("kernel_shape", [shape_arith.as_int(d) for d in ctx.shape(1)[2:]]))
+    n = len(kernel)
+    return kernel, list(ctx.attr("strides", [1] * n)), list(ctx.attr("dilations", [1] * n))
+
+
+def _with_channel_bias(ctx, out, n: int):
+    """``out`` plus the node's optional third input, a per-channel bias, over `n` spatial axes."""
+    if not ctx.has(2):
+        return out
+    return ctx.emit(op.add(out, ctx.emit(op.reshape(ctx.tensor(2), [-1] + [1] * n))))
+
+
 @converter("Conv")
 def conv(ctx):
     x, w = ctx.tensor(0), ctx.tensor(1)
     ndim = ctx.ndim(0)
-    kernel = list(ctx.attr("kernel_shape", [shape_arith.as_int(d) for d in ctx.shape(1)[2:]]))
+    kernel, strides, dilations = _conv_window(ctx)
     n = len(kernel)
-    strides = list(ctx.attr("strides", [1] * n))
-    dilations = list(ctx.attr("dilations", [1] * n))
     pads = _spatial_pads(ctx, ctx.shape(0)[2:], kernel, strides, dilations)
     groups = ctx.attr("group", 1)
     if ndim == 3:
@@ -93,10 +105,7 @@ def conv(ctx):
         out = ctx.emit(op.nn.conv2d(x, w, strides=strides, padding=pads, dilation=dilations, groups=groups))
     else:
         raise ctx.error(f"only 1-D and 2-D convolutions are supported, not {ndim - 2}-D")
-    if ctx.has(2):
-        bias = ctx.emit(op.reshape(ctx.tensor(2), [-1] + [1] * n))
-        out = ctx.emit(op.add(out, bias))
-    return out
+    return _with_channel_bias(ctx, out, n)
 
 
 @converter("ConvTranspose")
@@ -105,10 +114,8 @@ def conv_transpose(ctx):
     decides the pads (and ``auto_pad`` SAME_* asks for ``input * stride``), as ONNX defines."""
     x, w = ctx.tensor(0), ctx.tensor(1)
     ndim = ctx.ndim(0)
-    kernel = list(ctx.attr("kernel_shape", [shape_arith.as_int(d) for d in ctx.shape(1)[2:]]))
+    kernel, strides, dilations = _conv_window(ctx)
     n = len(kernel)
-    strides = list(ctx.attr("strides", [1] * n))
-    dilations = list(ctx.attr("dilations", [1] * n))
     output_padding = list(ctx.attr("output_padding", [0] * n))
     pads = _transpose_pads(ctx, kernel, strides, dilations, output_padding)
     kwargs = dict(strides=strides, padding=pads, output_padding=output_padding, dilation=dilations,
@@ -119,9 +126,7 @@ def conv_transpose(ctx):
         out = ctx.emit(op.nn.conv2d_transpose(x, w, **kwargs))
     else:
         raise ctx.error(f"only 1-D and 2-D transposed convolutions are supported, not {ndim - 2}-D")
-    if ctx.has(2):
-        out = ctx.emit(op.add(out, ctx.emit(op.reshape(ctx.tensor(2), [-1] + [1] * n))))
-    return out
+    return _with_channel_bias(ctx, out, n)
 
 
 def _transpose_pads(ctx, kernel, strides, dilations, output_padding) -> list:
