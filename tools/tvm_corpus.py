@@ -278,10 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--resummarize", action="store_true",
                     help="only print the summary of the --json report an earlier run wrote")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="with --json: re-run only tvms, on the programs whose id or error matches REGEX "
+                         "(TVM's answers come from the report), print each result, write nothing")
     args = ap.parse_args(argv)
     if args.resummarize:
         summarize(json.loads(pathlib.Path(args.json).read_text())["programs"], args.top)
         return 0
+    if args.only:
+        return rerun_tvms(json.loads(pathlib.Path(args.json).read_text())["programs"], args.only, args.jobs)
 
     out = pathlib.Path(args.out).resolve()
     repo = pathlib.Path(__file__).resolve().parents[1]
@@ -322,6 +327,25 @@ def main(argv: list[str] | None = None) -> int:
         pathlib.Path(args.json).write_text(json.dumps(
             {"summary": report, "programs": [{k: v for k, v in p.items() if k != "scope_names"} for p in programs]},
             indent=1))
+    return 0
+
+
+def rerun_tvms(programs: list[dict], pattern: str, jobs: int) -> int:
+    """Re-run the tvms side on the programs whose id or earlier error matches; print each result."""
+    regex = re.compile(pattern)
+    chosen = []
+    for p in programs:
+        for form, res in p.get("tvms", {}).items():
+            if regex.search(p["id"]) or regex.search(res.get("error", "")):
+                text = p["tvm"]["printout"] if form == "printout" else TVMS_HEADER + p["source"]
+                chosen.append((p["id"], form, text))
+    fixed = 0
+    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+        for pid, form, res in pool.map(_tvms_job, chosen, chunksize=4):
+            ok = res.get("flagged") if form == "rejected" else res.get("roundtrip")
+            fixed += bool(ok)
+            print(f"{'ok  ' if ok else 'FAIL'} {form:8} {pid}  {'' if ok else res.get('error', '')}")
+    print(f"{fixed}/{len(chosen)} pass")
     return 0
 
 

@@ -182,6 +182,18 @@ class IfExp(Expr):
         self.line, self.col, self.end_line, self.end_col = line, col, end_line, end_col
 
 
+class Lambda(Expr):
+    """``lambda i, j: body``: TVMScript's index maps (``R.layout_transform``) and combiners
+    (``T.comm_reducer``). Only plain positional parameters, as those APIs take."""
+
+    __slots__ = ("params", "body")
+
+    def __init__(self, params: list[str], body: Expr, line, col, end_line, end_col):
+        self.params = params
+        self.body = body
+        self.line, self.col, self.end_line, self.end_col = line, col, end_line, end_col
+
+
 # ----------------------------------------------------------------------------- statements
 
 

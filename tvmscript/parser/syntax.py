@@ -183,6 +183,16 @@ class _Builder:
         body, test, orelse = c
         return ast.IfExp(test, body, orelse, body.line, body.col, orelse.end_line, orelse.end_col)
 
+    def lambda_(self, c):
+        params, body = c
+        names = params or []
+        first = names[0] if names else body
+        return ast.Lambda([t.value for t in names], body, first.line, first.column if names else body.col,
+                          body.end_line, body.end_col)
+
+    def lambda_params(self, c):
+        return [t for t in c if t is not None]
+
     # ---- statements
     def expr_stmt(self, c):
         v = c[0]
