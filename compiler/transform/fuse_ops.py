@@ -132,10 +132,18 @@ class FuseOps:
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
         new = copy_module(mod)
         taken: set = set()
+        self._lv_count = 0
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function) and not func.attrs.get("Primitive"):
                 new[gv] = self._fuse_function(mod, new, func, taken)
         return new
+
+    def _fresh_lv(self) -> str:
+        """``lv``, ``lv1``, ``lv2``...: the names TVM's BlockBuilder gives the fused calls, counted
+        over the whole module."""
+        name = "lv" if self._lv_count == 0 else f"lv{self._lv_count}"
+        self._lv_count += 1
+        return name
 
     def _fuse_function(self, mod, new, func, taken):
         blocks = list(func.body.blocks)
@@ -204,7 +212,7 @@ class FuseOps:
             new[fgv] = gfunc
             call = relax.Call(fgv, args, struct_info=ret)
             old_var = bindings[last].var
-            var = relax.DataflowVar("lv", ret) if isinstance(old_var, relax.DataflowVar) else old_var
+            var = old_var
             # `gv = lv6` with lv6 used only there: bind the group call to gv directly.
             if isinstance(old_var, relax.DataflowVar) and counts.get(old_var, 0) == 1 \
                     and outside.get(old_var, 0) == 0:
@@ -213,6 +221,8 @@ class FuseOps:
                             and not isinstance(b.var, relax.DataflowVar):
                         var = b.var
                         drop.add(k)
+            if var is old_var and isinstance(old_var, relax.DataflowVar):
+                var = relax.DataflowVar(self._fresh_lv(), ret)
             rename[old_var] = var
             for i in idxs[:-1]:
                 drop.add(i)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 
 from tvmscript import ir, relax, tir
+from tvmscript.ir import structural_equal
 
 from tvmscript.tir_visitor import TIRVisitor
 
@@ -69,25 +71,56 @@ def _fresh(name, taken):
     return cand
 
 
+def _fresh_block_name(name: str, taken: set) -> str:
+    """A block name not in ``taken``, TVM's way: a repeated name gets its trailing number raised
+    (``compute``, ``compute1``, ``compute2``; ``conv2`` -> ``conv3``), so the fused function's
+    blocks are named as TVM's FuseTIR names them and a schedule written for TVM's output finds
+    them."""
+    cand = name
+    if cand in taken:
+        m = re.fullmatch(r"(.*?)(\d+)", name)
+        base, k = (m.group(1), int(m.group(2)) + 1) if m else (name, 1)
+        while f"{base}{k}" in taken:
+            k += 1
+        cand = f"{base}{k}"
+    taken.add(cand)
+    return cand
+
+
+def _intermediate_name(buf_name: str, allocated: list) -> str:
+    """``<output>_intermediate`` for a fused op's output buffer; when an earlier buffer has that
+    name, ``_1``, then ``_1_2``... are appended, as TVM's FuseTIR names them."""
+    taken = {b.name for b in allocated}
+    name, k = buf_name + "_intermediate", 0
+    while name in taken:
+        k += 1
+        name = f"{name}_{k}"
+    return name
+
+
 def _uniquify_names(buffers, stmts) -> None:
-    """Buffers and blocks coming from different PrimFuncs may share a name: suffix the later
-    ones (``Y``, ``Y_1``) so the fused function prints and parses back unambiguously."""
+    """Rename what still collides after fusion: buffers of different PrimFuncs sharing a name get
+    ``_1``, ``_2`` (as TVM's printer would show them), repeated block names a raised number."""
     taken: set = set()
     for buf in buffers:
         name = _fresh(buf.name, taken)
         if name != buf.name:
-            buf.name = name
-            if isinstance(buf.data, tir.Var):
-                buf.data.name = name
+            _rename_buffer(buf, name)
     block_names: set = set()
 
     class _Blocks(TIRVisitor):
         def visit_Block(self, node):
-            node.name = _fresh(node.name, block_names)
+            node.name = _fresh_block_name(node.name, block_names)
             self.generic_visit(node)
 
     for st in stmts:
         _Blocks().visit(st)
+
+
+def _rename_buffer(buf, name: str) -> None:
+    buf.name = name
+    if isinstance(buf.data, tir.Var):
+        buf.data.name = name
 
 
 def _root_parts(func: tir.PrimFunc):
@@ -103,7 +136,7 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
     bindings = [b for blk in gfunc.body.blocks for b in blk.bindings]
     value_buf: dict = {}  # relax var -> tir.Buffer holding it in the fused function
     param_handles: dict = {}  # relax param -> tir handle var
-    allocs, stmts = [], []
+    allocs, outputs, stmts = [], [], []
     attrs = {}
     out_var = gfunc.body.body
     for n, b in enumerate(bindings):
@@ -119,18 +152,19 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
             else:
                 value_buf[a] = buf
                 param_handles[a] = p
+        inner_allocs, stmt = _root_parts(prim)
+        allocs.extend(inner_allocs)
         out_buf = bufs[len(args)]
-        out_buf.name = out_buf.name + "_intermediate"
-        if out_buf.data is not None and isinstance(out_buf.data, tir.Var):
-            out_buf.data.name = out_buf.name
+        # Named among every buffer allocated so far, the function's output included (TVM
+        # allocates it like the others and turns it into a parameter at the end).
+        _rename_buffer(out_buf, _intermediate_name(out_buf.name, allocs + outputs))
         value_buf[b.var] = out_buf
         if b.var is out_var:
             param_handles[b.var] = prim.params[len(args)]
             param_handles[b.var].name = out_buf.name
+            outputs.append(out_buf)
         else:
             allocs.append(out_buf)
-        inner_allocs, stmt = _root_parts(prim)
-        allocs.extend(inner_allocs)
         _replace_buffers(stmt, bmap)
         stmts.append(stmt)
     params, buffer_map = [], {}
@@ -181,11 +215,16 @@ class FuseTIR:
             return mod
         new = copy_module(mod)
         gmap = {}
+        made: list = []  # (GlobalVar, PrimFunc) of the fused functions so far
         for gv, f in groups:
             prim = fuse_group(mod, f, gv.name_hint)
             del new[gv]
-            pgv = ir.GlobalVar(gv.name_hint)
-            new[pgv] = prim
+            # Groups that fuse to the same computation share one PrimFunc, as in TVM.
+            pgv = next((g for g, other in made if structural_equal(prim, other)), None)
+            if pgv is None:
+                pgv = ir.GlobalVar(gv.name_hint)
+                new[pgv] = prim
+                made.append((pgv, prim))
             gmap[gv] = (pgv, f.ret_struct_info)
         for gv, f in list(new.functions.items()):
             if isinstance(f, relax.Function):

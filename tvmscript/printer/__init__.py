@@ -54,11 +54,16 @@ def sinfo_text(sinfo) -> str:
 
 
 def function_order(mod: ir.IRModule) -> list:
-    """TVM's order: prim_funcs by name, then Relax functions by name."""
-    return sorted(
-        mod.functions.items(),
-        key=lambda kv: (isinstance(kv[1], relax.Function), kv[0].name_hint),
-    )
+    """TVM's order: prim_funcs by name, then extern functions, then Relax functions by name, and
+    ``main`` last whatever it is."""
+    def rank(kv) -> tuple:
+        gv, func = kv
+        if gv.name_hint == "main":
+            return (3, gv.name_hint)
+        kind = 2 if isinstance(func, relax.Function) else 1 if type(func).__name__ == "ExternFunc" else 0
+        return (kind, gv.name_hint)
+
+    return sorted(mod.functions.items(), key=rank)
 
 
 def print_module(mod: ir.IRModule, show_meta: bool = True, name: str | None = None) -> str:
