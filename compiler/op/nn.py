@@ -1,6 +1,15 @@
 """Neural-network ops (``R.nn.*``): softmax, normalization (layer, rms, group, batch),
-convolution (1-D, 2-D) and transposed convolution (1-D, 2-D, I-O-spatial weights), pooling
-(1-D, 2-D), padding, attention, dropout, dense.
+convolution (1-D, 2-D, 3-D) and transposed convolution (1-D, 2-D, 3-D, I-O-spatial weights),
+pooling (1-D, 2-D, adaptive 2-D), padding, attention, dropout, dense, nll_loss,
+cross_entropy_with_logits, batch_flatten.
+
+Convolutions and pooling take any layout of their axes, as TVM's do: ``NHWC``, ``NWC``,
+``HWIO`` kernels, packed ``NCHW16c``, and an ``out_layout`` of its own (the data's when None,
+filled in by the op's ``canonicalize`` so that it prints). Inference and legalization work in
+the canonical order (``NCHW`` data, ``OIHW`` kernels): the shapes are converted with
+`topi.nn.layout_to_primal_shape` / `primal_to_layout_shape`, the TE operands with
+`topi.nn.to_primal` / `from_primal` (``T_layout_trans`` stages around the NCHW kernel, where
+TVM has kernels indexing each layout in place; the values are the same).
 
 Attributes, defaults and their printing order are TVM's (``R.nn.conv2d(x, w,
 strides=[1, 1], padding=[0, 0, 0, 0], dilation=[1, 1], groups=1, data_layout="NCHW",
@@ -51,31 +60,46 @@ def _ints(name: str, v, lengths: tuple, minimum: int) -> list:
     return list(vals)
 
 
-def _pair_attr(name: str):
-    """Strides, dilation, pool sizes: an int or 1/2 ints, normalized to ``[h, w]``, positive."""
+def _spatial_attr(name: str, nsp: int):
+    """Strides, dilation, pool sizes of ``nsp`` spatial axes: an int or a list of 1 or ``nsp``
+    ints, normalized to ``nsp`` values, positive."""
     def convert(v):
-        vals = _ints(name, v, (1, 2), 1)
-        return vals * 2 if len(vals) == 1 else vals
+        vals = _ints(name, v, tuple(sorted({1, nsp})), 1)
+        return vals * nsp if len(vals) == 1 else vals
     return convert
 
 
-def _padding_attr(v):
-    """An int or 1, 2 or 4 ints, normalized to ``[top, left, bottom, right]`` as TVM does."""
-    vals = _ints("padding", v, (1, 2, 4), 0)
-    if len(vals) == 1:
-        return vals * 4
-    if len(vals) == 2:
-        return vals * 2
-    return vals
+def _pair_attr(name: str):
+    """An int or 1/2 ints, normalized to ``[h, w]``, positive."""
+    return _spatial_attr(name, 2)
 
 
-def _layout_attr(name: str, supported: str):
-    """Only the default layout is implemented (for inference and legalization alike)."""
+def _padding_attr(nsp: int):
+    """Padding of ``nsp`` spatial axes: an int, ``nsp`` ints (each on both sides) or ``2 * nsp``
+    (those before each axis, then those after), normalized to the last form as TVM does
+    (``[top, left, bottom, right]`` in 2-D); in 2-D also 2 ints (height, width)."""
+    lengths = tuple(sorted({1, nsp, 2 * nsp} | ({2} if nsp == 2 else set())))
+
+    def convert(v):
+        vals = _ints("padding", v, lengths, 0)
+        if len(vals) == 1:
+            return vals * 2 * nsp
+        if len(vals) == nsp:
+            return vals * 2
+        return vals
+    return convert
+
+
+def _layout_attr(name: str, primal: str):
+    """A layout of the axes of ``primal`` (``NCHW``: ``NHWC``, ``NCHW16c``...); inference and
+    legalization compute in ``primal`` order (see `topi.nn.parse_layout`)."""
     def convert(v):
         if not isinstance(v, str):
             raise OpError(f"{name} must be a string, not {v!r}", name)
-        if v != supported:
-            raise OpError(f"{name} {v!r} is not supported: only {supported!r} is implemented", name)
+        try:
+            topi.nn.parse_layout(v, primal)
+        except ValueError as err:
+            raise OpError(f"{name}: {err}", name) from None
         return v
     return convert
 
@@ -89,10 +113,11 @@ def _required(convert, name: str):
     return check
 
 
-def _optional_layout_attr(name: str, supported: str):
-    """An output layout: None means the data's (TVM's default), printed as that layout."""
-    convert = _layout_attr(name, supported)
-    return lambda v: supported if v is None else convert(v)
+def _optional_layout_attr(name: str, primal: str):
+    """An output layout: None means the data's (TVM's default), filled in by the op's
+    ``canonicalize`` so that it prints as that layout."""
+    convert = _layout_attr(name, primal)
+    return lambda v: None if v is None else convert(v)
 
 
 def _axes_list_attr(v):
@@ -325,30 +350,63 @@ register_op(
 )
 
 
-# ----------------------------------------------------------------------------- conv2d
+# ----------------------------------------------------------------------------- layouts
 
 
-def _infer_conv(layout: str):
-    """Inference of an N-C-spatial convolution with an O-I-spatial weight (``layout`` "NCW" or
-    "NCHW"): ``C == groups * I``, ``O % groups == 0``; output ``(N, O, spatial')`` with each
-    ``size' = (size + pads - dilated kernel) // stride + 1`` (> 0)."""
-    rank = len(layout)
-    names = {"H": "height", "W": "width"}
-    spatial = [names[c] for c in layout[2:]]
-    op = f"nn.conv{rank - 2}d"
+def _rank(layout: str, primal: str) -> int:
+    return len(topi.nn.parse_layout(layout, primal))
+
+
+def _primal_shape(x: relax.TensorStructInfo, layout: str, primal: str):
+    """``x``'s shape in ``primal`` order (packed axes unpacked), None when unknown."""
+    return None if x.shape is None else topi.nn.layout_to_primal_shape(x.shape, layout, primal)
+
+
+def _in_layout(shape: list, layout: str, primal: str, what: str = "out_layout") -> list:
+    """A ``primal`` shape in ``layout`` (OpError naming ``what`` when a packed factor does not
+    divide its axis)."""
+    try:
+        return [_dim(d) for d in topi.nn.primal_to_layout_shape(shape, layout, primal)]
+    except ValueError as err:
+        raise OpError(str(err), what) from None
+
+
+def _out_layout_default(key: str):
+    """``canonicalize``: an output layout left None is the data's (TVM's default), so the call
+    prints it."""
+    def canonicalize(args, attrs):
+        if attrs["out_layout"] is None:
+            attrs["out_layout"] = attrs[key]
+        return args, attrs
+    return canonicalize
+
+
+# ----------------------------------------------------------------------------- conv1d, conv2d, conv3d
+
+_SPATIAL_NAMES = {"D": "depth", "H": "height", "W": "width"}
+
+
+def _infer_conv(primal: str, kernel_primal: str):
+    """Inference of a convolution whose data, weight and output are in the call's layouts,
+    computed in the ``primal`` (``NCHW``) and ``kernel_primal`` (``OIHW``) orders: ``C ==
+    groups * I``, ``O % groups == 0``; output ``(N, O, spatial')`` with each ``size' = (size +
+    pads - dilated kernel) // stride + 1`` (> 0), written in ``out_layout``."""
+    nsp = len(primal) - 2
+    op = f"nn.conv{nsp}d"
 
     def infer(args, attrs):
         x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
-        _check_rank(x, rank, "data", op)
-        _check_rank(w, rank, "weight", op)
+        dl, kl, ol = attrs["data_layout"], attrs["kernel_layout"], attrs["out_layout"]
+        _check_rank(x, _rank(dl, primal), "data", op)
+        _check_rank(w, _rank(kl, kernel_primal), "weight", op)
         dtype = _out_dtype(x, w, attrs["out_dtype"], op)
         groups = attrs["groups"]
         if groups < 1:
             raise OpError(f"groups must be positive, got {groups}", "groups")
         if x.shape is None or w.shape is None:
-            return relax.TensorStructInfo(None, dtype, rank)
-        n, c, *sizes = x.shape
-        o, i, *kernel = w.shape
+            return relax.TensorStructInfo(None, dtype, _rank(ol, primal))
+        n, c, *sizes = _primal_shape(x, dl, primal)
+        o, i, *kernel = _primal_shape(w, kl, kernel_primal)
         if static_dim(o) is not None and static_dim(o) % groups:
             raise OpError(f"the weight's {static_dim(o)} output channels do not divide into {groups} groups", "weight")
         if static_dim(c) is not None and static_dim(i) is not None and static_dim(c) != groups * static_dim(i):
@@ -356,77 +414,64 @@ def _infer_conv(layout: str):
                 f"data has {static_dim(c)} channels but weight expects {static_dim(i)} per group "
                 f"x {groups} group(s) = {groups * static_dim(i)}", "weight")
         if any(static_dim(k) is None for k in kernel):
-            return relax.TensorStructInfo(None, dtype, rank)
-        pads, nsp = attrs["padding"], rank - 2
-        out = [_positive_dim(_dim(topi.nn.conv_out_dim(size, static_dim(k), s, d, pads[a], pads[nsp + a])), what, op)
-               for a, (size, k, s, d, what) in enumerate(zip(sizes, kernel, attrs["strides"], attrs["dilation"],
-                                                             spatial))]
-        return relax.TensorStructInfo([n, o] + out, dtype)
+            return relax.TensorStructInfo(None, dtype, _rank(ol, primal))
+        pads = attrs["padding"]
+        out = [_positive_dim(_dim(topi.nn.conv_out_dim(size, static_dim(k), s, d, pads[a], pads[nsp + a])),
+                             _SPATIAL_NAMES[primal[2 + a]], op)
+               for a, (size, k, s, d) in enumerate(zip(sizes, kernel, attrs["strides"], attrs["dilation"]))]
+        return relax.TensorStructInfo(_in_layout([n, o] + out, ol, primal), dtype)
 
-    infer.__name__ = f"infer_conv{rank - 2}d"
+    infer.__name__ = f"infer_conv{nsp}d"
     return infer
 
 
-infer_conv2d = _infer_conv("NCHW")
+infer_conv2d = _infer_conv("NCHW", "OIHW")
 
 
-register_op(
-    "nn.conv2d", ("data", "weight"), infer_conv2d,
-    attrs=(Attr("strides", [1, 1], _pair_attr("strides")), Attr("padding", [0, 0, 0, 0], _padding_attr),
-           Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("groups", 1, int_attr("groups")),
-           Attr("data_layout", "NCHW", _layout_attr("data_layout", "NCHW")),
-           Attr("kernel_layout", "OIHW", _layout_attr("kernel_layout", "OIHW")),
-           Attr("out_layout", "NCHW", _layout_attr("out_layout", "NCHW")),
-           Attr("out_dtype", "void", dtype_attr)),
-    pattern="out_ewise_fusable",
-    legalize=te_legalizer(topi.nn.conv2d, "conv2d", ("strides", "padding", "dilation", "groups", "data_layout",
-                                                     "kernel_layout", "out_layout", "out_dtype")),
-)
+def _conv_attrs(primal: str, kernel_primal: str, transpose: bool = False) -> tuple:
+    """The attributes of an ``nsp``-D convolution (transposed: with ``output_padding``), in
+    TVM's printing order; layouts any of ``primal``'s / ``kernel_primal``'s."""
+    nsp = len(primal) - 2
+    ones = [1] * nsp
+    extra = (Attr("output_padding", [0] * nsp, _output_padding_attr(nsp)),) if transpose else ()
+    return ((Attr("strides", ones, _spatial_attr("strides", nsp)), Attr("padding", [0] * 2 * nsp, _padding_attr(nsp)))
+            + extra
+            + (Attr("dilation", ones, _spatial_attr("dilation", nsp)), Attr("groups", 1, int_attr("groups", 1)),
+               Attr("data_layout", primal, _layout_attr("data_layout", primal)),
+               Attr("kernel_layout", kernel_primal, _layout_attr("kernel_layout", kernel_primal)),
+               Attr("out_layout", None, _optional_layout_attr("out_layout", primal)),
+               Attr("out_dtype", "void", dtype_attr)))
 
 
-def _single_attr(name: str):
-    """A 1-D stride or dilation: an int or a list of one, normalized to ``[s]``, positive."""
-    return lambda v: _ints(name, v, (1,), 1)
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "kernel_layout", "out_layout", "out_dtype")
+
+for _primal, _kernel, _fn in (("NCW", "OIW", topi.nn.conv1d), ("NCHW", "OIHW", topi.nn.conv2d),
+                              ("NCDHW", "OIDHW", topi.nn.conv3d)):
+    _nsp = len(_primal) - 2
+    register_op(
+        f"nn.conv{_nsp}d", ("data", "weight"), _infer_conv(_primal, _kernel), attrs=_conv_attrs(_primal, _kernel),
+        pattern="out_ewise_fusable", canonicalize=_out_layout_default("data_layout"),
+        legalize=te_legalizer(_fn, f"conv{_nsp}d", _CONV_ATTRS),
+    )
 
 
-def _padding1d_attr(v):
-    """An int or 1 or 2 ints, normalized to ``[left, right]``."""
-    vals = _ints("padding", v, (1, 2), 0)
-    return vals * 2 if len(vals) == 1 else vals
+# ----------------------------------------------------------------------------- conv{1,2,3}d_transpose
 
 
-register_op(
-    "nn.conv1d", ("data", "weight"), _infer_conv("NCW"),
-    attrs=(Attr("strides", [1], _single_attr("strides")), Attr("padding", [0, 0], _padding1d_attr),
-           Attr("dilation", [1], _single_attr("dilation")), Attr("groups", 1, int_attr("groups", 1)),
-           Attr("data_layout", "NCW", _layout_attr("data_layout", "NCW")),
-           Attr("kernel_layout", "OIW", _layout_attr("kernel_layout", "OIW")),
-           Attr("out_layout", "NCW", _optional_layout_attr("out_layout", "NCW")),
-           Attr("out_dtype", "void", dtype_attr)),
-    pattern="out_ewise_fusable",
-    legalize=te_legalizer(topi.nn.conv1d, "conv1d", ("strides", "padding", "dilation", "groups", "data_layout",
-                                                     "kernel_layout", "out_layout", "out_dtype")),
-)
-
-
-# ----------------------------------------------------------------------------- conv1d_transpose, conv2d_transpose
-
-
-def _infer_conv_transpose(layout: str):
-    """Inference of a transposed N-C-spatial convolution with an I-O-spatial weight (``layout``
-    "NCW" or "NCHW"): ``C == I`` (a multiple of ``groups``), output ``(N, O * groups,
-    spatial')`` with ``size' = (size - 1) * stride - pads + dilation * (k - 1) +
+def _infer_conv_transpose(primal: str, kernel_primal: str):
+    """Inference of a transposed convolution, computed in the ``primal`` (``NCHW``) and
+    ``kernel_primal`` (``IOHW``) orders: ``C == I`` (a multiple of ``groups``), output ``(N, O *
+    groups, spatial')`` with ``size' = (size - 1) * stride - pads + dilation * (k - 1) +
     output_padding + 1`` (> 0); ``output_padding`` must be below the stride or the dilation
     (PyTorch's rule: a larger one would add outputs no input reaches)."""
-    rank = len(layout)
-    nsp = rank - 2
-    names = {"H": "height", "W": "width"}
+    nsp = len(primal) - 2
     op = f"nn.conv{nsp}d_transpose"
 
     def infer(args, attrs):
         x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
-        _check_rank(x, rank, "data", op)
-        _check_rank(w, rank, "weight", op)
+        dl, kl, ol = attrs["data_layout"], attrs["kernel_layout"], attrs["out_layout"]
+        _check_rank(x, _rank(dl, primal), "data", op)
+        _check_rank(w, _rank(kl, kernel_primal), "weight", op)
         dtype = _out_dtype(x, w, attrs["out_dtype"], op)
         groups = attrs["groups"]
         for a, (p, s, d) in enumerate(zip(attrs["output_padding"], attrs["strides"], attrs["dilation"])):
@@ -434,23 +479,23 @@ def _infer_conv_transpose(layout: str):
                 raise OpError(f"output_padding {attrs['output_padding']} must be smaller than the stride or the "
                               f"dilation on each axis (axis {a}: stride {s}, dilation {d})", "output_padding")
         if x.shape is None or w.shape is None:
-            return relax.TensorStructInfo(None, dtype, rank)
-        n, c, *sizes = x.shape
-        i, o, *kernel = w.shape
+            return relax.TensorStructInfo(None, dtype, _rank(ol, primal))
+        n, c, *sizes = _primal_shape(x, dl, primal)
+        i, o, *kernel = _primal_shape(w, kl, kernel_primal)
         if static_dim(c) is not None and static_dim(c) % groups:
             raise OpError(f"the data's {static_dim(c)} channels do not divide into {groups} groups", "groups")
         if static_dim(c) is not None and static_dim(i) is not None and static_dim(c) != static_dim(i):
             raise OpError(f"data has {static_dim(c)} channels but weight (in, out / groups, ...) expects "
                           f"{static_dim(i)}", "weight")
         if any(static_dim(k) is None for k in kernel):
-            return relax.TensorStructInfo(None, dtype, rank)
+            return relax.TensorStructInfo(None, dtype, _rank(ol, primal))
         pads = attrs["padding"]
         out = [_positive_dim(_dim(topi.nn.conv_transpose_out_dim(
             size, static_dim(k), attrs["strides"][a], attrs["dilation"][a], pads[a], pads[nsp + a],
-            attrs["output_padding"][a])), names[layout[2 + a]], op)
+            attrs["output_padding"][a])), _SPATIAL_NAMES[primal[2 + a]], op)
             for a, (size, k) in enumerate(zip(sizes, kernel))]
         channels = _dim(static_dim(o) * groups) if static_dim(o) is not None else topi.transform.mul(o, groups)
-        return relax.TensorStructInfo([n, channels] + out, dtype)
+        return relax.TensorStructInfo(_in_layout([n, channels] + out, ol, primal), dtype)
 
     infer.__name__ = f"infer_conv{nsp}d_transpose"
     return infer
@@ -466,116 +511,111 @@ def _output_padding_attr(count: int):
 _CONV_TRANSPOSE_ATTRS = ("strides", "padding", "output_padding", "dilation", "groups", "data_layout",
                          "kernel_layout", "out_layout", "out_dtype")
 
-register_op(
-    "nn.conv2d_transpose", ("data", "weight"), _infer_conv_transpose("NCHW"),
-    attrs=(Attr("strides", [1, 1], _pair_attr("strides")), Attr("padding", [0, 0, 0, 0], _padding_attr),
-           Attr("output_padding", [0, 0], _output_padding_attr(2)),
-           Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("groups", 1, int_attr("groups", 1)),
-           Attr("data_layout", "NCHW", _layout_attr("data_layout", "NCHW")),
-           Attr("kernel_layout", "IOHW", _layout_attr("kernel_layout", "IOHW")),
-           Attr("out_layout", "NCHW", _optional_layout_attr("out_layout", "NCHW")),
-           Attr("out_dtype", "void", dtype_attr)),
-    pattern="out_ewise_fusable",
-    legalize=te_legalizer(topi.nn.conv2d_transpose, "conv2d_transpose", _CONV_TRANSPOSE_ATTRS),
-)
-register_op(
-    "nn.conv1d_transpose", ("data", "weight"), _infer_conv_transpose("NCW"),
-    attrs=(Attr("strides", [1], _single_attr("strides")), Attr("padding", [0, 0], _padding1d_attr),
-           Attr("output_padding", [0], _output_padding_attr(1)),
-           Attr("dilation", [1], _single_attr("dilation")), Attr("groups", 1, int_attr("groups", 1)),
-           Attr("data_layout", "NCW", _layout_attr("data_layout", "NCW")),
-           Attr("kernel_layout", "IOW", _layout_attr("kernel_layout", "IOW")),
-           Attr("out_layout", "NCW", _optional_layout_attr("out_layout", "NCW")),
-           Attr("out_dtype", "void", dtype_attr)),
-    pattern="out_ewise_fusable",
-    legalize=te_legalizer(topi.nn.conv1d_transpose, "conv1d_transpose", _CONV_TRANSPOSE_ATTRS),
-)
+for _primal, _kernel, _fn in (("NCW", "IOW", topi.nn.conv1d_transpose), ("NCHW", "IOHW", topi.nn.conv2d_transpose),
+                              ("NCDHW", "IODHW", topi.nn.conv3d_transpose)):
+    _nsp = len(_primal) - 2
+    register_op(
+        f"nn.conv{_nsp}d_transpose", ("data", "weight"), _infer_conv_transpose(_primal, _kernel),
+        attrs=_conv_attrs(_primal, _kernel, transpose=True), pattern="out_ewise_fusable",
+        canonicalize=_out_layout_default("data_layout"),
+        legalize=te_legalizer(_fn, f"conv{_nsp}d_transpose", _CONV_TRANSPOSE_ATTRS),
+    )
 
 
 # ----------------------------------------------------------------------------- pooling
 
 
-def _infer_pool(layout: str):
-    """Inference of N-C-spatial pooling (``layout`` "NCW" or "NCHW"): each spatial output
-    extent from `topi.nn.pool_out_dim` (unknown in ceil mode on some symbolic extents)."""
-    rank = len(layout)
-    nsp = rank - 2
-    names = {"H": "height", "W": "width"}
+def _infer_pool(primal: str):
+    """Inference of pooling over the spatial axes of ``primal`` (``NCW``, ``NCHW``), the data
+    in ``layout`` and the result in ``out_layout``: each spatial output extent from
+    `topi.nn.pool_out_dim` (unknown in ceil mode on some symbolic extents)."""
+    nsp = len(primal) - 2
     name = f"nn.pool{nsp}d"
 
     def infer(args, attrs):
         x = tensor_arg(args[0], "data")
-        _check_rank(x, rank, "data", name)
+        layout, out_layout = attrs["layout"], attrs["out_layout"]
+        _check_rank(x, _rank(layout, primal), "data", name)
+        unknown = relax.TensorStructInfo(None, x.dtype, _rank(out_layout, primal))
         if x.shape is None:
-            return relax.TensorStructInfo(None, x.dtype, rank)
+            return unknown
+        shape = _primal_shape(x, layout, primal)
         pads = attrs["padding"]
         out = []
         for a in range(nsp):
-            o = topi.nn.pool_out_dim(x.shape[2 + a], attrs["pool_size"][a], attrs["strides"][a],
+            o = topi.nn.pool_out_dim(shape[2 + a], attrs["pool_size"][a], attrs["strides"][a],
                                      attrs["dilation"][a], pads[a], pads[nsp + a], attrs["ceil_mode"])
             if o is None:  # ceil mode on a symbolic extent: see pool_out_dim
-                return relax.TensorStructInfo(None, x.dtype, rank)
-            out.append(_positive_dim(_dim(o), names[layout[2 + a]], name))
-        return relax.TensorStructInfo(list(x.shape[:2]) + out, x.dtype)
+                return unknown
+            out.append(_positive_dim(_dim(o), _SPATIAL_NAMES[primal[2 + a]], name))
+        return relax.TensorStructInfo(_in_layout(list(shape[:2]) + out, out_layout, primal), x.dtype)
 
     infer.__name__ = f"infer_pool{nsp}d"
     return infer
+
+
+infer_pool2d = _infer_pool("NCHW")
 
 
 def _pool_legalizer(kind: str, nsp: int):
     fn = topi.nn.pool2d if nsp == 2 else topi.nn.pool1d
 
     def pool(data, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, layout, out_layout):
-        return fn(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad)
+        return fn(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, layout, out_layout)
     pool.__name__ = f"{kind}_pool{nsp}d"
     return pool
 
 
-_POOL_ATTRS = ("pool_size", "strides", "dilation", "padding", "ceil_mode", "count_include_pad", "layout", "out_layout")
+def _pool_attrs(primal: str, count_include_pad: bool = False) -> tuple:
+    """Pooling attributes in TVM's printing order, for the spatial axes of ``primal``."""
+    nsp = len(primal) - 2
+    ones = [1] * nsp
+    return (Attr("pool_size", ones, _spatial_attr("pool_size", nsp)),
+            Attr("strides", ones, _spatial_attr("strides", nsp)),
+            Attr("dilation", ones, _spatial_attr("dilation", nsp)), Attr("padding", [0] * 2 * nsp, _padding_attr(nsp)),
+            Attr("ceil_mode", False, bool_attr("ceil_mode")),
+            Attr("count_include_pad", count_include_pad, bool_attr("count_include_pad")),
+            Attr("layout", primal, _layout_attr("layout", primal)),
+            Attr("out_layout", None, _optional_layout_attr("out_layout", primal)))
+
+
+POOL2D_ATTRS = _pool_attrs("NCHW")
+POOL_ATTR_NAMES = tuple(a.name for a in POOL2D_ATTRS)
 # TVM's Python functions take padding before dilation; its printer writes dilation first.
-_POOL_SIGNATURE = ("data", "pool_size", "strides", "padding", "dilation", "ceil_mode", "count_include_pad", "layout",
-                   "out_layout")
+POOL_SIGNATURE = ("data", "pool_size", "strides", "padding", "dilation", "ceil_mode", "count_include_pad", "layout",
+                  "out_layout")
+# An output layout left None is the data's.
+canonicalize_pool = _out_layout_default("layout")
 for _kind in ("max", "avg"):
     register_op(
-        f"nn.{_kind}_pool2d", ("data",), _infer_pool("NCHW"),
-        attrs=(Attr("pool_size", [1, 1], _pair_attr("pool_size")), Attr("strides", [1, 1], _pair_attr("strides")),
-               Attr("dilation", [1, 1], _pair_attr("dilation")), Attr("padding", [0, 0, 0, 0], _padding_attr),
-               Attr("ceil_mode", False, bool_attr("ceil_mode")),
-               Attr("count_include_pad", False, bool_attr("count_include_pad")),
-               Attr("layout", "NCHW", _layout_attr("layout", "NCHW")),
-               Attr("out_layout", "NCHW", _optional_layout_attr("out_layout", "NCHW"))),
-        py_signature=_POOL_SIGNATURE, pattern="out_ewise_fusable",
-        legalize=te_legalizer(_pool_legalizer(_kind, 2), f"{_kind}_pool2d", _POOL_ATTRS),
+        f"nn.{_kind}_pool2d", ("data",), infer_pool2d, attrs=POOL2D_ATTRS, canonicalize=canonicalize_pool,
+        py_signature=POOL_SIGNATURE, pattern="out_ewise_fusable",
+        legalize=te_legalizer(_pool_legalizer(_kind, 2), f"{_kind}_pool2d", POOL_ATTR_NAMES),
     )
     register_op(
-        f"nn.{_kind}_pool1d", ("data",), _infer_pool("NCW"),
-        attrs=(Attr("pool_size", [1], _single_attr("pool_size")), Attr("strides", [1], _single_attr("strides")),
-               Attr("dilation", [1], _single_attr("dilation")), Attr("padding", [0, 0], _padding1d_attr),
-               Attr("ceil_mode", False, bool_attr("ceil_mode")),
-               # TVM's avg_pool1d counts the padding by default (its avg_pool2d does not).
-               Attr("count_include_pad", _kind == "avg", bool_attr("count_include_pad")),
-               Attr("layout", "NCW", _layout_attr("layout", "NCW")),
-               Attr("out_layout", "NCW", _optional_layout_attr("out_layout", "NCW"))),
-        py_signature=_POOL_SIGNATURE, pattern="out_ewise_fusable",
-        legalize=te_legalizer(_pool_legalizer(_kind, 1), f"{_kind}_pool1d", _POOL_ATTRS),
+        # TVM's avg_pool1d counts the padding by default (its avg_pool2d does not).
+        f"nn.{_kind}_pool1d", ("data",), _infer_pool("NCW"), attrs=_pool_attrs("NCW", _kind == "avg"),
+        canonicalize=canonicalize_pool, py_signature=POOL_SIGNATURE, pattern="out_ewise_fusable",
+        legalize=te_legalizer(_pool_legalizer(_kind, 1), f"{_kind}_pool1d", POOL_ATTR_NAMES),
     )
 
 
 def infer_adaptive_avg_pool2d(args, attrs):
-    """``(N, C) + output_size`` (the input's H, W when ``output_size`` is None)."""
+    """``(N, C) + output_size`` (the input's H, W when ``output_size`` is None), the data in
+    ``layout`` and the result in ``out_layout``."""
     x = tensor_arg(args[0], "data")
-    _check_rank(x, 4, "data", "nn.adaptive_avg_pool2d")
+    layout, out_layout = attrs["layout"], attrs["out_layout"]
+    _check_rank(x, _rank(layout, "NCHW"), "data", "nn.adaptive_avg_pool2d")
     if x.shape is None:
-        return relax.TensorStructInfo(None, x.dtype, 4)
+        return relax.TensorStructInfo(None, x.dtype, _rank(out_layout, "NCHW"))
     size = attrs["output_size"]
-    n, c, h, w = x.shape
+    n, c, h, w = _primal_shape(x, layout, "NCHW")
     oh, ow = (h, w) if size is None else (_dim(size[0]), _dim(size[1]))
-    return relax.TensorStructInfo([n, c, oh, ow], x.dtype)
+    return relax.TensorStructInfo(_in_layout([n, c, oh, ow], out_layout, "NCHW"), x.dtype)
 
 
 def _adaptive_avg_pool2d(data, output_size, layout, out_layout):
-    size = output_size if output_size is not None else [int(d) for d in data.shape[2:]]
-    return topi.nn.adaptive_pool2d(data, size, "avg")
+    return topi.nn.adaptive_pool2d(data, output_size, "avg", layout, out_layout)
 
 
 def _legalize_adaptive(bb, call):
@@ -583,7 +623,7 @@ def _legalize_adaptive(bb, call):
     extents must be constants to build the windows)."""
     x = relax.struct_info_of(call.args[0])
     if call.attrs["output_size"] is None and x.shape is not None and not all(
-            isinstance(d, tir.IntImm) for d in x.shape[2:]):
+            isinstance(d, tir.IntImm) for d in _primal_shape(x, call.attrs["layout"], "NCHW")[2:]):
         return None
     return _adaptive_te(bb, call)
 
@@ -593,8 +633,8 @@ _adaptive_te = te_legalizer(_adaptive_avg_pool2d, "adaptive_avg_pool2d", ("outpu
 register_op(
     "nn.adaptive_avg_pool2d", ("data",), infer_adaptive_avg_pool2d,
     attrs=(Attr("output_size", None, _output_size_attr), Attr("layout", "NCHW", _layout_attr("layout", "NCHW")),
-           Attr("out_layout", "NCHW", _layout_attr("out_layout", "NCHW"))),
-    pattern="out_ewise_fusable", legalize=_legalize_adaptive,
+           Attr("out_layout", None, _optional_layout_attr("out_layout", "NCHW"))),
+    canonicalize=canonicalize_pool, pattern="out_ewise_fusable", legalize=_legalize_adaptive,
 )
 
 
@@ -813,7 +853,7 @@ register_op(
 _NLL_REDUCTIONS = ("none", "mean", "sum")
 
 
-def _nll_reduction_attr(value):
+def nll_reduction_attr(value):
     if value not in _NLL_REDUCTIONS:
         raise OpError(f"reduction must be \"none\", \"mean\" or \"sum\", not {value!r}", "reduction")
     return value
@@ -874,5 +914,49 @@ def legalize_nll_loss(bb, call):
 # The pattern is the default reduction's ("mean": two reductions, then their quotient); "sum"
 # gives a plain reduction, "none" an indexed load (injective).
 register_op("nn.nll_loss", ("predictions", "targets", Arg("weights", "tensor", optional=True)), infer_nll_loss,
-            attrs=(Attr("reduction", "mean", _nll_reduction_attr), Attr("ignore_index", -100, int_attr("ignore_index"))),
+            attrs=(Attr("reduction", "mean", nll_reduction_attr), Attr("ignore_index", -100, int_attr("ignore_index"))),
             pattern="out_ewise_fusable", legalize=legalize_nll_loss)
+
+
+# ----------------------------------------------------------------------------- cross_entropy_with_logits
+
+
+def infer_cross_entropy_with_logits(args, attrs):
+    """A scalar in the operands' dtype; predictions and labels have one shape and one dtype
+    (TVM's checks)."""
+    pred, labels = tensor_arg(args[0], "predictions"), tensor_arg(args[1], "labels")
+    if pred.dtype and labels.dtype and pred.dtype != labels.dtype:
+        raise OpError(f"predictions and labels dtypes differ ({pred.dtype} and {labels.dtype})", "labels")
+    if pred.ndim >= 0 and labels.ndim >= 0 and pred.ndim != labels.ndim:
+        raise OpError(f"labels have rank {labels.ndim} but predictions have rank {pred.ndim}", "labels")
+    if pred.shape is not None and labels.shape is not None:
+        for a, b in zip(pred.shape, labels.shape):
+            if static_dim(a) is not None and static_dim(b) is not None and static_dim(a) != static_dim(b):
+                raise OpError(f"labels have shape ({fmt_shape(labels.shape)}) but predictions have shape "
+                              f"({fmt_shape(pred.shape)})", "labels")
+    return relax.TensorStructInfo([], pred.dtype or labels.dtype)
+
+
+register_op(
+    "nn.cross_entropy_with_logits", ("predictions", "labels"), infer_cross_entropy_with_logits,
+    pattern="out_ewise_fusable",
+    legalize=te_legalizer(topi.nn.cross_entropy_with_logits, "cross_entropy_with_logits"),
+)
+
+
+# ----------------------------------------------------------------------------- batch_flatten
+
+
+def infer_batch_flatten(args, attrs):
+    """``(N, product of the other extents)``: data of rank at least 2 (TVM's check)."""
+    x = tensor_arg(args[0], "data")
+    if 0 <= x.ndim < 2:
+        raise OpError(f"needs data of rank at least 2, got rank {x.ndim}", "data")
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, 2)
+    return relax.TensorStructInfo([x.shape[0], _dim(topi.transform.product(list(x.shape[1:])))], x.dtype)
+
+
+# TVM legalizes batch_flatten as a reshape (PrimFunc ``reshape``).
+register_op("nn.batch_flatten", ("data",), infer_batch_flatten, pattern="injective",
+            legalize=te_legalizer(topi.nn.batch_flatten, "reshape"))

@@ -10,6 +10,11 @@ Stage (block) and loop names follow TVM's TOPI so legalized modules read like TV
 ``ReflectPadInput``, ``T_batch_matmul_NT``/``T_batch_matmul_NN`` around attention's softmax,
 ``T_matmul_NT``.
 
+Convolution and pooling in other layouts (``NHWC``, ``HWIO`` kernels, packed ``NCHW16c``) bring
+their operands to the canonical order with `to_primal` (``T_layout_trans``), compute there, and
+write the result in the output layout with `from_primal`. 3-D convolution is ``conv3d_ncdhw``
+(loops ``nn, ff, zz, yy, xx, rc, rz, ry, rx``).
+
 Index arithmetic with a constant 1 (unit stride or dilation, one channel per group) is folded
 as TVM's simplifier would, so the printed indices are the same. Where TVM's own TE is an
 elaborate composition (batch_norm's chain of reshapes, adaptive pooling's variable-extent
@@ -26,7 +31,7 @@ from tvmscript import tir
 from .. import te
 from ._util import compute
 from .broadcast import broadcast_index
-from .transform import add, sub
+from .transform import add, floordiv, mul, product, reshape, sub
 
 __all__ = [
     "softmax", "log_softmax", "layer_norm", "batch_norm", "pad", "reflect_pad", "edge_pad", "conv2d_nchw",
@@ -34,7 +39,9 @@ __all__ = [
     "conv2d", "pool", "pool1d", "pool2d", "adaptive_pool2d", "dropout", "dense", "conv_out_dim", "pool_out_dim",
     "attention",
     "rms_norm", "group_norm", "conv1d", "conv1d_ncw", "group_conv1d_ncw", "conv_transpose", "conv_transpose_out_dim",
-    "conv1d_transpose", "conv2d_transpose", "nll_loss",
+    "conv1d_transpose", "conv2d_transpose", "nll_loss", "conv3d", "conv3d_transpose", "parse_layout",
+    "layout_to_primal_shape", "primal_to_layout_shape", "to_primal", "from_primal", "in_layouts",
+    "avg_pool_divisor", "cross_entropy_with_logits", "batch_flatten",
 ]
 
 
@@ -113,6 +120,117 @@ def pool_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int,
     o = _int(out)
     o = o - 1 if (o - 1) * stride >= n + pad_before else o
     return tir.IntImm(getattr(out, "dtype", "int64"), o) if isinstance(out, tir.IntImm) else o
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def parse_layout(layout: str, primal: str) -> list:
+    """``layout`` (``"NHWC"``, ``"NCHW16c"``, ``"HWIO"``) as ``[(axis, factor)]``: each primal
+    axis (an uppercase letter of ``primal``) once, in any order, with factor None; a packed
+    sub-axis (``16c``) as its lowercase letter and its factor, after its primal axis is named.
+    ValueError saying what is wrong otherwise."""
+    out, i = [], 0
+    while i < len(layout):
+        j = i
+        while j < len(layout) and layout[j].isdigit():
+            j += 1
+        if j == len(layout):
+            raise ValueError(f"layout {layout!r} ends with a number")
+        axis, factor = layout[j], int(layout[i:j]) if j > i else None
+        if axis.isupper():
+            if factor is not None:
+                raise ValueError(f"layout {layout!r}: a primal axis ({axis}) takes no factor")
+        elif not axis.islower() or factor is None or factor < 1:
+            raise ValueError(f"layout {layout!r}: a sub-axis ({axis}) needs a positive factor before it")
+        out.append((axis, factor))
+        i = j + 1
+    names = [a for a, _ in out]
+    if sorted(a for a in names if a.isupper()) != sorted(primal) or len(set(names)) != len(names):
+        raise ValueError(f"layout {layout!r} must name each of the axes {primal} once")
+    if any(a.upper() not in primal for a in names if a.islower()):
+        raise ValueError(f"layout {layout!r} splits an axis that is not one of {primal}")
+    return out
+
+
+def _factors(axes: list) -> dict:
+    return {a.upper(): f for a, f in axes if f is not None}
+
+
+def layout_to_primal_shape(shape, layout: str, primal: str) -> list:
+    """A ``layout`` shape as the ``primal`` one: each primal axis's extent, times its
+    sub-axis's factor when the layout packs it (``NCHW16c`` (1, 4, 8, 8, 16) -> (1, 64, 8, 8))."""
+    axes = parse_layout(layout, primal)
+    factors = _factors(axes)
+    at = {a: i for i, (a, _) in enumerate(axes)}
+    out = []
+    for p in primal:
+        d = _plain_dim(shape[at[p]])
+        out.append(mul(d, factors[p]) if p in factors else d)
+    return out
+
+
+def primal_to_layout_shape(shape, layout: str, primal: str) -> list:
+    """A ``primal`` shape in ``layout``: a packed axis's extent divided by its factor (which
+    must divide a constant extent: ValueError), the sub-axis's extent the factor."""
+    axes = parse_layout(layout, primal)
+    factors = _factors(axes)
+    out = []
+    for a, f in axes:
+        if f is not None:
+            out.append(tir.IntImm("int64", f))
+            continue
+        d = _plain_dim(shape[primal.index(a)])
+        if a in factors:
+            n = _int(d)
+            if n is not None and n % factors[a]:
+                raise ValueError(f"layout {layout!r}: the {a} extent {n} is not a multiple of {factors[a]}")
+            d = floordiv(d, factors[a])
+        out.append(d)
+    return out
+
+
+def to_primal(t: te.Tensor, layout: str, primal: str) -> te.Tensor:
+    """``t`` (in ``layout``) transposed and unpacked into ``primal`` order (``T_layout_trans``);
+    ``t`` itself when the layouts are the same."""
+    if layout == primal:
+        return t
+    axes = parse_layout(layout, primal)
+    factors = _factors(axes)
+
+    def f(idx):
+        src = []
+        for a, fac in axes:
+            i = idx[primal.index(a.upper())]
+            if fac is not None:
+                src.append(tir._binary(tir.FloorMod, i, tir.IntImm(i.dtype, fac)))
+            else:
+                src.append(_floordiv(i, factors[a]) if a in factors else i)
+        return t[tuple(src)]
+
+    return compute(layout_to_primal_shape(t.shape, layout, primal), f, name="T_layout_trans")
+
+
+def from_primal(t: te.Tensor, layout: str, primal: str) -> te.Tensor:
+    """``t`` (in ``primal`` order) written in ``layout`` (``T_layout_trans``); ``t`` itself when
+    the layouts are the same."""
+    if layout == primal:
+        return t
+    axes = parse_layout(layout, primal)
+    factors = _factors(axes)
+    at = {a: i for i, (a, _) in enumerate(axes)}
+
+    def f(idx):
+        src = []
+        for p in primal:
+            i = idx[at[p]]
+            if p in factors:
+                inner = idx[at[p.lower()]]
+                i = _mul(i, factors[p]) + inner
+            src.append(i)
+        return t[tuple(src)]
+
+    return compute(primal_to_layout_shape(t.shape, layout, primal), f, name="T_layout_trans")
 
 
 # ----------------------------------------------------------------------------- softmax
@@ -492,8 +610,9 @@ def _window_index(out, stride: int, tap, dilation: int):
     return _mul(out, stride) + _mul(tap, dilation)
 
 
-_SPATIAL = ("yy", "xx")   # TVM's loop names of the output's spatial dimensions
-_TAPS = ("ry", "rx")      # and of the kernel's
+# TVM's loop names of the output's spatial dimensions and of the kernel's taps, by rank.
+_SPATIAL = {1: ("yy",), 2: ("yy", "xx"), 3: ("zz", "yy", "xx")}
+_TAPS = {1: ("ry",), 2: ("ry", "rx"), 3: ("rz", "ry", "rx")}
 
 
 def _conv(data, kernel, stride, padding, dilation, groups, out_dtype, name):
@@ -505,7 +624,7 @@ def _conv(data, kernel, stride, padding, dilation, groups, out_dtype, name):
     out_sizes = _conv_output(data, kernel, stride, padding, dilation)
     out_c, in_per_group = kernel.shape[:2]
     rc = te.reduce_axis((0, in_per_group), name="rc")
-    taps = [te.reduce_axis((0, kernel.shape[2 + a]), name=_TAPS[a]) for a in range(nsp)]
+    taps = [te.reduce_axis((0, kernel.shape[2 + a]), name=_TAPS[nsp][a]) for a in range(nsp)]
     out_per_group = _floordiv(_plain_dim(out_c), groups)
 
     def channel(ff):
@@ -520,7 +639,7 @@ def _conv(data, kernel, stride, padding, dilation, groups, out_dtype, name):
         return te.sum(a * b, axis=[rc] + taps)
 
     return te.compute([data.shape[0], out_c] + out_sizes, lambda *i: f(*i), name=name,
-                      varargs_names=["nn", "ff", *_SPATIAL[:nsp]])
+                      varargs_names=["nn", "ff", *_SPATIAL[nsp]])
 
 
 def conv1d_ncw(data, kernel, stride=(1,), padding=(0, 0), dilation=(1,), out_dtype=None):
@@ -534,15 +653,24 @@ def group_conv1d_ncw(data, kernel, stride=(1,), padding=(0, 0), dilation=(1,), g
     return _conv(data, kernel, stride, padding, dilation, groups, out_dtype, "group_conv1d_ncw")
 
 
+def in_layouts(fn, data, weight, layouts: tuple, primals: tuple):
+    """``fn(data, weight)`` on operands given in ``layouts`` = (data's, kernel's, output's):
+    each operand brought to its ``primals`` order (data's, kernel's) first, the result written
+    in the output layout after (`to_primal`, `from_primal`)."""
+    data_layout, kernel_layout, out_layout = layouts
+    out = fn(to_primal(data, data_layout, primals[0]), to_primal(weight, kernel_layout, primals[1]))
+    return from_primal(out, out_layout, primals[0])
+
+
 def conv1d(data, weight, strides=(1,), padding=(0, 0), dilation=(1,), groups=1, data_layout="NCW",
            kernel_layout="OIW", out_layout="NCW", out_dtype="void"):
     """Relax's ``nn.conv1d`` legalization: ``conv1d_ncw`` for one group, else
-    ``group_conv1d_ncw`` (as TVM's)."""
-    if (data_layout, kernel_layout, out_layout) != ("NCW", "OIW", "NCW"):
-        raise ValueError(f"conv1d: only NCW/OIW layouts are implemented, not {data_layout}/{kernel_layout}")
-    if groups == 1:
-        return conv1d_ncw(data, weight, strides, padding, dilation, out_dtype)
-    return group_conv1d_ncw(data, weight, strides, padding, dilation, groups, out_dtype)
+    ``group_conv1d_ncw`` (as TVM's), on operands in any layout (`in_layouts`)."""
+    def conv(x, w):
+        if groups == 1:
+            return conv1d_ncw(x, w, strides, padding, dilation, out_dtype)
+        return group_conv1d_ncw(x, w, strides, padding, dilation, groups, out_dtype)
+    return in_layouts(conv, data, weight, (data_layout, kernel_layout, out_layout or data_layout), ("NCW", "OIW"))
 
 
 def conv2d_nchw(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None):
@@ -560,12 +688,23 @@ def group_conv2d_nchw(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilatio
 def conv2d(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, data_layout="NCHW",
            kernel_layout="OIHW", out_layout="NCHW", out_dtype="void"):
     """Relax's ``nn.conv2d`` legalization: ``conv2d_nchw`` for one group, else
-    ``group_conv2d_nchw`` (as TVM's)."""
-    if (data_layout, kernel_layout, out_layout) != ("NCHW", "OIHW", "NCHW"):
-        raise ValueError(f"conv2d: only NCHW/OIHW layouts are implemented, not {data_layout}/{kernel_layout}")
-    if groups == 1:
-        return conv2d_nchw(data, weight, strides, padding, dilation, out_dtype)
-    return group_conv2d_nchw(data, weight, strides, padding, dilation, groups, out_dtype)
+    ``group_conv2d_nchw`` (as TVM's), on operands in any layout (`in_layouts`; TVM's own
+    NHWC kernels index the operands in place, with the same sums)."""
+    def conv(x, w):
+        if groups == 1:
+            return conv2d_nchw(x, w, strides, padding, dilation, out_dtype)
+        return group_conv2d_nchw(x, w, strides, padding, dilation, groups, out_dtype)
+    return in_layouts(conv, data, weight, (data_layout, kernel_layout, out_layout or data_layout), ("NCHW", "OIHW"))
+
+
+def conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), dilation=(1, 1, 1), groups=1,
+           data_layout="NCDHW", kernel_layout="OIDHW", out_layout="NCDHW", out_dtype="void"):
+    """Relax's ``nn.conv3d`` legalization: ``conv3d_ncdhw`` for one group, else
+    ``group_conv3d_ncdhw`` (loops ``nn, ff, zz, yy, xx, rc, rz, ry, rx``), on operands in any
+    layout (`in_layouts`). ``padding`` is (front, top, left, back, bottom, right)."""
+    name = "conv3d_ncdhw" if groups == 1 else "group_conv3d_ncdhw"
+    return in_layouts(lambda x, w: _conv(x, w, strides, padding, dilation, groups, out_dtype, name), data, weight,
+                      (data_layout, kernel_layout, out_layout or data_layout), ("NCDHW", "OIDHW"))
 
 
 def conv_transpose_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
@@ -604,7 +743,7 @@ def _dilate(data: te.Tensor, strides, name: str) -> te.Tensor:
     return compute(shape, f, name=name, prefix="i")
 
 
-_TRANSPOSE_LOOPS = {1: ("w",), 2: ("h", "w")}
+_TRANSPOSE_LOOPS = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
 
 
 def conv_transpose(data: te.Tensor, weight: te.Tensor, strides, padding, output_padding, dilation, groups: int = 1,
@@ -632,7 +771,7 @@ def conv_transpose(data: te.Tensor, weight: te.Tensor, strides, padding, output_
         return weight[(i, o) + tuple(tir.IntImm(t.dtype, k - 1) - t for t, k in zip(sp, kernel))]
 
     flipped = te.compute([out_per_group, in_c] + list(weight.shape[2:]), flip,
-                         name="kernel_transform" if nsp == 2 else "kernel", varargs_names=["o", "i", *names])
+                         name="kernel" if nsp == 1 else "kernel_transform", varargs_names=["o", "i", *names])
     dc = te.reduce_axis((0, in_per_group), name="dc")
     taps = [te.reduce_axis((0, weight.shape[2 + a]), name=f"d{names[a]}") for a in range(nsp)]
     out_shape = [data.shape[0], _mul(_plain_dim(out_per_group), groups)] + [
@@ -651,20 +790,21 @@ def conv_transpose(data: te.Tensor, weight: te.Tensor, strides, padding, output_
     return te.compute(out_shape, f, name="compute", varargs_names=["b", "c", *names])
 
 
-def conv1d_transpose(data, weight, strides=(1,), padding=(0, 0), output_padding=(0,), dilation=(1,), groups=1,
-                     data_layout="NCW", kernel_layout="IOW", out_layout="NCW", out_dtype="void"):
-    """Relax's ``nn.conv1d_transpose`` legalization: NCW data, IOW kernel."""
-    if (data_layout, kernel_layout, out_layout) != ("NCW", "IOW", "NCW"):
-        raise ValueError(f"conv1d_transpose: only NCW/IOW layouts are implemented, not {data_layout}/{kernel_layout}")
-    return conv_transpose(data, weight, strides, padding, output_padding, dilation, groups, out_dtype)
+def _conv_transpose_in(primals: tuple):
+    """Relax's ``nn.conv{1,2,3}d_transpose`` legalization for ``primals`` (data's and kernel's
+    canonical layouts, ``("NCHW", "IOHW")``): `conv_transpose` on operands in any layout."""
+    def legalize(data, weight, strides, padding, output_padding, dilation, groups=1, data_layout=None,
+                 kernel_layout=None, out_layout=None, out_dtype="void"):
+        layouts = (data_layout or primals[0], kernel_layout or primals[1], out_layout or data_layout or primals[0])
+        return in_layouts(lambda x, w: conv_transpose(x, w, strides, padding, output_padding, dilation, groups,
+                                                      out_dtype), data, weight, layouts, primals)
+    legalize.__name__ = f"conv{len(primals[0]) - 2}d_transpose"
+    return legalize
 
 
-def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1),
-                     groups=1, data_layout="NCHW", kernel_layout="IOHW", out_layout="NCHW", out_dtype="void"):
-    """Relax's ``nn.conv2d_transpose`` legalization: NCHW data, IOHW kernel."""
-    if (data_layout, kernel_layout, out_layout) != ("NCHW", "IOHW", "NCHW"):
-        raise ValueError(f"conv2d_transpose: only NCHW/IOHW layouts are implemented, not {data_layout}/{kernel_layout}")
-    return conv_transpose(data, weight, strides, padding, output_padding, dilation, groups, out_dtype)
+conv1d_transpose = _conv_transpose_in(("NCW", "IOW"))
+conv2d_transpose = _conv_transpose_in(("NCHW", "IOHW"))
+conv3d_transpose = _conv_transpose_in(("NCDHW", "IODHW"))
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -718,30 +858,45 @@ def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil
     total = compute(oshape, lambda idx: te.sum(window(idx), axis=taps), name="pool_sum")
 
     def avg(idx):
-        count = None
-        for a in range(nsp):
-            start = _mul(idx[2 + a], strides[a])
-            size = _plain_dim(spatial[a])
-            pb, pa = before_pads[a], after_pads[a]
-            lo, hi = (0, _add(size, pb + pa)) if count_include_pad else (pb, _add(size, pb))
-            n = _taps(start, lo, hi, pool_size[a], dilation[a])
-            count = n if count is None else count * n
-        count = te.max(count, tir.IntImm(count.dtype, 1))
+        count = avg_pool_divisor(idx[2:], spatial, pool_size, strides, dilation, padding, count_include_pad)
         return total[tuple(idx)] / te.cast(count, data.dtype)
 
     return compute(oshape, avg, name="pool_avg", attrs={"schedule_rule": "meta_schedule.pool_avg"})
 
 
+def avg_pool_divisor(out_idx, spatial, pool_size, strides, dilation, padding, count_include_pad: bool):
+    """The divisor of average-pooling output ``out_idx`` (its spatial indices): the number of
+    its taps inside the input (inside the explicitly padded input with ``count_include_pad``),
+    at least 1. ``padding`` is the pads before each spatial axis, then those after."""
+    nsp = len(spatial)
+    count = None
+    for a in range(nsp):
+        start = _mul(out_idx[a], strides[a])
+        size = _plain_dim(spatial[a])
+        pb, pa = padding[a], padding[nsp + a]
+        lo, hi = (0, _add(size, pb + pa)) if count_include_pad else (pb, _add(size, pb))
+        n = _taps(start, lo, hi, pool_size[a], dilation[a])
+        count = n if count is None else count * n
+    return te.max(count, tir.IntImm(count.dtype, 1))
+
+
 def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
-           count_include_pad: bool = False) -> te.Tensor:
-    """NCHW pooling (``padding`` is top, left, bottom, right): `pool` on two spatial axes."""
-    return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad)
+           count_include_pad: bool = False, layout: str = "NCHW", out_layout=None) -> te.Tensor:
+    """2-D pooling (``padding`` is top, left, bottom, right): `pool` on two spatial axes, the
+    data in ``layout`` (``NHWC``, ``NCHW16c``: brought to NCHW first) and the result written in
+    ``out_layout`` (the data's by default)."""
+    out = pool(to_primal(data, layout, "NCHW"), kind, pool_size, strides, dilation, padding, ceil_mode,
+               count_include_pad)
+    return from_primal(out, out_layout or layout, "NCHW")
 
 
 def pool1d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
-           count_include_pad: bool = False) -> te.Tensor:
-    """NCW pooling (``padding`` is left, right): `pool` on one spatial axis."""
-    return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad)
+           count_include_pad: bool = False, layout: str = "NCW", out_layout=None) -> te.Tensor:
+    """1-D pooling (``padding`` is left, right): `pool` on one spatial axis, in any layout as
+    `pool2d`."""
+    out = pool(to_primal(data, layout, "NCW"), kind, pool_size, strides, dilation, padding, ceil_mode,
+               count_include_pad)
+    return from_primal(out, out_layout or layout, "NCW")
 
 
 def _adaptive_window(i, size, out: int):
@@ -770,13 +925,22 @@ def _static_uniform(size, out: int) -> bool:
     return s is not None and s % out == 0
 
 
-def adaptive_pool2d(data: te.Tensor, output_size, kind: str = "avg") -> te.Tensor:
+def adaptive_pool2d(data: te.Tensor, output_size, kind: str = "avg", layout: str = "NCHW",
+                    out_layout=None) -> te.Tensor:
+    """Adaptive average pooling of ``data`` in ``layout`` (brought to NCHW first), the result
+    in ``out_layout`` (the data's by default); ``output_size`` None keeps the input's H, W."""
+    if kind != "avg":
+        raise ValueError("adaptive_pool2d: only average pooling is implemented")
+    x = to_primal(data, layout, "NCHW")
+    size = output_size if output_size is not None else [int(d) for d in x.shape[2:]]
+    return from_primal(_adaptive_avg_pool2d_nchw(x, size), out_layout or layout, "NCHW")
+
+
+def _adaptive_avg_pool2d_nchw(data: te.Tensor, output_size) -> te.Tensor:
     """NCHW adaptive average pooling: output ``(i, j)`` averages the window
     ``[floor(i*H/oh), ceil((i+1)*H/oh)) x [floor(j*W/ow), ceil((j+1)*W/ow))`` (TVM's
     ``adaptive_pool_sum`` and ``adaptive_pool_avg``). The sum loops over the widest window and
     guards the taps beyond a narrower one, where TVM loops over each window's own extent."""
-    if kind != "avg":
-        raise ValueError("adaptive_pool2d: only average pooling is implemented")
     n, c, h, w = data.shape
     oh, ow = (int(o) for o in output_size)
     out_shape = (n, c, tir.IntImm(h.dtype, oh), tir.IntImm(w.dtype, ow))
@@ -940,3 +1104,32 @@ def nll_loss(predictions: te.Tensor, targets: te.Tensor, weights, reduction: str
     waxes = [te.reduce_axis((0, d), name=f"k{i}") for i, d in enumerate(targets.shape)]
     wsum = te.compute((), lambda: te.sum(kept_weight(*waxes), axis=waxes), name="nll_loss_weight_red")
     return te.compute((), lambda: total[()] / wsum[()], name="T_divide")
+
+
+# ----------------------------------------------------------------------------- cross_entropy_with_logits
+
+
+def cross_entropy_with_logits(predictions: te.Tensor, labels: te.Tensor) -> te.Tensor:
+    """``-sum(predictions * labels)``, divided by the batch size (the first extent) for a batch
+    (rank 2 and more), as TVM's: stages ``T_multiply``, ``T_multiply_red``, ``T_multiply``
+    (by -1) and ``T_divide``."""
+    dtype = predictions.dtype
+    product = compute(predictions.shape, lambda idx: predictions[tuple(idx)] * labels[tuple(idx)], name="T_multiply")
+    axes = [te.reduce_axis((0, d), name=f"k{i}") for i, d in enumerate(predictions.shape)]
+    total = te.compute((), lambda: te.sum(product[tuple(axes)], axis=axes), name="T_multiply_red")
+    negated = te.compute((), lambda: total[()] * tir.const(-1.0, dtype), name="T_multiply")
+    if len(predictions.shape) < 2:
+        return negated
+    batch = _plain_dim(predictions.shape[0])
+    size = _int(batch)
+    divisor = _float_const(size, dtype) if size is not None else te.cast(batch, dtype)
+    return te.compute((), lambda: negated[()] / divisor, name="T_divide")
+
+
+# ----------------------------------------------------------------------------- batch_flatten
+
+
+def batch_flatten(data: te.Tensor) -> te.Tensor:
+    """``data`` reshaped to (first extent, product of the others): TVM legalizes it as
+    ``reshape`` (stage ``T_reshape``)."""
+    return reshape(data, [data.shape[0], product(list(data.shape[1:]))])
