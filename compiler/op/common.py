@@ -145,6 +145,14 @@ def shapes_known(call) -> bool:
     return all(known(relax.struct_info_of(a)) for a in call.args) and known(call.struct_info)
 
 
+def te_shape_arg(arg):
+    """A shape argument (``R.shape([2, 3])``) as the list of its int64 dims, so that TE builds
+    ``T.Buffer((T.int64(2), T.int64(3)))`` and ``T.grid(T.int64(2), ...)`` as TVM's
+    legalization does (Relax shapes are int64), rather than int32 loops from Python ints.
+    Other arguments are returned as they are."""
+    return list(arg.values) if isinstance(arg, relax.ShapeExpr) else arg
+
+
 def te_legalizer(topi_fn, name_hint: str, attrs=()):
     """The common legalizer: ``bb.call_te(topi_fn, *call.args, **call's attrs named in attrs)``,
     its PrimFunc named ``name_hint`` (``add``, ``add1``, ... as TVM names them)."""
@@ -153,7 +161,7 @@ def te_legalizer(topi_fn, name_hint: str, attrs=()):
         if not shapes_known(call):
             return None
         kwargs = {a: call.attrs[a] for a in attrs}
-        return bb.call_te(topi_fn, *call.args, primfunc_name_hint=name_hint, **kwargs)
+        return bb.call_te(topi_fn, *[te_shape_arg(a) for a in call.args], primfunc_name_hint=name_hint, **kwargs)
 
     legalize.__name__ = f"legalize_{name_hint}"
     return legalize

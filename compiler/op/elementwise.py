@@ -4,8 +4,12 @@ alpha)``, ``nn.softplus(data, beta, threshold)``, ``nn.prelu(data, alpha, axis)`
 binary arithmetic with NumPy broadcasting, comparisons, logical ops, ``where`` and ``astype``.
 (``nn.relu6`` is TVM's Python helper building ``clip(x, 0, 6)``: see ``api.py``.)
 
-Unary ops keep their operand's shape and dtype (pattern elementwise); binary ones broadcast
-their operands' shapes, symbolic dims included (pattern broadcast). The PrimFunc each legalizes
+Unary ops keep their operand's shape and dtype (pattern elementwise); binary ones (``atan2``
+too) broadcast their operands' shapes, symbolic dims included (pattern broadcast). As in TVM,
+either operand of a binary op may be a prim value (``R.add(x, y)`` with ``y: R.Prim("float32")``,
+a 0-d operand; two prim values give a prim value), and a scalar constant operand legalizes to a
+TIR immediate rather than a buffer parameter. ``ewise_fma`` (``x1 * x2 + x3``) is inferred
+only: TVM does not legalize it either. The PrimFunc each legalizes
 to is named as TVM 0.25's LegalizeOps names it (``tir_exp``, ``erf``, ``add``, ``cast``...).
 """
 
@@ -14,7 +18,8 @@ from __future__ import annotations
 from tvmscript import relax, tir
 
 from .. import topi
-from .common import broadcast_shapes, int_attr, normalize_axis, static_dim, tensor_arg, te_legalizer
+from ..topi._util import const_like
+from .common import broadcast_shapes, int_attr, normalize_axis, shapes_known, static_dim, tensor_arg, te_legalizer
 from .registry import Arg, Attr, OpError, register_op
 
 
@@ -167,7 +172,7 @@ def infer_prelu(args, attrs):
         axis = normalize_axis(attrs["axis"], x.ndim)
         if x.shape is not None and alpha.shape is not None:
             c, a = static_dim(x.shape[axis]), static_dim(alpha.shape[0])
-            if c is not None and a is not None and c != a:
+            if c is not None and a is not None and c != a and a != 1:  # one slope serves every channel
                 raise OpError(f"alpha has {a} slopes but data has {c} elements along axis {axis}", "alpha")
     return _like(x)
 
@@ -235,14 +240,38 @@ def _operands(args, names=("x1", "x2")):
     return sinfos, (dtypes.pop() if dtypes else "")
 
 
-def infer_binary(args, attrs):
-    sinfos, dtype = _operands(args)
+def _scalar_or_tensor(sinfo, what: str) -> relax.TensorStructInfo:
+    """A binary operand as a tensor: a prim value (``R.Prim("float32")``, ``R.prim_value(2)``)
+    counts as a 0-d tensor of its dtype, as TVM's binary ops take one on either side."""
+    if isinstance(sinfo, relax.PrimStructInfo):
+        return relax.TensorStructInfo([], sinfo.dtype)
+    return tensor_arg(sinfo, what)
+
+
+def _binary(args, result_dtype, check_dtypes: bool = True):
+    """The struct info of a binary op whose operands are tensors or prim values: a prim value
+    when both are prim values, else the broadcast tensor (``result_dtype(dtype)`` gives its
+    dtype from the operands' common one)."""
+    sinfos = [_scalar_or_tensor(s, w) for s, w in zip(args, ("x1", "x2"))]
+    if check_dtypes:
+        _, dtype = _operands(sinfos)
+    else:
+        dtype = next((s.dtype for s in sinfos if s.dtype), "")
+    dtype = result_dtype(dtype)
+    if all(isinstance(s, relax.PrimStructInfo) for s in args):
+        return relax.PrimStructInfo(dtype)
     return _broadcast(sinfos, dtype)
 
 
+def infer_binary(args, attrs):
+    return _binary(args, lambda d: d)
+
+
 def infer_compare(args, attrs):
-    sinfos, _ = _operands(args)
-    return _broadcast(sinfos, "bool")
+    """A bool result. Unlike arithmetic, a comparison of a tensor with a prim value of another
+    dtype is allowed (TVM casts the operand); two tensors must still agree."""
+    mixed = any(isinstance(s, relax.PrimStructInfo) for s in args)
+    return _binary(args, lambda d: "bool", check_dtypes=not mixed)
 
 
 def infer_logical(args, attrs):
@@ -252,22 +281,84 @@ def infer_logical(args, attrs):
     return _broadcast(sinfos, "bool")
 
 
+def scalar_constant(e):
+    """The TIR immediate of a scalar constant operand (a 0-d ``R.const`` or an
+    ``R.prim_value`` of a number), None for anything else."""
+    if isinstance(e, relax.Constant) and e.data.ndim == 0:
+        return const_like(e.data[()].item(), str(e.data.dtype))
+    if isinstance(e, relax.PrimValue) and isinstance(e.value, (tir.IntImm, tir.FloatImm)):
+        return e.value
+    return None
+
+
+def binary_legalizer(topi_fn, name_hint: str):
+    """Legalize a binary op as TVM does: a scalar constant second operand (else first) becomes a
+    TIR immediate in the PrimFunc (``x + T.float32(1.0)``), not a 0-d buffer parameter, so the
+    kernel takes one argument fewer. A prim-value variable operand would need to become a
+    scalar parameter of the PrimFunc, which ``call_te`` cannot pass yet: such a call (and one
+    of two prim values, which TVM does not legalize either) stays as it is."""
+    def legalize(bb, call):
+        if not shapes_known(call) or not isinstance(call.struct_info, relax.TensorStructInfo):
+            return None
+        args = list(call.args)
+        k = 1 if scalar_constant(args[1]) is not None else 0
+        imm = scalar_constant(args[k])
+        if imm is not None and isinstance(relax.struct_info_of(args[1 - k]), relax.TensorStructInfo):
+            args[k] = imm
+        if any(isinstance(a, relax.Expr) and isinstance(relax.struct_info_of(a), relax.PrimStructInfo)
+               for a in args):
+            return None
+        return bb.call_te(topi_fn, *args, primfunc_name_hint=name_hint)
+
+    legalize.__name__ = f"legalize_{name_hint}"
+    return legalize
+
+
 BINARY_OPS = (
-    "add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum",
+    "add", "subtract", "multiply", "divide", "floor_divide", "power", "atan2", "maximum", "minimum",
 )
 for _name in BINARY_OPS:
     register_op(_name, ("x1", "x2"), infer_binary, pattern="broadcast",
-                legalize=te_legalizer(getattr(topi, _name), _name))
+                legalize=binary_legalizer(getattr(topi, _name), _name))
 
 COMPARE_OPS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 for _name in COMPARE_OPS:
     register_op(_name, ("x1", "x2"), infer_compare, pattern="broadcast",
-                legalize=te_legalizer(getattr(topi, _name), _name))
+                legalize=binary_legalizer(getattr(topi, _name), _name))
 
 LOGICAL_OPS = ("logical_and", "logical_or")
 for _name in LOGICAL_OPS:
     register_op(_name, ("x1", "x2"), infer_logical, pattern="broadcast",
-                legalize=te_legalizer(getattr(topi, _name), _name))
+                legalize=binary_legalizer(getattr(topi, _name), _name))
+
+
+# ----------------------------------------------------------------------------- ewise_fma
+
+
+def infer_ewise_fma(args, attrs):
+    """``x1 * x2 + x3`` without broadcasting: the three tensors must have one rank, one dtype
+    and (where known) one shape, which the result has. TVM has no legalization for it (it
+    exists for backends with a fused multiply-add), so neither has this table."""
+    sinfos = [tensor_arg(s, w) for s, w in zip(args, ("x1", "x2", "x3"))]
+    dtypes = {s.dtype for s in sinfos if s.dtype}
+    if len(dtypes) > 1:
+        raise OpError(f"the operands' dtypes differ: {', '.join(s.dtype for s in sinfos)}")
+    ranks = {s.ndim for s in sinfos if s.ndim >= 0}
+    if len(ranks) > 1:
+        raise OpError(f"the operands' ranks differ: {', '.join(str(s.ndim) for s in sinfos)}")
+    dtype = dtypes.pop() if dtypes else ""
+    ndim = ranks.pop() if ranks else -1
+    if any(s.shape is None for s in sinfos):
+        return relax.TensorStructInfo(None, dtype, ndim)
+    shape = list(sinfos[0].shape)
+    for s in sinfos[1:]:
+        for k, (a, b) in enumerate(zip(shape, s.shape)):
+            if static_dim(a) is not None and static_dim(b) is not None and static_dim(a) != static_dim(b):
+                raise OpError(f"the operands' shapes differ at dimension {k}: {static_dim(a)} vs {static_dim(b)}")
+    return relax.TensorStructInfo(shape, dtype)
+
+
+register_op("ewise_fma", ("x1", "x2", "x3"), infer_ewise_fma, pattern="elementwise")
 
 
 # ----------------------------------------------------------------------------- where

@@ -1,6 +1,12 @@
 """Shape manipulation ops: permute_dims, reshape, expand_dims, squeeze, flatten, concat, split,
-strided_slice, take, broadcast_to, tile, repeat; and the indexed ops gather_elements,
-scatter_elements and one_hot.
+strided_slice, take, broadcast_to, tile, repeat, reverse_sequence, collapse_sum_like/to,
+layout_transform and tensor_to_shape (inferred only: the VM reads a tensor into a shape); and
+the indexed ops gather_elements, scatter_elements and one_hot.
+
+Where TVM infers a shape for a call older checks here rejected, the table follows TVM:
+``split`` into sections that do not divide the axis (ceil-sized pieces, the last one shorter),
+split indices out of order (a piece ending before it begins is empty), ``concat(axis=None)``
+of 1-D tensors, ``take`` of a prim-value index.
 
 All are injective (every output element is one input element), expand_dims, squeeze and
 broadcast_to more precisely broadcast (their loads index the output's loop variables in order,
@@ -235,10 +241,16 @@ def infer_concat(args, attrs):
     ranks = {t.ndim for t in ts if t.ndim >= 0}
     if len(ranks) > 1:
         raise OpError(f"the tensors' ranks differ: {', '.join(str(t.ndim) for t in ts)}", "tensors")
+    if attrs["axis"] is None:
+        # TVM's axis=None concatenates the tensors flattened, which it allows for 1-D ones only.
+        if ranks - {1}:
+            raise OpError(f"concat with axis=None needs 1-D tensors, got ranks {', '.join(str(t.ndim) for t in ts)}",
+                          "tensors")
+        ranks = {1}
     if not ranks:
         return relax.TensorStructInfo(None, dtype, -1)
     ndim = ranks.pop()
-    axis = normalize_axis(attrs["axis"], ndim, "axis")
+    axis = normalize_axis(attrs["axis"] or 0, ndim, "axis")
     if any(t.shape is None for t in ts):
         return relax.TensorStructInfo(None, dtype, ndim)
     out = list(ts[0].shape)
@@ -264,11 +276,11 @@ def _tuple_tensors(bb, tup) -> list:
 def legalize_concat(bb, call):
     if not shapes_known(call):
         return None
-    return bb.call_te(topi.concatenate, _tuple_tensors(bb, call.args[0]), axis=call.attrs["axis"],
+    return bb.call_te(topi.concatenate, _tuple_tensors(bb, call.args[0]), axis=call.attrs["axis"] or 0,
                       primfunc_name_hint="concatenate")
 
 
-register_op("concat", (Arg("tensors", "tensors"),), infer_concat, attrs=(Attr("axis", 0, int_attr("axis")),),
+register_op("concat", (Arg("tensors", "tensors"),), infer_concat, attrs=(Attr("axis", 0, _optional_int_attr("axis")),),
             pattern="injective", legalize=legalize_concat)
 
 
@@ -295,13 +307,14 @@ def infer_split(args, attrs):
     if x.shape is None:
         return relax.TupleStructInfo([relax.TensorStructInfo(None, x.dtype, x.ndim) for _ in range(count)])
     dim = x.shape[axis]
-    if isinstance(sections, int) and static_dim(dim) is not None and static_dim(dim) % sections:
-        raise OpError(f"{sections} sections do not divide axis {axis} of extent {static_dim(dim)}",
-                      "indices_or_sections")
-    if not isinstance(sections, int) and any(b < a for a, b in zip(sections, sections[1:])):
-        raise OpError(f"the split indices {sections} must be ascending", "indices_or_sections")
+    # As TVM: sections that do not divide the extent are ceil(extent / sections) long, the last
+    # one what is left; indices need not ascend (a piece ending before it begins is empty).
+    bounds = tt.split_bounds(dim, sections)
+    if isinstance(sections, int) and static_dim(bounds[-1][1]) is not None and static_dim(bounds[-1][1]) < 0:
+        raise OpError(f"{sections} sections of {static_dim(bounds[0][1])} overrun axis {axis} of extent "
+                      f"{static_dim(dim)} (the last would have a negative extent)", "indices_or_sections")
     out = []
-    for _begin, extent in tt.split_bounds(dim, sections):
+    for _begin, extent in bounds:
         shape = list(x.shape)
         shape[axis] = extent
         out.append(relax.TensorStructInfo(shape, x.dtype))
@@ -378,8 +391,30 @@ register_op(
 # ----------------------------------------------------------------------------- take
 
 
+def _take_indices(sinfo) -> relax.TensorStructInfo:
+    """The indices of a take: a tensor, or a prim value (``R.take(x, i, axis=1)``: one index,
+    a 0-d tensor, so the axis is dropped)."""
+    if isinstance(sinfo, relax.PrimStructInfo):
+        return relax.TensorStructInfo([], sinfo.dtype)
+    return tensor_arg(sinfo, "indices")
+
+
+def legalize_take(bb, call):
+    """``T_take``; a prim-value index (``R.prim_value(2)``, ``n - 1`` of the data's symbolic
+    dims) is an expression in the PrimFunc. A prim-value variable index would be a scalar
+    parameter, which ``call_te`` cannot pass yet: that call stays as it is."""
+    if not shapes_known(call):
+        return None
+    x, idx = call.args
+    if isinstance(relax.struct_info_of(idx), relax.PrimStructInfo):
+        if not isinstance(idx, relax.PrimValue):
+            return None
+        idx = idx.value
+    return bb.call_te(topi.take, x, idx, axis=call.attrs["axis"], mode=call.attrs["mode"], primfunc_name_hint="take")
+
+
 def infer_take(args, attrs):
-    x, idx = tensor_arg(args[0], "x"), tensor_arg(args[1], "indices")
+    x, idx = tensor_arg(args[0], "x"), _take_indices(args[1])
     if idx.dtype and not idx.dtype.startswith(("int", "uint")):
         raise OpError(f"indices must be integers, not {idx.dtype}", "indices")
     axis = attrs["axis"]
@@ -396,7 +431,7 @@ def infer_take(args, attrs):
 
 register_op("take", ("x", "indices"), infer_take,
             attrs=(Attr("axis", None, _optional_int_attr("axis")), Attr("mode", "fast", _mode_attr)),
-            pattern="injective", legalize=te_legalizer(topi.take, "take", ("axis", "mode")))
+            pattern="injective", legalize=legalize_take)
 
 
 # ----------------------------------------------------------------------------- broadcast_to, tile, repeat
@@ -689,3 +724,220 @@ def infer_dynamic_strided_slice(args, attrs):
 # shape function, R.tensor_to_shape and a slice kernel; here the VM slices on the host
 # (compiler/build.py: _HOST_OPS), with NumPy's slicing rules, which TOPI's clamping follows.
 register_op("dynamic_strided_slice", ("x", "begin", "end", "strides"), infer_dynamic_strided_slice)
+
+
+# ----------------------------------------------------------------------------- collapse_sum_like, collapse_sum_to
+
+
+def _collapse_target(x: relax.TensorStructInfo, target, ndim: int, what: str) -> None:
+    """``target`` (dims or None) must broadcast to ``x``'s shape: the sum undoes a broadcast."""
+    if x.ndim >= 0 and ndim >= 0 and ndim > x.ndim:
+        raise OpError(f"cannot collapse a tensor of rank {x.ndim} to rank {ndim}", what)
+    if target is None or x.shape is None:
+        return
+    off = x.ndim - len(target)
+    for k, t in enumerate(target):
+        d = x.shape[off + k]
+        if static_dim(t) not in (None, 1) and static_dim(d) is not None and static_dim(t) != static_dim(d):
+            raise OpError(f"shape ({fmt_shape(target)}) does not broadcast to the data's shape "
+                          f"({fmt_shape(x.shape)}): dimension {k} is {static_dim(t)}, the data's {static_dim(d)}",
+                          what)
+
+
+def infer_collapse_sum_like(args, attrs):
+    """The target tensor's shape, the data's dtype."""
+    x, t = tensor_arg(args[0], "data"), tensor_arg(args[1], "collapse_target")
+    shape = list(t.shape) if t.shape is not None else None
+    _collapse_target(x, shape, t.ndim, "collapse_target")
+    return relax.TensorStructInfo(shape, x.dtype, t.ndim if shape is None else -1)
+
+
+def infer_collapse_sum_to(args, attrs):
+    """The given shape, the data's dtype."""
+    x = tensor_arg(args[0], "data")
+    vals, ndim = _shape_values(args[1], "shape")
+    _collapse_target(x, vals, ndim, "shape")
+    return relax.TensorStructInfo(vals, x.dtype, ndim if vals is None else -1)
+
+
+def legalize_collapse_sum(bb, call):
+    """Both ops legalize to one ``collapse_sum`` PrimFunc summing down to the result's shape."""
+    if not shapes_known(call):
+        return None
+    return bb.call_te(topi.reduction.collapse_sum, call.args[0], list(call.struct_info.shape),
+                      primfunc_name_hint="collapse_sum")
+
+
+register_op("collapse_sum_like", ("data", "collapse_target"), infer_collapse_sum_like, pattern="reduce",
+            legalize=legalize_collapse_sum)
+register_op("collapse_sum_to", ("data", Arg("shape", "shape")), infer_collapse_sum_to, pattern="reduce",
+            legalize=legalize_collapse_sum)
+
+
+# ----------------------------------------------------------------------------- tensor_to_shape
+
+
+def infer_tensor_to_shape(args, attrs):
+    """A shape with as many dims as the 1-D tensor has elements (its values are known only at
+    run time). TVM does not legalize it: the VM reads the tensor into a shape."""
+    t = tensor_arg(args[0], "expr")
+    if t.ndim >= 0 and t.ndim != 1:
+        raise OpError(f"tensor_to_shape needs a 1-D tensor, got rank {t.ndim}", "expr")
+    if t.dtype and not t.dtype.startswith(("int", "uint")):
+        raise OpError(f"tensor_to_shape needs integers, not {t.dtype}", "expr")
+    n = static_dim(t.shape[0]) if t.shape is not None else None
+    return relax.ShapeStructInfo(None, n if n is not None else -1)
+
+
+register_op("tensor_to_shape", ("expr",), infer_tensor_to_shape)
+
+
+# ----------------------------------------------------------------------------- reverse_sequence
+
+
+def infer_reverse_sequence(args, attrs):
+    """The data's struct info. ``seq_lengths`` holds one int32/int64 length per batch (the
+    data's extent along ``batch_axis``)."""
+    x, lengths = tensor_arg(args[0], "data"), tensor_arg(args[1], "seq_lengths")
+    if lengths.dtype and lengths.dtype not in ("int32", "int64"):
+        raise OpError(f"seq_lengths must be int32 or int64, not {lengths.dtype}", "seq_lengths")
+    if lengths.ndim >= 0 and lengths.ndim != 1:
+        raise OpError(f"seq_lengths must be 1-D (one length per batch), got rank {lengths.ndim}", "seq_lengths")
+    if x.ndim >= 0:
+        normalize_axis(attrs["seq_axis"], x.ndim, "seq_axis")
+        batch = normalize_axis(attrs["batch_axis"], x.ndim, "batch_axis")
+        if x.shape is not None and lengths.shape is not None:
+            n, b = static_dim(lengths.shape[0]), static_dim(x.shape[batch])
+            if n is not None and b is not None and n != b:
+                raise OpError(f"seq_lengths has {n} lengths but the data has {b} batches along axis {batch}",
+                              "seq_lengths")
+    return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, x.dtype, x.ndim)
+
+
+def _reverse_sequence_te(data, seq_lengths, seq_axis, batch_axis):
+    n = len(data.shape)
+    return tt.reverse_sequence(data, seq_lengths, normalize_axis(seq_axis, n, "seq_axis"),
+                               normalize_axis(batch_axis, n, "batch_axis"))
+
+
+register_op("reverse_sequence", ("data", "seq_lengths"), infer_reverse_sequence,
+            attrs=(Attr("seq_axis", 1, int_attr("seq_axis")), Attr("batch_axis", 0, int_attr("batch_axis"))),
+            pattern="injective",
+            legalize=te_legalizer(_reverse_sequence_te, "reverse_sequence", ("seq_axis", "batch_axis")))
+
+
+# ----------------------------------------------------------------------------- layout_transform
+
+
+def _index_map_class():
+    # Imported when first needed: the schedule package imports the op table's users.
+    from ..schedule.reindex import IndexMap
+
+    return IndexMap
+
+
+class IndexMapAttr:
+    """The ``index_map`` attribute of ``R.layout_transform``: an `IndexMap` (the schedule's
+    own class, which this wraps) that prints as TVM prints one in an attribute,
+    ``T.index_map(lambda i: (i // 4, i % 4))`` (the printer writes an attribute it does not
+    know by its ``repr``), and compares by structure, its variables matched by position."""
+
+    __slots__ = ("map",)
+
+    def __init__(self, index_map) -> None:
+        self.map = index_map
+
+    @property
+    def params(self) -> list:
+        return self.map.initial_indices
+
+    @property
+    def outputs(self) -> list:
+        return self.map.final_indices
+
+    def __repr__(self) -> str:
+        from tvmscript.printer.tir_printer import TIRPrinter
+
+        printer = TIRPrinter()
+        printer.default_int = "int64"  # the map's variables are int64: ``i // 4``, not ``T.int64(4)``
+        outs = [printer.expr(e) for e in self.outputs]
+        body = "(" + ", ".join(outs) + ("," if len(outs) == 1 else "") + ")"
+        return f"T.index_map(lambda {', '.join(v.name for v in self.params)}: {body})"
+
+    def __eq__(self, other) -> bool:
+        from tvmscript.structural import StructuralEqual
+
+        if not isinstance(other, IndexMapAttr) or len(self.params) != len(other.params):
+            return False
+        return StructuralEqual(map_free_vars=True).equal([self.params, self.outputs], [other.params, other.outputs])
+
+    def __hash__(self) -> int:
+        return hash((len(self.params), len(self.outputs)))
+
+
+def _index_map_attr(value):
+    """An index map from the parser (an `IndexMap`) or from Python (``relax.op.layout_transform(x,
+    index_map=lambda i: (i // 4, i % 4))``, a function of int64 index variables)."""
+    if value is REQUIRED:
+        raise OpError("index_map is required", "index_map")
+    if isinstance(value, IndexMapAttr):
+        return value
+    cls = _index_map_class()
+    if isinstance(value, cls):
+        return IndexMapAttr(value)
+    if callable(value):
+        return IndexMapAttr(cls.from_func(value))
+    raise OpError(f"index_map must be a function such as lambda i: (i // 4, i % 4), not {value!r}", "index_map")
+
+
+def _pad_value_attr(value):
+    if value is None or isinstance(value, tir.PrimExpr):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise OpError(f"pad_value must be a number or None, not {value!r}", "pad_value")
+    return value
+
+
+def canonicalize_layout_transform(args, attrs):
+    """A numeric pad value takes the data's dtype when the call is made, as TVM's does
+    (printed ``pad_value=T.float32(2.0)``)."""
+    pad = attrs.get("pad_value")
+    x = relax.struct_info_of(args[0])
+    if pad is None or isinstance(pad, tir.PrimExpr) or not isinstance(x, relax.TensorStructInfo) or not x.dtype:
+        return args, attrs
+    return args, dict(attrs, pad_value=tir.const(pad, x.dtype))
+
+
+def infer_layout_transform(args, attrs):
+    """The extents the map's outputs sweep while the data's indices cover its shape
+    (``lambda i: (i // 4, i % 4)`` of (10,) is (3, 4): two padded elements)."""
+    x = tensor_arg(args[0], "x")
+    m = attrs["index_map"]
+    if x.ndim >= 0 and x.ndim != len(m.params):
+        raise OpError(f"index_map takes {len(m.params)} indices but the data has rank {x.ndim}", "index_map")
+    if x.shape is None:
+        return relax.TensorStructInfo(None, x.dtype, len(m.outputs))
+    try:
+        shape = m.map.map_shape(list(x.shape))
+    except ValueError as err:
+        raise OpError(f"index_map: {err}", "index_map") from None
+    return relax.TensorStructInfo(shape, x.dtype)
+
+
+def legalize_layout_transform(bb, call):
+    """``te_layout_transform`` (``_with_pad`` when the map pads), for maps `tt.layout_transform`
+    can invert; others stay as they are."""
+    if not shapes_known(call):
+        return None
+    index_map = call.attrs["index_map"].map
+    pads = tt.layout_transform_padded_axes(index_map, list(relax.struct_info_of(call.args[0]).shape))
+    try:
+        return bb.call_te(tt.layout_transform, call.args[0], index_map, call.attrs["pad_value"],
+                          primfunc_name_hint="te_layout_transform_with_pad" if pads else "te_layout_transform")
+    except ValueError:
+        return None
+
+
+register_op("layout_transform", ("x",), infer_layout_transform,
+            attrs=(Attr("index_map", REQUIRED, _index_map_attr), Attr("pad_value", None, _pad_value_attr)),
+            pattern="injective", canonicalize=canonicalize_layout_transform, legalize=legalize_layout_transform)

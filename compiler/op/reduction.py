@@ -14,6 +14,10 @@ output after the reduction, which the analysis (TVM's rule, as for softmax) call
 tuple-reducer block followed by a copy analyzes as kOutEWiseFusable there (a deviation in
 the kind, not in the results). std is variance's stages and a square root.
 
+``median(x, axis, keepdims)`` is the lower median; over a single axis it also gives the int64
+index a stable argsort puts there (a tuple, as TVM's). TVM legalizes it through a packed
+argsort; here it is TensorIR of its own (``topi.reduction.median``: ranks, then a pick).
+
 ``cumsum``/``cumprod(data, axis=None, dtype=None, exclusive=False)`` are scans, legalized into a
 PrimFunc built directly (``topi.scan``), which AnnotateTIROpPattern finds opaque (its scan
 iterator), as TVM's scan kernels are.
@@ -117,6 +121,35 @@ for _name in ("argmax", "argmin"):
         attrs=(Attr("axis", None, axis_int_attr), Attr("keepdims", False, keepdims_attr)),
         pattern="reduce", legalize=te_legalizer(getattr(topi.reduction, _name), _name, _ATTRS),
     )
+
+
+# ----------------------------------------------------------------------------- median
+
+
+def infer_median(args, attrs):
+    """The lower median over ``axis``: over one axis, a tuple of the values and their int64
+    indices along it (TVM's form, the positions a stable argsort gives); over several axes or
+    all (None), the values alone."""
+    x = tensor_arg(args[0], "x")
+    axis, keepdims = attrs["axis"], attrs["keepdims"]
+    values = reduce_sinfo(x, axis, keepdims, x.dtype)
+    if axis is None or len(axis) != 1:
+        return values
+    indices = reduce_sinfo(x, axis, keepdims, "int64")
+    return relax.TupleStructInfo([values, indices])
+
+
+def legalize_median(bb, call):
+    if not shapes_known(call):
+        return None
+    axis = call.attrs["axis"]
+    return bb.call_te(topi.reduction.median, call.args[0], axis=axis, keepdims=call.attrs["keepdims"],
+                      with_indices=axis is not None and len(axis) == 1, primfunc_name_hint="median")
+
+
+register_op("median", ("x",), infer_median,
+            attrs=(Attr("axis", None, axis_list_attr), Attr("keepdims", False, keepdims_attr)),
+            pattern="reduce", legalize=legalize_median)
 
 
 # ----------------------------------------------------------------------------- cumsum, cumprod

@@ -14,7 +14,7 @@ from ._util import compute, is_one, same_dim
 
 __all__ = [
     "broadcast_shape", "broadcast_binary", "add", "subtract", "multiply", "divide", "floor_divide",
-    "power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+    "power", "atan2", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
     "greater_equal", "logical_and", "logical_or", "where",
 ]
 
@@ -92,6 +92,11 @@ def floor_divide(a, b):
 
 def power(a, b):
     return broadcast_binary("power", te.power, a, b)
+
+
+def atan2(a, b):
+    """``T_atan2[i] = atan2(a[i], b[i])``, the angle of the point (b, a), with broadcasting."""
+    return broadcast_binary("atan2", te.atan2, a, b)
 
 
 def maximum(a, b):

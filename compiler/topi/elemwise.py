@@ -14,7 +14,7 @@ import math
 from tvmscript import tir
 
 from .. import te
-from ._util import compute
+from ._util import compute, is_one
 from .broadcast import add, multiply
 
 __all__ = [
@@ -194,8 +194,13 @@ def softplus(x: te.Tensor, beta: float = 1.0, threshold: float = 20.0) -> te.Ten
 
 def prelu(x: te.Tensor, alpha: te.Tensor, axis: int = 1) -> te.Tensor:
     """``x if x > 0 else x * alpha[i_axis]``: one slope per element of ``x``'s ``axis``
-    (TVM's ``topi.nn.prelu``, block ``compute``)."""
+    (TVM's ``topi.nn.prelu``, block ``compute``). A single slope for a longer axis is first
+    broadcast to one per element, in a stage ``slope_broadcasted`` (TVM's form)."""
     zero = tir.const(0, x.dtype)
+    channels, slopes = x.shape[axis], alpha.shape[0]
+    if is_one(slopes) and not is_one(channels):
+        single = alpha
+        alpha = te.compute([channels], lambda c: single[tir.IntImm(c.dtype, 0)], name="slope_broadcasted")
 
     def f(*i):
         v = x(*i)

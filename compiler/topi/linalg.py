@@ -126,15 +126,16 @@ def parse_einsum(subscripts: str, ranks: list) -> tuple:
 
 
 def einsum_dims(inputs: list, shapes: list) -> dict:
-    """The extent of each label: a letter's extents must agree (checked where constant); an
-    ellipsis dimension broadcasts (1 against n gives n)."""
+    """The extent of each label: a label's extents must agree (checked where constant), except
+    that an extent of 1 broadcasts against n, for letters as for ellipsis dimensions (TVM's and
+    NumPy's rule: ``einsum("ij,ij->i")`` of shapes (1, 4) and (2, 4) is (2,))."""
     dims: dict = {}
     for i, (labels, shape) in enumerate(zip(inputs, shapes)):
         for label, d in zip(labels, shape):
             prev = dims.get(label)
-            if prev is None or (is_one(prev) and isinstance(label, int)):
+            if prev is None or is_one(prev):
                 dims[label] = d
-            elif isinstance(label, int) and is_one(d):
+            elif is_one(d):
                 continue
             elif isinstance(prev, tir.IntImm) and isinstance(d, tir.IntImm) and prev.value != d.value:
                 what = f"subscript {label!r}" if isinstance(label, str) else "the ellipsis dimensions"
@@ -161,7 +162,7 @@ def einsum(subscripts: str, *operands: te.Tensor) -> te.Tensor:
             index = []
             for label, d in zip(labels, t.shape):
                 v = var[label]
-                if isinstance(label, int) and is_one(d) and not is_one(dims[label]):
+                if is_one(d) and not is_one(dims[label]):
                     v = tir.IntImm(d.dtype, 0)
                 index.append(v)
             load = t[tuple(index)]

@@ -1,5 +1,6 @@
 """Reductions over axes (TVM's ``topi/reduction.h``): ``sum``, ``prod``, ``max``, ``min``,
-``mean``, ``variance``, ``argmax``, ``argmin``.
+``mean``, ``variance``, ``argmax``, ``argmin``; and ``collapse_sum`` (a sum down to a shape
+that broadcasts back, Relax's ``collapse_sum_like``/``collapse_sum_to``) and ``median``.
 
 A reduction of tensor ``x`` is one stage named ``<x>_red`` (``x0_red``), as TVM's; its spatial
 loops ``ax0, ax1...`` run over the output (a kept reduced dimension is a loop of extent 1) and
@@ -12,10 +13,11 @@ from __future__ import annotations
 from tvmscript import tir
 
 from .. import te
-from ._util import axis_names
+from ._util import axis_names, is_one
 from .broadcast import divide, multiply, subtract
+from .transform import _cast_index, floordiv, product, sub
 
-__all__ = ["sum", "prod", "max", "min", "mean", "variance", "std", "argmax", "argmin"]
+__all__ = ["sum", "prod", "max", "min", "mean", "variance", "std", "argmax", "argmin", "collapse_sum", "median"]
 
 _builtin_sorted = sorted
 
@@ -155,3 +157,78 @@ def argmax(x: te.Tensor, axis=None, keepdims: bool = False) -> te.Tensor:
 
 def argmin(x: te.Tensor, axis=None, keepdims: bool = False) -> te.Tensor:
     return _arg_reduce(x, axis, keepdims, select_max=False)
+
+
+def collapse_sum(x: te.Tensor, target_shape) -> te.Tensor:
+    """The sum of ``x`` down to ``target_shape``, which broadcasts to ``x``'s shape: the
+    gradient of a broadcast. Leading axes ``target_shape`` lacks are summed away, axes where it
+    is 1 (and ``x`` is not) are summed and kept as 1; one stage ``<x>_red`` whose spatial loops
+    ``ax0...`` run over the target and reduce loops ``k<axis>`` over the summed input axes."""
+    shape, target = list(x.shape), list(target_shape)
+    lead = len(shape) - len(target)
+    red = {}
+    for a, d in enumerate(shape):
+        t = target[a - lead] if a >= lead else None
+        if t is None or (is_one(t) and not is_one(d)):
+            red[a] = te.reduce_axis((0, d), name=f"k{a}")
+
+    def f(*idx):
+        src = [red[a] if a in red else idx[a - lead] for a in range(len(shape))]
+        return te.sum(x[tuple(src)], axis=[red[a] for a in sorted(red)])
+
+    if not red:
+        return te.compute(target, lambda *idx: x[tuple(idx)], name=f"{x.name}_red",
+                          varargs_names=axis_names(len(target)))
+    return te.compute(target, f, name=f"{x.name}_red", varargs_names=axis_names(len(target)))
+
+
+def median(x: te.Tensor, axis=None, keepdims: bool = False, with_indices: bool = False):
+    """The lower median over ``axis`` (element ``(n - 1) // 2`` of the sorted ``n`` reduced
+    elements, NumPy's ``np.sort(...)[..., (n - 1) // 2]``), and with ``with_indices`` its
+    position along the (single) axis as int64, the one a stable argsort puts there.
+
+    TVM sorts through a packed argsort call; TE has no sort, so this ranks instead:
+    ``T_rank`` gives each element its position in the stable sort of its group (how many
+    elements are smaller, plus how many equal ones come before it), then ``T_median`` picks
+    the element of rank ``(n - 1) // 2`` (a sum with exactly one nonzero term), and
+    ``T_median_index`` its index. Quadratic in the reduced extent, exact for ties."""
+    axes = real_axes(len(x.shape), axis)
+    shape = list(x.shape)
+    _, red, source_index = _reduce_loops(x, axes, keepdims)
+
+    def flat(ix: list):
+        out = None
+        for a in axes:
+            k = te.cast(ix[a], "int64")
+            out = k if out is None else out * te.cast(shape[a], "int64") + k
+        return out if out is not None else tir.IntImm("int64", 0)
+
+    def rank(*idx):
+        idx = list(idx)
+        other = [red[a] if a in red else idx[a] for a in range(len(shape))]
+        a, b = x[tuple(other)], x[tuple(idx)]
+        before = tir.Or("bool", tir.LT("bool", a, b),
+                        tir.And("bool", tir.EQ("bool", a, b), tir.LT("bool", flat(other), flat(idx))))
+        one, zero = tir.IntImm("int64", 1), tir.IntImm("int64", 0)
+        return te.sum(tir.Select("int64", before, one, zero), axis=[red[a] for a in axes])
+
+    ranks = te.compute(shape, rank, name="T_rank", varargs_names=axis_names(len(shape)))
+    count = product([_cast_index(shape[a], "int64") for a in axes]) if axes else tir.IntImm("int64", 1)
+    target = floordiv(sub(count, 1), 2)
+    oshape, red, source_index = _reduce_loops(x, axes, keepdims)
+    ks = [red[a] for a in axes]
+
+    def pick(value):
+        def f(*idx):
+            src = source_index(list(idx))
+            hit = tir.EQ("bool", ranks[src], target)
+            v = value(src)
+            return te.sum(tir.Select(v.dtype, hit, v, tir.const(0, v.dtype)), axis=ks)
+        return f
+
+    values = te.compute(oshape, pick(lambda src: x[src]), name="T_median", varargs_names=axis_names(len(oshape)))
+    if not with_indices:
+        return values
+    indices = te.compute(oshape, pick(lambda src: te.cast(src[axes[0]], "int64")), name="T_median_index",
+                         varargs_names=axis_names(len(oshape)))
+    return [values, indices]

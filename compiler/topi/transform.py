@@ -322,9 +322,13 @@ def strided_slice(x: te.Tensor, begin: list, end: list, strides: list, axes: lis
     return compute(oshape, f, name="T_strided_slice_with_axes")
 
 
-def take(x: te.Tensor, indices: te.Tensor, axis=None, mode: str = "fast") -> te.Tensor:
+def take(x: te.Tensor, indices, axis=None, mode: str = "fast") -> te.Tensor:
     """``T_take``: ``x`` gathered along ``axis`` at ``indices`` (``x`` flattened when axis is
-    None). ``mode``: "fast" (indices assumed in bounds), "clip" (clamped), "wrap" (modulo)."""
+    None). ``mode``: "fast" (indices assumed in bounds), "clip" (clamped), "wrap" (modulo).
+    ``indices`` may be a scalar (a PrimExpr, Relax's prim-value index): the axis is dropped."""
+    if not isinstance(indices, te.Tensor):
+        scalar = _expr(indices)
+        indices = _ScalarIndex(scalar)
     ishape = list(indices.shape)
     if axis is None:
         extent = product(list(x.shape))
@@ -355,6 +359,18 @@ def take(x: te.Tensor, indices: te.Tensor, axis=None, mode: str = "fast") -> te.
         return x[tuple(idx[:axis] + [k] + idx[axis + m:])]
 
     return compute(oshape, f, name="T_take")
+
+
+class _ScalarIndex:
+    """A scalar index standing in for a 0-d index tensor (``indices[()]`` is the scalar)."""
+
+    shape: list = []
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def __getitem__(self, idx):
+        return self.value
 
 
 def broadcast_to(x: te.Tensor, shape) -> te.Tensor:
@@ -398,6 +414,25 @@ def flip(x: te.Tensor, axis: int) -> te.Tensor:
 
     def f(idx):
         return x[tuple(sub(sub(dim, 1), i) if k == axis else i for k, i in enumerate(idx))]
+
+    return compute(x.shape, f, name="T_reverse_sequence")
+
+
+def reverse_sequence(x: te.Tensor, seq_lengths: te.Tensor, seq_axis: int, batch_axis: int) -> te.Tensor:
+    """``T_reverse_sequence``: along ``seq_axis`` (normalized), the first ``seq_lengths[b]``
+    elements of batch ``b`` (its index along ``batch_axis``) reversed, the rest kept; a length
+    above the axis's extent reverses the whole axis, one of at most 1 nothing (TVM's rule)."""
+    dim = x.shape[seq_axis]
+
+    def f(idx):
+        i, n = idx[seq_axis], seq_lengths[idx[batch_axis]]
+        n = _cast_index(n, i.dtype)
+        keep = tir.Or("bool", tir.LE("bool", n, _imm(1, i)), tir.LE("bool", n, i))
+        whole = tir.LT("bool", dim if dim.dtype == i.dtype else _cast_index(dim, i.dtype), n)
+        rev = te.if_then_else(whole, sub(sub(dim, 1), i), sub(sub(n, i), 1))
+        src = list(idx)
+        src[seq_axis] = te.if_then_else(keep, i, rev)
+        return x[tuple(src)]
 
     return compute(x.shape, f, name="T_reverse_sequence")
 
@@ -639,3 +674,85 @@ def _scalar(value, dtype: str):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return tir.const(value, dtype)
     return value if value.dtype == dtype else te.cast(value, dtype)
+
+
+# ----------------------------------------------------------------------------- layout_transform
+
+
+def _split_inverse(params: list, outputs: list, out_vars: list):
+    """The input indices of an index map made of whole indices and splits (``i`` ->
+    ``i // c`` and ``i % c``) in any order, in terms of the output indices ``out_vars``, and
+    for each input the split factor (None for a whole index); None for any other map."""
+    parts: dict = {id(v): {} for v in params}
+    for e, o in zip(outputs, out_vars):
+        if isinstance(e, tir.Var) and id(e) in parts:
+            parts[id(e)]["whole"] = o
+        elif isinstance(e, (tir.FloorDiv, tir.FloorMod)) and isinstance(e.a, tir.Var) and id(e.a) in parts \
+                and as_int(e.b) is not None and as_int(e.b) > 0:
+            kind = "div" if isinstance(e, tir.FloorDiv) else "mod"
+            parts[id(e.a)][kind] = (o, as_int(e.b))
+        else:
+            return None
+    inverse, factors = [], []
+    for v in params:
+        p = parts[id(v)]
+        if set(p) == {"whole"}:
+            inverse.append(p["whole"])
+            factors.append(None)
+        elif set(p) == {"div", "mod"} and p["div"][1] == p["mod"][1]:
+            (hi, c), (lo, _) = p["div"], p["mod"]
+            inverse.append(add(mul(hi, c), lo))
+            factors.append(c)
+        else:
+            return None
+    return inverse, factors
+
+
+def layout_transform_padded_axes(index_map, shape: list) -> list:
+    """The input axes a split pads (its factor does not divide the extent, or the extent is
+    symbolic): where the output of `layout_transform` has elements the input lacks."""
+    probe = [tir.Var("int64", f"axis{k}") for k in range(len(index_map.final_indices))]
+    found = _split_inverse(index_map.initial_indices, index_map.final_indices, probe)
+    if found is None:
+        return []  # a fusion covers its input exactly
+    return [k for k, c in enumerate(found[1])
+            if c is not None and not (as_int(shape[k]) is not None and as_int(shape[k]) % c == 0)]
+
+
+def layout_transform(x: te.Tensor, index_map, pad_value=None):
+    """The data laid out as ``index_map`` (an `IndexMap`: input indices -> output indices)
+    says, computed over the output: each element reads the input at the inverse of the map.
+    Maps of whole indices, splits (``i // 4, i % 4``) and their permutations are inverted
+    here, fusions by `IndexMap.inverse_indices`. Where a split's output covers more than its
+    input (10 split by 4 gives 3 x 4), the extra elements are ``pad_value`` (0 when None):
+    stage ``te_layout_transform_with_pad``, else ``te_layout_transform`` (TVM's names). Raises
+    ValueError for a map it cannot invert."""
+    shape = list(x.shape)
+    oshape = index_map.map_shape(shape)
+    params, outputs = index_map.initial_indices, index_map.final_indices
+
+    def inverse(out_idx):
+        found = _split_inverse(params, outputs, out_idx)
+        if found is not None:
+            return found
+        fused = index_map.inverse_indices(out_idx, shape)
+        if fused is None:
+            raise ValueError("layout_transform: the index map is neither splits nor fusions of the indices")
+        return fused, [None] * len(params)
+
+    padded = layout_transform_padded_axes(index_map, shape)
+    pad = _scalar(0 if pad_value is None else pad_value, x.dtype)
+
+    def f(idx):
+        src, _ = inverse(idx)
+        value = x[tuple(src)]
+        if not padded:
+            return value
+        inside = None
+        for k in padded:
+            cond = tir.LT("bool", src[k], _expr(shape[k], src[k]))
+            inside = cond if inside is None else tir.And("bool", inside, cond)
+        return te.if_then_else(inside, value, pad)
+
+    name = "te_layout_transform_with_pad" if padded else "te_layout_transform"
+    return compute(oshape, f, name=name, prefix="axis")
