@@ -99,7 +99,8 @@ def test_resize2d_one_size_is_both_dims():
 
 @pytest.mark.parametrize("attr,message,at", [
     ('method="cubic"', "method 'cubic' is not supported yet", '"cubic"'),
-    ('layout="NHWC"', "layout 'NHWC' is not supported yet", '"NHWC"'),
+    ('layout="NCW"', "layout must name the axes N, C, H, W once each", '"NCW"'),
+    ('layout="NCHW4h"', "an inner split of axis H is not supported", '"NCHW4h"'),
     ('rounding_method="up"', "rounding_method must be one of", '"up"'),
 ], ids=str)
 def test_resize2d_errors_are_located(attr, message, at):

@@ -33,6 +33,28 @@ def vdevice_kind(dev: VDevice) -> str:
     return dev.target.split()[0] if dev.target.strip() else ""
 
 
+def vdevice_name(text, devices=()) -> str:
+    """A virtual device in TVM's printed form ``"kind:index:scope"``, from ``"cuda"``,
+    ``"cuda:1"`` (the second cuda vdevice), ``"cuda:1:global"``, or ``"vdevice:3"`` (the fourth
+    of ``devices``, the module's I.module_global_infos "vdevice" list, named by its kind and its
+    index among that kind's vdevices). ValueError when ``text`` is none of these."""
+    if not isinstance(text, str) or not text:
+        raise ValueError('vdevice must be a string such as "cuda:0" or "vdevice:1"')
+    parts = text.split(":")
+    if len(parts) > 3 or not all(parts) or (len(parts) > 1 and not parts[1].isdigit()):
+        raise ValueError(f"vdevice {text!r} is not of the form \"kind[:index[:scope]]\"")
+    kind, index = parts[0], int(parts[1]) if len(parts) > 1 else 0
+    scope = parts[2] if len(parts) > 2 else None
+    if kind == "vdevice":
+        if index >= len(devices):
+            raise ValueError(f"vdevice {text!r}: the module's global infos have {len(devices)} vdevice(s)")
+        dev = devices[index]
+        kind = vdevice_kind(dev)
+        index = sum(1 for d in devices[:index] if vdevice_kind(d) == kind)
+        scope = scope or dev.memory_scope
+    return f"{kind}:{index}:{scope or 'global'}"
+
+
 @dataclass(eq=True)
 class DummyGlobalInfo:
     """TVM's ``I.dummy_global_info()``: a placeholder entry, as its tests use."""

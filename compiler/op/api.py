@@ -269,8 +269,9 @@ def canonicalize_call(op, exprs: list, attrs: dict):
 
 def arg_sinfos(op, exprs: list) -> list:
     """The struct infos ``op.infer`` receives: one per declared argument, None for an optional
-    argument the call leaves out."""
-    sinfos = [relax.struct_info_of(x) for x in exprs]
+    argument the call leaves out. A ``R.dtype(...)`` argument is passed as itself: its struct
+    info (an object) would not say which dtype (``R.memory.alloc_tensor`` needs it)."""
+    sinfos = [x if isinstance(x, relax.DataTypeImm) else relax.struct_info_of(x) for x in exprs]
     return sinfos + [None] * (len(op.params) - len(sinfos))
 
 

@@ -12,7 +12,7 @@ One module per family: `broadcast` (binary operators with NumPy broadcasting), `
 builds their TensorIR directly).
 """
 
-from . import broadcast, create, elemwise, image, linalg, nn, qnn, reduction, scan, search, transform  # noqa: F401
+from . import broadcast, create, elemwise, grad, image, linalg, nn, qnn, reduction, scan, search, transform, vision  # noqa: F401
 from .broadcast import *  # noqa: F401,F403
 from .create import *  # noqa: F401,F403
 from .elemwise import *  # noqa: F401,F403
