@@ -174,6 +174,12 @@ class IRMutator:
         if isinstance(s, tir.Evaluate):
             v = self.visit_expr(s.value)
             return s if v is s.value else tir.Evaluate(v)
+        if isinstance(s, tir.AttrStmt):
+            v, b = self.visit_expr(s.value), self.visit_stmt(s.body)
+            return s if v is s.value and b is s.body else tir.AttrStmt(s.node, s.attr_key, v, b)
+        if isinstance(s, tir.DeclBuffer):
+            buf, b = self.visit_buffer(s.buffer), self.visit_stmt(s.body)
+            return s if buf is s.buffer and b is s.body else tir.DeclBuffer(buf, b)
         if isinstance(s, Allocate):
             buf, b = self.visit_buffer(s.buffer), self.visit_stmt(s.body)
             return s if buf is s.buffer and b is s.body else Allocate(buf, b, s.storage)
@@ -311,7 +317,9 @@ THREAD_SYNC_OPS = frozenset(("tir.tvm_storage_sync",))
 
 def lower_thread_bindings(func: tir.PrimFunc) -> tir.PrimFunc:
     """Make each ``T.thread_binding`` loop a ``T.serial`` one (same variable, range and
-    annotations; the thread tag is dropped) and each ``T.tvm_storage_sync`` barrier a no-op.
+    annotations; the thread tag is dropped), each ``T.launch_thread`` scope a serial loop over
+    its body, each ``T.tvm_storage_sync`` barrier a no-op, and drop `tir.DeclBuffer` scopes
+    (their buffers keep the memory they alias).
 
     Why: a thread binding annotates a loop, it does not change what the loop computes; a
     function scheduled for a GPU keeps the meaning of its loops run in order (see the module
@@ -324,6 +332,15 @@ def lower_thread_bindings(func: tir.PrimFunc) -> tir.PrimFunc:
         def visit_stmt(self, s):
             if isinstance(s, tir.Evaluate) and isinstance(s.value, tir.Call) and s.value.op in THREAD_SYNC_OPS:
                 return tir.Evaluate(tir.IntImm("int32", 0))
+            if isinstance(s, tir.AttrStmt) and s.attr_key == "thread_extent" and isinstance(s.node, tir.IterVar):
+                # ``T.launch_thread(tx, n)`` over a body: the body for tx in range(n), as a
+                # bound loop is.
+                var = s.node.var
+                return tir.For(var, tir.IntImm(var.dtype, 0), s.value, "serial", self.visit_stmt(s.body))
+            if isinstance(s, tir.DeclBuffer):
+                # Accesses through a declared buffer already name its memory (buffer.data);
+                # flattening reads its shape from the buffer itself. Nothing is left to do.
+                return self.visit_stmt(s.body)
             s = super().visit_stmt(s)
             if isinstance(s, tir.For) and s.kind == "thread_binding":
                 return dataclasses.replace(s, kind="serial", thread_tag=None)
@@ -538,10 +555,42 @@ def plan_allocations(func: tir.PrimFunc, stack_limit: int = STACK_ALLOC_LIMIT) -
     return _with_body(func, M().visit_stmt(func.body))
 
 
+def _reject_uncompilable(func: tir.PrimFunc) -> None:
+    """Stop with a clear error on what tvms reads and prints but cannot compile yet: calls
+    between prim_funcs, loops with a step, the runtime and GPU builtins (`tir.BUILTINS`, ``T.call_packed``, the
+    tensor-core intrinsics) and attribute scopes other than thread launches. Why here: every
+    build path lowers first, so this one check covers them all before codegen meets them."""
+    from tvmscript.tir_visitor import TIRVisitor
+
+    builtin_ops = {op: name for op, (name, _) in tir.BUILTIN_NAMES.items()}
+
+    class Check(TIRVisitor):
+        def visit_Call(self, e) -> None:
+            if isinstance(e.op, str) and e.op in builtin_ops:
+                raise NotImplementedError(f"T.{builtin_ops[e.op]} is not supported for compilation yet")
+            if not isinstance(e.op, str):
+                raise NotImplementedError(f"calls between prim_funcs ({getattr(e.op, 'name_hint', e.op)}(...)) "
+                                          "are not supported for compilation yet")
+            self.generic_visit(e)
+
+        def visit_For(self, s) -> None:
+            if s.step is not None:
+                raise NotImplementedError("loops with a step (range(lo, hi, step)) are not supported for compilation yet")
+            self.generic_visit(s)
+
+        def visit_AttrStmt(self, s) -> None:
+            if not (s.attr_key == "thread_extent" and isinstance(s.node, tir.IterVar)):
+                raise NotImplementedError(f'T.attr(..., "{s.attr_key}", ...) is not supported for compilation yet')
+            self.generic_visit(s)
+
+    Check().visit(func.body)
+
+
 def lower(func: tir.PrimFunc) -> tir.PrimFunc:
     """All lowering passes, in order. Idempotent: a lowered function is returned as is."""
     if func.attrs.get(LOWERED_ATTR):
         return func
+    _reject_uncompilable(func)
     for p in (lower_thread_bindings, lower_init, convert_blocks_to_loops, flatten_buffers, lower_intrinsics,
               plan_allocations):
         func = p(func)

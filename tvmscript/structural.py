@@ -27,6 +27,8 @@ _DEFINING_FIELDS = {
     tir.For: ("loop_var",),
     tir.IterVar: ("var",),
     tir.LetStmt: ("var",),
+    tir.DeclBuffer: ("buffer",),
+    tir.CommReducer: ("lhs", "rhs"),
     tir.Let: ("var",),
     tir.Block: ("alloc_buffers", "match_buffers"),
     relax.Function: ("params",),

@@ -76,10 +76,16 @@ class PrimExpr(Node):
 
 @dataclass(eq=False, slots=True)
 class Var(PrimExpr):
-    """A scalar variable: a loop variable, a block iterator, a symbolic shape, a handle."""
+    """A scalar variable: a loop variable, a block iterator, a symbolic shape, a handle.
+
+    ``pointer`` is a handle's pointee, ``(element dtype, storage scope)``, as TVM's
+    ``T.handle("float32", "shared")`` writes it; None is an untyped handle (TVM's
+    ``T.handle``, which is ``("void", "global")``). It is part of the variable's type, so
+    structural equality compares it."""
 
     name: str = "v"
     span: Optional[Span] = None
+    pointer: Optional[tuple] = None
 
     def __repr__(self) -> str:
         return f"tir.Var({self.name}: {self.dtype})"
@@ -200,6 +206,8 @@ class Buffer(Node):
     offset_factor: int = 1
     axis_separators: list = field(default_factory=list)
     span: Optional[Span] = None
+    # Hints on an allocation (``T.alloc_buffer(..., annotations={...})``), kept for printing.
+    annotations: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"tir.Buffer({self.name}, {self.dtype})"
@@ -262,6 +270,29 @@ class AttrStmt(Stmt):
     body: Stmt
 
 
+@dataclass(eq=False, slots=True)
+class CommReducer(Node):
+    """A commutative reduction, ``T.comm_reducer(lambda x, y: x + y, [T.float32(0)])``: the
+    combiner of ``lhs`` and ``rhs`` values (one of each per reduced value) is ``result``, and
+    ``identity_element`` is its identity. It is the node of a ``"reduce_scope"`` AttrStmt
+    around a ``T.tvm_thread_allreduce``."""
+
+    lhs: list
+    rhs: list
+    result: list
+    identity_element: list
+
+
+@dataclass(eq=False, slots=True)
+class DeclBuffer(Stmt):
+    """``B = T.decl_buffer(shape, dtype, data=ptr)``: a buffer over memory that exists
+    already (``ptr``, a handle or another buffer's ``.data``), visible in ``body``, the rest
+    of the enclosing body. TVM writes a view of another buffer, ``A.view(256)``, this way."""
+
+    buffer: "Buffer"
+    body: Stmt
+
+
 # The kinds of For loops, with the `T.` name each prints as.
 FOR_KINDS = ("serial", "parallel", "vectorized", "unroll", "thread_binding")
 
@@ -275,6 +306,8 @@ class For(Stmt):
     body: Stmt
     thread_tag: Optional[str] = None
     annotations: dict = field(default_factory=dict)
+    # ``range(lo, hi, step)``: iterations lo, lo + step, ... below lo + extent (None: 1).
+    step: Optional[PrimExpr] = None
 
 
 @dataclass(eq=False, slots=True)
@@ -313,9 +346,14 @@ ITER_KINDS = {"S": "spatial", "R": "reduce", "C": "scan", "O": "opaque"}
 
 @dataclass(eq=False, slots=True)
 class IterVar(Node):
+    """A block iterator (``kind`` one of ITER_KINDS), or a GPU thread index launched with
+    ``T.launch_thread`` (``kind`` "thread", ``thread_tag`` such as "threadIdx.x"; it is the
+    node of a ``"thread_extent"`` AttrStmt)."""
+
     var: Var
     dom: Range
-    kind: str  # one of ITER_KINDS
+    kind: str
+    thread_tag: Optional[str] = None
 
 
 @dataclass(eq=False, slots=True)
@@ -459,6 +497,41 @@ def _binary(cls, a, b):
         return Call(a.dtype, cls, [a, b])
     dtype = "bool" if cls in COMPARISONS else a.dtype
     return cls(dtype, a, b)
+
+
+# ----------------------------------------------------------------------------- builtins
+
+# TVM's runtime and GPU builtins, written ``T.name(args..., dtype=...)``: the op each call
+# builds and the dtype of its result when none is written (the printer writes ``dtype=`` only
+# where it differs). tvms reads and prints them; the CPU code generator does not lower them.
+BUILTINS = {
+    "call_packed": ("tir.tvm_call_packed", "int32"),
+    "tvm_call_packed": ("tir.tvm_call_packed", "int32"),
+    "call_cpacked": ("tir.tvm_call_cpacked", "int32"),
+    "tvm_call_cpacked": ("tir.tvm_call_cpacked", "int32"),
+    "call_packed_lowered": ("tir.tvm_call_packed_lowered", "int32"),
+    "call_cpacked_lowered": ("tir.tvm_call_cpacked_lowered", "int32"),
+    "tvm_call_packed_lowered": ("tir.tvm_call_packed_lowered", "int32"),
+    "tvm_call_cpacked_lowered": ("tir.tvm_call_cpacked_lowered", "int32"),
+    "tvm_struct_set": ("tir.tvm_struct_set", "int32"),
+    "isnullptr": ("tir.isnullptr", "bool"),
+    "tvm_stack_make_array": ("tir.tvm_stack_make_array", "handle"),
+    "tvm_stack_make_shape": ("tir.tvm_stack_make_shape", "handle"),
+    "tvm_stack_alloca": ("tir.tvm_stack_alloca", "handle"),
+    "tvm_access_ptr": ("tir.tvm_access_ptr", "handle"),
+    "tvm_fill_fragment": ("tir.tvm_fill_fragment", "handle"),
+    "tvm_load_matrix_sync": ("tir.tvm_load_matrix_sync", "handle"),
+    "tvm_store_matrix_sync": ("tir.tvm_store_matrix_sync", "handle"),
+    "tvm_mma_sync": ("tir.tvm_mma_sync", "handle"),
+    "tvm_bmma_sync": ("tir.tvm_bmma_sync", "handle"),
+    "tvm_thread_allreduce": ("tir.tvm_thread_allreduce", "handle"),
+    "tvm_warp_activemask": ("tir.tvm_warp_activemask", "uint32"),
+    "tvm_throw_last_error": ("tir.tvm_throw_last_error", "int32"),
+}
+# The name each builtin op prints as (the first spelling in BUILTINS).
+BUILTIN_NAMES = {}
+for _name, (_op, _dtype) in BUILTINS.items():
+    BUILTIN_NAMES.setdefault(_op, (_name, _dtype))
 
 
 # ----------------------------------------------------------------------------- tir.analysis

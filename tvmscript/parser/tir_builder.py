@@ -6,6 +6,13 @@ Statements are handled by `PrimFuncBuilder.stmt` (one method per statement form)
 (``T.axis.*``, ``T.reads``, ``T.writes``, ``T.where``, ``T.block_attr``, ``T.alloc_buffer``,
 ``T.init``) in a `_BlockFrame`; reads and writes a block does not declare are inferred from its
 body, as TVM's parser does.
+
+Lower-level forms TVM's own tests write are read too: thread launches (``T.launch_thread`` /
+``T.env_thread``, a ``"thread_extent"`` AttrStmt over a thread IterVar), buffers over existing
+memory (``T.decl_buffer(..., data=ptr)``, ``A.view(n)``: `tir.DeclBuffer`), typed pointers
+(``T.handle("float32", "shared")``: `tir.Var.pointer`), reducers (``T.comm_reducer``), runtime
+builtins (`tir.BUILTINS`), calls between a module's prim_funcs and nested ``@T.inline`` macros,
+expanded where they are called.
 """
 
 from __future__ import annotations
@@ -100,6 +107,7 @@ class PrimFuncBuilder:
         self.buffer_map: dict = {}
         self._pending: list = []
         self._loop_depth = 0  # loops around the statement being built
+        self._env_threads: dict = {}  # T.env_thread variables -> their thread tags
         self._named_dims: set = set()  # variables introduced by a string dimension, not yet declared  # statements without IR of their own whose comments still wait
         # A module-level TypeVar is a name each function binds for itself (TVM's printer writes
         # `m = T.int64()` per function): a fresh variable here, so that printing and parsing
@@ -163,13 +171,13 @@ class PrimFuncBuilder:
         ann = arg.annotation
         if ann is None:
             raise self.error(f"parameter '{arg.name}' needs a type annotation (T.Buffer, T.handle, T.int32, ...)", arg)
-        name = dotted_name(ann)
-        if name == "T.handle":
-            var = tir.Var("handle", arg.name, self.ctx.span(arg))
+        if self._is_pointer_type(ann):
+            var = tir.Var("handle", arg.name, self.ctx.span(arg), self._pointer(ann))
             self.scope.define(arg.name, var)
             return var
+        name = _DTYPE_ALIASES.get(dotted_name(ann), dotted_name(ann))
         if name and name.startswith("T.") and name[2:] in DTYPE_NAMES:
-            var = self._declared_dim(arg.name) or tir.Var(name[2:], arg.name, self.ctx.span(arg))
+            var = self._declared_dim(arg.name, name[2:]) or tir.Var(name[2:], arg.name, self.ctx.span(arg))
             var.dtype = name[2:]
             self.scope.define(arg.name, var)
             return var
@@ -196,15 +204,29 @@ class PrimFuncBuilder:
         args = bind_arguments(
             self.ctx, node, kind,
             ["shape", "dtype", "data", "strides", "elem_offset", "scope", "align", "offset_factor",
-             "buffer_type", "axis_separators"],
+             "buffer_type", "axis_separators", "annotations"],
             defaults={"dtype": None, "data": None, "strides": None, "elem_offset": None, "scope": None,
-                      "align": None, "offset_factor": None, "buffer_type": None, "axis_separators": None},
+                      "align": None, "offset_factor": None, "buffer_type": None, "axis_separators": None,
+                      "annotations": None},
         )
         shape = self._shape(args["shape"])
         dtype = default_dtype
         if args["dtype"] is not None:
             dtype = self._dtype(args["dtype"])
         buf = tir.Buffer(name, shape, dtype, span=self.ctx.span(node))
+        if kind in _SCOPED_ALLOCS:
+            buf.scope = _SCOPED_ALLOCS[kind]
+        if args["annotations"] is not None:
+            if kind not in ("T.alloc_buffer", *_SCOPED_ALLOCS):
+                raise self.error(f"{kind}() got an unexpected keyword argument 'annotations'", args["annotations"])
+            buf.annotations = self._attr_dict(args["annotations"])
+        if args["data"] is not None:
+            if kind != "T.decl_buffer":
+                raise self.error(f"{kind}() takes no data pointer; T.decl_buffer(..., data=ptr) does", args["data"])
+            data = self.expr(args["data"])
+            if not isinstance(data, tir.Var) or data.dtype != "handle":
+                raise self.error("data must be a handle variable or a buffer's .data", args["data"])
+            buf.data = data
         if args["strides"] is not None:
             strides = args["strides"]
             elts = strides.elts if isinstance(strides, (ast.Tuple, ast.List)) else [strides]
@@ -223,6 +245,40 @@ class PrimFuncBuilder:
                 raise self.error(f"{kind}(): axis_separators must be a list of integers", args["axis_separators"])
         return buf
 
+    @staticmethod
+    def _is_pointer_type(node) -> bool:
+        """``T.handle``, ``T.handle("float32", "shared")`` or ``T.Ptr(T.float32)`` used as a
+        type (a parameter's or a let's annotation)."""
+        if dotted_name(node) == "T.handle":
+            return True
+        if not isinstance(node, ast.Call) or dotted_name(node.func) not in ("T.handle", "T.Ptr"):
+            return False
+        if dotted_name(node.func) == "T.Ptr" or not node.args:
+            return True
+        # T.handle("float32", ...) or T.handle(T.float32): a type; T.handle(x) would be a cast.
+        first = node.args[0]
+        if isinstance(first, ast.Constant):
+            return isinstance(first.value, str)
+        name = _DTYPE_ALIASES.get(dotted_name(first), dotted_name(first)) or ""
+        return name.startswith("T.") and name[2:] in DTYPE_NAMES
+
+    def _pointer(self, node) -> tuple | None:
+        """The pointee of a handle type: ``(element dtype, storage scope)``, or None for an
+        untyped pointer (``T.handle``, ``T.handle("void")``) as TVM treats them alike."""
+        if not isinstance(node, ast.Call):
+            return None
+        name = dotted_name(node.func)
+        args = bind_arguments(self.ctx, node, name, ["dtype", "storage_scope"],
+                              {"dtype": None, "storage_scope": None})
+        dtype = "void"
+        if args["dtype"] is not None:
+            d = args["dtype"]
+            dtype = "void" if isinstance(d, ast.Constant) and d.value in ("void", "") else self._dtype(d)
+        scope = "global"
+        if args["storage_scope"] is not None:
+            scope = self._typed_literal(args["storage_scope"], str, "storage_scope", 'a string such as "shared"')
+        return None if (dtype, scope) == ("void", "global") else (dtype, scope)
+
     def _typed_literal(self, node, typ, what: str, expected: str):
         value = literal(self.ctx, node)
         if not isinstance(value, typ) or isinstance(value, bool):
@@ -230,6 +286,9 @@ class PrimFuncBuilder:
         return value
 
     def _shape(self, node) -> list:
+        if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name) \
+                and isinstance(self.scope.lookup(node.value.id), tir.Buffer):
+            return list(self.scope.lookup(node.value.id).shape)  # ``T.alloc_buffer(X.shape)``
         if isinstance(node, (ast.Tuple, ast.List)):
             return [self._dim(e) for e in node.elts]
         if isinstance(node, ast.Name) and isinstance(self.ctx.py_value(node.id), (tuple, list)):
@@ -258,21 +317,35 @@ class PrimFuncBuilder:
             raise self.error(f"a shape dimension must be an integer, not {value.dtype}", node)
         return value
 
-    def _declared_dim(self, name: str):
+    def _declared_dim(self, name: str, dtype: str):
         """The variable a string dimension (``T.Buffer(("n", 4))``) already introduced under
-        ``name``, which a later ``n: T.int64`` parameter or ``n = T.int32()`` declares (TVM
-        writes both forms); None if there is none."""
+        ``name``, which a later ``n: T.int32`` parameter or ``n = T.int32()`` declares (TVM
+        writes both forms), now of ``dtype``; None if there is none. Shapes of the buffers
+        declared so far that computed with it (``(n + 1,)``) are rebuilt in that dtype."""
         var = self.scope.lookup(name)
-        if isinstance(var, tir.Var) and var in self._named_dims:
-            self._named_dims.discard(var)
-            return var
-        return None
+        if not (isinstance(var, tir.Var) and var in self._named_dims):
+            return None
+        self._named_dims.discard(var)
+        if var.dtype != dtype:
+            var.dtype = dtype
+            for buf in self.buffer_map.values():
+                buf.shape = [_retyped(d) for d in buf.shape]
+        return var
 
     def _dtype(self, node) -> str:
+        if isinstance(node, ast.Attribute) and node.attr == "ty" and isinstance(node.value, ast.Call):
+            # ``T.int32().ty`` / ``T.handle("float32").ty``: TVM 0.27's spelling of a type.
+            callee = dotted_name(node.value.func)
+            if callee == "T.handle":
+                self._pointer(node.value)  # checked, though only the dtype is kept
+                return "handle"
+            if callee and callee.startswith("T.") and callee[2:] in DTYPE_NAMES and not node.value.args:
+                return callee[2:]
+            raise self.error("expected a type such as T.int32().ty or T.handle(\"float32\").ty", node)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             dtype = node.value
         else:
-            name = dotted_name(node)
+            name = _DTYPE_ALIASES.get(dotted_name(node), dotted_name(node))
             if name and name.startswith("T.") and name[2:] in DTYPE_NAMES:
                 dtype = name[2:]
             elif isinstance(node, ast.Name) and isinstance(self.ctx.py_value(node.id), str):
@@ -370,7 +443,11 @@ class PrimFuncBuilder:
         if isinstance(s, ast.Return):
             return self._return(s)
         if isinstance(s, ast.FunctionDef):
-            raise self.error("nested function definitions are not allowed in a T.prim_func", s)
+            if any(dotted_name(d) in _MACRO_DECORATORS for d in s.decorators):
+                self.scope.define(s.name, _Macro(s))
+                return None
+            raise self.error("nested function definitions are not allowed in a T.prim_func, "
+                             "except macros (@T.inline / @T.macro)", s)
         raise self.error("unsupported statement in a T.prim_func", s)
 
     def _assert_message(self, node):
@@ -394,12 +471,13 @@ class PrimFuncBuilder:
 
     def _return(self, s: ast.Return) -> tir.Evaluate:
         """``return expr`` in a scalar function (``def f(M: T.int32) -> T.int32``): as in TVM, an
-        evaluated ``tir.ret`` call, its value cast to the declared return dtype."""
+        evaluated ``tir.ret`` call, its value cast to the declared return dtype. Without a return
+        annotation TVM takes the value as it is (``return 5`` prints back unannotated)."""
         if s.value is None:
             raise self.error("a T.prim_func return needs a value: return <expr>", s)
         if self._ret_type is None:
-            raise self.error("a T.prim_func does not return a value unless it has a return annotation "
-                             "(def f(...) -> T.int32:); write results into a buffer", s)
+            value = self.expr(s.value)
+            return tir.Evaluate(tir.Call(value.dtype, "tir.ret", [value]))
         value = self._coerce(self.expr(s.value), self._ret_type, s.value)
         return tir.Evaluate(tir.Call(self._ret_type, "tir.ret", [value]))
 
@@ -412,6 +490,27 @@ class PrimFuncBuilder:
 
     def _expr_stmt(self, s: ast.ExprStmt, function_level: bool):
         v = s.value
+        if isinstance(v, ast.Name) and v.id in ("continue", "break") and self.scope.lookup(v.id) is None:
+            # Python's ``continue`` / ``break``: TVM's T.continue_loop() / T.break_loop().
+            call = ast.Call(ast.Name(f"T.{v.id}_loop", v.line, v.col, v.end_line, v.end_col), [], [],
+                            v.line, v.col, v.end_line, v.end_col)
+            return tir.Evaluate(_loop_control(self, call, f"T.{v.id}_loop"))
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and isinstance(self.scope.lookup(v.func.id), _Macro):
+            return self._expand_macro(self.scope.lookup(v.func.id).fdef, v)
+        if isinstance(v, ast.Call) and dotted_name(v.func) == "T.Return":
+            # ``T.Return(value)``: TVM's explicit spelling of ``return value``.
+            args = bind_arguments(self.ctx, v, "T.Return", ["value"])
+            return self._return(ast.Return(args["value"], v.line, v.col, v.end_line, v.end_col))
+        if isinstance(v, ast.Call) and dotted_name(v.func) == "T.bind":
+            # ``T.bind(value, var=j)``, j declared with ``j = T.int32()``: a let of j over the rest.
+            args = bind_arguments(self.ctx, v, "T.bind", ["value", "var"], {"var": None})
+            if args["var"] is None:
+                raise self.error("T.bind(value) as a statement needs var=...; or write x = T.bind(value)", v)
+            var = self.expr(args["var"])
+            if not isinstance(var, tir.Var):
+                raise self.error("T.bind: var must be a variable", args["var"])
+            value = self._coerce(self.expr(args["value"]), var.dtype, args["value"])
+            return _Scoped(self.scope, lambda rest: tir.LetStmt(var, value, rest))
         if isinstance(v, ast.Call):
             name = dotted_name(v.func)
             frame = self.blocks[-1] if self.blocks else None
@@ -450,15 +549,103 @@ class PrimFuncBuilder:
                 if frame is None or not isinstance(frame.node, ast.With):
                     raise self.error("T.block_attr is only allowed inside a T.block", v)
                 args = bind_arguments(self.ctx, v, name, ["attrs"])
-                frame.annotations.update(self._attr_dict(args["attrs"]))
+                merged = _merge_attrs(frame.annotations, self._attr_dict(args["attrs"]))
+                if isinstance(merged, str):
+                    raise self.error(f"Try to merge two annotations with different values for key '{merged}'",
+                                     args["attrs"])
+                frame.annotations = merged
                 return None
             if name == "T.attr":
-                node, key, value = self._attr_stmt_args(v)
-                return _Scoped(self.scope, lambda rest: tir.AttrStmt(node, key, value, rest))
+                attrs = self._attr_stmts(v)
+                return _Scoped(self.scope, lambda rest: _attr_chain(attrs, rest))
+            if name == "T.launch_thread":
+                iv, extent = self._launch_thread(v)
+                return _Scoped(self.scope, lambda rest: tir.AttrStmt(iv, "thread_extent", extent, rest))
             if name == "T.evaluate":
                 args = bind_arguments(self.ctx, v, name, ["value"])
                 return tir.Evaluate(self.expr(args["value"]))
         return tir.Evaluate(self.expr(v))
+
+    def _expand_macro(self, fdef: ast.FunctionDef, call: ast.Call) -> tir.Stmt:
+        """``capture(A, B)``, ``capture`` a nested ``@T.inline`` function: its body, built
+        here with its parameters bound to the arguments (buffers or expressions). Names it
+        does not bind resolve at the call, not at its definition (TVM's late binding)."""
+        if call.keywords or len(call.args) != len(fdef.args):
+            raise self.error(f"{fdef.name}() takes {len(fdef.args)} positional arguments", call)
+        values = []
+        for a in call.args:
+            found = self.scope.lookup(a.id) if isinstance(a, ast.Name) else None
+            values.append(found if isinstance(found, tir.Buffer) else self.expr(a))
+        self.scope.push()
+        try:
+            for param, value in zip(fdef.args, values):
+                self.scope.define(param.name, value)
+            return self.body(fdef.body)
+        finally:
+            self.scope.pop()
+
+    def _thread_tag(self, node) -> str:
+        tag = literal(self.ctx, node)
+        if not isinstance(tag, str) or tag not in THREAD_TAGS:
+            raise self.error(f"unknown thread tag {tag!r}: expected one of {', '.join(sorted(THREAD_TAGS))}",
+                             node, did_you_mean(str(tag), sorted(THREAD_TAGS)))
+        return tag
+
+    def _launch_thread(self, call: ast.Call, name: str | None = None, target=None):
+        """``T.launch_thread(thread, extent)``, ``thread`` a tag ("threadIdx.x": a new index
+        variable, named ``name``) or a variable from ``T.env_thread``: the thread IterVar and
+        the extent of the ``"thread_extent"`` AttrStmt TVM builds for it."""
+        args = bind_arguments(self.ctx, call, "T.launch_thread", ["thread", "extent"])
+        thread = args["thread"]
+        if isinstance(thread, ast.Constant) and isinstance(thread.value, str):
+            tag = self._thread_tag(thread)
+            var = tir.Var("int32", name or tag.replace(".", "_"), self.ctx.span(target or thread))
+        else:
+            var = self.expr(thread)
+            tag = self._env_threads.get(var)
+            if tag is None:
+                raise self.error("T.launch_thread takes a thread tag such as \"threadIdx.x\" or a "
+                                 "variable from T.env_thread", thread)
+        extent = self._extent(args["extent"])
+        if extent.dtype != var.dtype:
+            extent = self._coerce(extent, var.dtype, args["extent"])
+        iv = tir.IterVar(var, tir.Range(tir.IntImm(var.dtype, 0), extent), "thread", tag)
+        return iv, extent
+
+    def _comm_reducer(self, call: ast.Call) -> tir.CommReducer:
+        """``T.comm_reducer(lambda x, y: x + y, [T.float32(0)])``; for n values reduced
+        together, the lambda takes n left then n right operands and returns an n-tuple. Each
+        operand has the dtype of its identity element."""
+        args = bind_arguments(self.ctx, call, "T.comm_reducer", ["combiner", "identity_element"])
+        fn, ids_node = args["combiner"], args["identity_element"]
+        if not isinstance(ids_node, (ast.List, ast.Tuple)) or not ids_node.elts:
+            raise self.error("T.comm_reducer: the identity elements must be a list such as [T.float32(0)]", ids_node)
+        ids = [self.expr(e) for e in ids_node.elts]
+        if not isinstance(fn, ast.Lambda) or len(fn.params) != 2 * len(ids):
+            raise self.error(f"T.comm_reducer: the combiner must be a lambda of {2 * len(ids)} parameters "
+                             f"(x, y for each of the {len(ids)} reduced values)", fn)
+        self.scope.push()
+        try:
+            params = [tir.Var(ids[i % len(ids)].dtype, p, self.ctx.span(fn)) for i, p in enumerate(fn.params)]
+            for p in params:
+                self.scope.define(p.name, p)
+            body = fn.body.elts if isinstance(fn.body, ast.Tuple) else [fn.body]
+            if len(body) != len(ids):
+                raise self.error(f"T.comm_reducer: the combiner returns {len(body)} values, not {len(ids)}", fn.body)
+            results = [self._coerce(self.expr(e), i.dtype, e) for e, i in zip(body, ids)]
+        finally:
+            self.scope.pop()
+        return tir.CommReducer(params[:len(ids)], params[len(ids):], results, ids)
+
+    def _attr_stmts(self, call: ast.Call) -> list:
+        """The (node, key, value) of each AttrStmt a ``T.attr`` makes: one, or with TVM 0.27's
+        ``T.attr({"device_id": 0, "device_type": 0})`` one per key, nested in that order."""
+        if len(call.args) == 1 and isinstance(call.args[0], ast.Dict) and len(call.args[0].keys) > 1 and not call.keywords:
+            d = call.args[0]
+            return [self._attr_stmt_args(ast.Call(call.func, [ast.Dict([k], [v], d.line, d.col, d.end_line, d.end_col)],
+                                                  [], call.line, call.col, call.end_line, call.end_col))
+                    for k, v in zip(d.keys, d.values)]
+        return [self._attr_stmt_args(call)]
 
     def _attr_stmt_args(self, call: ast.Call):
         """``T.attr(node, "key", value)`` or TVM 0.27's ``T.attr({"key": value})`` (node 0):
@@ -470,7 +657,10 @@ class PrimFuncBuilder:
         elif len(call.args) == 3:
             target, key_node, value_node = call.args
             found = self.scope.lookup(target.id) if isinstance(target, ast.Name) else None
-            node = found if isinstance(found, tir.Buffer) else self.expr(target)
+            if isinstance(target, ast.Call) and dotted_name(target.func) == "T.comm_reducer":
+                node = self._comm_reducer(target)
+            else:
+                node = found if isinstance(found, tir.Buffer) else self.expr(target)
         else:
             raise self.error('T.attr takes (node, "key", value) or ({"key": value})', call)
         if not (isinstance(key_node, ast.Constant) and isinstance(key_node.value, str)):
@@ -493,14 +683,39 @@ class PrimFuncBuilder:
         return out
 
     def _attr_value(self, node):
-        """Attribute values stay Python literals unless written with a TIR type (T.bool(True))."""
+        """Attribute values stay Python literals unless written with a TIR type (T.bool(True))
+        or as a compilation target (``T.target("cuda")``)."""
         if isinstance(node, ast.Call):
+            if dotted_name(node.func) == "T.target":
+                return self._target(node)
             return self.expr(node)
         if isinstance(node, (ast.List, ast.Tuple)):
             return [self._attr_value(e) for e in node.elts]
         if isinstance(node, ast.Dict):
             return self._attr_dict(node)
+        if isinstance(node, ast.Name) and isinstance(self.scope.lookup(node.id), tir.Buffer):
+            return self.scope.lookup(node.id)  # ``{"layout_free_placeholders": [B]}``
         return literal(self.ctx, node)
+
+    def _target(self, call: ast.Call):
+        """``T.target("cuda", host="llvm")`` or ``T.target({"kind": "cuda", ...})`` in an
+        attribute (a function's ``"target"``): a `tvms.target.Target`, checked as one, so that
+        an unknown kind or attribute is a located error rather than text kept blindly."""
+        from ..target import Target
+
+        args = bind_arguments(self.ctx, call, "T.target", ["target", "host"], {"host": None})
+
+        def nested(node):  # a host written as T.target(...) inside the config dict
+            if isinstance(node, ast.Call) and dotted_name(node.func) == "T.target":
+                return self._target(node)
+            raise self.error("expected a literal value or T.target(...)", node)
+
+        config = literal(self.ctx, args["target"], nested)
+        host = literal(self.ctx, args["host"], nested) if args["host"] is not None else None
+        try:
+            return Target(config, host=host)
+        except ValueError as err:
+            raise self.error(str(err), call) from None
 
     @staticmethod
     def _is_var_declaration(node) -> bool:
@@ -526,6 +741,9 @@ class PrimFuncBuilder:
         if not isinstance(target, ast.Name):
             raise self.error("cannot assign to this expression", target)
         name = target.id
+        if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "view"
+                and isinstance(self.scope.lookup(dotted_name(value.func.value) or ""), tir.Buffer)):
+            return self._view(name, target, value)
         if isinstance(value, ast.Call) and dotted_name(value.func) == "T.axis.remap":
             # ``vi = T.axis.remap("S", [i])``: one iterator, as the MLC course writes it.
             one = ast.Tuple([target], target.line, target.col, target.end_line, target.end_col)
@@ -555,8 +773,10 @@ class PrimFuncBuilder:
                 args = bind_arguments(self.ctx, value, callee, ["value"])
                 self.scope.define(name, self.expr(args["value"]))
                 return None
-            if callee in ("T.alloc_buffer", "T.decl_buffer"):
+            if callee in ("T.alloc_buffer", "T.decl_buffer", *_SCOPED_ALLOCS):
                 buf = self._buffer_decl(name, value, kind=callee)
+                if buf.data is not None:  # T.decl_buffer(..., data=ptr): over existing memory
+                    return self._decl_buffer(name, buf)
                 if buf.data is None:
                     # Its data pointer, one variable for every ``name.data`` in the body.
                     buf.data = tir.Var("handle", name, self.ctx.span(target))
@@ -564,12 +784,39 @@ class PrimFuncBuilder:
                 self.scope.define(name, buf)
                 return None
             if callee and callee.startswith("T.") and callee[2:] in DTYPE_NAMES and not value.args and not value.keywords:
-                var = self._declared_dim(name) or tir.Var(callee[2:], name, self.ctx.span(target))
+                var = self._declared_dim(name, callee[2:]) or tir.Var(callee[2:], name, self.ctx.span(target))
                 var.dtype = callee[2:]
                 self.scope.define(name, var)
                 return None
+            if callee == "T.env_thread":
+                # ``tx = T.env_thread("threadIdx.x")``: a thread index, launched later by
+                # ``T.launch_thread(tx, extent)`` (possibly several times).
+                args = bind_arguments(self.ctx, value, callee, ["thread_tag"])
+                var = tir.Var("int32", name, self.ctx.span(target))
+                self._env_threads[var] = self._thread_tag(args["thread_tag"])
+                self.scope.define(name, var)
+                return None
+            if callee == "T.launch_thread":
+                # ``bx = T.launch_thread("blockIdx.x", 64)``: a new thread index over the rest.
+                iv, extent = self._launch_thread(value, name, target)
+                self.scope.push()
+                self.scope.define(name, iv.var)
+                return _Scoped(self.scope, lambda rest: tir.AttrStmt(iv, "thread_extent", extent, rest), push=False)
+            if callee == "T.Buffer":
+                # ``B = T.Buffer((1,), scope="local")``: a buffer over memory declared nowhere in
+                # the function (TVM allows it with check_well_formed=False).
+                buf = self._buffer_decl(name, value)
+                buf.data = tir.Var("handle", name, self.ctx.span(target))
+                self.scope.define(name, buf)
+                return None
+            if callee == "T.handle" and self._is_pointer_type(value):
+                # ``ptr = T.handle("float32")``: a fresh pointer variable (TVM's declaration).
+                self.scope.define(name, tir.Var("handle", name, self.ctx.span(target), self._pointer(value)))
+                return None
             if callee in AXIS_KINDS:
                 return self._axis(name, target, value, AXIS_KINDS[callee])
+        if isinstance(value, ast.Call) and dotted_name(value.func) == "T.bind":
+            value = bind_arguments(self.ctx, value, "T.bind", ["value"])["value"]  # x = T.bind(v): x = v
         expr = self.expr(value)
         var = tir.Var(expr.dtype, name, self.ctx.span(target))
         return self._let(var, expr)
@@ -588,12 +835,39 @@ class PrimFuncBuilder:
             raise self.error("T.match_buffer of a buffer region is only allowed inside a T.block", call)
         source = self._region(call.args[0])
         rest = ast.Call(call.func, call.args[1:], call.keywords, call.line, call.col, call.end_line, call.end_col)
-        buf = self._buffer_decl(name, rest, kind="T.match_buffer")
+        if len(call.args) == 1 and not any(kw.arg == "shape" for kw in call.keywords):
+            # No shape: the region's own (its extents), and the source's dtype unless given.
+            buf = tir.Buffer(name, [r.extent for r in source.region], source.buffer.dtype, span=self.ctx.span(call))
+            dtype = next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
+            if dtype is not None:
+                buf.dtype = self._dtype(dtype)
+            if any(kw.arg not in ("dtype",) for kw in call.keywords):
+                raise self.error("T.match_buffer of a region without a shape takes only dtype=", call)
+        else:
+            buf = self._buffer_decl(name, rest, kind="T.match_buffer")
         if buf.data is None:
             buf.data = tir.Var("handle", name, self.ctx.span(target))
         self.blocks[-1].match_buffers.append(tir.MatchBufferRegion(buf, source))
         self.scope.define(name, buf)
         return None
+
+    def _decl_buffer(self, name: str, buf: tir.Buffer):
+        self.scope.push()
+        self.scope.define(name, buf)
+        return _Scoped(self.scope, lambda rest: tir.DeclBuffer(buf, rest), push=False)
+
+    def _view(self, name: str, target, call: ast.Call):
+        """``B = A.view(256)`` (TVM 0.27's printout): a buffer of another shape (and dtype)
+        over ``A``'s memory, i.e. ``T.decl_buffer((256,), data=A.data)``."""
+        source = self._lookup_buffer(call.func.value)
+        args = bind_arguments(self.ctx, call, f"{source.name}.view", ["shape*", "dtype"], {"dtype": None})
+        dims = args["shape"]
+        if len(dims) == 1 and isinstance(dims[0], (ast.Tuple, ast.List)):
+            dims = dims[0].elts
+        shape = [self._dim(d) for d in dims]
+        dtype = self._dtype(args["dtype"]) if args["dtype"] is not None else source.dtype
+        buf = tir.Buffer(name, shape, dtype, scope=source.scope, data=source.data, span=self.ctx.span(call))
+        return self._decl_buffer(name, buf)
 
     def _let(self, var, value):
         self.scope.push()
@@ -603,9 +877,16 @@ class PrimFuncBuilder:
     def _ann_assign(self, s: ast.AnnAssign):
         if not isinstance(s.target, ast.Name):
             raise self.error("expected a variable name", s.target)
-        dtype = self._dtype(self._let_annotation(s.annotation))
+        ann = self._let_annotation(s.annotation)
         if s.value is None:
             raise self.error("a TIR variable needs a value", s)
+        if self._is_pointer_type(ann):
+            value = self.expr(s.value)
+            if value.dtype != "handle":
+                raise self.error(f"type mismatch: expected a handle value, got {value.dtype}", s.value)
+            var = tir.Var("handle", s.target.id, self.ctx.span(s.target), self._pointer(ann))
+            return self._let(var, value)
+        dtype = self._dtype(ann)
         value = self._coerce(self.expr(s.value), dtype, s.value)
         return self._let(tir.Var(dtype, s.target.id, self.ctx.span(s.target)), value)
 
@@ -627,12 +908,17 @@ class PrimFuncBuilder:
     def _store(self, target: ast.Subscript, value_node) -> tir.BufferStore:
         buf = self._lookup_buffer(target.value)
         indices = self._indices(buf, target)
-        value = self._coerce(self.expr(value_node), _access_dtype(buf, indices), value_node)
-        return tir.BufferStore(buf, value, indices)
+        dtype = _access_dtype(buf, indices)
+        value = self.expr(value_node)
+        if value.dtype != dtype and id(value) not in self.literals and _lanes_of(value.dtype) == _lanes_of(dtype) \
+                and "handle" not in (value.dtype, dtype):
+            # As TVM's parser: a value stored into a buffer of another dtype is cast to it.
+            return tir.BufferStore(buf, tir.Cast(dtype, value), indices)
+        return tir.BufferStore(buf, self._coerce(value, dtype, value_node), indices)
 
     def _indices(self, buf: tir.Buffer, node: ast.Subscript) -> list:
         idx = node.index
-        items = idx.elts if isinstance(idx, ast.Tuple) and not idx.parenthesized else [idx]
+        items = _index_items(idx, buf)
         if len(items) != len(buf.shape):
             raise self.error(
                 f"buffer '{buf.name}' has {len(buf.shape)} dimension{'s' if len(buf.shape) != 1 else ''} "
@@ -641,13 +927,28 @@ class PrimFuncBuilder:
             )
         out = []
         for it in items:
+            if isinstance(it, ast.Slice) and len(items) == 1 and it.lower is not None and it.upper is not None:
+                out.append(self._slice_ramp(it))
+                continue
             if isinstance(it, ast.Slice):
-                raise self.error("slices are only allowed in buffer regions (T.reads, T.writes, T.match_buffer)", it)
+                raise self.error("slices are only allowed in buffer regions (T.reads, T.writes, T.match_buffer) "
+                                 "and as the one index of a vector access, A[i:i + 4]", it)
             e = self.expr(it)
             if not tir.is_int(e.dtype):
                 raise self.error(f"buffer index must be an integer, not {e.dtype}", it)
             out.append(e)
         return out
+
+    def _slice_ramp(self, it) -> tir.Ramp:
+        """``A[i:i + 4]``, how TVM prints a vector access ``A[T.Ramp(i, 1, 4)]``: the lanes
+        are the slice's constant length."""
+        if getattr(it, "step", None) is not None:
+            raise self.error("a vector access slice takes no step; write T.Ramp(base, stride, lanes)", it)
+        lo, hi = _unify(self, self.expr(it.lower), self.expr(it.upper))
+        lanes = _sub(hi, lo)
+        if not isinstance(lanes, tir.IntImm) or lanes.value < 2:
+            raise self.error("a vector access slice needs a constant length of at least 2, as in A[i:i + 4]", it)
+        return tir.Ramp(f"{lo.dtype}x{lanes.value}", lo, tir.IntImm(lo.dtype, 1), lanes.value)
 
     def _region(self, node) -> tir.BufferRegion:
         if isinstance(node, ast.Name):
@@ -657,7 +958,7 @@ class PrimFuncBuilder:
             raise self.error("expected a buffer region such as A[i, 0:16]", node)
         buf = self._lookup_buffer(node.value)
         idx = node.index
-        items = idx.elts if isinstance(idx, ast.Tuple) and not idx.parenthesized else [idx]
+        items = _index_items(idx, buf)
         if len(items) != len(buf.shape):
             raise self.error(
                 f"buffer '{buf.name}' has {len(buf.shape)} dimensions but the region has {len(items)}", node
@@ -688,30 +989,42 @@ class PrimFuncBuilder:
             if it.keywords:
                 raise self.error("T.grid() takes no keyword arguments", it.keywords[0])
             extents = self._grid_extents(it.args)
+            if len(targets) == 1 and len(extents) > 1 and not isinstance(s.target, ast.Tuple):
+                # ``for iters in T.grid(m, n)``: one name for the tuple of loop variables,
+                # which are ``iters_0``, ``iters_1``, ... (as TVM names them).
+                group = targets[0]
+                targets = [ast.Name(f"{group.id}_{k}", group.line, group.col, group.end_line, group.end_col)
+                           for k in range(len(extents))]
+            else:
+                group = None
             if len(extents) != len(targets):
                 raise self.error(
                     f"T.grid has {len(extents)} extent{'s' if len(extents) != 1 else ''} but the loop "
                     f"binds {len(targets)} variable{'s' if len(targets) != 1 else ''}", it
                 )
             ranges = [(None, e) for e in extents]
-            kind, tag, annotations = "serial", None, {}
+            kind, tag, annotations, step = "serial", None, {}, None
         elif name in LOOP_KINDS:
+            group = None
             if len(targets) != 1:
                 raise self.error(f"{name} binds one loop variable, not {len(targets)}", s.target)
             kind = LOOP_KINDS[name]
             params = ["start", "stop"]
-            defaults = {"stop": None, "annotations": None}
+            defaults = {"stop": None, "annotations": None, "step": None}
             if kind == "thread_binding":
                 params += ["thread", "annotations"]
                 defaults["thread"] = None
             elif name != "range":
-                params += ["annotations"]
+                params += ["annotations", "step"]
             else:
                 params += ["step"]
-                defaults["step"] = None
             args = bind_arguments(self.ctx, it, name, params, defaults)
-            if args.get("step") is not None:
-                raise self.error("range() with a step is not supported in TIR", args["step"])
+            if kind == "thread_binding" and isinstance(args["stop"], ast.Constant) and isinstance(args["stop"].value, str):
+                # ``T.thread_binding(128, "threadIdx.x")``: the thread given second, positionally.
+                if args["thread"] is not None:
+                    raise self.error("T.thread_binding() got two thread tags", args["thread"])
+                args["thread"], args["stop"] = args["stop"], None
+            step = self._extent(args["step"]) if args.get("step") is not None else None
             start, stop = args["start"], args["stop"]
             if stop is None:
                 lo, extent = None, self._extent(start)
@@ -728,6 +1041,8 @@ class PrimFuncBuilder:
                 if not isinstance(tag, str) or tag not in THREAD_TAGS:
                     raise self.error(f"unknown thread tag '{tag}'", args["thread"])
             annotations = self._attr_dict(args["annotations"]) if args.get("annotations") is not None else {}
+            if step is not None:
+                step = self._coerce(step, extent.dtype, args["step"])
         else:
             raise self.error(
                 f"unknown loop kind '{name}': expected T.grid, range, T.serial, T.parallel, "
@@ -740,10 +1055,13 @@ class PrimFuncBuilder:
             self.scope.define(t.id, var)
             self.loop_ranges[var] = (lo if lo is not None else tir.IntImm(extent.dtype, 0), extent)
             loop_vars.append(var)
+        if group is not None:
+            self.scope.define(group.id, tuple(loop_vars))
         body = self.body(s.body)
         self.scope.pop()
         for var, (lo, extent) in reversed(list(zip(loop_vars, ranges))):
-            body = tir.For(var, lo if lo is not None else tir.IntImm(extent.dtype, 0), extent, kind, body, tag, annotations)
+            body = tir.For(var, lo if lo is not None else tir.IntImm(extent.dtype, 0), extent, kind, body, tag,
+                           annotations, step)
         return body
 
     def _grid_extents(self, args: list) -> list[tir.PrimExpr]:
@@ -786,8 +1104,20 @@ class PrimFuncBuilder:
             frame.init = self._nested_body(s.body)
             return None
         if name == "T.attr" and isinstance(item, ast.Call):
-            node, key, value = self._attr_stmt_args(item)
-            return tir.AttrStmt(node, key, value, self._nested_body(s.body))
+            attrs = self._attr_stmts(item)
+            return _attr_chain(attrs, self._nested_body(s.body))
+        if name == "T.launch_thread" and isinstance(item, ast.Call):
+            # ``with T.launch_thread(tx, 32):`` or ``with T.launch_thread("blockIdx.z", 196) as bz:``
+            var_name = s.target.id if isinstance(s.target, ast.Name) else None
+            iv, extent = self._launch_thread(item, var_name, s.target)
+            self.scope.push()
+            try:
+                if var_name is not None:
+                    self.scope.define(var_name, iv.var)
+                body = self.body(s.body)
+            finally:
+                self.scope.pop()
+            return tir.AttrStmt(iv, "thread_extent", extent, body)
         if name in ("T.LetStmt", "T.Assert") and isinstance(item, ast.Call):
             # How TVM prints a let or an assert that is not the last statement of its body.
             return self._scoped_with(s, name)
@@ -832,6 +1162,11 @@ class PrimFuncBuilder:
         reads, writes = frame.reads, frame.writes
         if reads is None or writes is None:
             inferred_reads, inferred_writes = infer_access_regions(body, frame.init, frame.alloc_buffers)
+            # A buffer matched in this block is a view of its source region: what the block
+            # touches through it, it touches in the source (as TVM completes it).
+            sources = {m.buffer: m.source for m in frame.match_buffers}
+            inferred_reads = _dedup_regions([sources.get(r.buffer, r) for r in inferred_reads])
+            inferred_writes = _dedup_regions([sources.get(r.buffer, r) for r in inferred_writes])
             if reads is None:
                 reads = inferred_reads
             if writes is None:
@@ -883,6 +1218,11 @@ class PrimFuncBuilder:
         if not isinstance(kinds, str):
             raise self.error("T.axis.remap kinds must be a string such as \"SSR\"", args["kinds"])
         bindings_node = args["bindings"]
+        if isinstance(bindings_node, ast.Name) and isinstance(self.scope.lookup(bindings_node.id), tuple):
+            # ``T.axis.remap("SS", iters)``, iters bound by ``for iters in T.grid(m, n)``.
+            n = bindings_node
+            bindings_node = ast.List([ast.Name(v.name, n.line, n.col, n.end_line, n.end_col)
+                                      for v in self.scope.lookup(n.id)], n.line, n.col, n.end_line, n.end_col)
         if not isinstance(bindings_node, (ast.List, ast.Tuple)):
             raise self.error("T.axis.remap expects a list of loop variables", bindings_node)
         names = target.elts
@@ -1065,7 +1405,10 @@ class PrimFuncBuilder:
         raise self.error(f"unsupported attribute '{dotted_name(node) or node.attr}' in TIR", node)
 
     def _ifexp(self, node: ast.IfExp):
-        raise self.error("use T.if_then_else(cond, a, b) or T.Select(cond, a, b) in TIR", node)
+        """``a if cond else b``: TVM's parser reads it as ``T.if_then_else(cond, a, b)``."""
+        cond = self._condition(node.test)
+        t, f = self._promote(self.expr(node.body), self.expr(node.orelse), node)
+        return tir.Call(t.dtype, "tir.if_then_else", [cond, t, f])
 
     def _call(self, node: ast.Call):
         name = dotted_name(node.func)
@@ -1074,6 +1417,8 @@ class PrimFuncBuilder:
         handler = EXPR_CALLS.get(name)
         if handler is not None:
             return handler(self, node, name)
+        if isinstance(node.func, ast.Attribute) and self.ctx.is_module_ref(node.func.value):
+            return self._subroutine_call(node)
         if name.startswith("T.") and name[2:] in DTYPE_NAMES:
             return self._typed(node, name[2:])
         if name.startswith("T.") and name[2:] in INTRINSICS:
@@ -1100,6 +1445,23 @@ class PrimFuncBuilder:
         if callable(helper) and not isinstance(helper, type):
             return self._python_helper(helper, node, name)
         raise self.error(f"undefined function '{name}'", node.func)
+
+    def _subroutine_call(self, node: ast.Call) -> tir.Call:
+        """``Module.subroutine(A.data, 16)``: a call of another prim_func of this module; its
+        dtype is the callee's return type (``void`` without one)."""
+        callee = node.func.attr
+        if self.ctx.module_kinds.get(callee) != "tir":
+            known = [n for n, k in self.ctx.module_kinds.items() if k == "tir"]
+            raise self.error(f"the module has no T.prim_func named '{callee}'", node.func, did_you_mean(callee, known))
+        if node.keywords:
+            raise self.error(f"{callee}() takes no keyword arguments", node.keywords[0])
+        fdef = self.ctx.module_defs[callee]
+        returns = fdef.returns
+        none = returns is None or (isinstance(returns, ast.Constant) and returns.value is None) or dotted_name(returns) == "None"
+        dtype = "void" if none else self._dtype(returns)
+        if len(node.args) != len(fdef.args):
+            raise self.error(f"{callee}() takes {len(fdef.args)} arguments but {len(node.args)} were given", node)
+        return tir.Call(dtype, self.ctx.module_names[callee], [self.expr(a) for a in node.args])
 
     def _python_helper(self, helper, node: ast.Call, name: str) -> tir.PrimExpr:
         """``idx(i, j)`` with ``def idx(i, j): return i * 4 + j`` in the Python scope: the helper
@@ -1162,6 +1524,21 @@ class PrimFuncBuilder:
 
 ITER_KIND_LETTERS = set("SRCO")
 
+class _Macro:
+    """A nested ``@T.inline`` function of a prim_func, expanded where it is called."""
+
+    def __init__(self, fdef) -> None:
+        self.fdef = fdef
+
+
+_MACRO_DECORATORS = ("T.inline", "T.macro")
+
+# TVM 0.27's shorthands for an allocation in one storage scope.
+_SCOPED_ALLOCS = {"T.alloc_local": "local", "T.alloc_shared": "shared"}
+
+# Other spellings TVM accepts for a scalar type.
+_DTYPE_ALIASES = {"T.boolean": "T.bool"}
+
 
 class _Scoped:
     """A statement whose body is the rest of the enclosing body (LetStmt, AssertStmt)."""
@@ -1194,9 +1571,14 @@ def _call_args(b: PrimFuncBuilder, node, name, params, defaults=None):
 
 
 def _if_then_else(b, node, name):
-    a = _call_args(b, node, name, ["cond", "t", "f"])
+    """``T.if_then_else(cond, t, f)``; older TVM also writes the result ``dtype=``, which
+    must be the branches' dtype."""
+    a = _call_args(b, node, name, ["cond", "t", "f", "dtype"], {"dtype": None})
     cond = b._condition(a["cond"])
     t, f = b._promote(b.expr(a["t"]), b.expr(a["f"]), node)
+    if a["dtype"] is not None:
+        dtype = b._dtype(a["dtype"])
+        t, f = b._coerce(t, dtype, a["t"]), b._coerce(f, dtype, a["f"])
     return tir.Call(t.dtype, "tir.if_then_else", [cond, t, f])
 
 
@@ -1240,17 +1622,99 @@ def _abs(b, node, name):
 
 
 def _call_extern(b, node, name):
-    if len(node.args) < 2:
+    return _named_call(b, node, name, "tir.call_extern")
+
+
+def _named_call(b, node, name, op):
+    """``T.call_extern("float32", "f", *args)``, or older TVM's ``T.call_extern("f", *args,
+    dtype="float32")`` (``dtype=""``: no value, void)."""
+    declared = [kw for kw in node.keywords if kw.arg == "dtype"]
+    if len(declared) != len(node.keywords):
+        raise b.error(f"{name}() takes no keyword arguments but dtype", node.keywords[0])
+    rest = node.args
+    if declared:
+        d = declared[0].value
+        dtype = "void" if isinstance(d, ast.Constant) and d.value == "" else b._dtype(d)
+    else:
+        if not rest:
+            raise b.error(f"{name}(dtype, func_name, *args) needs a dtype and a function name", node)
+        dtype, rest = b._dtype(rest[0]), rest[1:]
+    if not rest:
         raise b.error(f"{name}(dtype, func_name, *args) needs a dtype and a function name", node)
-    dtype = b._dtype(node.args[0])
-    func = literal(b.ctx, node.args[1])
+    first = rest[0]
+    if isinstance(first, ast.Call) and dotted_name(first.func) == "T.llvm_lookup_intrinsic_id":
+        first = bind_arguments(b.ctx, first, "T.llvm_lookup_intrinsic_id", ["name"])["name"]  # the name it looks up
+    func = literal(b.ctx, first)
     if not isinstance(func, str):
-        raise b.error(f"{name}: the function name must be a string", node.args[1])
-    args = [b.expr(a) for a in node.args[2:]]
-    return tir.Call(dtype, "tir.call_extern", [tir.StringImm("handle", func)] + args)
+        raise b.error(f"{name}: the function name must be a string", rest[0])
+    args = [b.expr(a) for a in rest[1:]]
+    return tir.Call(dtype, op, [tir.StringImm("handle", func)] + args)
+
+
+def _builtin(b, node, name):
+    """A runtime or GPU builtin (`tir.BUILTINS`): its arguments as written (strings become
+    StringImm), its result dtype from ``dtype=`` or the builtin's default."""
+    op, dtype = tir.BUILTINS[name[2:]]
+    for kw in node.keywords:
+        if kw.arg != "dtype":
+            raise b.error(f"{name}() takes no keyword arguments but dtype", kw)
+        dtype = b._dtype(kw.value)
+    return tir.Call(dtype, op, [b.expr(a) for a in node.args])
+
+
+def _py_const(b, node, name):
+    """``tvm.tir.const(True, "bool")`` (TVM's Python API inside a test's TVMScript): the
+    typed constant ``T.bool(True)``."""
+    a = _call_args(b, node, name, ["value", "dtype"], {"dtype": None})
+    dtype = b._dtype(a["dtype"]) if a["dtype"] is not None else None
+    value = literal(b.ctx, a["value"])
+    if not isinstance(value, (bool, int, float)):
+        raise b.error(f"{name} takes a number or a bool", a["value"])
+    if dtype is None:
+        dtype = "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
+    if tir.is_float(dtype):
+        return tir.FloatImm(dtype, float(value))
+    if isinstance(value, float) and not value.is_integer():
+        raise b.error(f"{name}: {value!r} is not a {dtype} value", a["value"])
+    return tir.IntImm(dtype, int(value))
+
+
+def _type_annotation(b, node, name):
+    """``T.type_annotation("float16")``: a value standing for a dtype (TVM's builtin, the
+    first argument of ``T.tvm_access_ptr``)."""
+    a = _call_args(b, node, name, ["dtype"])
+    return tir.Call(b._dtype(a["dtype"]), "tir.type_annotation", [])
+
+
+def _warp_shuffle(b, node, name):
+    """``T.tvm_warp_shuffle(mask, value, lane, width, warp_size)`` (and ``_up`` / ``_down``
+    with a delta for the lane): ``value`` as seen from another lane, so of its dtype."""
+    a = _call_args(b, node, name, ["mask", "value", "lane", "width", "warp_size", "dtype"], {"dtype": None})
+    args = [b.expr(a[k]) for k in ("mask", "value", "lane", "width", "warp_size")]
+    if a["dtype"] is not None and b._dtype(a["dtype"]) != args[1].dtype:
+        raise b.error(f"{name} gives the value's dtype {args[1].dtype}", a["dtype"])
+    return tir.Call(args[1].dtype, f"tir.{name[2:]}", args)
+
+
+def _call_intrin(b, node, name):
+    """``T.call_llvm_pure_intrin("uint8", "llvm.ctpop", x)`` (and ``call_llvm_intrin``,
+    ``call_pure_extern``): a result dtype, the callee's name, its arguments."""
+    return _named_call(b, node, name, f"tir.{name[2:]}")
+
+
+def _struct_get(b, node, name):
+    """``T.tvm_struct_get(args, 0, 12, T.handle().ty)`` (or older ``dtype="handle"``): field
+    ``kind`` of element ``index`` of a runtime structure (TVM's packed-call ABI)."""
+    a = _call_args(b, node, name, ["handle", "index", "kind", "dtype"])
+    args = [b.expr(a[k]) for k in ("handle", "index", "kind")]
+    return tir.Call(b._dtype(a["dtype"]), "tir.tvm_struct_get", args)
 
 
 def _reinterpret(b, node, name):
+    if len(node.args) == 1 and any(kw.arg == "dtype" for kw in node.keywords):
+        # Older TVM: ``T.reinterpret(value, dtype="handle")``.
+        a = _call_args(b, node, name, ["value", "dtype"])
+        return tir.Call(b._dtype(a["dtype"]), "tir.reinterpret", [b.expr(a["value"])])
     a = _call_args(b, node, name, ["dtype", "value"])
     return tir.Call(b._dtype(a["dtype"]), "tir.reinterpret", [b.expr(a["value"])])
 
@@ -1263,12 +1727,14 @@ def _storage_sync(b, node, name):
     """``T.tvm_storage_sync("shared")``: a barrier among the threads of a GPU block (TVM's
     ``__syncthreads``). Parsed as TVM writes it; the CPU backend drops it (see
     `compiler.lower_tir.lower_thread_bindings`)."""
-    a = _call_args(b, node, name, ["storage_scope"])
+    a = _call_args(b, node, name, ["storage_scope", "rest*"])
     scope = literal(b.ctx, a["storage_scope"])
     if scope not in SYNC_SCOPES:
         raise b.error(f"{name}: the storage scope must be one of {', '.join(repr(s) for s in SYNC_SCOPES)}",
                       a["storage_scope"])
-    return tir.Call("int32", "tir.tvm_storage_sync", [tir.StringImm("handle", scope)])
+    # TVM 0.27 may add a flag and a thread count (``"warp", T.bool(False), -1``): kept as written.
+    rest = [b.expr(x) for x in a["rest"]]
+    return tir.Call("int32", "tir.tvm_storage_sync", [tir.StringImm("handle", scope)] + rest)
 
 
 def _limit(op):
@@ -1315,11 +1781,34 @@ def _assume(b, node, name):
 
 def _address_of(b, node, name):
     """``T.address_of(A[i])``: the address of one buffer element, a handle."""
-    a = _call_args(b, node, name, ["buffer_load"])
-    load = b.expr(a["buffer_load"])
+    a = _call_args(b, node, name, ["buffer_load", "dtype"], {"dtype": None})
+    if a["dtype"] is not None and b._dtype(a["dtype"]) != "handle":
+        raise b.error(f"{name} gives a handle, not {b._dtype(a['dtype'])}", a["dtype"])
+    target = a["buffer_load"]
+    if isinstance(target, ast.Name) and isinstance(b.scope.lookup(target.id), tir.Buffer):
+        # ``T.address_of(A)``: the address of the buffer's first element, A[0, 0].
+        buf = b.scope.lookup(target.id)
+        return tir.Call("handle", "tir.address_of",
+                        [tir.BufferLoad(buf.dtype, buf, [_zero_like(d) for d in buf.shape])])
+    load = b.expr(target)
     if not isinstance(load, tir.BufferLoad):
         raise b.error(f"{name} takes a buffer element such as A[i]", a["buffer_load"])
     return tir.Call("handle", "tir.address_of", [load])
+
+
+def _let_expr(b, node, name):
+    """``T.Let(x + 1, where={x: 1})``: an expression with ``x`` bound to 1 (x is declared
+    with ``x = T.int32()``), TVM's Let expression."""
+    a = _call_args(b, node, name, ["body", "where"])
+    where = a["where"]
+    if not isinstance(where, ast.Dict) or len(where.keys) != 1:
+        raise b.error(f"{name}: where= binds one variable: where={{x: value}}", where)
+    var = b.expr(where.keys[0])
+    if not isinstance(var, tir.Var):
+        raise b.error(f"{name}: the bound name must be a variable", where.keys[0])
+    value = b._coerce(b.expr(where.values[0]), var.dtype, where.values[0])
+    body = b.expr(a["body"])
+    return tir.Let(body.dtype, var, value, body)
 
 
 def _loop_control(b, node, name):
@@ -1352,6 +1841,20 @@ EXPR_CALLS = {
     "T.Mod": _int_binary(tir.Mod),
     "T.abs": _abs,
     "T.call_extern": _call_extern,
+    "T.call_pure_extern": _call_intrin,
+    "T.call_llvm_intrin": _call_intrin,
+    "T.call_llvm_pure_intrin": _call_intrin,
+    "T.ramp": _ramp,
+    "T.Let": _let_expr,
+    "tvm.tir.const": _py_const,
+    "tvm.tirx.const": _py_const,
+    "T.tvm_struct_get": _struct_get,
+    "T.type_annotation": _type_annotation,
+    "T.tvm_warp_shuffle": _warp_shuffle,
+    "T.tvm_warp_shuffle_up": _warp_shuffle,
+    "T.tvm_warp_shuffle_down": _warp_shuffle,
+    "T.broadcast": _broadcast,
+    **{f"T.{n}": _builtin for n in tir.BUILTINS},
     "T.reinterpret": _reinterpret,
     "T.max_value": _limit("tir.max_value"),
     "T.min_value": _limit("tir.min_value"),
@@ -1360,6 +1863,77 @@ EXPR_CALLS = {
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _merge_attrs(old: dict, new: dict):
+    """Annotations of one block given in several T.block_attr, merged as TVM merges them:
+    a key may repeat with the same value, dict values merge key by key; any other change of
+    a value is a conflict. Returns the merged dict, or the conflicting key."""
+    out = dict(old)
+    for key, value in new.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(out[key], dict) and isinstance(value, dict):
+            inner = _merge_attrs(out[key], value)
+            if isinstance(inner, str):
+                return inner
+            out[key] = inner
+        elif not _same_attr(out[key], value):
+            return key
+    return out
+
+
+def _same_attr(a, b) -> bool:
+    """Whether two annotation values are the same (expressions structurally)."""
+    from ..ir import structural_equal
+
+    if isinstance(a, (tir.PrimExpr, tir.Buffer)) or isinstance(b, (tir.PrimExpr, tir.Buffer)):
+        return a is b or (type(a) is type(b) and structural_equal(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _retyped(e):
+    """``e`` rebuilt after one of its variables changed dtype: integer operators take their
+    operands' dtype again, a constant operand that of the other side (as a literal would)."""
+    if isinstance(e, tir.BinaryOp) and not isinstance(e, (tir.And, tir.Or)):
+        a, b = _retyped(e.a), _retyped(e.b)
+        if a.dtype != b.dtype and isinstance(b, tir.IntImm):
+            b = tir.IntImm(a.dtype, b.value)
+        elif a.dtype != b.dtype and isinstance(a, tir.IntImm):
+            a = tir.IntImm(b.dtype, a.value)
+        if a is e.a and b is e.b and a.dtype == e.dtype:
+            return e
+        dtype = "bool" if isinstance(e, tuple(tir.COMPARISONS)) else a.dtype
+        return type(e)(dtype, a, b)
+    return e
+
+
+def _attr_chain(attrs: list, body) -> tir.AttrStmt:
+    """Nested AttrStmts, the first outermost, around ``body``."""
+    for node, key, value in reversed(attrs):
+        body = tir.AttrStmt(node, key, value, body)
+    return body
+
+
+def _dedup_regions(regions: list) -> list:
+    out: list = []
+    for r in regions:
+        if not any(o is r for o in out):
+            out.append(r)
+    return out
+
+
+def _index_items(idx, buf: tir.Buffer) -> list:
+    """The indices of ``A[i, j]``; ``A[(i, j)]`` (a parenthesized tuple, as older TVM tests
+    write) is the same access when the buffer has that many dimensions."""
+    if isinstance(idx, ast.Tuple) and (not idx.parenthesized or (len(idx.elts) == len(buf.shape) != 1)):
+        return idx.elts
+    return [idx]
+
+
+def _lanes_of(dtype: str) -> int:
+    base, sep, lanes = dtype.rpartition("x")
+    return int(lanes) if sep and lanes.isdigit() else 1
 
 
 def _access_dtype(buf: tir.Buffer, indices: list) -> str:
@@ -1419,6 +1993,12 @@ def _same_expr(a, b) -> bool:
         return _same_expr(a.a, b.a) and _same_expr(a.b, b.b)
     if isinstance(a, tir.Cast):
         return _same_expr(a.value, b.value)
+    if isinstance(a, tir.BufferLoad):
+        return a.buffer is b.buffer and len(a.indices) == len(b.indices) and all(
+            _same_expr(x, y) for x, y in zip(a.indices, b.indices))
+    if isinstance(a, tir.Call):
+        return a.op == b.op and len(a.args) == len(b.args) and all(
+            _same_expr(x, y) for x, y in zip(a.args, b.args))
     return False
 
 
@@ -1452,8 +2032,109 @@ def infer_access_regions(body, init, alloc_buffers) -> tuple[list, list]:
     from ..compiler.tir_analysis import collect_accesses
 
     reads, writes = collect_accesses(body, init)
+    loops = _inner_loops(body, init)
+    if loops:
+        reads, writes = [_relax_region(r, loops) for r in reads], [_relax_region(r, loops) for r in writes]
     local = set(alloc_buffers)
     writes = [r for r in writes if r.buffer not in local]
     written = {r.buffer for r in writes}
     reads = [r for r in reads if r.buffer not in local and not (init is not None and r.buffer in written)]
     return reads, writes
+
+
+def _inner_loops(body, init) -> dict:
+    """The loops inside a block's body (and init): variable -> (min, extent)."""
+    from ..tir_visitor import TIRVisitor
+
+    loops: dict = {}
+
+    class _Loops(TIRVisitor):
+        def visit_For(self, node) -> None:
+            loops[node.loop_var] = (node.min, node.extent)
+            self.generic_visit(node)
+
+    for stmt in (init, body):
+        if stmt is not None:
+            _Loops().visit(stmt)
+    return loops
+
+
+def _relax_region(region: tir.BufferRegion, loops: dict) -> tir.BufferRegion:
+    """A region whose bounds use loop variables of loops inside the block, widened to what
+    those loops cover, as TVM infers it: ``C[vi * 4 + ii]`` over ``ii in range(4)`` is
+    ``C[vi * 4:vi * 4 + 4]``. Bounds affine in the loop variables (constant coefficients and
+    ranges) widen exactly; any other use of them widens to the whole dimension."""
+    from ..tir_visitor import vars_in
+
+    out = []
+    changed = False
+    for r, dim in zip(region.region, region.buffer.shape):
+        if not any(v in loops for v in vars_in([r.min, r.extent])):
+            out.append(r)
+            continue
+        changed = True
+        out.append(_widen(r, loops) or tir.Range(_zero_like(dim), dim))
+    return tir.BufferRegion(region.buffer, out) if changed else region
+
+
+def _widen(r: tir.Range, loops: dict):
+    """`_relax_region` of one dimension, or None if it is not affine with constant terms."""
+    if not isinstance(r.extent, tir.IntImm):
+        return None
+    terms = _affine(r.min, loops)
+    if terms is None:
+        return None
+    base, coeffs = terms
+    lo_off = hi_off = 0
+    for var, c in coeffs.items():
+        lo, extent = loops[var]
+        if not (isinstance(lo, tir.IntImm) and isinstance(extent, tir.IntImm)) or extent.value < 1:
+            return None
+        first, last = c * lo.value, c * (lo.value + extent.value - 1)
+        lo_off += min(first, last)
+        hi_off += max(first, last)
+    dtype = r.min.dtype
+    if base is None:
+        start = tir.IntImm(dtype, lo_off)
+    elif lo_off == 0:
+        start = base
+    else:
+        start = tir.Add(dtype, base, tir.IntImm(dtype, lo_off)) if lo_off > 0 else tir.Sub(dtype, base, tir.IntImm(dtype, -lo_off))
+    return tir.Range(start, tir.IntImm(r.extent.dtype, hi_off - lo_off + r.extent.value))
+
+
+def _affine(e, loops: dict):
+    """``e`` as (loop-free part or None, {loop var: constant coefficient}); None if ``e`` uses
+    a loop variable other than linearly."""
+    from ..tir_visitor import vars_in
+
+    if isinstance(e, tir.Var) and e in loops:
+        return None, {e: 1}
+    if not any(v in loops for v in vars_in([e])):
+        return e, {}
+    if isinstance(e, (tir.Add, tir.Sub)):
+        a, b = _affine(e.a, loops), _affine(e.b, loops)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, tir.Add) else -1
+        coeffs = dict(a[1])
+        for v, c in b[1].items():
+            coeffs[v] = coeffs.get(v, 0) + sign * c
+        if a[0] is None and b[0] is None:
+            base = None
+        elif b[0] is None:
+            base = a[0]
+        elif a[0] is None:
+            base = b[0] if sign == 1 else tir.Mul(b[0].dtype, b[0], tir.IntImm(b[0].dtype, -1))
+        else:
+            base = type(e)(e.dtype, a[0], b[0])
+        return base, coeffs
+    if isinstance(e, tir.Mul):
+        for x, k in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, tir.IntImm):
+                inner = _affine(x, loops)
+                if inner is None:
+                    return None
+                base = None if inner[0] is None else tir.Mul(e.dtype, inner[0], k)
+                return base, {v: c * k.value for v, c in inner[1].items()}
+    return None

@@ -13,6 +13,7 @@ import math
 import re
 
 from .. import ir, relax, tir
+from ..target import Target
 from ..tir_visitor import vars_in
 from .doc import Doc
 
@@ -131,16 +132,26 @@ class TIRPrinter:
         # declare them in (None: an expression printed alone keeps its free variables' names).
         self.free_vars: list | None = None
         self.func_frame = 0
+        # Thread indices: how often each is launched in the function being printed, and the
+        # tags of those declared with T.env_thread.
+        self.launches: dict = {}
+        self.env_threads: dict = {}
+        # The module's class name, for calls between its prim_funcs (TVM prints ``Module``).
+        self.class_name = "Module"
 
     # ------------------------------------------------------------------ expressions
     def name_of(self, obj) -> str:
         name = self.names.get(obj)
         if name is None:
-            if self.free_vars is not None and isinstance(obj, tir.Var):
-                # Used but bound nowhere in the function (``a = T.int32()`` in the source):
-                # declared at the top of the function so that the text reads back.
+            if self.free_vars is not None and isinstance(obj, (tir.Var, tir.Buffer)):
+                # Used but bound nowhere in the function (``a = T.int32()`` or ``B =
+                # T.Buffer(...)`` in the source): declared at the top of the function so that
+                # the text reads back.
                 self.free_vars.append(obj)
-                return self.names.define(obj, obj.name, frame=self.func_frame)
+                name = self.names.define(obj, obj.name, frame=self.func_frame)
+                if isinstance(obj, tir.Buffer) and obj.data is not None and not self.names.is_defined(obj.data):
+                    self.names.alias(obj.data, f"{name}.data")
+                return name
             # A free variable (e.g. printing an expression alone): use its own name.
             name = getattr(obj, "name", "v")
         return name
@@ -200,11 +211,23 @@ class TIRPrinter:
 
     def call(self, e: tir.Call) -> str:
         op = e.op
-        if op == "tir.call_extern":
+        if isinstance(op, ir.GlobalVar):  # a call of another prim_func of the module
+            return f"{self.class_name}.{op.name_hint}({', '.join(self.expr(a) for a in e.args)})"
+        if op in ("tir.call_extern", "tir.call_pure_extern", "tir.call_llvm_intrin", "tir.call_llvm_pure_intrin"):
             args = ", ".join(self.expr(a) for a in e.args)
-            return f'T.call_extern("{e.dtype}", {args})'
+            return f'T.{op[4:]}("{e.dtype}", {args})'
+        if op in tir.BUILTIN_NAMES:
+            name, dtype = tir.BUILTIN_NAMES[op]
+            args = [self.expr(a) for a in e.args]
+            if e.dtype != dtype:
+                args.append(f"dtype={format_string(e.dtype)}")
+            return f"T.{name}({', '.join(args)})"
         if op == "tir.reinterpret":
             return f'T.reinterpret("{e.dtype}", {self.expr(e.args[0])})'
+        if op == "tir.tvm_struct_get":
+            return f"T.tvm_struct_get({', '.join(self.expr(a) for a in e.args)}, T.{e.dtype}().ty)"
+        if op == "tir.type_annotation":
+            return f'T.type_annotation("{e.dtype}")'
         if op in ("tir.max_value", "tir.min_value"):
             return f'T.{op[4:]}("{e.dtype}")'
         name = op[4:] if op.startswith("tir.") else op
@@ -236,6 +259,11 @@ class TIRPrinter:
             return "[" + ", ".join(self.attr_value(x) for x in v) + "]"
         if isinstance(v, tir.PrimExpr):
             return self.expr(v)
+        if isinstance(v, tir.Buffer):
+            return self.name_of(v)
+        if isinstance(v, Target):
+            # TVM's form: the whole configuration, defaults included, as one sorted dict.
+            return f"T.target({self.attr_dict(v.export())})"
         return repr(v)
 
     def attr_dict(self, d: dict) -> str:
@@ -269,7 +297,7 @@ class TIRPrinter:
             # T.match_buffer: the buffer keeps the name, the handle gets one of its own.
             hint = f"{p.name}_handle" if buf is not None and p.name == buf.name else p.name
             pname = names.define(p, hint)
-            params.append(f"{pname}: T.{p.dtype}")
+            params.append(f"{pname}: {self.var_type(p)}")
             if buf is not None:
                 matched.append((pname, buf))
         for pname, buf in matched:
@@ -290,11 +318,27 @@ class TIRPrinter:
                 doc.line(line)
             body, free = self._body_and_free_vars(doc, func.body)
             for v in free:
-                doc.line(f"{names.get(v)} = T.{v.dtype}()")
+                if isinstance(v, tir.Buffer):
+                    doc.line(f"{names.get(v)} = {self.buffer_decl(v, 'T.Buffer', keep_dtype=False)}")
+                elif v in self.env_threads:
+                    doc.line(f"{names.get(v)} = T.env_thread({format_string(self.env_threads[v])})")
+                else:
+                    doc.line(f"{names.get(v)} = {self.var_type(v, declare=True)}")
             doc.lines.extend(body.lines)
         if fc is not None:
             doc.after(fc)
         names.pop()
+
+    @staticmethod
+    def var_type(v: tir.Var, declare: bool = False) -> str:
+        """A variable's type as an annotation (``T.int32``, ``T.handle("float32", "global")``)
+        or, with ``declare``, as the call that declares a fresh one (``T.int32()``)."""
+        if v.pointer is None:
+            return f"T.{v.dtype}()" if declare else f"T.{v.dtype}"
+        dtype, scope = v.pointer
+        if dtype == "void":
+            return f"T.handle(storage_scope={format_string(scope)})"
+        return f"T.handle({format_string(dtype)}, {format_string(scope)})"
 
     def buffer_args(self, buf: tir.Buffer, keep_dtype: bool) -> str:
         parts = [self.shape(buf.shape)]
@@ -312,6 +356,8 @@ class TIRPrinter:
             parts.append(f"offset_factor={buf.offset_factor}")
         if buf.axis_separators:
             parts.append(f"axis_separators={list(buf.axis_separators)}")
+        if buf.annotations:
+            parts.append(f"annotations={self.attr_dict(buf.annotations)}")
         return ", ".join(parts)
 
     def buffer_decl(self, buf: tir.Buffer, kind: str, keep_dtype: bool) -> str:
@@ -322,6 +368,7 @@ class TIRPrinter:
         that nothing in the function binds, which the caller declares before it."""
         out = Doc()
         out.depth = doc.depth
+        self.launches = _count_launches(body)
         saved = self.free_vars, self.func_frame
         self.free_vars, self.func_frame = [], len(self.names.frames) - 1
         try:
@@ -342,6 +389,7 @@ class TIRPrinter:
             and not body.block.annotations
             and not body.block.match_buffers
             and body.block.init is None
+            and not body.block.reads and not body.block.writes  # else it prints as written
             and (body.block.alloc_buffers or _contains_block(body.block.body))
         ):
             block = body.block
@@ -375,8 +423,49 @@ class TIRPrinter:
         key, value = format_string(s.attr_key), self.expr(s.value)
         if tir.is_const_int(s.node, 0) and s.node.dtype == "int32":
             return f"T.attr({{{key}: {value}}})"
-        node = self.name_of(s.node) if isinstance(s.node, tir.Buffer) else self.expr(s.node)
+        if isinstance(s.node, tir.Buffer):
+            node = self.name_of(s.node)
+        elif isinstance(s.node, tir.CommReducer):
+            node = self.comm_reducer(s.node)
+        else:
+            node = self.expr(s.node)
         return f"T.attr({node}, {key}, {value})"
+
+    def comm_reducer(self, r: tir.CommReducer) -> str:
+        """``T.comm_reducer(lambda x, y: x + y, [T.float32(0.0)])``, a tuple for several values."""
+        self.names.push()
+        try:
+            params = ", ".join(self.names.define(v, v.name) for v in r.lhs + r.rhs)
+            results = [self.expr(e) for e in r.result]
+        finally:
+            self.names.pop()
+        body = results[0] if len(results) == 1 else f"({', '.join(results)})"
+        ids = ", ".join(self.expr(e) for e in r.identity_element)
+        return f"T.comm_reducer(lambda {params}: {body}, [{ids}])"
+
+    def launch_thread(self, doc: Doc, s: tir.AttrStmt, c, tail: bool) -> None:
+        """A thread launch, as TVM prints it: ``bx = T.launch_thread("blockIdx.x", 64)`` over
+        the rest of the body when the index is launched once (``with T.launch_thread(...) as
+        bx:`` when more statements follow); otherwise the index is declared
+        at the top of the function (``tx = T.env_thread("threadIdx.x")``) and each launch is
+        ``T.launch_thread(tx, 32)`` (flat, or ``with`` when more statements follow)."""
+        iv, extent = s.node, self.expr(s.value)
+        if not self.names.is_defined(iv.var) and self.launches.get(iv.var, 0) <= 1:
+            call = f"T.launch_thread({format_string(iv.thread_tag)}, {extent})"
+            if tail:
+                doc.line(f"{self.names.define(iv.var, iv.var.name)} = {call}", c)
+                self.stmt(doc, s.body)
+                return
+            self.names.push()
+            doc.line(f"with {call} as {self.names.define(iv.var, iv.var.name)}:", c)
+            with doc.indent():
+                self.stmt(doc, s.body)
+            doc.after(c)
+            self.names.pop()
+            return
+        self.env_threads[iv.var] = iv.thread_tag
+        call = f"T.launch_thread({self.name_of(iv.var)}, {extent})"
+        self.scoped(doc, s, c, tail, call, call)
 
     def assert_message(self, s: tir.AssertStmt) -> str:
         """The message as written: an expression, or ``("Kind", ["part", ...])``."""
@@ -434,7 +523,7 @@ class TIRPrinter:
             value = self.expr(s.value)
             if tail:
                 name = self.names.define(s.var, s.var.name)
-                doc.line(f"{name}: T.{s.var.dtype} = {value}", c)
+                doc.line(f"{name}: {self.var_type(s.var)} = {value}", c)
                 self.stmt(doc, s.body)
             else:
                 self.names.push()
@@ -444,6 +533,14 @@ class TIRPrinter:
                     self.stmt(doc, s.body)
                 doc.after(c)
                 self.names.pop()
+        elif t is tir.DeclBuffer:
+            buf = s.buffer
+            data = self.expr(buf.data)
+            name = self.names.define(buf, buf.name)
+            doc.line(f"{name} = T.decl_buffer({self.buffer_args(buf, keep_dtype=False)}, data={data})", c)
+            self.stmt(doc, s.body)
+        elif t is tir.AttrStmt and isinstance(s.node, tir.IterVar) and s.attr_key == "thread_extent":
+            self.launch_thread(doc, s, c, tail)
         elif t is tir.AttrStmt:
             call = self.attr_stmt(s)
             self.scoped(doc, s, c, tail, call, call)
@@ -464,7 +561,7 @@ class TIRPrinter:
         node = loop
         while isinstance(node, tir.For):
             if (node.kind != "serial" or not tir.is_const_int(node.min, 0) or node.annotations
-                    or _uses_any(node.extent, grid_vars) or (grid and self.comments.get(node) is not None)):
+                    or node.step is not None or _uses_any(node.extent, grid_vars) or (grid and self.comments.get(node) is not None)):
                 break
             grid.append(node)
             grid_vars.add(node.loop_var)
@@ -480,14 +577,18 @@ class TIRPrinter:
         else:
             name = self.names.define(loop.loop_var, loop.loop_var.name)
             self.loop_ranges[id(loop.loop_var)] = loop
-            if tir.is_const_int(loop.min, 0):
+            if tir.is_const_int(loop.min, 0) and loop.step is None:
                 args = [self.expr(loop.extent)]
             else:
                 args = [self.expr(loop.min), self.expr(_add(loop.min, loop.extent))]
             if loop.kind == "serial" and not loop.annotations:
                 prefix = "range"
+                if loop.step is not None:
+                    args.append(self.expr(loop.step))
             else:
                 prefix = LOOP_PREFIX[loop.kind]
+                if loop.step is not None:
+                    args.append(f"step={self.expr(loop.step)}")
             if loop.kind == "thread_binding":
                 args.append(f'thread="{loop.thread_tag}"')
             if loop.annotations:
@@ -574,6 +675,22 @@ class TIRPrinter:
             else:
                 parts.append(f"{self.expr(rng.min)}:{self.expr(_add(rng.min, rng.extent))}")
         return f"{self.name_of(r.buffer)}[{', '.join(parts) if parts else '()'}]"
+
+
+def _count_launches(body) -> dict:
+    """How many ``T.launch_thread`` scopes launch each thread index variable."""
+    from ..tir_visitor import TIRVisitor
+
+    counts: dict = {}
+
+    class _Counter(TIRVisitor):
+        def visit_AttrStmt(self, node) -> None:
+            if isinstance(node.node, tir.IterVar) and node.attr_key == "thread_extent":
+                counts[node.node.var] = counts.get(node.node.var, 0) + 1
+            self.generic_visit(node)
+
+    _Counter().visit(body)
+    return counts
 
 
 def printed_attrs(attrs: dict, name: str) -> dict:
