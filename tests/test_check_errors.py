@@ -122,3 +122,27 @@ def test_run_refuses_what_check_reports(tmp_path):
     checked, ran = cli("check", path), cli("run", path)
     assert checked.returncode == ran.returncode == 1
     assert "dimension 0: 8 vs 4" in checked.stderr and "dimension 0: 8 vs 4" in ran.stderr
+
+
+@pytest.mark.parametrize("func", [
+    '''    @T.prim_func(private=True)
+    def f(A: T.Buffer((4,), "float32")):
+        T.func_attr({"global_symbol": "f"})
+        A[0] = T.float32(1)
+''',
+    '''    @R.function(private=True)
+    def f(x: R.Tensor((), "int32")) -> R.Tensor((), "int32"):
+        R.func_attr({"global_symbol": "f"})
+        return x
+'''])
+def test_a_private_function_with_a_global_symbol_is_flagged(func, tmp_path):
+    text = module(func)
+    errors = well_formed_errors(tvms.parse(text))
+    assert len(errors) == 1 and "private but sets global_symbol to 'f'" in errors[0].message
+    assert errors[0].span.line == line_of(text, "def f")
+    public = text.replace("(private=True)", "")
+    assert well_formed_errors(tvms.parse(public)) == []
+    path = tmp_path / "private.tvms"
+    path.write_text(text)
+    proc = cli("check", path)
+    assert proc.returncode == 1 and "private but sets global_symbol" in proc.stderr

@@ -331,10 +331,18 @@ def test_annotation_contradicts_inferred_struct_info():
     assert "= note: inferred: R.Tensor((1, 10)" in err.render(src)
 
 
-def test_return_annotation_contradicts_body():
+def test_return_annotation_contradicting_the_body_is_read_and_checked():
+    # TVM takes a return annotation as written; `tvms check` reports the contradiction.
+    from tvmscript.well_formed import well_formed_errors
+
     src = replace(MODULE, '-> R.Tensor((1, 10), "float32")', '-> R.Tensor((1, 10), "int32")')
-    diagnose(src, "annotation of 'return value' contradicts its inferred struct info: dtype int32 vs float32",
-             11, 83, 'R.Tensor((1, 10), "int32")')
+    mod = parse(src)
+    assert 'R.Tensor((1, 10), dtype="int32"):' in mod.script()
+    errors = well_formed_errors(mod)
+    assert len(errors) == 1
+    assert ('the return annotation R.Tensor((1, 10), dtype="int32") contradicts the struct info of the value '
+            'returned, R.Tensor((1, 10), dtype="float32"): dtype int32 vs float32') in errors[0].message
+    assert errors[0].span.line == 11  # the function's def
 
 
 # ----------------------------------------------------------------------------- dataflow and modules
@@ -407,9 +415,9 @@ def test_relax_return_without_value():
     diagnose(src, "a Relax function must return a value", 3, 5, "return")
 
 
-def test_prim_func_returns_a_value():
+def test_prim_func_returns_a_buffer():
     src = TIR + "    return A\n"
-    diagnose(src, "a T.prim_func does not return a value", 7, 5, "return A")
+    diagnose(src, "buffer 'A' used as a value", 7, 12, "A")
 
 
 def test_unreachable_statement_after_return():
@@ -442,9 +450,10 @@ def test_tuple_index_out_of_range():
     diagnose(src, "tuple index 2 is out of range for a tuple of 2", 4, 12, "2")
 
 
-def test_number_where_a_tensor_is_expected():
+def test_number_of_another_dtype_than_the_tensor():
+    # A number is a prim value operand (as in TVM), whose dtype must match the tensor's.
     src = relax_fn("lv = R.add(x, 1)\nreturn lv")
-    diagnose(src, "R.add: x2 must be a tensor, not a prim value", 3, 19, "1")
+    diagnose(src, "R.add: operand dtypes differ: float32 and int64", 3, 10, "R.add(x, 1)")
 
 
 def test_attribute_key_must_be_hashable():

@@ -45,10 +45,20 @@ def _position(err: TVMScriptError) -> tuple:
 
 
 def _check_function(func, name: str, mod) -> None:
+    _check_linkage(func, name)
     if isinstance(func, tir.PrimFunc):
         _PrimFuncChecker(func, name).run()
     elif isinstance(func, relax.Function):
         _RelaxChecker(func, name, mod).run()
+
+
+def _check_linkage(func, name: str) -> None:
+    """A private function is not visible outside its module, so it may not name the symbol it
+    would be exported under (TVM refuses the pair as contradictory)."""
+    attrs = getattr(func, "attrs", None) or {}
+    if getattr(func, "private", False) and "global_symbol" in attrs:
+        raise _fail(f"function '{name}' is private but sets global_symbol to {str(attrs['global_symbol'])!r}: "
+                    "a private function has no global symbol; drop private=True or the attribute", func)
 
 
 def _fail(message: str, func) -> TVMScriptError:
@@ -63,6 +73,19 @@ class _RelaxChecker:
     def run(self) -> None:
         self.defined.update(self.func.params)
         self.seq(self.func.body)
+        self.return_annotation()
+
+    def return_annotation(self) -> None:
+        """The declared return must be able to describe what the body returns. The parser takes
+        the annotation as written (as TVM does); this is where a contradiction is reported."""
+        from .parser.relax_builder import sinfo_conflict
+        from .printer import sinfo_text
+
+        ret, body = self.func.ret_struct_info, relax.struct_info_of(self.func.body.body)
+        problem = sinfo_conflict(ret, body) if ret is not None and body is not None else None
+        if problem:
+            raise _fail(f"in '{self.name}': the return annotation {sinfo_text(ret)} contradicts the struct info "
+                        f"of the value returned, {sinfo_text(body)}: {problem}", self.func)
 
     def seq(self, seq: relax.SeqExpr) -> None:
         for block in seq.blocks:
@@ -177,6 +200,8 @@ class _PrimFuncChecker:
             added = [b for b in block.alloc_buffers if b not in self.buffers]
             for b in added:
                 self.vars.update(_free_vars(b.shape))
+                if b.data is not None:
+                    self.vars.add(b.data)  # ``B.data``, an allocation's pointer
             self.buffers.update(added)
             for r in list(block.reads) + list(block.writes):
                 self.buffer(r.buffer)
@@ -202,6 +227,16 @@ class _PrimFuncChecker:
             self.stmt(s.body)
         elif isinstance(s, tir.Evaluate):
             self.expr(s.value)
+        elif isinstance(s, tir.AttrStmt):
+            if isinstance(s.node, tir.IterVar):  # T.launch_thread: the thread index is defined
+                self.vars.add(s.node.var)
+            if isinstance(s.value, tir.PrimExpr):
+                self.expr(s.value)
+            self.stmt(s.body)
+        elif isinstance(s, tir.DeclBuffer):
+            self.expr(s.buffer.data)
+            self.buffers.add(s.buffer)
+            self.stmt(s.body)
 
     def buffer(self, buf) -> None:
         if buf not in self.buffers:
@@ -224,6 +259,11 @@ class _UseChecker(TIRVisitor):
     def visit_BufferLoad(self, e) -> None:
         self.checker.buffer(e.buffer)
         self.generic_visit(e)
+
+    def visit_Let(self, e) -> None:
+        self.visit(e.value)
+        self.checker.vars.add(e.var)
+        self.visit(e.body)
 
 
 def _free_vars(exprs) -> set:

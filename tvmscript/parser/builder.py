@@ -98,6 +98,9 @@ class Context:
         self._lines: list[str] | None = None
         self.module_names: dict[str, ir.GlobalVar] = {}
         self.module_kinds: dict[str, str] = {}
+        self.module_defs: dict[str, Any] = {}  # each module function's definition (its signature)
+        # What a call of each Relax function returns (see `_build_module`).
+        self.relax_signatures: dict[str, Any] = {}
         self.type_vars: dict[str, tir.Var] = {}
         self.metadata: dict[str, list] = {}  # the file's metadata section (large constants)
         self.class_name: str | None = None  # the @I.ir_module class being built
@@ -697,6 +700,7 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
     mod.name = cdef.name
     merge_comments(mod.comments, mod, comments_of(cdef))
     funcs = []
+    externs = []
     for stmt in cdef.body:
         if isinstance(stmt, ast.FunctionDef):
             kind = function_kind(ctx, stmt)
@@ -709,6 +713,7 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
             gv = ir.GlobalVar(stmt.name)
             ctx.module_names[stmt.name] = gv
             ctx.module_kinds[stmt.name] = kind
+            ctx.module_defs[stmt.name] = stmt
             funcs.append((gv, kind, stmt))
         elif isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) == "I.module_attrs":
             args = bind_arguments(ctx, stmt.value, "I.module_attrs", ["attrs"])
@@ -718,21 +723,119 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
             ctx.global_infos = mod.global_infos
         elif isinstance(stmt, ast.Pass):
             continue
+        elif _is_extern_func_def(stmt):
+            # ``my_ext = R.ExternFunc("my_ext")``: a global naming an extern function, as TVM has.
+            from .relax_calls import extern_func
+
+            gv = ir.GlobalVar(stmt.target.id)
+            ctx.module_names[gv.name_hint] = gv
+            ctx.module_kinds[gv.name_hint] = "extern"
+            externs.append((gv, extern_func(relax_builder(ctx), stmt.value, "R.ExternFunc")))
         else:
             raise ctx.error("expected a function definition inside the module class", stmt)
     ctx.class_name = cdef.name
-    # Prim funcs first, so Relax functions can see their signatures.
-    for gv, kind, stmt in sorted(funcs, key=lambda f: f[1] != "tir"):
+    ctx.relax_signatures = {name: ret for _, kind, stmt in funcs if kind != "tir"
+                            for name, ret in [(stmt.name, _declared_return(ctx, relax_builder, stmt))]
+                            if ret is not None}
+    # Prim funcs first, so Relax functions can see their signatures; a Relax function after the
+    # Relax functions it calls, so a call has its callee's inferred return wherever it is written.
+    for gv, kind, stmt in _build_order(funcs):
         builder = prim_builder if kind == "tir" else relax_builder
         func = builder(ctx).build(stmt)
         mod[gv] = func
+        if kind != "tir" and func.ret_struct_info is not None and not _sinfo_has_symbols(func.ret_struct_info):
+            ctx.relax_signatures[stmt.name] = func.ret_struct_info
     # Keep the source order of functions (the printer sorts them canonically).
     ordered = ir.IRModule()
+    for gv, value in externs:
+        ordered[gv] = value
     for gv, _, _ in funcs:
         ordered[gv] = mod[gv]
     mod.functions = ordered.functions
     mod._by_name = ordered._by_name
     return mod
+
+
+def _is_extern_func_def(stmt) -> bool:
+    return (isinstance(stmt, ast.Assign) and isinstance(stmt.target, ast.Name) and isinstance(stmt.value, ast.Call)
+            and dotted_name(stmt.value.func) == "R.ExternFunc")
+
+
+def _build_order(funcs: list) -> list:
+    """``funcs`` (GlobalVar, kind, def) in the order to build them: the prim_funcs, then each Relax
+    function after the module's Relax functions it refers to (source order among the rest, and
+    for functions that call each other)."""
+    relax_defs = {stmt.name: (gv, kind, stmt) for gv, kind, stmt in funcs if kind != "tir"}
+    order = [f for f in funcs if f[1] == "tir"]
+    placed: set = set()
+    visiting: set = set()
+
+    def place(name: str) -> None:
+        if name in placed or name in visiting:
+            return
+        visiting.add(name)
+        for callee in _names_used(relax_defs[name][2]):
+            if callee in relax_defs and callee != name:
+                place(callee)
+        visiting.discard(name)
+        placed.add(name)
+        order.append(relax_defs[name])
+
+    for name in relax_defs:
+        place(name)
+    return order
+
+
+def _names_used(node) -> set:
+    """The names and attribute names a definition mentions (``cls.f``, ``Module.f``, ``f``)."""
+    found: set = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name):
+            found.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            found.add(n.attr)
+        if isinstance(n, (list, tuple)):
+            stack.extend(n)
+        elif isinstance(n, (ast.Node, ast.Keyword)):
+            for slot in _slots(type(n)):
+                value = getattr(n, slot, None)
+                if isinstance(value, (list, tuple, ast.Node)):
+                    stack.append(value)
+    return found
+
+
+def _slots(cls) -> list:
+    return [slot for klass in cls.__mro__ for slot in getattr(klass, "__slots__", ())
+            if slot not in ("line", "col", "end_line", "end_col")]
+
+
+def _declared_return(ctx: Context, relax_builder, fdef: ast.FunctionDef):
+    """What a call of a Relax function defined later in the module returns, as TVM's parser
+    sees it: the function's return annotation when it has one written with constant shapes
+    (one with the callee's own symbolic dims means nothing at the caller), else unknown."""
+    if fdef.returns is None:
+        return None
+    try:
+        ret = relax_builder(ctx).sinfo(fdef.returns)
+    except TVMScriptError:
+        return None  # reported where the function itself is built
+    return None if _sinfo_has_symbols(ret) else ret
+
+
+def _sinfo_has_symbols(sinfo) -> bool:
+    if isinstance(sinfo, relax.TensorStructInfo):
+        dims = sinfo.shape or []
+    elif isinstance(sinfo, relax.ShapeStructInfo):
+        dims = sinfo.values or []
+    elif isinstance(sinfo, relax.PrimStructInfo):
+        dims = [sinfo.value] if sinfo.value is not None else []
+    elif isinstance(sinfo, relax.TupleStructInfo):
+        return any(_sinfo_has_symbols(f) for f in sinfo.fields)
+    else:
+        return False
+    return any(not isinstance(d, (int, tir.IntImm)) for d in dims)
 
 
 def _module_global_infos(ctx: Context, call: ast.Call) -> dict:

@@ -19,6 +19,8 @@ _MISSING = object()
 def _args_tuple(b: RelaxFunctionBuilder, node, name: str) -> relax.Tuple:
     if isinstance(node, ast.Tuple) or isinstance(node, ast.List):
         fields = [b.expr(e) for e in node.elts]
+    elif isinstance(node, ast.Call) and dotted_name(node.func) == "R.tuple":
+        return b.expr(node)  # R.tuple(): no arguments, as TVM prints an empty tuple
     else:
         fields = [b.expr(node)]
     return relax.Tuple(fields, relax.TupleStructInfo([relax.struct_info_of(f) for f in fields]))
@@ -133,6 +135,11 @@ def call_tir_inplace(b: RelaxFunctionBuilder, node: ast.Call, name: str):
         b.ctx, node, name, ["func", "args", "inplace_indices", "out_sinfo", "tir_vars", "out_ty"],
         {"inplace_indices": None, "out_sinfo": None, "tir_vars": None, "out_ty": None},
     )
+    if isinstance(args["args"], ast.Name) and isinstance(
+            relax.struct_info_of(b.scope.lookup(args["args"].id)), relax.TupleStructInfo):
+        # TVM takes only a tuple written in place here, to see which argument each index names.
+        raise b.error(f"{name}: write the arguments as a tuple in the call, e.g. (x, y), not a variable "
+                      "holding one", args["args"])
     func, call_args, sinfos = _tir_call(b, node, name, args)
     _prim_func_only(b, func, args["func"], name)
     where = args["inplace_indices"] or node
@@ -180,16 +187,41 @@ def call_tir_with_grad(b: RelaxFunctionBuilder, node: ast.Call, name: str):
 def call_dps_packed(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     args = bind_arguments(b.ctx, node, name, ["func", "args", "out_sinfo", "dtype", "out_ty"],
                           {"out_sinfo": None, "dtype": None, "out_ty": None})
-    f = args["func"]
-    if not (isinstance(f, ast.Constant) and isinstance(f.value, str)):
-        raise b.error(f"{name} expects the extern function's name as a string", f)
+    callee = _packed_callee(b, args["func"], name)
     tup = _args_tuple(b, args["args"], name)
     out = args["out_sinfo"] if args["out_sinfo"] is not None else args["out_ty"]
     if out is None:
         raise b.error(f"{name}() missing required argument 'out_sinfo'", node)
     sinfos = _old_style_sinfo(b, out, args["dtype"], name) if isinstance(out, ast.Tuple) else _out_sinfo(b, out, name)
-    return relax.Call(relax.Op("relax.call_dps_packed"), [relax.ExternFunc(f.value), tup], {}, sinfos,
+    return relax.Call(relax.Op("relax.call_dps_packed"), [callee, tup], {}, sinfos,
                       _result_sinfo(sinfos), b.ctx.span(node))
+
+
+def _packed_callee(b: RelaxFunctionBuilder, node, name: str):
+    """The extern function of call_dps_packed: its name, ``R.ExternFunc("name")``, or a
+    variable bound to one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return relax.ExternFunc(node.value)
+    callee = b.expr(node)
+    if isinstance(callee, relax.ExternFunc):
+        return relax.ExternFunc(callee.global_symbol)  # the callee as its name, as it prints
+    if not isinstance(relax.struct_info_of(callee), (relax.FuncStructInfo, relax.ObjectStructInfo)):
+        raise b.error(f"{name} expects an extern function: its name as a string, or R.ExternFunc(\"name\")", node)
+    return callee
+
+
+def extern_sinfo() -> relax.FuncStructInfo:
+    """An extern function's struct info: opaque (TVM prints it R.Callable)."""
+    return relax.FuncStructInfo(None, relax.ObjectStructInfo(), True)
+
+
+def extern_func(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.ExternFunc("name")``: a function found by name at run time, as a value."""
+    args = bind_arguments(b.ctx, node, name, ["global_symbol"])
+    symbol = literal(b.ctx, args["global_symbol"])
+    if not isinstance(symbol, str):
+        raise b.error(f"{name} takes the function's name as a string", args["global_symbol"])
+    return relax.ExternFunc(symbol, extern_sinfo())
 
 
 def call_packed(b: RelaxFunctionBuilder, node: ast.Call, name: str):
@@ -212,8 +244,8 @@ def call_packed(b: RelaxFunctionBuilder, node: ast.Call, name: str):
 
 
 def alloc_tensor(b: RelaxFunctionBuilder, node: ast.Call, name: str):
-    args = bind_arguments(b.ctx, node, name, ["shape", "dtype", "runtime_device_index", "storage_scope"],
-                          {"runtime_device_index": None, "storage_scope": None})
+    args = bind_arguments(b.ctx, node, name, ["shape", "dtype", "runtime_device_index", "storage_scope", "ty_args"],
+                          {"runtime_device_index": None, "storage_scope": None, "ty_args": None})
     shape = _shape_value(b, args["shape"])
     dtype_node = _unwrap(b, args["dtype"], "R.dtype")
     dtype = literal(b.ctx, dtype_node)
@@ -232,6 +264,11 @@ def alloc_tensor(b: RelaxFunctionBuilder, node: ast.Call, name: str):
         if not isinstance(scope, str):
             raise b.error(f"{name}: storage_scope must be a string such as \"global\"", sn)
     sinfo = relax.TensorStructInfo(list(shape.values), dtype)
+    if args["ty_args"] is not None:  # TVM 0.27 prints the result's struct info: it must agree
+        given = args["ty_args"].elts if isinstance(args["ty_args"], (ast.Tuple, ast.List)) else [args["ty_args"]]
+        if len(given) != 1:
+            raise b.error(f"{name}: ty_args names one struct info, the tensor's", args["ty_args"])
+        b.check_annotation(b.sinfo(given[0]), sinfo, given[0], name)
     call_args = [
         shape,
         relax.DataTypeImm(dtype, relax.ObjectStructInfo()),
@@ -263,6 +300,39 @@ def _shape_value(b: RelaxFunctionBuilder, node) -> relax.ShapeExpr:
 
 def shape(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     return _shape_value(b, node)
+
+
+def shape_expr(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.ShapeExpr((m, n))``: older TVMScript's name of ``R.shape([m, n])``."""
+    args = bind_arguments(b.ctx, node, name, ["values"])
+    return _shape_value(b, args["values"])
+
+
+def emit_with_ty(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.emit_with_ty("relax.op_name", (args...), (struct info,))``: a call of a registered op
+    by its full name, with the struct info given; read as the call ``R.op_name(args...)``."""
+    args = bind_arguments(b.ctx, node, name, ["op", "args", "ty"], {"ty": None})
+    op = literal(b.ctx, args["op"])
+    if not isinstance(op, str) or not op.startswith("relax."):
+        raise b.error(f'{name} takes an op\'s full name first, e.g. "relax.builtin.alloc_tensor"', args["op"])
+    if not isinstance(args["args"], (ast.Tuple, ast.List)):
+        raise b.error(f"{name} takes the op's arguments as a tuple", args["args"])
+    at = (node.line, node.col, node.end_line, node.end_col)
+    func: ast.Expr = ast.Name("R", *at)
+    for part in op.split(".")[1:]:
+        func = ast.Attribute(func, part, *at)
+    call = b.expr(ast.Call(func, list(args["args"].elts), [], *at))
+    if args["ty"] is not None:
+        given = _out_sinfo(b, args["ty"].elts[0] if isinstance(args["ty"], ast.Tuple) and len(args["ty"].elts) == 1
+                           else args["ty"], name)
+        b.check_annotation(_result_sinfo(given), relax.struct_info_of(call), args["ty"], name)
+    return call
+
+
+def tuple_get_item(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.TupleGetItem(t, 1)``: older TVMScript's spelling of ``t[1]``."""
+    args = bind_arguments(b.ctx, node, name, ["tuple_value", "index"])
+    return b.tuple_item(b.expr(args["tuple_value"]), args["index"], args["tuple_value"])
 
 
 def const(b: RelaxFunctionBuilder, node: ast.Call, name: str):
@@ -298,6 +368,11 @@ def prim_value(b: RelaxFunctionBuilder, node: ast.Call, name: str):
         e = tir.IntImm("int64", v.value) if isinstance(v.value, int) else tir.FloatImm("float64", v.value)
     elif (flag := b.bool_value(v)) is not None:
         return flag  # R.prim_value(True): a bool primitive value
+    elif isinstance(v, ast.Name) and isinstance(b.scope.lookup(v.id), relax.Var):
+        var = b.scope.lookup(v.id)  # R.prim_value(n) of a primitive Relax value: that value
+        if not isinstance(relax.struct_info_of(var), relax.PrimStructInfo):
+            raise b.error(f"R.prim_value takes a primitive value; '{v.id}' is not one", v)
+        return b.expr(v)
     else:
         e = b.dim(v, False)
     return relax.PrimValue(e, relax.PrimStructInfo(e.dtype, e))
@@ -390,7 +465,25 @@ def assert_op(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     return _void_call(b, node, "relax.assert_op", [b.expr(node.args[0]), fmt] + values)
 
 
+def hint_on_device(b: RelaxFunctionBuilder, node: ast.Call, name: str):
+    """``R.hint_on_device(data, R.device(device_type, index), memory_scope="global")``: the
+    device is written as a call; the op keeps its type and index as attributes, as TVM does."""
+    from ..compiler.op import get_op
+
+    args = bind_arguments(b.ctx, node, name, ["data", "dst_vdevice", "memory_scope"], {"memory_scope": None})
+    dev = args["dst_vdevice"]
+    if not (isinstance(dev, ast.Call) and dotted_name(dev.func) == "R.device"):
+        raise b.error(f"{name} expects the device as R.device(device_type, index)", dev)
+    d = bind_arguments(b.ctx, dev, "R.device", ["device_type", "index"], {"index": None})
+    keywords = [ast.Keyword(k, v, *v.span_tuple()) for k, v in
+                [("device_type", d["device_type"]), ("index", d["index"]), ("memory_scope", args["memory_scope"])]
+                if v is not None]
+    call = ast.Call(node.func, [args["data"]], keywords, *node.span_tuple())
+    return b._op_call(get_op("hint_on_device"), call, name)
+
+
 RELAX_CALLS = {
+    "R.hint_on_device": hint_on_device,
     "R.print": print_call,
     "R.assert_op": assert_op,
     "R.call_tir": call_tir,
@@ -398,11 +491,15 @@ RELAX_CALLS = {
     "R.call_tir_with_grad": call_tir_with_grad,
     "R.tuple": tuple_call,
     "R.call_dps_packed": call_dps_packed,
+    "R.ExternFunc": extern_func,
     "R.call_packed": call_packed,
     "R.call_pure_packed": call_packed,
     "R.alloc_tensor": alloc_tensor,
     "R.builtin.alloc_tensor": alloc_tensor,
     "R.shape": shape,
+    "R.ShapeExpr": shape_expr,
+    "R.emit_with_ty": emit_with_ty,
+    "R.TupleGetItem": tuple_get_item,
     "R.const": const,
     "R.prim_value": prim_value,
     "R.str": str_imm,

@@ -15,7 +15,7 @@ from .. import ir, relax, tir
 from ..metadata import Tables
 from .doc import Doc
 from .relax_printer import RelaxPrinter
-from .tir_printer import TIRPrinter, print_name
+from .tir_printer import TIRPrinter, format_string, print_name
 
 HEADER_LINES = {
     "ir": "# from tvm.script import ir as I",
@@ -87,12 +87,18 @@ def print_module(mod: ir.IRModule, show_meta: bool = True, name: str | None = No
             body.line(f"I.module_global_infos({_global_infos_text(mod.global_infos)})")
         first = True
         for gv, func in function_order(mod):
+            if isinstance(func, relax.ExternFunc):  # TVM writes these with no blank line after
+                used.add("relax")
+                body.line(f"{gv.name_hint} = R.ExternFunc({format_string(func.global_symbol)})")
+                continue
             if not first:
                 body.blank()
             first = False
             if isinstance(func, tir.PrimFunc):
                 used.add("tir")
-                TIRPrinter(comments=func.comments).prim_func(body, func, gv.name_hint)
+                tir_printer = TIRPrinter(comments=func.comments)
+                tir_printer.class_name = class_name  # what `Module.sub(...)` calls name
+                tir_printer.prim_func(body, func, gv.name_hint)
             else:
                 used.add("relax")
                 printer = RelaxPrinter(names, func.comments, metadata)

@@ -63,7 +63,11 @@ class RelaxPrinter:
                 return f"R.Prim(value={self.dim(s.value)})"
             return f'R.Prim("{s.dtype}")'
         if t is relax.FuncStructInfo:
-            return "R.Callable"
+            if s.params is None and isinstance(s.ret, (relax.ObjectStructInfo, type(None))) and s.purity:
+                return "R.Callable"
+            params = "None" if s.params is None else _tuple([self.sinfo(p) for p in s.params])
+            ret = self.sinfo(s.ret) if s.ret is not None else "R.Object"
+            return f"R.Callable({params}, {ret}, {bool(s.purity)})"  # as TVM 0.27 writes it
         return "R.Object"
 
     def dim(self, d) -> str:
@@ -102,6 +106,8 @@ class RelaxPrinter:
         if t is relax.Call:
             return self.call(e)
         if t is relax.Tuple:
+            if not e.fields:
+                return "R.tuple()"  # as TVM prints the empty tuple
             inner = ", ".join(self.expr(f) for f in e.fields)
             return f"({inner},)" if len(e.fields) == 1 else f"({inner})"
         if t is relax.TupleGetItem:
@@ -113,7 +119,10 @@ class RelaxPrinter:
         if t is relax.PrimValue:
             v = e.value
             if isinstance(v, tir.IntImm):
-                return f"R.prim_value({v.value})"
+                # The parser reads a bare number as int64; other dtypes say theirs.
+                if v.dtype == "bool":
+                    return f"R.prim_value({bool(v.value)})"
+                return f"R.prim_value({v.value if v.dtype == 'int64' else f'T.{v.dtype}({v.value})'})"
             # An int64 expression of symbolic dims (``a // 2 - 1``) prints as a dim does.
             return f"R.prim_value({self.dim(v) if v.dtype == 'int64' and not self.quote_sym else self.tir.expr(v)})"
         if t is relax.StringImm:
@@ -153,6 +162,10 @@ class RelaxPrinter:
                 parts = [self.expr(a) for i, a in enumerate(e.args) if i != at]
                 parts.append(f"format={self.expr(e.args[at])}")
                 return f"R.{name[len(_OP_PREFIX):]}({', '.join(parts)})"
+            if name == "relax.hint_on_device":  # the device as TVM writes it, R.device(...)
+                a = e.attrs
+                return (f"R.hint_on_device({self.expr(e.args[0])}, R.device(device_type={a['device_type']}, "
+                        f"index={a['index']}), {format_string(a['memory_scope'])})")
             if name == "relax.call_pure_packed":
                 parts = [self.expr(a) for a in e.args]
                 if e.sinfo_args:
@@ -287,6 +300,9 @@ class RelaxPrinter:
         if isinstance(value, relax.If):
             self.if_binding(doc, b, c)
             return
+        if isinstance(value, relax.Function):
+            self.nested_function(doc, b)
+            return
         rhs = self.binding_value(value)
         if var.name_hint == "_" and _is_void(var.struct_info):
             doc.line(rhs, c)  # TVM's form of a call made for its effect: R.print(...)
@@ -302,6 +318,8 @@ class RelaxPrinter:
         return lines
 
     def binding_value(self, value) -> str:
+        if isinstance(value, relax.ExternFunc):
+            return f"R.ExternFunc({format_string(value.global_symbol)})"
         # TVM drops the parentheses of a tuple bound to a variable, except for one field: (x,).
         if isinstance(value, relax.Tuple) and len(value.fields) > 1:
             return ", ".join(self.expr(f) for f in value.fields)
@@ -316,6 +334,19 @@ class RelaxPrinter:
             return same_node(implied, var.struct_info)
         return False
 
+    def nested_function(self, doc: Doc, b: relax.VarBinding) -> None:
+        """A closure bound in a function body: a nested ``@R.function`` def headed, as TVM
+        prints it, by the import line and a blank line, and followed by a blank line."""
+        name = self.names.define(b.var, b.var.name_hint)
+        doc.comment(_NESTED_HEADER)
+        doc.line("")
+        saved = (self.func_frame, self.pending_sym, self.quote_sym, self.uses_cls, self.body_doc)
+        self.function(doc, b.value, name)
+        inner_uses_cls = self.uses_cls
+        self.func_frame, self.pending_sym, self.quote_sym, self.uses_cls, self.body_doc = saved
+        self.uses_cls = self.uses_cls or inner_uses_cls
+        doc.blank()
+
     def if_binding(self, doc: Doc, b: relax.VarBinding, c) -> None:
         e: relax.If = b.value
         doc.line(f"if {self.expr(e.cond)}:", c)
@@ -328,13 +359,15 @@ class RelaxPrinter:
                 for block in branch.blocks:
                     for x in block.bindings:
                         self.binding(doc, x)
+                rhs = self.binding_value(branch.body)  # may name the branch's own variables
                 self.names.pop()
-                rhs = self.binding_value(branch.body)
                 if name is None:
                     name = self.names.define(b.var, b.var.name_hint)
                 doc.line(f"{name}: {self.sinfo(b.var.struct_info)} = {rhs}", self.comments.get(("result", branch)))
         doc.after(c)
 
+
+_NESTED_HEADER = "# from tvm.script import relax as R"
 
 # The call_tir forms: callee, args tuple, out_sinfo, their attributes, tir_vars.
 _TIR_CALLS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace", "relax.call_tir_with_grad")
