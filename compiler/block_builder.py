@@ -162,7 +162,7 @@ class BlockBuilder:
     def normalize(self, expr):
         """The expression with struct info filled in (and Python values turned into Relax
         expressions); raises ValueError for ill-typed op calls."""
-        return self._normalize(_op_api.to_expr(expr, "value"))
+        return self._flatten(self._normalize(_op_api.to_expr(expr, "value")))
 
     def _normalize(self, e):
         if isinstance(e, GlobalVar):
@@ -221,6 +221,32 @@ class BlockBuilder:
             return relax.StringImm(e.value, relax.ObjectStructInfo())
         return e
 
+    def _flatten(self, e):
+        """``e`` with its operands as TVM's normalizer leaves them: a call nested in another
+        expression is bound to a fresh variable first (``lv``/``gv``, as ``emit`` names them),
+        so what the builder makes prints, and reads back, as TVM's builder makes it. Outside a
+        function there is no block to bind into, and the expression stays nested."""
+        if self._func is None:
+            return e
+        if isinstance(e, relax.Call):
+            args = [self._leaf(a) for a in e.args]
+            if any(a is not b for a, b in zip(args, e.args)):
+                return relax.Call(e.op, args, e.attrs, e.sinfo_args, e.struct_info, e.span)
+        elif isinstance(e, relax.Tuple):
+            fields = [self._leaf(f) for f in e.fields]
+            if any(a is not b for a, b in zip(fields, e.fields)):
+                return relax.Tuple(fields, e.struct_info)
+        elif isinstance(e, relax.TupleGetItem):
+            tup = self._leaf(e.tuple_value)
+            if tup is not e.tuple_value:
+                return relax.TupleGetItem(tup, e.index, e.struct_info)
+        return e
+
+    def _leaf(self, e):
+        if isinstance(e, (relax.Call, relax.If, relax.SeqExpr)):
+            return self.emit(e)
+        return self._flatten(e) if isinstance(e, relax.Tuple) else e
+
     def _current_block(self) -> _BlockFrame:
         if self._block is None:
             self._block = _BlockFrame(False)
@@ -231,7 +257,7 @@ class BlockBuilder:
         else a Var — named ``name_hint`` or ``lv``, ``lv1``... and return the variable."""
         value = self.normalize(expr)
         block = self._current_block()
-        name = self._fresh_name(name_hint or "lv")
+        name = self._fresh_name(name_hint or ("lv" if block.dataflow else "gv"))
         cls = relax.DataflowVar if block.dataflow else relax.Var
         var = cls(name, relax.struct_info_of(value))
         block.bindings.append(relax.VarBinding(var, value))

@@ -120,10 +120,10 @@ def test_trilu_prints_and_legalizes_like_tvm():
         a = bb.emit(relax.op.tril(x, 1))
         bb.emit_func_output(bb.emit(relax.op.triu(a)))
     text = bb.get().script()
-    assert "R.tril(x, R.prim_value(1))" in text and "R.triu(lv, R.prim_value(0))" in text
+    assert "R.tril(x, R.prim_value(1))" in text and "R.triu(gv, R.prim_value(0))" in text
     legal = LegalizeOps()(bb.get()).script()
     assert "trilu[v_i0, v_i1, v_i2] = T.Select(v_i2 <= v_i1 + T.int64(1), x[v_i0, v_i1, v_i2], T.float32(0.0))" in legal
-    assert "T.Select(v_i1 <= v_i2, lv[v_i0, v_i1, v_i2], T.float32(0.0))" in legal
+    assert "T.Select(v_i1 <= v_i2, gv[v_i0, v_i1, v_i2], T.float32(0.0))" in legal
 
 
 def test_causal_mask_of_symbolic_size():

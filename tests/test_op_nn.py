@@ -402,7 +402,7 @@ def test_attention_prints_like_tvm():
         bb.emit_func_output(bb.emit(relax.op.nn.attention(x, q, q, b, scale=0.5)))
     text = bb.get().script()
     assert 'R.nn.attention(q, q, q, scale=None, causal_mask="TopLeft", window_size=None)' in text
-    assert "R.nn.attention_bias(lv, q, q, b, scale=0.5, causal_mask=None, window_size=None)" in text
+    assert "R.nn.attention_bias(gv, q, q, b, scale=0.5, causal_mask=None, window_size=None)" in text
     assert tvms.parse(text).script() == text
 
 
