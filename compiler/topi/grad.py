@@ -156,17 +156,24 @@ def max_pool2d_backward(output_grad: te.Tensor, data: te.Tensor, pool_size, stri
     wtaps = [te.reduce_axis((0, tir.IntImm("int64", pool_size[a])), name=f"w{'hw'[a]}") for a in range(nsp)]
 
     def grad(idx):
-        conds, oidx = [], list(idx[:2])
-        for a in range(nsp):
-            o, c = _covering(idx[2 + a], wtaps[a], strides[a], dilation[a], padding[a], out[a])
-            oidx.append(o)
-            conds += c
+        oidx, conds = _window_reading(idx, wtaps, strides, dilation, padding, out)
         chosen = tir.EQ("bool", argmax[tuple(oidx)], wtaps[0] * tir.IntImm("int64", pool_size[1]) + wtaps[1])
         value = te.if_then_else(te.all(*conds), tir.Select(data.dtype, chosen, output_grad[tuple(oidx)],
                                                            tir.const(0, data.dtype)), tir.const(0, data.dtype))
         return te.sum(value, axis=wtaps)
 
     return compute(data.shape, grad, name="T_pool_grad")
+
+
+def _window_reading(idx, wtaps, strides, dilation, padding, out) -> tuple:
+    """(output index, conditions): the pooling window whose tap ``wtaps`` reads input element
+    ``idx`` (NCHW), and the conditions that such a window exists."""
+    conds, oidx = [], list(idx[:2])
+    for a, tap in enumerate(wtaps):
+        o, c = _covering(idx[2 + a], tap, strides[a], dilation[a], padding[a], out[a])
+        oidx.append(o)
+        conds += c
+    return oidx, conds
 
 
 def avg_pool2d_backward(output_grad: te.Tensor, data: te.Tensor, pool_size, strides, dilation, padding,
@@ -179,11 +186,7 @@ def avg_pool2d_backward(output_grad: te.Tensor, data: te.Tensor, pool_size, stri
     wtaps = [te.reduce_axis((0, tir.IntImm("int64", pool_size[a])), name=f"w{'hw'[a]}") for a in range(nsp)]
 
     def grad(idx):
-        conds, oidx = [], list(idx[:2])
-        for a in range(nsp):
-            o, c = _covering(idx[2 + a], wtaps[a], strides[a], dilation[a], padding[a], out[a])
-            oidx.append(o)
-            conds += c
+        oidx, conds = _window_reading(idx, wtaps, strides, dilation, padding, out)
         divisor = avg_pool_divisor(oidx[2:], list(data.shape[2:]), pool_size, strides, dilation, padding,
                                    count_include_pad)
         share = output_grad[tuple(oidx)] / te.cast(divisor, data.dtype)
