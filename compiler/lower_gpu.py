@@ -935,8 +935,9 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
         if isinstance(e, tir.Var):
             return retyped.get(e)
         if isinstance(e, tir.Cast) and tir.is_int(e.value.dtype) and e.value.dtype != "int64":
-            inner = e.value if e.value.dtype == "int32" else None
-            return inner
+            # An int32 value widened (``T.Cast("int64", idx[k])``): the value itself, its own
+            # indices rewritten too (their loop variables may be retyped).
+            return mutator.visit_expr(e.value) if e.value.dtype == "int32" else None
         if isinstance(e, _INDEX_OPS):
             a, b = narrow(e.a), narrow(e.b)
             if a is None or b is None:
@@ -979,7 +980,8 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
                 ranges[s.loop_var] = (s.min.value, s.extent.value)
             return super().visit_stmt(s)
 
-    return M().visit_stmt(body)
+    mutator = M()
+    return mutator.visit_stmt(body)
 
 
 _COMPARE_OPS = (tir.EQ, tir.NE, tir.LT, tir.LE, tir.GT, tir.GE)

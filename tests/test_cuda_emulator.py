@@ -652,3 +652,24 @@ def test_reduction_epilogues_match_the_cpu(case):
         mod = relax.get_pipeline("zero")(tvms.parse((ROOT / "samples" / "mlp.tvms").read_text()))
         funcs = _prim_funcs(mod)
     _assert_all_ok(compare_with_cpu(funcs))
+
+
+# Found by the take_backward and get_valid_counts kernels: an int32 value widened to int64
+# (`T.Cast("int64", valid[vb, vk])`) in a narrowed index comparison kept its own indices' int64
+# loop variables, which narrowing had retyped: the kernel used a variable nothing defined.
+WIDENED_LOAD = '''
+@T.prim_func
+def count_below(valid: T.Buffer((T.int64(4), T.int64(16)), "int32"), out: T.Buffer((T.int64(4), T.int64(16)), "int32")):
+    T.func_attr({"tir.noalias": True})
+    for b, j, k in T.grid(T.int64(4), T.int64(16), T.int64(16)):
+        with T.block("out"):
+            vb, vj, vk = T.axis.remap("SSR", [b, j, k])
+            with T.init():
+                out[vb, vj] = 0
+            out[vb, vj] = out[vb, vj] + T.if_then_else(T.Cast("int64", valid[vb, vk]) < vj, 1, 0)
+'''
+
+
+def test_a_widened_load_in_a_narrowed_comparison_matches_the_cpu():
+    func = tvms.parse(WIDENED_LOAD)
+    _assert_all_ok(compare_with_cpu({"count_below": func}, int_range=(0, 16)))
