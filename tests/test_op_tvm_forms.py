@@ -429,3 +429,13 @@ def test_prelu_single_slope_broadcasts():
     legal = check_op(op.nn.prelu, [x, alpha], np.where(x > 0, x, x * 0.25), axis=1)
     # TVM 0.27 broadcasts the slope in a stage of its own
     assert "slope_broadcasted[v_c] = x1[T.int64(0)]" in legal.script()
+
+
+def test_a_prim_value_built_in_python_knows_its_struct_info():
+    """As TVM's constructor: relax.PrimValue(imm) is typed at once, so ops take it directly."""
+    v = relax.PrimValue(tir.IntImm("int32", 3))
+    assert isinstance(v.struct_info, relax.PrimStructInfo) and v.struct_info.dtype == "int32"
+    assert relax.PrimValue(2).struct_info.dtype == "int64"
+    x = relax.Var("x", relax.TensorStructInfo([2], "int32"))
+    call = op.add(x, v)
+    assert isinstance(call.struct_info, relax.TensorStructInfo) and call.struct_info.dtype == "int32"

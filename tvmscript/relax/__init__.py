@@ -134,8 +134,19 @@ class ShapeExpr(Expr):
 
 @dataclass(eq=False, slots=True)
 class PrimValue(Expr):
+    """``R.prim_value(v)``: a TIR value as a Relax value. Built from Python, it knows its struct
+    info at once, as TVM's constructor does (a Python int is an int64 immediate)."""
+
     value: tir.PrimExpr
     struct_info: Optional[StructInfo] = None
+
+    def __post_init__(self):
+        if isinstance(self.value, bool):
+            self.value = tir.IntImm("bool", int(self.value))
+        elif isinstance(self.value, int):
+            self.value = tir.IntImm("int64", self.value)
+        if self.struct_info is None and isinstance(self.value, tir.PrimExpr):
+            self.struct_info = PrimStructInfo(self.value.dtype, self.value)
 
 
 @dataclass(eq=False, slots=True)
