@@ -439,3 +439,12 @@ def test_a_prim_value_built_in_python_knows_its_struct_info():
     x = relax.Var("x", relax.TensorStructInfo([2], "int32"))
     call = op.add(x, v)
     assert isinstance(call.struct_info, relax.TensorStructInfo) and call.struct_info.dtype == "int32"
+
+
+def test_a_function_printed_alone_imports_t_for_its_index_map():
+    src = ('# from tvm.script import relax as R\n\n@R.function\ndef f(x: R.Tensor((16,), "float32")):\n'
+           '    y = R.layout_transform(x, index_map=lambda i: (i // 4, i % 4))\n    return y\n')
+    printed = tvms.parse(src).script()
+    assert printed.startswith("# from tvm.script import tir as T\n# from tvm.script import relax as R\n")
+    assert "index_map=T.index_map(lambda i: (i // 4, i % 4))" in printed
+    assert tvms.parse(printed).script() == printed

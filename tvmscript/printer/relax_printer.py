@@ -199,7 +199,10 @@ class RelaxPrinter:
             return self.tir.expr(v)
         if _is_tensor(v):
             return self.tensor_attr(v)
-        return repr(v)
+        text = repr(v)  # an attribute object that prints itself (layout_transform's T.index_map)
+        if text.startswith("T."):
+            self.uses_tir = True
+        return text
 
     def tensor_attr(self, t) -> str:
         """A tensor in an attribute (the importers' weights): it has no literal form, so it is
