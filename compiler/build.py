@@ -35,6 +35,7 @@ import re
 
 from tvmscript import ir, relax, tir
 from tvmscript.diagnostics import TVMScriptError
+from tvmscript.well_formed import return_annotation_problem
 
 __all__ = ["build", "compile", "BuildError"]
 
@@ -78,8 +79,12 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
         else:
             raise BuildError(f"cannot compile '{gv.name_hint}': {type(func).__name__} is not a function tvms knows")
 
-    # Ops that are not lowered fail fast, before any kernel is compiled.
+    # Ops that are not lowered, and return annotations the body contradicts, fail fast, before
+    # any kernel is compiled.
     for name, func in relax_funcs.items():
+        problem = return_annotation_problem(func)
+        if problem:
+            raise BuildError(f"cannot compile '{name}': {problem}", getattr(func, "span", None))
         _check_lowered(name, func)
 
     gpu = target_name.split()[0] == "cuda"

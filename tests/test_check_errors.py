@@ -146,3 +146,17 @@ def test_a_private_function_with_a_global_symbol_is_flagged(func, tmp_path):
     path.write_text(text)
     proc = cli("check", path)
     assert proc.returncode == 1 and "private but sets global_symbol" in proc.stderr
+
+
+def test_a_contradicting_return_annotation_is_read_but_neither_checked_nor_run(tmp_path):
+    """Read as written (TVM does), reported by `tvms check`, refused by `tvms run`."""
+    path = tmp_path / "ret.tvms"
+    path.write_text('# from tvm.script import relax as R\n\n@R.function\n'
+                    'def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "int32"):\n'
+                    '    y = R.add(x, x)\n    return y\n')
+    tvms.parse(path.read_text())
+    for command in ("check", "run"):
+        proc = cli(command, path)
+        assert proc.returncode == 1, proc.stderr
+        assert "contradicts the struct info of the value returned" in proc.stderr and ":4:5" in proc.stderr
+        assert "Traceback" not in proc.stderr

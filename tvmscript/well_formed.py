@@ -61,6 +61,21 @@ def _check_linkage(func, name: str) -> None:
                     "a private function has no global symbol; drop private=True or the attribute", func)
 
 
+def return_annotation_problem(func: relax.Function) -> str | None:
+    """Why ``func``'s declared return cannot describe what its body returns (None if it can).
+    The parser takes a return annotation as written, as TVM does; `tvms check` and the build
+    report a contradiction, so a wrong annotation is never silently trusted."""
+    from .parser.relax_builder import sinfo_conflict
+    from .printer import sinfo_text
+
+    ret, body = func.ret_struct_info, relax.struct_info_of(func.body.body)
+    problem = sinfo_conflict(ret, body) if ret is not None and body is not None else None
+    if not problem:
+        return None
+    return (f"the return annotation {sinfo_text(ret)} contradicts the struct info of the value returned, "
+            f"{sinfo_text(body)}: {problem}")
+
+
 def _fail(message: str, func) -> TVMScriptError:
     return TVMScriptError(message, getattr(func, "span", None))
 
@@ -76,16 +91,9 @@ class _RelaxChecker:
         self.return_annotation()
 
     def return_annotation(self) -> None:
-        """The declared return must be able to describe what the body returns. The parser takes
-        the annotation as written (as TVM does); this is where a contradiction is reported."""
-        from .parser.relax_builder import sinfo_conflict
-        from .printer import sinfo_text
-
-        ret, body = self.func.ret_struct_info, relax.struct_info_of(self.func.body.body)
-        problem = sinfo_conflict(ret, body) if ret is not None and body is not None else None
+        problem = return_annotation_problem(self.func)
         if problem:
-            raise _fail(f"in '{self.name}': the return annotation {sinfo_text(ret)} contradicts the struct info "
-                        f"of the value returned, {sinfo_text(body)}: {problem}", self.func)
+            raise _fail(f"in '{self.name}': {problem}", self.func)
 
     def seq(self, seq: relax.SeqExpr) -> None:
         for block in seq.blocks:
