@@ -338,3 +338,25 @@ def test_call_te_passes_unbound_sizes_as_tir_vars(size):
     got_a, got_f = vm["main"](np.zeros(size, "float32"))
     np.testing.assert_array_equal(got_a.numpy(), np.arange(size - 1, dtype="float32"))
     np.testing.assert_array_equal(got_f.numpy(), np.full(size // 2, 3.0, "float32"))
+
+
+def test_returning_a_dataflow_variable_runs_as_in_tvm_and_check_names_it():
+    """Seed 002's from_fx returns the dataflow variable instead of emit_output's: TVM 0.27's
+    builder accepts it and the VM runs it; its well-formed check names the variable."""
+    import numpy as np
+
+    import tvmscript as tvms
+    from tvmscript.well_formed import well_formed_errors
+
+    x = op.make_var("x", tensor((1, 4)))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            lv = bb.emit(op.exp(x))
+            bb.emit_output(lv)
+        bb.emit_func_output(lv)
+    mod = bb.get()
+    (err,) = well_formed_errors(mod)
+    assert "dataflow variable 'lv' is used outside its dataflow block" in err.message
+    vm = relax.VirtualMachine(tvms.compile(mod, "llvm"), tvms.cpu())
+    np.testing.assert_allclose(vm["main"](tvms.nd.array(np.zeros((1, 4), "float32"))).numpy(), np.ones((1, 4)))

@@ -84,6 +84,7 @@ class _RelaxChecker:
     def __init__(self, func: relax.Function, name: str, mod) -> None:
         self.func, self.name, self.mod = func, name, mod
         self.defined: set = set()
+        self.closed: set = set()  # dataflow variables of blocks already ended
 
     def run(self) -> None:
         self.defined.update(self.func.params)
@@ -108,10 +109,14 @@ class _RelaxChecker:
                 for v in local:
                     if isinstance(v, relax.DataflowVar):
                         self.defined.discard(v)
+                        self.closed.add(v)
         self.expr(seq.body)
 
     def expr(self, e) -> None:
         if isinstance(e, relax.Var):
+            if e in self.closed:  # TVM's "DataflowVar lv is used outside DataflowBlock"
+                raise _fail(f"in '{self.name}': dataflow variable '{e.name_hint}' is used outside its dataflow "
+                            "block; use the variable R.output (bb.emit_output) made of it", self.func)
             if e not in self.defined:
                 what = "dataflow variable" if isinstance(e, relax.DataflowVar) else "variable"
                 raise _fail(f"in '{self.name}': {what} '{e.name_hint}' is used where it is not defined", self.func)
