@@ -1,14 +1,15 @@
 """Analyses of TensorIR shared by the parser and the passes.
 
 `collect_accesses` finds the buffer regions a statement reads and writes, the way TVM's block
-access-region detector does, so that blocks written without ``T.reads``/``T.writes`` get the
-same regions TVM would print.
+access-region detector does, and `infer_access_regions` a block's ``T.reads``/``T.writes`` from
+them (widening over the block's inner loops), so that blocks written without them, and blocks
+the schedule and TE make, get the same regions TVM would print.
 """
 
 from __future__ import annotations
 
 from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.tir_visitor import TIRVisitor, vars_in
 
 
 def collect_accesses(body: tir.Stmt, init: tir.Stmt | None = None) -> tuple[list, list]:
@@ -154,3 +155,126 @@ def _split_offset(e):
 def _full(buf, dim: int) -> tir.Range:
     extent = buf.shape[dim]
     return tir.Range(tir.IntImm(extent.dtype, 0), extent)
+
+
+# ----------------------------------------------------------------------------- block regions
+
+
+def contains_block(stmt) -> bool:
+    if isinstance(stmt, tir.BlockRealize):
+        return True
+    if isinstance(stmt, tir.SeqStmt):
+        return any(contains_block(s) for s in stmt.seq)
+    if isinstance(stmt, (tir.For, tir.While, tir.LetStmt, tir.AssertStmt, tir.AttrStmt)):
+        return contains_block(stmt.body)
+    if isinstance(stmt, tir.IfThenElse):
+        return contains_block(stmt.then_case) or (stmt.else_case is not None and contains_block(stmt.else_case))
+    return False
+
+
+def infer_access_regions(body, init, alloc_buffers) -> tuple[list, list]:
+    """The regions a block reads and writes, as TVM infers them when a block does not say:
+    each access is a point; several accesses to one buffer widen to cover them all; buffers
+    allocated in the block are not listed; in a reduction (a block with ``init``) the written
+    buffers are not listed as reads."""
+    reads, writes = collect_accesses(body, init)
+    loops = _inner_loops(body, init)
+    if loops:
+        reads, writes = [_relax_region(r, loops) for r in reads], [_relax_region(r, loops) for r in writes]
+    local = set(alloc_buffers)
+    writes = [r for r in writes if r.buffer not in local]
+    written = {r.buffer for r in writes}
+    reads = [r for r in reads if r.buffer not in local and not (init is not None and r.buffer in written)]
+    return reads, writes
+
+
+def _inner_loops(body, init) -> dict:
+    """The loops inside a block's body (and init): variable -> (min, extent)."""
+    loops: dict = {}
+
+    class _Loops(TIRVisitor):
+        def visit_For(self, node) -> None:
+            loops[node.loop_var] = (node.min, node.extent)
+            self.generic_visit(node)
+
+    for stmt in (init, body):
+        if stmt is not None:
+            _Loops().visit(stmt)
+    return loops
+
+
+def _relax_region(region: tir.BufferRegion, loops: dict) -> tir.BufferRegion:
+    """A region whose bounds use loop variables of loops inside the block, widened to what
+    those loops cover, as TVM infers it: ``C[vi * 4 + ii]`` over ``ii in range(4)`` is
+    ``C[vi * 4:vi * 4 + 4]``. Bounds affine in the loop variables (constant coefficients and
+    ranges) widen exactly; any other use of them widens to the whole dimension."""
+    out = []
+    changed = False
+    for r, dim in zip(region.region, region.buffer.shape):
+        if not any(v in loops for v in vars_in([r.min, r.extent])):
+            out.append(r)
+            continue
+        changed = True
+        out.append(_widen(r, loops) or tir.Range(tir.IntImm(dim.dtype, 0), dim))
+    return tir.BufferRegion(region.buffer, out) if changed else region
+
+
+def _widen(r: tir.Range, loops: dict):
+    """`_relax_region` of one dimension, or None if it is not affine with constant terms."""
+    if not isinstance(r.extent, tir.IntImm):
+        return None
+    terms = _affine(r.min, loops)
+    if terms is None:
+        return None
+    base, coeffs = terms
+    lo_off = hi_off = 0
+    for var, c in coeffs.items():
+        lo, extent = loops[var]
+        if not (isinstance(lo, tir.IntImm) and isinstance(extent, tir.IntImm)) or extent.value < 1:
+            return None
+        first, last = c * lo.value, c * (lo.value + extent.value - 1)
+        lo_off += min(first, last)
+        hi_off += max(first, last)
+    dtype = r.min.dtype
+    if base is None:
+        start = tir.IntImm(dtype, lo_off)
+    elif lo_off == 0:
+        start = base
+    else:
+        start = tir.Add(dtype, base, tir.IntImm(dtype, lo_off)) if lo_off > 0 else tir.Sub(dtype, base, tir.IntImm(dtype, -lo_off))
+    return tir.Range(start, tir.IntImm(r.extent.dtype, hi_off - lo_off + r.extent.value))
+
+
+def _affine(e, loops: dict):
+    """``e`` as (loop-free part or None, {loop var: constant coefficient}); None if ``e`` uses
+    a loop variable other than linearly."""
+    if isinstance(e, tir.Var) and e in loops:
+        return None, {e: 1}
+    if not any(v in loops for v in vars_in([e])):
+        return e, {}
+    if isinstance(e, (tir.Add, tir.Sub)):
+        a, b = _affine(e.a, loops), _affine(e.b, loops)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, tir.Add) else -1
+        coeffs = dict(a[1])
+        for v, c in b[1].items():
+            coeffs[v] = coeffs.get(v, 0) + sign * c
+        if a[0] is None and b[0] is None:
+            base = None
+        elif b[0] is None:
+            base = a[0]
+        elif a[0] is None:
+            base = b[0] if sign == 1 else tir.Mul(b[0].dtype, b[0], tir.IntImm(b[0].dtype, -1))
+        else:
+            base = type(e)(e.dtype, a[0], b[0])
+        return base, coeffs
+    if isinstance(e, tir.Mul):
+        for x, k in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, tir.IntImm):
+                inner = _affine(x, loops)
+                if inner is None:
+                    return None
+                base = None if inner[0] is None else tir.Mul(e.dtype, inner[0], k)
+                return base, {v: c * k.value for v, c in inner[1].items()}
+    return None

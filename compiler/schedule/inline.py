@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript import tir
-from tvmscript.parser.tir_builder import infer_access_regions
+from tvmscript.compiler.tir_analysis import infer_access_regions
 from tvmscript.structural import StructuralEqual
 from tvmscript.tir_visitor import TIRVisitor
 

@@ -380,7 +380,7 @@ class TIRPrinter:
     def function_body(self, doc: Doc, body) -> None:
         # The root block prints as a comment only where the parser puts it back: when it holds
         # a block or allocates (the parser's rule, shared so the two cannot drift apart).
-        from ..parser.tir_builder import _contains_block
+        from ..compiler.tir_analysis import contains_block
 
         if (
             isinstance(body, tir.BlockRealize)
@@ -390,7 +390,7 @@ class TIRPrinter:
             and not body.block.match_buffers
             and body.block.init is None
             and not body.block.reads and not body.block.writes  # else it prints as written
-            and (body.block.alloc_buffers or _contains_block(body.block.body))
+            and (body.block.alloc_buffers or contains_block(body.block.body))
         ):
             block = body.block
             doc.comment('# with T.block("root"):')
