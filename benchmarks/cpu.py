@@ -398,7 +398,7 @@ def resnet18_module(bn_folded: bool, rng):
                     cin = cout
             h = bb.emit(op.reshape(bb.emit(op.nn.adaptive_avg_pool2d(h, [1, 1])), [1, 512]))
             fc_w, fc_b = params.new("fc_weight", (1000, 512)), params.new("fc_bias", (1000,), "bias")
-            out = bb.emit_output(bb.emit(op.linear(h, fc_w, fc_b)))
+            out = bb.emit_output(bb.emit(op.add(op.nn.dense(h, fc_w), fc_b)))
         bb.emit_func_output(out, params=[x] + params.vars)
     inputs = [rng.standard_normal((1, 3, 224, 224)).astype("float32")] + params.values
 
@@ -469,7 +469,7 @@ def gpt_block_module(rng, part: str = "block"):
     mask = np.triu(np.full((1, 1, seq, seq), -1e9, "float32"), 1)
 
     def linear(h, n_in, n_out, name):
-        return bb.emit(op.linear(h, params.new(name + "_w", (n_out, n_in)), params.new(name + "_b", (n_out,), "bias")))
+        return bb.emit(op.add(op.nn.dense(h, params.new(name + "_w", (n_out, n_in))), params.new(name + "_b", (n_out,), "bias")))
 
     def split_heads(t):
         return bb.emit(op.permute_dims(bb.emit(op.reshape(t, [1, seq, heads, hd])), [0, 2, 1, 3]))

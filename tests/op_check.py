@@ -46,30 +46,45 @@ def build_op_module(op_fn, args, **attrs):
     return bb.get(), arrays
 
 
-def op_name_of(mod) -> str:
+def op_names_of(mod) -> list:
+    """The ops ``main`` calls, in order: one, or several for a helper that builds several calls
+    (``relax.op.linear``: permute_dims, matmul, add)."""
     (block,) = mod["main"].body.blocks
-    return block.bindings[0].value.op.name
+    return [b.value.op.name for b in block.bindings
+            if isinstance(b.value, relax.Call) and isinstance(b.value.op, relax.Op)]
+
+
+def op_name_of(mod) -> str:
+    return op_names_of(mod)[-1]
+
+
+def _allowed_kinds(pattern: str) -> set:
+    declared = PATTERN_KINDS[pattern]
+    # A broadcast op whose operands all have the output's shape broadcasts nothing: its loads
+    # are indexed like its store, so the analysis (TVM's too) finds it elementwise.
+    return {declared, PATTERN_KINDS["elementwise"]} if pattern == "broadcast" else {declared}
 
 
 def legalize_checked(mod, pattern: str | None = None):
     """LegalizeOps, checking no high-level op is left and the patterns agree with the op table
     (or with ``pattern``, for an op whose attributes change its kernel's kind: nll_loss's
-    reduction="none" is a plain indexed load, "sum" a reduction)."""
-    name = op_name_of(mod)
+    reduction="none" is a plain indexed load, "sum" a reduction). With several ops, each kernel
+    must have the pattern of one of them."""
+    names = op_names_of(mod)
     out = LegalizeOps()(mod)
     text = out.script()
-    assert "R." + name[len("relax."):] + "(" not in text, f"{name} was not legalized:\n{text}"
-    pattern = pattern or find_op(name).pattern
-    declared = PATTERN_KINDS[pattern]
-    # A broadcast op whose operands all have the output's shape broadcasts nothing: its loads
-    # are indexed like its store, so the analysis (TVM's too) finds it elementwise.
-    allowed = {declared, PATTERN_KINDS["elementwise"]} if pattern == "broadcast" else {declared}
+    for name in names:
+        assert "R." + name[len("relax."):] + "(" not in text, f"{name} was not legalized:\n{text}"
+    patterns = [pattern] if pattern else [find_op(name).pattern for name in names]
+    allowed = set().union(*(_allowed_kinds(p) for p in patterns))
+    if len(patterns) > 1:  # a helper's injective step may be a plain copy (a 1-D permute_dims)
+        allowed.add(PATTERN_KINDS["elementwise"])
     for gv, f in out.functions.items():
         if isinstance(f, tir.PrimFunc):
             # A function legalization tagged itself (a scan, opaque to fusion) keeps its tag,
             # as AnnotateTIROpPattern keeps it.
             got = f.attrs.get("op_pattern", analyze_op_pattern(f))
-            assert got in allowed, f"{name}: the op table says {pattern}, the legalized {gv.name_hint} analyzes as {got}"
+            assert got in allowed, f"{names}: the op table says {patterns}, the legalized {gv.name_hint} analyzes as {got}"
     return out
 
 

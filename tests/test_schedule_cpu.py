@@ -200,12 +200,12 @@ def test_batched_matmuls_are_bitwise(case, threads, monkeypatch):
 @pytest.mark.parametrize("threads", ["1", "2", "4"])
 @pytest.mark.parametrize("m,k,n", [(64, 96, 128), (1, 256, 40), (24, 2048, 64), (7, 33, 48)])
 def test_linear_gelu_is_bitwise(m, k, n, threads, monkeypatch):
-    """Linear (weights in rows: x @ W.T), bias and GELU fused: the register tile stores the
+    """Dense (weights in rows: x @ W.T), bias and GELU fused: the register tile stores the
     GELU of its sums. (1, 256, 40): a matrix-vector product, scalar accumulators; (24, 2048,
     64): the panel exceeds its budget, the reduction is split; 4 threads with 2 vector tiles:
     the weights are packed up front and the rows chunked per thread."""
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
-    mod = _zero_module(lambda x, w, b: [op.nn.gelu(op.linear(x, w, b))], [(m, k), (n, k), (n,)])
+    mod = _zero_module(lambda x, w, b: [op.nn.gelu(op.add(op.nn.dense(x, w), b))], [(m, k), (n, k), (n,)])
     x, w, b = (RNG.standard_normal(s).astype("float32") for s in [(m, k), (n, k), (n,)])
     (fast,), (plain,) = _run_both(mod, [x, w, b])
     np.testing.assert_array_equal(fast, plain)

@@ -381,8 +381,28 @@ def _relu6(data):
 _relu6.__name__ = "relu6"
 _relu6.__qualname__ = "nn.relu6"
 
-# name -> function: ops that exist only as Python helpers building another op's call, as in TVM.
+
+def _linear(data, weight, bias=None, out_dtype=None):
+    """``relax.op.linear(data, weight, bias=None, out_dtype=None)``: ``data @ weight.T (+ bias)``
+    as TVM's helper builds it, ``R.add(R.matmul(data, R.permute_dims(weight)), bias)``. The
+    parser and the BlockBuilder bind the nested calls (``lv``, ``lv1``), so ``R.linear`` reads,
+    prints and legalizes as in TVM (FoldConstant folds the transpose of a constant weight;
+    ``R.nn.dense`` is the one-kernel ``x @ W.T``)."""
+    g = globals()
+    out = g["matmul"](data, g["permute_dims"](weight), out_dtype="void" if out_dtype is None else out_dtype)
+    return out if bias is None else g["add"](out, bias)
+
+
+_linear.__name__ = "linear"
+_linear.__qualname__ = "linear"
+
+# name -> function: ops that exist only as Python helpers building other ops' calls, as in TVM.
 # The parser reads ``R.<name>(...)`` through them (tvmscript/parser/relax_calls.py).
-HELPERS = {"nn.relu6": _relu6}
+HELPERS = {"nn.relu6": _relu6, "linear": _linear}
 for _name, _fn in HELPERS.items():
-    setattr(nn, _name.split(".")[-1], _fn)
+    _family, _, _leaf = _name.rpartition(".")
+    if _family:
+        setattr(globals()[_family], _leaf, _fn)
+    else:
+        globals()[_leaf] = _fn
+        __all__.append(_leaf)

@@ -50,56 +50,6 @@ register_op(
 )
 
 
-# ----------------------------------------------------------------------------- linear
-
-
-def infer_linear(args, attrs):
-    """``x @ weight.T (+ bias)``: the struct info of ``matmul(x, permute_dims(weight))`` (plus the
-    broadcast bias, whose dtype must be the product's)."""
-    x, w = tensor_arg(args[0], "x"), tensor_arg(args[1], "weight")
-    if w.ndim > 2:
-        raise OpError(f"weight must have rank 1 or 2, not {w.ndim}", "weight")
-    wt = relax.TensorStructInfo(list(w.shape)[::-1] if w.shape is not None else None, w.dtype,
-                                w.ndim if w.shape is None else -1)
-    try:
-        out = infer_matmul([x, wt], attrs)
-    except OpError as err:
-        raise OpError(err.message.replace("x1", "x").replace("x2", "weight.T"), err.arg) from None
-    if args[2] is None:
-        return out
-    bias = tensor_arg(args[2], "bias")
-    if bias.dtype and out.dtype and bias.dtype != out.dtype:
-        raise OpError(f"bias dtype {bias.dtype} differs from the product's {out.dtype}", "bias")
-    if out.shape is not None and bias.shape is not None:
-        try:
-            shape = broadcast_shapes(list(out.shape), list(bias.shape), "product and bias")
-        except OpError as err:
-            raise OpError(err.message, "bias") from None
-        if shape is not None:
-            return relax.TensorStructInfo(shape, out.dtype)
-    ndim = max(out.ndim, bias.ndim) if out.ndim >= 0 and bias.ndim >= 0 else -1
-    return relax.TensorStructInfo(None, out.dtype, ndim)
-
-
-def legalize_linear(bb, call):
-    if not shapes_known(call):
-        return None
-    return bb.call_te(topi.linear, *call.args, out_dtype=call.attrs["out_dtype"], primfunc_name_hint="linear")
-
-
-# TVM's relax.op.linear is a Python helper that emits permute_dims + matmul (+ add); its R.linear
-# parses into those three bindings and is never printed. Here linear is a registered op instead:
-# one call that prints as R.linear(x, w, b, out_dtype="void") (which TVM's parser accepts), with
-# its own legalization computing the product against the transposed weight directly (no
-# transpose stage) and the bias add in the same PrimFunc. Why: this toolchain's parser and
-# BlockBuilder do not expand one call into several bindings, and one op keeps x @ w.T + b a
-# single fusable unit.
-register_op(
-    "linear", ("x", "weight", Arg("bias", "tensor", optional=True)), infer_linear,
-    attrs=(Attr("out_dtype", "void", dtype_attr),), pattern="out_ewise_fusable", legalize=legalize_linear,
-)
-
-
 # ----------------------------------------------------------------------------- einsum
 
 

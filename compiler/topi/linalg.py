@@ -12,7 +12,7 @@ from .. import te
 from .broadcast import broadcast_shape
 from ._util import is_one
 
-__all__ = ["matmul", "linear", "einsum", "parse_einsum", "einsum_dims", "EinsumError"]
+__all__ = ["matmul", "einsum", "parse_einsum", "einsum_dims", "EinsumError"]
 
 
 def matmul(a: te.Tensor, b: te.Tensor, out_dtype: str = "void", transpose_b: bool = False) -> te.Tensor:
@@ -58,15 +58,6 @@ def matmul(a: te.Tensor, b: te.Tensor, out_dtype: str = "void", transpose_b: boo
         return te.sum(x * y, axis=k)
 
     return te.compute(oshape, f, name="matmul")
-
-
-def linear(x: te.Tensor, weight: te.Tensor, bias=None, out_dtype: str = "void") -> te.Tensor:
-    """``x @ weight.T (+ bias)``: TVM's ``relax.op.linear`` computed in one PrimFunc (block
-    ``matmul`` reading ``weight[j, k]``, then ``T_add`` broadcasting the bias)."""
-    from .broadcast import add
-
-    out = matmul(x, weight, out_dtype, transpose_b=True)
-    return out if bias is None else add(out, bias)
 
 
 # ----------------------------------------------------------------------------- einsum
