@@ -8,6 +8,11 @@ to a constant counts as constant. Calls with symbolic output shapes, or whose Pr
 fails to build, are left alone. The folded bindings stay (``lv = <constant>``) for
 DeadCodeElimination to remove when unused; the PrimFuncs are not removed here. Folding a
 module again finds nothing new, so the pass is idempotent.
+
+Compiling must never run what a file says beyond arithmetic: only PrimFuncs made of loads,
+stores, arithmetic and math intrinsics, with static loops of bounded total work, are evaluated
+(`foldable`). A call of an extern or packed function, an opaque intrinsic, a while loop or a
+loop of unknown extent keeps the call for run time, where the user asked for it to run.
 """
 
 from __future__ import annotations
@@ -17,10 +22,85 @@ from tvmscript import ir, relax, tir
 from ._common import call_tir_args, copy_module, is_call_tir, replace_fields, static_shape
 
 
+# At most this many innermost-loop iterations, and output elements, are evaluated per call.
+MAX_FOLD_WORK = 1 << 24
+
+# The calls a folded PrimFunc may make: arithmetic and math, nothing that reaches outside it.
+_PURE_CALLS = {"tir.if_then_else", "tir.likely", "tir.max_value", "tir.min_value", "tir.reinterpret",
+               "tir.ret"}
+
+
+def _pure_calls() -> set:
+    from tvmscript.parser.tir_builder import INTRINSICS
+
+    return _PURE_CALLS | {op for op, _ in INTRINSICS.values()}
+
+
+def foldable(prim: tir.PrimFunc) -> bool:
+    """Whether evaluating ``prim`` at compile time is pure, bounded arithmetic: its calls are
+    all math intrinsics (no extern, packed or LLVM call), it has no while loop, and its loops
+    have constant extents whose nests add up to at most `MAX_FOLD_WORK` iterations."""
+    from tvmscript.tir_visitor import TIRVisitor
+
+    allowed = _pure_calls()
+    impure = []
+
+    class _Calls(TIRVisitor):
+        def visit_Call(self, node) -> None:
+            if node.op not in allowed:
+                impure.append(node.op)
+            self.generic_visit(node)
+
+        def visit_While(self, node) -> None:
+            impure.append("while")
+
+    _Calls().visit(prim.body)
+    return not impure and (_work(prim.body) or 0) <= MAX_FOLD_WORK
+
+
+def _work(stmt):
+    """Iterations of ``stmt``'s innermost statements (None when a loop extent is unknown)."""
+    if stmt is None:
+        return 0
+    if isinstance(stmt, tir.SeqStmt):
+        total = 0
+        for s in stmt.seq:
+            w = _work(s)
+            if w is None:
+                return None
+            total += w
+        return total
+    if isinstance(stmt, tir.For):
+        if not isinstance(stmt.extent, tir.IntImm):
+            return None
+        inner = _work(stmt.body)
+        return None if inner is None else stmt.extent.value * max(inner, 1)
+    if isinstance(stmt, tir.BlockRealize):
+        return _work(stmt.block)
+    if isinstance(stmt, tir.Block):
+        init = _work(stmt.init) if stmt.init is not None else 0
+        body = _work(stmt.body)
+        return None if init is None or body is None else init + body
+    if isinstance(stmt, tir.IfThenElse):
+        a, b = _work(stmt.then_case), _work(stmt.else_case)
+        return None if a is None or b is None else max(a, b)
+    body = getattr(stmt, "body", None)
+    if body is not None and isinstance(body, tir.Stmt):
+        return _work(body)
+    return 1
+
+
 def _np_dtype(dtype: str):
     import numpy as np
 
     return np.dtype("bool" if dtype == "bool" else dtype)
+
+
+def _elements(sinfo) -> int:
+    n = 1
+    for d in sinfo.shape:
+        n *= d.value
+    return n
 
 
 class FoldConstant:
@@ -64,7 +144,9 @@ class FoldConstant:
         if not static_shape(out) or not out.dtype:
             return None
         prim = mod.functions.get(expr.args[0])
-        if not isinstance(prim, tir.PrimFunc):
+        if not isinstance(prim, tir.PrimFunc) or not foldable(prim):
+            return None
+        if _elements(out) > MAX_FOLD_WORK:
             return None
         values = []
         for a in call_tir_args(expr):
