@@ -105,7 +105,7 @@ def _argument_parser() -> argparse.ArgumentParser:
                      help="seed of the random inputs (default 0)")
     run.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
                      help="after a first call, time N calls and report the median (default 1)")
-    run.add_argument("--out", metavar="FILE.npz", help="save the outputs: output, or output_0, output_1, ...")
+    run.add_argument("--out", metavar="FILE.npz", type=_file_name, help="save the outputs: output, or output_0, output_1, ...")
     run.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU)")
     run.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
     _add_pipeline_arguments(run, default="zero", params=False)
@@ -119,7 +119,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     )
     comp.add_argument("file", help="a .tvms file, or - for standard input")
     comp.add_argument("--emit", choices=_EMIT_KINDS, default="llvm", help="what to print (default: llvm)")
-    comp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    comp.add_argument("-o", "--output", metavar="FILE", type=_file_name, help="write to FILE instead of standard output")
     comp.add_argument("--func", help="only this function (a prim_func; a Relax function for --emit python)")
     comp.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU; cuda: "
                       "an NVIDIA GPU, with --emit cuda or ptx)")
@@ -136,7 +136,7 @@ def _argument_parser() -> argparse.ArgumentParser:
         "file with --inline-params).",
     )
     imp.add_argument("model", help="the model file: .pt2 (needs the torch extra) or .onnx (the onnx extra)")
-    imp.add_argument("-o", "--output", metavar="FILE.tvms", help="the .tvms file to write (default: the "
+    imp.add_argument("-o", "--output", metavar="FILE.tvms", type=_file_name, help="the .tvms file to write (default: the "
                      "model's name with .tvms)")
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--params-out", metavar="FILE.npz", help="where to save the weights (default: the "
@@ -168,6 +168,13 @@ def _add_pipeline_arguments(parser, default: str, params: bool = True) -> None:
 
 _EMIT_KINDS = ("llvm", "llvm-unopt", "asm", "python", "cuda", "ptx")
 _GPU_EMIT_KINDS = ("cuda", "ptx")
+
+
+def _file_name(text: str) -> str:
+    """An output file argument: an empty name would silently write nothing."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an output file name cannot be empty")
+    return text
 
 
 def _natural_int(text: str) -> int:
