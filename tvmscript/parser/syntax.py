@@ -14,6 +14,7 @@ import ast as _pyast
 import operator
 import os
 import re
+import unicodedata
 
 
 from ..diagnostics import Span, TVMScriptError
@@ -793,6 +794,10 @@ def _run(source: str, filename: str, tables: _Tables, comments: list, brackets: 
         newline_last = False
         if kind == "NAME":
             candidates = keywords.get(text, name_only)
+            if not text.isascii():
+                # Python compares identifiers in NFKC form (``ﬁ`` is ``fi``); so do we, so two
+                # spellings of one name are one name here and in the code we generate.
+                text = unicodedata.normalize("NFKC", text)
             if text == "is" or (text == "not" and "NOT" not in actions[state_stack[-1]]):
                 two = (_NOT_IN if text == "not" else _IS_NOT).match(source, end)
                 if two and "COMP_OP" in actions[state_stack[-1]]:
