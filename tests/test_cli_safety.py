@@ -43,3 +43,66 @@ def test_names_python_reads_as_one_are_one_name():
     assert (info.value.span.line, info.value.span.col) == (4, text.splitlines()[3].index("\ufb01") + 1)
     alone = tvms.parse(NFKC.format(second="g").replace("fi", "\ufb01"))
     assert [p.name_hint for p in alone.params] == ["fi", "g"]
+
+
+MESSY = '# from tvm.script import relax as R\n@R.function\ndef f(x: R.Tensor((2,), "float32")):\n    y = R.add(x,x)\n    return y\n'
+
+
+def fmt(path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tvmscript.cli", "fmt", str(path)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_fmt_leaves_a_read_only_file_alone(tmp_path):
+    path = tmp_path / "ro.tvms"
+    path.write_text(MESSY)
+    path.chmod(0o444)
+    proc = fmt(path)
+    assert proc.returncode == 1 and "the file is read-only" in proc.stderr
+    assert path.read_text() == MESSY and (path.stat().st_mode & 0o777) == 0o444
+
+
+def test_fmt_keeps_hard_links_and_the_inode(tmp_path):
+    path = tmp_path / "a.tvms"
+    path.write_text(MESSY)
+    link = tmp_path / "b.tvms"
+    import os
+
+    os.link(path, link)
+    inode = path.stat().st_ino
+    proc = fmt(path)
+    assert proc.returncode == 0, proc.stderr
+    assert path.stat().st_ino == inode and link.read_text() == path.read_text() != MESSY
+
+
+def test_fmt_keeps_an_edit_made_while_it_formats(tmp_path, monkeypatch):
+    """The check runs at the last moment before the rename: an edit made after tvms read the
+    file is kept, and fmt says so (exit 1) instead of reporting it reformatted."""
+    from tvmscript import cli
+
+    path = tmp_path / "e.tvms"
+    path.write_text(MESSY)
+    real = cli._unsafe_to_write
+
+    def edit_then_check(original, formatted):
+        path.write_text(MESSY + "# an edit\n")  # the user saves while tvms works
+        return real(original, formatted)
+
+    monkeypatch.setattr(cli, "_unsafe_to_write", edit_then_check)
+    status = cli.main(["fmt", str(path)])
+    assert status == 1
+    assert path.read_text() == MESSY + "# an edit\n"
+
+
+def test_fmt_keeps_the_owner_of_someone_elses_file(tmp_path):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file another owner")
+    path = tmp_path / "o.tvms"
+    path.write_text(MESSY)
+    os.chown(path, 65534, 65534)
+    proc = fmt(path)
+    assert proc.returncode == 0, proc.stderr
+    st = path.stat()
+    assert (st.st_uid, st.st_gid) == (65534, 65534) and path.read_text() != MESSY

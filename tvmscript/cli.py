@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import os
 import re
 import sys
@@ -335,9 +336,9 @@ def cmd_fmt(args) -> int:
         if args.diff or path == "-":
             continue
         try:
-            _write_atomically(path, formatted)
+            _reformat_file(path, text, formatted)
         except OSError as err:
-            print(f"error: cannot write {path}: {err.strerror}", file=sys.stderr)
+            print(f"error: not reformatting {path}: {err.strerror}", file=sys.stderr)
             status = 1
             continue
         print(f"reformatted {path}", file=sys.stderr)
@@ -377,9 +378,38 @@ def _unsafe_to_write(original: str, formatted: str) -> str | None:
     return None
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """`_write_new_atomically` for the text of a file being reformatted."""
-    _write_new_atomically(path, text.encode("utf-8"))
+def _reformat_file(path: str, original: str, formatted: str) -> None:
+    """Replace the text of ``path``, which read as ``original``, by ``formatted``, leaving the
+    file what it was in every other way. Raises OSError (nothing written) when the file is
+    read-only to us (a formatter does not write through a permission the user took away) or
+    no longer holds ``original`` (it was edited while we formatted: the edit is kept). A file
+    with other hard links, or one a new file would not get the owner of, is rewritten in place,
+    so its links and owner stay; any other goes through a temporary file and a rename, so a
+    crash never leaves half a file."""
+    target = os.path.realpath(path)
+    st = os.stat(target)
+    # Write permission for no one (0444) counts even for root, whom os.access lets write.
+    if not os.access(target, os.W_OK) or not st.st_mode & 0o222:
+        raise PermissionError(errno.EACCES, "the file is read-only", path)
+    data = formatted.encode("utf-8")
+
+    def unchanged() -> None:
+        from .api import decode_source
+
+        with open(target, "rb") as f:
+            now = f.read()
+        if decode_source(now, path) != original:
+            raise OSError(errno.EBUSY, "the file changed while it was being formatted; run tvms fmt again", path)
+
+    if st.st_nlink > 1 or (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+        unchanged()
+        with open(target, "r+b") as f:
+            f.write(data)
+            f.truncate()
+            f.flush()
+            os.fsync(f.fileno())
+        return
+    _write_new_atomically(target, data, before_replace=unchanged)
 
 
 def cmd_check(args) -> int:
@@ -1520,7 +1550,7 @@ def _save_outputs(path: str, outputs: list) -> None:
         raise _fail(f"cannot write {path}: {err.strerror or err}") from None
 
 
-def _write_new_atomically(path: str, data: bytes) -> None:
+def _write_new_atomically(path: str, data: bytes, before_replace=None) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so a
     crash or a full disk never leaves the file half-written. An existing file keeps its
     permissions (a new one gets the default ones); through a symlink, the target is rewritten
@@ -1542,6 +1572,8 @@ def _write_new_atomically(path: str, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
+        if before_replace is not None:
+            before_replace()  # the last moment to refuse (see `_reformat_file`)
         os.replace(tmp, target)
     except BaseException:
         try:
