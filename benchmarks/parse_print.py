@@ -8,6 +8,10 @@ call_tir bindings, at least --lines lines long; then reports, each as the best o
 lines/s for parse (text to IR) and print (IR to text), peak memory of parsing a 10,000-line
 module, and the wall time of `tvms show` on a small sample in a fresh process. The goals from
 the issue are printed beside the figures, with Apache TVM 0.27's figures for scale.
+
+Then the scaling of shapes a hostile file takes (issue 12): functions with a comment each,
+parameter lists, long flat sums; the time of 10x the input over the time of 1x (goal: <= 12x,
+linear), and `tvms check` on a 50,000-line module with a comment on every line (goal < 5 s).
 """
 
 from __future__ import annotations
@@ -118,6 +122,56 @@ def generate(min_lines: int) -> str:
     return head + "\n".join(tir_parts + relax_parts)
 
 
+def _comments(n: int) -> str:
+    parts = ["# from tvm.script import ir as I\n# from tvm.script import tir as T\n\n@I.ir_module\nclass Module:\n"]
+    for i in range(n):
+        parts.append(f'    @T.prim_func\n    def f{i}(A: T.Buffer((4,), "float32")):  # comment {i}\n'
+                     f'        A[0] = T.float32(1)  # c\n\n')
+    return "".join(parts)
+
+
+def _params(n: int) -> str:
+    params = ", ".join(f"a{i}: T.int32" for i in range(n))
+    return f"# from tvm.script import tir as T\n@T.prim_func\ndef f({params}):\n    T.evaluate(0)\n"
+
+
+def _flat_sum(n: int) -> str:
+    terms = " + ".join(f"A[{i % 4}]" for i in range(n))
+    return (f'# from tvm.script import tir as T\n@T.prim_func\ndef f(A: T.Buffer((4,), "float32"), '
+            f'B: T.Buffer((1,), "float32")):\n    B[0] = {terms}\n')
+
+
+def _commented_lines(n: int) -> str:
+    lines = ["# from tvm.script import tir as T", "@T.prim_func", 'def f(A: T.Buffer((4,), "float32")):']
+    i = 0
+    while len(lines) < n:
+        lines += [f"    # note {i}", f"    A[{i % 4}] = A[{(i + 1) % 4}] + T.float32(1)  # step {i}"]
+        i += 1
+    return "\n".join(lines) + "\n"
+
+
+def _checked(text: str) -> None:
+    from tvmscript.cli import file_errors
+
+    file_errors(text, "<bench>", 10)
+
+
+def scaling_rows() -> list:
+    """(measure, 1x time, 10x time, ratio, goal) for the shapes of issue 12."""
+    rows = []
+    for what, make, n in (("functions with a comment each", _comments, 500),
+                          ("parameters of one function", _params, 4000),
+                          ("terms of one flat sum", _flat_sum, 60)):
+        small, large = make(n), make(10 * n)
+        t1 = best_of(lambda: _checked(small), 3)
+        t10 = best_of(lambda: _checked(large), 2)
+        rows.append((f"check {n} -> {10 * n} {what}", f"{t1:.3f} s", f"{t10:.3f} s", f"{t10 / t1:.1f}x", "<= 12x"))
+    big = _commented_lines(50_000)
+    t_big = best_of(lambda: _checked(big), 2)
+    rows.append(("check 50,000 lines, a comment on each", f"{t_big:.2f} s", "", "", "< 5 s"))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lines", type=int, default=5000)
@@ -169,6 +223,14 @@ def main() -> None:
     header = ("measure", "tvms", "goal", "for scale")
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+
+    scaling = scaling_rows()
+    header = ("scaling (issue 12)", "1x", "10x", "ratio", "goal")
+    widths = [max(len(r[i]) for r in scaling + [header]) for i in range(5)]
+    print()
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for r in scaling:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
 
 

@@ -106,3 +106,35 @@ def test_fmt_keeps_the_owner_of_someone_elses_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     st = path.stat()
     assert (st.st_uid, st.st_gid) == (65534, 65534) and path.read_text() != MESSY
+
+
+def _long_sum(n: int) -> str:
+    terms = " + ".join(f"A[{i % 4}]" for i in range(n))
+    return (f'# from tvm.script import tir as T\n@T.prim_func\ndef f(A: T.Buffer((4,), "float32"), '
+            f'B: T.Buffer((1,), "float32")):\n    B[0] = {terms}\n')
+
+
+def test_a_long_expression_compiles_or_gets_a_diagnostic_at_once():
+    """Up to tvms.MAX_NESTING levels an expression goes through every stage (pickling the
+    kernel recursed past Python's default limit at 250 terms); deeper, a located diagnostic."""
+    import numpy as np
+
+    import tvmscript as tvms
+    from tvmscript.diagnostics import TVMScriptError
+
+    func = tvms.parse(_long_sum(990))
+    a, out = np.arange(4, dtype="float32"), tvms.nd.array(np.zeros(1, "float32"))
+    tvms.compile(func, "llvm")["f"](tvms.nd.array(a), out)
+    np.testing.assert_allclose(out.numpy(), [sum(a[i % 4] for i in range(990))])
+    with pytest.raises(TVMScriptError, match=r"nested too deeply: \d+ levels, at most 1000") as info:
+        tvms.parse(_long_sum(20_000))
+    assert info.value.span.line == 4
+
+
+def test_four_hundred_nested_calls_read_as_four_hundred_bindings():
+    import tvmscript as tvms
+
+    text = ('# from tvm.script import relax as R\n@R.function\ndef f(x: R.Tensor((2,), "float32")):\n'
+            "    lv = " + "R.add(" * 400 + "x" + ", x)" * 400 + "\n    return lv\n")
+    func = tvms.parse(text)
+    assert len(func.body.blocks[0].bindings) == 400

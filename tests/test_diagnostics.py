@@ -558,7 +558,7 @@ CRASHERS = [
     relax_fn('lv = R.alloc_tensor((1,), "float32", 0, R.str())\nreturn lv'),
     relax_fn('lv = R.alloc_tensor((1,), "float32", 0, 5)\nreturn lv'),
     relax_fn('lv: R.Shape(ndim="a") = R.shape([1])\nreturn x'),
-    relax_fn("lv = " + "R.add(" * 400 + "x" + ", x)" * 400 + "\nreturn lv"),
+    relax_fn("lv = " + "R.add(" * 1200 + "x" + ", x)" * 1200 + "\nreturn lv"),  # deeper than MAX_NESTING
     replace(TIR, "= A[vi, vj]", "= A[vi, vj] + T.float32(T.int32(1e999))"),
     replace(TIR, "= A[vi, vj]", "= " + "+".join(["A[vi, vj]"] * 3000)),
     replace(TIR, "    for i, j", '    T.func_attr({[1]: 1})\n    for i, j'),

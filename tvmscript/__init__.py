@@ -37,6 +37,13 @@ def _mount_sibling_packages() -> None:
 
 _mount_sibling_packages()
 
+# Expression trees are as deep as the program's expressions (a 900-term sum is a 900-deep Add
+# chain), and the passes, the printer, pickling and code generation recurse over them a few
+# Python frames per level. The parser refuses nesting deeper than MAX_NESTING
+# (tvmscript/parser/builder.py); every later stage gets room for that depth. Only ever raised.
+MAX_NESTING = 1000
+_sys.setrecursionlimit(max(_sys.getrecursionlimit(), 12 * MAX_NESTING))
+
 from . import ir, relax, tir  # noqa: E402
 from .api import load, parse  # noqa: E402
 from .diagnostics import TVMScriptError  # noqa: E402

@@ -282,27 +282,25 @@ def attach_comments(
         text = lines[ast.header_line(s) - 1] if ast.header_line(s) <= len(lines) else ""
         return len(text) - len(text.lstrip()) + 1
 
-    def code_owner(line: int):
-        """The innermost statement whose own code (not its body) covers ``line``."""
-        found = None
-        for s in flat:
-            first = ast.header_line(s)
-            if first > line:
-                continue
-            bodies = [b for b in _bodies(s) if b]
-            last = (ast.header_line(bodies[0][0]) - 1) if bodies else s.end_line
-            if line <= max(last, s.line):
-                found = s
-        return found
+    # Line -> the innermost statement whose own code (not its body) covers it: statements come
+    # in source order, outer before inner, so a later one overwrites. One pass over the code's
+    # lines, instead of a scan of every statement for each comment (quadratic in big files).
+    code_owner: dict[int, ast.Stmt] = {}
+    last_line_of: dict[int, ast.Stmt] = {}
+    for s in flat:
+        bodies = [b for b in _bodies(s) if b]
+        last = (ast.header_line(bodies[0][0]) - 1) if bodies else s.end_line
+        for line in range(ast.header_line(s), max(last, s.line) + 1):
+            code_owner[line] = s
+        last_line_of.setdefault(s.line if bodies else s.end_line, s)
 
     leftovers: list[ast.Comment] = []
     for c in comments:
         own_line = lines is not None and 1 <= c.line <= len(lines) and not lines[c.line - 1][: c.col - 1].strip()
         if lines is None:
-            owner = next((s for s in flat if (s.line if _bodies(s) else s.end_line) == c.line), None)
-            own_line = owner is None
+            own_line = c.line not in last_line_of
         if not own_line:
-            owner = code_owner(c.line)
+            owner = code_owner.get(c.line)
             if owner is not None:
                 if owner.trailing is None:
                     owner.trailing = c.text
@@ -521,16 +519,23 @@ def build(
     """Build the IR for a whole file: an IRModule, or a single function. ``py_scope`` holds the
     Python names around TVMScript written inside Python, ``col_offset`` the indentation removed
     from it (see tvmscript/script.py)."""
+    from .. import MAX_NESTING
+
+    where, depth = _deepest_statement(stmts)
+    if depth > MAX_NESTING:
+        raise Context(source, filename, []).error(
+            f"expression nested too deeply: {depth} levels, at most {MAX_NESTING}", where,
+            ["split it into several statements (a long sum into partial sums)"])
     try:
         return _build(stmts, comments, source, filename, py_scope, col_offset)
     except RecursionError:
-        # Building recurses on the syntax tree; only absurdly deep expressions get here.
-        where = _deepest_statement(stmts)
+        # Building recurses on the syntax tree; the limit above keeps it within its room.
         raise Context(source, filename, []).error("expression nested too deeply", where) from None
 
 
-def _deepest_statement(stmts: list[ast.Stmt]):
-    """The statement holding the most deeply nested expression (found without recursion)."""
+def _deepest_statement(stmts: list[ast.Stmt]) -> tuple:
+    """(the statement holding the most deeply nested expression, its depth in syntax-tree
+    levels), found without recursion."""
     best, best_depth = None, -1
     todo = [(s, 0, s) for s in stmts]
     while todo:
@@ -545,7 +550,7 @@ def _deepest_statement(stmts: list[ast.Stmt]):
                 for c in child if isinstance(child, list) else (child,):
                     if isinstance(c, ast.Node):
                         todo.append((c, depth + 1, stmt))
-    return best
+    return best, best_depth
 
 
 def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, filename: str, py_scope=None, col_offset=0):

@@ -101,11 +101,13 @@ class RelaxFunctionBuilder:
                         raise self.error(f"R.function() got an unexpected keyword argument '{kw.arg}'", kw)
         _inline_meta_vars(fdef.body)
         params = []
+        seen: set = set()
         for arg in fdef.args:
             if arg.annotation is None:
                 raise self.error(f"parameter '{arg.name}' needs a struct info annotation such as R.Tensor(...)", arg)
-            if any(p.name_hint == arg.name for p in params):
+            if arg.name in seen:
                 raise self.error(f"duplicate parameter '{arg.name}' in function '{fdef.name}'", arg)
+            seen.add(arg.name)
             sinfo = self.sinfo(arg.annotation, defining=True)
             var = relax.Var(arg.name, sinfo, self.ctx.span(arg))
             self.scope.define(arg.name, var)

@@ -138,9 +138,11 @@ class PrimFuncBuilder:
         self._ret_type = self._dtype(returns) if returns is not None else None
         self.scope.push()
         params = []
+        seen: set = set()
         for arg in fdef.args:
-            if any(a.name == arg.name for a in fdef.args[: fdef.args.index(arg)]):
+            if arg.name in seen:
                 raise self.error(f"duplicate parameter '{arg.name}' in function '{fdef.name}'", arg)
+            seen.add(arg.name)
             params.append(self._param(arg))
         root = _BlockFrame("root", fdef)
         self.blocks.append(root)
