@@ -70,6 +70,7 @@ UNROLL_LIMIT = 64
 UNROLL_BUDGET = 384  # loop nests doing at most this many loads and stores in all are unrolled,
 UNROLL_MAX_EXTENT = 16  # ... if none of their loops is longer than this (longer ones vectorize)
 ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
+_OP_TEXT = {tir.Div: "/", tir.Mod: "%", tir.FloorDiv: "//", tir.FloorMod: "%"}
 
 _I1 = ir.IntType(1)
 _I8 = ir.IntType(8)
@@ -870,6 +871,7 @@ class _FuncGen:
             return self.b.sub(a, b, flags=flags)
         if kind is tir.Mul:
             return self.b.mul(a, b, flags=flags)
+        self.guard_division(e, a, b)
         unsigned = _is_unsigned(dt) or (self.is_nonneg(e.a) and self.is_nonneg(e.b))
         if kind is tir.Div:
             return self.b.udiv(a, b) if unsigned else self.b.sdiv(a, b)
@@ -889,6 +891,33 @@ class _FuncGen:
         if kind is tir.FloorDiv:
             return self.b.sub(q, self.b.zext(adjust, a.type))
         return self.b.add(r, self.b.select(adjust, b, zero))
+
+    def guard_division(self, e, a, b) -> None:
+        """Integer division and modulo stop the kernel with an error, not a signal: by zero
+        (SIGFPE on x86, or a silent 0 for a constant), and the one quotient that overflows,
+        ``INT_MIN // -1``. A divisor known to be a nonzero constant (index arithmetic, nearly
+        always) needs no check; loop-invariant checks are hoisted by LLVM."""
+        dt = e.dtype
+        if isinstance(e.b, tir.IntImm) and e.b.value != 0 and not (_is_signed(dt) and e.b.value == -1):
+            return
+        zero = ir.Constant(b.type, 0)
+        self.fail_if(self.b.icmp_unsigned("==", b, zero), f"integer division by zero ({_OP_TEXT[type(e)]}, {dt})")
+        if _is_signed(dt) and not (isinstance(e.b, tir.IntImm) and e.b.value != -1):
+            smallest = -(1 << (_bits(dt) - 1))
+            overflow = self.b.and_(self.b.icmp_signed("==", a, ir.Constant(a.type, smallest)),
+                                   self.b.icmp_signed("==", b, ir.Constant(b.type, -1)))
+            self.fail_if(overflow, f"integer overflow: {smallest} {_OP_TEXT[type(e)]} -1 ({dt})")
+
+    def fail_if(self, cond, message: str) -> None:
+        """Leave the kernel through `ASSERT_FAIL_SYMBOL` (the runtime raises after the call)
+        when ``cond`` holds; code generation goes on where it does not."""
+        fail, ok = self.new_block("check.fail"), self.new_block("check.ok")
+        self.b.cbranch(cond, fail, ok)
+        self.b.position_at_end(fail)
+        fail_fn = self.mg.declare(ASSERT_FAIL_SYMBOL, _VOID, [_PTR])
+        self.b.call(fail_fn, [self.mg.cstring(f"{self.kname}: {message}")])
+        self.b.ret_void()
+        self.b.position_at_end(ok)
 
     def e_minmax(self, e):
         a, b = self.expr(e.a), self.expr(e.b)

@@ -138,3 +138,40 @@ def test_four_hundred_nested_calls_read_as_four_hundred_bindings():
             "    lv = " + "R.add(" * 400 + "x" + ", x)" * 400 + "\n    return lv\n")
     func = tvms.parse(text)
     assert len(func.body.blocks[0].bindings) == 400
+
+
+DIVIDE = '''# from tvm.script import tir as T
+
+@T.prim_func
+def f(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32"), k: T.int32):
+    for i in range(4):
+        B[i] = A[i] {op} k
+'''
+
+
+@pytest.mark.parametrize("op", ["//", "%"])
+def test_integer_division_by_zero_and_overflow_are_errors_not_signals(op):
+    """Was SIGFPE (exit 136, no message); now the call raises, naming the kernel."""
+    import numpy as np
+
+    import tvmscript as tvms
+    from tvmscript.runtime.kernel import KernelAssertionError
+
+    kernel = tvms.compile(tvms.parse(DIVIDE.format(op=op)), "llvm")["f"]
+    a = np.array([7, -7, 8, -2**31], "int32")
+    out = tvms.nd.array(np.zeros(4, "int32"))
+    kernel(tvms.nd.array(a), out, 3)
+    np.testing.assert_array_equal(out.numpy(), a // 3 if op == "//" else a % 3)
+    with pytest.raises(KernelAssertionError, match="f: integer division by zero"):
+        kernel(tvms.nd.array(a), out, 0)
+    with pytest.raises(KernelAssertionError, match=r"f: integer overflow: -2147483648 .* -1"):
+        kernel(tvms.nd.array(a), out, -1)
+
+
+def test_a_constant_zero_divisor_is_flagged_by_check_and_refused_by_run(tmp_path):
+    path = tmp_path / "div0.tvms"
+    path.write_text(DIVIDE.format(op="//").replace("A[i] // k", "A[i] // 0"))
+    for command in (["check"], ["run", "--shape", "k=1"]):
+        proc = subprocess.run([sys.executable, "-m", "tvmscript.cli", command[0], str(path), *command[1:]],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1 and "integer division by zero" in proc.stderr, proc.stderr

@@ -278,6 +278,13 @@ class _UseChecker(TIRVisitor):
         self.checker.vars.add(e.var)
         self.visit(e.body)
 
+    def _division(self, e) -> None:
+        if isinstance(e.b, tir.IntImm) and e.b.value == 0:
+            raise _fail(f"in '{self.checker.name}': integer division by zero (a constant 0 divisor)", self.checker.func)
+        self.generic_visit(e)
+
+    visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _division
+
 
 def _free_vars(exprs) -> set:
     return set(vars_in(exprs))
