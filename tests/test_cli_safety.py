@@ -175,3 +175,46 @@ def test_a_constant_zero_divisor_is_flagged_by_check_and_refused_by_run(tmp_path
         proc = subprocess.run([sys.executable, "-m", "tvmscript.cli", command[0], str(path), *command[1:]],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 1 and "integer division by zero" in proc.stderr, proc.stderr
+
+
+SPIN = '''# from tvm.script import tir as T
+
+@T.prim_func
+def spin(A: T.Buffer((1,), "int32")):
+    while T.int32(0) < 1:
+        A[0] = A[0] + 1
+'''
+
+
+def test_timeout_stops_a_kernel_that_never_ends(tmp_path):
+    import time
+
+    path = tmp_path / "spin.tvms"
+    path.write_text(SPIN)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "tvmscript.cli", "run", str(path), "--timeout", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "stopped after --timeout 1 s" in proc.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_ctrl_c_stops_a_running_kernel_at_once(tmp_path):
+    """The kernel is native code Python's signal handler cannot enter: it used to run on after
+    SIGINT. Now the run ends at once with exit 130 and one line."""
+    import signal
+    import time
+
+    path = tmp_path / "spin.tvms"
+    path.write_text(SPIN)
+    proc = subprocess.Popen([sys.executable, "-m", "tvmscript.cli", "run", str(path)], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stderr.readline().startswith("note:")  # compiled; the kernel runs from now on
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        rest = proc.communicate(timeout=20)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and rest == "tvms run: interrupted\n"
+    assert time.monotonic() - start < 5

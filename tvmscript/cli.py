@@ -104,6 +104,8 @@ def _argument_parser() -> argparse.ArgumentParser:
                      "for a lone prim_func also its scalar parameters")
     run.add_argument("--seed", type=_natural_int, default=0, metavar="N",
                      help="seed of the random inputs (default 0)")
+    run.add_argument("--timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+                     help="stop the run (exit 1) if it has not finished after SECONDS")
     run.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
                      help="after a first call, time N calls and report the median (default 1)")
     run.add_argument("--out", metavar="FILE.npz", type=_file_name, help="save the outputs: output, or output_0, output_1, ...")
@@ -176,6 +178,16 @@ def _file_name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an output file name cannot be empty")
     return text
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def _natural_int(text: str) -> int:
@@ -1145,15 +1157,53 @@ def _run(args) -> int:
         _require_gpu()
     program.transform(args, args.func)
     name, func = program.pick(args.func)
-    if isinstance(func, relax.Function):
-        outputs, compile_s, times = _run_relax(program, name, func, args, shapes, target)
-    else:
-        outputs, compile_s, times = _run_prim(program, name, func, args, shapes, target)
+    run = _run_relax if isinstance(func, relax.Function) else _run_prim
+    outputs, compile_s, times = _interruptible(lambda: run(program, name, func, args, shapes, target), args.timeout)
     color = not args.no_color and _stream_is_terminal(sys.stdout)
     _print_outputs(outputs, compile_s, times, color)
     if args.out:
         _save_outputs(args.out, outputs)
     return 0
+
+
+def _interruptible(work, timeout: float | None):
+    """``work()``, run so that Ctrl-C and ``--timeout`` stop it promptly even inside a long
+    kernel: a kernel is native code that Python's signal handling cannot enter, so the work runs
+    in a worker thread while this one waits, and a stop ends the process at once (exit 130 for
+    Ctrl-C, 1 for a timeout), with one line saying why."""
+    import threading
+    import time
+
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as err:  # noqa: BLE001 - re-raised in the waiting thread
+            result["error"] = err
+
+    worker = threading.Thread(target=target, name="tvms-run", daemon=True)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        worker.start()
+        while worker.is_alive():
+            left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+            if left <= 0:
+                _stop_now(f"error: tvms run: stopped after --timeout {timeout:g} s", 1)
+            worker.join(left)
+    except KeyboardInterrupt:
+        _stop_now("tvms run: interrupted", 130)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def _stop_now(message: str, status: int) -> None:
+    """Leave the process at once: a kernel still running in a worker thread cannot be stopped
+    any other way."""
+    sys.stdout.flush()
+    print(message, file=sys.stderr, flush=True)
+    os._exit(status)
 
 
 def _require_gpu() -> None:
