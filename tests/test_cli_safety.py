@@ -218,3 +218,51 @@ def test_ctrl_c_stops_a_running_kernel_at_once(tmp_path):
         proc.kill()
     assert proc.returncode == 130 and rest == "tvms run: interrupted\n"
     assert time.monotonic() - start < 5
+
+
+def _check_with_cache(cache_home, extra_env=None) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache_home), **(extra_env or {}))
+    return subprocess.run([sys.executable, "-m", "tvmscript.cli", "check", MLP], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def _cache_file(cache_home):
+    files = sorted((cache_home / "tvms").glob("tables-*.marshal"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_a_damaged_or_foreign_parser_cache_is_rebuilt_not_trusted(tmp_path):
+    """A valid-marshal file of the wrong shape, and bit flips anywhere, used to break every
+    command until the file was deleted."""
+    import hashlib
+    import marshal
+
+    assert _check_with_cache(tmp_path).returncode == 0
+    path = _cache_file(tmp_path)
+    good = path.read_bytes()
+    payload = marshal.dumps({"terminals": {}, "nonsense": [1, 2, 3]})
+    path.write_bytes(hashlib.sha256(payload).digest() + payload)  # intact, but not our tables
+    proc = _check_with_cache(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rebuilt = path.read_bytes()  # rebuilt: intact, our tables (Lark numbers states anew each build)
+    assert hashlib.sha256(rebuilt[32:]).digest() == rebuilt[:32]
+    assert set(marshal.loads(rebuilt[32:])) == set(marshal.loads(good[32:]))
+    for position in range(0, len(good), max(1, len(good) // 12)):
+        flipped = bytearray(good)
+        flipped[position] ^= 0x10
+        path.write_bytes(bytes(flipped))
+        proc = _check_with_cache(tmp_path)
+        assert proc.returncode == 0 and "no problems found" in proc.stderr, (position, proc.stderr)
+
+
+def test_no_cache_rather_than_the_shared_temp_folder(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = _check_with_cache(not_a_folder, {"TMPDIR": str(temp)})
+    assert proc.returncode == 0, proc.stderr
+    assert list(temp.iterdir()) == []

@@ -579,47 +579,74 @@ def _tables() -> _Tables:
     if _TABLES is None:
         with open(_grammar_path(), encoding="utf-8") as f:
             grammar = f.read()
-        _TABLES = _Tables(_cached_spec(grammar))
+        try:
+            _TABLES = _Tables(_cached_spec(grammar))
+        except Exception:  # noqa: BLE001 - a cache entry of the wrong shape: build afresh
+            _TABLES = _Tables(_cached_spec(grammar, rebuild=True))
     return _TABLES
 
 
-def _cached_spec(grammar: str) -> dict:
-    """`grammar_spec`, from the cache file when one matches this grammar and Lark version."""
+def _cached_spec(grammar: str, rebuild: bool = False) -> dict:
+    """`grammar_spec`, from the cache file when one matches this grammar and Lark version and
+    is intact. The file holds the SHA-256 of its payload first: a damaged or foreign file is
+    rebuilt rather than trusted (a bad cache must never break every command)."""
     import hashlib
     import marshal
 
+    folder = _cache_dir()
     key = hashlib.sha256(grammar.encode() + _SPEC_FORMAT.encode()).hexdigest()[:20]
-    path = os.path.join(_cache_dir(), f"tables-{key}.marshal")
-    try:
-        with open(path, "rb") as f:
-            return marshal.load(f)
-    except (OSError, EOFError, ValueError, TypeError):
-        pass
+    path = None if folder is None else os.path.join(folder, f"tables-{key}.marshal")
+    if path is not None and not rebuild:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            digest, payload = data[:32], data[32:]
+            if hashlib.sha256(payload).digest() == digest:
+                spec = marshal.loads(payload)
+                if isinstance(spec, dict):
+                    return spec
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
     spec = grammar_spec(grammar)
-    try:
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            marshal.dump(spec, f)
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        pass  # a read-only home: parse without a cache
+    if path is not None:
+        payload = marshal.dumps(spec)
+        _write_cache(path, hashlib.sha256(payload).digest() + payload)
     return spec
 
 
-# Bump when the shape of `grammar_spec`'s result changes.
-_SPEC_FORMAT = "tvms-spec-2"
+def _write_cache(path: str, data: bytes) -> None:
+    """Write through a fresh temporary file (O_EXCL: never through a planted link) and a rename."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tables-", dir=os.path.dirname(path))
+    except OSError:
+        return  # a read-only cache folder: parse without a cache
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
-def _cache_dir() -> str:
+# Bump when the shape of `grammar_spec`'s result, or of the cache file, changes.
+_SPEC_FORMAT = "tvms-spec-3"
+
+
+def _cache_dir() -> str | None:
+    """The user's cache folder for tvms, or None when there is none to be had: then tvms parses
+    without a cache, rather than write into a folder other users share."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "tvms")
     try:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError:
-        import tempfile
-
-        path = tempfile.gettempdir()
-    return path
+        return None
+    return path if os.path.isdir(path) else None
 
 
 class _SyntaxErrorAt(Exception):
