@@ -266,3 +266,28 @@ def test_no_cache_rather_than_the_shared_temp_folder(tmp_path):
     proc = _check_with_cache(not_a_folder, {"TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stderr
     assert list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["for i in range({n}):\n        A[0] = A[0] + T.float32(1)",
+                                   "B = T.alloc_buffer(({n},))\n    A[0] = T.float32(1)"])
+@pytest.mark.parametrize("n", ["2**70", "2**63", "1180591620717411303424"])
+def test_integers_wider_than_int64_are_diagnostics(where, n):
+    """`range(2**70)` used to run 0 times, and a (2**63,) buffer printed text that did not
+    parse: a number no TIR type holds is now a located error."""
+    import tvmscript as tvms
+    from tvmscript.diagnostics import TVMScriptError
+
+    text = ('# from tvm.script import tir as T\n@T.prim_func\ndef f(A: T.Buffer((4,), "float32")):\n    '
+            + where.format(n=n) + "\n")
+    with pytest.raises(TVMScriptError, match="does not fit in int64") as info:
+        tvms.parse(text)
+    assert info.value.span.line == 4
+
+
+def test_powers_of_literals_are_numbers_as_in_python():
+    import tvmscript as tvms
+
+    func = tvms.parse('# from tvm.script import tir as T\n@T.prim_func\ndef f(A: T.Buffer((2**10,), "float32")):\n'
+                      '    A[0] = T.float32(2**3)\n')
+    printed = func.script()
+    assert 'A: T.Buffer((1024,), "float32")' in printed and "A[0] = T.float32(8.0)" in printed

@@ -1296,7 +1296,7 @@ class PrimFuncBuilder:
         if isinstance(v, bool):
             c = tir.IntImm("bool", int(v))
         elif isinstance(v, int):
-            c = tir.IntImm("int32" if -(2**31) <= v < 2**31 else "int64", v)
+            c = self._int_literal(v, node)
         elif isinstance(v, float):
             c = tir.FloatImm("float32", v)
         elif isinstance(v, str):
@@ -1306,11 +1306,25 @@ class PrimFuncBuilder:
         self.literals.add(id(c))
         return c
 
+    def _int_literal(self, v: int, node) -> tir.IntImm:
+        """An integer written in the program: int32 when it fits, else int64; wider than int64
+        it has no TIR type, and wrapping it silently (a loop of 2**70 iterations that runs 0
+        times) would be worse than saying so."""
+        if not -(2**63) <= v < 2**63:
+            raise self.error(f"integer {v} does not fit in int64, the widest integer type", node)
+        return tir.IntImm("int32" if -(2**31) <= v < 2**31 else "int64", v)
+
     def _binop(self, node: ast.BinOp):
         a = self.expr(node.left)
         b = self.expr(node.right)
         op = node.op
         if op == "**":
+            if (isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm) and id(a) in self.literals
+                    and id(b) in self.literals and b.value >= 0):
+                # ``2**31`` in a program is the number, as Python (and TVM's parser) computes it.
+                c = self._int_literal(a.value ** b.value if b.value < 4096 else 2**64, node)
+                self.literals.add(id(c))
+                return c
             a, b = self._promote(a, b, node)
             return tir.Call(a.dtype, "tir.pow", [a, b])
         if op in BIT_OPS:
@@ -1483,6 +1497,21 @@ class PrimFuncBuilder:
             raise self.error(f"the Python function '{name}' returned {result!r}, not a TIR expression", node)
         return value
 
+    def _typed_number(self, v, dtype: str, arg) -> tir.PrimExpr:
+        """The literal ``T.<dtype>(v)`` of a Python number, range-checked for integer types."""
+        if tir.is_float(dtype):
+            return tir.FloatImm(dtype, float(v))
+        if dtype == "bool":
+            return tir.IntImm("bool", int(bool(v)))
+        if isinstance(v, float) and not v.is_integer():
+            raise self.error(f"T.{dtype} needs an integer value, not {v!r}", arg)
+        v = int(v)
+        bits = int(dtype.lstrip("uint")) if dtype != "handle" else 64
+        lo, hi = (0, 2**bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+        if not lo <= v <= hi:
+            raise self.error(f"{v} is out of range for T.{dtype} ({lo} to {hi})", arg)
+        return tir.IntImm(dtype, v)
+
     def _typed(self, node: ast.Call, dtype: str):
         """``T.float32(0.5)`` is a typed literal; ``T.float32(x)`` a cast."""
         if node.keywords:
@@ -1504,22 +1533,12 @@ class PrimFuncBuilder:
             if isinstance(v, str) and tir.is_float(dtype) and v in ("inf", "-inf", "nan"):
                 return tir.FloatImm(dtype, float(v))
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                v = sign * v
-                if tir.is_float(dtype):
-                    return tir.FloatImm(dtype, float(v))
-                if dtype == "bool":
-                    return tir.IntImm("bool", int(bool(v)))
-                if isinstance(v, float) and not v.is_integer():
-                    raise self.error(f"T.{dtype} needs an integer value, not {v!r}", arg)
-                v = int(v)
-                bits = int(dtype.lstrip("uint")) if dtype != "handle" else 64
-                lo, hi = (0, 2**bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-                if not lo <= v <= hi:
-                    raise self.error(f"{v} is out of range for T.{dtype} ({lo} to {hi})", arg)
-                return tir.IntImm(dtype, v)
+                return self._typed_number(sign * v, dtype, arg)
         if isinstance(lit, ast.Name) and lit.id in ("True", "False") and self.scope.lookup(lit.id) is None:
             return tir.IntImm(dtype if dtype == "bool" else dtype, int(lit.id == "True"))
         value = self.expr(arg)
+        if isinstance(value, tir.IntImm) and id(value) in self.literals:
+            return self._typed_number(value.value, dtype, arg)  # a folded constant: T.int64(2**40)
         if isinstance(value, tir.StringImm):
             raise self.error(f"T.{dtype}() takes a number or an expression, not a string", arg)
         if value.dtype == dtype:
