@@ -30,6 +30,27 @@ from .executable import Executable, FuncSig
 __all__ = ["VirtualMachine", "BenchmarkResult", "match_value"]
 
 
+class CallDepthError(RuntimeError):
+    """Relax functions called each other deeper than Python's stack allows: a recursion with
+    no end, most likely (a program error, reported as such rather than as a crash)."""
+
+
+def _entry(name: str, fn):
+    """``fn`` as called from outside the VM: a runaway recursion among the program's functions
+    becomes a `CallDepthError` naming the entry function."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except RecursionError:
+            raise CallDepthError(f"'{name}': the Relax functions it calls call each other too deeply "
+                                 "(a recursion that never ends?)") from None
+
+    return call
+
+
 class VirtualMachine:
     """Runs the Relax functions of an `Executable` on a device: the CPU, or a CUDA GPU for an
     executable compiled with ``target="cuda"``.
@@ -46,7 +67,7 @@ class VirtualMachine:
         self._profile = profile
         self._kernels = rt_mod.kernels_on(self.device)
         self._globals = _instantiate(rt_mod, self.device, self._kernels)
-        self._funcs = {name: self._globals[f.pyname] for name, f in rt_mod.functions.items()}
+        self._funcs = {name: _entry(name, self._globals[f.pyname]) for name, f in rt_mod.functions.items()}
         self._inputs: dict = {}
         self._outputs: dict = {}
 

@@ -291,3 +291,39 @@ def test_powers_of_literals_are_numbers_as_in_python():
                       '    A[0] = T.float32(2**3)\n')
     printed = func.script()
     assert 'A: T.Buffer((1024,), "float32")' in printed and "A[0] = T.float32(8.0)" in printed
+
+
+RECURSION = '''# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def ping(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = Module.pong(x)
+        return y
+
+    @R.function
+    def pong(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = Module.ping(x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = Module.ping(x)
+        return y
+'''
+
+
+@pytest.mark.parametrize("text, args, says", [
+    (RECURSION, [], "call each other too deeply"),
+    ('# from tvm.script import relax as R\n\n@R.function\ndef main(x: R.Tensor(("n",), "float32")):\n'
+     "    y = R.add(x, x)\n    return y\n", ["--shape", "n=9223372036854775807"], "too big for memory"),
+])
+def test_run_reports_what_used_to_be_internal_errors(tmp_path, text, args, says):
+    """Endless mutual recursion and an input too big to exist were exit-70 internal errors."""
+    path = tmp_path / "m.tvms"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "tvmscript.cli", "run", str(path), *args], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1 and says in proc.stderr and "internal error" not in proc.stderr, proc.stderr

@@ -1052,8 +1052,9 @@ def _new_array(shape: tuple, dtype: str, fill):
         raise _fail(f"cannot make up an array of shape {shape}: a dimension is negative (see --shape)")
     try:
         return fill(np_dtype)
-    except MemoryError:
-        raise _fail(f"cannot make up an array of shape {shape} and dtype {dtype}: out of memory") from None
+    except (MemoryError, ValueError) as err:  # NumPy: "array is too big" beyond the address space
+        raise _fail(f"cannot make up an array of shape {shape} and dtype {dtype}: "
+                    f"{'out of memory' if isinstance(err, MemoryError) else 'too big for memory'}") from None
 
 
 def _zeros(shape: tuple, dtype: str):
@@ -1316,6 +1317,7 @@ def _timed(call, repeat: int, sources: dict):
     import time
 
     from .runtime.kernel import KernelAssertionError
+    from .runtime.vm import CallDepthError
 
     times = []
     try:
@@ -1326,7 +1328,7 @@ def _timed(call, repeat: int, sources: dict):
             t0 = time.perf_counter()
             call()
             times.append(time.perf_counter() - t0)
-    except (TypeError, ValueError, KernelAssertionError) as err:
+    except (TypeError, ValueError, KernelAssertionError, CallDepthError) as err:
         if _debugging():
             raise
         message = str(err)
