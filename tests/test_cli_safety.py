@@ -327,3 +327,30 @@ def test_run_reports_what_used_to_be_internal_errors(tmp_path, text, args, says)
     proc = subprocess.run([sys.executable, "-m", "tvmscript.cli", "run", str(path), *args], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1 and says in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+
+
+def test_npz_inputs_that_claim_or_expand_to_huge_arrays_are_refused_before_loading(tmp_path):
+    """A header claiming 10**12 elements, and a member that expands a thousand times (a zip
+    bomb), used to allocate gigabytes before failing."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    lie = io.BytesIO()
+    np.lib.format.write_array_header_1_0(lie, {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6)})
+    lie.write(b"\0" * 64)
+    with zipfile.ZipFile(tmp_path / "lie.npz", "w") as z:
+        z.writestr("x.npy", lie.getvalue())
+    bomb = io.BytesIO()
+    np.save(bomb, np.zeros(20_000_000, "float32"))
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("x.npy", bomb.getvalue())
+    (tmp_path / "lie.npy").write_bytes(lie.getvalue())
+    for flag, name, says in (("--inputs", "lie.npz", "claims shape (1000000, 1000000)"),
+                             ("--inputs", "bomb.npz", "a zip bomb?"),
+                             ("--input", "x=" + str(tmp_path / "lie.npy"), "claims shape (1000000, 1000000)")):
+        value = name if "=" in name else str(tmp_path / name)
+        proc = subprocess.run([sys.executable, "-m", "tvmscript.cli", "run", MLP, flag, value],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1 and says in proc.stderr, proc.stderr

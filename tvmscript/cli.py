@@ -892,6 +892,7 @@ def _load_arrays(path: str, want: str) -> dict:
         hint = " (it is a .npz archive: give it with --inputs or --params)" if is_npz else ""
         raise _fail(f"{path} is not a NumPy .npy file{hint}")
     try:
+        _check_array_sizes(path, is_npz)
         loaded = np.load(path, allow_pickle=False)
         if want == "npy":
             return {None: loaded}
@@ -904,6 +905,44 @@ def _load_arrays(path: str, want: str) -> dict:
         raise _fail(f"cannot read {path}: {err}") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
         raise _fail(f"cannot read {path}: a damaged or truncated NumPy file ({type(err).__name__}: {err})") from None
+
+
+# An archive member that expands more than this many times, past 64 MB, is not loaded.
+_MAX_EXPANSION = 200
+
+
+def _check_array_sizes(path: str, is_npz: bool) -> None:
+    """Refuse, before NumPy allocates anything, an array whose header claims more data than
+    the file holds (a header saying 10**12 elements), and an archive member that expands
+    hundreds of times (a zip bomb): each would take memory the input does not justify."""
+    import math
+    import zipfile
+
+    import numpy as np
+
+    def header(f):
+        version = np.lib.format.read_magic(f)
+        shape, _, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0(f))
+        return math.prod(shape) * dtype.itemsize, shape
+
+    def check(f, stored: int, what: str) -> None:
+        claimed, shape = header(f)
+        if claimed > stored:
+            raise _fail(f"cannot read {path}: {what} claims shape {shape} ({claimed:,} bytes) but holds "
+                        f"{stored:,} bytes")
+
+    if not is_npz:
+        with open(path, "rb") as f:
+            check(f, os.path.getsize(path), "the array")
+        return
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if info.file_size > 64 << 20 and info.file_size > _MAX_EXPANSION * max(info.compress_size, 1):
+                raise _fail(f"cannot read {path}: {info.filename} expands {info.file_size // max(info.compress_size, 1):,} "
+                            f"times, to {info.file_size:,} bytes; not loading it (a zip bomb?)")
+            with archive.open(info) as f:
+                check(f, info.file_size, info.filename)
 
 
 def _unknown_name(name: str, names: list, fname: str, where: str) -> "_Failure":
