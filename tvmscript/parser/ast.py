@@ -7,7 +7,8 @@ positions are 1-based ``line``/``col`` with an exclusive ``end_col``, as Lark re
 
 from __future__ import annotations
 
-from typing import Any
+from functools import lru_cache
+from typing import Any, Iterator
 
 
 class Node:
@@ -347,3 +348,35 @@ def last_line(stmt: Stmt) -> int:
     if body:
         return last_line(body[-1])
     return stmt.end_line
+
+
+# ----------------------------------------------------------------------------- traversal
+
+_POSITION = frozenset(("line", "col", "end_line", "end_col"))
+
+
+@lru_cache(maxsize=None)
+def _child_slots(cls: type) -> tuple:
+    return tuple(slot for klass in cls.__mro__ for slot in getattr(klass, "__slots__", ()) if slot not in _POSITION)
+
+
+def children(node: Node) -> Iterator[Node]:
+    """The syntax nodes directly below ``node``, list fields flattened, in field order."""
+    for slot in _child_slots(type(node)):
+        value = getattr(node, slot, None)
+        if isinstance(value, Node):
+            yield value
+        elif isinstance(value, list):
+            for v in value:
+                if isinstance(v, Node):
+                    yield v
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """``node`` and every node below it, parents first, without recursion (expressions may
+    nest a thousand levels deep)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(children(n))))

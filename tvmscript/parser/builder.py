@@ -544,12 +544,7 @@ def _deepest_statement(stmts: list[ast.Stmt]) -> tuple:
             stmt = node
         if depth > best_depth:
             best, best_depth = stmt, depth
-        for cls in type(node).__mro__:
-            for slot in getattr(cls, "__slots__", ()):
-                child = getattr(node, slot, None)
-                for c in child if isinstance(child, list) else (child,):
-                    if isinstance(c, ast.Node):
-                        todo.append((c, depth + 1, stmt))
+        todo.extend((c, depth + 1, stmt) for c in ast.children(node))
     return best, best_depth
 
 
@@ -793,27 +788,8 @@ def _build_order(funcs: list) -> list:
 
 def _names_used(node) -> set:
     """The names and attribute names a definition mentions (``cls.f``, ``Module.f``, ``f``)."""
-    found: set = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Name):
-            found.add(n.id)
-        elif isinstance(n, ast.Attribute):
-            found.add(n.attr)
-        if isinstance(n, (list, tuple)):
-            stack.extend(n)
-        elif isinstance(n, (ast.Node, ast.Keyword)):
-            for slot in _slots(type(n)):
-                value = getattr(n, slot, None)
-                if isinstance(value, (list, tuple, ast.Node)):
-                    stack.append(value)
-    return found
-
-
-def _slots(cls) -> list:
-    return [slot for klass in cls.__mro__ for slot in getattr(klass, "__slots__", ())
-            if slot not in ("line", "col", "end_line", "end_col")]
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+            if isinstance(n, (ast.Name, ast.Attribute))}
 
 
 def _declared_return(ctx: Context, relax_builder, fdef: ast.FunctionDef):

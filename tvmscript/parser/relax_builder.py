@@ -186,7 +186,7 @@ class RelaxFunctionBuilder:
                     and not any(_is_call_stmt(st, "R.output") for st in s.body):
                 ret = s.body[-1]
                 s.body = s.body[:-1]
-                self.implicit_outputs[id(s)] = [n.id for n in _subnodes(ret.value) if isinstance(n, ast.Name)] \
+                self.implicit_outputs[id(s)] = [n.id for n in ast.walk(ret.value) if isinstance(n, ast.Name)] \
                     if ret.value is not None else []
                 out.append(ret)
         return out
@@ -720,7 +720,7 @@ class RelaxFunctionBuilder:
         if not isinstance(stmt, ast.ExprStmt):
             raise self.error(f"expected a dimension: {node.value!r} is neither a name nor an expression", node)
         expr = stmt.value
-        for sub in _subnodes(expr):
+        for sub in ast.walk(expr):
             # Errors inside the string point at the string; a name in it is a symbolic dim,
             # introduced here if it is new (the quotes say so).
             sub.line, sub.col, sub.end_line, sub.end_col = node.line, node.col, node.end_line, node.end_col
@@ -1226,7 +1226,7 @@ def _inline_meta_vars(body: list) -> None:
     metas: dict = {}
     kept = []
     for s in body:
-        for node in _subnodes(s):
+        for node in ast.walk(s):
             for cls in type(node).__mro__:
                 for slot in getattr(cls, "__slots__", ()):
                     value = getattr(node, slot, None)
@@ -1254,20 +1254,9 @@ def _is_number(node) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
 
 
-def _subnodes(node):
-    """``node`` and every syntax node below it."""
-    yield node
-    for cls in type(node).__mro__:
-        for slot in getattr(cls, "__slots__", ()):
-            value = getattr(node, slot, None)
-            for v in value if isinstance(value, list) else [value]:
-                if isinstance(v, ast.Node):
-                    yield from _subnodes(v)
-
-
 def _is_callee(name: ast.Name, root) -> bool:
     """Whether ``name`` is the ``T`` of a called ``T.max`` (not a dimension) in ``root``."""
-    return any(isinstance(n, ast.Attribute) and n.value is name for n in _subnodes(root))
+    return any(isinstance(n, ast.Attribute) and n.value is name for n in ast.walk(root))
 
 
 def _is_void(sinfo) -> bool:
