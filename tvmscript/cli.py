@@ -180,34 +180,25 @@ def _file_name(text: str) -> str:
     return text
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+def _number_argument(convert, expected: str, ok, bound: str):
+    """An argparse ``type``: ``convert(text)``, which must satisfy ``ok``; each failure is one
+    line saying what was expected."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{bound}, got {text if convert is float else value}")
+        return value
+
+    return parse
 
 
-def _natural_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+_positive_seconds = _number_argument(float, "a number of seconds", lambda v: 0 < v < float("inf"),
+                                     "must be a positive number of seconds")
+_natural_int = _number_argument(int, "a whole number", lambda v: v >= 0, "must not be negative")
+_positive_int = _number_argument(int, "a whole number", lambda v: v >= 1, "must be at least 1")
 
 
 def _version() -> str:

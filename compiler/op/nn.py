@@ -386,6 +386,16 @@ def _out_layout_default(key: str):
 _SPATIAL_NAMES = {"D": "depth", "H": "height", "W": "width"}
 
 
+def _conv_operands(args, attrs, primal: str, kernel_primal: str, op: str) -> tuple:
+    """(data, weight, data/kernel/out layouts, output dtype) of a (transposed) convolution call,
+    the ranks checked against the layouts."""
+    x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
+    dl, kl, ol = attrs["data_layout"], attrs["kernel_layout"], attrs["out_layout"]
+    _check_rank(x, _rank(dl, primal), "data", op)
+    _check_rank(w, _rank(kl, kernel_primal), "weight", op)
+    return x, w, dl, kl, ol, _out_dtype(x, w, attrs["out_dtype"], op)
+
+
 def _infer_conv(primal: str, kernel_primal: str):
     """Inference of a convolution whose data, weight and output are in the call's layouts,
     computed in the ``primal`` (``NCHW``) and ``kernel_primal`` (``OIHW``) orders: ``C ==
@@ -395,11 +405,7 @@ def _infer_conv(primal: str, kernel_primal: str):
     op = f"nn.conv{nsp}d"
 
     def infer(args, attrs):
-        x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
-        dl, kl, ol = attrs["data_layout"], attrs["kernel_layout"], attrs["out_layout"]
-        _check_rank(x, _rank(dl, primal), "data", op)
-        _check_rank(w, _rank(kl, kernel_primal), "weight", op)
-        dtype = _out_dtype(x, w, attrs["out_dtype"], op)
+        x, w, dl, kl, ol, dtype = _conv_operands(args, attrs, primal, kernel_primal, op)
         groups = attrs["groups"]
         if groups < 1:
             raise OpError(f"groups must be positive, got {groups}", "groups")
@@ -468,11 +474,7 @@ def _infer_conv_transpose(primal: str, kernel_primal: str):
     op = f"nn.conv{nsp}d_transpose"
 
     def infer(args, attrs):
-        x, w = tensor_arg(args[0], "data"), tensor_arg(args[1], "weight")
-        dl, kl, ol = attrs["data_layout"], attrs["kernel_layout"], attrs["out_layout"]
-        _check_rank(x, _rank(dl, primal), "data", op)
-        _check_rank(w, _rank(kl, kernel_primal), "weight", op)
-        dtype = _out_dtype(x, w, attrs["out_dtype"], op)
+        x, w, dl, kl, ol, dtype = _conv_operands(args, attrs, primal, kernel_primal, op)
         groups = attrs["groups"]
         for a, (p, s, d) in enumerate(zip(attrs["output_padding"], attrs["strides"], attrs["dilation"])):
             if p >= max(s, d):

@@ -29,15 +29,16 @@ def _map(x: te.Tensor, fn) -> te.Tensor:
     return te.compute(x.shape, lambda *i: fn(x(*i)))
 
 
-def _float_intrinsic(name: str):
-    """A math function applied elementwise (``T.exp(x[i])``)."""
+def _float_intrinsic(name: str, result: str = ""):
+    """A math function applied elementwise (``T.exp(x[i])``); ``result`` says what the output
+    holds when it is not the input's kind of value."""
     intrinsic = getattr(te, name)
 
     def fn(x: te.Tensor) -> te.Tensor:
         return _map(x, intrinsic)
 
     fn.__name__ = name
-    fn.__doc__ = f"``{name}(x)`` elementwise: block ``compute``, loops ``i0...``."
+    fn.__doc__ = f"``{name}(x)`` elementwise{result}: block ``compute``, loops ``i0...``."
     return fn
 
 
@@ -71,22 +72,11 @@ round = _rounding("round", "nearbyint")  # TVM's topi.round is nearbyint: ties t
 trunc = _rounding("trunc", "trunc")
 
 
-def _predicate(name: str):
-    """isnan/isinf/isfinite: a bool ``compute`` stage (``T.isnan(x[i])``); an integer is never
-    NaN nor infinite (the code generators fold the intrinsic to a constant for it)."""
-    call = getattr(te, name)
-
-    def fn(x: te.Tensor) -> te.Tensor:
-        return _map(x, call)
-
-    fn.__name__ = name
-    fn.__doc__ = f"``{name}(x)`` elementwise, a bool tensor (block ``compute``, loops ``i0...``)."
-    return fn
-
-
-isnan = _predicate("isnan")
-isinf = _predicate("isinf")
-isfinite = _predicate("isfinite")
+# isnan/isinf/isfinite: a bool ``compute`` stage (``T.isnan(x[i])``); an integer is never NaN
+# nor infinite (the code generators fold the intrinsic to a constant for it).
+isnan = _float_intrinsic("isnan", ", a bool tensor")
+isinf = _float_intrinsic("isinf", ", a bool tensor")
+isfinite = _float_intrinsic("isfinite", ", a bool tensor")
 
 
 def sign(x: te.Tensor) -> te.Tensor:

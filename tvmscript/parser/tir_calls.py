@@ -44,15 +44,8 @@ def _cast(b, node, name):
     return tir.Cast(dtype, value)
 
 
-def _minmax(cls):
-    def handler(b, node, name):
-        a = _call_args(b, node, name, ["a", "b"])
-        x, y = b._promote(b.expr(a["a"]), b.expr(a["b"]), node)
-        return cls(x.dtype, x, y)
-    return handler
-
-
-def _int_binary(cls):
+def _binary(cls):
+    """``T.max(a, b)``, ``T.floordiv(a, b)``...: the node ``cls`` over the promoted operands."""
     def handler(b, node, name):
         a = _call_args(b, node, name, ["a", "b"])
         x, y = b._promote(b.expr(a["a"]), b.expr(a["b"]), node)
@@ -276,14 +269,14 @@ EXPR_CALLS = {
     "T.Select": _select,
     "T.Cast": _cast,
     "T.cast": _cast,
-    "T.max": _minmax(tir.Max),
-    "T.min": _minmax(tir.Min),
-    "T.floordiv": _int_binary(tir.FloorDiv),
-    "T.floormod": _int_binary(tir.FloorMod),
-    "T.truncdiv": _int_binary(tir.Div),
-    "T.truncmod": _int_binary(tir.Mod),
-    "T.Div": _int_binary(tir.Div),
-    "T.Mod": _int_binary(tir.Mod),
+    "T.max": _binary(tir.Max),
+    "T.min": _binary(tir.Min),
+    "T.floordiv": _binary(tir.FloorDiv),
+    "T.floormod": _binary(tir.FloorMod),
+    "T.truncdiv": _binary(tir.Div),
+    "T.truncmod": _binary(tir.Mod),
+    "T.Div": _binary(tir.Div),
+    "T.Mod": _binary(tir.Mod),
     "T.abs": _abs,
     "T.call_extern": _call_extern,
     "T.call_pure_extern": _call_intrin,
