@@ -243,7 +243,7 @@ class BlockBuilder:
         return e
 
     def _leaf(self, e):
-        if isinstance(e, (relax.Call, relax.If, relax.SeqExpr)):
+        if not relax.is_leaf(e):
             return self.emit(e)
         return self._flatten(e) if isinstance(e, relax.Tuple) else e
 

@@ -360,3 +360,20 @@ def test_returning_a_dataflow_variable_runs_as_in_tvm_and_check_names_it():
     assert "dataflow variable 'lv' is used outside its dataflow block" in err.message
     vm = relax.VirtualMachine(tvms.compile(mod, "llvm"), tvms.cpu())
     np.testing.assert_allclose(vm["main"](tvms.nd.array(np.zeros((1, 4), "float32"))).numpy(), np.ones((1, 4)))
+
+
+def test_a_tuple_item_operand_is_bound_first_as_tvm_binds_it():
+    """TVM 0.27: ``gv = t[0]`` then ``gv1 = R.add(gv, x)``; the parser binds it the same way,
+    so the built module prints and reads back as the same module."""
+    import tvmscript as tvms
+    from tvmscript.ir import structural_equal
+
+    t = op.make_var("t", relax.TupleStructInfo([tensor((2,)), tensor((2,))]))
+    x = op.make_var("x", tensor((2,)))
+    bb = BlockBuilder()
+    with bb.function("main", [t, x]):
+        bb.emit_func_output(bb.emit(op.add(bb.normalize(relax.TupleGetItem(t, 0)), x)))
+    mod = bb.get()
+    text = mod.script()
+    assert 'gv: R.Tensor((2,), dtype="float32") = t[0]' in text and "= R.add(gv, x)" in text
+    assert structural_equal(mod, tvms.parse(text))

@@ -442,7 +442,7 @@ class RelaxFunctionBuilder:
                 bindings.extend(self._take_lifted())
                 if ann is not None:
                     self.check_annotation(ann, relax.struct_info_of(value), last.annotation, t.id)
-                if _is_leaf(value):
+                if relax.is_leaf(value):
                     self._count_binding()
                 else:
                     var = self._new_var(result, ann or relax.struct_info_of(value))
@@ -510,7 +510,7 @@ class RelaxFunctionBuilder:
         to it, as TVM's normalizer does with an operand."""
         if isinstance(e, relax.Tuple):
             return self._normalize(e)
-        if _is_leaf(e):
+        if relax.is_leaf(e):
             return e
         value = self._normalize(e)
         sinfo = relax.struct_info_of(value)
@@ -1239,12 +1239,6 @@ def _inline_meta_vars(body: list) -> None:
         else:
             kept.append(s)
     body[:] = kept
-
-
-def _is_leaf(e) -> bool:
-    """A value TVM's normal form allows where an operand goes (a tuple counts when its
-    fields are leaves, which `_normalize` makes them)."""
-    return not isinstance(e, (relax.Call, relax.TupleGetItem, relax.If, relax.SeqExpr))
 
 
 def _is_number(node) -> bool:

@@ -255,6 +255,13 @@ class Function(Expr):
 # ----------------------------------------------------------------------------- helpers
 
 
+def is_leaf(expr) -> bool:
+    """Whether ``expr`` may stand where TVM's normal form puts an operand (a call's argument,
+    a tuple's field): anything but a call, a tuple item, an if or a sequence, which the parser
+    and the BlockBuilder bind to a variable first. A tuple counts when its fields are leaves."""
+    return not isinstance(expr, (Call, TupleGetItem, If, SeqExpr))
+
+
 def struct_info_of(expr) -> StructInfo:
     """The struct info of an expression (Object when nothing is known)."""
     sinfo = getattr(expr, "struct_info", None)
