@@ -21,10 +21,10 @@ import dataclasses
 import re
 
 from tvmscript import ir, relax, tir
-from tvmscript.ir import structural_equal
 
 from tvmscript.tir_visitor import TIRVisitor
 
+from ..block_builder import BlockBuilder
 from ._common import call_tir_args, copy_module, replace_fields
 from .dead_code_elimination import DeadCodeElimination
 
@@ -213,19 +213,15 @@ class FuseTIR:
                   if isinstance(f, relax.Function) and f.attrs.get("Primitive")]
         if not groups:
             return mod
-        new = copy_module(mod)
-        gmap = {}
-        made: list = []  # (GlobalVar, PrimFunc) of the fused functions so far
-        for gv, f in groups:
-            prim = fuse_group(mod, f, gv.name_hint)
-            del new[gv]
-            # Groups that fuse to the same computation share one PrimFunc, as in TVM.
-            pgv = next((g for g, other in made if structural_equal(prim, other)), None)
-            if pgv is None:
-                pgv = ir.GlobalVar(gv.name_hint)
-                new[pgv] = prim
-                made.append((pgv, prim))
-            gmap[gv] = (pgv, f.ret_struct_info)
+        rest = copy_module(mod)
+        for gv, _ in groups:
+            del rest[gv]
+        # The builder's add_func names each fused PrimFunc after its group and reuses an equal
+        # one already added: groups that fuse to the same computation share it, as in TVM.
+        bb = BlockBuilder(rest)
+        gmap = {gv: (bb.add_func(fuse_group(mod, f, gv.name_hint), gv.name_hint), f.ret_struct_info)
+                for gv, f in groups}
+        new = bb.get()
         for gv, f in list(new.functions.items()):
             if isinstance(f, relax.Function):
                 new[gv] = _rewrite_calls(f, gmap)
