@@ -571,17 +571,8 @@ class _FuncGen:
                 self.nonneg.add(s.var)
             self.stmt(s.body)
         elif isinstance(s, tir.AssertStmt):
-            cond = self.expr(s.condition)
-            ok = self.new_block("assert.ok")
-            fail = self.new_block("assert.fail")
-            self.b.cbranch(cond, ok, fail)
-            self.b.position_at_end(fail)
-            msg = s.message.value if isinstance(s.message, tir.StringImm) else "assertion failed"
-            text = f"{self.kname}: {msg}" if msg else f"{self.kname}: assertion failed"
-            fail_fn = self.mg.declare(ASSERT_FAIL_SYMBOL, _VOID, [_PTR])
-            self.b.call(fail_fn, [self.mg.cstring(text)])
-            self.b.ret_void()
-            self.b.position_at_end(ok)
+            msg = s.message.value if isinstance(s.message, tir.StringImm) else ""
+            self.fail_if(self.b.not_(self.expr(s.condition)), msg or "assertion failed")
             self.stmt(s.body)
         elif isinstance(s, tir.While):
             head = self.new_block("while.cond")
