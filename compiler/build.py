@@ -662,7 +662,7 @@ class _FunctionCodegen:
         """Check ``local`` against any struct info through the VM's general matcher, which binds
         new symbolic dims into the env dict it is given; the bound ones are read back."""
         names_before = set(self.syms)
-        new = [n for n in _sinfo_syms(sinfo) if n not in names_before]
+        new = [n for n in relax.sinfo_symbols(sinfo) if n not in names_before]
         si = self.obj(sinfo, "sinfo")
         env = "_e" if new else self.env_literal()
         if new:
@@ -1043,32 +1043,6 @@ def _free_syms(e) -> set:
     from tvmscript.tir_visitor import vars_in
 
     return {v.name for v in vars_in([e])}
-
-
-def _sinfo_syms(sinfo) -> list:
-    """Symbolic dim names a struct info mentions, in order of appearance."""
-    out = []
-
-    def add(e):
-        for n in sorted(_free_syms(e)) if not isinstance(e, tir.Var) else [e.name]:
-            if n not in out:
-                out.append(n)
-
-    def walk(s):
-        if isinstance(s, relax.TensorStructInfo) and s.shape is not None:
-            for d in s.shape:
-                add(d)
-        elif isinstance(s, relax.ShapeStructInfo) and s.values is not None:
-            for d in s.values:
-                add(d)
-        elif isinstance(s, relax.PrimStructInfo) and s.value is not None:
-            add(s.value)
-        elif isinstance(s, relax.TupleStructInfo):
-            for f in s.fields:
-                walk(f)
-
-    walk(sinfo)
-    return out
 
 
 def _describe_arg(a) -> str:

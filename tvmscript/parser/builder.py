@@ -743,7 +743,7 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
         builder = prim_builder if kind == "tir" else relax_builder
         func = builder(ctx).build(stmt)
         mod[gv] = func
-        if kind != "tir" and func.ret_struct_info is not None and not _sinfo_has_symbols(func.ret_struct_info):
+        if kind != "tir" and func.ret_struct_info is not None and not relax.sinfo_symbols(func.ret_struct_info):
             ctx.relax_signatures[stmt.name] = func.ret_struct_info
     # Keep the source order of functions (the printer sorts them canonically).
     ordered = ir.IRModule()
@@ -802,21 +802,7 @@ def _declared_return(ctx: Context, relax_builder, fdef: ast.FunctionDef):
         ret = relax_builder(ctx).sinfo(fdef.returns)
     except TVMScriptError:
         return None  # reported where the function itself is built
-    return None if _sinfo_has_symbols(ret) else ret
-
-
-def _sinfo_has_symbols(sinfo) -> bool:
-    if isinstance(sinfo, relax.TensorStructInfo):
-        dims = sinfo.shape or []
-    elif isinstance(sinfo, relax.ShapeStructInfo):
-        dims = sinfo.values or []
-    elif isinstance(sinfo, relax.PrimStructInfo):
-        dims = [sinfo.value] if sinfo.value is not None else []
-    elif isinstance(sinfo, relax.TupleStructInfo):
-        return any(_sinfo_has_symbols(f) for f in sinfo.fields)
-    else:
-        return False
-    return any(not isinstance(d, (int, tir.IntImm)) for d in dims)
+    return None if relax.sinfo_symbols(ret) else ret
 
 
 def _module_global_infos(ctx: Context, call: ast.Call) -> dict:

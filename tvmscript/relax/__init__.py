@@ -255,6 +255,35 @@ class Function(Expr):
 # ----------------------------------------------------------------------------- helpers
 
 
+def sinfo_symbols(sinfo) -> list:
+    """The names of the symbolic dims ``sinfo`` mentions (tensor and shape dims, prim values,
+    tuple fields), in order of appearance."""
+    from ..tir_visitor import vars_in
+
+    out: list = []
+
+    def add(e) -> None:
+        for name in [e.name] if isinstance(e, tir.Var) else sorted({v.name for v in vars_in([e])}):
+            if name not in out:
+                out.append(name)
+
+    def walk(s) -> None:
+        if isinstance(s, TensorStructInfo) and s.shape is not None:
+            for d in s.shape:
+                add(d)
+        elif isinstance(s, ShapeStructInfo) and s.values is not None:
+            for d in s.values:
+                add(d)
+        elif isinstance(s, PrimStructInfo) and s.value is not None:
+            add(s.value)
+        elif isinstance(s, TupleStructInfo):
+            for f in s.fields:
+                walk(f)
+
+    walk(sinfo)
+    return out
+
+
 def is_leaf(expr) -> bool:
     """Whether ``expr`` may stand where TVM's normal form puts an operand (a call's argument,
     a tuple's field): anything but a call, a tuple item, an if or a sequence, which the parser
