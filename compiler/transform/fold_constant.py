@@ -17,6 +17,8 @@ loop of unknown extent keeps the call for run time, where the user asked for it 
 
 from __future__ import annotations
 
+import functools
+
 from tvmscript import ir, relax, tir
 
 from ._common import call_tir_args, copy_module, is_call_tir, replace_fields, static_shape
@@ -30,10 +32,11 @@ _PURE_CALLS = {"tir.if_then_else", "tir.likely", "tir.max_value", "tir.min_value
                "tir.ret"}
 
 
-def _pure_calls() -> set:
+@functools.lru_cache(maxsize=None)
+def _pure_calls() -> frozenset:
     from tvmscript.parser.tir_builder import INTRINSICS
 
-    return _PURE_CALLS | {op for op, _ in INTRINSICS.values()}
+    return frozenset(_PURE_CALLS | {op for op, _ in INTRINSICS.values()})
 
 
 def foldable(prim: tir.PrimFunc) -> bool:
