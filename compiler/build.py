@@ -49,7 +49,7 @@ SUPPORTED_TARGETS = ("llvm", "c", "cuda")
 
 
 def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_lib=None,
-          relax_pipeline="default", **kwargs):
+          relax_pipeline="default", bounds_check: bool = True, **kwargs):
     """Compile ``mod`` (an IRModule, or a lone Relax function / prim_func) for ``target``.
 
     As TVM's ``tvm.compile`` does, a module that still holds high-level ops (``R.matmul``, as
@@ -57,6 +57,11 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     first: "default" (LegalizeOps and fusion: the zero pipeline), another pipeline's name, or
     a pass. A module without them compiles as written, and ``relax_pipeline=None`` never
     transforms (a high-level op left is then a BuildError).
+
+    ``bounds_check`` (CPU): every buffer access not proven in bounds at compile time is
+    checked when it runs, and an access outside its buffer raises `BoundsCheckError` instead
+    of touching memory there (`compiler.bounds_check`); ``bounds_check=False`` leaves the
+    checks out. CUDA kernels are not checked.
 
     Returns an `Executable`: ``ex["prim_func_name"]`` is a kernel; Relax functions run through
     ``tvms.relax.VirtualMachine(ex, tvms.cpu())``."""
@@ -92,7 +97,7 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     if gpu:
         kernels = dict(cuda_code.functions) if cuda_code is not None else {}
     else:
-        kernels = _compile_kernels(prim_funcs) if prim_funcs else {}
+        kernels = _compile_kernels(prim_funcs, bounds_check) if prim_funcs else {}
 
     functions = {}
     for index, (name, func) in enumerate(relax_funcs.items()):
@@ -251,7 +256,7 @@ def _nvrtc_build_error(err, src, prim_funcs) -> BuildError:
                       getattr(prim_funcs.get(func_name), "span", None))
 
 
-def _compile_kernels(prim_funcs: dict) -> dict:
+def _compile_kernels(prim_funcs: dict, bounds_check: bool = True) -> dict:
     try:
         from tvmscript.runtime.cpu import build_cpu
     except ImportError as err:
@@ -261,7 +266,7 @@ def _compile_kernels(prim_funcs: dict) -> dict:
             "this module has T.prim_funcs, and the TensorIR compiler (runtime/cpu.py) is not available "
             "in this checkout"
         ) from err
-    return dict(build_cpu(prim_funcs))
+    return dict(build_cpu(prim_funcs, bounds_check=bounds_check))
 
 
 # ----------------------------------------------------------------------------- checks

@@ -40,7 +40,8 @@ honours ``OMP_NUM_THREADS``. The loop body becomes a function taking the values 
 takes its static chunk of the range from ``omp_get_thread_num``/``omp_get_num_threads``, and
 calls it. Only the outermost parallel loop of a nest is outlined (an inner one runs serially
 inside each worker). Without libgomp (``parallel_runtime="serial"``) the body function is
-called once on the whole range.
+called once on the whole range, and so it is when the loop is too small to gain from threads
+(`_iterations_per_thread`; decided at run time for a symbolic extent), which also sizes the team.
 
 A float multiply feeding an add (``a + b * c``, in one expression) becomes ``llvm.fmuladd``:
 one fused multiply-add on targets with FMA, in scalar and vector code alike, so results do
@@ -61,6 +62,7 @@ import llvmlite.ir as ir
 from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
+from .bounds_check import CHECK_INDEX, CHECK_RANGE
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
 
 __all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize", "vectorizable_call",
@@ -70,6 +72,7 @@ UNROLL_LIMIT = 64
 UNROLL_BUDGET = 384  # loop nests doing at most this many loads and stores in all are unrolled,
 UNROLL_MAX_EXTENT = 16  # ... if none of their loops is longer than this (longer ones vectorize)
 ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
+BOUNDS_FAIL_SYMBOL = "tvms_bounds_fail"  # (message, lowest index, highest index, axis size)
 _OP_TEXT = {tir.Div: "/", tir.Mod: "%", tir.FloorDiv: "//", tir.FloorMod: "%"}
 
 _I1 = ir.IntType(1)
@@ -723,6 +726,19 @@ class _FuncGen:
         self.b.position_at_end(end)
 
     def stmt_parallel(self, s: tir.For) -> None:
+        """The outermost parallel loop: its body outlined into a function of the values it
+        uses and a sub-range, run either on a libgomp thread team (``GOMP_parallel``) or, when
+        the loop is too small to gain from threads, on the calling thread for its whole range.
+
+        Why decide per call: starting a team wakes the pool's workers, which costs microseconds
+        when they are idle (tens of them where workers sleep instead of spinning, and
+        milliseconds when other processes keep every core busy and a worker has to wait for
+        one), while a kernel doing less work than that cannot gain from a second thread. The
+        team size (`team_size`) follows the loop's work: its extent (a symbolic one is read at
+        run time) times an estimate of one iteration's (`_work`), one thread per
+        `PARALLEL_MIN_WORK_PER_THREAD`, at most ``omp_get_max_threads()``; below two threads
+        the body function is called directly. A constant extent too small for two threads
+        gets no team code at all."""
         free = _collect_free(s)
         captured = [(v, self.var(v)) for v in free]
         loop_ty = value_type(s.loop_var.dtype)
@@ -746,7 +762,9 @@ class _FuncGen:
         lo = self.expr(s.min)
         extent = self.expr(s.extent)
         values = [val for _, val in captured]
-        if self.mg.parallel_runtime != "gomp":
+        iters_per_thread = _iterations_per_thread(s.body)
+        if self.mg.parallel_runtime != "gomp" or (
+                isinstance(s.extent, tir.IntImm) and s.extent.value < 2 * iters_per_thread):
             self.b.call(body_fn, values + [lo, self.int_add(lo, extent, s.loop_var.dtype)])
             return
         # Wrapper run by every OpenMP thread: unpack the captured values, take a static chunk.
@@ -783,11 +801,34 @@ class _FuncGen:
         wb.ret_void()
 
         frame = self.alloca(struct_ty, name="parallel.args")
+        threads = self.team_size(extent, s.loop_var.dtype, iters_per_thread)
+        team_bb, alone_bb, end_bb = (self.new_block(f"parallel.{n}") for n in ("team", "alone", "end"))
+        self.b.cbranch(self.b.icmp_signed(">=", threads, ir.Constant(_I32, 2)), team_bb, alone_bb)
+        self.b.position_at_end(team_bb)
         for i, v in enumerate(values + [lo, extent]):
             p = self.b.gep(frame, [ir.Constant(_I32, 0), ir.Constant(_I32, i)], inbounds=True, source_etype=struct_ty)
             self.b.store(v, p)
         gomp = self.mg.declare("GOMP_parallel", _VOID, [_PTR, _PTR, _I32, _I32])
-        self.b.call(gomp, [wrapper, frame, ir.Constant(_I32, 0), ir.Constant(_I32, 0)])
+        self.b.call(gomp, [wrapper, frame, threads, ir.Constant(_I32, 0)])
+        self.b.branch(end_bb)
+        self.b.position_at_end(alone_bb)
+        self.b.call(body_fn, values + [lo, self.int_add(lo, extent, s.loop_var.dtype)])
+        self.b.branch(end_bb)
+        self.b.position_at_end(end_bb)
+
+    def team_size(self, extent, dtype: str, iters_per_thread: int):
+        """Threads (i32) to run a parallel loop of ``extent`` iterations on: one per
+        ``iters_per_thread`` iterations, at most ``omp_get_max_threads()`` (``OMP_NUM_THREADS``,
+        else the CPUs); below 2, the caller runs the loop on its own thread."""
+        n = extent
+        if n.type.width != 64:
+            n = self.b.zext(n, _I64) if _is_unsigned(dtype) else self.b.sext(n, _I64)
+        teams = self.b.sdiv(n, ir.Constant(_I64, iters_per_thread)) if not _is_unsigned(dtype) \
+            else self.b.udiv(n, ir.Constant(_I64, iters_per_thread))
+        most = self.b.sext(self.b.call(self.mg.declare("omp_get_max_threads", _I32, []), []), _I64)
+        threads = self.b.select(self.b.icmp_signed("<", teams, most), teams, most)
+        threads = self.b.select(self.b.icmp_signed("<", threads, ir.Constant(_I64, 0)), ir.Constant(_I64, 0), threads)
+        return self.b.trunc(threads, _I32)
 
     # ------------------------------------------------------------------ expressions
     def expr(self, e):
@@ -899,16 +940,46 @@ class _FuncGen:
                                    self.b.icmp_signed("==", b, ir.Constant(b.type, -1)))
             self.fail_if(overflow, f"integer overflow: {smallest} {_OP_TEXT[type(e)]} -1 ({dt})")
 
-    def fail_if(self, cond, message: str) -> None:
+    def fail_if(self, cond, message: str, bounds: Optional[list] = None) -> None:
         """Leave the kernel through `ASSERT_FAIL_SYMBOL` (the runtime raises after the call)
-        when ``cond`` holds; code generation goes on where it does not."""
+        when ``cond`` holds; code generation goes on where it does not. A failed bounds check
+        passes its ``bounds`` (lowest index, highest index, axis size, as i64) to
+        `BOUNDS_FAIL_SYMBOL` instead, for the message."""
         fail, ok = self.new_block("check.fail"), self.new_block("check.ok")
         self.b.cbranch(cond, fail, ok)
         self.b.position_at_end(fail)
-        fail_fn = self.mg.declare(ASSERT_FAIL_SYMBOL, _VOID, [_PTR])
-        self.b.call(fail_fn, [self.mg.cstring(f"{self.kname}: {message}")])
+        if bounds is None:
+            fail_fn = self.mg.declare(ASSERT_FAIL_SYMBOL, _VOID, [_PTR])
+            self.b.call(fail_fn, [self.mg.cstring(f"{self.kname}: {message}")])
+        else:
+            fail_fn = self.mg.declare(BOUNDS_FAIL_SYMBOL, _VOID, [_PTR, _I64, _I64, _I64])
+            self.b.call(fail_fn, [self.mg.cstring(message)] + bounds)
         self.b.ret_void()
         self.b.position_at_end(ok)
+
+    def check_index(self, e):
+        """``CHECK_INDEX(index, extent, message)``: the index, once it is known to lie in
+        ``[0, extent)`` (one unsigned comparison covers both ends)."""
+        index, extent, message = e.args
+        value = self.expr(index)
+        i64, n64 = self.to_i64(value, index.dtype), self.to_i64(self.expr(extent), extent.dtype)
+        self.fail_if(self.b.icmp_unsigned(">=", i64, n64), message.value, [i64, i64, n64])
+        return value
+
+    def check_range(self, e):
+        """``CHECK_RANGE(lowest, highest, extent, message)``: a hoisted check of every index an
+        access takes in a loop nest, before the nest runs."""
+        lo, hi, extent, message = e.args
+        lo64, hi64 = self.to_i64(self.expr(lo), lo.dtype), self.to_i64(self.expr(hi), hi.dtype)
+        n64 = self.to_i64(self.expr(extent), extent.dtype)
+        outside = self.b.or_(self.b.icmp_signed("<", lo64, ir.Constant(_I64, 0)), self.b.icmp_signed(">=", hi64, n64))
+        self.fail_if(outside, message.value, [lo64, hi64, n64])
+        return ir.Constant(_I32, 0)
+
+    def to_i64(self, value, dtype: str):
+        if value.type.width == 64:
+            return value
+        return self.b.zext(value, _I64) if _is_unsigned(dtype) else self.b.sext(value, _I64)
 
     def e_minmax(self, e):
         a, b = self.expr(e.a), self.expr(e.b)
@@ -1108,6 +1179,10 @@ class _FuncGen:
             return self.if_then_else(e)
         if op == "tir.likely":
             return self.expr(e.args[0])
+        if op == CHECK_INDEX:
+            return self.check_index(e)
+        if op == CHECK_RANGE:
+            return self.check_range(e)
         if op in ("tir.call_extern", "tir.call_pure_extern"):
             return self.call_extern(e)
         if op in ("tir.max_value", "tir.min_value"):
@@ -1232,6 +1307,81 @@ def _unroll_cost(s, in_parallel: bool = False) -> int:
     return _NO_UNROLL
 
 
+PARALLEL_MIN_WORK_PER_THREAD = 1 << 19  # work units (`_work`) each thread of a team must get
+_UNKNOWN_WORK = 1 << 40  # the work of a loop nest with a symbolic extent: maybe large
+
+
+def _iterations_per_thread(body) -> int:
+    """Iterations of a parallel loop with this body that make one thread's share: each
+    thread of a team must get at least `PARALLEL_MIN_WORK_PER_THREAD` units of `_work`.
+
+    Why that many: waking the idle workers of a libgomp team and waiting for them costs
+    ~1 us while they spin, but 10-70 us on the 2-core virtual machine measured once they
+    sleep, which they do between the calls of a serving loop and after tvms's short spin
+    (`runtime.cpu.TVMS_SPINCOUNT`): with sleeping workers, two threads were slower than one
+    on an elementwise kernel up to ~2.6e5 elements (5e5 units, ~25 us of work), and no
+    faster on the batch-1 MLP's weight transpose (4e5 units, ~110 us). A team of two thus
+    needs 2 x 2^19 units (~50-250 us of work, by how well the loop vectorizes). Under load a
+    team costs far more (a worker waits milliseconds for a core): the batch-1 MLP's kernels
+    (4e5-8e5 units) stay on the calling thread."""
+    per_iteration = max(1, _work(body))
+    return max(1, -(-PARALLEL_MIN_WORK_PER_THREAD // per_iteration))
+
+
+def _work(s) -> int:
+    """An estimate of the work of one execution of a lowered statement: the buffer loads and
+    stores it does (arithmetic rides along with them), at most `_UNKNOWN_WORK`. A loop with
+    a symbolic extent, a ``while`` loop and a call to an external function (which may do any
+    amount of work) count as `_UNKNOWN_WORK`: they may be large, so such a loop gets a team.
+    An ``if`` counts its costlier branch."""
+    if isinstance(s, tir.For):
+        if not isinstance(s.extent, tir.IntImm):
+            return _UNKNOWN_WORK
+        return min(_UNKNOWN_WORK, max(0, s.extent.value) * _work(s.body))
+    if isinstance(s, tir.SeqStmt):
+        return min(_UNKNOWN_WORK, sum(_work(x) for x in s.seq))
+    if isinstance(s, tir.IfThenElse):
+        branches = [_work(s.then_case)] + ([_work(s.else_case)] if s.else_case is not None else [])
+        return min(_UNKNOWN_WORK, _expr_work(s.condition) + max(branches))
+    if isinstance(s, tir.BufferStore):
+        return min(_UNKNOWN_WORK, 1 + _expr_work(s.value))
+    if isinstance(s, tir.LetStmt):
+        return min(_UNKNOWN_WORK, _expr_work(s.value) + _work(s.body))
+    if isinstance(s, tir.AssertStmt):
+        return min(_UNKNOWN_WORK, _expr_work(s.condition) + _work(s.body))
+    if isinstance(s, tir.Evaluate):
+        return min(_UNKNOWN_WORK, 1 + _expr_work(s.value))
+    if isinstance(s, tir.While):
+        return _UNKNOWN_WORK
+    body = getattr(s, "body", None)
+    return _work(body) if body is not None else 1
+
+
+_EXTERN_CALLS = ("tir.call_extern", "tir.call_pure_extern", "tir.call_packed")
+
+
+def _expr_work(e) -> int:
+    """The loads an expression does (`_work`), or `_UNKNOWN_WORK` when it calls an external
+    function."""
+    if isinstance(e, tir.Call):
+        if e.op in _EXTERN_CALLS:
+            return _UNKNOWN_WORK
+        return min(_UNKNOWN_WORK, sum(_expr_work(a) for a in e.args if isinstance(a, tir.PrimExpr)))
+    if isinstance(e, tir.BufferLoad):
+        return 1
+    if isinstance(e, tir.BinaryOp):
+        return min(_UNKNOWN_WORK, _expr_work(e.a) + _expr_work(e.b))
+    if isinstance(e, tir.Cast):
+        return _expr_work(e.value)
+    if isinstance(e, tir.Not):
+        return _expr_work(e.a)
+    if isinstance(e, tir.Select):
+        return min(_UNKNOWN_WORK, _expr_work(e.condition) + _expr_work(e.true_value) + _expr_work(e.false_value))
+    if isinstance(e, tir.Let):
+        return min(_UNKNOWN_WORK, _expr_work(e.value) + _expr_work(e.body))
+    return 0
+
+
 def _count_loads(e) -> int:
     if isinstance(e, tir.BufferLoad):
         return 1
@@ -1339,8 +1489,8 @@ def _signature(name: str, func: tir.PrimFunc):
     return specs, [names[v] for v in sym_vars], buffers, scalars, sym_vars
 
 
-def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc) -> KernelInfo:
-    func = lower(func)
+def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc, bounds_check: bool) -> KernelInfo:
+    func = lower(func, bounds_check=bounds_check, name=name)
     specs, sym_names, buffers, scalars, sym_vars = _signature(name, func)
     arg_types = [_PTR] * len(buffers) + [abi_type(p.dtype) for p in scalars] + [_I64] * len(sym_vars)
     fn = ir.Function(mg.module, ir.FunctionType(_VOID, arg_types), name=symbol)
@@ -1388,11 +1538,13 @@ def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc) -> 
     return KernelInfo(name, symbol, specs, sym_names)
 
 
-def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTarget] = None) -> CodegenResult:
+def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTarget] = None,
+            bounds_check: bool = True) -> CodegenResult:
     """One LLVM module holding a kernel per PrimFunc of ``funcs`` (name -> PrimFunc).
 
     ``parallel_runtime`` is ``"gomp"`` (parallel loops call libgomp's ``GOMP_parallel``) or
-    ``"serial"`` (they run on the calling thread)."""
+    ``"serial"`` (they run on the calling thread). ``bounds_check``: buffer accesses not
+    proven in bounds at compile time are checked when they run (`compiler.bounds_check`)."""
     target = target or host_target()
     mg = _ModuleGen(target, parallel_runtime)
     result = CodegenResult(mg.module, parallel_runtime=parallel_runtime)
@@ -1405,5 +1557,5 @@ def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTa
         while symbol in used:
             symbol, i = f"{base}_{i}", i + 1
         used.add(symbol)
-        result.kernels.append(_emit_kernel(mg, name, symbol, func))
+        result.kernels.append(_emit_kernel(mg, name, symbol, func, bounds_check))
     return result

@@ -7,6 +7,8 @@
 2. `lower_init`               a block's ``T.init()`` becomes an ``if`` on its first reduction step
 3. `convert_blocks_to_loops`  blocks disappear: iterators are replaced by their bindings,
                               ``T.where`` becomes an ``if``, ``T.alloc_buffer`` an `Allocate`
+   (`bounds_check.instrument_bounds_checks`, when asked: accesses not proven in bounds are
+                              checked at run time)
 4. `flatten_buffers`          N-d buffer accesses become 1-D element offsets
 5. `lower_intrinsics`         intrinsics with a simple definition in others (``rsqrt``,
                               ``sigmoid``, integer ``abs``) are rewritten into it
@@ -103,7 +105,7 @@ class IRMutator:
             idx = [self.visit_expr(i) for i in e.indices]
             if buf is e.buffer and all(x is y for x, y in zip(idx, e.indices)):
                 return e
-            return tir.BufferLoad(e.dtype, buf, idx)
+            return tir.BufferLoad(e.dtype, buf, idx, e.span)
         if isinstance(e, tir.Cast):
             v = self.visit_expr(e.value)
             return e if v is e.value else tir.Cast(e.dtype, v)
@@ -144,7 +146,7 @@ class IRMutator:
             idx = [self.visit_expr(i) for i in s.indices]
             if buf is s.buffer and v is s.value and all(x is y for x, y in zip(idx, s.indices)):
                 return s
-            return tir.BufferStore(buf, v, idx)
+            return tir.BufferStore(buf, v, idx, s.span)
         if isinstance(s, tir.SeqStmt):
             seq = [self.visit_stmt(x) for x in s.seq]
             if all(x is y for x, y in zip(seq, s.seq)):
@@ -586,13 +588,22 @@ def _reject_uncompilable(func: tir.PrimFunc) -> None:
     Check().visit(func.body)
 
 
-def lower(func: tir.PrimFunc) -> tir.PrimFunc:
-    """All lowering passes, in order. Idempotent: a lowered function is returned as is."""
+def lower(func: tir.PrimFunc, bounds_check: bool = False, name: str = "") -> tir.PrimFunc:
+    """All lowering passes, in order. Idempotent: a lowered function is returned as is.
+
+    ``bounds_check``: after blocks become loops, every buffer access not proven in bounds gets
+    a run-time check (`compiler.bounds_check`); ``name`` is the function's name in its
+    messages."""
     if func.attrs.get(LOWERED_ATTR):
         return func
     _reject_uncompilable(func)
-    for p in (lower_thread_bindings, lower_init, convert_blocks_to_loops, flatten_buffers, lower_intrinsics,
-              plan_allocations):
+    for p in (lower_thread_bindings, lower_init, convert_blocks_to_loops):
+        func = p(func)
+    if bounds_check:
+        from .bounds_check import instrument_bounds_checks
+
+        func = instrument_bounds_checks(func, name)
+    for p in (flatten_buffers, lower_intrinsics, plan_allocations):
         func = p(func)
     return _with_body(func, func.body, **{LOWERED_ATTR: True})
 

@@ -19,7 +19,7 @@ def substitute_expr(e, mapping: dict):
         new = [substitute_expr(i, mapping) for i in e.indices]
         if all(x is y for x, y in zip(new, e.indices)):
             return e
-        return tir.BufferLoad(e.dtype, e.buffer, new)
+        return tir.BufferLoad(e.dtype, e.buffer, new, e.span)
     if dataclasses.is_dataclass(e):
         changes = {}
         for f in dataclasses.fields(e):

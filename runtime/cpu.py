@@ -21,14 +21,31 @@ default schedule puts on the loops it creates, and small loop nests; see
 `compiler.codegen_llvm.optimize`): LLVM's own heuristics unroll every loop they can, which
 multiplies the code it then optimizes and selects instructions for — the seed MLP compiled
 about four times slower (350 ms instead of ~80 ms) and its kernels ran no faster.
+
+Parallel loops run on libgomp (`parallel_runtime`), whose idle workers by default spin for
+~300,000 iterations (~6 ms on the machine measured) after each parallel region before they
+sleep: on a busy machine they take cores from everything else, and from the caller itself
+(the batch-1 MLP once took 496x NumPy's time with two busy processes on a 2-core machine).
+Unless the user has set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``, tvms loads libgomp with
+``GOMP_SPINCOUNT=TVMS_SPINCOUNT`` (1000: ~20 us of spinning, enough to catch a region that
+follows right away, as a kernel's packing and compute regions do; then the workers sleep), set
+in the environment only while libgomp loads (it reads it then, once), so the user's environment
+and child processes keep theirs. Fully passive (0) measured no better for latency under load
+and costs a futex wake-up (10-70 us on a virtual machine) on every region. libgomp is shared
+per process: PyTorch's wheels bring their own ``libgomp.so.1`` (same soname), and if torch is
+imported first, tvms uses that copy with the policy it was loaded with (`wait_policy` says
+so); if tvms comes first, torch uses tvms's copy and policy. Small loops never wake the
+workers at all (`compiler.codegen_llvm.PARALLEL_MIN_WORK_PER_THREAD`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import ctypes
 import ctypes.util
 import hashlib
+import os
 import pickle
 import threading
 from typing import Optional
@@ -39,18 +56,22 @@ from tvmscript import ir as tir_ir
 from tvmscript.structural import structural_hash  # noqa: F401  (re-exported)
 from tvmscript import tir
 from tvmscript.compiler import codegen_llvm
-from tvmscript.compiler.codegen_llvm import ASSERT_FAIL_SYMBOL, HostTarget, host_target, init_llvm
+from tvmscript.compiler.codegen_llvm import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, HostTarget, host_target, init_llvm
 
 from . import kernel as kernel_mod
 from .kernel import Kernel
 
-__all__ = ["CPUModule", "build_cpu", "structural_hash", "clear_cache", "parallel_runtime"]
+__all__ = ["CPUModule", "build_cpu", "structural_hash", "clear_cache", "parallel_runtime", "wait_policy",
+           "TVMS_SPINCOUNT"]
 
 
 # ----------------------------------------------------------------------------- runtime libraries
 
 _runtime_lock = threading.Lock()
 _parallel_runtime: Optional[str] = None
+_wait_policy = ""
+WAIT_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+TVMS_SPINCOUNT = 1000  # idle workers spin ~20 us, then sleep (see the module docstring)
 
 
 def parallel_runtime() -> str:
@@ -61,24 +82,80 @@ def parallel_runtime() -> str:
         if _parallel_runtime is None:
             init_llvm()
             llvm.add_symbol(ASSERT_FAIL_SYMBOL, kernel_mod.assert_callback_address())
+            llvm.add_symbol(BOUNDS_FAIL_SYMBOL, kernel_mod.bounds_callback_address())
             # libgcc's float16 helpers (__truncsfhf2, ...) for hosts without F16C.
             try:
                 llvm.load_library_permanently("libgcc_s.so.1")
             except RuntimeError:
                 pass
-            _parallel_runtime = "serial"
-            candidates = ["libgomp.so.1", ctypes.util.find_library("gomp")]
-            for name in candidates:
-                if not name:
-                    continue
-                try:
-                    llvm.load_library_permanently(name)
-                except RuntimeError:
-                    continue
-                if llvm.address_of_symbol("GOMP_parallel"):
-                    _parallel_runtime = "gomp"
-                    break
+            _parallel_runtime = "gomp" if _load_libgomp() else "serial"
     return _parallel_runtime
+
+
+def _load_libgomp() -> bool:
+    """Load libgomp for the JIT's symbol lookups, with tvms's wait policy (`wait_policy`)
+    in the environment while it loads (libgomp reads it once, when it is loaded); whether
+    ``GOMP_parallel`` can be found."""
+    global _wait_policy
+    preloaded = _loaded_libgomp()
+    user = {k: os.environ[k] for k in WAIT_POLICY_VARS if k in os.environ}
+    if user:
+        _wait_policy = "set by the user: " + ", ".join(f"{k}={v}" for k, v in user.items())
+    elif preloaded:
+        _wait_policy = (f"libgomp's own (it was loaded before tvms, from {preloaded}: tvms shares it and "
+                        "cannot set its policy)")
+    else:
+        _wait_policy = f"GOMP_SPINCOUNT={TVMS_SPINCOUNT} (tvms's default)"
+    with _policy_in_environment(not user and not preloaded):
+        for name in ["libgomp.so.1", ctypes.util.find_library("gomp")]:
+            if not name:
+                continue
+            try:
+                llvm.load_library_permanently(name)
+            except RuntimeError:
+                continue
+            if llvm.address_of_symbol("GOMP_parallel"):
+                return True
+    _wait_policy = "none (no libgomp: parallel loops run on the calling thread)"
+    return False
+
+
+@contextlib.contextmanager
+def _policy_in_environment(apply: bool):
+    """``GOMP_SPINCOUNT=TVMS_SPINCOUNT`` in ``os.environ`` (and the C environment libgomp
+    reads) inside the block when ``apply``, removed again after it: only the libgomp loaded
+    inside sees it, not the user's child processes."""
+    if not apply:
+        yield
+        return
+    os.environ["GOMP_SPINCOUNT"] = str(TVMS_SPINCOUNT)
+    try:
+        yield
+    finally:
+        os.environ.pop("GOMP_SPINCOUNT", None)
+
+
+def _loaded_libgomp() -> Optional[str]:
+    """The path of a libgomp already mapped into this process (PyTorch's wheels bring their
+    own copy, torch/lib/libgomp.so.1, with the same soname as the system's: once torch is
+    imported, loading "libgomp.so.1" gives torch's copy, already initialized), else None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if "libgomp" in os.path.basename(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def wait_policy() -> str:
+    """How the idle workers of tvms's libgomp wait for work, in words: tvms's default
+    (``GOMP_SPINCOUNT=TVMS_SPINCOUNT``), the user's ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT``
+    when either is set, or libgomp's own when it was loaded before tvms (e.g. by PyTorch)."""
+    parallel_runtime()
+    return _wait_policy
 
 
 # ----------------------------------------------------------------------------- module
@@ -172,12 +249,13 @@ def clear_cache() -> None:
 
 
 def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bool = True,
-              parallel: Optional[str] = None) -> CPUModule:
+              parallel: Optional[str] = None, bounds_check: bool = True) -> CPUModule:
     """Compile PrimFuncs for the host CPU.
 
     ``schedule``: apply `compiler.schedule_cpu.default_schedule` first (it never changes
     results). ``opt_level``: LLVM's optimization level, 0 to 3. ``parallel``: ``"gomp"``/``"serial"`` to force a parallel runtime
-    (default: gomp when libgomp is present). Structurally equal inputs built with equal
+    (default: gomp when libgomp is present). ``bounds_check``: accesses not proven in bounds
+    are checked at run time (`compiler.bounds_check`). Structurally equal inputs built with equal
     options return the same cached `CPUModule`."""
     funcs = _as_func_dict(funcs)
     runtime = parallel_runtime()
@@ -191,7 +269,8 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
     # The default schedule fits its tiles to the threads parallel loops run on.
     from tvmscript.compiler.schedule_cpu import parallel_threads
 
-    options = (bool(schedule), int(opt_level), runtime, target, parallel_threads() if schedule else 0)
+    options = (bool(schedule), int(opt_level), runtime, target, parallel_threads() if schedule else 0,
+               bool(bounds_check))
     key = None
     if use_cache:
         parts = [repr(options)] + [f"{n}:{structural_hash(funcs[n])}" for n in sorted(funcs)]
@@ -204,7 +283,7 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
                 tir_ir.structural_equal(saved[n], funcs[n]) for n in funcs
             ):
                 return module
-    module = _build(funcs, schedule, opt_level, runtime, target)
+    module = _build(funcs, schedule, opt_level, runtime, target, bounds_check)
     if use_cache:
         saved = _private_copy(funcs)
         with _cache_lock:
@@ -212,12 +291,13 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
     return module
 
 
-def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: HostTarget) -> CPUModule:
+def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: HostTarget,
+           bounds_check: bool = True) -> CPUModule:
     if schedule:
         from tvmscript.compiler.schedule_cpu import default_schedule
 
         funcs = {n: default_schedule(f) for n, f in funcs.items()}
-    result = codegen_llvm.codegen(funcs, parallel_runtime=runtime, target=target)
+    result = codegen_llvm.codegen(funcs, parallel_runtime=runtime, target=target, bounds_check=bounds_check)
     text = str(result.module)
     tm = target.target_machine(opt_level)
     llmod = llvm.parse_assembly(text)

@@ -26,7 +26,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-__all__ = ["ParamSpec", "Kernel", "ctype_of", "KernelAssertionError"]
+__all__ = ["ParamSpec", "Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError"]
 
 Dim = Union[int, str]
 
@@ -74,6 +74,11 @@ class KernelAssertionError(RuntimeError):
     """A ``T.Assert``/``assert`` inside a kernel failed."""
 
 
+class BoundsCheckError(KernelAssertionError, IndexError):
+    """A kernel's buffer access fell outside its buffer (`compiler.bounds_check`); the call
+    stopped before it read or wrote there."""
+
+
 # Assertion failures reported by generated code (possibly from a worker thread).
 _errors_lock = threading.Lock()
 _errors: list = []
@@ -83,6 +88,22 @@ _errors: list = []
 def _assert_fail(msg):
     with _errors_lock:
         _errors.append(msg.decode("utf-8", "replace") if msg else "assertion failed")
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+def _bounds_fail(msg, lowest, highest, size):
+    from tvmscript.compiler.bounds_check import INDEX_MARK, SIZE_MARK
+
+    text = msg.decode("utf-8", "replace") if msg else "out-of-bounds access"
+    found = f"index {lowest} is" if lowest == highest else f"indices {lowest} to {highest} reach"
+    text = text.replace(INDEX_MARK, found).replace(SIZE_MARK, str(size))
+    with _errors_lock:
+        _errors.append(BoundsCheckError(text))
+
+
+def bounds_callback_address() -> int:
+    """Address of ``tvms_bounds_fail(const char*, i64, i64, i64)``, a failed bounds check."""
+    return ctypes.cast(_bounds_fail, ctypes.c_void_p).value
 
 
 def assert_callback_address() -> int:
@@ -96,6 +117,8 @@ def _raise_pending() -> None:
             return
         msg = _errors[0]
         _errors.clear()
+    if isinstance(msg, KernelAssertionError):
+        raise msg
     raise KernelAssertionError(msg)
 
 

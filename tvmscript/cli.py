@@ -110,6 +110,7 @@ def _argument_parser() -> argparse.ArgumentParser:
                      help="after a first call, time N calls and report the median (default 1)")
     run.add_argument("--out", metavar="FILE.npz", type=_file_name, help="save the outputs: output, or output_0, output_1, ...")
     run.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU)")
+    _add_bounds_check_argument(run)
     run.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
     _add_pipeline_arguments(run, default="zero", params=False)
     run.set_defaults(run=cmd_run)
@@ -129,6 +130,7 @@ def _argument_parser() -> argparse.ArgumentParser:
     comp.add_argument("--arch", metavar="sm_XX", help="with --target cuda: the GPU architecture (default: the "
                       "GPU's, else sm_90)")
     _add_pipeline_arguments(comp, default="zero")
+    _add_bounds_check_argument(comp)
     comp.set_defaults(run=cmd_compile)
 
     imp = sub.add_parser(
@@ -477,10 +479,32 @@ def file_errors(text: str, name: str, max_errors: int) -> list:
             units.remove(unit)
             removed.append(fname)
             continue
-        errors += [e for e in well_formed_errors(node) if not _follows_from(e, removed)]
+        found = [e for e in well_formed_errors(node) if not _follows_from(e, removed)]
+        errors += found + _bounds_errors(node, found)
         break
     errors = errors[:max_errors]
     errors.sort(key=lambda e: (e.span.line, e.span.col) if e.span is not None else (0, 0))
+    return errors
+
+
+def _bounds_errors(node, found: list) -> list:
+    """Accesses out of bounds for certain (`compiler.bounds_check.bounds_problems`), in the
+    TensorIR functions that are otherwise well formed (``found`` lists the problems already
+    reported)."""
+    from .compiler.bounds_check import bounds_problems
+    from .ir import IRModule
+    from .tir import PrimFunc
+
+    funcs = list(node.functions.items()) if isinstance(node, IRModule) else [(None, node)]
+    flagged = {e.span.line for e in found if e.span is not None}
+    errors: list = []
+    for gv, func in funcs:
+        if not isinstance(func, PrimFunc):
+            continue
+        span = getattr(func, "span", None)
+        if span is not None and any(span.line <= line <= span.end_line for line in flagged):
+            continue
+        errors += bounds_problems(func, gv.name_hint if gv is not None else func.attrs.get("global_symbol", "main"))
     return errors
 
 
@@ -549,6 +573,12 @@ def _fail(message: str) -> "_Failure":
 
 def _debugging() -> bool:
     return bool(os.environ.get("TVMS_DEBUG"))
+
+
+def _add_bounds_check_argument(parser) -> None:
+    parser.add_argument("--no-bounds-check", dest="bounds_check", action="store_false",
+                        help="leave out the run-time checks of buffer accesses not proven in bounds at compile "
+                        "time (an access outside its buffer is then undefined behaviour)")
 
 
 def cmd_run(args) -> int:
@@ -826,13 +856,14 @@ def _cuda_text(program: _Program, mod, target: str, emit: str) -> str:
     return code.source if emit == "cuda" else code.ptx
 
 
-def _compile(program: _Program, mod, target: str):
+def _compile(program: _Program, mod, target: str, bounds_check: bool = True):
     """The executable for ``mod``; a build error is rendered at its place in the file."""
     from .diagnostics import TVMScriptError
     from .relax_api import compile as tvms_compile
 
     try:
-        return tvms_compile(mod, target=target, relax_pipeline=None)  # --pipeline ran already
+        # --pipeline ran already
+        return tvms_compile(mod, target=target, relax_pipeline=None, bounds_check=bounds_check)
     except TVMScriptError as err:
         if "is not lowered yet" in err.message and not err.notes:
             err.notes = ["--pipeline none compiles the module as written; the default, --pipeline zero, "
@@ -1283,7 +1314,7 @@ def _run_relax(program: _Program, name: str, func, args, shapes: dict, target: s
     given = _read_given(args, params, name)
 
     t0 = time.perf_counter()
-    ex = _compile(program, program.module(), target)
+    ex = _compile(program, program.module(), target, args.bounds_check)
     compile_s = time.perf_counter() - t0
     _check_externs(program, name, ex)
 
@@ -1468,7 +1499,7 @@ def _run_prim(program: _Program, name: str, func, args, shapes: dict, target: st
     given = _read_given(args, params, name, aliases)
 
     t0 = time.perf_counter()
-    ex = _compile(program, ir.IRModule({name: func}), target)
+    ex = _compile(program, ir.IRModule({name: func}), target, args.bounds_check)
     compile_s = time.perf_counter() - t0
     kernel = ex.kernels[name] if name in ex.kernels else next(iter(ex.kernels.values()))
     written = {p.name for p in kernel.params if p.kind == "buffer" and p.written}
@@ -1702,7 +1733,7 @@ def _compile_command(args) -> int:
     if gpu and args.emit in _GPU_EMIT_KINDS:
         text = _cuda_text(program, mod, target, args.emit)
     elif args.emit == "python":
-        ex = _compile(program, mod, target)
+        ex = _compile(program, mod, target, args.bounds_check)
         if only is not None:
             text = ex.functions[only].source
         elif not ex.functions:
@@ -1710,13 +1741,13 @@ def _compile_command(args) -> int:
         else:
             text = ex.as_python()
     else:
-        ex = _compile(program, mod, target)
+        ex = _compile(program, mod, target, args.bounds_check)
         prim_funcs = {gv.name_hint: f for gv, f in ex.mod.functions.items() if isinstance(f, tir.PrimFunc)}
         if not prim_funcs:
             raise _fail(f"{program.path} has no T.prim_func: nothing to compile to {args.emit}")
         from .runtime.cpu import build_cpu
 
-        text = build_cpu(prim_funcs).get_source(args.emit)
+        text = build_cpu(prim_funcs, bounds_check=args.bounds_check).get_source(args.emit)
     if not text.endswith("\n"):
         text += "\n"
     if args.output:

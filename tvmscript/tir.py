@@ -217,6 +217,7 @@ class Buffer(Node):
 class BufferLoad(PrimExpr):
     buffer: Buffer = None
     indices: list = field(default_factory=list)
+    span: Optional[Span] = None  # the ``A[i]`` it was read from: bounds-check errors name it
 
 
 # ----------------------------------------------------------------------------- statements
@@ -232,6 +233,7 @@ class BufferStore(Stmt):
     buffer: Buffer
     value: PrimExpr
     indices: list
+    span: Optional[Span] = None  # the ``A[i]`` written: bounds-check errors name it
 
 
 @dataclass(eq=False, slots=True)

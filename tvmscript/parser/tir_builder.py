@@ -916,8 +916,8 @@ class PrimFuncBuilder:
         if value.dtype != dtype and id(value) not in self.literals and _lanes_of(value.dtype) == _lanes_of(dtype) \
                 and "handle" not in (value.dtype, dtype):
             # As TVM's parser: a value stored into a buffer of another dtype is cast to it.
-            return tir.BufferStore(buf, tir.Cast(dtype, value), indices)
-        return tir.BufferStore(buf, self._coerce(value, dtype, value_node), indices)
+            return tir.BufferStore(buf, tir.Cast(dtype, value), indices, self.ctx.span(target))
+        return tir.BufferStore(buf, self._coerce(value, dtype, value_node), indices, self.ctx.span(target))
 
     def _indices(self, buf: tir.Buffer, node: ast.Subscript) -> list:
         idx = node.index
@@ -1412,7 +1412,7 @@ class PrimFuncBuilder:
     def _subscript(self, node: ast.Subscript):
         buf = self._lookup_buffer(node.value)
         indices = self._indices(buf, node)
-        return tir.BufferLoad(_access_dtype(buf, indices), buf, indices)
+        return tir.BufferLoad(_access_dtype(buf, indices), buf, indices, self.ctx.span(node))
 
     def _attribute(self, node: ast.Attribute):
         if isinstance(node.value, ast.Name):
