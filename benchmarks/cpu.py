@@ -396,6 +396,7 @@ def main() -> None:
                     help="the model figures against PyTorch (default: when PyTorch is installed)")
     ap.add_argument("--model-rounds", type=int, default=5, help="alternating rounds of each model's timing")
     ap.add_argument("--latency-only", action="store_true", help="run only the latency-under-load section")
+    ap.add_argument("--bounds-only", action="store_true", help="run only the bounds-check cost section")
     ap.add_argument("--latency-calls", type=int, default=2000, help="timed calls of each of tvms and NumPy per "
                     "condition in the latency-under-load section")
     ap.add_argument("--latency-pause-ms", type=float, default=0.5, help="sleep before each call of the serving "
@@ -406,6 +407,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     if args.latency_only:
         bench_latency(args.latency_calls, args.latency_pause_ms, args.busy, rng)
+        return
+    if args.bounds_only:
+        bench_bounds_check(args.calls, args.repeat, args.matmul, _want_models(args.models), rng)
         return
     calls64 = max(20, args.calls // 5)
 
@@ -442,17 +446,98 @@ def main() -> None:
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     print()
+    models = _want_models(args.models)
+    bench_bounds_check(args.calls, args.repeat, args.matmul, models, rng)
+    print()
     bench_latency(args.latency_calls, args.latency_pause_ms, args.busy, rng)
-    if args.models is not False:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            if args.models:
-                raise SystemExit("--models needs PyTorch")
-            print("\nmodel figures skipped: PyTorch is not installed")
-            return
+    if models:
         print()
         bench_models(args.model_rounds)
+    elif args.models is None:
+        print("\nmodel figures skipped: PyTorch is not installed")
+
+
+def _want_models(asked) -> bool:
+    """Whether to run the PyTorch model figures: ``--models``/``--no-models``, else when
+    PyTorch is installed."""
+    if asked is False:
+        return False
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        if asked:
+            raise SystemExit("--models needs PyTorch")
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- bounds checks
+
+
+def checks_kept(ex) -> dict:
+    """The run-time bounds checks an executable's kernels keep, as `tvms.compile` builds them
+    (default CPU schedule, then lowering with checks): ``{"in place": n, "hoisted": m}``."""
+    from tvmscript import tir
+    from tvmscript.compiler.bounds_check import count_checks
+    from tvmscript.compiler.lower_tir import lower
+    from tvmscript.compiler.schedule_cpu import default_schedule
+
+    total = {"in place": 0, "hoisted": 0}
+    for gv, func in ex.mod.functions.items():
+        if isinstance(func, tir.PrimFunc):
+            for kind, n in count_checks(lower(default_schedule(func), bounds_check=True)).items():
+                total[kind] += n
+    return total
+
+
+def kernel_code(ex) -> list:
+    """The LLVM IR of an executable's kernels, as generated (to tell whether checks changed it)."""
+    return sorted({k.module.get_source("llvm-unopt") for k in ex.kernels.values()})
+
+
+def bench_bounds_check(calls: int, rounds: int, matmul_n: int, models: bool, rng) -> None:
+    """What bounds checking costs (issue 12: at most 5%): each workload compiled with and
+    without checks, both timed in the same alternating rounds (`interleaved`), with the
+    checks the analysis could not prove and left in the kernels."""
+    workloads = [("MLP batch 1, VM call", mlp_module(1), mlp_inputs(1, rng), calls),
+                 ("MLP batch 64, VM call", mlp_module(64), mlp_inputs(64, rng), max(20, calls // 5))]
+    if models:
+        built = resnet18_module(True, rng)
+        workloads.append(("resnet18 (batch norm folded)", tvms.relax.get_pipeline("zero")(built[0]), built[1], 12))
+        built = gpt_block_module(rng)
+        workloads.append(("GPT block", tvms.relax.get_pipeline("zero")(built[0]), built[1], 12))
+    rows = []
+    for name, mod, inputs, n in workloads:
+        fns, kept, outs, code = [], None, [], []
+        for checked in (True, False):
+            ex = tvms.compile(mod, target="llvm", bounds_check=checked)
+            kept = checks_kept(ex) if checked else kept
+            code.append(kernel_code(ex))
+            main = tvms.relax.VirtualMachine(ex, tvms.cpu())["main"]
+            tensors = [tvms.nd.array(a) for a in inputs]
+            outs.append(main(*tensors).numpy())
+            fns.append(lambda main=main, tensors=tensors: main(*tensors))
+        np.testing.assert_array_equal(outs[0], outs[1])
+        t_on, t_off = interleaved(fns, n, warmup=2, rounds=rounds)
+        rows.append((name, f"{kept['hoisted']} hoisted, {kept['in place']} in place", fmt_time(t_on), fmt_time(t_off),
+                     t_on / t_off, code[0] == code[1]))
+    kernel_on = tvms.compile(tvms.parse(MATMUL_TEMPLATE.format(n=matmul_n)), target="llvm")["main"]
+    kernel_off = tvms.compile(tvms.parse(MATMUL_TEMPLATE.format(n=matmul_n)), target="llvm", bounds_check=False)["main"]
+    a, b = (rng.standard_normal((matmul_n, matmul_n), dtype=np.float32) for _ in range(2))
+    c = np.empty((matmul_n, matmul_n), np.float32)
+    t_on, t_off = interleaved([lambda: kernel_on(a, b, c), lambda: kernel_off(a, b, c)], rounds, warmup=1, rounds=rounds)
+    same = kernel_on.module.get_source("llvm-unopt") == kernel_off.module.get_source("llvm-unopt")
+    rows.append((f"matmul {matmul_n}^3 kernel", "0 hoisted, 0 in place", fmt_time(t_on), fmt_time(t_off), t_on / t_off,
+                 same))
+    header = ("workload", "checks left after proof", "checked", "unchecked", "cost", "goal", "code")
+    table = [(r[0], r[1], r[2], r[3], f"{(r[4] - 1) * 100:+.1f}%", f"<= 5%: {'met' if r[4] <= 1.05 else 'MISSED'}",
+              "identical: the difference is noise" if r[5] else "differs") for r in rows]
+    widths = [max(len(r[i]) for r in table + [header]) for i in range(len(header))]
+    print("bounds checks: each workload compiled with checks (the default) and with bounds_check=False, timed in "
+          f"alternating rounds (best median of {rounds}); results identical")
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
+    for r in table:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
 # ----------------------------------------------------------------------------- models against PyTorch

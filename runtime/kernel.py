@@ -267,6 +267,12 @@ class Kernel:
         self._np_dtypes = {i: np.dtype(self.params[i].dtype) for i in self._buffer_idx}
         self._scalar_names = {self.params[i].name: i for i in self._scalar_idx}
 
+    @property
+    def module(self):
+        """The compiled module holding this kernel (`runtime.cpu.CPUModule`): its
+        ``get_source("llvm")`` shows the code."""
+        return self._owner
+
     def __repr__(self) -> str:
         return f"Kernel({self.name}({', '.join(p.describe() for p in self.params)}))"
 
