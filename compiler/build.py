@@ -73,6 +73,12 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     target_name = target_name_of(target)
     if relax_pipeline is not None and _has_high_level_ops(mod):
         mod = _pipeline(relax_pipeline)(mod)
+    if target_name.split()[0] != "cuda":
+        # The build's own pipeline: kernels read transposed weights in place instead of a
+        # transpose kernel copying them on every call (compiler/transform/read_transposed.py).
+        from .transform.read_transposed import read_transposed_in_place
+
+        mod = read_transposed_in_place(mod)
 
     prim_funcs = {}
     relax_funcs = {}
