@@ -83,6 +83,9 @@ class RelaxFunctionBuilder:
         self.lifted: list = []
         self.emitted = {"gv": 0, "lv": 0}
         self.implicit_outputs: dict = {}  # dataflow blocks ended by a return: the names returned
+        # Per output name of the dataflow block being built, how many of its bindings are still
+        # to come: only the last one binds the output (an earlier one is a DataflowVar).
+        self.output_bindings_left: dict = {}
 
     def error(self, message, node, notes=None):
         return self.ctx.error(message, node, notes)
@@ -229,6 +232,7 @@ class RelaxFunctionBuilder:
             output_names.update(implicit)
         self.in_dataflow = True
         self.dataflow_outputs = output_names
+        self.output_bindings_left = _binding_counts(s.body, output_names)
         self.scope.push()
         bindings = []
         outputs = []
@@ -391,7 +395,12 @@ class RelaxFunctionBuilder:
     def _new_var(self, target, sinfo, name=None):
         name = name or target.id
         self._count_binding()
-        is_dataflow = self.in_dataflow and name not in self.dataflow_outputs
+        is_output = self.in_dataflow and name in self.dataflow_outputs
+        if is_output:
+            left = self.output_bindings_left.get(name, 1) - 1
+            self.output_bindings_left[name] = left
+            is_output = left <= 0
+        is_dataflow = self.in_dataflow and not is_output
         cls = relax.DataflowVar if is_dataflow else relax.Var
         var = cls(name, sinfo, self.ctx.span(target))
         if name != "_":
@@ -606,7 +615,7 @@ class RelaxFunctionBuilder:
                 raise self.error("R.Prim needs a dtype, e.g. R.Prim(\"int64\")", node)
             args = bind_arguments(self.ctx, node, "R.Prim", ["dtype", "value"], {"dtype": None, "value": None})
             if args["value"] is not None:
-                value = self.dim(args["value"], defining)
+                value = _typed_int_constant(self.ctx, args["value"]) or self.dim(args["value"], defining)
                 return relax.PrimStructInfo(value.dtype, value)
             dtype = literal(self.ctx, args["dtype"]) if args["dtype"] is not None else "int64"
             if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
@@ -643,9 +652,11 @@ class RelaxFunctionBuilder:
         """A dimension in an annotation: an int, a symbolic name ("n" or n), or an expression."""
         if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
             return tir.IntImm("int64", node.value)
-        if isinstance(node, ast.UnaryOp) and node.op == "-" and isinstance(node.operand, ast.Constant) \
+        if isinstance(node, ast.UnaryOp) and node.op in ("-", "+") and isinstance(node.operand, ast.Constant) \
                 and isinstance(node.operand.value, int) and not isinstance(node.operand.value, bool):
-            return tir.IntImm("int64", -node.operand.value)
+            # `+1` too: read as TIR it would be an int32, which prints as T.int32(1).
+            v = node.operand.value
+            return tir.IntImm("int64", -v if node.op == "-" else v)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and not node.value.isidentifier():
             return self._quoted_dim_expr(node, defining)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -669,9 +680,9 @@ class RelaxFunctionBuilder:
         if isinstance(node, ast.BinOp) and node.op in ("+", "-", "*", "//", "%"):
             a, b = self.dim(node.left, defining), self.dim(node.right, defining)
             cls = {"+": tir.Add, "-": tir.Sub, "*": tir.Mul, "//": tir.FloorDiv, "%": tir.FloorMod}[node.op]
-            return cls("int64", a, b)
+            return cls("int64", _int64_constant(a), _int64_constant(b))
         if isinstance(node, (ast.Call, ast.Compare, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp)):
-            return self._tir_dim(node)
+            return _int64_constant(self._tir_dim(node))
         raise self.error("expected a dimension: an integer or a symbolic name", node)
 
     def _tir_dim(self, node) -> tir.PrimExpr:
@@ -1141,6 +1152,45 @@ def attr_literal(ctx: Context, node):
 
 class _ClassRef:
     """The value of ``cls = Module``: lets ``cls.f`` name module functions."""
+
+
+def _typed_int_constant(ctx, node):
+    """``T.int32(5)`` as an ``R.Prim(value=...)`` keeps its dtype (a dimension would make it an
+    int64): the struct info of ``R.prim_value(T.int32(5))``, as the printer writes it. None when
+    ``node`` is not such a constant."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1 or node.keywords:
+        return None
+    name = dotted_name(node.func) or ""
+    dtype = name[2:] if name.startswith("T.") else ""
+    if dtype in ("int64", "bool") or dtype not in DTYPES or not tir.is_int(dtype):
+        return None
+    v = literal(ctx, node.args[0], lambda n: None)
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    return tir.IntImm(dtype, v)
+
+
+def _int64_constant(e: tir.PrimExpr) -> tir.PrimExpr:
+    """A dimension's integer constant as int64. Read as TIR (``- -1``, ``2**3``) a constant is
+    an int32, which prints as ``T.int32(1)``, and that, in a dimension, reads back as an int64:
+    the text would not round-trip."""
+    if isinstance(e, tir.IntImm) and e.dtype in ("int8", "int16", "int32"):
+        return tir.IntImm("int64", e.value)
+    return e
+
+
+def _binding_counts(stmts: list, names: set) -> dict:
+    """How many statements of a dataflow block bind each of ``names`` (``x = ...``,
+    ``x: ann = ...``, ``x, y = ...``), so that a name bound twice exports only its last value."""
+    counts: dict = {}
+    for st in stmts:
+        if not isinstance(st, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = st.target.elts if isinstance(st.target, ast.Tuple) else [st.target]
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id in names:
+                counts[t.id] = counts.get(t.id, 0) + 1
+    return counts
 
 
 def _is_call_stmt(s, name: str) -> bool:

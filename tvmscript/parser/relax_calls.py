@@ -70,7 +70,8 @@ def _old_style_sinfo(b: RelaxFunctionBuilder, shape_node, dtype_node, name: str)
     dtype = literal(b.ctx, dtype_node)
     if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
         raise b.error(f"unknown dtype '{dtype}'", dtype_node)
-    return [relax.TensorStructInfo([b.dim(e, True) for e in shape_node.elts], dtype)]
+    # Each dimension is checked as R.Tensor's are (int64): `(-0.0, 128)` is no shape.
+    return [relax.TensorStructInfo([b._shape_dim(e, True) for e in shape_node.elts], dtype)]
 
 
 def _result_sinfo(sinfos: list):

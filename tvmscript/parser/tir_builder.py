@@ -17,9 +17,12 @@ expanded where they are called.
 
 from __future__ import annotations
 
+import math
+
 from .. import ir, tir
 from ..compiler.tir_analysis import contains_block, infer_access_regions
 from ..diagnostics import did_you_mean
+from ..tir_visitor import vars_in
 from . import ast
 from .builder import (
     Context,
@@ -972,11 +975,19 @@ class PrimFuncBuilder:
                 lo = self.expr(it.lower) if it.lower is not None else _zero_like(dim)
                 hi = self.expr(it.upper) if it.upper is not None else dim
                 lo, hi = _unify(self, lo, hi)
+                self._check_region_bound(lo, it.lower or it)
                 region.append(tir.Range(lo, _sub(hi, lo)))
             else:
                 e = self.expr(it)
+                self._check_region_bound(e, it)
                 region.append(tir.Range(e, tir.IntImm(e.dtype, 1)))
         return tir.BufferRegion(buf, region)
+
+    def _check_region_bound(self, e: tir.PrimExpr, node) -> None:
+        """A region's bounds are indices, so integers (as in `_indices`): a float bound would
+        print as a cast the parser then reads as another region."""
+        if not tir.is_int(e.dtype):
+            raise self.error(f"buffer region bound must be an integer, not {e.dtype}", node)
 
     # ------------------------------------------------------------------ loops
     def _for(self, s: ast.For):
@@ -1195,6 +1206,8 @@ class PrimFuncBuilder:
             extent = self._extent(dom_node)
             dom = tir.Range(tir.IntImm(extent.dtype, 0), extent)
         value = self.expr(args["binding"])
+        self._check_not_own_axes(frame, name, [value], args["binding"])
+        self._check_not_own_axes(frame, name, [dom.min, dom.extent], dom_node)
         dtype = value.dtype
         if args["dtype"] is not None:
             dtype = self._dtype(args["dtype"])
@@ -1204,6 +1217,16 @@ class PrimFuncBuilder:
         frame.iter_values.append(self._coerce(value, dtype, args["binding"]))
         self.scope.define(name, var)
         return None
+
+    def _check_not_own_axes(self, frame, name: str, exprs: list, node) -> None:
+        """A block axis is bound to (and ranges over) values from outside the block: one that
+        used an axis of the same block would be bound to itself, which no printer can write
+        back (the value is printed before the axis it names is defined)."""
+        own = {id(iv.var) for iv in frame.iter_vars}
+        used = [v for v in vars_in(exprs) if id(v) in own]
+        if used:
+            raise self.error(f"block axis '{name}' is defined by '{used[0].name}', an axis of the same block; "
+                             "block axes are bound to loop variables (or values from outside the block)", node)
 
     def _axis_remap(self, target: ast.Tuple, call: ast.Call):
         frame = self.blocks[-1] if self.blocks else None
@@ -1264,7 +1287,14 @@ class PrimFuncBuilder:
         if value.dtype == dtype:
             return value
         if id(value) in self.literals and isinstance(value, (tir.IntImm, tir.FloatImm)):
-            return tir.const(value.value, dtype)
+            if tir.is_float(dtype) or dtype == "bool" or not tir.is_int(dtype):
+                return tir.const(value.value, dtype)
+            # Into an integer type a literal must fit, as T.int8(...) written out must: `300`
+            # stored into an int8 buffer would print as T.int8(300), which does not parse.
+            v = value.value
+            if isinstance(v, float) and not math.isfinite(v):
+                raise self.error(f"{v} cannot be stored as {dtype}", node)
+            return self._typed_number(int(v), dtype, node)
         if tir.is_int(dtype) and tir.is_int(value.dtype):
             return tir.Cast(dtype, value)
         raise self.error(f"type mismatch: expected a {dtype} value, got {value.dtype}", node)
@@ -1329,6 +1359,8 @@ class PrimFuncBuilder:
             return tir.Call(a.dtype, "tir.pow", [a, b])
         if op in BIT_OPS:
             a, b = self._promote(a, b, node)
+            if tir.is_float(a.dtype):
+                raise self.error(f"operator '{op}' needs integer operands, not {a.dtype}", node)
             return tir.Call(a.dtype, BIT_OPS[op], [a, b])
         if op == "/":
             a, b = self._promote(a, b, node)
@@ -1346,6 +1378,12 @@ class PrimFuncBuilder:
             return a, b
         a_lit = id(a) in self.literals
         b_lit = id(b) in self.literals
+        # An int value with a float literal (`i - 1.5`) is a float operation, as in TVM: the int
+        # is cast (the literal cannot become an int, and an int op with a float operand is no IR).
+        if b_lit and not a_lit and isinstance(b, tir.FloatImm) and not tir.is_float(a.dtype):
+            return tir.Cast(b.dtype, a), b
+        if a_lit and not b_lit and isinstance(a, tir.FloatImm) and not tir.is_float(b.dtype):
+            return a, tir.Cast(a.dtype, b)
         if b_lit and not a_lit:
             return a, self._lit(b, a.dtype)
         if a_lit and not b_lit:

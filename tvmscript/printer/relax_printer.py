@@ -60,7 +60,11 @@ class RelaxPrinter:
             return "R.Shape"
         if t is relax.PrimStructInfo:
             if s.value is not None:
-                return f"R.Prim(value={self.dim(s.value)})"
+                v = s.value
+                if isinstance(v, tir.IntImm) and v.dtype not in ("int64", "bool"):
+                    # As R.prim_value prints it: a bare number would read back as an int64.
+                    return f"R.Prim(value=T.{v.dtype}({v.value}))"
+                return f"R.Prim(value={self.dim(v)})"
             return f'R.Prim("{s.dtype}")'
         if t is relax.FuncStructInfo:
             if s.params is None and isinstance(s.ret, (relax.ObjectStructInfo, type(None))) and s.purity:

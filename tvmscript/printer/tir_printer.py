@@ -9,6 +9,7 @@ implicit root block becomes the ``# with T.block("root"):`` comment.
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import math
 import re
 
@@ -52,12 +53,15 @@ _STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\
 
 def format_string(value: str) -> str:
     """A double-quoted Python string literal that reads back as ``value``: a control character
-    is escaped (``\\t``, ``\\r``, ``\\x1b``), as a raw one would change the line or be invisible."""
+    is escaped (``\\t``, ``\\r``, ``\\x1b``), as a raw one would change the line or be invisible; so
+    is a lone surrogate (``"\\ud800"`` in the source), which no UTF-8 file or terminal can hold."""
     out = []
     for ch in value:
         esc = _STRING_ESCAPES.get(ch)
         if esc is None and (ord(ch) < 0x20 or ord(ch) == 0x7F):
             esc = f"\\x{ord(ch):02x}"
+        elif esc is None and 0xD800 <= ord(ch) <= 0xDFFF:
+            esc = f"\\u{ord(ch):04x}"
         out.append(esc or ch)
     return '"' + "".join(out) + '"'
 
@@ -249,6 +253,9 @@ class TIRPrinter:
             return "True" if v else "False"
         if isinstance(v, str):
             return format_string(v)
+        if isinstance(v, float) and math.isinf(v):
+            # `inf` is no literal: a number too large for a float reads back as one.
+            return "1e309" if v > 0 else "-1e309"
         if isinstance(v, (int, float)):
             return repr(v)
         if v is None:
@@ -702,9 +709,13 @@ def printed_attrs(attrs: dict, name: str) -> dict:
 
 
 def print_name(func, default: str = "main") -> str:
-    """The name a function printed on its own goes by: its global symbol, else ``main``."""
+    """The name a function printed on its own goes by: its global symbol, else ``main``. A
+    symbol that is no Python name (``"ma:in"``) cannot be a ``def``'s name: it stays in the
+    function's attributes and the function prints as ``main``."""
     symbol = func.attrs.get("global_symbol")
-    return symbol if isinstance(symbol, str) else default
+    if isinstance(symbol, str) and symbol.isidentifier() and not keyword.iskeyword(symbol):
+        return symbol
+    return default
 
 
 def _add(a, b):
