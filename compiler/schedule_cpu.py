@@ -31,8 +31,12 @@ A reduction becomes a *register tile*, the micro-kernel of a matrix multiply
    between the parts, initialized by a nest of its own, TVM's ``decompose_reduction``).
 
 Without a loop to vectorize (a matrix-vector product whose matrix is in rows, a softmax's
-row maximum), the tile is a few scalar accumulators along the innermost spatial loop: the
-dependent chain of each element is kept, several run side by side.
+row maximum), a float sum along a loop every operand reads contiguously becomes a *dot
+product* (`_DotProduct`): each output gets a vector of partial sums along that loop, added
+together at the end; it is the one schedule here that changes the order of additions (see
+below). Other such reductions (a maximum, integers, other extents) get a tile of a few scalar
+accumulators along the innermost spatial loop: the dependent chain of each element is kept,
+several run side by side.
 
 Other reductions (a type the register tile does not take, shapes it cannot split) and the
 elementwise nests keep the first schedule this module had:
@@ -81,8 +85,13 @@ element and only as the reduction's accumulator, and the reduce loops keep their
 order; so every element sees the same sequence of updates, in the same order, whatever the
 order of the loops around them, and whether the running value sits in the output or in a
 register. Inlining and folding an epilogue compute each element by the same expression.
-Results are bit-for-bit the same. (Requiring an associative and commutative combiner is
-stricter than this needs; it keeps the door open to reordering reduce loops later.) Nests
+Results are bit-for-bit the same, except in dot-product nests: there the terms of each float
+sum are added in another order (lane ``l`` of the partial sums takes terms ``l, l + L, ...``,
+then the lanes are added in order), whose rounding error has the same bound as the
+sequential sum's, ``gamma_K * sum |terms|`` (tests/test_schedule_dot.py checks it against
+float64). The sequential order would leave the vector units idle: a matrix-vector product with
+its matrix in rows ran 4.5x slower. (Requiring an associative and commutative combiner is
+stricter than bit-exactness needs; the dot product relies on it.) Nests
 that do not match are left alone, as are loops a user already annotated (``T.parallel``,
 ``T.vectorized``, ...).
 """
@@ -120,6 +129,8 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
         def visit_stmt(self, s):
             if isinstance(s, tir.For):
                 plan = _schedule_nest(s)
+                if isinstance(plan, _DotProduct):
+                    return plan.build()
                 if plan is not None:
                     plans.append(plan)
                     return s
@@ -129,7 +140,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     if _duplicate_block_names(body):
         body = _unique_block_names(body)  # schedules find blocks by name
     body = _inline_elementwise(func, body)
-    Plan().visit_stmt(body)
+    body = Plan().visit_stmt(body)  # dot-product nests are rewritten at once (`_DotProduct`)
     if plans:
         body = _schedule(func, body, plans)
     attrs = dict(func.attrs)
@@ -537,6 +548,10 @@ def _schedule_nest(top: tir.For):
     ebytes = dtype_bytes(out_buf.dtype)
     if reduce_loops and out_buf.dtype in _TILE_DTYPES:
         tile = _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes)
+        if tile is None or tile.lanes == 1:  # no spatial loop to vectorize
+            dot = _plan_dot_product(info, nontrivial, block, realize, store, init, rhs_loads, accesses, ebytes)
+            if dot is not None:
+                return dot
         if tile is not None:
             return _finish_register_tile(tile, info, block, init, store)
 
@@ -764,6 +779,113 @@ def _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes) -> Option
         plan.annotations[(id(vec), "inner" if plan.tile < vec.const_extent else "full")] = {
             VECTORIZE_ANN: lanes, INTERLEAVE_ANN: nv}
     return plan
+
+
+DOT_ROWS = 8  # outputs a dot-product nest computes at once, each its own vector accumulator
+
+
+class _DotProduct:
+    """A sum along a loop every operand reads contiguously, with no spatial loop to
+    vectorize: a matrix-vector product whose matrix is in rows (``x @ W.T`` at batch 1, as
+    `ReadTransposedInPlace` leaves it), a row sum. Each of `DOT_ROWS` outputs gets a vector of
+    partial sums: lane ``l`` adds the terms ``k = l, l + L, l + 2L, ...``; the lanes are then
+    added in order, after the init value::
+
+        for <other spatial loops>, jo:                 # the outermost one parallel
+            acc[r, l] = 0                              # r < rows (unrolled), l < L (vector)
+            for ko: acc[r, l] += f(j = jo * rows + r, k = ko * L + l)
+            out[j] = init; for l: out[j] += acc[r, l]
+
+    The only schedule here that changes the order of additions (the sequential order would
+    leave the vector units idle: one scalar multiply-add per load of a matrix row spread
+    over 16 rows); the bound of the rounding error is the same as the sequential sum's
+    (``K`` additions of the same terms), tested in tests/test_schedule_dot.py. It is built
+    directly, not through schedule primitives (an rfactor would allocate the partial sums
+    for the whole output, in the layout of the loops)."""
+
+    def __init__(self, info, j, k, rows: int, lanes: int, block, store, init, parallel: bool) -> None:
+        self.info, self.j, self.k, self.rows, self.lanes = info, j, k, rows, lanes
+        self.block, self.store, self.init, self.parallel = block, store, init, parallel
+
+    def build(self) -> tir.Stmt:
+        j, k, rows, lanes = self.j, self.k, self.rows, self.lanes
+        out = self.store.buffer
+        dt = out.dtype
+        jo = tir.Var(j.dtype, f"{j.var.name}_o")
+        r = tir.Var(j.dtype, f"{j.var.name}_r")
+        ko = tir.Var(k.dtype, f"{k.var.name}_o")
+        lane = tir.Var(k.dtype, f"{k.var.name}_l")
+        acc = tir.Buffer(f"{out.name}_dot", [tir.IntImm("int64", rows), tir.IntImm("int64", lanes)], dt, scope="local")
+        mapping = {}
+        for lp in self.info:
+            if lp.iv is None:
+                continue
+            if lp is j:
+                mapping[lp.iv.var] = tir.Add(j.dtype, tir.Mul(j.dtype, jo, tir.IntImm(j.dtype, rows)), r)
+            elif lp is k:
+                mapping[lp.iv.var] = tir.Add(k.dtype, tir.Mul(k.dtype, ko, tir.IntImm(k.dtype, lanes)), lane)
+            else:
+                mapping[lp.iv.var] = lp.var
+        rhs = substitute(_reduction_rhs(self.store), mapping)
+        indices = [substitute(i, mapping) for i in self.store.indices]
+        cell = [r, lane]
+        vector = {VECTORIZE_ANN: lanes}
+
+        def loop(var, extent, body, kind="serial", annotations=None):
+            return tir.For(var, tir.IntImm(var.dtype, 0), tir.IntImm(var.dtype, extent), kind, body,
+                           annotations=dict(annotations or {}))
+
+        start = loop(r, rows, loop(lane, lanes, tir.BufferStore(acc, tir.const(0, dt), cell), annotations=vector),
+                     kind="unroll")
+        update = tir.BufferStore(acc, tir.Add(dt, tir.BufferLoad(dt, acc, cell), rhs), cell)
+        accumulate = loop(ko, k.const_extent // lanes,
+                          loop(r, rows, loop(lane, lanes, update, annotations=vector), kind="unroll"))
+        total = tir.BufferStore(out, tir.Add(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
+                                indices)
+        finish = loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices),
+                                        loop(lane, lanes, total)]))
+        body = tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(
+            self.block.name, [], [], [], tir.seq([start, accumulate, finish]), alloc_buffers=[acc]))
+        body = loop(jo, j.const_extent // rows, body)
+        outer = [lp for lp in self.info if lp is not j and lp is not k]
+        for lp in reversed(outer):
+            body = tir.For(lp.var, lp.min, lp.extent, "serial", body)
+        if self.parallel:
+            body = _parallel_outermost(body)
+        return body
+
+
+def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
+    """``stmt`` (a loop nest) with its outermost loop of more than one iteration parallel."""
+    if not isinstance(stmt, tir.For):
+        return stmt
+    if tir.is_const_int(stmt.extent, 1):
+        return dataclasses.replace(stmt, body=_parallel_outermost(stmt.body))
+    return dataclasses.replace(stmt, kind="parallel")
+
+
+def _plan_dot_product(info, nontrivial, block, realize, store, init, rhs_loads, accesses, ebytes):
+    """A `_DotProduct` for this nest, or None: a float sum (``+``, with an init) along one
+    reduce loop of constant extent, a multiple of the vector width, along which every read is
+    contiguous or invariant (and one at least contiguous); the innermost spatial loop of
+    constant extent gives the rows."""
+    if not isinstance(store.value, tir.Add) or init is None or not isinstance(init, tir.BufferStore):
+        return None
+    if not tir.is_float(store.buffer.dtype) or any(not tir.is_const_int(lp.min, 0) for lp in info):
+        return None
+    reduce_ = [lp for lp in nontrivial if lp.kind == "R"]
+    spatial = [lp for lp in nontrivial if lp.kind == "S"]
+    if len(reduce_) != 1 or not spatial:
+        return None
+    k, j = reduce_[0], spatial[-1]
+    lanes = max(1, vector_bytes() // ebytes)
+    if k.const_extent is None or k.const_extent % lanes or k.const_extent < 2 * lanes or j.const_extent is None:
+        return None
+    strides = [st.get(k.iv.var, 0) for st in accesses[1:]]
+    if any(st not in (0, 1) for st in strides) or 1 not in strides:
+        return None
+    rows = max(d for d in range(1, min(j.const_extent, DOT_ROWS) + 1) if j.const_extent % d == 0)
+    return _DotProduct(info, j, k, rows, lanes, block, store, init, _worth_parallel(info))
 
 
 def _order_register_tile(plan: _Plan, parallel: bool) -> None:

@@ -339,8 +339,8 @@ def test_schedule_moves_the_unit_stride_loop_inside():
     g = default_schedule(tvms.parse(MORE)["dot"])
     assert loop_chain(g.body)[-1].loop_var.name == "j_1"
     assert any(b.name == "C_pack" for b in nodes(g.body, tir.Block))
-    # A vector-matrix product: no reuse to pay for packing; a tile of j's scalar accumulators
-    # (unrolled) sits inside the reduction over k.
+    # A vector-matrix product with its matrix in rows: no reuse to pay for packing; a dot
+    # product per output, vector partial sums along k (k_l) for a tile of j's (unrolled).
     vecdot = '''
 @T.prim_func
 def f(A: T.Buffer((1, 512), "float32"), B: T.Buffer((96, 512), "float32"), C: T.Buffer((1, 96), "float32")):
@@ -353,8 +353,9 @@ def f(A: T.Buffer((1, 512), "float32"), B: T.Buffer((96, 512), "float32"), C: T.
 '''
     h = default_schedule(tvms.parse(vecdot))
     (block_c,) = [b for b in nodes(h.body, tir.Block) if b.name == "C"]
-    above = [lp for lp in nodes(h.body, tir.For) if any(b is block_c for b in nodes(lp.body, tir.Block))]
-    assert [lp.loop_var.name for lp in above[-2:]] == ["k", "j_1"] and above[-1].kind == "unroll"
+    assert [buf.name for buf in block_c.alloc_buffers] == ["C_dot"]
+    inner = [lp.loop_var.name for lp in nodes(block_c.body, tir.For)]
+    assert inner[:2] == ["j_r", "k_l"] and "k_o" in inner
     assert not any(b.name == "C_pack" for b in nodes(h.body, tir.Block))
 
 

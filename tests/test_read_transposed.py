@@ -28,16 +28,36 @@ def run(mod, args, *, pass_on: bool = True, monkeypatch=None):
     return ex, vm["main"](*[tvms.nd.array(a) for a in args])
 
 
-def test_the_seed_mlp_runs_without_transposes_and_gives_the_same_bits(monkeypatch):
+def test_the_seed_mlp_runs_without_transposes(monkeypatch):
     mod = tvms.load(str(ROOT / "samples" / "mlp_zero.tvms"))
     args = [RNG.standard_normal(s, dtype=np.float32) for s in [(1, 784), (256, 784), (256,), (10, 256), (10,)]]
     ex, out = run(mod, args)
     _, ref = run(mod, args, pass_on=False, monkeypatch=monkeypatch)
-    assert not any("transpose" == k.rstrip("1") for k in ex.kernels), sorted(ex.kernels)
     assert sorted(ex.kernels) == ["fused_matmul1_add1_transposed_read", "fused_matmul_add_relu_transposed_read"]
-    np.testing.assert_array_equal(out.numpy(), ref.numpy())
+    # The default schedule sums these matrix-vector products in vector lanes (a dot product,
+    # tests/test_schedule_dot.py), the transposed module's matmuls in order: close, not equal.
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)
     x, w0, b0, w1, b1 = args
     np.testing.assert_allclose(out.numpy(), np.maximum(x @ w0.T + b0, 0) @ w1.T + b1, rtol=1e-4, atol=1e-4)
+
+
+def test_reading_in_place_computes_the_same_bits():
+    """The pass itself changes no arithmetic: unscheduled, the kernel reading the weight in
+    place gives the bits of the transpose followed by the original kernel."""
+    from tvmscript.runtime.cpu import build_cpu
+
+    mod = tvms.load(str(ROOT / "samples" / "mlp_zero.tvms"))
+    opt = read_transposed_in_place(mod)
+    x, w, b = (RNG.standard_normal(s, dtype=np.float32) for s in [(1, 784), (256, 784), (256,)])
+    plain = build_cpu({n: mod[n] for n in ("transpose", "fused_matmul_add_relu")}, schedule=False, use_cache=False)
+    wt = np.empty((784, 256), np.float32)
+    plain["transpose"](w, wt)
+    expected = np.empty((1, 256), np.float32)
+    plain["fused_matmul_add_relu"](x, wt, b, expected)
+    fused = build_cpu({"f": opt["fused_matmul_add_relu_transposed_read"]}, schedule=False, use_cache=False)
+    got = np.empty((1, 256), np.float32)
+    fused["f"](x, w, b, got)
+    np.testing.assert_array_equal(got, expected)
     # The zero pipeline's printout stays TVM's: the pass belongs to the build only.
     assert "transpose" in tvms.load(str(ROOT / "samples" / "mlp_zero.tvms")).script()
 
