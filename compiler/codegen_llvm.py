@@ -356,6 +356,13 @@ def _has_load(e) -> bool:
     return False
 
 
+class _NameOf(dict):
+    """`_dim_text`'s names for a message: each variable by its own name."""
+
+    def __missing__(self, v):
+        return v.name
+
+
 def _dim_text(e, names: dict) -> str:
     """A shape dimension as text over symbol names, for `ParamSpec` (``"n"``, ``"n * 2"``)."""
     if isinstance(e, tir.IntImm):
@@ -607,6 +614,7 @@ class _FuncGen:
             if not isinstance(size, tir.IntImm):
                 raise ValueError(f"stack allocation of '{buf.name}' needs a constant size")
             ptr = self.alloca(ir.ArrayType(ety, max(1, size.value)), align=max(64, buf.align or 0), name=buf.name)
+            self.zero_fill(ptr, ir.Constant(_I64, max(1, size.value) * _elem_align(buf.dtype)))
             self.env[buf.data] = ptr
             self.noalias.add(buf.data)
             self.stmt(s.body)
@@ -619,11 +627,23 @@ class _FuncGen:
         alloc = self.mg.declare("aligned_alloc", _PTR, [_I64, _I64])
         free = self.mg.declare("free", _VOID, [_PTR])
         ptr = self.b.call(alloc, [ir.Constant(_I64, 64), nbytes], name=buf.name)
+        self.fail_if(self.b.icmp_unsigned("==", ptr, ir.Constant(_PTR, None)),
+                     f"cannot allocate '{buf.name}' ({buf.dtype}, {_dim_text(size, _NameOf())} elements): out of memory")
+        self.zero_fill(ptr, nbytes)
         self.env[buf.data] = ptr
         self.noalias.add(buf.data)
         self.stmt(s.body)
         if not self.b.block.is_terminated:
             self.b.call(free, [ptr])
+
+    def zero_fill(self, ptr, nbytes) -> None:
+        """Zeros over a new allocation. Why: a kernel may read an element it never wrote; LLVM
+        takes such a load as undefined and may then compile the kernel into anything, an
+        endless loop included (found by the fuzzer). Zeros make the read defined and the result
+        reproducible, and they leak nothing of earlier calls. Where every element is written
+        before it is read (nearly always), LLVM deletes the fill as dead stores."""
+        memset = self.mg.declare("llvm.memset.p0.i64", _VOID, [_PTR, _I8, _I64, _I1])
+        self.b.call(memset, [ptr, ir.Constant(_I8, 0), nbytes, ir.Constant(_I1, 0)])
 
     def stmt_for(self, s: tir.For) -> None:
         kind = s.kind

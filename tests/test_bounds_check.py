@@ -19,7 +19,7 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.bounds_check import CHECK_INDEX, CHECK_RANGE, bounds_problems, count_checks
 from tvmscript.compiler.lower_tir import lower
-from tvmscript.runtime.kernel import BoundsCheckError
+from tvmscript.runtime.kernel import BoundsCheckError, KernelAssertionError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -272,3 +272,27 @@ def test_a_non_affine_index_is_checked_in_place():
     np.testing.assert_array_equal(c, a[np.arange(3) ** 2 + 3])
     with pytest.raises(BoundsCheckError, match=r"read of A\[i \* i \+ k\].*index 8 is outside"):
         kernel(a, c, 4)
+
+
+# ----------------------------------------------------------------------------- allocations
+
+ALLOC = '''# from tvm.script import tir as T
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), m: T.int64):
+    X = T.alloc_buffer((m,), "float32")
+    S = T.alloc_buffer((4,), "float32")
+    for i in range(4):
+        A[i] = X[i % m] + S[i]
+'''
+
+
+def test_allocations_start_zeroed_and_a_failed_one_is_an_error():
+    """A kernel reading what it never wrote reads zeros (LLVM took such a load as undefined
+    and once compiled a kernel into an endless loop); an allocation the system refuses is an
+    error naming the buffer, not a write through a null pointer."""
+    kernel = compile_kernel(ALLOC)
+    a = np.full(4, 7, "float32")
+    kernel(a, 8)
+    np.testing.assert_array_equal(a, np.zeros(4, "float32"))
+    with pytest.raises(KernelAssertionError, match=r"f: cannot allocate 'X' \(float32, m elements\): out of memory"):
+        kernel(a, 2**60)
