@@ -198,11 +198,19 @@ def mlp_numpy(x, w0, b0, w1, b1):
     return np.maximum(x @ w0.T + b0, 0) @ w1.T + b1
 
 
+SWITCH_PAUSE = 0.15  # seconds between one function's calls and the next one's (`interleaved`)
+
+
 def interleaved(fns: list, calls: int, warmup: int, rounds: int = 5) -> list:
     """Time of one call of each function: ``calls`` calls of each are timed in ``rounds``
     alternating rounds (f, g, f, g, ...), and the best of the rounds' medians is reported: a
     burst of load from other processes (on a shared machine, another guest can take a core
-    for milliseconds, which stalls every parallel region) spoils a round, not the figure."""
+    for milliseconds, which stalls every parallel region) spoils a round, not the figure.
+
+    Each function's calls start `SWITCH_PAUSE` after the previous one's: OpenBLAS's worker
+    threads (NumPy's, PyTorch's) keep spinning for about 0.1 s after a call, so a parallel
+    kernel run right after one finds the other cores taken (a 1024^3 matmul measured at 110
+    instead of 196 GFLOP/s), which measures the neighbour, not the kernel."""
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -211,6 +219,7 @@ def interleaved(fns: list, calls: int, warmup: int, rounds: int = 5) -> list:
     clock = time.perf_counter
     for _ in range(rounds):
         for i, fn in enumerate(fns):
+            time.sleep(SWITCH_PAUSE)
             times = []
             for _ in range(per):
                 t0 = clock()
