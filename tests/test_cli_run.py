@@ -256,7 +256,34 @@ def test_run_errors_in_the_program_are_located(tmp_path):
                   f"--> {SAMPLES / 'mlp.tvms'}:13:28", "^^^", "the default, --pipeline zero, legalizes")
     assert "13 |             permute_dims = R.permute_dims(" in proc.err
     _error(["run", SAMPLES / "mixture.tvms"], "'env.relu' is an extern function", "is registered",
-           f"--> {SAMPLES / 'mixture.tvms'}:30:19", "^^^")
+           f"--> {SAMPLES / 'mixture.tvms'}:30:19", "^^^", "--extern FILE.py")
+
+
+@pytest.mark.parametrize("sample", ["extern_call.tvms", "mixture.tvms"])
+def test_run_with_extern_functions_from_a_python_file(sample, tmp_path):
+    """``--extern samples/env_funcs.py`` registers env.linear / env.relu (NumPy) before the run:
+    the seed's modules that call libraries run from the command line."""
+    rng = np.random.default_rng(3)
+    names = ["x", "w0", "b0", "w1", "b1"]  # both modules' main takes these
+    shapes = [(1, 784), (128, 784), (128,), (10, 128), (10,)]
+    arrays = {n: rng.standard_normal(s).astype("float32") for n, s in zip(names, shapes)}
+    np.savez(tmp_path / "in.npz", **arrays)
+    ok("run", SAMPLES / sample, "--extern", SAMPLES / "env_funcs.py", "--inputs", tmp_path / "in.npz",
+       "--out", tmp_path / "out.npz")
+    x, w0, b0, w1, b1 = (arrays[n] for n in names)
+    expected = np.maximum(x @ w0.T + b0, 0) @ w1.T + b1
+    np.testing.assert_allclose(load_npz(tmp_path / "out.npz")["output"], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_extern_file_errors_are_one_located_line(tmp_path):
+    sample = SAMPLES / "extern_call.tvms"
+    _error(["run", sample, "--extern", tmp_path / "missing.py"], "--extern", "no such file")
+    raising = tmp_path / "raising.py"
+    raising.write_text("import tvmscript as tvms\n\nregister = tvms.register_func\nregister('env.linear', undefined_fn)\n")
+    _error(["run", sample, "--extern", raising], f"--extern {raising}:4: NameError: name 'undefined_fn' is not defined")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n    pass\n")
+    _error(["run", sample, "--extern", broken], f"--extern {broken}:1:", "SyntaxError")
 
 
 def test_run_out_errors(mlp, tmp_path):

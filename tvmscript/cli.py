@@ -104,6 +104,9 @@ def _argument_parser() -> argparse.ArgumentParser:
                      "for a lone prim_func also its scalar parameters")
     run.add_argument("--seed", type=_natural_int, default=0, metavar="N",
                      help="seed of the random inputs (default 0)")
+    run.add_argument("--extern", action="append", default=[], metavar="FILE.py",
+                     help="run this Python file first, to register the extern functions the module calls "
+                     "(tvms.register_func); repeatable. It executes that file's code")
     run.add_argument("--timeout", type=_positive_seconds, default=None, metavar="SECONDS",
                      help="stop the run (exit 1) if it has not finished after SECONDS")
     run.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
@@ -1217,6 +1220,8 @@ def _run(args) -> int:
     target = _check_target(args.target)
     if target.split()[0] == "cuda":
         _require_gpu()
+    for path in args.extern:
+        _load_extern_file(path)
     program.transform(args, args.func)
     name, func = program.pick(args.func)
     run = _run_relax if isinstance(func, relax.Function) else _run_prim
@@ -1226,6 +1231,31 @@ def _run(args) -> int:
     if args.out:
         _save_outputs(args.out, outputs)
     return 0
+
+
+def _load_extern_file(path: str) -> None:
+    """``--extern FILE.py``: run a Python file that registers extern functions
+    (``tvms.register_func("env.linear", ...)``), as `runpy` runs a script. An error in it is
+    one line naming the place in that file; no Python traceback."""
+    import runpy
+    import traceback
+
+    if not os.path.isfile(path):
+        raise _fail(f"--extern {path}: no such file")
+    try:
+        runpy.run_path(path, run_name="__tvms_extern__")
+    except SyntaxError as err:
+        where = f"{err.filename}:{err.lineno}:{err.offset or 1}"
+        raise _fail(f"error: --extern {where}: SyntaxError: {err.msg}") from None
+    except SystemExit as err:
+        raise _fail(f"error: --extern {path} exited ({err.code})") from None
+    except BaseException as err:  # noqa: BLE001 - the user's code: report where it failed
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        frames = [f for f in traceback.extract_tb(err.__traceback__)
+                  if os.path.abspath(f.filename) == os.path.abspath(path)]
+        where = f"{path}:{frames[-1].lineno}" if frames else path
+        raise _fail(f"error: --extern {where}: {type(err).__name__}: {err}") from None
 
 
 def _interruptible(work, timeout: float | None):
@@ -1450,8 +1480,8 @@ def _check_externs(program: _Program, name: str, ex) -> None:
                     raise program.report(TVMScriptError(
                         f"'{callee.global_symbol}' is an extern function, and none is registered in tvms run "
                         f"(called in function '{fname}')", x.span,
-                        notes=["extern functions are registered from Python with tvms.register_func: "
-                               "run this module from Python"]))
+                        notes=["extern functions are registered from Python with tvms.register_func: put "
+                               "the registrations in a file and pass it with --extern FILE.py"]))
             if isinstance(x.op, ir.GlobalVar):
                 todo.append(x.op.name_hint)
         if isinstance(x, (list, tuple)):
