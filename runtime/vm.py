@@ -27,7 +27,7 @@ import time as _time
 from .devices import Device, device as _as_device, kDLCPU, kDLCUDA
 from .executable import Executable, FuncSig
 
-__all__ = ["VirtualMachine", "BenchmarkResult", "match_value"]
+__all__ = ["VirtualMachine", "BenchmarkResult", "ProfileReport", "match_value"]
 
 
 class CallDepthError(RuntimeError):
@@ -150,8 +150,51 @@ class VirtualMachine:
 
         return evaluator
 
-    def profile(self, func_name: str, *args):
-        raise NotImplementedError("VM profiling is not supported yet; use time_evaluator")
+    def profile(self, func_name: str, *args, repeat: int = 1) -> "ProfileReport":
+        """Run ``func_name(*args)`` ``repeat`` times (after one untimed call) with every kernel
+        call timed, and return a `ProfileReport`: per kernel its calls, total and mean time and
+        share of the whole call, heaviest first, as TVM's ``vm.profile`` reports them
+        (``print(report)`` shows the table). The rest of the call's time is the VM's own
+        (argument checks, allocation, extern functions).
+
+        Why a second instance of the functions: the generated code calls each kernel through a
+        global of its namespace, so a namespace whose kernel globals are timing wrappers
+        profiles the same code with nothing added to ordinary calls. On a GPU each launch is
+        followed by a device synchronization, so a kernel's time is its own."""
+        if func_name not in self._funcs:
+            raise KeyError(f"no function named {func_name!r} in this executable (it has {', '.join(self._funcs)})")
+        if repeat < 1:
+            raise ValueError("profile: repeat must be at least 1")
+        records: dict = {}
+        sync = self.device.sync if self.device.device_type == kDLCUDA else None
+
+        def timed(kname: str, entry):
+            clock = _time.perf_counter_ns
+            record = records.setdefault(kname, [0, 0])
+
+            def call(*a):
+                t0 = clock()
+                entry(*a)
+                if sync is not None:
+                    sync()
+                record[0] += 1
+                record[1] += clock() - t0
+
+            return call
+
+        g = _instantiate(self.executable, self.device, self._kernels, wrap=timed)
+        f = _entry(func_name, g[self.executable.functions[func_name].pyname])
+        f(*args)  # warm-up, and bad arguments fail here
+        for record in records.values():
+            record[0] = record[1] = 0
+        t0 = _time.perf_counter_ns()
+        for _ in range(repeat):
+            f(*args)
+        if sync is not None:
+            sync()
+        total = _time.perf_counter_ns() - t0
+        return ProfileReport(func_name, {k: (n // repeat, t / repeat / 1e9) for k, (n, t) in records.items()},
+                             total / repeat / 1e9, str(self.device))
 
     def __repr__(self) -> str:
         return f"<tvms VirtualMachine on {self.device}: {', '.join(self._funcs)}>"
@@ -163,6 +206,45 @@ def _wall_time(f, args: tuple, number: int) -> float:
     for _ in range(number):
         f(*args)
     return _time.perf_counter() - t0
+
+
+class ProfileReport:
+    """`VirtualMachine.profile`'s result: ``rows`` are ``(kernel, calls, seconds)`` per call of
+    the function, heaviest first; ``total`` is the whole call's seconds."""
+
+    def __init__(self, func_name: str, kernels: dict, total: float, device: str) -> None:
+        self.func_name, self.total, self.device = func_name, total, device
+        self.rows = sorted(((k, n, t) for k, (n, t) in kernels.items()), key=lambda r: -r[2])
+
+    @property
+    def vm_time(self) -> float:
+        """Seconds of the call spent outside kernels: the VM's checks and allocations, externs."""
+        return max(0.0, self.total - sum(t for _, _, t in self.rows))
+
+    def table(self) -> list:
+        """The report as rows of text: name, calls, total, mean, percent of the call."""
+        def us(t: float) -> str:
+            return f"{t * 1e6:,.1f}"
+
+        rows = [(k, str(n), us(t), us(t / n) if n else "-", f"{100 * t / self.total:.1f}" if self.total else "-")
+                for k, n, t in self.rows]
+        rows.append(("(VM: checks, allocation, externs)", "", us(self.vm_time), "",
+                     f"{100 * self.vm_time / self.total:.1f}" if self.total else "-"))
+        rows.append((f"total: {self.func_name}", "1", us(self.total), us(self.total), "100.0"))
+        return rows
+
+    def __str__(self) -> str:
+        header = ("Name", "Calls", "Total (us)", "Mean (us)", "Percent")
+        rows = self.table()
+        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+
+        def line(r) -> str:
+            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+        return "\n".join([f"profile of '{self.func_name}' on {self.device}", line(header)] + [line(r) for r in rows])
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 class BenchmarkResult:
@@ -216,10 +298,11 @@ def _pick_device(device, ex: Executable) -> Device:
 # ----------------------------------------------------------------------------- instantiation
 
 
-def _instantiate(ex: Executable, dev: Device, kernels: dict) -> dict:
+def _instantiate(ex: Executable, dev: Device, kernels: dict, wrap=None) -> dict:
     """The globals the generated code runs in: helpers, kernels (``kernels``: loaded for
     ``dev``), constants, arenas; then the functions themselves (all in one namespace, so
-    Relax functions can call each other)."""
+    Relax functions can call each other). ``wrap(kernel name, entry)``, when given, replaces
+    each kernel's entry (`VirtualMachine.profile` times them)."""
     from . import ndarray as nd
 
     if dev.device_type == kDLCUDA:
@@ -231,7 +314,8 @@ def _instantiate(ex: Executable, dev: Device, kernels: dict) -> dict:
         frame_factory = _frame_factory
     for f in ex.functions.values():
         for gname, kname in f.kernels.items():
-            g[gname] = raw_entry(kernels[kname])
+            entry = raw_entry(kernels[kname])
+            g[gname] = wrap(kname, entry) if wrap is not None else entry
         for gname, arr in f.constants.items():
             g[gname] = nd.array(arr, dev)  # the VM's own copy: nothing run here can change the IR
         g.update(f.objects)

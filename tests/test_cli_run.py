@@ -453,3 +453,11 @@ def test_show_target_cuda_applies_the_default_gpu_schedules(tmp_path):
     assert ok("show", sample, "--pipeline", "zero", "--target", "llvm").out == ok("show", sample, "--pipeline", "zero").out
     proc = tvms("show", sample, "--target", "cudda")
     assert proc.returncode == 1 and "--target" in proc.err and "cudda" in proc.err
+
+
+def test_run_profile_prints_each_kernels_share():
+    proc = ok("run", SAMPLES / "mlp.tvms", "--profile", "--repeat", "3")
+    table = proc.out.split("profile of 'main' on cpu:0", 1)[1]
+    assert "fused_matmul_add_relu" in table and "total: main" in table and "Percent" in table
+    note = ok("run", SAMPLES / "te_matmul.tvms", "--profile")
+    assert "--profile times the kernels of a Relax function" in note.err

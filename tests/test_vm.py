@@ -734,3 +734,21 @@ class Module:
 ''')
     out = tvms.relax.VirtualMachine(tvms.compile(mod), tvms.cpu())["main"]()
     assert out.numpy().shape == () and int(out.numpy()) == 6
+
+
+def test_profile_times_each_kernel_of_a_call(mlp_params):
+    """vm.profile (TVM's name): each kernel's calls and time per call of the function, the
+    heaviest first, the VM's own share, and the outputs of the profiled calls are unaffected."""
+    ex = tvms.compile(sample("e2e_mlp.tvms"), target="llvm")
+    vm = tvms.relax.VirtualMachine(ex, tvms.cpu())
+    report = vm.profile("main", *mlp_params, repeat=3)
+    names = [r[0] for r in report.rows]
+    assert sorted(names) == sorted(ex.kernels)
+    assert all(calls == 1 and seconds > 0 for _, calls, seconds in report.rows)
+    assert [r[2] for r in report.rows] == sorted((r[2] for r in report.rows), reverse=True)
+    assert report.total >= sum(r[2] for r in report.rows) and report.vm_time >= 0
+    text = str(report)
+    assert "profile of 'main' on cpu:0" in text and "Calls" in text and names[0] in text
+    np.testing.assert_allclose(vm["main"](*mlp_params).numpy(), mlp_ref(*mlp_params), rtol=RTOL, atol=ATOL)
+    with pytest.raises(KeyError, match="no function named 'nope'"):
+        vm.profile("nope")

@@ -109,6 +109,9 @@ def _argument_parser() -> argparse.ArgumentParser:
                      "(tvms.register_func); repeatable. It executes that file's code")
     run.add_argument("--timeout", type=_positive_seconds, default=None, metavar="SECONDS",
                      help="stop the run (exit 1) if it has not finished after SECONDS")
+    run.add_argument("--profile", action="store_true",
+                     help="also time each kernel the function calls (over --repeat calls) and print a table: "
+                     "calls, total and mean time, share of the call, heaviest first")
     run.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
                      help="after a first call, time N calls and report the median (default 1)")
     run.add_argument("--out", metavar="FILE.npz", type=_file_name, help="save the outputs: output, or output_0, output_1, ...")
@@ -1228,6 +1231,12 @@ def _run(args) -> int:
     outputs, compile_s, times = _interruptible(lambda: run(program, name, func, args, shapes, target), args.timeout)
     color = not args.no_color and _stream_is_terminal(sys.stdout)
     _print_outputs(outputs, compile_s, times, color)
+    report = getattr(args, "profile_report", None)
+    if report is not None:
+        print(f"\n{report}")
+    elif args.profile:
+        print(f"note: --profile times the kernels of a Relax function; '{name}' is a T.prim_func, whose time "
+              "is the run's", file=sys.stderr)
     if args.out:
         _save_outputs(args.out, outputs)
     return 0
@@ -1377,6 +1386,8 @@ def _run_relax(program: _Program, name: str, func, args, shapes: dict, target: s
     sources = {p: g.source for p, g in given.items()}
     call = (lambda: f(*values)) if dev is None else (lambda: _synced(f(*values), dev))
     result, first, times = _timed(call, args.repeat, sources)
+    if args.profile:
+        args.profile_report = vm.profile(name, *values, repeat=args.repeat)
     return _name_outputs(result, func.ret_struct_info), compile_s, (first, times)
 
 
