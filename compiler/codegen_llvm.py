@@ -495,6 +495,7 @@ class _FuncGen:
         self.nonneg = nonneg  # Vars known to be >= 0
         self.noalias = noalias  # data Vars whose pointers may be marked noalias
         self.in_parallel = in_parallel
+        self.heap: list = []  # heap allocations live at the current point, freed on a failed check
         self.entry = fn.append_basic_block("entry")
         self.entry_builder = ir.IRBuilder(self.entry)
         start = fn.append_basic_block("start")
@@ -632,7 +633,9 @@ class _FuncGen:
         self.zero_fill(ptr, nbytes)
         self.env[buf.data] = ptr
         self.noalias.add(buf.data)
+        self.heap.append(ptr)
         self.stmt(s.body)
+        self.heap.pop()
         if not self.b.block.is_terminated:
             self.b.call(free, [ptr])
 
@@ -974,6 +977,9 @@ class _FuncGen:
         else:
             fail_fn = self.mg.declare(BOUNDS_FAIL_SYMBOL, _VOID, [_PTR, _I64, _I64, _I64])
             self.b.call(fail_fn, [self.mg.cstring(message)] + bounds)
+        free = self.mg.declare("free", _VOID, [_PTR])
+        for ptr in reversed(self.heap):  # nothing leaks when a check stops the kernel
+            self.b.call(free, [ptr])
         self.b.ret_void()
         self.b.position_at_end(ok)
 

@@ -296,3 +296,30 @@ def test_allocations_start_zeroed_and_a_failed_one_is_an_error():
     np.testing.assert_array_equal(a, np.zeros(4, "float32"))
     with pytest.raises(KernelAssertionError, match=r"f: cannot allocate 'X' \(float32, m elements\): out of memory"):
         kernel(a, 2**60)
+
+
+LEAK = '''# from tvm.script import tir as T
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), idx: T.Buffer((1,), "int32"), m: T.int64):
+    X = T.alloc_buffer((m,), "float32")
+    for i in range(m):
+        X[i] = T.float32(1)
+    A[0] = X[idx[0]]
+'''
+
+
+def test_a_failed_check_frees_the_kernels_heap_allocations():
+    """A check that stops a kernel frees the heap buffers it allocated: 40 failing calls that
+    each fill 32 MB would otherwise keep 1.3 GB."""
+    import resource
+
+    kernel = compile_kernel(LEAK)
+    a, m = np.zeros(4, "float32"), 8 << 20
+    kernel(a, np.array([3], "int32"), m)
+    assert a[0] == 1
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(40):
+        with pytest.raises(BoundsCheckError, match="index -1 is outside"):
+            kernel(a, np.array([-1], "int32"), m)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 300, f"peak memory grew {grown_mb:.0f} MB"
