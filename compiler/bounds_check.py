@@ -41,11 +41,12 @@ from typing import Optional
 
 from tvmscript import tir
 from tvmscript.diagnostics import TVMScriptError
-from tvmscript.tir_visitor import vars_in
+from tvmscript.tir_visitor import reads_memory, vars_in
 
 from .arith.bound import const_int_bound
 from .arith.canonical import Canonical
 from .arith.int_set import eval_range
+from .lower_tir import Allocate, IRMutator
 from .substitute import substitute_expr
 
 __all__ = ["instrument_bounds_checks", "bounds_problems", "CHECK_INDEX", "CHECK_RANGE", "INDEX_MARK", "SIZE_MARK"]
@@ -103,13 +104,10 @@ class _Analysis:
         return ranges
 
     def expand(self, e):
-        """``e`` with load-free lets replaced by their values (transitively)."""
-        for _ in range(8):
-            used = [v for v in vars_in([e]) if v in self.lets]
-            if not used:
-                return e
-            e = substitute_expr(e, {v: self.lets[v] for v in used})
-        return e
+        """``e`` with load-free lets replaced by their values (stored expanded already, so one
+        substitution leaves no let)."""
+        used = {v: self.lets[v] for v in vars_in([e]) if v in self.lets}
+        return substitute_expr(e, used) if used else e
 
     def interval(self, e, loops: list) -> Optional[tuple]:
         """Inclusive ``(lo, hi)`` of ``e`` while ``loops`` (innermost last) sweep their ranges;
@@ -164,7 +162,6 @@ class _Analysis:
         if not (tir.is_int(cond.a.dtype) and tir.is_int(cond.b.dtype)):
             return []
         a, b = _widen(self.expand(cond.a)), _widen(self.expand(cond.b))
-        dt = "int64"
         kind = type(cond)
         if isinstance(cond, tir.EQ):
             return [_sub(a, b), _sub(b, a)] if holds else []
@@ -225,10 +222,10 @@ def _one():
 # ----------------------------------------------------------------------------- the walk
 
 
-class _Walker:
-    """Visits a block-free function's statements with `_Analysis` kept current; `on_access`
-    is called for each load and store, with the analysis describing its surroundings, and
-    may return new indices."""
+class _Walker(IRMutator):
+    """Visits a block-free function with `_Analysis` kept current; `on_access` is called for
+    each load and store, with the analysis describing its surroundings, and may return new
+    indices. Every other node is rebuilt as `IRMutator` rebuilds it."""
 
     def __init__(self, func: tir.PrimFunc) -> None:
         self.a = _Analysis(func)
@@ -240,73 +237,54 @@ class _Walker:
         return stmt
 
     # ---- statements
-    def stmt(self, s):
+    def visit_stmt(self, s):
         a = self.a
         if isinstance(s, tir.BufferStore):
-            value = self.expr(s.value)
-            indices = [self.expr(i) for i in s.indices]
+            value = self.visit_expr(s.value)
+            indices = [self.visit_expr(i) for i in s.indices]
             new = self.on_access(_Access(s.buffer, indices, s.span, True))
             indices = new if new is not None else indices
             if value is s.value and all(x is y for x, y in zip(indices, s.indices)):
                 return s
             return tir.BufferStore(s.buffer, value, indices, s.span)
-        if isinstance(s, tir.SeqStmt):
-            seq = [self.stmt(x) for x in s.seq]
-            return s if all(x is y for x, y in zip(seq, s.seq)) else tir.seq(seq)
         if isinstance(s, tir.For):
-            lo, ext = self.expr(s.min), self.expr(s.extent)
-            step = s.step
-            unit = step is None or (isinstance(step, tir.IntImm) and step.value == 1)
+            # The bounds are evaluated before the loop runs: outside its scope.
+            lo, ext = self.visit_expr(s.min), self.visit_expr(s.extent)
+            unit = s.step is None or (isinstance(s.step, tir.IntImm) and s.step.value == 1)
             loop = _Loop(s.loop_var, a.expand(lo), a.expand(ext), unit)
             a.loops.append(loop)
             try:
-                body = self.stmt(s.body)
+                body = self.visit_stmt(s.body)
             finally:
                 a.loops.pop()
             new = s if body is s.body and lo is s.min and ext is s.extent else dataclasses.replace(
                 s, min=lo, extent=ext, body=body)
             return self.on_loop_done(loop, new)
         if isinstance(s, tir.IfThenElse):
-            cond = self.expr(s.condition)
-            then = self.guarded(lambda: self.stmt(s.then_case), a.facts_of(cond, True))
-            other = self.guarded(lambda: self.stmt(s.else_case), a.facts_of(cond, False)) \
+            cond = self.visit_expr(s.condition)
+            then = self.guarded(lambda: self.visit_stmt(s.then_case), a.facts_of(cond, True))
+            other = self.guarded(lambda: self.visit_stmt(s.else_case), a.facts_of(cond, False)) \
                 if s.else_case is not None else None
             if cond is s.condition and then is s.then_case and other is s.else_case:
                 return s
             return tir.IfThenElse(cond, then, other)
         if isinstance(s, tir.LetStmt):
-            value = self.expr(s.value)
-            if tir.is_int(s.var.dtype) and not _has_load(value):
-                a.lets[s.var] = a.expand(value)
+            if tir.is_int(s.var.dtype) and not reads_memory(s.value):
+                a.lets[s.var] = a.expand(s.value)
             else:
                 a.opaque_depth[s.var] = len(a.loops)
-            body = self.stmt(s.body)
-            if value is s.value and body is s.body:
-                return s
-            return tir.LetStmt(s.var, value, body)
+            return super().visit_stmt(s)
         if isinstance(s, tir.AssertStmt):
-            cond = self.expr(s.condition)
-            body = self.guarded(lambda: self.stmt(s.body), a.facts_of(cond, True), barrier=False)
+            cond = self.visit_expr(s.condition)
+            body = self.guarded(lambda: self.visit_stmt(s.body), a.facts_of(cond, True), barrier=False)
             return s if cond is s.condition and body is s.body else tir.AssertStmt(cond, s.message, body)
         if isinstance(s, tir.While):
-            cond = self.expr(s.condition)
-            body = self.guarded(lambda: self.stmt(s.body), [])
+            cond = self.visit_expr(s.condition)  # evaluated at least once, unconditionally
+            body = self.guarded(lambda: self.visit_stmt(s.body), [])
             return s if cond is s.condition and body is s.body else tir.While(cond, body)
-        if isinstance(s, tir.Evaluate):
-            v = self.expr(s.value)
-            return s if v is s.value else tir.Evaluate(v)
-        if isinstance(s, tir.DeclBuffer):
-            a.note_shape(s.buffer)
-            body = self.stmt(s.body)
-            return s if body is s.body else dataclasses.replace(s, body=body)
-        body = getattr(s, "body", None)
-        if isinstance(body, tir.Stmt):  # Allocate, AttrStmt, ...: scopes around a body
-            buf = getattr(s, "buffer", None)
-            if isinstance(buf, tir.Buffer):
-                a.note_shape(buf)
-            new = self.stmt(body)
-            return s if new is body else dataclasses.replace(s, body=new)
-        return s
+        if isinstance(s, (tir.DeclBuffer, Allocate)):
+            a.note_shape(s.buffer)  # its symbolic dimensions are sizes
+        return super().visit_stmt(s)
 
     def guarded(self, visit, facts: list, barrier: bool = True):
         """Run ``visit`` with ``facts`` known and, for a ``barrier``, no check hoisted out."""
@@ -323,71 +301,29 @@ class _Walker:
             a.barrier, a.conditional = saved[1], saved[2]
 
     # ---- expressions
-    def expr(self, e):
-        if isinstance(e, (tir.Var, tir.IntImm, tir.FloatImm, tir.StringImm)):
-            return e
+    def visit_expr(self, e):
         if isinstance(e, tir.BufferLoad):
-            indices = [self.expr(i) for i in e.indices]
+            indices = [self.visit_expr(i) for i in e.indices]
             new = self.on_access(_Access(e.buffer, indices, e.span, False))
             indices = new if new is not None else indices
             if all(x is y for x, y in zip(indices, e.indices)):
                 return e
             return tir.BufferLoad(e.dtype, e.buffer, indices, e.span)
         if isinstance(e, tir.Call) and e.op == "tir.if_then_else" and len(e.args) == 3:
-            cond = self.expr(e.args[0])
-            then = self.guarded(lambda: self.expr(e.args[1]), self.a.facts_of(cond, True))
-            other = self.guarded(lambda: self.expr(e.args[2]), self.a.facts_of(cond, False))
+            cond = self.visit_expr(e.args[0])
+            then = self.guarded(lambda: self.visit_expr(e.args[1]), self.a.facts_of(cond, True))
+            other = self.guarded(lambda: self.visit_expr(e.args[2]), self.a.facts_of(cond, False))
             if cond is e.args[0] and then is e.args[1] and other is e.args[2]:
                 return e
             return tir.Call(e.dtype, e.op, [cond, then, other])
         if isinstance(e, tir.Let):
-            value = self.expr(e.value)
             self.a.opaque_depth[e.var] = len(self.a.loops)
-            body = self.expr(e.body)
-            return e if value is e.value and body is e.body else tir.Let(e.dtype, e.var, value, body)
         if isinstance(e, (tir.And, tir.Or)):
             # The right operand runs only when the left one did not decide (as in C and Python).
-            left = self.expr(e.a)
-            right = self.guarded(lambda: self.expr(e.b), self.a.facts_of(left, isinstance(e, tir.And)))
+            left = self.visit_expr(e.a)
+            right = self.guarded(lambda: self.visit_expr(e.b), self.a.facts_of(left, isinstance(e, tir.And)))
             return e if left is e.a and right is e.b else type(e)(e.dtype, left, right)
-        changes = {}
-        for f in dataclasses.fields(e):
-            if f.name in ("dtype", "span"):
-                continue
-            v = getattr(e, f.name)
-            if isinstance(v, tir.PrimExpr):
-                nv = self.expr(v)
-                if nv is not v:
-                    changes[f.name] = nv
-            elif isinstance(v, list) and any(isinstance(x, tir.PrimExpr) for x in v):
-                nv = [self.expr(x) if isinstance(x, tir.PrimExpr) else x for x in v]
-                if any(x is not y for x, y in zip(nv, v)):
-                    changes[f.name] = nv
-        return dataclasses.replace(e, **changes) if changes else e
-
-
-def _has_load(e) -> bool:
-    found = []
-
-    def walk(x):
-        if found:
-            return
-        if isinstance(x, tir.BufferLoad) or isinstance(x, tir.Call) and x.op in (
-                "tir.call_extern", "tir.call_pure_extern", "tir.call_packed"):
-            found.append(x)
-            return
-        if dataclasses.is_dataclass(x):
-            for f in dataclasses.fields(x):
-                v = getattr(x, f.name)
-                if isinstance(v, tir.PrimExpr):
-                    walk(v)
-                elif isinstance(v, list):
-                    for y in v:
-                        if isinstance(y, tir.PrimExpr):
-                            walk(y)
-
-    walk(e)
-    return bool(found)
+        return super().visit_expr(e)
 
 
 # ----------------------------------------------------------------------------- messages
@@ -434,7 +370,7 @@ class _Instrumenter(_Walker):
         changed = False
         indices = list(access.indices)
         for axis, (index, extent) in enumerate(zip(access.indices, access.buffer.shape)):
-            if not tir.is_int(index.dtype) or _lanes(index.dtype) != 1:
+            if not tir.is_int(index.dtype) or tir.lanes_of(index.dtype) != 1:
                 continue  # vector indices (T.ramp): the CPU code generator refuses them
             if a.in_bounds(index, extent):
                 continue
@@ -500,16 +436,12 @@ class _Instrumenter(_Walker):
         return tir.seq(unique + [stmt])
 
 
-def _lanes(dtype: str) -> int:
-    return int(dtype.split("x")[1]) if "x" in dtype else 1
-
-
 def instrument_bounds_checks(func: tir.PrimFunc, name: str = "") -> tir.PrimFunc:
     """``func`` (blocks already converted to loops, buffers not yet flattened) with a run-time
     check for every access not proven in bounds (see the module docstring)."""
     if not name and isinstance(func.attrs, dict):
         name = func.attrs.get("global_symbol", "")
-    body = _Instrumenter(func, name or "kernel").stmt(func.body)
+    body = _Instrumenter(func, name or "kernel").visit_stmt(func.body)
     if body is func.body:
         return func
     return dataclasses.replace(func, body=body)
@@ -534,7 +466,7 @@ class _Finder(_Walker):
         if any(const_int_bound(loop.extent, ranges)[0] < 1 for loop in a.loops):
             return None  # a loop that may not run at all
         for axis, (index, extent) in enumerate(zip(access.indices, access.buffer.shape)):
-            if not tir.is_int(index.dtype) or _lanes(index.dtype) != 1:
+            if not tir.is_int(index.dtype) or tir.lanes_of(index.dtype) != 1:
                 continue
             index = _widen(a.expand(index))
             if any(v in a.opaque_depth for v in vars_in([index])) or not _affine_in_loops(index, a):
@@ -586,7 +518,7 @@ def bounds_problems(func: tir.PrimFunc, name: str) -> list:
     except (ValueError, NotImplementedError):
         return []  # forms the CPU lowering does not take: other checks report them
     finder = _Finder(lowered, name)
-    finder.stmt(lowered.body)
+    finder.visit_stmt(lowered.body)
     return finder.problems
 
 

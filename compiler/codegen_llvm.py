@@ -60,7 +60,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.tir_visitor import calls_extern, vars_in
 
 from .bounds_check import CHECK_INDEX, CHECK_RANGE
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
@@ -843,9 +843,7 @@ class _FuncGen:
         """Threads (i32) to run a parallel loop of ``extent`` iterations on: one per
         ``iters_per_thread`` iterations, at most ``omp_get_max_threads()`` (``OMP_NUM_THREADS``,
         else the CPUs); below 2, the caller runs the loop on its own thread."""
-        n = extent
-        if n.type.width != 64:
-            n = self.b.zext(n, _I64) if _is_unsigned(dtype) else self.b.sext(n, _I64)
+        n = self.to_i64(extent, dtype)
         teams = self.b.sdiv(n, ir.Constant(_I64, iters_per_thread)) if not _is_unsigned(dtype) \
             else self.b.udiv(n, ir.Constant(_I64, iters_per_thread))
         most = self.b.sext(self.b.call(self.mg.declare("omp_get_max_threads", _I32, []), []), _I64)
@@ -1383,29 +1381,10 @@ def _work(s) -> int:
     return _work(body) if body is not None else 1
 
 
-_EXTERN_CALLS = ("tir.call_extern", "tir.call_pure_extern", "tir.call_packed")
-
-
 def _expr_work(e) -> int:
     """The loads an expression does (`_work`), or `_UNKNOWN_WORK` when it calls an external
     function."""
-    if isinstance(e, tir.Call):
-        if e.op in _EXTERN_CALLS:
-            return _UNKNOWN_WORK
-        return min(_UNKNOWN_WORK, sum(_expr_work(a) for a in e.args if isinstance(a, tir.PrimExpr)))
-    if isinstance(e, tir.BufferLoad):
-        return 1
-    if isinstance(e, tir.BinaryOp):
-        return min(_UNKNOWN_WORK, _expr_work(e.a) + _expr_work(e.b))
-    if isinstance(e, tir.Cast):
-        return _expr_work(e.value)
-    if isinstance(e, tir.Not):
-        return _expr_work(e.a)
-    if isinstance(e, tir.Select):
-        return min(_UNKNOWN_WORK, _expr_work(e.condition) + _expr_work(e.true_value) + _expr_work(e.false_value))
-    if isinstance(e, tir.Let):
-        return min(_UNKNOWN_WORK, _expr_work(e.value) + _expr_work(e.body))
-    return 0
+    return _UNKNOWN_WORK if calls_extern(e) else min(_UNKNOWN_WORK, _count_loads(e))
 
 
 def _count_loads(e) -> int:

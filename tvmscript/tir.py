@@ -30,6 +30,12 @@ def is_float(dtype: str) -> bool:
     return dtype.startswith("float") or dtype.startswith("bfloat")
 
 
+def lanes_of(dtype: str) -> int:
+    """Lanes of a vector dtype (``float32x4``: 4); 1 for a scalar."""
+    base, sep, lanes = dtype.rpartition("x")
+    return int(lanes) if sep and lanes.isdigit() else 1
+
+
 def is_valid_dtype(dtype: str) -> bool:
     """``float32``, ``int64``, ``bool``, ``handle``, ``void``, or a vector ``float32x4``."""
     if dtype in SCALAR_DTYPES or dtype == "void":

@@ -3,7 +3,8 @@
 `TIRVisitor.visit` dispatches on the node's class to ``visit_<ClassName>`` when the subclass
 defines one, and otherwise walks every child (expressions, statements, buffers' shapes are
 not entered: a buffer is a definition, not an expression in the tree). `vars_in` is the common
-question "which variables does this expression use".
+question "which variables does this expression use"; `calls_extern` and `reads_memory` ask
+whether an expression may do more than arithmetic on its operands.
 """
 
 from __future__ import annotations
@@ -78,3 +79,45 @@ def vars_in(exprs) -> list:
         if e is not None:
             collector.visit(e)
     return list(collector.found)
+
+
+# Calls into code outside the kernel: they may do any amount of work, touch any memory.
+EXTERN_CALLS = frozenset(("tir.call_extern", "tir.call_pure_extern", "tir.call_packed"))
+
+
+class _Found(Exception):
+    pass
+
+
+class _Finder(TIRVisitor):
+    def __init__(self, predicate) -> None:
+        self.predicate = predicate
+
+    def visit(self, node) -> None:
+        if self.predicate(node):
+            raise _Found
+        super().visit(node)
+
+
+def contains(node, predicate) -> bool:
+    """Whether ``node`` or a node below it satisfies ``predicate`` (the walk stops at the first)."""
+    try:
+        _Finder(predicate).visit(node)
+    except _Found:
+        return True
+    return False
+
+
+def _is_extern_call(node) -> bool:
+    return isinstance(node, tir.Call) and node.op in EXTERN_CALLS
+
+
+def calls_extern(e) -> bool:
+    """Whether ``e`` calls a function outside the kernel (`EXTERN_CALLS`)."""
+    return contains(e, _is_extern_call)
+
+
+def reads_memory(e) -> bool:
+    """Whether ``e`` loads from a buffer or calls outside the kernel: its value may then differ
+    from one evaluation to the next."""
+    return contains(e, lambda n: isinstance(n, tir.BufferLoad) or _is_extern_call(n))

@@ -16,10 +16,10 @@ over the whole output (`permutation_of`); results are unchanged, element for ele
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 from tvmscript import ir, relax, tir
+from tvmscript.tir_visitor import TIRVisitor, contains
 
 from ._common import call_tir_args, copy_module, is_call_tir, replace_fields, var_use_counts
 from .dead_code_elimination import remove_unused_bindings
@@ -92,72 +92,41 @@ def _same_int(e, value) -> bool:
 # ----------------------------------------------------------------------------- the consumer
 
 
-class _NotRewritable(Exception):
-    pass
-
-
 def reading_source(func: tir.PrimFunc, param: tir.Var, perm: tuple) -> Optional[tir.PrimFunc]:
     """``func`` taking, instead of buffer parameter ``param`` (a transpose's output ``B``),
     the transpose's input ``W``, whose axis ``a`` is ``B``'s axis ``perm[a]``: every
-    ``B[i0, ..., in]`` read becomes ``W[i_p0, ..., i_pn]``. None where ``B`` is used otherwise
-    than read, or is not a plain dense buffer."""
+    ``B[i0, ..., in]`` read becomes ``W[i_p0, ..., i_pn]``. That is the schedule primitive
+    ``transform_layout`` with the map ``lambda *i: (i[p0], ..., i[pn])`` on a block that
+    reads ``B``; None where ``B`` is written (the kernel would then write the caller's ``W``),
+    no block reads it, or the primitive refuses it."""
+    from ..schedule import Schedule, ScheduleError
+
     old = func.buffer_map[param]
-    if old.strides or len(old.shape) != len(perm) or (old.elem_offset is not None and not _same_int(old.elem_offset, 0)):
+    if contains(func.body, lambda n: isinstance(n, tir.BufferStore) and n.buffer is old):
         return None
-    new = tir.Buffer(old.name, [old.shape[p] for p in perm], old.dtype, data=old.data, scope=old.scope,
-                     align=old.align, span=old.span)
-
-    def rewrite(node):
-        if isinstance(node, tir.BufferLoad) and node.buffer is old:
-            return tir.BufferLoad(node.dtype, new, [rewrite(node.indices[p]) for p in perm], node.span)
-        if isinstance(node, tir.BufferRegion) and node.buffer is old:
-            return tir.BufferRegion(new, [node.region[p] for p in perm])
-        if isinstance(node, tir.Buffer):
-            return node
-        if isinstance(node, tir.BufferStore) and node.buffer is old:
-            raise _NotRewritable
-        if isinstance(node, (tir.Block,)) and (any(m.source.buffer is old for m in node.match_buffers
-                                                   if hasattr(m, "source"))):
-            raise _NotRewritable
-        if isinstance(node, list):
-            items = [rewrite(x) for x in node]
-            return node if all(a is b for a, b in zip(items, node)) else items
-        if not dataclasses.is_dataclass(node) or isinstance(node, (tir.Var, tir.IntImm, tir.FloatImm)):
-            return node
-        changes = {}
-        for f in dataclasses.fields(node):
-            if f.name in ("span", "comments", "dtype"):
-                continue
-            value = getattr(node, f.name)
-            if isinstance(value, (list, tir.Node)) or dataclasses.is_dataclass(value):
-                nv = rewrite(value)
-                if nv is not value:
-                    changes[f.name] = nv
-        return dataclasses.replace(node, **changes) if changes else node
-
+    finder = _FirstReader(old)
+    finder.visit(func.body)
+    reader = finder.block
+    if reader is None:
+        return None
+    sch = Schedule(func)
     try:
-        body = rewrite(func.body)
-    except _NotRewritable:
+        sch.transform_layout(reader.name, old, lambda *i: tuple(i[p] for p in perm))
+    except (ScheduleError, ValueError, TypeError):
         return None
-    if _mentions(body, old):
-        return None
-    buffer_map = dict(func.buffer_map)
-    buffer_map[param] = new
-    return dataclasses.replace(func, body=body, buffer_map=buffer_map, comments=None)
+    return sch.mod["main"]
 
 
-def _mentions(node, buf) -> bool:
-    """Whether ``buf`` is still referred to anywhere below ``node``."""
-    if node is buf:
-        return True
-    if isinstance(node, list):
-        return any(_mentions(x, buf) for x in node)
-    if isinstance(node, dict):
-        return any(_mentions(x, buf) for x in node.values())
-    if not dataclasses.is_dataclass(node) or isinstance(node, (tir.Var, tir.IntImm, tir.FloatImm, tir.Buffer)):
-        return False
-    return any(_mentions(getattr(node, f.name), buf) for f in dataclasses.fields(node)
-               if f.name not in ("span", "comments", "dtype"))
+class _FirstReader(TIRVisitor):
+    """The first block (in program order) that declares a read of ``buffer``."""
+
+    def __init__(self, buffer: tir.Buffer) -> None:
+        self.buffer, self.block = buffer, None
+
+    def visit_Block(self, block) -> None:
+        if self.block is None and any(r.buffer is self.buffer for r in block.reads):
+            self.block = block
+        self.generic_visit(block)
 
 
 # ----------------------------------------------------------------------------- the module

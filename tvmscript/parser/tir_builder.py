@@ -916,7 +916,7 @@ class PrimFuncBuilder:
         indices = self._indices(buf, target)
         dtype = _access_dtype(buf, indices)
         value = self.expr(value_node)
-        if value.dtype != dtype and id(value) not in self.literals and _lanes_of(value.dtype) == _lanes_of(dtype) \
+        if value.dtype != dtype and id(value) not in self.literals and tir.lanes_of(value.dtype) == tir.lanes_of(dtype) \
                 and "handle" not in (value.dtype, dtype):
             # As TVM's parser: a value stored into a buffer of another dtype is cast to it.
             return tir.BufferStore(buf, tir.Cast(dtype, value), indices, self.ctx.span(target))
@@ -1692,11 +1692,6 @@ def _index_items(idx, buf: tir.Buffer) -> list:
     if isinstance(idx, ast.Tuple) and (not idx.parenthesized or (len(idx.elts) == len(buf.shape) != 1)):
         return idx.elts
     return [idx]
-
-
-def _lanes_of(dtype: str) -> int:
-    base, sep, lanes = dtype.rpartition("x")
-    return int(lanes) if sep and lanes.isdigit() else 1
 
 
 def _access_dtype(buf: tir.Buffer, indices: list) -> str:
