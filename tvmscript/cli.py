@@ -486,31 +486,31 @@ def file_errors(text: str, name: str, max_errors: int) -> list:
             removed.append(fname)
             continue
         found = [e for e in well_formed_errors(node) if not _follows_from(e, removed)]
-        errors += found + _bounds_errors(node, found)
+        errors += found + _bounds_errors(node, found, units)
         break
     errors = errors[:max_errors]
     errors.sort(key=lambda e: (e.span.line, e.span.col) if e.span is not None else (0, 0))
     return errors
 
 
-def _bounds_errors(node, found: list) -> list:
+def _bounds_errors(node, found: list, units: list) -> list:
     """Accesses out of bounds for certain (`compiler.bounds_check.bounds_problems`), in the
-    TensorIR functions that are otherwise well formed (``found`` lists the problems already
-    reported)."""
+    TensorIR functions that are otherwise well formed: a function whose text (its ``units``
+    entry, as `_function_units` finds them) holds one of the problems ``found`` is skipped."""
     from .compiler.bounds_check import bounds_problems
     from .ir import IRModule
     from .tir import PrimFunc
 
+    lines = [e.span.line - 1 for e in found if e.span is not None]  # 0-based, as the units
+    flawed = {name for start, end, name in units if any(start <= line < end for line in lines)}
     funcs = list(node.functions.items()) if isinstance(node, IRModule) else [(None, node)]
-    flagged = {e.span.line for e in found if e.span is not None}
     errors: list = []
     for gv, func in funcs:
         if not isinstance(func, PrimFunc):
             continue
-        span = getattr(func, "span", None)
-        if span is not None and any(span.line <= line <= span.end_line for line in flagged):
-            continue
-        errors += bounds_problems(func, gv.name_hint if gv is not None else func.attrs.get("global_symbol", "main"))
+        name = gv.name_hint if gv is not None else func.attrs.get("global_symbol", "main")
+        if name not in flawed:
+            errors += bounds_problems(func, name)
     return errors
 
 
