@@ -10,10 +10,8 @@ Why CUBIN for the exact architecture: the driver loads CUBIN made by any NVRTC o
 major version, while PTX from an NVRTC newer than the driver cannot be JIT-compiled by it
 (the test GPUs run driver 580, CUDA 13.0). PTX is produced on request, to read.
 
-The cache (``$TVMS_CACHE_DIR`` or ``~/.cache/tvms``, subfolder ``cuda``, mode 0700) holds one
-file per (source, architecture, options, NVRTC version): a header with the SHA-256 of the
-payload, then the payload. Entries are written to a temporary file and renamed into place, so
-a reader never sees half of one; an entry whose checksum does not match is compiled again.
+The cache (`tvmscript.cache`, subfolder ``cuda``) holds one file per (source, architecture,
+options, NVRTC version); an entry whose checksum does not match is compiled again.
 """
 
 from __future__ import annotations
@@ -23,15 +21,16 @@ import glob
 import hashlib
 import os
 import re
-import tempfile
 import threading
 import time
 from typing import Optional
 
+from tvmscript import cache as disk_cache
+
 __all__ = ["NVRTCError", "NVRTCUnavailable", "compile_cuda", "nvrtc_version", "include_dirs", "cache_dir",
            "CompileResult"]
 
-_CACHE_MAGIC = b"TVMSCUDA1\n"
+_CACHE_MAGIC = b"TVMSCUDA2"
 _DEFAULT_OPTIONS = ("--std=c++17",)
 
 
@@ -150,48 +149,10 @@ def _check(lib, status: int, what: str) -> None:
 # ----------------------------------------------------------------------------- the cache
 
 
-def cache_dir() -> str:
-    """The private folder compiled kernels are kept in (made on first use, mode 0700)."""
-    base = os.environ.get("TVMS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tvms")
-    path = os.path.join(base, "cuda")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
-
-
-def _cache_read(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    if not data.startswith(_CACHE_MAGIC):
-        return None
-    header_end = data.find(b"\n", len(_CACHE_MAGIC))
-    if header_end < 0:
-        return None
-    digest = data[len(_CACHE_MAGIC):header_end].decode("ascii", "replace")
-    payload = data[header_end + 1:]
-    if hashlib.sha256(payload).hexdigest() != digest:
-        return None
-    return payload
-
-
-def _cache_write(path: str, payload: bytes) -> None:
-    folder = os.path.dirname(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    except OSError:
-        return  # a cache we cannot write is only a slower build
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_CACHE_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+def cache_dir() -> Optional[str]:
+    """The private folder compiled kernels are kept in (`tvmscript.cache`), or None when there
+    is none to be had: then every compile runs NVRTC."""
+    return disk_cache.folder("cuda")
 
 
 # ----------------------------------------------------------------------------- compiling
@@ -211,16 +172,17 @@ def compile_cuda(source: str, arch: str = "sm_90", kind: str = "cubin", options=
     gpu = arch if kind == "cubin" else "compute_" + arch[3:]
     opts = [f"--gpu-architecture={gpu}", *_DEFAULT_OPTIONS, *options] + [f"-I{d}" for d in include_dirs()]
     key = hashlib.sha256("\0".join([source, kind, *opts, f"nvrtc {version}"]).encode()).hexdigest()
-    path = os.path.join(cache_dir(), f"{key}.{kind}") if use_cache else None
+    folder = cache_dir() if use_cache else None
+    path = os.path.join(folder, f"{key}.{kind}") if folder else None
     if path is not None:
-        hit = _cache_read(path)
+        hit = disk_cache.read(path, _CACHE_MAGIC)
         if hit is not None:
             return CompileResult(hit, True, 0.0, kind)
     t0 = time.perf_counter()
     binary = _nvrtc(lib, source, name, opts, kind)
     seconds = time.perf_counter() - t0
     if path is not None:
-        _cache_write(path, binary)
+        disk_cache.write(path, _CACHE_MAGIC, binary)
     return CompileResult(binary, False, seconds, kind)
 
 

@@ -11,7 +11,10 @@ machine runs them all.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -33,6 +36,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Compiled kernels and parser tables go to a cache folder of this test session (inherited by
+# the `tvms` processes tests start), not the user's: a test never reads what an earlier run
+# or another checkout left there.
+if not os.environ.get("TVMS_CACHE_DIR"):
+    os.environ["TVMS_CACHE_DIR"] = tempfile.mkdtemp(prefix="tvms-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["TVMS_CACHE_DIR"], True)
 
 
 def pytest_collection_modifyitems(config, items):

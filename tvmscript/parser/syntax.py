@@ -587,66 +587,35 @@ def _tables() -> _Tables:
 
 
 def _cached_spec(grammar: str, rebuild: bool = False) -> dict:
-    """`grammar_spec`, from the cache file when one matches this grammar and Lark version and
-    is intact. The file holds the SHA-256 of its payload first: a damaged or foreign file is
-    rebuilt rather than trusted (a bad cache must never break every command)."""
+    """`grammar_spec`, from the cache (`tvmscript.cache`) when an entry matches this grammar
+    and Lark version and is intact: a damaged or foreign entry is rebuilt rather than trusted
+    (a bad cache must never break every command)."""
     import hashlib
     import marshal
 
-    folder = _cache_dir()
+    from tvmscript import cache as disk_cache
+
+    folder = disk_cache.folder("parser")
     key = hashlib.sha256(grammar.encode() + _SPEC_FORMAT.encode()).hexdigest()[:20]
     path = None if folder is None else os.path.join(folder, f"tables-{key}.marshal")
     if path is not None and not rebuild:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-            digest, payload = data[:32], data[32:]
-            if hashlib.sha256(payload).digest() == digest:
+        payload = disk_cache.read(path, _SPEC_MAGIC)
+        if payload is not None:
+            try:
                 spec = marshal.loads(payload)
-                if isinstance(spec, dict):
-                    return spec
-        except (OSError, EOFError, ValueError, TypeError):
-            pass
+            except (EOFError, ValueError, TypeError):
+                spec = None
+            if isinstance(spec, dict):
+                return spec
     spec = grammar_spec(grammar)
     if path is not None:
-        payload = marshal.dumps(spec)
-        _write_cache(path, hashlib.sha256(payload).digest() + payload)
+        disk_cache.write(path, _SPEC_MAGIC, marshal.dumps(spec))
     return spec
-
-
-def _write_cache(path: str, data: bytes) -> None:
-    """Write through a fresh temporary file (O_EXCL: never through a planted link) and a rename."""
-    import tempfile
-
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tables-", dir=os.path.dirname(path))
-    except OSError:
-        return  # a read-only cache folder: parse without a cache
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
 
 
 # Bump when the shape of `grammar_spec`'s result, or of the cache file, changes.
 _SPEC_FORMAT = "tvms-spec-3"
-
-
-def _cache_dir() -> str | None:
-    """The user's cache folder for tvms, or None when there is none to be had: then tvms parses
-    without a cache, rather than write into a folder other users share."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "tvms")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    return path if os.path.isdir(path) else None
+_SPEC_MAGIC = b"TVMSTABLES1"
 
 
 class _SyntaxErrorAt(Exception):
