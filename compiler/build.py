@@ -37,6 +37,8 @@ from tvmscript import ir, relax, tir
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.well_formed import return_annotation_problem
 
+from . import progress
+
 __all__ = ["build", "compile", "BuildError"]
 
 
@@ -78,6 +80,7 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
         # transpose kernel copying them on every call (compiler/transform/read_transposed.py).
         from .transform.read_transposed import read_transposed_in_place
 
+        progress.report("reading transposed operands in place")
         mod = read_transposed_in_place(mod)
 
     prim_funcs = {}
@@ -107,6 +110,7 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
 
     functions = {}
     for index, (name, func) in enumerate(relax_funcs.items()):
+        progress.report("the VM's program", index, len(relax_funcs))
         functions[name] = _FunctionCodegen(name, index, func, kernels, relax_funcs).run()
     if gpu:
         return Executable(mod, "cuda", kernels, functions, cuda_code=cuda_code)

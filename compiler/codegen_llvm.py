@@ -62,6 +62,7 @@ import llvmlite.ir as ir
 from tvmscript import tir
 from tvmscript.tir_visitor import calls_extern, vars_in
 
+from . import progress
 from .bounds_check import CHECK_INDEX, CHECK_RANGE
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
 
@@ -93,9 +94,12 @@ class HostTarget:
     features: str
 
     def target_machine(self, opt: int = 3):
+        """Position-independent code: the same machine code is JIT-loaded, kept in the disk
+        cache and linked into a shared library by ``export_library`` (non-PIC code there
+        would need text relocations)."""
         target = llvm.Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt,
-                                            reloc="default", codemodel="jitdefault")
+                                            reloc="pic", codemodel="jitdefault")
 
 
 _initialized = False
@@ -1554,7 +1558,8 @@ def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTa
     mg = _ModuleGen(target, parallel_runtime)
     result = CodegenResult(mg.module, parallel_runtime=parallel_runtime)
     used: set = set()
-    for name, func in funcs.items():
+    for i, (name, func) in enumerate(funcs.items()):
+        progress.report("generating code", i, len(funcs))
         if not isinstance(func, tir.PrimFunc):
             raise TypeError(f"codegen: '{name}' is a {type(func).__name__}, not a tir.PrimFunc")
         symbol = symbol_name(name)

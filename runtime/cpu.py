@@ -14,6 +14,13 @@ Compiled modules are cached in memory, keyed by a structural hash of the functio
 variables do not matter, as in `tvmscript.ir.structural_equal`) and the build options; a hit
 is confirmed with `structural_equal` against a private copy of the functions it was built from
 (kept pickled: pickling is several times cheaper than `copy.deepcopy` on a cold build).
+They are also kept on disk (`tvmscript.cache`, subfolder ``cpu``): the kernels' machine code
+(the ELF object MCJIT produced, position-independent), their signatures and the functions
+they were built from, under a name hashing the in-memory key with `compiler_fingerprint`.
+Another process building structurally equal functions with the same options on the same CPU
+loads that object (`load_object`) instead of scheduling, generating code and running LLVM:
+a second cold ``tvms run`` of a file spends no time in LLVM. The same object is what
+``export_library`` links into a shared library (`runtime.library`).
 
 Kernels are optimized with LLVM's O3 pipeline, loop and SLP vectorization on, but loops are
 unrolled and vector loops interleaved only where the IR asks for it (the annotations the
@@ -47,6 +54,7 @@ import contextlib
 import copy
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import os
 import pickle
@@ -58,7 +66,7 @@ import llvmlite.binding as llvm
 from tvmscript import ir as tir_ir
 from tvmscript.structural import structural_hash  # noqa: F401  (re-exported)
 from tvmscript import tir
-from tvmscript.compiler import codegen_llvm
+from tvmscript.compiler import codegen_llvm, progress
 from tvmscript.compiler.codegen_llvm import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, HostTarget, host_target, init_llvm
 
 from . import kernel as kernel_mod
@@ -165,18 +173,27 @@ def wait_policy() -> str:
 
 
 class CPUModule:
-    """JIT-compiled kernels, by prim_func name. Holds the LLVM execution engine alive."""
+    """JIT-compiled kernels, by prim_func name. Holds the LLVM execution engine alive, and the
+    kernels' machine code as an ELF object (``object_code``: what the disk cache keeps and
+    ``export_library`` links into a shared library)."""
 
     def __init__(self, engine, target_machine, kernels: dict, llvm_ir, llvm_ir_unopt: str,
-                 target: HostTarget, parallel: str) -> None:
+                 target: HostTarget, parallel: str, object_code: bytes = b"", opt_level: int = 3,
+                 infos: tuple = ()) -> None:
         self._engine = engine
         self._tm = target_machine
         self.kernels: dict = kernels
-        self._llvm_ir = llvm_ir  # text, or the engine's optimized llvmlite module (printed on demand)
+        # text, the engine's optimized llvmlite module (printed on demand), or None for a module
+        # loaded from the disk cache (optimized again from the unoptimized text if asked)
+        self._llvm_ir = llvm_ir
         self._llvm_ir_unopt = llvm_ir_unopt
         self._asm: Optional[str] = None
         self.target = target
         self.parallel_runtime = parallel
+        self.object_code = object_code
+        self.opt_level = opt_level
+        self.infos = tuple(infos)  # codegen_llvm.KernelInfo of each kernel, for export_library
+        self.from_disk_cache = False
 
     def __getitem__(self, name: str) -> Kernel:
         try:
@@ -203,6 +220,8 @@ class CPUModule:
         """``"llvm"``: the optimized LLVM IR; ``"llvm-unopt"``: as generated; ``"asm"``: the
         host assembly."""
         if fmt in ("llvm", "ll"):
+            if self._llvm_ir is None:
+                self._llvm_ir = _optimized(self._llvm_ir_unopt, self._tm, self.target, self.opt_level)
             if not isinstance(self._llvm_ir, str):
                 self._llvm_ir = str(self._llvm_ir)
             return self._llvm_ir
@@ -259,7 +278,8 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
     results). ``opt_level``: LLVM's optimization level, 0 to 3. ``parallel``: ``"gomp"``/``"serial"`` to force a parallel runtime
     (default: gomp when libgomp is present). ``bounds_check``: accesses not proven in bounds
     are checked at run time (`compiler.bounds_check`). Structurally equal inputs built with equal
-    options return the same cached `CPUModule`."""
+    options return the same cached `CPUModule`; ``use_cache`` also looks in, and adds to, the
+    disk cache (see the module docstring)."""
     funcs = _as_func_dict(funcs)
     runtime = parallel_runtime()
     if parallel is not None:
@@ -274,24 +294,29 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
 
     options = (bool(schedule), int(opt_level), runtime, target, parallel_threads() if schedule else 0,
                bool(bounds_check))
-    key = None
-    if use_cache:
-        parts = [repr(options)] + [f"{n}:{structural_hash(funcs[n])}" for n in sorted(funcs)]
-        key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
-        with _cache_lock:
-            candidates = list(_cache.get(key, ()))
-        for saved, module in candidates:
-            saved = _restore(saved)
-            if saved.keys() == funcs.keys() and all(
-                tir_ir.structural_equal(saved[n], funcs[n]) for n in funcs
-            ):
-                return module
-    module = _build(funcs, schedule, opt_level, runtime, target, bounds_check)
-    if use_cache:
-        saved = _private_copy(funcs)
-        with _cache_lock:
-            _cache.setdefault(key, []).append((saved, module))
+    if not use_cache:
+        return _build(funcs, schedule, opt_level, runtime, target, bounds_check)
+    parts = [repr(options)] + [f"{n}:{structural_hash(funcs[n])}" for n in sorted(funcs)]
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    with _cache_lock:
+        candidates = list(_cache.get(key, ()))
+    for saved, module in candidates:
+        if _same_funcs(_restore(saved), funcs):
+            return module
+    saved = _private_copy(funcs)
+    disk_path = _disk_entry_path(key)
+    module = _disk_load(disk_path, funcs, target, opt_level, runtime) if disk_path else None
+    if module is None:
+        module = _build(funcs, schedule, opt_level, runtime, target, bounds_check)
+        if disk_path and isinstance(saved, bytes):
+            _disk_store(disk_path, saved, module)
+    with _cache_lock:
+        _cache.setdefault(key, []).append((saved, module))
     return module
+
+
+def _same_funcs(saved: dict, funcs: dict) -> bool:
+    return saved.keys() == funcs.keys() and all(tir_ir.structural_equal(saved[n], funcs[n]) for n in funcs)
 
 
 def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: HostTarget,
@@ -299,24 +324,151 @@ def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: Ho
     if schedule:
         from tvmscript.compiler.schedule_cpu import default_schedule
 
-        funcs = {n: default_schedule(f) for n, f in funcs.items()}
+        scheduled = {}
+        for i, (n, f) in enumerate(funcs.items()):
+            progress.report("scheduling kernels", i, len(funcs))
+            scheduled[n] = default_schedule(f)
+        funcs = scheduled
     result = codegen_llvm.codegen(funcs, parallel_runtime=runtime, target=target, bounds_check=bounds_check)
     text = str(result.module)
     tm = target.target_machine(opt_level)
+    progress.report(f"LLVM: optimizing and compiling {len(funcs)} kernels")
+    llmod = _parsed(text, tm, target)
+    if opt_level > 0:
+        codegen_llvm.optimize(llmod, tm, speed_level=opt_level)
+    engine = llvm.create_mcjit_compiler(llmod, tm)
+    objects: list = []
+    engine.set_object_cache(notify_func=lambda _module, buffer: objects.append(bytes(buffer)))
+    engine.finalize_object()
+    engine.run_static_constructors()
+    # The engine owns (and keeps alive) llmod: its text is printed only if someone asks.
+    module = CPUModule(engine, tm, {}, llmod, text, target, runtime, b"".join(objects[:1]), opt_level,
+                       result.kernels)
+    _bind_kernels(module, engine.get_function_address)
+    return module
+
+
+def _parsed(text: str, tm, target: HostTarget):
     llmod = llvm.parse_assembly(text)
     llmod.triple = target.triple
     llmod.data_layout = str(tm.target_data)
     llmod.verify()
+    return llmod
+
+
+def _optimized(text: str, tm, target: HostTarget, opt_level: int) -> str:
+    """The optimized IR of unoptimized ``text`` (for a module whose machine code came from
+    the disk cache)."""
+    llmod = _parsed(text, tm, target)
     if opt_level > 0:
         codegen_llvm.optimize(llmod, tm, speed_level=opt_level)
-    engine = llvm.create_mcjit_compiler(llmod, tm)
-    engine.finalize_object()
-    engine.run_static_constructors()
-    # The engine owns (and keeps alive) llmod: its text is printed only if someone asks.
-    module = CPUModule(engine, tm, {}, llmod, text, target, runtime)
-    for info in result.kernels:
-        addr = engine.get_function_address(info.symbol)
+    return str(llmod)
+
+
+def _bind_kernels(module: CPUModule, address_of) -> None:
+    """Fill ``module.kernels`` from its kernel infos, ``address_of(symbol)`` giving each
+    kernel's entry point."""
+    for info in module.infos:
+        addr = address_of(info.symbol)
         if not addr:
-            raise RuntimeError(f"JIT: no address for kernel symbol {info.symbol}")
+            raise RuntimeError(f"no address for kernel symbol {info.symbol}")
         module.kernels[info.name] = Kernel(info.name, info.params, info.sym_vars, addr, info.symbol, owner=module)
+
+
+# ----------------------------------------------------------------------------- the disk cache
+#
+# A second process building the same kernels loads their machine code instead of running the
+# schedule, the code generator and LLVM again (a cold `tvms run` spends most of its time
+# there). The entry's name is the in-memory key (the options, the host CPU and the structural
+# hashes of the functions) hashed with the compiler's fingerprint; the entry holds the
+# functions it was built from (pickled), and is used only if they are structurally equal to
+# the ones asked for, so a hash collision can only cost a build. `tvmscript.cache` checks the
+# folder is private and the entry whole.
+
+_DISK_MAGIC = b"TVMSCPU1"
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_fingerprint() -> str:
+    """A hash of what decides the machine code: tvms's source files (paths, sizes and
+    modification times, so an edited checkout never reuses old code), the tvms, llvmlite and
+    LLVM versions."""
+    import tvmscript
+
+    digest = hashlib.sha256(f"tvms {tvmscript.__version__}; llvmlite {llvm_version()}".encode())
+    roots = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(tvmscript.__file__)),
+             os.path.dirname(os.path.abspath(codegen_llvm.__file__))]
+    for top in sorted(set(roots)):
+        stack = [top]
+        while stack:
+            with os.scandir(stack.pop()) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name != "__pycache__":
+                            stack.append(entry.path)
+                    elif entry.name.endswith((".py", ".lark")):
+                        st = entry.stat()
+                        digest.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def llvm_version() -> str:
+    import llvmlite
+
+    return f"{llvmlite.__version__}/{'.'.join(map(str, llvm.llvm_version_info))}"
+
+
+def _disk_entry_path(key: str) -> Optional[str]:
+    from tvmscript import cache as disk_cache
+
+    folder = disk_cache.folder("cpu")
+    if folder is None:
+        return None
+    name = hashlib.sha256(f"{key};{compiler_fingerprint()}".encode()).hexdigest()
+    return os.path.join(folder, name + ".kernels")
+
+
+def _disk_store(path: str, saved_funcs: bytes, module: CPUModule) -> None:
+    from tvmscript import cache as disk_cache
+
+    if not module.object_code:
+        return
+    entry = {"funcs": saved_funcs, "infos": list(module.infos), "object": module.object_code,
+             "llvm_ir_unopt": module._llvm_ir_unopt, "parallel": module.parallel_runtime}
+    try:
+        payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - something in the kernels' descriptions does not pickle
+        return
+    disk_cache.write(path, _DISK_MAGIC, payload)
+
+
+def _disk_load(path: str, funcs: dict, target: HostTarget, opt_level: int, runtime: str) -> Optional[CPUModule]:
+    """The module stored at ``path`` if it is whole and was built from ``funcs``; else None."""
+    from tvmscript import cache as disk_cache
+
+    payload = disk_cache.read(path, _DISK_MAGIC)
+    if payload is None:
+        return None
+    try:
+        entry = pickle.loads(payload)
+        if entry["parallel"] != runtime or not _same_funcs(pickle.loads(entry["funcs"]), funcs):
+            return None
+        tm = target.target_machine(opt_level)
+        module = load_object(entry["object"], tm, entry["infos"], entry["llvm_ir_unopt"], target, runtime,
+                             opt_level)
+    except Exception:  # noqa: BLE001 - an entry we cannot use is only a build
+        return None
+    module.from_disk_cache = True
+    return module
+
+
+def load_object(object_code: bytes, tm, infos: list, llvm_ir_unopt: str, target: HostTarget, runtime: str,
+                opt_level: int = 3) -> CPUModule:
+    """A `CPUModule` from machine code LLVM produced earlier: linked into this process by
+    MCJIT's loader, with no optimization or code generation."""
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+    engine.finalize_object()
+    module = CPUModule(engine, tm, {}, None, llvm_ir_unopt, target, runtime, object_code, opt_level, infos)
+    _bind_kernels(module, engine.get_function_address)
     return module

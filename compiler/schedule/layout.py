@@ -219,6 +219,18 @@ def _np_eval(e, env: dict):
     return None
 
 
+def _is_permutation(m: _Map, dims: list, new_dims: list) -> bool:
+    """Whether ``m`` only reorders the axes (a transpose), each new axis as long as the old
+    axis it takes: a bijection, decided without enumerating the elements."""
+    if len(m.final) != len(m.initial) or len(new_dims) != len(dims):
+        return False
+    position = {v: i for i, v in enumerate(m.initial)}
+    taken = [position.get(f) if isinstance(f, tir.Var) else None for f in m.final]
+    if None in taken or sorted(taken) != list(range(len(dims))):
+        return False
+    return all(dims[i] is not None and dims[i] == nd for i, nd in zip(taken, new_dims))
+
+
 def _check_bijective(m: _Map, old_shape: list, new_shape: list) -> Optional[str]:
     """Why ``m`` is not a bijection from ``old_shape`` onto ``new_shape`` (None when it is, or
     when that cannot be decided): "overlap" (two elements to one place) or "padding"."""
@@ -226,6 +238,8 @@ def _check_bijective(m: _Map, old_shape: list, new_shape: list) -> Optional[str]
 
     dims = [const_value(simplify(d)) for d in old_shape]
     new_dims = [const_value(simplify(d)) for d in new_shape]
+    if _is_permutation(m, dims, new_dims):
+        return None
     if all(d is not None for d in dims) and all(d is not None for d in new_dims):
         total = 1
         for d in dims:
@@ -245,12 +259,14 @@ def _check_bijective(m: _Map, old_shape: list, new_shape: list) -> Optional[str]
                     return "out of range"
                 flat = flat * nd + val
             if ok:
-                distinct = np.unique(flat).size
-                if distinct < total:
-                    return "overlap"
                 new_total = 1
                 for d in new_dims:
                     new_total *= d
+                seen = np.zeros(new_total, dtype=bool)  # linear time, unlike np.unique's sort
+                seen[flat] = True
+                distinct = int(np.count_nonzero(seen))
+                if distinct < total:
+                    return "overlap"
                 return "padding" if distinct < new_total else None
     # Symbolic (or too large to enumerate): every input must reach an output, and the element
     # counts must provably agree.

@@ -18,7 +18,10 @@ class Sequential:
         self.name = name
 
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
-        for p in self.passes:
+        from tvmscript.compiler import progress
+
+        for i, p in enumerate(self.passes):
+            progress.report(f"{self.name} pipeline: {type(p).__name__}", i, len(self.passes))
             mod = p(mod)
         return mod
 
