@@ -19,6 +19,7 @@ _EXPORTS = {
     "gpu": ("devices", "gpu"),
     "register_func": ("registry", "register_func"), "get_global_func": ("registry", "get_global_func"),
     "VirtualMachine": ("vm", "VirtualMachine"), "Executable": ("executable", "Executable"),
+    "load_module": ("library", "load_module"),
 }
 
 

@@ -10,6 +10,7 @@ at build time), so a call does no IR walking at all. ``ex.as_python()`` shows th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +119,14 @@ class Executable:
 
     def implements_function(self, name: str, query_imports: bool = False) -> bool:
         return name in self
+
+    # ---- deployment
+    def export_library(self, path, cc=None) -> str:
+        """Save the executable as a shared library (`runtime.library`): kernels and VM program,
+        loaded later with ``tvms.runtime.load_module(path)`` without compiling."""
+        from .library import export_library
+
+        return export_library(self, os.fspath(path), cc=cc)
 
     # ---- inspection, with TVM's names
     def as_python(self) -> str:

@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +129,9 @@ def _argument_parser() -> argparse.ArgumentParser:
         "its Relax functions.",
     )
     comp.add_argument("file", help="a .tvms file, or - for standard input")
-    comp.add_argument("--emit", choices=_EMIT_KINDS, default="llvm", help="what to print (default: llvm)")
+    comp.add_argument("--emit", choices=_EMIT_KINDS, default=None,
+                      help="what to write (default: llvm; library when -o names a .so file: the kernels and the "
+                      "VM's program as a shared library for `tvms run FILE.so` and tvms.runtime.load_module)")
     comp.add_argument("-o", "--output", metavar="FILE", type=_file_name, help="write to FILE instead of standard output")
     comp.add_argument("--func", help="only this function (a prim_func; a Relax function for --emit python)")
     comp.add_argument("--target", default="llvm", help="compilation target (default: llvm, the host CPU; cuda: "
@@ -177,7 +180,7 @@ def _add_pipeline_arguments(parser, default: str, params: bool = True) -> None:
                         "before the pipeline, so work on them is folded at compile time")
 
 
-_EMIT_KINDS = ("llvm", "llvm-unopt", "asm", "python", "cuda", "ptx")
+_EMIT_KINDS = ("llvm", "llvm-unopt", "asm", "python", "cuda", "ptx", "library")
 _GPU_EMIT_KINDS = ("cuda", "ptx")
 
 
@@ -699,6 +702,69 @@ class _ImportProgress:
             self.bar.stop()
 
 
+class _CompileProgress:
+    """A transient progress line on standard error while a compile that has taken more than
+    ``DELAY`` seconds goes on (only on a terminal): the stage the compiler reports
+    (`compiler.progress`) and how far it is. Short compiles print nothing."""
+
+    DELAY = 1.0
+
+    def __init__(self) -> None:
+        self.state = ("compiling", 0, 0)
+        self.bar = None
+        self.task = None
+        self.lock = threading.Lock()
+        self.timer = None
+        self.listening = None
+
+    def __enter__(self):
+        from .compiler import progress
+
+        if not _stream_is_terminal(sys.stderr):
+            return self
+        self.listening = progress.listen(self.update)
+        self.listening.__enter__()
+        self.timer = threading.Timer(self.DELAY, self.show)
+        self.timer.daemon = True
+        self.timer.start()
+        return self
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        with self.lock:
+            self.state = (stage, done, total)
+            if self.bar is not None:
+                self.bar.update(self.task, description=stage, completed=done, total=total or None)
+
+    def show(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with self.lock:
+            if self.listening is None:
+                return
+            stage, done, total = self.state
+            self.bar = Progress(SpinnerColumn(), TextColumn("compiling: {task.description}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                                transient=True)
+            self.task = self.bar.add_task(stage, total=total or None, completed=done)
+            self.bar.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop listening and take the line away (at once: idempotent)."""
+        if self.timer is not None:
+            self.timer.cancel()
+        with self.lock:
+            if self.listening is not None:
+                self.listening.__exit__(None, None, None)
+                self.listening = None
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
+
+
 # ----------------------------------------------------------------------------- the program
 
 
@@ -709,6 +775,7 @@ class _Program:
         self.node = node
         self.text = text
         self.path = path
+        self.progress = None  # a _CompileProgress, shown from the pipeline to the end of `_compile`
 
     def module(self):
         from . import ir, relax, tir
@@ -823,12 +890,45 @@ class _Program:
             raise _fail(str(err).replace("BindParams: ", f"--bind {', '.join(paths)}: ")) from None
 
 
+class _LibraryProgram(_Program):
+    """A shared library ``export_library`` wrote (``tvms run model.so``): its executable runs
+    as it was built, with no parsing, pipeline or compiling."""
+
+    def __init__(self, path: str) -> None:
+        from .runtime.library import LibraryError, load_module
+
+        try:
+            self.executable = load_module(path)
+        except LibraryError as err:
+            raise _fail(str(err)) from None
+        if self.executable.mod is None:
+            raise _fail(f"error: {path} does not hold its module's signatures: export it again")
+        super().__init__(self.executable.mod, "", path)
+
+    def transform(self, args, func_name: str | None) -> None:
+        if args.bind:
+            raise _fail(f"{self.path} is compiled: --bind applies to a .tvms file (pass the arrays with --params)")
+
+    def report(self, err) -> "_Failure":
+        return _Failure(f"error: {self.path}: {err.message}")
+
+
+def _is_shared_library(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def _prim_name(func) -> str:
     attrs = func.attrs if isinstance(func.attrs, dict) else {}
     return attrs.get("global_symbol") or "main"
 
 
 def _load_program(path: str) -> _Program:
+    if path != "-" and _is_shared_library(path):
+        return _LibraryProgram(path)
     loaded = _load(path)
     if loaded is None:
         raise _Failure("")  # _load has reported it
@@ -867,6 +967,8 @@ def _compile(program: _Program, mod, target: str, bounds_check: bool = True):
     from .diagnostics import TVMScriptError
     from .relax_api import compile as tvms_compile
 
+    if isinstance(program, _LibraryProgram):
+        return program.executable
     try:
         # --pipeline ran already
         return tvms_compile(mod, target=target, relax_pipeline=None, bounds_check=bounds_check)
@@ -879,6 +981,9 @@ def _compile(program: _Program, mod, target: str, bounds_check: bool = True):
         if _debugging():
             raise
         raise _fail(f"cannot compile {program.path}: {err}") from None
+    finally:
+        if program.progress is not None:  # the compile is over: the run's time is not compiling
+            program.progress.close()
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -1225,10 +1330,15 @@ def _run(args) -> int:
         _require_gpu()
     for path in args.extern:
         _load_extern_file(path)
-    program.transform(args, args.func)
-    name, func = program.pick(args.func)
-    run = _run_relax if isinstance(func, relax.Function) else _run_prim
-    outputs, compile_s, times = _interruptible(lambda: run(program, name, func, args, shapes, target), args.timeout)
+    program.progress = _CompileProgress().__enter__()
+    try:
+        program.transform(args, args.func)
+        name, func = program.pick(args.func)
+        run = _run_relax if isinstance(func, relax.Function) else _run_prim
+        outputs, compile_s, times = _interruptible(lambda: run(program, name, func, args, shapes, target),
+                                                   args.timeout)
+    finally:
+        program.progress.close()
     color = not args.no_color and _stream_is_terminal(sys.stdout)
     _print_outputs(outputs, compile_s, times, color)
     report = getattr(args, "profile_report", None)
@@ -1741,8 +1851,10 @@ def _write_new_atomically(path: str, data: bytes, before_replace=None) -> None:
 
 
 def _compile_command(args) -> int:
-    from . import ir, tir
-
+    if args.emit is None:
+        args.emit = "library" if (args.output or "").endswith(".so") else "llvm"
+    if args.emit == "library" and not args.output:
+        raise _fail("--emit library writes a shared library: name it with -o FILE.so")
     program = _load_program(args.file)
     target_text = args.target
     if args.arch:
@@ -1753,6 +1865,16 @@ def _compile_command(args) -> int:
     gpu = target.split()[0] == "cuda"
     if args.arch and not gpu:
         raise _fail("--arch goes with --target cuda")
+    program.progress = _CompileProgress().__enter__()
+    try:
+        return _compile_and_write(args, program, target, gpu)
+    finally:
+        program.progress.close()
+
+
+def _compile_and_write(args, program: _Program, target: str, gpu: bool) -> int:
+    from . import ir, tir
+
     if gpu and args.emit not in _GPU_EMIT_KINDS + ("python",):
         raise _fail(f"--target cuda emits CUDA C (--emit cuda), PTX (--emit ptx) or the VM's code (--emit python), "
                     f"not {args.emit}")
@@ -1771,6 +1893,10 @@ def _compile_command(args) -> int:
         elif args.emit != "python":
             raise _fail(f"'{only}' is a Relax function: --emit {args.emit} shows the prim_funcs' code; "
                         "use --emit python, or give --func a prim_func")
+    if args.emit == "library":
+        if only is not None:
+            raise _fail("--emit library writes the whole module; leave out --func")
+        return _export(program, _compile(program, mod, target, args.bounds_check), args.output)
     if gpu and args.emit in _GPU_EMIT_KINDS:
         text = _cuda_text(program, mod, target, args.emit)
     elif args.emit == "python":
@@ -1799,6 +1925,21 @@ def _compile_command(args) -> int:
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _export(program: _Program, ex, output: str) -> int:
+    from .runtime.library import LibraryError
+
+    try:
+        ex.export_library(output)
+    except LibraryError as err:
+        raise _fail(str(err)) from None
+    except OSError as err:
+        raise _fail(f"cannot write {output}: {err.strerror or err}") from None
+    size = os.path.getsize(output)
+    print(f"wrote {output} ({len(ex.kernels)} kernels, {len(ex.functions)} Relax functions, "
+          f"{size / 1024:.0f} KiB); run it with `tvms run {output}`", file=sys.stderr)
     return 0
 
 
