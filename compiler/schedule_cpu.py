@@ -192,9 +192,10 @@ def _inline_elementwise(func: tir.PrimFunc, body):
     root = body.block if isinstance(body, tir.BlockRealize) else None
     if root is None or not root.alloc_buffers:
         return body
+    intermediates = set(root.alloc_buffers)
+    body = _RoundedProducts(intermediates).visit_stmt(body)
     sch = Schedule(tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, dict(func.attrs),
                                 func.private, func.span))
-    intermediates = set(root.alloc_buffers)
     for realize in blocks_under(body):
         block = realize.block
         store = block.body
@@ -216,6 +217,24 @@ def _inline_elementwise(func: tir.PrimFunc, body):
         except ScheduleError:
             continue
     return sch.func("main").body
+
+
+class _RoundedProducts(IRMutator):
+    """Marks each float product stored into an intermediate buffer as rounded (a cast to its
+    own type, which generates no code): inlined into an add (``x + y * z`` from a multiply
+    stage and an add stage), it would otherwise become one fused multiply-add
+    (`codegen_llvm`'s ``llvm.fmuladd``), rounded once where the unscheduled kernel rounds the
+    product when it stores it; results would differ in the last bits."""
+
+    def __init__(self, intermediates: set) -> None:
+        super().__init__()
+        self.intermediates = intermediates
+
+    def visit_stmt(self, s):
+        if isinstance(s, tir.BufferStore) and s.buffer in self.intermediates and isinstance(s.value, tir.Mul) \
+                and tir.is_float(s.value.dtype):
+            return dataclasses.replace(s, value=tir.Cast(s.value.dtype, s.value))
+        return super().visit_stmt(s)
 
 
 def _count_buffer_loads(block: tir.Block, buf) -> int:
