@@ -95,6 +95,52 @@ def static_shape(sinfo) -> bool:
             and all(isinstance(d, tir.IntImm) for d in sinfo.shape))
 
 
+def known_shape(sinfo) -> bool:
+    """A tensor struct info whose every dim is known, as an int or a symbolic expression
+    (``R.Tensor(("n", 256))``); fusion needs the shape, not its values."""
+    return (isinstance(sinfo, relax.TensorStructInfo) and sinfo.shape is not None
+            and not isinstance(sinfo.shape, relax.Expr)
+            and all(isinstance(d, tir.PrimExpr) for d in sinfo.shape))
+
+
+def same_dim(a, b) -> bool:
+    """Structural equality of two shape dims: equal ints, the same symbolic variable, or
+    expressions whose difference simplifies to 0 (``n * 2`` and ``2 * n``)."""
+    if a is b:
+        return True
+    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+        return a.value == b.value
+    if isinstance(a, tir.Var) and isinstance(b, tir.Var):
+        return False  # two different variables: n and m may differ
+    from ..arith import Analyzer
+
+    return Analyzer().can_prove_equal(a, b)
+
+
+def call_tir_tir_vars(expr) -> list:
+    """The ``tir_vars=R.shape([...])`` values of a call_tir (empty when it passes none)."""
+    if len(expr.args) > 2 and isinstance(expr.args[2], relax.ShapeExpr):
+        return list(expr.args[2].values)
+    return []
+
+
+def sinfo_tir_vars(sinfo, out: dict) -> dict:
+    """Adds to ``out`` (an ordered set) the symbolic variables in a struct info's shapes, in
+    order of appearance; returns ``out``."""
+    from tvmscript.tir_visitor import vars_in
+
+    if isinstance(sinfo, relax.TensorStructInfo) and known_shape(sinfo):
+        for v in vars_in(list(sinfo.shape)):
+            out.setdefault(v, None)
+    elif isinstance(sinfo, relax.ShapeStructInfo) and sinfo.values is not None:
+        for v in vars_in(list(sinfo.values)):
+            out.setdefault(v, None)
+    elif isinstance(sinfo, relax.TupleStructInfo):
+        for f in sinfo.fields:
+            sinfo_tir_vars(f, out)
+    return out
+
+
 def substitute(node, var_map: dict, tir_map: dict | None = None):
     """``node`` (any Relax expression, binding, block or struct info) with the Relax variables in
     ``var_map`` replaced by their expressions and the TIR variables in ``tir_map`` (symbolic

@@ -16,23 +16,43 @@ A producer fuses only into its post-dominator, which here is the unique consumer
 result within the block (a value also used elsewhere is not fused). Each group of two or
 more calls becomes a private Relax function ``fused_<prim names>`` with attribute
 ``"Primitive": 1``, called from the block; FuseTIR then turns it into one PrimFunc. Calls to
-PrimFuncs without a known pattern, or with non-static shapes, are left alone. Running the
+PrimFuncs without a known pattern, or with tensors of unknown shape, are left alone. Running the
 pass again changes nothing: the group calls are not ``call_tir`` calls.
+
+Symbolic shapes fuse as static ones do: dims are compared structurally (``n`` equals ``n``).
+A symbolic variable the group uses (in a shape, or a member's ``tir_vars``) that no input
+tensor's shape defines as a plain dim, e.g. one only in the output shape, is passed as a last
+parameter ``tir_vars: R.Shape([m])`` of the primitive function, as TVM's FuseOps does, so the
+function is well formed and FuseTIR can give it to the fused PrimFunc as a ``T.int64``.
 """
 
 from __future__ import annotations
 
 from tvmscript import ir, relax, tir
 
-from ._common import (call_tir_args, copy_module, is_call_tir, kBroadcast, kCommReduce,
-                      kElemWise, kInjective, kOpaque, kOutEWiseFusable, replace_fields,
-                      static_shape, var_use_counts)
+from ._common import (call_tir_args, call_tir_tir_vars, copy_module, is_call_tir, kBroadcast,
+                      kCommReduce, kElemWise, kInjective, kOpaque, kOutEWiseFusable, known_shape,
+                      replace_fields, same_dim, sinfo_tir_vars, var_use_counts)
 
 
 def _same_shape(a, b) -> bool:
-    if not (static_shape(a) and static_shape(b)):
+    """Whether two tensor struct infos have the same shape, dim by dim: equal ints, the same
+    symbolic variable, or expressions the analyzer proves equal (``n * 2`` and ``2 * n``)."""
+    if not (known_shape(a) and known_shape(b)) or len(a.shape) != len(b.shape):
         return False
-    return [d.value for d in a.shape] == [d.value for d in b.shape]
+    return all(same_dim(x, y) for x, y in zip(a.shape, b.shape))
+
+
+def _fusable_call(value) -> bool:
+    """A ``call_tir`` FuseOps may group: one tensor output and tensor arguments whose shapes are
+    known (static or symbolic), with at most a ``tir_vars`` shape after the arguments."""
+    if not (is_call_tir(value) and len(value.args) in (2, 3) and len(value.sinfo_args) == 1):
+        return False
+    if len(value.args) == 3 and not isinstance(value.args[2], relax.ShapeExpr):
+        return False
+    return known_shape(value.sinfo_args[0]) and all(
+        isinstance(a, (relax.Var, relax.Constant)) and known_shape(a.struct_info)
+        for a in call_tir_args(value))
 
 
 class _Groups:
@@ -61,10 +81,7 @@ def _partition(mod, block: relax.DataflowBlock, outside_uses: dict):
     pattern = []
     for b in bindings:
         k = kOpaque
-        if is_call_tir(b.value) and len(b.value.args) == 2 and len(b.value.sinfo_args) == 1 \
-                and static_shape(b.value.sinfo_args[0]) \
-                and all(isinstance(a, (relax.Var, relax.Constant)) and static_shape(a.struct_info)
-                        for a in call_tir_args(b.value)):
+        if _fusable_call(b.value):
             func = mod.functions.get(b.value.args[0])
             if isinstance(func, tir.PrimFunc) and "op_pattern" in func.attrs:
                 k = int(func.attrs["op_pattern"])
@@ -195,13 +212,18 @@ class FuseOps:
                         args.append(a)
                     new_args.append(pmap[a])
                 call = replace_fields(b.value, args=[b.value.args[0], relax.Tuple(new_args, relax.TupleStructInfo(
-                    [x.struct_info for x in new_args]))])
+                    [x.struct_info for x in new_args]))] + list(b.value.args[2:]))
                 cls = relax.Var if i == last else relax.DataflowVar
                 v = cls("gv" if i == last else b.var.name_hint, b.var.struct_info)
                 pmap[b.var] = v
                 body_bindings.append(relax.VarBinding(v, call))
             out = pmap[bindings[last].var]
             ret = bindings[last].var.struct_info
+            free = _undefined_tir_vars(params, body_bindings, ret)
+            if free:
+                shape = relax.ShapeExpr(free, relax.ShapeStructInfo(free, len(free)))
+                params.append(relax.Var("tir_vars", relax.ShapeStructInfo(free, len(free))))
+                args.append(shape)
             name = _unique_name(mod, "fused_" + "_".join(bindings[i].value.args[0].name_hint for i in idxs), taken)
             gfunc = relax.Function(
                 params=params,
@@ -234,6 +256,22 @@ class FuseOps:
             b = replacement.get(k, b)
             out_bindings.append(_subst_binding(b, rename))
         return replace_fields(block, bindings=out_bindings)
+
+
+def _undefined_tir_vars(params, body_bindings, ret) -> list:
+    """The symbolic variables a group uses (in its shapes, its members' ``tir_vars`` and its
+    result) that no parameter tensor's shape defines as a plain dim, in order of first use:
+    they must be passed to the primitive function explicitly."""
+    defined = {d for p in params if known_shape(p.struct_info)
+               for d in p.struct_info.shape if isinstance(d, tir.Var)}
+    used: dict = {}
+    for b in body_bindings:
+        sinfo_tir_vars(b.var.struct_info, used)
+        for s in b.value.sinfo_args:
+            sinfo_tir_vars(s, used)
+        sinfo_tir_vars(relax.ShapeStructInfo(call_tir_tir_vars(b.value)), used)
+    sinfo_tir_vars(ret, used)
+    return [v for v in used if v not in defined]
 
 
 def _subst(expr, m):

@@ -12,6 +12,14 @@ in order under one root block; its attributes are the first PrimFunc's ``"tir.no
 ``R.call_tir(cls.fused_..., args, out_sinfo=...)``, the primitive functions are removed, and
 so is every PrimFunc no longer called (TVM runs DeadCodeElimination here). A module without
 primitive functions is returned unchanged, so running the pass twice is the same as once.
+
+Symbolic shapes: each fused PrimFunc's own ``n`` is bound, by matching every inner PrimFunc's
+buffer shapes (and scalar parameters) against the Relax shapes of the values it is called
+with, to one fresh variable per symbolic variable of the group, so the merged loop nests agree
+on ``n``. A parameter whose shape is symbolic is a ``T.handle`` (``p_<name>``, the output
+``p_output0``, as TVM names them) with a ``T.match_buffer`` that binds ``n``; variables the
+group received through a ``tir_vars: R.Shape([m])`` parameter (see FuseOps) become trailing
+``T.int64`` parameters, passed by the call_tir's ``tir_vars=R.shape([m])``.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ import re
 
 from tvmscript import ir, relax, tir
 
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.tir_visitor import TIRVisitor, vars_in
 
 from ..block_builder import BlockBuilder
-from ._common import call_tir_args, copy_module, replace_fields
+from ..substitute import substitute_expr
+from ._common import call_tir_args, call_tir_tir_vars, copy_module, replace_fields
 from .dead_code_elimination import DeadCodeElimination
 
 
@@ -131,6 +140,98 @@ def _root_parts(func: tir.PrimFunc):
     return [], body
 
 
+class _GroupSyms:
+    """The fused function's symbolic variables: one fresh ``tir.Var`` per symbolic variable of
+    the group's Relax shapes (fresh, so no two PrimFuncs share a variable object)."""
+
+    def __init__(self) -> None:
+        self.fused: dict = {}  # Relax-level tir.Var -> the fused function's tir.Var
+
+    def to_fused(self, expr):
+        """A Relax-level dim (or ``tir_vars`` value) in terms of the fused function's variables."""
+        for v in vars_in([expr]):
+            if v not in self.fused:
+                self.fused[v] = tir.Var(v.dtype, v.name)
+        return substitute_expr(expr, self.fused)
+
+
+def _inner_sym_map(prim: tir.PrimFunc, sinfos: list, tir_vars: list, syms: _GroupSyms) -> dict:
+    """Each symbolic variable of inner PrimFunc ``prim`` -> its value in the fused function:
+    a buffer dim that is a plain variable takes the Relax dim of the tensor passed there
+    (``sinfos``: the call's arguments then its output); a scalar parameter takes the call's
+    ``tir_vars`` value."""
+    mapping: dict = {}
+    buf_params = [p for p in prim.params if p in prim.buffer_map]
+    for p, sinfo in zip(buf_params, sinfos):
+        shape = getattr(sinfo, "shape", None)
+        if shape is None:
+            continue
+        for inner, outer in zip(prim.buffer_map[p].shape, shape):
+            if isinstance(inner, tir.Var) and inner not in mapping:
+                mapping[inner] = syms.to_fused(outer)
+    scalars = [p for p in prim.params if p not in prim.buffer_map]
+    for p, value in zip(scalars, tir_vars):
+        mapping[p] = syms.to_fused(value)
+    return mapping
+
+
+def _substitute_in_place(node, mapping: dict, seen: set) -> None:
+    """Replace, in place, the variables of ``mapping`` everywhere below a freshly copied TIR
+    tree: expressions, loop extents, block domains and regions, and buffer shapes."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            if isinstance(item, tir.Var):
+                node[i] = mapping.get(item, item)
+            else:
+                _substitute_in_place(item, mapping, seen)
+        return
+    if isinstance(node, dict):
+        for k, v in list(node.items()):
+            if isinstance(v, tir.Var):
+                node[k] = mapping.get(v, v)
+            else:
+                _substitute_in_place(v, mapping, seen)
+        return
+    if not dataclasses.is_dataclass(node) or isinstance(node, (type, tir.Var, tir.IntImm, tir.FloatImm)):
+        return
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    for f in dataclasses.fields(node):
+        if f.name in ("span", "comments") or (isinstance(node, tir.Buffer) and f.name == "data"):
+            continue
+        v = getattr(node, f.name)
+        if isinstance(v, tir.Var):
+            if v in mapping:
+                setattr(node, f.name, mapping[v])
+        else:
+            _substitute_in_place(v, mapping, seen)
+
+
+def _bind_inner_syms(prim: tir.PrimFunc, binding, syms: _GroupSyms) -> None:
+    """Rewrite a (copied) inner PrimFunc onto the fused function's symbolic variables."""
+    args = call_tir_args(binding.value)
+    sinfos = [a.struct_info for a in args] + [binding.var.struct_info]
+    mapping = _inner_sym_map(prim, sinfos, call_tir_tir_vars(binding.value), syms)
+    if mapping:
+        seen: set = set()
+        _substitute_in_place([prim.buffer_map[p] for p in prim.params if p in prim.buffer_map], mapping, seen)
+        _substitute_in_place(prim.body, mapping, seen)
+
+
+def _is_symbolic(buf: tir.Buffer) -> bool:
+    return any(not isinstance(d, tir.IntImm) for d in buf.shape)
+
+
+def _param_handle(handle: tir.Var, buf: tir.Buffer, name: str) -> tir.Var:
+    """The fused parameter for ``buf``: a symbolic-shape buffer is matched from a fresh handle
+    named as TVM's FuseTIR names it (``name``); a static one keeps its handle, printed as
+    ``A: T.Buffer(...)``."""
+    if _is_symbolic(buf):
+        return tir.Var(handle.dtype, name)
+    return handle
+
+
 def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFunc:
     """The PrimFunc computing primitive Relax function ``gfunc`` (a dataflow block of call_tirs)."""
     bindings = [b for blk in gfunc.body.blocks for b in blk.bindings]
@@ -139,19 +240,25 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
     allocs, outputs, stmts = [], [], []
     attrs = {}
     out_var = gfunc.body.body
+    syms = _GroupSyms()
+    for p in gfunc.params:  # the fused variables are named in the order the parameters define them
+        for d in getattr(p.struct_info, "shape", None) or []:
+            syms.to_fused(d)
     for n, b in enumerate(bindings):
         prim = copy.deepcopy(mod.functions[b.value.args[0]])
         if n == 0 and "tir.noalias" in prim.attrs:
             attrs["tir.noalias"] = prim.attrs["tir.noalias"]
+        _bind_inner_syms(prim, b, syms)
         args = call_tir_args(b.value)
-        bufs = [prim.buffer_map[p] for p in prim.params]
+        buf_params = [p for p in prim.params if p in prim.buffer_map]
+        bufs = [prim.buffer_map[p] for p in buf_params]
         bmap = {}
-        for a, p, buf in zip(args, prim.params, bufs):
+        for a, p, buf in zip(args, buf_params, bufs):
             if a in value_buf:
                 bmap[buf] = value_buf[a]
             else:
                 value_buf[a] = buf
-                param_handles[a] = p
+                param_handles[a] = _param_handle(p, buf, f"p_{a.name_hint}")
         inner_allocs, stmt = _root_parts(prim)
         allocs.extend(inner_allocs)
         out_buf = bufs[len(args)]
@@ -160,22 +267,53 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
         _rename_buffer(out_buf, _intermediate_name(out_buf.name, allocs + outputs))
         value_buf[b.var] = out_buf
         if b.var is out_var:
-            param_handles[b.var] = prim.params[len(args)]
-            param_handles[b.var].name = out_buf.name
+            param_handles[b.var] = _param_handle(buf_params[len(args)], out_buf, "p_output0")
+            if param_handles[b.var] is buf_params[len(args)]:
+                param_handles[b.var].name = out_buf.name
             outputs.append(out_buf)
         else:
             allocs.append(out_buf)
         _replace_buffers(stmt, bmap)
         stmts.append(stmt)
     params, buffer_map = [], {}
-    for p in list(gfunc.params) + [out_var]:
+    tensor_params = [p for p in gfunc.params if not isinstance(p.struct_info, relax.ShapeStructInfo)]
+    for p in tensor_params + [out_var]:
         h = param_handles[p]
         params.append(h)
         buffer_map[h] = value_buf[p]
-    _uniquify_names([buffer_map[h] for h in params] + allocs, stmts)
+    params += _scalar_params(gfunc, syms)
+    _uniquify_names([buffer_map[h] for h in params if h in buffer_map] + allocs, stmts)
+    for h, buf in buffer_map.items():
+        if _is_symbolic(buf):
+            buf.data = h  # a matched buffer's data is its handle, as the parser builds it
     root = tir.Block("root", [], [], [], tir.seq(stmts), alloc_buffers=allocs)
     body = tir.BlockRealize([], tir.IntImm("bool", 1), root)
     return tir.PrimFunc(params, buffer_map, body, attrs=attrs, private=True)
+
+
+def _scalar_params(gfunc: relax.Function, syms: _GroupSyms) -> list:
+    """The fused function's ``T.int64`` parameters: the variables of the group's
+    ``R.Shape`` parameters, after the buffers (where call_tir passes its ``tir_vars``)."""
+    scalars = []
+    for p in gfunc.params:
+        if isinstance(p.struct_info, relax.ShapeStructInfo):
+            for value in p.struct_info.values or []:
+                v = syms.to_fused(value)
+                if isinstance(v, tir.Var) and v not in scalars:
+                    scalars.append(v)
+    return scalars
+
+
+def _call_tir_of_group(expr: relax.Call, new_gv, ret) -> relax.Call:
+    """``R.call_tir(fused, (tensors...), out_sinfo=ret, tir_vars=R.shape([...]))`` for a call of a
+    primitive function: shape arguments become the ``tir_vars``."""
+    tensors = [a for a in expr.args if not isinstance(a.struct_info, relax.ShapeStructInfo)]
+    values = [v for a in expr.args if isinstance(a.struct_info, relax.ShapeStructInfo)
+              for v in (a.values if isinstance(a, relax.ShapeExpr) else a.struct_info.values)]
+    call_args = [new_gv, relax.Tuple(tensors, relax.TupleStructInfo([a.struct_info for a in tensors]))]
+    if values:
+        call_args.append(relax.ShapeExpr(values, relax.ShapeStructInfo(values, len(values))))
+    return relax.Call(relax.Op("relax.call_tir"), call_args, sinfo_args=[ret], struct_info=ret, span=expr.span)
 
 
 def _rewrite_calls(func: relax.Function, gmap: dict) -> relax.Function:
@@ -183,10 +321,7 @@ def _rewrite_calls(func: relax.Function, gmap: dict) -> relax.Function:
     def rw(expr):
         if isinstance(expr, relax.Call) and expr.op in gmap:
             new_gv, ret = gmap[expr.op]
-            args = list(expr.args)
-            return relax.Call(relax.Op("relax.call_tir"),
-                              [new_gv, relax.Tuple(args, relax.TupleStructInfo([a.struct_info for a in args]))],
-                              sinfo_args=[ret], struct_info=ret, span=expr.span)
+            return _call_tir_of_group(expr, new_gv, ret)
         return expr
 
     changed = False
