@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import tvmscript as tvms
-from tvmscript.cli import file_errors
+from tvmscript.checking import file_errors
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.well_formed import check_well_formed, well_formed_errors
 

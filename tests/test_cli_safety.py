@@ -78,17 +78,17 @@ def test_fmt_keeps_hard_links_and_the_inode(tmp_path):
 def test_fmt_keeps_an_edit_made_while_it_formats(tmp_path, monkeypatch):
     """The check runs at the last moment before the rename: an edit made after tvms read the
     file is kept, and fmt says so (exit 1) instead of reporting it reformatted."""
-    from tvmscript import cli
+    from tvmscript import cli, formatting
 
     path = tmp_path / "e.tvms"
     path.write_text(MESSY)
-    real = cli._unsafe_to_write
+    real = formatting.unsafe_to_write
 
     def edit_then_check(original, formatted):
         path.write_text(MESSY + "# an edit\n")  # the user saves while tvms works
         return real(original, formatted)
 
-    monkeypatch.setattr(cli, "_unsafe_to_write", edit_then_check)
+    monkeypatch.setattr(formatting, "unsafe_to_write", edit_then_check)
     status = cli.main(["fmt", str(path)])
     assert status == 1
     assert path.read_text() == MESSY + "# an edit\n"

@@ -43,7 +43,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 import tvmscript as tvms
-from tvmscript import cli, ir
+from tvmscript import cli, formatting, ir
 from tvmscript.api import decode_source
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.ir import structural_equal
@@ -182,11 +182,11 @@ def check_accepted(outcome: Outcome) -> None:
     assert outcome.results["show"][1] == printed, "tvms show printed something else than parse(X).script()"
     assert outcome.status("fmt") == 0, f"tvms fmt refused a file that parses:\n{outcome.stderr('fmt')}"
     formatted = decode_source(outcome.fmt_bytes, "<formatted>")  # fmt keeps a byte-order mark
-    assert formatted == cli._file_text(parsed), "tvms fmt wrote something else than the file text of parse(X)"
+    assert formatted == formatting.formatted_text(parsed), "tvms fmt wrote something else than the file text of parse(X)"
     if formatted != printed:
         refmt = tvms.parse(formatted)
         assert structural_equal(refmt, parsed), f"tvms fmt's output parses to different IR:\n{formatted}"
-        assert cli._file_text(refmt) == formatted, f"tvms fmt is not idempotent:\n{formatted}"
+        assert formatting.formatted_text(refmt) == formatted, f"tvms fmt is not idempotent:\n{formatted}"
         plain = "metadata" not in formatted and (not isinstance(parsed, ir.IRModule) or parsed.name == "Module")
         assert not plain, f"tvms fmt and tvms show differ on a module without metadata:\n{formatted}"
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks
 
 import parse_print  # noqa: E402  (benchmarks/parse_print.py: the generators of the scaling rows)
 
-from tvmscript.cli import file_errors  # noqa: E402
+from tvmscript.checking import file_errors  # noqa: E402
 
 
 def best_time(text: str, rounds: int = 3) -> float:

@@ -1,0 +1,67 @@
+"""What `tvms fmt` writes, shared by the CLI and the language server (`tvmscript.lsp`).
+
+``format_source(text)`` is the canonical text of a file: the printer's output for what the
+parser read, with the metadata section (a file keeps its constants) and every comment the
+user wrote. `unsafe_to_write` is the guard both callers apply before replacing a user's text:
+the result must parse again and keep every comment; if it does not, nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from . import ir
+from .diagnostics import TVMScriptError
+from .parser import parse_source
+from .parser.builder import is_printer_artifact
+from .parser.syntax import parse_syntax
+from .printer import to_script
+
+__all__ = ["format_source", "formatted_text", "unsafe_to_write", "FormatError"]
+
+
+class FormatError(ValueError):
+    """The text cannot be formatted: it does not parse (``error`` is the diagnostic), or the
+    result would lose something (a bug in tvms)."""
+
+    def __init__(self, message: str, error: TVMScriptError | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+def format_source(text: str, filename: str = "<string>") -> str:
+    """The formatted text of ``text``; `FormatError` if it does not parse or could not be
+    formatted safely."""
+    try:
+        node = parse_source(text, filename)
+    except TVMScriptError as err:
+        raise FormatError(f"{filename} does not parse: {err.message}", err) from None
+    formatted = formatted_text(node)
+    if formatted != text:
+        problem = unsafe_to_write(text, formatted)
+        if problem:
+            raise FormatError(f"not reformatting {filename}: {problem}; this is a bug in tvms")
+    return formatted
+
+
+def formatted_text(node) -> str:
+    """The text `tvms fmt` writes for a parsed file: with the metadata section, so the file keeps
+    its constants, and with the class name the source gave its module."""
+    return to_script(node, show_meta=True, name=node.name if isinstance(node, ir.IRModule) else None)
+
+
+def unsafe_to_write(original: str, formatted: str) -> str | None:
+    """Why the formatted text must not replace the original, if it must not: it does not parse,
+    or a comment of the original is missing from it."""
+    try:
+        parse_source(formatted, "<formatted>")
+    except TVMScriptError as err:
+        return f"the formatted text does not parse ({err})"
+
+    def comments(text: str) -> Counter:
+        return Counter(c.text.rstrip() for c in parse_syntax(text)[1] if not is_printer_artifact(c.text))
+
+    lost = comments(original) - comments(formatted)
+    if lost:
+        return f"formatting would lose the comment {next(iter(lost))!r}"
+    return None
