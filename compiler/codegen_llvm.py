@@ -790,6 +790,11 @@ class _FuncGen:
         extent = self.expr(s.extent)
         values = [val for _, val in captured]
         iters_per_thread = _iterations_per_thread(s.body)
+        # A body whose loops have symbolic extents (a sequence length): its work is computed
+        # at run time from those extents, when they are known before the loop.
+        runtime_work = _runtime_work(s.body) if _work(s.body) >= _UNKNOWN_WORK else None
+        if runtime_work is not None and not set(vars_in([runtime_work])) <= set(free) - {s.loop_var}:
+            runtime_work = None
         if self.mg.parallel_runtime != "gomp" or (
                 isinstance(s.extent, tir.IntImm) and s.extent.value < 2 * iters_per_thread):
             self.b.call(body_fn, values + [lo, self.int_add(lo, extent, s.loop_var.dtype)])
@@ -828,7 +833,8 @@ class _FuncGen:
         wb.ret_void()
 
         frame = self.alloca(struct_ty, name="parallel.args")
-        threads = self.team_size(extent, s.loop_var.dtype, iters_per_thread)
+        work = self.to_i64(self.expr(runtime_work), runtime_work.dtype) if runtime_work is not None else None
+        threads = self.team_size(extent, s.loop_var.dtype, iters_per_thread, work)
         team_bb, alone_bb, end_bb = (self.new_block(f"parallel.{n}") for n in ("team", "alone", "end"))
         self.b.cbranch(self.b.icmp_signed(">=", threads, ir.Constant(_I32, 2)), team_bb, alone_bb)
         self.b.position_at_end(team_bb)
@@ -843,13 +849,20 @@ class _FuncGen:
         self.b.branch(end_bb)
         self.b.position_at_end(end_bb)
 
-    def team_size(self, extent, dtype: str, iters_per_thread: int):
+    def team_size(self, extent, dtype: str, iters_per_thread: int, work=None):
         """Threads (i32) to run a parallel loop of ``extent`` iterations on: one per
         ``iters_per_thread`` iterations, at most ``omp_get_max_threads()`` (``OMP_NUM_THREADS``,
-        else the CPUs); below 2, the caller runs the loop on its own thread."""
+        else the CPUs); below 2, the caller runs the loop on its own thread. ``work``: one
+        iteration's work computed at run time (i64, `_runtime_work`), instead: one thread per
+        `PARALLEL_MIN_WORK_PER_THREAD` units of the loop's."""
         n = self.to_i64(extent, dtype)
-        teams = self.b.sdiv(n, ir.Constant(_I64, iters_per_thread)) if not _is_unsigned(dtype) \
-            else self.b.udiv(n, ir.Constant(_I64, iters_per_thread))
+        if work is not None:
+            total = self.b.mul(n, work)
+            teams = self.b.sdiv(total, ir.Constant(_I64, PARALLEL_MIN_WORK_PER_THREAD))
+        elif not _is_unsigned(dtype):
+            teams = self.b.sdiv(n, ir.Constant(_I64, iters_per_thread))
+        else:
+            teams = self.b.udiv(n, ir.Constant(_I64, iters_per_thread))
         most = self.b.sext(self.b.call(self.mg.declare("omp_get_max_threads", _I32, []), []), _I64)
         threads = self.b.select(self.b.icmp_signed("<", teams, most), teams, most)
         threads = self.b.select(self.b.icmp_signed("<", threads, ir.Constant(_I64, 0)), ir.Constant(_I64, 0), threads)
@@ -1383,6 +1396,47 @@ def _work(s) -> int:
         return _UNKNOWN_WORK
     body = getattr(s, "body", None)
     return _work(body) if body is not None else 1
+
+
+def _runtime_work(s):
+    """`_work` of a statement as an int64 expression of the symbolic extents of its loops
+    (evaluated before a parallel loop to size its team), or None when some part's work is
+    not such an expression (a ``while`` loop, an external call)."""
+    def const(v):
+        return tir.IntImm("int64", v)
+
+    def add(a, b):
+        return None if a is None or b is None else tir.Add("int64", a, b)
+
+    if isinstance(s, tir.For):
+        body = _runtime_work(s.body)
+        if body is None:
+            return None
+        extent = s.extent if s.extent.dtype == "int64" else tir.Cast("int64", s.extent)
+        return tir.Mul("int64", tir.Max("int64", extent, const(0)), body)
+    if isinstance(s, tir.SeqStmt):
+        total = const(0)
+        for x in s.seq:
+            total = add(total, _runtime_work(x))
+        return total
+    if isinstance(s, tir.While):
+        return None
+    if isinstance(s, tir.IfThenElse):
+        then = _runtime_work(s.then_case)
+        other = _runtime_work(s.else_case) if s.else_case is not None else const(0)
+        cond = _expr_work(s.condition)
+        if then is None or other is None or cond >= _UNKNOWN_WORK:
+            return None
+        return tir.Add("int64", const(cond), tir.Max("int64", then, other))
+    if isinstance(s, (tir.BufferStore, tir.Evaluate, tir.LetStmt, tir.AssertStmt)):
+        if not isinstance(s, (tir.BufferStore, tir.Evaluate)):
+            rest = _runtime_work(s.body)
+            own = _expr_work(s.value if isinstance(s, tir.LetStmt) else s.condition)
+            return None if rest is None or own >= _UNKNOWN_WORK else add(const(own), rest)
+        w = _work(s)
+        return None if w >= _UNKNOWN_WORK else const(w)
+    body = getattr(s, "body", None)
+    return _runtime_work(body) if body is not None else const(1)
 
 
 def _expr_work(e) -> int:

@@ -30,6 +30,18 @@ A reduction becomes a *register tile*, the micro-kernel of a matrix multiply
    `PACKED_PANEL_BYTES` has its first reduce loop split (the output then holds partial sums
    between the parts, initialized by a nest of its own, TVM's ``decompose_reduction``).
 
+Loops of symbolic extent (a sequence length ``n``, `_Loop.shiftable`) are tiled as loops of
+constant extent are: a register tile's vector loop and rows, and a dot product's rows, take
+static tiles (`SYMBOLIC_VECTORS` vectors, rows as for `SYMBOLIC_ROWS`, `DOT_ROWS`), and the
+last tile, which would cross ``n``, is shifted back to end at it (`_shifted_start`): it
+recomputes some outputs of the tile before it by the same operations and stores the same
+values again, so no tile needs a predicate or a tail loop, and loads stay in bounds. The nest
+runs under ``if n >= tile``; otherwise the nest as it was runs, scheduled without symbolic
+tiles (`_small_nest`; a dot product then takes one row at a time). Register tiles tile a
+symbolic loop only when they start from the init value (an overlapping tile starting from the
+output would add its terms twice), and a dot product's shifted rows add up each total in a
+register and store it once (two threads may compute the same output).
+
 Without a loop to vectorize (a matrix-vector product whose matrix is in rows, a softmax's
 row maximum), a float sum along a loop every operand reads contiguously becomes a *dot
 product* (`_DotProduct`): each output gets a vector of partial sums along that loop, added
@@ -103,6 +115,8 @@ from typing import Optional
 
 from tvmscript import tir
 
+from tvmscript.tir_visitor import vars_in
+
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
 
 __all__ = ["default_schedule", "tile_bytes", "vector_bytes", "vector_registers", "parallel_threads", "PANEL_BYTES",
@@ -123,12 +137,26 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     if func.attrs.get("tvms.lowered") or func.attrs.get(SCHEDULED_ATTR) or func.attrs.get("tvms.no_default_schedule"):
         return func
 
+    body = func.body
+    if _duplicate_block_names(body):
+        body = _unique_block_names(body)  # schedules find blocks by name
+    body = _inline_elementwise(func, body)
+    body = _schedule_nests(func, body)
+    attrs = dict(func.attrs)
+    attrs[SCHEDULED_ATTR] = True
+    return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, attrs, func.private, func.span)
+
+
+def _schedule_nests(func: tir.PrimFunc, body, symbolic: bool = True):
+    """``body`` (of ``func``) with each loop nest planned (`_schedule_nest`) and the plans
+    carried out. ``symbolic``: register tiles may tile loops of symbolic extent
+    (`_plan_register_tile`)."""
     plans = []
 
     class Plan(IRMutator):
         def visit_stmt(self, s):
             if isinstance(s, tir.For):
-                plan = _schedule_nest(s)
+                plan = _schedule_nest(s, symbolic)
                 if isinstance(plan, _DotProduct):
                     return plan.build()
                 if plan is not None:
@@ -136,16 +164,10 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
                     return s
             return super().visit_stmt(s)
 
-    body = func.body
-    if _duplicate_block_names(body):
-        body = _unique_block_names(body)  # schedules find blocks by name
-    body = _inline_elementwise(func, body)
     body = Plan().visit_stmt(body)  # dot-product nests are rewritten at once (`_DotProduct`)
     if plans:
         body = _schedule(func, body, plans)
-    attrs = dict(func.attrs)
-    attrs[SCHEDULED_ATTR] = True
-    return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, attrs, func.private, func.span)
+    return body
 
 
 def _schedule(func: tir.PrimFunc, body, plans: list):
@@ -332,16 +354,18 @@ def _unique_block_names(body):
 # ----------------------------------------------------------------------------- analysis
 
 
-def _affine(e) -> Optional[dict]:
-    """``e`` as {Var: coefficient, None: constant} if it is affine in its Vars, else None."""
+def _affine(e, atoms: frozenset = frozenset()) -> Optional[dict]:
+    """``e`` as {Var: coefficient, None: constant} if it is affine in its Vars, else None.
+    A ``min`` of only the Vars in ``atoms`` (a shifted tile's start, `_shifted_start`) is one
+    more term, with itself as key."""
     if isinstance(e, tir.IntImm):
         return {None: e.value}
     if isinstance(e, tir.Var):
         return {e: 1, None: 0}
     if isinstance(e, tir.Cast) and tir.is_int(e.dtype) and tir.is_int(e.value.dtype):
-        return _affine(e.value)
+        return _affine(e.value, atoms)
     if isinstance(e, (tir.Add, tir.Sub)):
-        a, b = _affine(e.a), _affine(e.b)
+        a, b = _affine(e.a, atoms), _affine(e.b, atoms)
         if a is None or b is None:
             return None
         sign = 1 if isinstance(e, tir.Add) else -1
@@ -349,8 +373,10 @@ def _affine(e) -> Optional[dict]:
         for k, v in b.items():
             out[k] = out.get(k, 0) + sign * v
         return out
+    if isinstance(e, tir.Min) and atoms and set(vars_in([e])) <= atoms:
+        return {e: 1, None: 0}
     if isinstance(e, tir.Mul):
-        a, b = _affine(e.a), _affine(e.b)
+        a, b = _affine(e.a, atoms), _affine(e.b, atoms)
         if a is None or b is None:
             return None
         if len(a) == 1:
@@ -372,11 +398,11 @@ def _strides(buf: tir.Buffer) -> list:
     return list(reversed(out))
 
 
-def _access_strides(buf: tir.Buffer, indices: list) -> Optional[dict]:
-    """Element stride of a buffer access along each Var, or None if not affine."""
+def _access_strides(buf: tir.Buffer, indices: list, atoms: frozenset = frozenset()) -> Optional[dict]:
+    """Element stride of a buffer access along each Var, or None if not affine (`_affine`)."""
     total: dict = {}
     for idx, stride in zip(indices, _strides(buf)):
-        aff = _affine(idx)
+        aff = _affine(idx, atoms)
         if aff is None:
             return None
         for k, v in aff.items():
@@ -473,8 +499,15 @@ class _Loop:
     def const_extent(self) -> Optional[int]:
         return self.extent.value if isinstance(self.extent, tir.IntImm) else None
 
+    @property
+    def shiftable(self) -> bool:
+        """Whether a register tile may cover this loop with tiles of a static size although its
+        extent is symbolic: it starts at 0 and is a block iterator, so the last tile can be
+        shifted back to end at the extent (`_shifted_start`)."""
+        return self.const_extent is None and tir.is_const_int(self.min, 0) and self.iv is not None
 
-def _schedule_nest(top: tir.For):
+
+def _schedule_nest(top: tir.For, symbolic: bool = True):
     loops = []
     cur = top
     while isinstance(cur, tir.For):
@@ -566,13 +599,17 @@ def _schedule_nest(top: tir.For):
     reduce_loops = [lp for lp in nontrivial if lp.kind == "R"]
     ebytes = dtype_bytes(out_buf.dtype)
     if reduce_loops and out_buf.dtype in _TILE_DTYPES:
-        tile = _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes)
+        tile = _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes, symbolic=symbolic and init is not None)
         if tile is None or tile.lanes == 1:  # no spatial loop to vectorize
-            dot = _plan_dot_product(info, nontrivial, block, realize, store, init, rhs_loads, accesses, ebytes)
+            dot = _plan_dot_product(info, nontrivial, block, realize, store, init, rhs_loads, accesses, ebytes,
+                                    symbolic)
             if dot is not None:
                 return dot
         if tile is not None:
-            return _finish_register_tile(tile, info, block, init, store)
+            tile = _finish_register_tile(tile, info, block, init, store)
+            if tile is not None and tile.shifted:
+                tile.original = top
+            return tile
 
     def tileable(lp) -> bool:
         return (bool(reduce_loops) and lp.const_extent is not None
@@ -675,6 +712,12 @@ class _Plan:
         self.chunks: dict = {}  # id(loop) -> parallel chunks its outer part is split into first
         self.vec_outer = None  # the loop over the vector loop's tiles, once split (a Var)
         self.ebytes = 4  # bytes of an output element
+        # Symbolic extents (`_Loop.shiftable`): id(loop) -> static tile size of each loop tiled
+        # with the last tile shifted back; the nest they need (extent >= tile for each) and the
+        # nest as it was, run otherwise (`_shifted_start`).
+        self.shifted: dict = {}
+        self.big_enough = None
+        self.original = None
 
 
 def _pack_reuse(ld, st, inner, nontrivial, rhs_loads) -> int:
@@ -763,31 +806,50 @@ def _plan_block_tiles(plan: _Plan, rhs_loads, accesses, inner, others_s, ebytes)
 # ----------------------------------------------------------------------------- register tiles
 
 
-def _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes) -> Optional[_Plan]:
+SYMBOLIC_VECTORS = 4  # vectors a register tile's row takes along a loop of symbolic extent
+SYMBOLIC_ROWS = 8  # rows picked from for a row loop of symbolic extent (`_pick_tile_shape`)
+
+
+def _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes, symbolic: bool = False) -> Optional[_Plan]:
     """Plan a reduction as a matrix-multiply micro-kernel: a tile of ``rows x nv`` vectors of
     outputs is accumulated in registers over the whole reduction (see `_pick_vector_loop`,
     `_pick_row_loop`, `_pick_tile_shape`), then stored once; the loop order is settled by
     `_order_register_tile`. Returns None when no spatial loop can be vectorized (the caller
-    falls back to the one-dimensional tile)."""
+    falls back to the one-dimensional tile).
+
+    ``symbolic``: the vector and row loops may have symbolic extents (`_Loop.shiftable`):
+    they are tiled like the others, `SYMBOLIC_VECTORS` vectors by rows picked as for
+    `SYMBOLIC_ROWS`, and the last tile, which would cross the extent, is shifted back to end
+    at it (`_shifted_start`): it recomputes a few outputs of the tile before it, by the same
+    sequence of operations, so results do not change. Only for reductions with an init: a
+    tile starting from the output's value would add its terms twice where tiles overlap."""
     spatial = [lp for lp in nontrivial if lp.kind == "S"]
     reduce_ = [lp for lp in nontrivial if lp.kind == "R"]
     loads = list(zip(rhs_loads, accesses[1:]))
-    choice = _pick_vector_loop(spatial, reduce_, nontrivial, loads, accesses[0], rhs_loads, ebytes)
+    choice = _pick_vector_loop(spatial, reduce_, nontrivial, loads, accesses[0], rhs_loads, ebytes, symbolic)
     if choice is None:
         return None
     vec, lanes, packed = choice
     if lanes == 1:
         rows, nv, mr = None, _scalar_tile(vec.const_extent), 1
     else:
-        rows = _pick_row_loop(spatial, vec, loads, packed)
+        rows = _pick_row_loop(spatial, vec, loads, packed, symbolic)
         if packed is None:
             packed = _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads)
-        nv, mr = _pick_tile_shape(vec.const_extent // lanes, rows.const_extent if rows else 1)
+        nvecs = vec.const_extent // lanes if vec.const_extent is not None else SYMBOLIC_VECTORS
+        row_extent = (rows.const_extent or SYMBOLIC_ROWS) if rows is not None else 1
+        nv, mr = _pick_tile_shape(nvecs, row_extent)
+        if rows is not None and rows.const_extent is None and mr == 1:
+            rows = None  # one row along a symbolic loop: it stays outside the tile
     plan = _Plan()
     plan.register_tile = True
     plan.lanes, plan.tile, plan.rows, plan.mr = lanes, nv * lanes, rows, mr
     plan.inner, plan.others_r = vec, reduce_
     plan.ebytes = ebytes
+    if vec.const_extent is None:
+        plan.shifted[id(vec)] = plan.tile
+    if rows is not None and rows.const_extent is None:
+        plan.shifted[id(rows)] = mr
     if packed is not None:
         plan.pack, plan.pack_strides = packed
     plan.outer_s = [lp for lp in spatial if lp is not vec and lp is not rows and plan.pack is not None
@@ -795,7 +857,7 @@ def _plan_register_tile(info, nontrivial, rhs_loads, accesses, ebytes) -> Option
     plan.inner_s = [lp for lp in spatial if lp is not vec and lp not in plan.outer_s]
     plan.unit = [lp for lp in info if tir.is_const_int(lp.extent, 1)]
     if lanes > 1:
-        plan.annotations[(id(vec), "inner" if plan.tile < vec.const_extent else "full")] = {
+        plan.annotations[(id(vec), "inner" if _split_by(vec, plan.tile) else "full")] = {
             VECTORIZE_ANN: lanes, INTERLEAVE_ANN: nv}
     return plan
 
@@ -827,7 +889,20 @@ class _DotProduct:
         self.block, self.store, self.init, self.parallel = block, store, init, parallel
 
     def build(self) -> tir.Stmt:
-        j, k, rows, lanes = self.j, self.k, self.rows, self.lanes
+        if self.j.const_extent is not None:
+            return self._build(self.rows, False, self.block.name)
+        # Rows of symbolic count: tiles of `rows` outputs, the last one shifted back to end at
+        # the last row (`_shifted_start`), when there are that many rows; else one at a time.
+        return tir.IfThenElse(tir.GE("bool", self.j.extent, tir.IntImm(self.j.dtype, self.rows)),
+                              self._build(self.rows, True, self.block.name),
+                              self._build(1, False, self.block.name + "_small"))
+
+    def _build(self, rows: int, shifted: bool, name: str) -> tir.Stmt:
+        """The nest, ``rows`` outputs at a time; ``shifted``: the last tile of rows ends at the
+        symbolic extent, overlapping the one before it. Each output's total is then added up
+        in a register and stored once: a thread recomputing an output another thread also
+        computes only ever stores the same final value."""
+        j, k, lanes = self.j, self.k, self.lanes
         out = self.store.buffer
         dt = out.dtype
         jo = tir.Var(j.dtype, f"{j.var.name}_o")
@@ -840,7 +915,10 @@ class _DotProduct:
             if lp.iv is None:
                 continue
             if lp is j:
-                mapping[lp.iv.var] = tir.Add(j.dtype, tir.Mul(j.dtype, jo, tir.IntImm(j.dtype, rows)), r)
+                start = tir.Mul(j.dtype, jo, tir.IntImm(j.dtype, rows))
+                if shifted:
+                    start = _shifted_start(start, j.extent, rows)
+                mapping[lp.iv.var] = jo if rows == 1 and j.const_extent is None else tir.Add(j.dtype, start, r)
             elif lp is k:
                 mapping[lp.iv.var] = tir.Add(k.dtype, tir.Mul(k.dtype, ko, tir.IntImm(k.dtype, lanes)), lane)
             else:
@@ -861,11 +939,26 @@ class _DotProduct:
                           loop(r, rows, loop(lane, lanes, update, annotations=vector), kind="unroll"))
         total = tir.BufferStore(out, tir.Add(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
                                 indices)
-        finish = loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices),
-                                        loop(lane, lanes, total)]))
+        allocs = [acc]
+        if shifted:
+            one = tir.Buffer(f"{out.name}_total", [tir.IntImm("int64", 1)], dt, scope="local")
+            allocs.append(one)
+            at = [tir.IntImm("int64", 0)]
+            total = tir.BufferStore(one, tir.Add(dt, tir.BufferLoad(dt, one, at), tir.BufferLoad(dt, acc, cell)), at)
+            finish = loop(r, rows, tir.seq([tir.BufferStore(one, substitute(self.init.value, mapping), at),
+                                            loop(lane, lanes, total),
+                                            tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices)]))
+        else:
+            finish = loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices),
+                                            loop(lane, lanes, total)]))
         body = tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(
-            self.block.name, [], [], [], tir.seq([start, accumulate, finish]), alloc_buffers=[acc]))
-        body = loop(jo, j.const_extent // rows, body)
+            name, [], [], [], tir.seq([start, accumulate, finish]), alloc_buffers=allocs))
+        if j.const_extent is not None:
+            body = loop(jo, j.const_extent // rows, body)
+        else:  # tiles of rows, the last one shifted back; or, with one row each, every row
+            count = j.extent if rows == 1 else tir.FloorDiv(
+                j.dtype, tir.Add(j.dtype, j.extent, tir.IntImm(j.dtype, rows - 1)), tir.IntImm(j.dtype, rows))
+            body = tir.For(jo, tir.IntImm(j.dtype, 0), count, "serial", body)
         outer = [lp for lp in self.info if lp is not j and lp is not k]
         for lp in reversed(outer):
             body = tir.For(lp.var, lp.min, lp.extent, "serial", body)
@@ -883,11 +976,13 @@ def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
     return dataclasses.replace(stmt, kind="parallel")
 
 
-def _plan_dot_product(info, nontrivial, block, realize, store, init, rhs_loads, accesses, ebytes):
+def _plan_dot_product(info, nontrivial, block, realize, store, init, rhs_loads, accesses, ebytes,
+                      symbolic: bool = True):
     """A `_DotProduct` for this nest, or None: a float sum (``+``, with an init) along one
     reduce loop of constant extent, a multiple of the vector width, along which every read is
     contiguous or invariant (and one at least contiguous); the innermost spatial loop of
-    constant extent gives the rows."""
+    constant extent gives the rows; with ``symbolic``, one of symbolic extent may
+    (`_DotProduct.build`: tiles of rows, the last one shifted back)."""
     if not isinstance(store.value, tir.Add) or init is None or not isinstance(init, tir.BufferStore):
         return None
     if not tir.is_float(store.buffer.dtype) or any(not tir.is_const_int(lp.min, 0) for lp in info):
@@ -898,13 +993,22 @@ def _plan_dot_product(info, nontrivial, block, realize, store, init, rhs_loads, 
         return None
     k, j = reduce_[0], spatial[-1]
     lanes = max(1, vector_bytes() // ebytes)
-    if k.const_extent is None or k.const_extent % lanes or k.const_extent < 2 * lanes or j.const_extent is None:
+    if k.const_extent is None or k.const_extent % lanes or k.const_extent < 2 * lanes:
         return None
+    if j.const_extent is None:
+        if not (symbolic and j.shiftable):
+            return None
+        return _DotProduct(info, j, k, DOT_ROWS, lanes, block, store, init, _worth_parallel(info))
     strides = [st.get(k.iv.var, 0) for st in accesses[1:]]
     if any(st not in (0, 1) for st in strides) or 1 not in strides:
         return None
     rows = max(d for d in range(1, min(j.const_extent, DOT_ROWS) + 1) if j.const_extent % d == 0)
     return _DotProduct(info, j, k, rows, lanes, block, store, init, _worth_parallel(info))
+
+
+def _split_by(lp: _Loop, factor: int) -> bool:
+    """Whether a tile of ``factor`` iterations leaves more of ``lp`` (always, if symbolic)."""
+    return lp.const_extent is None or factor < lp.const_extent
 
 
 def _order_register_tile(plan: _Plan, parallel: bool) -> None:
@@ -926,8 +1030,8 @@ def _order_register_tile(plan: _Plan, parallel: bool) -> None:
       it is split into one chunk per thread first, and the vector tiles go between the
       chunk and the rest of it: each panel then serves a whole chunk of rows from L2."""
     vec, rows, mr = plan.inner, plan.rows, plan.mr
-    vec_split = plan.tile < vec.const_extent
-    row_split = rows is not None and mr < rows.const_extent
+    vec_split = _split_by(vec, plan.tile)
+    row_split = rows is not None and _split_by(rows, mr)
     above = [(lp, "full", None) for lp in plan.outer_s] + ([(vec, "outer", plan.tile)] if vec_split else [])
     below = []
     for lp in plan.inner_s:
@@ -948,8 +1052,8 @@ def _order_register_tile(plan: _Plan, parallel: bool) -> None:
     threads = parallel_threads()
     ext = extent(first_above) if first_above is not None else 1
     wide = ext is None or ext >= threads and (ext % threads == 0 or ext >= 4 * threads)
-    plan.pack_upfront = parallel and not wide and first_below is not None
-    if plan.pack is not None and not plan.pack_upfront:
+    plan.pack_upfront = parallel and not wide and first_below is not None and vec.const_extent is not None
+    if plan.pack is not None and not plan.pack_upfront and not plan.shifted:
         panel = plan.tile * plan.ebytes
         for lp in plan.others_r:
             panel *= lp.const_extent
@@ -991,28 +1095,29 @@ def _order_register_tile(plan: _Plan, parallel: bool) -> None:
     plan.entries = entries
 
 
-def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, ebytes):
+def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, ebytes, symbolic: bool = False):
     """The spatial loop to vectorize, its vector width, and the read to pack for it: a loop
     whose constant extent is a multiple of the width, along which every read is invariant
     (broadcast), contiguous, or, for at most one read, packable into a panel contiguous along
     it (it must depend on every reduce loop and be reused across other spatial loops).
     Preferred: the widest vectors, then a contiguous output (vector stores), then no packing,
     then the innermost loop. Narrower vectors (half, quarter width) are tried only when no
-    loop fits the widest."""
+    loop fits the widest. With ``symbolic``, a loop of symbolic extent (`_Loop.shiftable`)
+    fits any width, after the loops of constant extent."""
     full = max(1, vector_bytes() // ebytes)
     lanes = full
     while lanes >= 4:
         best = None
         for pos, lp in enumerate(spatial):
             extent = lp.const_extent
-            if extent is None or extent % lanes:
+            if extent is None and not (symbolic and lp.shiftable) or extent is not None and extent % lanes:
                 continue
             strided = [(ld, st) for ld, st in loads if st.get(lp.iv.var, 0) not in (0, 1)]
             if len(strided) > 1:
                 continue
             if strided and not _panel_packable(strided[0], lp, reduce_, nontrivial, rhs_loads, 2):
                 continue
-            key = (out_st.get(lp.iv.var, 0) == 1, not strided, pos)
+            key = (out_st.get(lp.iv.var, 0) == 1, not strided, extent is not None, pos)
             if best is None or key > best[0]:
                 best = (key, lp, strided[0] if strided else None)
         if best is not None:
@@ -1045,17 +1150,19 @@ def _panel_packable(load, vec, reduce_, nontrivial, rhs_loads, min_reuse: int) -
     return _pack_reuse(ld, st, vec, nontrivial, rhs_loads) >= min_reuse
 
 
-def _pick_row_loop(spatial, vec, loads, packed):
+def _pick_row_loop(spatial, vec, loads, packed, symbolic: bool = False):
     """The spatial loop whose iterations are the tile's rows (unrolled, each its own
     accumulators): one along which the vector operands (contiguous or packed along the vector
     loop) are invariant, so each vector load serves every row, preferring the innermost. The
-    packed panel must not depend on it (it is packed outside the tile)."""
+    packed panel must not depend on it (it is packed outside the tile). With ``symbolic``, a
+    loop of symbolic extent (`_Loop.shiftable`) may be the rows."""
     vector_reads = [st for _, st in loads if st.get(vec.iv.var, 0) == 1]
     if packed is not None:
         vector_reads.append(packed[1])
     best = None
     for pos, lp in enumerate(spatial):
-        if lp is vec or lp.const_extent is None or lp.const_extent < 2:
+        if lp is vec or (lp.const_extent is None and not (symbolic and lp.shiftable)) \
+                or lp.const_extent is not None and lp.const_extent < 2:
             continue
         if packed is not None and packed[1].get(lp.iv.var, 0):
             continue
@@ -1134,6 +1241,13 @@ def _finish_register_tile(plan: _Plan, info, block, init, store) -> Optional[_Pl
         if lp.const_extent is None:
             cond = tir.GT("bool", lp.extent, tir.IntImm(lp.extent.dtype, 0))
             plan.guard = cond if plan.guard is None else tir.And("bool", plan.guard, cond)
+    if plan.shifted and plan.acc_from_output:
+        return None  # overlapping tiles would add their terms to the output twice
+    plan.big_enough = None
+    for lp in info:
+        if id(lp) in plan.shifted:
+            cond = tir.GE("bool", lp.extent, tir.IntImm(lp.extent.dtype, plan.shifted[id(lp)]))
+            plan.big_enough = cond if plan.big_enough is None else tir.And("bool", plan.big_enough, cond)
     return plan
 
 
@@ -1249,6 +1363,7 @@ def _fixup(body, sch, fixups: list):
     block_edits: dict = {}  # update block name -> functions rewriting its BlockRealize
     dropped_blocks: set = set()  # epilogues folded into a register tile's stores
     dropped_buffers: set = set()  # the intermediates they read
+    fallbacks: dict = {}  # loop var -> (condition, nest run instead when it fails): `_small_nest`
 
     def wrap_below(entry_count: int, new, fn) -> None:
         """Wrap what runs below the first ``entry_count`` loops of a nest."""
@@ -1273,14 +1388,27 @@ def _fixup(body, sch, fixups: list):
                     chunk = sch.get(parts[(id(lp), "chunk")]).loop_var
                     first = tir.Add(lp.dtype, tir.Mul(lp.dtype, chunk, outer.extent), first)
                 base[lp.iv.var] = tir.Mul(lp.dtype, first, tir.IntImm(lp.dtype, factor))
+                if id(lp) in plan.shifted:
+                    base[lp.iv.var] = _shifted_start(base[lp.iv.var], lp.extent, factor)
+        if plan.shifted:
+            values = {lp.iv.var: tir.Add(lp.dtype, base[lp.iv.var], sch.get(parts[(id(lp), "inner")]).loop_var)
+                      for lp in plan.info if id(lp) in plan.shifted}
+            binding.update(values)
+            block_edits.setdefault(realize.block.name, []).append(_rebinder(values))
         if plan.register_tile:
-            epilogue = None if plan.acc_from_output else _foldable_epilogue(sch.func("main").body, realize)
+            current = sch.func("main").body
+            epilogue = None if plan.acc_from_output else _foldable_epilogue(current, realize)
+            if epilogue is not None and plan.shifted and _reads_own_output(epilogue.block):
+                epilogue = None  # overlapping tiles would apply it twice
             wrap, edit = _register_tile(plan, sch, parts, realize, binding, base, epilogue)
             block_edits.setdefault(realize.block.name, []).append(edit)
             wrap_below(plan.tile_at, new, wrap)
             if epilogue is not None:
                 dropped_blocks.add(epilogue.block.name)
                 dropped_buffers.add(realize.block.body.buffer)
+            if plan.shifted:
+                fallbacks[sch.get(new[0]).loop_var] = (
+                    plan.big_enough, _small_nest(plan, sch.func("main"), epilogue, realize.block.body.buffer))
         if plan.pack is None:
             continue
         if (id(plan.inner), "outer") in parts:
@@ -1318,6 +1446,8 @@ def _fixup(body, sch, fixups: list):
                     out = dataclasses.replace(out, body=fn(out.body))
                 for fn in wrap_loop.get(var, ()):
                     out = fn(out)
+                if var in fallbacks:
+                    out = tir.IfThenElse(fallbacks[var][0], out, fallbacks[var][1])
             key = out.loop_var if isinstance(out, tir.For) else (
                 out.block.name if isinstance(out, tir.BlockRealize) else None)
             if key is not None and key in guard_at:
@@ -1326,6 +1456,61 @@ def _fixup(body, sch, fixups: list):
             return out
 
     return M().visit_stmt(body)
+
+
+def _shifted_start(start, extent, factor: int):
+    """Where a tile of ``factor`` iterations of a loop of symbolic ``extent`` starts: at
+    ``start``, or, for the last tile, which would cross the extent, ``extent - factor``. The
+    shifted tile overlaps the one before it and recomputes some of its outputs, each by the
+    same operations in the same order (register tiles start from the init value), so it
+    stores the same values again; no tile needs a predicate or a tail loop. The nest runs
+    only when ``extent >= factor`` (`_small_nest` otherwise)."""
+    dtype = start.dtype
+    return tir.Min(dtype, start, tir.Sub(dtype, extent, tir.IntImm(dtype, factor)))
+
+
+def _rebinder(values: dict):
+    """A block edit binding the given iterators to new values (shifted tiles), without the
+    predicate `split` added for the tiles that crossed the extent."""
+    def edit(realize):
+        new = [values.get(iv.var, v) for iv, v in zip(realize.block.iter_vars, realize.iter_values)]
+        return dataclasses.replace(realize, iter_values=new, predicate=tir.IntImm("bool", 1))
+
+    return edit
+
+
+def _reads_own_output(block: tir.Block) -> bool:
+    """Whether a block's store reads the buffer it writes (running it twice differs)."""
+    store = block.body
+    return any(ld.buffer is store.buffer for ld in _loads(store.value, []))
+
+
+def _small_nest(plan: _Plan, func: tir.PrimFunc, epilogue, intermediate):
+    """The nest run when a symbolic extent is smaller than its tile (shifted tiles need one
+    whole tile): the nest as it was (and the epilogue folded into the tiles, with the
+    intermediate buffer between them allocated here), scheduled without symbolic tiles (as
+    a loop of symbolic extent was before them: a decode step's single row still gets a
+    vectorized tile), its blocks renamed ``<name>_small``."""
+    stmts = [plan.original]
+    if epilogue is not None:
+        stmts.append(next(x for x in func.body.block.body.seq if _only_blocks(x, {epilogue.block.name})))
+    scope = tir.Block(plan.block_name + "_scope", [], [], [], tir.seq(stmts),
+                      alloc_buffers=[intermediate] if epilogue is not None else [])
+    small = tir.PrimFunc(func.params, func.buffer_map, tir.BlockRealize([], tir.IntImm("bool", 1), scope),
+                         func.ret_type, dict(func.attrs), func.private, func.span)
+    return _renamed_blocks(_schedule_nests(small, small.body, symbolic=False), "_small")
+
+
+def _renamed_blocks(stmt, suffix: str):
+    """``stmt`` with every block's name followed by ``suffix``."""
+    class R(IRMutator):
+        def visit_stmt(self, s):
+            s = super().visit_stmt(s)
+            if isinstance(s, tir.BlockRealize):
+                s = dataclasses.replace(s, block=dataclasses.replace(s.block, name=s.block.name + suffix))
+            return s
+
+    return R().visit_stmt(stmt)
 
 
 def _only_blocks(stmt, names: set) -> bool:
@@ -1372,8 +1557,7 @@ def _foldable_epilogue(body, realize):
     if any(ld.buffer is store.buffer for ld in _loads(producer.body.value, [])):
         return None  # the tiles still read what the epilogue would write early
     if len(ivars) != len(out_buf.shape) or any(
-            not (isinstance(iv.dom.min, tir.IntImm) and iv.dom.min.value == 0 and isinstance(iv.dom.extent, tir.IntImm)
-                 and isinstance(dim, tir.IntImm) and iv.dom.extent.value == dim.value)
+            not (isinstance(iv.dom.min, tir.IntImm) and iv.dom.min.value == 0 and _same_extent(iv.dom.extent, dim))
             for iv, dim in zip(cb.iter_vars, out_buf.shape)):
         return None
     # The epilogue's nest holds nothing else (it goes), and nothing between the two nests may
@@ -1391,6 +1575,13 @@ def _foldable_epilogue(body, realize):
         if writes & reads or store.buffer in touched:
             return None
     return consumer
+
+
+def _same_extent(a, b) -> bool:
+    """Whether two extents are the same constant or the same symbolic variable."""
+    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+        return a.value == b.value
+    return isinstance(a, tir.Var) and a is b
 
 
 def _load_swapper(buf, new_load):
@@ -1465,7 +1656,8 @@ def _register_tile(plan: _Plan, sch, parts: dict, realize, binding: dict, base: 
         to_out = {iv.var: i for iv, i in zip(epilogue.block.iter_vars, out_idx)}
         value = _load_swapper(out_buf, result)(epilogue).block.body.value
         ep_idx = [substitute(i, to_out) for i in ep.indices]
-        ep_strides = _access_strides(ep.buffer, ep_idx) or {}
+        shift_vars = frozenset(vars_in([b for b in base.values() if isinstance(b, tir.Min)]))
+        ep_strides = _access_strides(ep.buffer, ep_idx, shift_vars) or {}
         value = substitute(value, to_out)
         finish = nest(tir.BufferStore(ep.buffer, value, ep_idx),
                       ep_strides.get(tile_vars[-1], 0) == 1 and _vectorizable(value))
