@@ -187,8 +187,10 @@ def show(node, file=None, color: bool | None = None, show_meta: bool = False, na
         from rich.console import Console
         from rich.syntax import Syntax
 
+        from ..highlight import TVMScriptLexer, TVMScriptStyle
+
         Console(file=out, force_terminal=True).print(
-            Syntax(text.rstrip("\n"), "python", theme="monokai", background_color="default")
+            Syntax(text.rstrip("\n"), TVMScriptLexer(), theme=TVMScriptStyle, background_color="default")
         )
     else:
         out.write(text)
