@@ -11,6 +11,7 @@
                                                   the generated code of a module
     tvms import MODEL.pt2|MODEL.onnx [-o FILE.tvms] [--params-out F.npz | --inline-params]
                                                   a PyTorch or ONNX model as a .tvms file + weights
+    tvms lsp                                      the language server editors start (stdio)
 
 Errors in the user's program are printed as located diagnostics and exit with status 1; a
 Python traceback is a bug in tvms.
@@ -161,6 +162,14 @@ def _argument_parser() -> argparse.ArgumentParser:
                      help="ONNX: the shape of a graph input (repeatable), for inputs whose shape the model "
                      "leaves open")
     imp.set_defaults(run=cmd_import)
+
+    lsp = sub.add_parser(
+        "lsp", help="run the language server (stdio) for editors",
+        description="Run the tvms language server over standard input and output: diagnostics, formatting, "
+        "hover, definitions, references, rename, completion and more for .tvms files. Editors start it; "
+        "it needs the lsp extra (pip install 'tvms[lsp]').",
+    )
+    lsp.set_defaults(run=cmd_lsp)
     return p
 
 
@@ -425,6 +434,19 @@ def cmd_check(args) -> int:
         stopped = " (stopped at --max-errors)" if left <= 0 else ""
         print(f"found {found} error{'s' if found != 1 else ''}{stopped}", file=sys.stderr)
     return status
+
+
+def cmd_lsp(args) -> int:
+    """``tvms lsp``: the language server (tvmscript/lsp/server.py), imported only here, since
+    pygls is an optional dependency."""
+    try:
+        from .lsp.server import serve_stdio
+    except ImportError as err:
+        if (err.name or "").split(".")[0] in ("pygls", "lsprotocol"):
+            print("error: tvms lsp needs the lsp extra: pip install 'tvms[lsp]'", file=sys.stderr)
+            return 1
+        raise
+    return serve_stdio()
 
 
 # ============================================================================= run and compile

@@ -8,16 +8,16 @@ the result must parse again and keep every comment; if it does not, nothing is w
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 
 from . import ir
 from .diagnostics import TVMScriptError
-from .parser import parse_source
-from .parser.builder import is_printer_artifact
+from .parser.builder import build, is_printer_artifact
 from .parser.syntax import parse_syntax
 from .printer import to_script
 
-__all__ = ["format_source", "formatted_text", "unsafe_to_write", "FormatError"]
+__all__ = ["format_source", "parse_with_comments", "formatted_text", "unsafe_to_write", "FormatError"]
 
 
 class FormatError(ValueError):
@@ -29,16 +29,32 @@ class FormatError(ValueError):
         self.error = error
 
 
-def format_source(text: str, filename: str = "<string>") -> str:
-    """The formatted text of ``text``; `FormatError` if it does not parse or could not be
-    formatted safely."""
+def parse_with_comments(text: str, filename: str = "<string>") -> tuple:
+    """(IR, comments) of ``text``: what `parse_source` builds, with the comments the syntax
+    pass found (so that checking a formatting needs no second pass over the original)."""
+    enabled = gc.isenabled()
+    gc.disable()  # as parse_source: the parse allocates many small acyclic objects
     try:
-        node = parse_source(text, filename)
-    except TVMScriptError as err:
-        raise FormatError(f"{filename} does not parse: {err.message}", err) from None
+        stmts, comments = parse_syntax(text, filename)
+        return build(stmts, comments, text, filename), comments
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def format_source(text: str, filename: str = "<string>", parsed: tuple | None = None) -> str:
+    """The formatted text of ``text``; `FormatError` if it does not parse or could not be
+    formatted safely. ``parsed``: ``text``'s `parse_with_comments`, when the caller has it
+    (the language server's analysis of the same text)."""
+    if parsed is None:
+        try:
+            parsed = parse_with_comments(text, filename)
+        except TVMScriptError as err:
+            raise FormatError(f"{filename} does not parse: {err.message}", err) from None
+    node, comments = parsed
     formatted = formatted_text(node)
     if formatted != text:
-        problem = unsafe_to_write(text, formatted)
+        problem = _unsafe(_user_comments(comments), formatted)
         if problem:
             raise FormatError(f"not reformatting {filename}: {problem}; this is a bug in tvms")
     return formatted
@@ -53,15 +69,21 @@ def formatted_text(node) -> str:
 def unsafe_to_write(original: str, formatted: str) -> str | None:
     """Why the formatted text must not replace the original, if it must not: it does not parse,
     or a comment of the original is missing from it."""
+    return _unsafe(_user_comments(parse_syntax(original)[1]), formatted)
+
+
+def _user_comments(comments: list) -> Counter:
+    return Counter(c.text.rstrip() for c in comments if not is_printer_artifact(c.text))
+
+
+def _unsafe(original_comments: Counter, formatted: str) -> str | None:
+    """`unsafe_to_write`, the original's comments given: one parse of ``formatted`` answers
+    both questions."""
     try:
-        parse_source(formatted, "<formatted>")
+        _, comments = parse_with_comments(formatted, "<formatted>")
     except TVMScriptError as err:
         return f"the formatted text does not parse ({err})"
-
-    def comments(text: str) -> Counter:
-        return Counter(c.text.rstrip() for c in parse_syntax(text)[1] if not is_printer_artifact(c.text))
-
-    lost = comments(original) - comments(formatted)
+    lost = original_comments - _user_comments(comments)
     if lost:
         return f"formatting would lose the comment {next(iter(lost))!r}"
     return None
