@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from terminal import run_on_terminal
 
 from tvmscript.api import load
 from tvmscript.printer import to_script
@@ -133,26 +134,11 @@ def test_show_func_on_a_file_holding_one_function():
 
 def _run_on_terminal(args: list[str], env: dict | None = None) -> str:
     """Run tvms with its standard output on a pseudo-terminal; return what it printed."""
-    pty = pytest.importorskip("pty")
-    master, slave = pty.openpty()
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full_env.update(env or {})
-    try:
-        proc = subprocess.run([TVMS, *args], stdout=slave, stderr=subprocess.PIPE, env=full_env, timeout=120)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
+    proc, text = run_on_terminal([TVMS, *args], full_env)
     assert proc.returncode == 0, proc.stderr
-    return b"".join(chunks).decode("utf-8", "replace")
+    return text
 
 
 def test_show_colors_a_terminal_unless_no_color():

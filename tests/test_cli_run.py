@@ -11,6 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from terminal import run_on_terminal
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -292,25 +293,10 @@ def test_run_out_errors(mlp, tmp_path):
 
 
 def _on_terminal(args: list) -> str:
-    pty = pytest.importorskip("pty")
-    master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    try:
-        proc = subprocess.run([TVMS, *map(str, args)], stdout=slave, stderr=subprocess.PIPE, env=env, timeout=120)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
+    proc, text = run_on_terminal([TVMS, *args], env)
     assert proc.returncode == 0, proc.stderr
-    return b"".join(chunks).decode("utf-8", "replace")
+    return text
 
 
 def test_run_rich_table_on_a_terminal(dyn):

@@ -9,7 +9,7 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
+from terminal import run_on_terminal
 
 import tvmscript as tvms
 from tvmscript.compiler import progress
@@ -38,30 +38,16 @@ def test_the_compiler_reports_its_stages_in_order():
 
 
 def _on_a_terminal(args: list, delay: float) -> str:
-    pty = pytest.importorskip("pty")
+    """What `tvms` (with the progress line's delay set to ``delay``) writes to standard error
+    on a terminal."""
     script = ("import sys\nfrom tvmscript import cli\n"
               f"cli._CompileProgress.DELAY = {delay}\n"
               f"sys.exit(cli.main({args!r}))\n")
-    master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
     env.update(TERM="xterm-256color", COLUMNS="120")
-    try:
-        proc = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=slave, env=env,
-                              timeout=120)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
+    proc, text = run_on_terminal([sys.executable, "-c", script], env, stream="stderr")
     assert proc.returncode == 0
-    return b"".join(chunks).decode("utf-8", "replace")
+    return text
 
 
 def test_a_long_compile_shows_progress_on_a_terminal(tmp_path):

@@ -9,10 +9,10 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
 
 import pygments.lexers
 import pytest
+from terminal import run_on_terminal
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String
 
 from tvmscript.highlight import TVMScriptLexer, TVMScriptStyle
@@ -143,29 +143,14 @@ def _rgb(style: str) -> str:
 def _on_terminal(args: list) -> str:
     """``tvms ARGS`` with standard output on a pseudo-terminal (a true-colour one), as a person
     runs it: what it wrote there."""
-    pty = pytest.importorskip("pty")
     tvms = shutil.which("tvms")
     if tvms is None:
         pytest.skip("the tvms entry point is not installed")
-    master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TVMS_DEBUG")}
     env.update(TERM="xterm-256color", COLORTERM="truecolor")
-    try:
-        proc = subprocess.run([tvms, *map(str, args)], stdout=slave, stderr=subprocess.PIPE, env=env, timeout=120)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
+    proc, text = run_on_terminal([tvms, *args], env)
     assert proc.returncode == 0, proc.stderr
-    return b"".join(chunks).decode("utf-8", "replace")
+    return text
 
 
 def test_tvms_show_on_a_terminal_colours_with_the_tvmscript_lexer():

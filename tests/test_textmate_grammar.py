@@ -55,16 +55,7 @@ SCOPE_TO_TOKEN = {
     "punctuation": Punctuation,
 }
 
-SNIPPET = '''# from tvm.script import relax as R
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor:
-        for i in range(0x10):
-            y = R.nn.relu(x) if True else T.float32(1.5e-3)
-        assert not None, "SSR\\n"
-        return y
-'''
+from test_highlight import SNIPPET  # noqa: E402  (the same snippet, for the lexer and the grammar)
 
 # (text, innermost scope less ".tvmscript"): each run of non-blank characters with one scope.
 SNIPPET_SCOPES = [

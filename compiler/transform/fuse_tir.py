@@ -38,37 +38,41 @@ from ._common import call_tir_args, call_tir_tir_vars, copy_module, replace_fiel
 from .dead_code_elimination import DeadCodeElimination
 
 
-def _replace_buffers(node, bmap, seen=None):
-    """Replace, in place, every reference to a buffer in ``bmap`` below a freshly copied
-    TIR tree (loads, stores, read/write regions, match-buffer sources)."""
-    if seen is None:
-        seen = set()
+def _replace_in_place(node, kind, mapping: dict, seen: set) -> None:
+    """Replace, in place, every object of type ``kind`` (buffers or variables) that
+    ``mapping`` has, below a freshly copied TIR tree: expressions, loads and stores, loop
+    extents, block domains, read/write regions, match-buffer sources and, for variables,
+    buffer shapes (a buffer's ``data`` variable is its own)."""
     if isinstance(node, list):
         for i, item in enumerate(node):
-            if isinstance(item, tir.Buffer):
-                if item in bmap:
-                    node[i] = bmap[item]
+            if isinstance(item, kind):
+                node[i] = mapping.get(item, item)
             else:
-                _replace_buffers(item, bmap, seen)
+                _replace_in_place(item, kind, mapping, seen)
         return
     if isinstance(node, dict):
-        for v in node.values():
-            _replace_buffers(v, bmap, seen)
+        for k, v in list(node.items()):
+            if isinstance(v, kind):
+                node[k] = mapping.get(v, v)
+            else:
+                _replace_in_place(v, kind, mapping, seen)
         return
-    if not dataclasses.is_dataclass(node) or isinstance(node, (tir.Buffer, tir.Var, tir.IntImm, tir.FloatImm)):
+    if not dataclasses.is_dataclass(node) or isinstance(node, (type, kind, tir.Var, tir.IntImm, tir.FloatImm)):
+        return
+    if kind is tir.Buffer and isinstance(node, tir.Buffer):
         return
     if id(node) in seen:
         return
     seen.add(id(node))
     for f in dataclasses.fields(node):
-        if f.name in ("span", "comments"):
+        if f.name in ("span", "comments") or (isinstance(node, tir.Buffer) and f.name == "data"):
             continue
         v = getattr(node, f.name)
-        if isinstance(v, tir.Buffer):
-            if v in bmap:
-                setattr(node, f.name, bmap[v])
+        if isinstance(v, kind):
+            if v in mapping:
+                setattr(node, f.name, mapping[v])
         else:
-            _replace_buffers(v, bmap, seen)
+            _replace_in_place(v, kind, mapping, seen)
 
 
 def _fresh(name, taken):
@@ -175,39 +179,6 @@ def _inner_sym_map(prim: tir.PrimFunc, sinfos: list, tir_vars: list, syms: _Grou
     return mapping
 
 
-def _substitute_in_place(node, mapping: dict, seen: set) -> None:
-    """Replace, in place, the variables of ``mapping`` everywhere below a freshly copied TIR
-    tree: expressions, loop extents, block domains and regions, and buffer shapes."""
-    if isinstance(node, list):
-        for i, item in enumerate(node):
-            if isinstance(item, tir.Var):
-                node[i] = mapping.get(item, item)
-            else:
-                _substitute_in_place(item, mapping, seen)
-        return
-    if isinstance(node, dict):
-        for k, v in list(node.items()):
-            if isinstance(v, tir.Var):
-                node[k] = mapping.get(v, v)
-            else:
-                _substitute_in_place(v, mapping, seen)
-        return
-    if not dataclasses.is_dataclass(node) or isinstance(node, (type, tir.Var, tir.IntImm, tir.FloatImm)):
-        return
-    if id(node) in seen:
-        return
-    seen.add(id(node))
-    for f in dataclasses.fields(node):
-        if f.name in ("span", "comments") or (isinstance(node, tir.Buffer) and f.name == "data"):
-            continue
-        v = getattr(node, f.name)
-        if isinstance(v, tir.Var):
-            if v in mapping:
-                setattr(node, f.name, mapping[v])
-        else:
-            _substitute_in_place(v, mapping, seen)
-
-
 def _bind_inner_syms(prim: tir.PrimFunc, binding, syms: _GroupSyms) -> None:
     """Rewrite a (copied) inner PrimFunc onto the fused function's symbolic variables."""
     args = call_tir_args(binding.value)
@@ -215,8 +186,8 @@ def _bind_inner_syms(prim: tir.PrimFunc, binding, syms: _GroupSyms) -> None:
     mapping = _inner_sym_map(prim, sinfos, call_tir_tir_vars(binding.value), syms)
     if mapping:
         seen: set = set()
-        _substitute_in_place([prim.buffer_map[p] for p in prim.params if p in prim.buffer_map], mapping, seen)
-        _substitute_in_place(prim.body, mapping, seen)
+        _replace_in_place([prim.buffer_map[p] for p in prim.params if p in prim.buffer_map], tir.Var, mapping, seen)
+        _replace_in_place(prim.body, tir.Var, mapping, seen)
 
 
 def _is_symbolic(buf: tir.Buffer) -> bool:
@@ -273,7 +244,7 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
             outputs.append(out_buf)
         else:
             allocs.append(out_buf)
-        _replace_buffers(stmt, bmap)
+        _replace_in_place(stmt, tir.Buffer, bmap, set())
         stmts.append(stmt)
     params, buffer_map = [], {}
     tensor_params = [p for p in gfunc.params if not isinstance(p.struct_info, relax.ShapeStructInfo)]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import tir
 from ..parser import ast
+from ..parser.builder import attribute_chain
 
 # The T.* calls whose result, assigned to a name, is a buffer.
 BUFFER_CALLS = frozenset((
@@ -166,15 +167,9 @@ class BlockInfo:
 
 
 def dotted(node) -> str | None:
-    """``R.nn.relu`` for the attribute chain R.nn.relu; None for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
+    """``R.nn.relu`` for the attribute chain R.nn.relu, as written; None for anything else."""
+    parts = attribute_chain(node)
+    return None if parts is None else ".".join(parts)
 
 
 def callee_name(node) -> str | None:

@@ -47,8 +47,9 @@ CALLEE_ALIASES = {
 PREFIX_ALIASES = {"tir": "T", "tirx": "T", "relax": "R", "ir": "I"}
 
 
-def dotted_name(node) -> str | None:
-    """``T.axis.remap`` for the callee of ``T.axis.remap(...)``; None if not a dotted name."""
+def attribute_chain(node) -> list | None:
+    """``["T", "axis", "remap"]`` for the expression ``T.axis.remap``, as written; None if it
+    is not a name followed by attributes."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -57,6 +58,15 @@ def dotted_name(node) -> str | None:
         return None
     parts.append(node.id)
     parts.reverse()
+    return parts
+
+
+def dotted_name(node) -> str | None:
+    """``T.axis.remap`` for the callee of ``T.axis.remap(...)``, aliases resolved; None if
+    not a dotted name."""
+    parts = attribute_chain(node)
+    if parts is None:
+        return None
     if parts[0] in PREFIX_ALIASES and len(parts) > 1:
         parts[0] = PREFIX_ALIASES[parts[0]]
     name = ".".join(parts)
