@@ -27,9 +27,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
 
 from tvmscript.checking import file_errors  # noqa: E402
-from tvmscript.formatting import format_source  # noqa: E402
+from tvmscript.formatting import FormatError, format_source  # noqa: E402
 from tvmscript.lsp.server_checks import Checker, problem_from_error  # noqa: E402
-from tvmscript.lsp.server_formatting import range_edits, whole_file_edits  # noqa: E402
+from tvmscript.lsp.server_formatting import apply_edits, range_edits, whole_file_edits  # noqa: E402
 from tvmscript.lsp.server_positions import LineIndex  # noqa: E402
 
 try:
@@ -110,20 +110,9 @@ def test_quick_check_declines_a_change_outside_the_functions():
     assert checker.quick(GOOD.replace("class Module:", "class Other:")) is None
 
 
-def _apply(text: str, edits) -> str:
-    lines = text.split("\n")
-
-    def offset(line, char):
-        return sum(len(x) + 1 for x in lines[:line]) + char
-
-    for sl, sc, el, ec, new in sorted(edits, reverse=True):
-        text = text[: offset(sl, sc)] + new + text[offset(el, ec):]
-    return text
-
-
 def test_formatting_edits_make_the_formatted_text():
     edits = whole_file_edits(UNFORMATTED)
-    assert _apply(UNFORMATTED, edits) == format_source(UNFORMATTED) == CANONICAL
+    assert apply_edits(UNFORMATTED, edits) == format_source(UNFORMATTED) == CANONICAL
     assert whole_file_edits(CANONICAL) == []
     # One line changed in the middle: the edit is that line, the rest is left alone.
     line = CANONICAL.split("\n").index('        z: R.Tensor((8,), dtype="float32") = R.add(y, y)  # twice')
@@ -132,13 +121,73 @@ def test_formatting_edits_make_the_formatted_text():
 
 
 def test_range_formatting_changes_only_the_touched_function():
-    main_only = _apply(UNFORMATTED, range_edits(UNFORMATTED, 12, 12))  # a line inside main
+    main_only = apply_edits(UNFORMATTED, range_edits(UNFORMATTED, 12, 12))  # a line inside main
     assert "(x,)" in main_only and 'main(x: R.Tensor((8,), dtype="float32")' in main_only
     assert "T.float32(1)" in main_only and "# from tvm.script" not in main_only
-    add_only = _apply(UNFORMATTED, range_edits(UNFORMATTED, 6, 6))  # inside add_one
+    add_only = apply_edits(UNFORMATTED, range_edits(UNFORMATTED, 6, 6))  # inside add_one
     assert "T.float32(1.0)" in add_only and "(x, )" in add_only
-    both = _apply(UNFORMATTED, range_edits(UNFORMATTED, 0, 14))  # the header is no function's
+    both = apply_edits(UNFORMATTED, range_edits(UNFORMATTED, 0, 14))  # the header is no function's
     assert both == CANONICAL[CANONICAL.index("@I.ir_module"):]
+
+
+class _ServerStub:
+    """What `check_formatting` uses of the server: the document the client holds (changed by
+    the stub's client when it applies an edit), and what was sent back."""
+
+    def __init__(self, uri: str, text: str, applies: bool) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tvmscript.lsp import server
+
+        self.uri, self.text, self.applies = uri, text, applies
+        self.open_documents = {uri: None}
+        self.full_pool = ThreadPoolExecutor(1)
+        self.applied, self.messages = [], []
+        self.line_index = lambda text: LineIndex(text)
+        self.check_formatting = server.TVMScriptLanguageServer.check_formatting.__get__(self)
+
+    def snapshot(self, uri):
+        return 1, self.text
+
+    def workspace_apply_edit(self, params):
+        self.applied.append(params.edit.changes[self.uri])
+
+    def window_show_message(self, params):
+        self.messages.append(params.message)
+
+
+@pytest.mark.parametrize("client_applied", [True, False])
+def test_a_formatting_that_fails_its_check_is_undone(monkeypatch, client_applied):
+    """The server answers a formatting request before checking the result (the check is a
+    second parse of the file); if the check fails (a bug in the printer, simulated here), the
+    document the client holds goes back to the original text."""
+    from tvmscript.lsp import server
+
+    monkeypatch.setattr(server, "check_formatted", lambda comments, formatted: "the comment '# gone' is lost")
+    monkeypatch.setattr(server, "UNDO_WAIT_STEPS", 2)
+    formatted = format_source(UNFORMATTED)
+    stub = _ServerStub("file:///t.tvms", formatted if client_applied else UNFORMATTED, client_applied)
+    state = server._OpenDocument("file:///t.tvms")
+    asyncio.run(stub.check_formatting(stub.uri, state, UNFORMATTED, formatted, None, formatted))
+    assert isinstance(state.formatted[1], FormatError), "the next request gets the error, not the edits"
+    if client_applied:
+        [[undo]] = stub.applied
+        assert apply_edits(formatted, [(undo.range.start.line, undo.range.start.character, undo.range.end.line,
+                                        undo.range.end.character, undo.new_text)]) == UNFORMATTED
+        assert "undone" in stub.messages[0]
+    else:
+        assert stub.applied == [] and "# gone" in stub.messages[0]
+
+
+def test_a_formatting_that_passes_its_check_is_remembered():
+    from tvmscript.lsp import server
+
+    formatted, comments = server.format_unchecked(UNFORMATTED)
+    stub = _ServerStub("file:///t.tvms", formatted, True)
+    state = server._OpenDocument("file:///t.tvms")
+    asyncio.run(stub.check_formatting(stub.uri, state, UNFORMATTED, formatted, comments, formatted))
+    assert state.formatted == (UNFORMATTED, formatted) and stub.applied == [] and stub.messages == []
+    assert state.formatting_of(UNFORMATTED) == (formatted, None)
 
 
 # ---------------------------------------------------------------------- the server over stdio
@@ -295,7 +344,7 @@ async def test_formatting_keeps_comments(client: LanguageClient):
         lsp.DocumentFormattingParams(text_document=lsp.TextDocumentIdentifier(uri=uri),
                                      options=lsp.FormattingOptions(tab_size=4, insert_spaces=True))
     )
-    result = _apply(UNFORMATTED, [(e.range.start.line, e.range.start.character, e.range.end.line,
+    result = apply_edits(UNFORMATTED, [(e.range.start.line, e.range.start.character, e.range.end.line,
                                    e.range.end.character, e.new_text) for e in edits])
     assert result == format_source(UNFORMATTED)
     assert "# one more than A" in result and "# twice" in result
@@ -327,9 +376,9 @@ async def test_range_formatting_edits_only_the_touched_function(client: Language
             options=lsp.FormattingOptions(tab_size=4, insert_spaces=True))
     )
     assert edits and all(e.range.start.line >= 8 for e in edits)  # main's lines only
-    result = _apply(UNFORMATTED, [(e.range.start.line, e.range.start.character, e.range.end.line,
+    result = apply_edits(UNFORMATTED, [(e.range.start.line, e.range.start.character, e.range.end.line,
                                    e.range.end.character, e.new_text) for e in edits])
-    assert result == _apply(UNFORMATTED, range_edits(UNFORMATTED, 12, 12))
+    assert result == apply_edits(UNFORMATTED, range_edits(UNFORMATTED, 12, 12))
 
 
 @on_server_loop

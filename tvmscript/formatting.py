@@ -2,8 +2,11 @@
 
 ``format_source(text)`` is the canonical text of a file: the printer's output for what the
 parser read, with the metadata section (a file keeps its constants) and every comment the
-user wrote. `unsafe_to_write` is the guard both callers apply before replacing a user's text:
-the result must parse again and keep every comment; if it does not, nothing is written.
+user wrote. `unsafe_to_write` / `check_formatted` is the guard both callers apply to a
+formatting: the result must parse again and keep every comment. `tvms fmt` checks before it
+writes, and writes nothing if the check fails; the language server answers with the edits
+first (`format_unchecked`: the check is a second parse, half the time) and checks right
+after, undoing the edits if the check fails (`tvmscript.lsp.server`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from .parser.builder import build, is_printer_artifact
 from .parser.syntax import parse_syntax
 from .printer import to_script
 
-__all__ = ["format_source", "parse_with_comments", "formatted_text", "unsafe_to_write", "FormatError"]
+__all__ = ["format_source", "format_unchecked", "check_formatted", "parse_with_comments", "formatted_text",
+           "unsafe_to_write", "FormatError"]
 
 
 class FormatError(ValueError):
@@ -46,18 +50,25 @@ def format_source(text: str, filename: str = "<string>", parsed: tuple | None = 
     """The formatted text of ``text``; `FormatError` if it does not parse or could not be
     formatted safely. ``parsed``: ``text``'s `parse_with_comments`, when the caller has it
     (the language server's analysis of the same text)."""
+    formatted, comments = format_unchecked(text, filename, parsed)
+    if formatted != text:
+        problem = check_formatted(comments, formatted)
+        if problem:
+            raise FormatError(f"not reformatting {filename}: {problem}; this is a bug in tvms")
+    return formatted
+
+
+def format_unchecked(text: str, filename: str = "<string>", parsed: tuple | None = None) -> tuple:
+    """(the formatted text, the user's comments in ``text``), the result not yet checked:
+    for a caller that answers first and runs `check_formatted` after (the language server,
+    which undoes the edit if the check fails). `FormatError` if ``text`` does not parse."""
     if parsed is None:
         try:
             parsed = parse_with_comments(text, filename)
         except TVMScriptError as err:
             raise FormatError(f"{filename} does not parse: {err.message}", err) from None
     node, comments = parsed
-    formatted = formatted_text(node)
-    if formatted != text:
-        problem = _unsafe(_user_comments(comments), formatted)
-        if problem:
-            raise FormatError(f"not reformatting {filename}: {problem}; this is a bug in tvms")
-    return formatted
+    return formatted_text(node), _user_comments(comments)
 
 
 def formatted_text(node) -> str:
@@ -69,16 +80,16 @@ def formatted_text(node) -> str:
 def unsafe_to_write(original: str, formatted: str) -> str | None:
     """Why the formatted text must not replace the original, if it must not: it does not parse,
     or a comment of the original is missing from it."""
-    return _unsafe(_user_comments(parse_syntax(original)[1]), formatted)
+    return check_formatted(_user_comments(parse_syntax(original)[1]), formatted)
 
 
 def _user_comments(comments: list) -> Counter:
     return Counter(c.text.rstrip() for c in comments if not is_printer_artifact(c.text))
 
 
-def _unsafe(original_comments: Counter, formatted: str) -> str | None:
-    """`unsafe_to_write`, the original's comments given: one parse of ``formatted`` answers
-    both questions."""
+def check_formatted(original_comments: Counter, formatted: str) -> str | None:
+    """`unsafe_to_write`, the original's comments given (`format_unchecked` returns them): one
+    parse of ``formatted`` answers both questions."""
     try:
         _, comments = parse_with_comments(formatted, "<formatted>")
     except TVMScriptError as err:

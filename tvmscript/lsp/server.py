@@ -40,8 +40,9 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from .server_checks import Checker
-from ..formatting import format_source
-from .server_formatting import FormatError, range_edits, whole_file_edits
+from ..diagnostics import TVMScriptError
+from ..formatting import check_formatted, format_source, format_unchecked, parse_with_comments
+from .server_formatting import FormatError, apply_edits, range_edits, whole_file_edits
 from .server_positions import LineIndex
 
 __all__ = ["TVMScriptLanguageServer", "make_server", "serve_stdio"]
@@ -54,6 +55,9 @@ DEBOUNCE_S = 0.008
 # milliseconds on a large file, and its answer is rarely different.
 FULL_CHECK_DELAY_S = 0.3
 MAX_ERRORS = 100
+# After answering a formatting request, its check waits up to this long for the client to
+# apply the edits (the didChange) before deciding how to undo them.
+UNDO_WAIT_STEPS, UNDO_WAIT_STEP_S = 20, 0.05
 # Set to 1 by the tests: adds the request tvms/crash, which fails on purpose.
 TEST_HOOKS_ENV = "TVMS_LSP_TEST"
 _REQUEST_FAILED = -32803  # LSP's RequestFailed: a valid request the server could not carry out
@@ -79,7 +83,7 @@ class _OpenDocument:
         self.checker = Checker(self.filename, MAX_ERRORS)
         self.task: asyncio.Task | None = None
         self.published: tuple | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # the analysis and formatting of this document
         self.analysis_key: tuple | None = None
         self.analysis_doc = None
         # (text, its formatted text or the FormatError): the last formatting, or one made ahead
@@ -101,14 +105,35 @@ class _OpenDocument:
             raise done[1]
         return done[1]
 
-    def parsed_ir(self, text: str):
-        """The (IR, comments) of ``text`` from its analysis, if one was made (the server warms
-        it after each check), else None: formatting then parses the text itself."""
+    def formatting_of(self, text: str, version=None) -> tuple:
+        """(the formatted text, the user's comments to check it against, or None when it is
+        checked already): the remembered formatting of this text if there is one, else one
+        made now, unchecked (`format_unchecked`); raises `FormatError`."""
+        done = self.formatted
+        if done is not None and done[0] == text:
+            if isinstance(done[1], FormatError):
+                raise done[1]
+            return done[1], None
+        with self.lock:  # (reentrant) the whole formatting, so the warmed analysis waits for it
+            formatted, comments = format_unchecked(text, self.filename, self.parsed_ir(text, version))
+        return formatted, (comments if formatted != text else None)
+
+    def parsed_ir(self, text: str, version=None):
+        """The (IR, comments) of ``text``: from its analysis if one was made, else (given the
+        document's ``version``, i.e. for a formatting request) parsed now, under the
+        document's lock, so that the analysis the server warms after an edit waits for this
+        parse instead of racing it for the interpreter (each would take twice as long). None:
+        the caller parses the text itself (and reports why it does not parse)."""
         with self.lock:
             doc = self.analysis_doc
-        if analysis is None or doc is None or doc.text != text or doc.analysed is None:
-            return None
-        return doc.analysed.parsed_ir
+            if analysis is not None and doc is not None and doc.text == text and doc.analysed is not None:
+                return doc.analysed.parsed_ir
+            if version is None:
+                return None
+            try:
+                return parse_with_comments(text, self.filename)
+            except TVMScriptError:
+                return None
 
     def analysis_document(self, version, text: str):
         """The analysis Document of this text (call with ``lock`` held)."""
@@ -130,6 +155,7 @@ class TVMScriptLanguageServer(LanguageServer):
         self.quick_pool = ThreadPoolExecutor(1, thread_name_prefix="tvms-quick-check")
         self.full_pool = ThreadPoolExecutor(1, thread_name_prefix="tvms-full-check")
         self.request_pool = ThreadPoolExecutor(2, thread_name_prefix="tvms-request")
+        self.checks_in_flight: set = set()  # formattings sent, being checked (check_formatting)
 
     # ------------------------------------------------------------------ documents and positions
 
@@ -267,20 +293,22 @@ class TVMScriptLanguageServer(LanguageServer):
         """The edits of ``tvms fmt`` for the whole document, or for the functions touching
         ``lines`` (first, last: 0-based, inclusive). A document that does not parse gets no
         edits and a window/showMessage saying why."""
-        _, text = self.snapshot(uri)
+        version, text = self.snapshot(uri)
         state = self.state(uri)
         state.formats = True  # from now on, the text is formatted ahead whenever typing pauses
 
         def run():
-            formatted = state.formatted_text(text)
+            formatted, comments = state.formatting_of(text, version)
             if lines is None:
-                return whole_file_edits(text, state.filename, formatted)
-            return range_edits(text, lines[0], lines[1], state.filename, formatted)
+                edits = whole_file_edits(text, state.filename, formatted)
+            else:
+                edits = range_edits(text, lines[0], lines[1], state.filename, formatted)
+            return formatted, comments, edits
 
         try:
             # In the pool of whole-file checks: the two take the whole file's time, and taking
             # turns is quicker than sharing the interpreter.
-            edits = await asyncio.get_running_loop().run_in_executor(self.full_pool, run)
+            formatted, comments, edits = await asyncio.get_running_loop().run_in_executor(self.full_pool, run)
         except FormatError as err:
             kind = lsp.MessageType.Warning if err.error is not None else lsp.MessageType.Error
             self.window_show_message(lsp.ShowMessageParams(type=kind, message=f"tvms fmt: {err}"))
@@ -289,8 +317,50 @@ class TVMScriptLanguageServer(LanguageServer):
             raise
         except Exception as exc:  # noqa: BLE001
             raise JsonRpcInternalError(self.fault("formatting", exc)) from None
+        if comments is not None and edits:
+            task = asyncio.ensure_future(self.check_formatting(uri, state, text, formatted, comments,
+                                                               apply_edits(text, edits)))
+            self.checks_in_flight.add(task)
+            task.add_done_callback(self.checks_in_flight.discard)
         index = self.line_index(text)
         return [_text_edit(index, *edit) for edit in edits]
+
+    async def check_formatting(self, uri: str, state: _OpenDocument, text: str, formatted: str, comments,
+                               expected: str) -> None:
+        """Check a formatting the client has been sent (`check_formatted`: the formatted text
+        parses and keeps every comment). If it fails, which would be a bug in tvms, the edits
+        are undone: the document goes back to ``text`` through workspace/applyEdit, if the
+        client holds exactly what the edits made (``expected``); else the user is told to undo."""
+        loop = asyncio.get_running_loop()
+        try:
+            problem = await loop.run_in_executor(self.full_pool, check_formatted, comments, formatted)
+        except Exception as exc:  # noqa: BLE001 - a bug in the check itself: keep serving
+            problem = f"checking it failed ({type(exc).__name__}: {exc})"
+        if problem is None:
+            state.formatted = (text, formatted)
+            return
+        err = FormatError(f"not reformatting {state.filename}: {problem}; this is a bug in tvms")
+        state.formatted = (text, err)
+        logger.error("tvms fmt: %s", err)
+        for _ in range(UNDO_WAIT_STEPS):  # the client applies the edits, then says so (didChange)
+            if uri not in self.open_documents:
+                return
+            _, current = self.snapshot(uri)
+            if current != text:
+                break
+            await asyncio.sleep(UNDO_WAIT_STEP_S)
+        if current == expected:
+            index = self.line_index(current)
+            last = len(index.lines) - 1
+            undo = _text_edit(index, 0, 0, last, len(index.lines[last]), text)
+            self.workspace_apply_edit(lsp.ApplyWorkspaceEditParams(
+                edit=lsp.WorkspaceEdit(changes={uri: [undo]}), label="tvms fmt: undo"))
+            message = f"tvms fmt: the formatting was undone: {err}"
+        elif current == text:
+            message = f"tvms fmt: {err}"
+        else:
+            message = f"tvms fmt: undo the last formatting: {err}"
+        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=message))
 
 
 def _format_ahead(state: _OpenDocument, text: str) -> None:

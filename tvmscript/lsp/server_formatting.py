@@ -23,7 +23,7 @@ import difflib
 from ..checking import function_units
 from ..formatting import FormatError, format_source
 
-__all__ = ["whole_file_edits", "range_edits", "FormatError"]
+__all__ = ["whole_file_edits", "range_edits", "apply_edits", "FormatError"]
 
 
 def whole_file_edits(text: str, filename: str = "<document>", formatted: str | None = None) -> list:
@@ -58,6 +58,19 @@ def range_edits(text: str, first_line: int, last_line: int, filename: str = "<do
         edits = [_unit_edit(lines, new_lines, old_by_name[name], new_by_name[name]) for _, _, name in touched]
         return [e for e in edits if e]
     return _restricted_edits(lines, new_lines, min(u[0] for u in touched), max(u[1] for u in touched))
+
+
+def apply_edits(text: str, edits: list) -> str:
+    """``text`` with ``edits`` (non-overlapping, as these functions make them) applied: what
+    the client holds once it has applied them."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    out = text
+    for sl, sc, el, ec, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:starts[sl] + sc] + new + out[starts[el] + ec:]
+    return out
 
 
 def _unique_by_name(units: list) -> dict:
