@@ -778,10 +778,14 @@ class _LibraryProgram(_Program):
     as it was built, with no parsing, pipeline or compiling."""
 
     def __init__(self, path: str) -> None:
+        import time
+
         from .runtime.library import LibraryError, load_module
 
+        t0 = time.perf_counter()
         try:
             self.executable = load_module(path)
+            self.load_s = time.perf_counter() - t0
         except LibraryError as err:
             raise _fail(str(err)) from None
         if self.executable.mod is None:
@@ -1223,7 +1227,10 @@ def _run(args) -> int:
     finally:
         program.progress.close()
     color = not args.no_color and _stream_is_terminal(sys.stdout)
-    _print_outputs(outputs, compile_s, times, color)
+    if isinstance(program, _LibraryProgram):  # nothing compiled: the time to load the library
+        _print_outputs(outputs, program.load_s, times, color, "load")
+    else:
+        _print_outputs(outputs, compile_s, times, color)
     report = getattr(args, "profile_report", None)
     if report is not None:
         print(f"\n{report}")
@@ -1647,14 +1654,14 @@ def _fmt_seconds(seconds: float) -> str:
     return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
 
 
-def _print_outputs(outputs: list, compile_s: float, timing: tuple, color: bool) -> None:
+def _print_outputs(outputs: list, compile_s: float, timing: tuple, color: bool, prepared: str = "compile") -> None:
     rows = [(n, "(" + ", ".join(map(str, a.shape)) + ("," if a.ndim == 1 else "") + ")", str(a.dtype),
              _value_view(a)) for n, a in outputs]
     first, times = timing
     ordered = sorted(times)
     n = len(ordered)
     median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-    timing = [f"compile: {_fmt_seconds(compile_s)}",
+    timing = [f"{prepared}: {_fmt_seconds(compile_s)}",
               f"run: median {_fmt_seconds(median)} over {n} run{'s' if n != 1 else ''} "
               f"(min {_fmt_seconds(ordered[0])}; first call {_fmt_seconds(first)})"]
     header = ("output", "shape", "dtype", "values")
