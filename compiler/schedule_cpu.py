@@ -36,8 +36,9 @@ static tiles (`SYMBOLIC_VECTORS` vectors, rows as for `SYMBOLIC_ROWS`, `DOT_ROWS
 last tile, which would cross ``n``, is shifted back to end at it (`_shifted_start`): it
 recomputes some outputs of the tile before it by the same operations and stores the same
 values again, so no tile needs a predicate or a tail loop, and loads stay in bounds. The nest
-runs under ``if n >= tile``; otherwise the nest as it was runs, scheduled without symbolic
-tiles (`_small_nest`; a dot product then takes one row at a time). Register tiles tile a
+runs under ``if n >= tile``; otherwise the nest as it was runs, scheduled as its static twin
+with a few rows is (`_small_nest`: a decode step's dense layer becomes a dot product over the
+weight's rows, in parallel over them, instead of packing a panel for one row). Register tiles tile a
 symbolic loop only when they start from the init value (an overlapping tile starting from the
 output would add its terms twice), and a dot product's shifted rows add up each total in a
 register and store it once (two threads may compute the same output).
@@ -110,6 +111,7 @@ that do not match are left alone, as are loops a user already annotated (``T.par
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from typing import Optional
 
@@ -729,9 +731,10 @@ def _pack_reuse(ld, st, inner, nontrivial, rhs_loads) -> int:
     if sum(1 for other in rhs_loads if other.buffer is ld.buffer) != 1:
         return 0
     reuse = 1
+    symbolic_reuse = SMALL_SYMBOLIC_REUSE if _symbolic_extents_small.get() else 1 << 20
     for lp in nontrivial:
         if lp.kind == "S" and lp is not inner and not st.get(lp.iv.var, 0):
-            reuse *= lp.const_extent if lp.const_extent is not None else 1 << 20
+            reuse *= lp.const_extent if lp.const_extent is not None else symbolic_reuse
     return reuse
 
 
@@ -968,10 +971,14 @@ class _DotProduct:
 
 
 def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
-    """``stmt`` (a loop nest) with its outermost loop of more than one iteration parallel."""
+    """``stmt`` (a loop nest) with its outermost loop of more than one iteration parallel (in
+    a `_small_nest`, a loop of symbolic extent counts as one of a few iterations: the loop
+    inside it goes parallel, as in the nest's static twin)."""
     if not isinstance(stmt, tir.For):
         return stmt
-    if tir.is_const_int(stmt.extent, 1):
+    few = tir.is_const_int(stmt.extent, 1) or (
+        _symbolic_extents_small.get() and not isinstance(stmt.extent, tir.IntImm) and isinstance(stmt.body, tir.For))
+    if few:
         return dataclasses.replace(stmt, body=_parallel_outermost(stmt.body))
     return dataclasses.replace(stmt, kind="parallel")
 
@@ -1485,12 +1492,21 @@ def _reads_own_output(block: tir.Block) -> bool:
     return any(ld.buffer is store.buffer for ld in _loads(store.value, []))
 
 
+# Scheduling `_small_nest`: the symbolic extents there are below a tile's rows (a few rows,
+# a decode step's one), so a panel packed for them would be reused a few times at most: the
+# nest is planned as its constant-extent twin with that few rows is (a dense layer at batch 1
+# becomes a dot product over the weight's rows, not a packed register tile).
+_symbolic_extents_small = contextvars.ContextVar("symbolic_extents_small", default=False)
+SMALL_SYMBOLIC_REUSE = 1  # what `_pack_reuse` counts a symbolic extent as, in a small nest
+
+
 def _small_nest(plan: _Plan, func: tir.PrimFunc, epilogue, intermediate):
     """The nest run when a symbolic extent is smaller than its tile (shifted tiles need one
     whole tile): the nest as it was (and the epilogue folded into the tiles, with the
-    intermediate buffer between them allocated here), scheduled without symbolic tiles (as
-    a loop of symbolic extent was before them: a decode step's single row still gets a
-    vectorized tile), its blocks renamed ``<name>_small``."""
+    intermediate buffer between them allocated here), scheduled without symbolic tiles and
+    with symbolic extents taken as small (`_symbolic_extents_small`: a decode step's single
+    row gets the matrix-vector schedule its static twin gets), its blocks renamed
+    ``<name>_small``."""
     stmts = [plan.original]
     if epilogue is not None:
         stmts.append(next(x for x in func.body.block.body.seq if _only_blocks(x, {epilogue.block.name})))
@@ -1498,7 +1514,11 @@ def _small_nest(plan: _Plan, func: tir.PrimFunc, epilogue, intermediate):
                       alloc_buffers=[intermediate] if epilogue is not None else [])
     small = tir.PrimFunc(func.params, func.buffer_map, tir.BlockRealize([], tir.IntImm("bool", 1), scope),
                          func.ret_type, dict(func.attrs), func.private, func.span)
-    return _renamed_blocks(_schedule_nests(small, small.body, symbolic=False), "_small")
+    known_small = _symbolic_extents_small.set(True)
+    try:
+        return _renamed_blocks(_schedule_nests(small, small.body, symbolic=False), "_small")
+    finally:
+        _symbolic_extents_small.reset(known_small)
 
 
 def _renamed_blocks(stmt, suffix: str):

@@ -429,18 +429,19 @@ def reduction_length(func: tir.PrimFunc) -> int:
     return longest
 
 
-def _plain_on_abs(func: tir.PrimFunc):
-    """The unscheduled kernel as a function of its inputs (its output allocated here)."""
+def _plain_on_abs(func: tir.PrimFunc, sizes: Optional[dict] = None):
+    """The unscheduled kernel as a function of its inputs (its output allocated here);
+    ``sizes``: the values of its symbolic dims."""
     def call(inputs):
-        case = Case("abs", func)
+        case = Case("abs", func, sizes=dict(sizes or {}))
         return run(case, inputs, initial_output(case, None), schedule=False)
     return call
 
 
-def linear_sums(func: tir.PrimFunc, reason: str, slack_ulps: float = 0.0) -> SumBound:
+def linear_sums(func: tir.PrimFunc, reason: str, slack_ulps: float = 0.0, sizes: Optional[dict] = None) -> SumBound:
     """The bound of a kernel whose output is linear in the terms of its reordered sum (a sum, a
     mean, a matrix-vector product; a bias added, a ReLU: 1-Lipschitz, one rounding each)."""
-    return SumBound(reason, reduction_length(func), linear_magnitude(_plain_on_abs(func)), slack_ulps)
+    return SumBound(reason, reduction_length(func), linear_magnitude(_plain_on_abs(func, sizes)), slack_ulps)
 
 
 def softmax_sums(func: tir.PrimFunc) -> SumBound:

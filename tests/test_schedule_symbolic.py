@@ -118,9 +118,16 @@ def test_dense_with_symbolic_batch_tiles_the_rows(kernels):
     assert len(acc.shape) == 2 and acc.shape[0].value > 1, "no row tile along the symbolic batch"
     assert any(lp.kind == "unroll" for lp in _walk(branch).loops)
     assert any(lp.kind == "parallel" for lp in _walk(branch).loops)
-    # The small-n branch keeps a vectorized tile (a decode step's single row).
-    small = [s for s in _walk(scheduled.body).ifs if _uses_n(s.condition)][0].else_case
-    assert any(lp.annotations.get(VECTORIZE_ANN, 1) > 1 for lp in _walk(small).loops)
+    # The small-n branch (a decode step's single row) is what the static twin at batch 1 gets:
+    # a dot product along the weight's rows (vector partial sums, no panel packed on every
+    # call), in parallel over the output rows, not over the few rows of n.
+    small = _walk([s for s in _walk(scheduled.body).ifs if _uses_n(s.condition)][0].else_case)
+    assert any(lp.annotations.get(VECTORIZE_ANN, 1) > 1 for lp in small.loops)
+    assert not any(blk.name.endswith("_pack_small") or "panel" in str([b.name for b in blk.alloc_buffers])
+                   for blk in small.blocks), "a panel packed for a few rows"
+    assert any(b.name.endswith("_dot") for blk in small.blocks for b in blk.alloc_buffers), "no dot product"
+    assert any(lp.kind == "parallel" and isinstance(lp.extent, tir.IntImm) for lp in small.loops), \
+        "the small nest's dot product should run in parallel over the output rows, not over n"
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "softmax"])
@@ -154,13 +161,32 @@ def _inputs(func, n: int) -> list:
     return [sc.random_array(rng, sc._shape(func.buffer_map[p], {"n": n}), F32) for p in func.params[:-1]]
 
 
-@pytest.mark.parametrize("name", ["scores", "dense", "elementwise"])
+@pytest.mark.parametrize("name", ["scores", "elementwise"])
 def test_same_bits_at_every_n(kernels, name):
     func = kernels[name]
     for n in SIZES:
         inputs = _inputs(func, n)
         plain, fast = _run(func, n, False, inputs), _run(func, n, True, inputs)
         assert sc.same_bits(fast, plain), f"n={n}: max |difference| {np.nanmax(np.abs(fast - plain))}"
+
+
+def test_dense_same_bits_when_tiled_within_the_bound_below(kernels):
+    """At ``n`` below the row tile (``if n >= rows``) the dense layer is the static batch-1 form, a
+    dot product (vector partial sums: the one reordering schedule); from a tile on, the
+    register tile keeps the order of the additions."""
+    func = kernels["dense"]
+    [guard] = [s.condition for s in _walk(default_schedule(func).body).ifs if _uses_n(s.condition)]
+    assert isinstance(guard, tir.GE) and isinstance(guard.b, tir.IntImm), guard
+    tile_rows = guard.b.value
+    for n in SIZES:
+        bound = sc.linear_sums(func, "the small-n branch of a dense layer is a dot-product nest", sizes={"n": n})
+        inputs = _inputs(func, n)
+        plain, fast = _run(func, n, False, inputs), _run(func, n, True, inputs)
+        if n >= tile_rows:
+            assert sc.same_bits(fast, plain), f"n={n}: max |difference| {np.nanmax(np.abs(fast - plain))}"
+        else:
+            case = sc.Case(id="dense", func=func, sums=bound, sizes={"n": n})
+            assert (np.abs(fast.astype("float64") - plain) <= sc.sum_bound(case, inputs, plain)).all(), f"n={n}"
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "softmax"])
