@@ -5,10 +5,12 @@
     tvms fmt FILE... [--check] [--diff]           rewrite files in canonical form
     tvms check FILE... [--max-errors N]           parse and check; a diagnostic per independent error
     tvms run FILE [--inputs F.npz] [--input NAME=F.npy] [--params F.npz] [--shape SYM=N]
-                  [--func NAME] [--seed N] [--repeat N] [--out F.npz]
-                                                  compile for the CPU, run one function, print its outputs
-    tvms compile FILE [--emit llvm|llvm-unopt|asm|python] [-o FILE] [--func NAME]
-                                                  the generated code of a module
+                  [--func NAME] [--seed N] [--repeat N] [--out F.npz] [--profile]
+                                                  compile for the CPU (FILE.tvms) or load (FILE.so),
+                                                  run one function, print its outputs
+    tvms compile FILE [--emit llvm|llvm-unopt|asm|python|library] [-o FILE] [--func NAME]
+                                                  the generated code of a module; -o FILE.so: a
+                                                  shared library of the compiled module
     tvms import MODEL.pt2|MODEL.onnx [-o FILE.tvms] [--params-out F.npz | --inline-params]
                                                   a PyTorch or ONNX model as a .tvms file + weights
     tvms lsp                                      the language server editors start (stdio)
@@ -124,10 +126,11 @@ def _argument_parser() -> argparse.ArgumentParser:
     run.set_defaults(run=cmd_run)
 
     comp = sub.add_parser(
-        "compile", help="print the code tvms generates for a .tvms file",
+        "compile", help="print the code tvms generates for a .tvms file, or write a shared library (-o FILE.so)",
         description="Compile a .tvms file and print the generated code: the LLVM IR (optimized, or as "
         "generated with llvm-unopt) or the host assembly of its prim_funcs, or the Python the VM runs for "
-        "its Relax functions.",
+        "its Relax functions; or, with -o FILE.so, write the compiled module as a shared library that "
+        "`tvms run FILE.so` and tvms.runtime.load_module run without compiling.",
     )
     comp.add_argument("file", help="a .tvms file, or - for standard input")
     comp.add_argument("--emit", choices=_EMIT_KINDS, default=None,
