@@ -44,6 +44,8 @@ def kernels() -> dict:
         "layer_norm": _kernel(lambda x, g, b: [op.nn.layer_norm(x, g, b, axes=[-1])], [(N, 64), (64,), (64,)]),
         "softmax": _kernel(lambda x: [op.nn.softmax(x, axis=-1)], [(N, 64)]),
         "elementwise": _kernel(lambda x, y: [op.add(x, y)], [(N, 3, 64), (3, 64)]),
+        "split_heads": _kernel(lambda x: [op.permute_dims(op.reshape(x, [1, N, 8, 32]), [0, 2, 1, 3])],
+                               [(1, N, 256)]),
     }
 
 
@@ -161,7 +163,46 @@ def _inputs(func, n: int) -> list:
     return [sc.random_array(rng, sc._shape(func.buffer_map[p], {"n": n}), F32) for p in func.params[:-1]]
 
 
-@pytest.mark.parametrize("name", ["scores", "elementwise"])
+def test_reshape_over_a_symbolic_length_gets_affine_indices(kernels):
+    """The heads' split (reshape to (1, n, 8, 32), transpose) indexes its input by
+    ``(...) // (256 * n)`` and ``(...) // 256 % n``; the iterators' ranges resolve them
+    (`arith.symbolic_divmod`), so the nest runs in parallel as its static twin does."""
+    scheduled = default_schedule(kernels["split_heads"])
+    w = _walk(scheduled.body)
+    divides = []
+
+    class Divisions(IRMutator):
+        def visit_expr(self, e):
+            if isinstance(e, (tir.FloorDiv, tir.FloorMod)):
+                divides.append(e)
+            return super().visit_expr(e)
+
+    Divisions().visit_stmt(scheduled.body)
+    assert not divides, f"indices still divide: {divides[:2]}"
+    assert any(lp.kind == "parallel" for lp in w.loops)
+
+
+def test_symbolic_divisions_are_resolved_only_where_the_ranges_prove_it():
+    from tvmscript.compiler.arith.symbolic_divmod import simplify_divmod
+
+    n = tir.Var("int64", "n")
+    v0, v1, v2, v3 = (tir.Var("int64", f"v{i}") for i in range(4))
+
+    def c(v):
+        return tir.IntImm("int64", v)
+
+    flat = ((v0 * n + v2) * c(8) + v1) * c(32) + v3
+    ranges = {v0: (c(0), c(1)), v1: (c(0), c(8)), v2: (c(0), n), v3: (c(0), c(32))}
+    assert str(simplify_divmod(tir.FloorDiv("int64", flat, c(256) * n), ranges)) == "v0"
+    assert str(simplify_divmod(tir.FloorMod("int64", tir.FloorDiv("int64", flat, c(256)), n), ranges)) == "v2"
+    # v2 + 1 reaches n; v3 + 256 v2 is not below 256 n when v3 may reach 256; a divisor that may be 0
+    for e, r in [(tir.FloorMod("int64", v2 + c(1), n), ranges),
+                 (tir.FloorDiv("int64", v2 * c(256) + v3, c(256) * n), {**ranges, v3: (c(0), c(257))}),
+                 (tir.FloorMod("int64", v2, v1), ranges)]:
+        assert simplify_divmod(e, r) is e
+
+
+@pytest.mark.parametrize("name", ["scores", "elementwise", "split_heads"])
 def test_same_bits_at_every_n(kernels, name):
     func = kernels[name]
     for n in SIZES:
