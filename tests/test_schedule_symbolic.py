@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tvmscript import relax, tir
+from tvmscript import tir
 from tvmscript.compiler.lower_tir import VECTORIZE_ANN, IRMutator
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.relax import op
