@@ -63,6 +63,7 @@ from typing import Optional
 
 import llvmlite.binding as llvm
 
+from tvmscript import cache as disk_cache
 from tvmscript import ir as tir_ir
 from tvmscript.structural import structural_hash  # noqa: F401  (re-exported)
 from tvmscript import tir
@@ -333,9 +334,7 @@ def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: Ho
     text = str(result.module)
     tm = target.target_machine(opt_level)
     progress.report(f"LLVM: optimizing and compiling {len(funcs)} kernels")
-    llmod = _parsed(text, tm, target)
-    if opt_level > 0:
-        codegen_llvm.optimize(llmod, tm, speed_level=opt_level)
+    llmod = _optimized(text, tm, target, opt_level)
     engine = llvm.create_mcjit_compiler(llmod, tm)
     objects: list = []
     engine.set_object_cache(notify_func=lambda _module, buffer: objects.append(bytes(buffer)))
@@ -344,30 +343,27 @@ def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: Ho
     # The engine owns (and keeps alive) llmod: its text is printed only if someone asks.
     module = CPUModule(engine, tm, {}, llmod, text, target, runtime, b"".join(objects[:1]), opt_level,
                        result.kernels)
-    _bind_kernels(module, engine.get_function_address)
+    bind_kernels(module, engine.get_function_address)
     return module
 
 
-def _parsed(text: str, tm, target: HostTarget):
+def _optimized(text: str, tm, target: HostTarget, opt_level: int):
+    """The llvmlite module of generated IR ``text``, verified and optimized at ``opt_level``:
+    what the JIT compiles, and what `CPUModule.get_source` prints for a module whose machine
+    code came from the disk cache."""
     llmod = llvm.parse_assembly(text)
     llmod.triple = target.triple
     llmod.data_layout = str(tm.target_data)
     llmod.verify()
+    if opt_level > 0:
+        codegen_llvm.optimize(llmod, tm, speed_level=opt_level)
     return llmod
 
 
-def _optimized(text: str, tm, target: HostTarget, opt_level: int) -> str:
-    """The optimized IR of unoptimized ``text`` (for a module whose machine code came from
-    the disk cache)."""
-    llmod = _parsed(text, tm, target)
-    if opt_level > 0:
-        codegen_llvm.optimize(llmod, tm, speed_level=opt_level)
-    return str(llmod)
-
-
-def _bind_kernels(module: CPUModule, address_of) -> None:
-    """Fill ``module.kernels`` from its kernel infos, ``address_of(symbol)`` giving each
-    kernel's entry point."""
+def bind_kernels(module, address_of) -> None:
+    """Fill ``module.kernels`` (a `CPUModule`, or a loaded library's `runtime.library.
+    LibraryModule`) from its kernel infos, ``address_of(symbol)`` giving each kernel's entry
+    point; the module is each kernel's owner (it keeps the code alive)."""
     for info in module.infos:
         addr = address_of(info.symbol)
         if not addr:
@@ -419,8 +415,6 @@ def llvm_version() -> str:
 
 
 def _disk_entry_path(key: str) -> Optional[str]:
-    from tvmscript import cache as disk_cache
-
     folder = disk_cache.folder("cpu")
     if folder is None:
         return None
@@ -429,8 +423,6 @@ def _disk_entry_path(key: str) -> Optional[str]:
 
 
 def _disk_store(path: str, saved_funcs: bytes, module: CPUModule) -> None:
-    from tvmscript import cache as disk_cache
-
     if not module.object_code:
         return
     entry = {"funcs": saved_funcs, "infos": list(module.infos), "object": module.object_code,
@@ -444,8 +436,6 @@ def _disk_store(path: str, saved_funcs: bytes, module: CPUModule) -> None:
 
 def _disk_load(path: str, funcs: dict, target: HostTarget, opt_level: int, runtime: str) -> Optional[CPUModule]:
     """The module stored at ``path`` if it is whole and was built from ``funcs``; else None."""
-    from tvmscript import cache as disk_cache
-
     payload = disk_cache.read(path, _DISK_MAGIC)
     if payload is None:
         return None
@@ -470,5 +460,5 @@ def load_object(object_code: bytes, tm, infos: list, llvm_ir_unopt: str, target:
     engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
     engine.finalize_object()
     module = CPUModule(engine, tm, {}, None, llvm_ir_unopt, target, runtime, object_code, opt_level, infos)
-    _bind_kernels(module, engine.get_function_address)
+    bind_kernels(module, engine.get_function_address)
     return module

@@ -43,7 +43,6 @@ __all__ = ["export_library", "load_module", "LibraryError", "LibraryModule"]
 PROGRAM_FORMAT = "tvms-library-1"
 _PROGRAM_START = "tvms_library_program"
 _PROGRAM_END = "tvms_library_program_end"
-_CALLBACK_POINTERS = {"tvms_assert_fail_ptr": "assert", "tvms_bounds_fail_ptr": "bounds"}
 
 # The callbacks kernels call on a failed check, forwarding to pointers the loader sets, and
 # the VM program (assembled from a file with .incbin: no size limit, no escaping).
@@ -175,7 +174,7 @@ def _program_bytes(ex, owners: list) -> bytes:
         "host": host_target(),
         "target": ex.target,
         "parallel": sorted({m.parallel_runtime for m in owners}),
-        "kernels": {name: kernels[k.name] for name, k in ex.kernels.items()},
+        "kernels": [kernels[k.name] for k in ex.kernels.values()],
         "body": body,
     }
     return pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL)
@@ -200,9 +199,10 @@ def _function_state(f) -> dict:
 class LibraryModule:
     """A loaded library's kernels, by prim_func name; holds the library open."""
 
-    def __init__(self, path: str, handle: ctypes.CDLL) -> None:
+    def __init__(self, path: str, handle: ctypes.CDLL, infos: list) -> None:
         self.path = path
         self._handle = handle
+        self.infos = list(infos)  # codegen_llvm.KernelInfo of each kernel
         self.kernels: dict = {}
 
     def get_source(self, fmt: str = "llvm") -> str:
@@ -230,9 +230,8 @@ def load_module(path: str):
     from tvmscript.compiler.codegen_llvm import host_target
 
     from . import kernel as kernel_mod
-    from .cpu import parallel_runtime
+    from .cpu import bind_kernels, parallel_runtime
     from .executable import Executable, VMFunction
-    from .kernel import Kernel
 
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
@@ -246,16 +245,20 @@ def load_module(path: str):
     _check_host(program["host"], host_target(), path)
     if "gomp" in program["parallel"] and runtime != "gomp":
         raise LibraryError(f"{path} runs parallel loops on libgomp, which this process cannot load")
-    for pointer, which in _CALLBACK_POINTERS.items():
-        address = kernel_mod.assert_callback_address() if which == "assert" else kernel_mod.bounds_callback_address()
+    # The kernels' check callbacks (the glue's forwarding functions call through these).
+    callbacks = {"tvms_assert_fail_ptr": kernel_mod.assert_callback_address(),
+                 "tvms_bounds_fail_ptr": kernel_mod.bounds_callback_address()}
+    for pointer, address in callbacks.items():
         ctypes.c_void_p.in_dll(handle, pointer).value = address
-    holder = LibraryModule(path, handle)
-    for name, info in program["kernels"].items():
+
+    def address_of(symbol: str) -> int:
         try:
-            address = ctypes.cast(getattr(handle, info.symbol), ctypes.c_void_p).value
+            return ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
         except AttributeError:
-            raise LibraryError(f"{path} has no code for kernel '{name}' (symbol {info.symbol})") from None
-        holder.kernels[name] = Kernel(info.name, info.params, info.sym_vars, address, info.symbol, owner=holder)
+            raise LibraryError(f"{path} has no code for kernel symbol {symbol}") from None
+
+    holder = LibraryModule(path, handle, program["kernels"])
+    bind_kernels(holder, address_of)
     try:
         body = _ProgramUnpickler(io.BytesIO(program["body"]), holder.kernels).load()
     except Exception as err:  # noqa: BLE001 - a damaged program

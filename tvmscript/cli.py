@@ -792,7 +792,8 @@ class _LibraryProgram(_Program):
         except LibraryError as err:
             raise _fail(str(err)) from None
         if self.executable.mod is None:
-            raise _fail(f"error: {path} does not hold its module's signatures: export it again")
+            raise _fail(f"{path} holds no Relax signatures to run it by (its module could not be saved when it "
+                        "was exported): load it from Python with tvms.runtime.load_module")
         super().__init__(self.executable.mod, "", path)
 
     def transform(self, args, func_name: str | None) -> None:
