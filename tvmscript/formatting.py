@@ -32,6 +32,11 @@ class FormatError(ValueError):
         super().__init__(message)
         self.error = error
 
+    @classmethod
+    def unsafe(cls, filename: str, problem: str) -> "FormatError":
+        """The error of a formatting that `check_formatted` refused (``problem``)."""
+        return cls(f"not reformatting {filename}: {problem}; this is a bug in tvms")
+
 
 def parse_with_comments(text: str, filename: str = "<string>") -> tuple:
     """(IR, comments) of ``text``: what `parse_source` builds, with the comments the syntax
@@ -54,7 +59,7 @@ def format_source(text: str, filename: str = "<string>", parsed: tuple | None = 
     if formatted != text:
         problem = check_formatted(comments, formatted)
         if problem:
-            raise FormatError(f"not reformatting {filename}: {problem}; this is a bug in tvms")
+            raise FormatError.unsafe(filename, problem)
     return formatted
 
 

@@ -41,7 +41,7 @@ from pygls.uris import to_fs_path
 
 from .server_checks import Checker
 from ..diagnostics import TVMScriptError
-from ..formatting import check_formatted, format_source, format_unchecked, parse_with_comments
+from ..formatting import check_formatted, format_unchecked, parse_with_comments
 from .server_formatting import FormatError, apply_edits, range_edits, whole_file_edits
 from .server_positions import LineIndex
 
@@ -92,18 +92,18 @@ class _OpenDocument:
         self.formats = False
 
     def formatted_text(self, text: str) -> str:
-        """`format_source` of ``text``, from the memory when it holds this text; raises
-        `FormatError`."""
-        done = self.formatted
-        if done is None or done[0] != text:
-            try:
-                done = (text, format_source(text, self.filename, self.parsed_ir(text)))
-            except FormatError as err:
-                done = (text, err)
-            self.formatted = done
-        if isinstance(done[1], FormatError):
-            raise done[1]
-        return done[1]
+        """`tvms fmt`'s text of ``text``, checked (`check_formatted`) and remembered (a
+        formatting made ahead of time); raises `FormatError`."""
+        try:
+            formatted, comments = self.formatting_of(text)
+            problem = check_formatted(comments, formatted) if comments is not None else None
+            if problem:
+                raise FormatError.unsafe(self.filename, problem)
+        except FormatError as err:
+            self.formatted = (text, err)
+            raise
+        self.formatted = (text, formatted)
+        return formatted
 
     def formatting_of(self, text: str, version=None) -> tuple:
         """(the formatted text, the user's comments to check it against, or None when it is
@@ -339,7 +339,7 @@ class TVMScriptLanguageServer(LanguageServer):
         if problem is None:
             state.formatted = (text, formatted)
             return
-        err = FormatError(f"not reformatting {state.filename}: {problem}; this is a bug in tvms")
+        err = FormatError.unsafe(state.filename, problem)
         state.formatted = (text, err)
         logger.error("tvms fmt: %s", err)
         for _ in range(UNDO_WAIT_STEPS):  # the client applies the edits, then says so (didChange)
