@@ -1374,46 +1374,43 @@ def _work(s) -> int:
     stores it does (arithmetic rides along with them), at most `_UNKNOWN_WORK`. A loop with
     a symbolic extent, a ``while`` loop and a call to an external function (which may do any
     amount of work) count as `_UNKNOWN_WORK`: they may be large, so such a loop gets a team.
-    An ``if`` counts its costlier branch."""
-    if isinstance(s, tir.For):
-        if not isinstance(s.extent, tir.IntImm):
-            return _UNKNOWN_WORK
-        return min(_UNKNOWN_WORK, max(0, s.extent.value) * _work(s.body))
-    if isinstance(s, tir.SeqStmt):
-        return min(_UNKNOWN_WORK, sum(_work(x) for x in s.seq))
-    if isinstance(s, tir.IfThenElse):
-        branches = [_work(s.then_case)] + ([_work(s.else_case)] if s.else_case is not None else [])
-        return min(_UNKNOWN_WORK, _expr_work(s.condition) + max(branches))
-    if isinstance(s, tir.BufferStore):
-        return min(_UNKNOWN_WORK, 1 + _expr_work(s.value))
-    if isinstance(s, tir.LetStmt):
-        return min(_UNKNOWN_WORK, _expr_work(s.value) + _work(s.body))
-    if isinstance(s, tir.AssertStmt):
-        return min(_UNKNOWN_WORK, _expr_work(s.condition) + _work(s.body))
-    if isinstance(s, tir.Evaluate):
-        return min(_UNKNOWN_WORK, 1 + _expr_work(s.value))
-    if isinstance(s, tir.While):
-        return _UNKNOWN_WORK
-    body = getattr(s, "body", None)
-    return _work(body) if body is not None else 1
+    An ``if`` counts its costlier branch. (`_runtime_work` counts; this is its constant.)"""
+    w = _runtime_work(s)
+    return min(_UNKNOWN_WORK, w.value) if isinstance(w, tir.IntImm) else _UNKNOWN_WORK
 
 
 def _runtime_work(s):
-    """`_work` of a statement as an int64 expression of the symbolic extents of its loops
-    (evaluated before a parallel loop to size its team), or None when some part's work is
-    not such an expression (a ``while`` loop, an external call)."""
+    """The work `_work` estimates, as an int64 expression of the symbolic extents of the
+    loops (evaluated before a parallel loop to size its team; an IntImm, at most
+    `_UNKNOWN_WORK`, when every extent is constant), or None when some part's work is not
+    such an expression (a ``while`` loop, an external call)."""
     def const(v):
-        return tir.IntImm("int64", v)
+        return tir.IntImm("int64", min(_UNKNOWN_WORK, v))
+
+    def fold(op, a, b, f):
+        if a is None or b is None:
+            return None
+        if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+            return const(f(a.value, b.value))
+        return op("int64", a, b)
 
     def add(a, b):
-        return None if a is None or b is None else tir.Add("int64", a, b)
+        return fold(tir.Add, a, b, lambda x, y: x + y)
+
+    def mul(a, b):
+        return fold(tir.Mul, a, b, lambda x, y: x * y)
+
+    def larger(a, b):
+        return fold(tir.Max, a, b, max)
+
+    def own(cost: int):  # the statement's own loads and stores, unless unknown
+        return const(cost) if cost < _UNKNOWN_WORK else None
 
     if isinstance(s, tir.For):
-        body = _runtime_work(s.body)
-        if body is None:
-            return None
         extent = s.extent if s.extent.dtype == "int64" else tir.Cast("int64", s.extent)
-        return tir.Mul("int64", tir.Max("int64", extent, const(0)), body)
+        if isinstance(s.extent, tir.IntImm):
+            extent = tir.IntImm("int64", s.extent.value)
+        return mul(larger(extent, const(0)), _runtime_work(s.body))
     if isinstance(s, tir.SeqStmt):
         total = const(0)
         for x in s.seq:
@@ -1422,19 +1419,14 @@ def _runtime_work(s):
     if isinstance(s, tir.While):
         return None
     if isinstance(s, tir.IfThenElse):
-        then = _runtime_work(s.then_case)
         other = _runtime_work(s.else_case) if s.else_case is not None else const(0)
-        cond = _expr_work(s.condition)
-        if then is None or other is None or cond >= _UNKNOWN_WORK:
-            return None
-        return tir.Add("int64", const(cond), tir.Max("int64", then, other))
-    if isinstance(s, (tir.BufferStore, tir.Evaluate, tir.LetStmt, tir.AssertStmt)):
-        if not isinstance(s, (tir.BufferStore, tir.Evaluate)):
-            rest = _runtime_work(s.body)
-            own = _expr_work(s.value if isinstance(s, tir.LetStmt) else s.condition)
-            return None if rest is None or own >= _UNKNOWN_WORK else add(const(own), rest)
-        w = _work(s)
-        return None if w >= _UNKNOWN_WORK else const(w)
+        return add(own(_expr_work(s.condition)), larger(_runtime_work(s.then_case), other))
+    if isinstance(s, (tir.BufferStore, tir.Evaluate)):
+        return own(1 + _expr_work(s.value))
+    if isinstance(s, tir.LetStmt):
+        return add(own(_expr_work(s.value)), _runtime_work(s.body))
+    if isinstance(s, tir.AssertStmt):
+        return add(own(_expr_work(s.condition)), _runtime_work(s.body))
     body = getattr(s, "body", None)
     return _runtime_work(body) if body is not None else const(1)
 
