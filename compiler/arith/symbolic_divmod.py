@@ -67,11 +67,11 @@ class _DivMod:
                 quotient.append((coef // d_coef, rest))
             else:
                 remainder.append((coef, factors))
-        bounds = self._bounds(remainder)
+        dt = e.dtype
+        bounds = self._bounds(remainder, dt)
         if bounds is None:
             return None
         lo, hi = bounds
-        dt = e.dtype
         if not (_proven(self.canonical.simplify(tir.GE("bool", lo, tir.IntImm(dt, 0))))
                 and _proven(self.canonical.simplify(tir.LT("bool", hi, d)))):
             return None
@@ -90,7 +90,7 @@ class _DivMod:
                 return False
         return True
 
-    def _bounds(self, terms: list):
+    def _bounds(self, terms: list, dtype: str):
         """(least, greatest) value of a sum of ``coef * var`` and constant terms, each
         variable in its range; None if a term is something else."""
         lo, hi = [], []
@@ -110,8 +110,7 @@ class _DivMod:
             low, high = (least, greatest) if coef >= 0 else (greatest, least)
             lo.append((coef, Counter({low: 1})))
             hi.append((coef, Counter({high: 1})))
-        dt = next(iter(terms[0][1]), tir.IntImm("int64", 0)).dtype if terms else "int64"
-        return _sum(lo, dt), _sum(hi, dt)
+        return _sum(lo, dtype), _sum(hi, dtype)
 
 
 def _proven(cond) -> bool:
