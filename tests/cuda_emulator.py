@@ -238,6 +238,24 @@ def _cxx_flags() -> list:
     return _flags
 
 
+_pch_header: Optional[str] = None
+
+
+def _precompiled_shim() -> str:
+    """The shim to ``-include``: a copy in the work folder with its precompiled header beside it
+    (built once per process; g++ then skips parsing the shim, half of a kernel's compile), or
+    the shim itself where precompiling fails (g++ parses it each time, as it does when a
+    compile's flags differ from the header's)."""
+    global _pch_header
+    if _pch_header is None:
+        header = os.path.join(_workdir(), "cuda_emulator_shim.h")
+        shutil.copyfile(SHIM, header)
+        proc = subprocess.run(["g++", *_cxx_flags(), "-x", "c++-header", header, "-o", header + ".gch"],
+                              capture_output=True, text=True)
+        _pch_header = header if proc.returncode == 0 else SHIM
+    return _pch_header
+
+
 def _compile(text: str, extra_flags=()) -> ctypes.CDLL:
     key = hashlib.sha256((text + "\0" + " ".join(extra_flags) + "\0" + open(SHIM).read()).encode()).hexdigest()[:24]
     with _cache_lock:
@@ -250,7 +268,7 @@ def _compile(text: str, extra_flags=()) -> ctypes.CDLL:
         with open(src, "w") as f:
             f.write(text)
         obj = os.path.join(d, f"{key}.o")
-        cmd = ["g++", *_cxx_flags(), *extra_flags, "-include", SHIM, "-x", "c++", "-c", src, "-o", obj]
+        cmd = ["g++", *_cxx_flags(), *extra_flags, "-include", _precompiled_shim(), "-x", "c++", "-c", src, "-o", obj]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode == 0:
             proc = subprocess.run(["g++", *LINK_FLAGS, obj, "-o", so], capture_output=True, text=True)
