@@ -899,6 +899,13 @@ class CUDAKernel:
         self._launches = [_Launch(spec, get_function(spec.kernel), position) for spec in func.launches]
         self._workspaces = [_literal(t) for t in func.workspaces]
         self._plans: dict = {}
+        # Integer scalar parameters the launch dimensions use (a fused kernel may take a
+        # symbolic size as an argument rather than from a buffer shape): (position, name).
+        texts = [t for ln in self._launches for t in (*ln.grid, *ln.block, ln.shared)] + self._workspaces
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(t for t in texts if isinstance(t, str))))
+        self._dim_scalars = [(nb + k, self.params[i].name) for k, i in enumerate(self._scalar_idx)
+                             if self.params[i].name in used and self.params[i].name not in sym_pos
+                             and self.params[i].dtype.startswith(("int", "uint"))]
 
     def __repr__(self) -> str:
         return f"CUDAKernel({self.name}({', '.join(p.describe() for p in self.params)}) on {self.device})"
@@ -911,6 +918,8 @@ class CUDAKernel:
         if _thread.runtime is not rt:
             rt.activate()
         syms = args[self._sym_start:]
+        if self._dim_scalars:
+            syms += tuple(args[i] for i, _ in self._dim_scalars)
         plan = self._plans.get(syms)
         if plan is None:
             plan = self._plan(syms)
@@ -931,9 +940,10 @@ class CUDAKernel:
         self.launch(*pointers, *scalars, *syms)
 
     def _plan(self, syms: tuple) -> tuple:
-        """The launches for these symbolic values: (pycuda call, grid, block, shared bytes,
-        argument picker) each, empty grids left out; and the workspace sizes."""
-        env = dict(zip(self.sym_vars, syms))
+        """The launches for these values of the symbolic variables (then of `_dim_scalars`):
+        (pycuda call, grid, block, shared bytes, argument picker) each, empty grids left out;
+        and the workspace sizes."""
+        env = dict(zip([*self.sym_vars, *(name for _, name in self._dim_scalars)], syms))
         steps = []
         for ln in self._launches:
             grid = tuple(self._dim(d, env, ln, "grid") for d in ln.grid)

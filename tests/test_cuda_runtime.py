@@ -15,16 +15,13 @@ Three kinds of tests:
 
 from __future__ import annotations
 
-import ctypes
 import gc
-import importlib.machinery
 import os
 import re
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 import types
 
 import numpy as np
@@ -36,160 +33,16 @@ from tvmscript.runtime import cuda
 from tvmscript.runtime.executable import Executable
 from tvmscript.runtime.kernel import ParamSpec
 
+from gpu_drivers import FakeDriver, install_driver
+
 
 # ----------------------------------------------------------------------------- fakes
 
 
-class FakeDriver(types.ModuleType):
-    """The part of ``pycuda.driver`` that runtime/cuda.py uses, over host memory: device
-    pointers are host addresses, a CUBIN loads as the CPU kernels given in ``kernels``
-    (symbol -> callable taking the launch's arguments), events read the wall clock."""
-
-    def __init__(self, count=1, capability=(9, 0), init_error=None, kernels=None, memory_limit=None) -> None:
-        super().__init__("pycuda.driver")
-        driver = self
-
-        class Error(Exception):
-            pass
-
-        class MemoryError(Error):  # noqa: A001 - pycuda's name
-            pass
-
-        class Context:
-            def push(self):
-                driver.context_stack.append(self)
-
-            @staticmethod
-            def pop():
-                driver.context_stack.pop()
-
-        class Device:
-            def __init__(self, index):
-                self.index = index
-
-            @staticmethod
-            def count():
-                return count
-
-            def name(self):
-                return "Fake GPU"
-
-            def compute_capability(self):
-                return capability
-
-            def retain_primary_context(self):
-                return Context()
-
-        class Stream:
-            handle = 0x5EED
-
-            def synchronize(self):
-                driver.syncs += 1
-
-        class Event:
-            def record(self, stream=None):
-                driver.events.append(stream)
-                self.t = time.perf_counter()
-                return self
-
-            def synchronize(self):
-                return self
-
-            def time_till(self, end):
-                return (end.t - self.t) * 1000.0
-
-        class Allocation:
-            def __init__(self, nbytes):
-                self.buf = ctypes.create_string_buffer(nbytes + 256)
-                self.ptr = (ctypes.addressof(self.buf) + 255) & ~255
-
-            def __int__(self):
-                return self.ptr
-
-            def free(self):
-                driver.freed += 1
-                self.buf = None
-
-        class Function:
-            def __init__(self, symbol, run):
-                self.symbol, self.run, self.attributes = symbol, run, {}
-
-            def prepare(self, arg_format):
-                self.arg_format = "".join(arg_format)
-                return self
-
-            def set_attribute(self, attribute, value):
-                self.attributes[attribute] = value
-
-            def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
-                assert isinstance(grid, tuple) and isinstance(block, tuple) and stream is not None
-                assert len(args) == len(self.arg_format)
-                driver.launches.append((self.symbol, grid, block, args, shared_size))
-                self.run(*args)
-
-        class Module:
-            def get_function(self, symbol):
-                if symbol not in driver.kernels:
-                    raise Error(f"cuModuleGetFunction failed: named symbol not found ({symbol})")
-                return Function(symbol, driver.kernels[symbol])
-
-        self.Error, self.MemoryError, self.Device, self.Stream, self.Event = Error, MemoryError, Device, Stream, Event
-        self.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
-        self.kernels = dict(kernels or {})
-        self.context_stack, self.launches, self.events = [], [], []
-        self.syncs = self.freed = self.allocations = 0
-        self.loaded = []
-
-        def init():
-            if init_error is not None:
-                raise Error(init_error)
-
-        def mem_alloc(nbytes):
-            if memory_limit is not None and nbytes > memory_limit:
-                raise MemoryError("cuMemAlloc failed: out of memory")
-            driver.allocations += 1
-            return Allocation(nbytes)
-
-        def memcpy_htod_async(dst, src, stream=None):
-            ctypes.memmove(dst, src.ctypes.data, src.nbytes)
-
-        def memcpy_dtoh_async(dst, src, stream=None):
-            ctypes.memmove(dst.ctypes.data, src, dst.nbytes)
-
-        def memcpy_dtod_async(dst, src, nbytes, stream=None):
-            ctypes.memmove(dst, src, nbytes)
-
-        def module_from_buffer(image):
-            driver.loaded.append(bytes(image))
-            return Module()
-
-        self.init, self.mem_alloc, self.module_from_buffer = init, mem_alloc, module_from_buffer
-        self.memcpy_htod_async, self.memcpy_dtoh_async = memcpy_htod_async, memcpy_dtoh_async
-        self.memcpy_dtod_async = memcpy_dtod_async
-
-
-def install_driver(monkeypatch, driver) -> None:
-    """Make ``import pycuda.driver`` give ``driver`` (None: pycuda not installed), with the
-    runtime's per-process state reset for the test."""
-    if driver is None:
-        monkeypatch.setitem(sys.modules, "pycuda", None)
-    else:
-        pkg = types.ModuleType("pycuda")
-        pkg.__spec__ = importlib.machinery.ModuleSpec("pycuda", None, is_package=True)
-        pkg.__path__ = []
-        pkg.driver = driver
-        monkeypatch.setitem(sys.modules, "pycuda", pkg)
-        monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
-    monkeypatch.setattr(cuda, "_RUNTIMES", {})
-    monkeypatch.setattr(cuda, "_thread", cuda._ThreadState())
-    cuda._driver_or_reason.cache_clear()
-
-
 @pytest.fixture
 def driver_state(monkeypatch):
-    """Lets a test install a driver; the real one is back (and re-detected) afterwards."""
-    yield lambda driver: install_driver(monkeypatch, driver)
-    cuda._driver_or_reason.cache_clear()
+    """Lets a test install a driver; the real one is back afterwards."""
+    return lambda driver: install_driver(monkeypatch, driver)
 
 
 @pytest.fixture
@@ -540,6 +393,24 @@ def test_a_dimension_over_an_unknown_symbol_is_an_error():
     k = cuda.CUDAKernel(bad, lambda s: RecordingFunction(s, []), fake_runtime())
     with pytest.raises(ValueError, match=r"f: the grid size of kernel 'f_kernel', 'm', uses a symbol that is not one"):
         k.launch(0xA000)
+
+
+def test_a_dimension_over_an_integer_scalar_parameter():
+    """A fused kernel may take a size as an argument (``s: int64``) instead of from a buffer's
+    shape; its launch dimensions use it, evaluated per value."""
+    launch = LaunchSpec("f_kernel", ("((s * s + 127) // 128)", "1", "1"), ("128", "1", "1"), "0",
+                        [KernelArg("buffer", "P", index=0), KernelArg("scalar", "q", index=0)])
+    func = CUDAFunction("f", [ParamSpec("buffer", "A", "float32", [1, 16, 16]), ParamSpec("scalar", "s", "int64")],
+                        [], [], [launch])
+    calls = []
+    k = cuda.CUDAKernel(func, lambda sym: RecordingFunction(sym, calls), fake_runtime())
+    k.launch(0xA000, 12)
+    k.launch(0xA000, 16)
+    k.launch(0xA000, 12)
+    assert [(c[1], c[4]) for c in calls] == [((2, 1, 1), (0xA000, 12)), ((2, 1, 1), (0xA000, 16)),
+                                             ((2, 1, 1), (0xA000, 12))]
+    k.launch(0xA000, 40)
+    assert calls[-1][1] == (13, 1, 1) and len(k._plans) == 3
 
 
 def test_a_failing_launch_names_the_kernel():
