@@ -4,6 +4,8 @@ Hypothesis runs derandomized by default (profile ``ci``): the same examples on e
 example database, so CI is deterministic. ``HYPOTHESIS_PROFILE=explore`` draws fresh random
 examples, many more of them, to hunt for new bugs by hand.
 
+``--op-gpu emulated|real|none`` picks the GPU the per-op tests (op_check.py) run on.
+
 Tests marked ``@pytest.mark.cuda`` need an NVIDIA GPU and pycuda; where there is none they are
 skipped with the reason (``runtime.cuda.unavailable_reason``), so ``pytest -m cuda`` on a GPU
 machine runs them all.
@@ -43,6 +45,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 if not os.environ.get("TVMS_CACHE_DIR"):
     os.environ["TVMS_CACHE_DIR"] = tempfile.mkdtemp(prefix="tvms-test-cache-")
     atexit.register(shutil.rmtree, os.environ["TVMS_CACHE_DIR"], True)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--op-gpu", choices=("emulated", "real", "none"), default="emulated",
+                     help="the GPU op_check.check_op runs each op on after the CPU: the CUDA emulator "
+                          "(default), a real GPU through pycuda, or none (NVRTC compiles only)")
+
+
+def pytest_configure(config):
+    import op_check
+
+    op_check.op_gpu = config.getoption("--op-gpu")
 
 
 def pytest_collection_modifyitems(config, items):

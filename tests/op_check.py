@@ -1,6 +1,12 @@
 """The per-op test harness: build a one-op Relax function, legalize it, check the printed module
 parses back, check the legalized PrimFuncs' analyzed fusion pattern is the op table's, compile
-for the CPU, run, and compare with a NumPy reference.
+for the CPU, run, and compare with a NumPy reference; then the same on a GPU: NVRTC compiles
+the default GPU schedules' CUDA C for sm_80 and sm_90, and ``main`` runs through the VM on GPU 0
+against the same reference.
+
+The GPU is the CUDA emulator (`gpu_drivers.EmulatedDriver`) unless pytest is given
+``--op-gpu real`` (a GPU through pycuda: ``test_cuda_gpu.py::test_every_op_on_the_gpu`` runs
+the op tests so under ``pytest -m cuda``) or ``--op-gpu none`` (compile only).
 
     check_op(relax.op.add, [a, b], np.add(a, b))
     check_op(relax.op.sum, [x], x.sum(axis=1, keepdims=True), axis=[1], keepdims=True)
@@ -22,6 +28,10 @@ from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern
 from tvmscript.diagnostics import TVMScriptError
 
 from cuda_check import assert_compiles_for_cuda
+from gpu_drivers import EmulatedDriver, install_driver
+
+OP_GPUS = ("emulated", "real", "none")
+op_gpu = "emulated"   # conftest sets it from --op-gpu
 
 PATTERN_KINDS = {"elementwise": 0, "broadcast": 1, "injective": 2, "reduce": 3, "out_ewise_fusable": 4,
                  "opaque": 8}
@@ -90,7 +100,21 @@ def legalize_checked(mod, pattern: str | None = None):
 
 def run(mod, arrays):
     vm = relax.VirtualMachine(tvms.compile(mod, target="llvm"), tvms.cpu())
-    res = vm["main"](*arrays)
+    return _numpy(vm["main"](*arrays))
+
+
+def run_on_gpu(mod, arrays):
+    """``main`` of the legalized ``mod`` on GPU 0 (emulated unless ``op_gpu`` is "real"),
+    after the default GPU schedules: NumPy results, as `run` gives."""
+    with pytest.MonkeyPatch.context() as mp:
+        if op_gpu == "emulated":
+            install_driver(mp, EmulatedDriver())
+        dev = tvms.cuda(0)
+        vm = relax.VirtualMachine(tvms.compile(mod, target="cuda"), dev)
+        return _numpy(vm["main"](*[tvms.nd.array(a, dev) for a in arrays]))
+
+
+def _numpy(res):
     if isinstance(res, (list, tuple)):
         return [r.numpy() for r in res]
     return res.numpy()
@@ -107,23 +131,28 @@ def check_op(op_fn, args, expected, rtol: float = 1e-5, atol: float = 1e-6, *, e
     tvms.ir.assert_structural_equal(again["main"], mod["main"])
     legal = legalize_checked(again, expect_pattern)
     assert_compiles_for_cuda(legal)
-    got = run(legal, arrays)
-    if isinstance(expected, (list, tuple)):
-        assert isinstance(got, list) and len(got) == len(expected)
-        for g, e in zip(got, expected):
-            _compare(g, np.asarray(e), rtol, atol)
-    else:
-        _compare(got, np.asarray(expected), rtol, atol)
+    _compare_all(run(legal, arrays), expected, rtol, atol, "CPU")
+    if op_gpu != "none":
+        _compare_all(run_on_gpu(legal, arrays), expected, rtol, atol, f"GPU ({op_gpu})")
     return legal
 
 
-def _compare(got, expected, rtol, atol) -> None:
-    assert got.shape == expected.shape, f"shape {got.shape} vs NumPy's {expected.shape}"
-    assert got.dtype == expected.dtype, f"dtype {got.dtype} vs NumPy's {expected.dtype}"
-    if expected.dtype == bool or np.issubdtype(expected.dtype, np.integer):
-        np.testing.assert_array_equal(got, expected)
+def _compare_all(got, expected, rtol, atol, where: str) -> None:
+    if isinstance(expected, (list, tuple)):
+        assert isinstance(got, list) and len(got) == len(expected), f"{where}: {len(got)} results"
+        for g, e in zip(got, expected):
+            _compare(g, np.asarray(e), rtol, atol, where)
     else:
-        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+        _compare(got, np.asarray(expected), rtol, atol, where)
+
+
+def _compare(got, expected, rtol, atol, where: str = "CPU") -> None:
+    assert got.shape == expected.shape, f"{where}: shape {got.shape} vs NumPy's {expected.shape}"
+    assert got.dtype == expected.dtype, f"{where}: dtype {got.dtype} vs NumPy's {expected.dtype}"
+    if expected.dtype == bool or np.issubdtype(expected.dtype, np.integer):
+        np.testing.assert_array_equal(got, expected, err_msg=where)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=where)
 
 
 def assert_located(src: str, message: str, at: str, line: int = 3):

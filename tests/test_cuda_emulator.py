@@ -673,3 +673,50 @@ def count_below(valid: T.Buffer((T.int64(4), T.int64(16)), "int32"), out: T.Buff
 def test_a_widened_load_in_a_narrowed_comparison_matches_the_cpu():
     func = tvms.parse(WIDENED_LOAD)
     _assert_all_ok(compare_with_cpu({"count_below": func}, int_range=(0, 16)))
+
+
+# ----------------------------------------------------------------------------- the emulated GPU driver
+
+
+def _spill_kernel(monkeypatch, threads: int):
+    """A kernel writing ``out[threadIdx.x]`` for ``threads`` threads, loaded through the
+    runtime on the emulated GPU (`gpu_drivers.EmulatedDriver`)."""
+    from gpu_drivers import EmulatedDriver, install_driver
+    from tvmscript.compiler import nvrtc
+    from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
+    from tvmscript.runtime import cuda
+    from tvmscript.runtime.kernel import ParamSpec
+
+    install_driver(monkeypatch, EmulatedDriver())
+    src = ('extern "C" __global__ void __launch_bounds__(1024) spill(float* __restrict__ out) {\n'
+           '  out[threadIdx.x] = 1.0f;\n}\n')
+    launch = LaunchSpec("spill", ("1", "1", "1"), (str(threads), "1", "1"), "0", [KernelArg("buffer", "P", index=0)])
+    func = CUDAFunction("spill", [ParamSpec("buffer", "out", "float32", ["n"], written=True)], ["n"], [], [launch])
+    code = CUDACode(src, {"spill": func}, "sm_90", cubin=nvrtc.compile_cuda(src, "sm_90").binary)
+    return cuda.load_module(code, tvms.cuda()).kernels["spill"]
+
+
+def test_the_emulated_gpu_runs_the_kernels_the_runtime_launches(monkeypatch):
+    kernel = _spill_kernel(monkeypatch, 16)
+    x = tvms.nd.array(np.zeros(16, "float32"), tvms.cuda())
+    kernel(x)
+    assert x.numpy().tolist() == [1.0] * 16
+
+
+def test_the_emulated_gpu_reports_a_write_outside_device_memory(monkeypatch):
+    kernel = _spill_kernel(monkeypatch, 1024)     # 4096 bytes into an allocation of 512
+    x = tvms.nd.array(np.zeros(16, "float32"), tvms.cuda())
+    with pytest.raises(RuntimeError, match=r"spill: launching a kernel on cuda:0 failed: kernel 'spill' wrote outside "
+                                           r"device memory: the 512-byte allocation"):
+        kernel(x)
+
+
+def test_the_emulated_gpu_refuses_an_image_it_has_no_source_for(monkeypatch):
+    from gpu_drivers import EmulatedDriver, install_driver
+    from tvmscript.compiler.cuda_spec import CUDACode
+    from tvmscript.runtime import cuda
+
+    install_driver(monkeypatch, EmulatedDriver())
+    code = CUDACode("", {}, "sm_90", cubin=b"\x7fELF compiled elsewhere")
+    with pytest.raises(RuntimeError, match="no CUDA source for this image"):
+        cuda.load_module(code, tvms.cuda())

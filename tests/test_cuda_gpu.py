@@ -1,6 +1,16 @@
 """The CUDA target on a GPU: the samples, the seed's GPU section, dynamic shapes, float16 and
-the runtime's memory, each against the CPU backend (`pytest -m cuda`; skipped, with the
-reason, on a machine without a GPU or without pycuda)."""
+the runtime's memory, each against the CPU backend.
+
+Each test runs twice, through the `gpu` fixture:
+
+* ``emulated``, everywhere: pycuda's driver is `gpu_drivers.EmulatedDriver`, so the CUDA C
+  that NVRTC compiled runs in the CUDA emulator, launched by the real runtime and VM;
+* ``real`` (``@pytest.mark.cuda``, so ``pytest -m cuda`` selects it): on GPU 0 through pycuda,
+  skipped with the reason on a machine without a GPU or without pycuda.
+
+A few tests need the real thing (PyTorch reading the device memory, a `tvms` process of its
+own) and run only there.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +20,19 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
-from tvmscript import tir
 
+from gpu_drivers import EmulatedDriver, install_driver
 from test_cuda_codegen import ELEMENTWISE_DYN, FP16, MATMUL, ROW_SUM, VECTORIZED, BIG_TILE
 
-pytestmark = pytest.mark.cuda
+
+@pytest.fixture(params=["emulated", pytest.param("real", marks=pytest.mark.cuda)])
+def gpu(request, monkeypatch):
+    """GPU 0, emulated or real (see the module's docstring): the driver in use."""
+    import tvmscript.runtime.cuda as cuda_rt
+
+    if request.param == "emulated":
+        install_driver(monkeypatch, EmulatedDriver())
+    return cuda_rt._driver()
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
@@ -47,30 +65,32 @@ def run_prim_both(src: str, name: str, arrays: list):
 
 
 SAMPLE_FILES = sorted(p.name for p in SAMPLES.glob("*.tvms"))
+EXTERN_SAMPLES = {"extern_call.tvms", "mixture.tvms"}    # they call samples/env_funcs.py's functions
 
 
 @pytest.mark.parametrize("name", SAMPLE_FILES)
-def test_every_sample_on_the_gpu_matches_the_cpu(name):
-    from tvmscript.diagnostics import TVMScriptError
+def test_every_sample_on_the_gpu_matches_the_cpu(name, gpu, tmp_path, capsys):
+    """``tvms run SAMPLE --target cuda`` (in this process, so on the driver in use) writes what
+    ``tvms run SAMPLE`` writes: the default GPU schedules, the CUDA C, the launches, the copies
+    both ways and the extern functions given GPU tensors."""
+    from test_cli import UNPARSEABLE, WRONG_SHAPES
+    from tvmscript import cli
 
-    try:
-        mod = tvms.load(str(SAMPLES / name))
-    except TVMScriptError as err:
-        pytest.skip(f"{name} is not a whole program: {err.message}")
-    if not isinstance(mod, tvms.ir.IRModule) or "main" not in mod or not isinstance(mod["main"], tvms.relax.Function):
-        pytest.skip(f"{name} has no Relax main to run")
-    if "R.call_dps_packed" in mod.script() or "R.call_packed" in mod.script():
-        pytest.skip(f"{name} calls host functions")
-    rng = np.random.default_rng(0)
-    args = []
-    for p in mod["main"].params:
-        shape = [int(d.value) if isinstance(d, tir.IntImm) else 8 for d in p.struct_info.shape]
-        args.append(rng.standard_normal(shape).astype(p.struct_info.dtype))
-    cpu, gpu = cpu_and_gpu(mod, args)
-    np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)
+    stem = name[:-len(".tvms")]
+    if stem in UNPARSEABLE or stem in WRONG_SHAPES:
+        pytest.skip(f"{name} is not a program tvms runs (tests/test_cli.py checks its diagnostic)")
+    extern = ["--extern", str(SAMPLES / "env_funcs.py")] if name in EXTERN_SAMPLES else []
+    path = str(SAMPLES / name)
+    assert cli.main(["run", path, "--out", str(tmp_path / "cpu.npz"), *extern]) == 0, capsys.readouterr().err
+    assert cli.main(["run", path, "--target", "cuda", "--out", str(tmp_path / "gpu.npz"), *extern]) == 0, \
+        capsys.readouterr().err
+    cpu, gpu_out = np.load(tmp_path / "cpu.npz"), np.load(tmp_path / "gpu.npz")
+    assert sorted(gpu_out.files) == sorted(cpu.files)
+    for key in cpu.files:
+        np.testing.assert_allclose(gpu_out[key], cpu[key], rtol=1e-4, atol=1e-4, err_msg=key)
 
 
-def test_seed_000_gpu_section():
+def test_seed_000_gpu_section(gpu):
     """Seed 000's "deploy to GPU": DLight schedules, then the same results as on the CPU."""
     from tvmscript import dlight as dl
 
@@ -92,7 +112,7 @@ def test_seed_000_gpu_section():
 
 
 @pytest.mark.parametrize("n", [1000, 1 << 20])
-def test_dynamic_shapes_at_two_sizes(n):
+def test_dynamic_shapes_at_two_sizes(n, gpu):
     rng = np.random.default_rng(n)
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     cpu, gpu = run_prim_both(ELEMENTWISE_DYN, "add", [a, b, np.zeros(n, np.float32)])
@@ -105,8 +125,8 @@ def test_dynamic_shapes_at_two_sizes(n):
     (FP16, "gelu_ish", [(4096,), (4096,)], "float16"),
     (VECTORIZED, "scale", [(4096,), (4096,)], "float32"),
     (BIG_TILE, "copy", [(64, 16384), (64, 16384)], "float32"),
-])
-def test_representative_kernels_match_the_cpu(src, name, shapes, dtype):
+], ids=["matmul", "row_sum", "fp16", "vectorized", "big_tile"])
+def test_representative_kernels_match_the_cpu(src, name, shapes, dtype, gpu):
     rng = np.random.default_rng(2)
     arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
     cpu, gpu = run_prim_both(src, name, arrays)
@@ -114,7 +134,7 @@ def test_representative_kernels_match_the_cpu(src, name, shapes, dtype):
     np.testing.assert_allclose(gpu[-1].astype("float32"), cpu[-1].astype("float32"), rtol=tol, atol=tol)
 
 
-def test_softmax_and_layer_norm_through_the_vm():
+def test_softmax_and_layer_norm_through_the_vm(gpu):
     from tvmscript import relax
 
     rng = np.random.default_rng(3)
@@ -130,7 +150,7 @@ def test_softmax_and_layer_norm_through_the_vm():
         np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)
 
 
-def test_wrong_device_argument_names_the_parameter():
+def test_wrong_device_argument_names_the_parameter(gpu):
     mod = tvms.relax.transform.LegalizeOps()(tvms.load(str(SAMPLES / "mlp.tvms")))
     vm = tvms.relax.VirtualMachine(tvms.compile(mod, target="cuda"), tvms.cuda(0))
     args = [np.zeros([int(d.value) for d in p.struct_info.shape], "float32") for p in mod["main"].params]
@@ -138,7 +158,7 @@ def test_wrong_device_argument_names_the_parameter():
         vm["main"](*args)
 
 
-def test_memory_is_released_after_a_call():
+def test_memory_is_released_after_a_call(gpu):
     import tvmscript.runtime.cuda as cuda_rt  # the module (tvms.runtime.cuda is the device function)
 
     mod = tvms.relax.transform.LegalizeOps()(tvms.load(str(SAMPLES / "mlp.tvms")))
@@ -156,6 +176,7 @@ def test_memory_is_released_after_a_call():
     assert cuda_rt.memory_stats(dev)["in_use_bytes"] <= before
 
 
+@pytest.mark.cuda
 def test_dlpack_exchange_with_torch():
     torch = pytest.importorskip("torch")
     dev = tvms.cuda(0)
@@ -168,6 +189,7 @@ def test_dlpack_exchange_with_torch():
     assert back.device == dev and back.numpy().tolist() == [1.0] * 5
 
 
+@pytest.mark.cuda
 def test_cli_run_on_the_gpu(tmp_path):
     from test_cli import tvms as run_tvms
 
@@ -178,3 +200,55 @@ def test_cli_run_on_the_gpu(tmp_path):
     assert cpu.returncode == 0, cpu.err
     np.testing.assert_allclose(np.load(tmp_path / "gpu.npz")["output"], np.load(tmp_path / "cpu.npz")["output"],
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+def test_every_op_on_the_gpu():
+    """The per-op tests (op_check.check_op) with ``--op-gpu real``: every op's legalized
+    module, after the default GPU schedules, through the VM on GPU 0 against its NumPy
+    reference. Without the flag they run on the emulated GPU."""
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+    files = sorted(str(p) for p in tests.glob("test_op_*.py")) + [str(tests / "test_dlight.py")]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "--op-gpu", "real", *files],
+                          capture_output=True, text=True, cwd=tests.parent)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def gpt_module():
+    """The GPT of tests/torch_models.py (two blocks, one with a tril mask, one through
+    scaled_dot_product_attention), exported with a symbolic sequence length, weights
+    detached: (model, the zero pipeline's module, weights)."""
+    torch = pytest.importorskip("torch")
+    from torch.export import Dim, export
+    from torch_models import GPT
+    from tvmscript.relax.frontend import detach_params
+    from tvmscript.relax.frontend.torch import from_exported_program
+
+    torch.manual_seed(0)
+    model = GPT().eval()
+    with torch.no_grad():
+        ep = export(model, (torch.randint(0, 50, (1, 8)),), dynamic_shapes={"idx": {1: Dim("seq", min=2, max=15)}})
+    mod, params = detach_params(from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True))
+    return model, tvms.relax.get_pipeline("zero")(mod), [p.numpy() for p in params["main"]]
+
+
+def test_a_gpt_with_a_symbolic_length_on_the_gpu(gpt_module, gpu):
+    """Embeddings, layer norms, attention, GELU and the head, fused, GPU-scheduled and run at
+    two sequence lengths through one executable, against PyTorch."""
+    import torch
+
+    model, mod, weights = gpt_module
+    dev = tvms.cuda(0)
+    vm = tvms.relax.VirtualMachine(tvms.compile(mod, target="cuda"), dev)
+    on_gpu = [tvms.nd.array(w, dev) for w in weights]
+    for length in (5, 12):
+        idx = torch.randint(0, 50, (1, length), generator=torch.Generator().manual_seed(length))
+        with torch.no_grad():
+            ref = model(idx).numpy()
+        out = vm["main"](tvms.nd.array(idx.numpy(), dev), *on_gpu).numpy()
+        assert out.shape == ref.shape
+        assert np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
