@@ -252,3 +252,54 @@ def test_a_gpt_with_a_symbolic_length_on_the_gpu(gpt_module, gpu):
         out = vm["main"](tvms.nd.array(idx.numpy(), dev), *on_gpu).numpy()
         assert out.shape == ref.shape
         assert np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def _models():
+    """(name, model, inputs) of the importer tests' models, small inputs."""
+    import torch
+    from test_frontend_torch import ConvZoo, MaskedAttention, ShapeZoo
+    from torch_models import import_torchvision
+
+    torch.manual_seed(0)
+    yield "conv_zoo", ConvZoo(), [torch.randn(2, 4, 16)]
+    yield "shape_zoo", ShapeZoo(), [torch.randn(2, 4), torch.randn(2, 8)]
+    yield "masked_attention", MaskedAttention(), [torch.randn(2, 4, 6, 8) for _ in range(3)] + [torch.randn(6, 6)]
+    yield "encoder_layer", torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True), \
+        [torch.randn(2, 10, 32)]
+    tv = import_torchvision()
+    yield "resnet18", tv.models.resnet18(num_classes=10), [torch.randn(1, 3, 32, 32)]
+    yield "mobilenet_v2", tv.models.mobilenet_v2(num_classes=10), [torch.randn(1, 3, 32, 32)]
+
+
+MODEL_NAMES = ["conv_zoo", "shape_zoo", "masked_attention", "encoder_layer", "resnet18", "mobilenet_v2"]
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_imported_models_on_the_gpu(name, gpu):
+    """The PyTorch importer tests' models (convolutions, norms, attention, depthwise
+    convolutions...) exported, GPU-scheduled and run through the VM, against PyTorch."""
+    torch = pytest.importorskip("torch")
+    from torch.export import export
+    from tvmscript.relax.frontend import detach_params
+    from tvmscript.relax.frontend.torch import from_exported_program
+
+    try:
+        model, inputs = next((m, i) for n, m, i in _models() if n == name)
+    except ImportError as err:
+        pytest.skip(str(err))
+    model.eval()
+    with torch.no_grad():
+        ep = export(model, tuple(inputs))
+        refs = model(*inputs)
+    mod, params = detach_params(from_exported_program(ep, keep_params_as_input=True))
+    dev = tvms.cuda(0)
+    vm = tvms.relax.VirtualMachine(tvms.compile(tvms.relax.get_pipeline("zero")(mod), target="cuda"), dev)
+    outs = vm["main"](*[tvms.nd.array(x.numpy(), dev) for x in inputs],
+                      *[tvms.nd.array(p.numpy(), dev) for p in params.get("main", [])])
+    refs = list(refs) if isinstance(refs, (list, tuple)) else [refs]
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    assert len(outs) == len(refs)
+    for out, ref in zip(outs, refs):
+        out, ref = out.numpy(), ref.numpy()
+        assert out.shape == ref.shape
+        assert np.abs(out - ref).max() <= 1e-4 * max(np.abs(ref).max(), 1e-30), name
