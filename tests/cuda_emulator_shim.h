@@ -335,7 +335,7 @@ enum ShuffleKind { SHFL_XOR, SHFL_IDX, SHFL_UP, SHFL_DOWN, SYNCWARP };
 static const char* const kShuffleNames[] = {"__shfl_xor_sync", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                             "__syncwarp"};
 
-// Every lane named by `mask` arrives (yield) with its value, the shuffle opens (open_shuffles),
+// Every lane named by `mask` arrives (yield) with its value, the shuffle opens (open_shuffle),
 // then each lane reads the value its source lane had.
 template <typename T>
 static inline T shuffle(int line, ShuffleKind kind, unsigned mask, T var, int arg, int width) {
@@ -406,9 +406,10 @@ static void describe_states(char* out, size_t n) {
   }
 }
 
-// Open the shuffles whose lanes have all arrived; false on an error (reported).
-static bool open_shuffles(bool* opened) {
-  for (unsigned base = 0; base < nthreads; base += 32) {
+// Open the shuffle of the warp starting at thread `base` if its lanes have all arrived; false
+// on an error (reported).
+static bool open_shuffle(unsigned base, bool* opened) {
+  {
     unsigned end = base + 32 < nthreads ? base + 32 : nthreads;
     unsigned arrived = 0, mask = 0;
     bool any = false;
@@ -431,7 +432,7 @@ static bool open_shuffles(bool* opened) {
       }
       arrived |= 1u << (i - base);
     }
-    if (!any) continue;
+    if (!any) return true;
     if ((arrived & ~mask) != 0) {
       unsigned lane = __builtin_ctz(arrived & ~mask);
       Fiber& f = fibers[base + lane];
@@ -491,22 +492,31 @@ static bool run_block(bool reverse) {
     f.site = 0;
     f.epoch = 0;
   }
+  const unsigned nwarps = (nthreads + 31) / 32;
   for (;;) {
-    for (unsigned k = 0; k < nthreads; ++k) {
-      Fiber& f = fibers[reverse ? nthreads - 1 - k : k];
-      if (f.state != RUNNABLE) continue;
-      resume(&f);
+    // Each warp in turn runs as far as it can (through its shuffles and wmma operations) before
+    // the next starts: warps of a real block drift apart, so a missing __syncthreads between
+    // one warp's writes of shared memory and another's reads shows up here.
+    for (unsigned w = 0; w < nwarps; ++w) {
+      unsigned base = (reverse ? nwarps - 1 - w : w) * 32;
+      for (;;) {
+        for (unsigned k = 0; k < 32; ++k) {
+          unsigned i = base + (reverse ? 31 - k : k);
+          if (i >= nthreads || fibers[i].state != RUNNABLE) continue;
+          resume(&fibers[i]);
+        }
+        cur = nullptr;
+        bool opened = false;
+        if (!open_shuffle(base, &opened)) return false;
+        if (!opened) break;
+      }
     }
-    cur = nullptr;
     unsigned done = 0, at_barrier = 0;
     for (unsigned i = 0; i < nthreads; ++i) {
       done += fibers[i].state == DONE;
       at_barrier += fibers[i].state == AT_BARRIER;
     }
     if (done == nthreads) return true;
-    bool opened = false;
-    if (!open_shuffles(&opened)) return false;
-    if (opened) continue;
     if (done + at_barrier == nthreads) {
       int site = -1;
       for (unsigned i = 0; i < nthreads; ++i) {
@@ -674,3 +684,107 @@ static inline T shfl_call(int line, ShuffleKind kind, unsigned mask, T var, int 
 #define __shfl_up_sync(mask, ...) ::tvms_emu::shfl_call(__LINE__, ::tvms_emu::SHFL_UP, (unsigned)(mask), __VA_ARGS__)
 #define __shfl_down_sync(mask, ...) ::tvms_emu::shfl_call(__LINE__, ::tvms_emu::SHFL_DOWN, (unsigned)(mask), __VA_ARGS__)
 #define __syncwarp(...) ::tvms_emu::syncwarp(__LINE__ __VA_OPT__(, ) __VA_ARGS__)
+
+// ---- tensor cores: nvcuda::wmma (mma.h)
+// A fragment is a warp's register tile; its layout across the lanes is unspecified, so here
+// every lane holds the whole tile and every operation is done by each lane alike. Each one is
+// warp-collective: all 32 lanes of the warp must reach it together (checked as a __syncwarp
+// with a full mask is: a lane missing is an error). Products accumulate in float, as the
+// tensor cores do for half and bfloat16 inputs.
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+// The pointer must be 256-bit aligned and the leading dimension a multiple of 16 bytes.
+static inline void check_tile(int line, const char* what, const void* p, unsigned ldm, size_t elem) {
+  if (::tvms_emu::cur->lid % 32) return;  // the lanes pass the same arguments: one report per warp
+  char w[128];
+  if ((uintptr_t)p % 32) {
+    ::tvms_emu::where(w, sizeof w);
+    ::tvms_emu::error("line %d: %s at address %p, which is not 32-byte aligned (%s)", line, what, p, w);
+  } else if ((ldm * elem) % 16) {
+    ::tvms_emu::where(w, sizeof w);
+    ::tvms_emu::error("line %d: %s with a leading dimension of %u elements, not a multiple of 16 bytes (%s)", line,
+                      what, ldm, w);
+  }
+}
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
+  static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
+  static constexpr int num_elements = rows * cols;
+  T x[rows * cols];
+};
+
+template <typename Use, int M, int N, int K, typename T, typename L, typename V>
+static inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& value, int line = __builtin_LINE()) {
+  ::tvms_emu::syncwarp(line);
+  for (int i = 0; i < f.num_elements; ++i) f.x[i] = (T)value;
+}
+
+template <typename Use, int M, int N, int K, typename T, typename L>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const T* p, unsigned ldm,
+                                    int line = __builtin_LINE()) {
+  static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load takes a layout_t");
+  ::tvms_emu::syncwarp(line);
+  check_tile(line, "wmma::load_matrix_sync", p, ldm, sizeof(T));
+  constexpr bool col = std::is_same<L, col_major>::value;
+  for (int r = 0; r < f.rows; ++r)
+    for (int c = 0; c < f.cols; ++c) f.x[r * f.cols + c] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+}
+
+template <int M, int N, int K, typename T>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, T, void>& f, const T* p, unsigned ldm, layout_t layout,
+                                    int line = __builtin_LINE()) {
+  ::tvms_emu::syncwarp(line);
+  check_tile(line, "wmma::load_matrix_sync", p, ldm, sizeof(T));
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      f.x[r * N + c] = layout == mem_col_major ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+}
+
+template <int M, int N, int K, typename T>
+static inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm,
+                                     layout_t layout, int line = __builtin_LINE()) {
+  ::tvms_emu::syncwarp(line);
+  check_tile(line, "wmma::store_matrix_sync", p, ldm, sizeof(T));
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c) {
+      T* q = layout == mem_col_major ? p + (size_t)c * ldm + r : p + (size_t)r * ldm + c;
+      *q = f.x[r * N + c];
+    }
+  ::tvms_emu::syncwarp(line);  // every lane wrote the same tile: none reads it back before all have
+}
+
+template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC, typename TD>
+static inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+                            const fragment<matrix_b, M, N, K, TB, LB>& b,
+                            const fragment<accumulator, M, N, K, TC, void>& c, int line = __builtin_LINE()) {
+  ::tvms_emu::syncwarp(line);
+  // The lanes of a warp hold the same fragments: the first lane to run computes the product,
+  // the others of the same warp-wide call (the same release epoch) take it.
+  static_assert(M * N <= 256, "fragment shape");
+  static unsigned long long memo_epoch[32];
+  static TD memo[32][256];
+  unsigned warp = ::tvms_emu::cur->lid / 32;
+  if (memo_epoch[warp] != ::tvms_emu::cur->epoch) {
+    memo_epoch[warp] = ::tvms_emu::cur->epoch;
+    float fa[M * K], fb[K * N], out[M * N];  // converted once: half to float is a call per element
+    for (int i = 0; i < M * K; ++i) fa[i] = (float)a.x[i];
+    for (int i = 0; i < K * N; ++i) fb[i] = (float)b.x[i];
+    for (int i = 0; i < M * N; ++i) out[i] = (float)c.x[i];
+    for (int i = 0; i < M; ++i)
+      for (int k = 0; k < K; ++k)
+        for (int j = 0; j < N; ++j) out[i * N + j] += fa[i * K + k] * fb[k * N + j];
+    for (int i = 0; i < M * N; ++i) memo[warp][i] = (TD)out[i];
+  }
+  memcpy(d.x, memo[warp], sizeof(TD) * M * N);
+}
+}  // namespace wmma
+}  // namespace nvcuda

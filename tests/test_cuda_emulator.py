@@ -68,6 +68,17 @@ extern "C" __global__ void __launch_bounds__(256) reverse_racy(const float* __re
   out[base + t] = tile[255 - t];
 }
 
+// The same, with a __syncwarp between the write and the read: it orders a warp's own lanes,
+// not the other warps, so it is still a race on a GPU.
+extern "C" __global__ void __launch_bounds__(256) reverse_warp_synced(const float* __restrict__ in,
+                                                                     float* __restrict__ out) {
+  __shared__ __align__(16) float tile[256];
+  int t = (int)threadIdx.x, base = (int)blockIdx.x * 256;
+  tile[t] = in[base + t];
+  __syncwarp();
+  out[base + t] = tile[255 - t];
+}
+
 // A block sum over 1024 threads: warp shuffles, then shared memory between the warps.
 extern "C" __global__ void __launch_bounds__(1024) block_sum(const float* __restrict__ a, float* __restrict__ out, int n) {
   __shared__ float partial[32];
@@ -301,8 +312,8 @@ def conversions():
 
 def test_parse_kernels():
     ks = parse_kernels(BASICS)
-    assert set(ks) == {"add2d", "reverse_synced", "reverse_racy", "block_sum", "early_exit", "stale_shared",
-                       "dyn_smem"}
+    assert set(ks) == {"add2d", "reverse_synced", "reverse_racy", "reverse_warp_synced", "block_sum", "early_exit",
+                       "stale_shared", "dyn_smem"}
     assert ks["add2d"].params == [("const float*", "a"), ("const float*", "b"), ("float*", "c"), ("int", "rows"),
                                   ("int", "cols")]
     assert ks["add2d"].launch_bounds == 128
@@ -333,6 +344,17 @@ def test_a_missing_barrier_changes_the_result(basics):
     # (0xff bytes: NaN); block 1 runs them last to first: the lower half does.
     assert np.isnan(out[:128]).all() and np.isnan(out[256 + 128:]).all()
     np.testing.assert_array_equal(out[128:256], x[:256][::-1][128:])
+
+
+def test_a_warp_barrier_does_not_order_other_warps(basics):
+    """Each warp runs ahead through its own __syncwarp before the next warp starts, as warps
+    drift apart on a GPU: the reads of slots other warps write find them unwritten."""
+    x = RNG.standard_normal(256).astype(np.float32)
+    out = np.zeros_like(x)
+    basics.launch("reverse_warp_synced", 1, 256, x, out)
+    # Warp w reads the slots warp 7 - w writes: warps 0..3 run before their writers.
+    assert np.isnan(out[:128]).all()
+    np.testing.assert_array_equal(out[128:], x[::-1][128:])
 
 
 def test_block_sum_1024_threads(basics):
@@ -452,6 +474,58 @@ def test_local_array_index_out_of_bounds(mistakes):
 def test_misaligned_vector_access(mistakes):
     _raises(mistakes, "misaligned_vector", 1, 32, np.zeros(200, np.float32), np.zeros(32, np.float32),
             match="not aligned to 16 bytes")
+
+
+WMMA = HEADER + r'''#include <mma.h>
+// One warp: C (16x16 float) = A (16x16 half, at a + offset) @ B.
+extern "C" __global__ void __launch_bounds__(32) tile_mm(const half* __restrict__ a, const half* __restrict__ b,
+                                                        float* __restrict__ c, int offset, int ldm) {
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, half, nvcuda::wmma::row_major> fa;
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, half, nvcuda::wmma::col_major> fb;
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> fc;
+  nvcuda::wmma::fill_fragment(fc, 0.0f);
+  nvcuda::wmma::load_matrix_sync(fa, a + offset, ldm);
+  nvcuda::wmma::load_matrix_sync(fb, b, 16);
+  nvcuda::wmma::mma_sync(fc, fa, fb, fc);
+  nvcuda::wmma::store_matrix_sync(c, fc, 16, nvcuda::wmma::mem_row_major);
+}
+
+// Only half of the warp takes part.
+extern "C" __global__ void __launch_bounds__(32) half_warp_fill(float* __restrict__ c) {
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> fc;
+  if (threadIdx.x < 16) {
+    nvcuda::wmma::fill_fragment(fc, 1.0f);
+    nvcuda::wmma::store_matrix_sync(c, fc, 16, nvcuda::wmma::mem_row_major);
+  }
+}
+'''
+
+
+def _aligned(values: np.ndarray) -> np.ndarray:
+    """A copy of ``values`` at a 256-byte aligned address, as cudaMalloc gives."""
+    raw = np.empty(values.nbytes + 256, np.uint8)
+    start = (-raw.ctypes.data) % 256
+    out = raw[start:start + values.nbytes].view(values.dtype)
+    out[:] = values
+    return out
+
+
+def test_wmma_tiles():
+    mod = EmulatedModule(WMMA)
+    rng = np.random.default_rng(3)
+    a = _aligned(rng.standard_normal(16 * 24).astype(np.float16))  # rows of 24, the tile in the first 16 columns
+    b = _aligned(rng.standard_normal(256).astype(np.float16))      # read column-major: B[k, n] = b[n * 16 + k]
+    c = _aligned(np.zeros(256, np.float32))
+    mod.launch("tile_mm", 1, 32, a, b, c, 0, 24)
+    ref = a.reshape(16, 24)[:, :16].astype(np.float32) @ b.reshape(16, 16).T.astype(np.float32)
+    np.testing.assert_allclose(c.reshape(16, 16), ref, rtol=1e-6, atol=1e-6)
+    with pytest.raises(EmulationError, match=r"wmma::load_matrix_sync at address .* which is not 32-byte aligned"):
+        mod.launch("tile_mm", 1, 32, a, b, c, 8, 24)        # 16 bytes past a 32-byte boundary
+    with pytest.raises(EmulationError, match="leading dimension of 20 elements, not a multiple of 16 bytes"):
+        mod.launch("tile_mm", 1, 32, a, b, c, 0, 20)
+    with pytest.raises(EmulationError, match=r"warp shuffle \(0xffffffff, ...\) in warp 0 .* lane 16, named by the "
+                                             r"mask, has returned"):
+        mod.launch("half_warp_fill", 1, 32, c)
 
 
 def test_write_past_dynamic_shared_memory(mistakes):
