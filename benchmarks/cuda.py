@@ -6,7 +6,9 @@ Each figure is printed with PyTorch's beside it, their ratio and the goal from t
 
 * fp32 matmul n x n x n, default GPU schedule (DLight's Matmul rule), in TFLOP/s, against
   ``torch.matmul`` with TF32 off (cuBLAS SGEMM);
-* fp16 matmul n x n x n, against ``torch.matmul`` in float16;
+* fp16 matmul n x n x n, against ``torch.matmul`` in float16: the default schedule (CUDA
+  cores), and `tensor_core_matmul_src`, a kernel written by hand in TVMScript with TVM's
+  tensor-core (wmma) intrinsics;
 * elementwise add of 2**26 float32, in GB/s moved (three arrays), against ``torch.add``;
 * row softmax of a 4096 x 4096 float32 matrix, in GB/s, against ``torch.softmax``;
 * the seed MLP at batch 1 end to end through the Relax VM (inputs already on the GPU), in
@@ -37,7 +39,8 @@ sys.path.insert(0, ROOT)
 import tvmscript as tvms  # noqa: E402
 
 GOALS = {
-    "fp32 matmul": ("ratio", 0.5), "fp16 matmul": ("ratio", 0.3), "add 2^26": ("ratio", 0.8),
+    "fp32 matmul": ("ratio", 0.5), "fp16 matmul": ("ratio", 0.3), "fp16 matmul (wmma)": ("ratio", 0.3),
+    "add 2^26": ("ratio", 0.8),
     "softmax 4096^2": ("ratio", 0.5), "MLP batch 1 (VM)": ("time_ratio", 2.0),
     "NVRTC per kernel": ("ms", 300.0), "NVRTC cached": ("ms", 20.0), "VM launch overhead": ("us", 10.0),
 }
@@ -56,6 +59,52 @@ class Module:
                 with T.init():
                     C[vi, vj] = T.{dtype}(0)
                 C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+"""
+
+
+def tensor_core_matmul_src(n: int) -> str:
+    """C = A @ B in float16 (n a multiple of 128) on tensor cores, written by hand in TVMScript
+    with TVM's wmma intrinsics, as a kernel author tensorizes: each block of 8 warps computes a
+    128x128 tile of C, each warp 64x32 of it (4x2 fragments of 16x16, accumulated in half as
+    the TIR says). Per step of 32 along K, the block stages a 128x32 tile of A and a 32x128
+    tile of B in shared memory (rows padded by 8 halfs against bank conflicts, loaded two
+    halfs per thread and instruction), then each warp loads its fragments from there."""
+    idx = "(v * 256 + ty * 32 + tx)"
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer(({n}, {n}), "float16"), B: T.Buffer(({n}, {n}), "float16"), C: T.Buffer(({n}, {n}), "float16")):
+        T.func_attr({{"tir.noalias": True}})
+        A_s = T.alloc_buffer((128, 40), "float16", scope="shared")
+        B_s = T.alloc_buffer((32, 136), "float16", scope="shared")
+        a_frag = T.alloc_buffer((64, 16), "float16", scope="wmma.matrix_a")
+        b_frag = T.alloc_buffer((16, 32), "float16", scope="wmma.matrix_b")
+        c_frag = T.alloc_buffer((64, 32), "float16", scope="wmma.accumulator")
+        for bx in T.thread_binding({n // 128}, thread="blockIdx.y"):
+            for by in T.thread_binding({n // 128}, thread="blockIdx.x"):
+                for ty in T.thread_binding(8, thread="threadIdx.y"):
+                    for tx in T.thread_binding(32, thread="threadIdx.x"):
+                        for f in range(8):
+                            T.evaluate(T.tvm_fill_fragment(c_frag.data, 16, 16, 16, f, T.float16(0)))
+                        for ko in range({n // 32}):
+                            for v in range(8):
+                                for e in T.vectorized(2):
+                                    A_s[{idx} // 16, {idx} % 16 * 2 + e] = A[bx * 128 + {idx} // 16, ko * 32 + {idx} % 16 * 2 + e]
+                            for v in range(8):
+                                for e in T.vectorized(2):
+                                    B_s[{idx} // 64, {idx} % 64 * 2 + e] = B[ko * 32 + {idx} // 64, by * 128 + {idx} % 64 * 2 + e]
+                            for kk in range(2):
+                                for i in range(4):
+                                    T.evaluate(T.tvm_load_matrix_sync(a_frag.data, 16, 16, 16, i, T.tvm_access_ptr(T.type_annotation("float16"), A_s.data, (ty // 4 * 64 + i * 16) * 40 + kk * 16, 640, 1), 40, "row_major"))
+                                for j in range(2):
+                                    T.evaluate(T.tvm_load_matrix_sync(b_frag.data, 16, 16, 16, j, T.tvm_access_ptr(T.type_annotation("float16"), B_s.data, kk * 16 * 136 + ty % 4 * 32 + j * 16, 2176, 1), 136, "row_major"))
+                                for i in range(4):
+                                    for j in range(2):
+                                        T.evaluate(T.tvm_mma_sync(c_frag.data, i * 2 + j, a_frag.data, i, b_frag.data, j, c_frag.data, i * 2 + j))
+                        for i in range(4):
+                            for j in range(2):
+                                T.evaluate(T.tvm_store_matrix_sync(c_frag.data, 16, 16, 16, i * 2 + j, T.tvm_access_ptr(T.type_annotation("float16"), C.data, (bx * 128 + ty // 4 * 64 + i * 16) * {n} + by * 128 + ty % 4 * 32 + j * 16, 256, 2), {n}, "row_major"))
 """
 
 
@@ -130,6 +179,12 @@ def main() -> int:
         t_ours = gpu_time(lambda: k(ga, gb, gc), max(rep // 4, 3), torch)
         t_ref = gpu_time(lambda: ta @ tb, max(rep // 4, 3), torch)
         rows.append((label, flops / t_ours / 1e12, flops / t_ref / 1e12, "TFLOP/s"))
+        if dtype == "float16" and n % 128 == 0:
+            wmma = kernel_of(tensor_core_matmul_src(n), "mm")
+            wmma(ga, gb, gc)
+            np.testing.assert_allclose(gc.numpy().astype("float32"), ref, rtol=5e-2, atol=5e-2)
+            t_wmma = gpu_time(lambda: wmma(ga, gb, gc), max(rep // 4, 3), torch)
+            rows.append(("fp16 matmul (wmma)", flops / t_wmma / 1e12, flops / t_ref / 1e12, "TFLOP/s"))
 
     # Elementwise add, bandwidth.
     m = 1 << 26

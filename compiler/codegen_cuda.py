@@ -22,7 +22,11 @@ What it prints, and why:
   store per buffer (``float4``, ``half2``...), other vectorized loops fully unrolled;
 - ``tvm_thread_allreduce`` as warp shuffles (``__shfl_xor_sync``), with shared memory
   between the warps when more than one warp reduces together;
-- ``__restrict__`` on every pointer of a function with ``tir.noalias``.
+- ``__restrict__`` on every pointer of a function with ``tir.noalias``;
+- ``wmma.matrix_a`` / ``wmma.matrix_b`` / ``wmma.accumulator`` buffers as arrays of
+  ``nvcuda::wmma::fragment`` (mma.h), and TVM's tensor-core intrinsics (``tvm_fill_fragment``,
+  ``tvm_load_matrix_sync``, ``tvm_mma_sync``, ``tvm_store_matrix_sync``, with
+  ``tvm_access_ptr`` pointers) as the wmma calls they name.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from .arith.canonical import Canonical
 from .codegen_llvm import _collect_free, _dim_text, _signature, _written_data_vars
 from .cuda_spec import CUDAFunction, KernelArg, LaunchSpec
 from .lower_gpu import (
-    ALLREDUCE_OP, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu, reduction_identity,
+    ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu,
+    reduction_identity,
 )
 from .lower_tir import Allocate, THREAD_SYNC_OPS, dtype_bytes, substitute
 
@@ -136,6 +141,8 @@ def codegen_cuda(funcs: dict) -> CUDASource:
             out_err = GPULoweringError(f"prim_func '{name}': {err}")
             out_err.func_name = name
             raise out_err from None
+    if any("nvcuda::wmma::" in line for line in lines):
+        lines.insert(lines.index("#include <cuda_bf16.h>") + 1, "#include <mma.h>")
     out.source = "\n".join(lines) + "\n"
     return out
 
@@ -167,7 +174,8 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
             n += 1
         used.add(symbol)
         args, params_c = [], []
-        buffer_of = _buffers_by_data(k.body)
+        # A parameter only used through pointers (tvm_access_ptr) is typed by its declaration.
+        buffer_of = {**{b.data: b for _, b in buffers}, **_buffers_by_data(k.body)}
         free = [v for v in _collect_free(k.body) if v not in THREAD_VARS.values()]
         # Pointers first (in parameter order, then scratch buffers), then scalars: TVM's order.
         order = {v: i for i, v in enumerate(list(buffer_index) + list(workspace_index))}
@@ -216,12 +224,20 @@ def _launch_text(e, names: dict) -> str:
 
 
 class _SharedUse(TIRVisitor):
-    """A kernel's shared allocations and the shared memory its all-reduces need."""
+    """A kernel's shared allocations, the shared memory its all-reduces need, and the data
+    variables taken as pointers (``tvm_access_ptr``: tensor-core loads and stores, which need
+    32-byte aligned addresses)."""
 
     def __init__(self, gen: "_KernelGen") -> None:
         self.gen = gen
         self.allocs: list = []
         self.allreduce_bytes = 0
+        self.pointers: set = set()
+
+    def visit_Call(self, node) -> None:
+        if node.op == "tir.tvm_access_ptr" and isinstance(node.args[1], tir.Var):
+            self.pointers.add(node.args[1])
+        self.generic_visit(node)
 
     def visit_Allocate(self, node) -> None:
         if is_shared(node.buffer):
@@ -231,6 +247,7 @@ class _SharedUse(TIRVisitor):
     def visit_Evaluate(self, node) -> None:
         if isinstance(node.value, tir.Call) and node.value.op == ALLREDUCE_OP:
             self.allreduce_bytes += self.gen._allreduce_smem_bytes(node.value)
+        self.generic_visit(node)
 
 
 class _BuffersByData(TIRVisitor):
@@ -304,6 +321,7 @@ class _KernelGen:
         self.counter = 0
         self.shared_offsets: dict = {}
         self.dynamic_shared_bytes = 0
+        self.fragments: dict = {}        # data Var -> a wmma.* buffer allocated in the kernel
         self._plan_shared()
 
     # ---- names
@@ -349,6 +367,7 @@ class _KernelGen:
         found.visit(self.kernel.body)
         allocs = found.allocs
         self.allreduce_smem = found.allreduce_bytes
+        self.shared_align = 32 if any(b.data in found.pointers for b in allocs) else 16
         total = self.allreduce_smem
         sizes = {}
         for buf in allocs:
@@ -362,7 +381,7 @@ class _KernelGen:
             offset = 0
             for buf in allocs:
                 self.shared_offsets[buf.data] = offset
-                offset += -(-sizes[buf] // 16) * 16
+                offset += -(-sizes[buf] // self.shared_align) * self.shared_align
             self.dynamic_shared_bytes = offset
 
     # ---- the function
@@ -371,7 +390,7 @@ class _KernelGen:
         bounds = f"__launch_bounds__({threads}) " if threads else ""
         header = f'extern "C" __global__ void {bounds}{self.symbol}({", ".join(params_c)}) {{'
         if self.dynamic_shared_bytes:
-            self.line("extern __shared__ __align__(16) unsigned char tvms_dynamic_smem[];")
+            self.line(f"extern __shared__ __align__({self.shared_align}) unsigned char tvms_dynamic_smem[];")
         self.stmt(self.kernel.body)
         return [header] + self.lines + ["}", ""]
 
@@ -432,11 +451,14 @@ class _KernelGen:
             if not isinstance(size, tir.IntImm):
                 raise GPULoweringError(f"local buffer '{buf.name}' has no constant size")
             self.line(f"{t} {name}[{size.value}];")
+        elif buf.scope in FRAGMENT_SCOPES:
+            self.fragments[buf.data] = buf
+            self.line(f"{_fragment_type(buf, s.body)} {name}[{_fragment_count(buf, s.body)}];")
         elif is_shared(buf):
             if buf.data in self.shared_offsets:
                 self.line(f"{t}* {name} = ({t}*)(tvms_dynamic_smem + {self.shared_offsets[buf.data]});")
             else:
-                self.line(f"__shared__ __align__(16) {t} {name}[{size.value}];")
+                self.line(f"__shared__ __align__({self.shared_align}) {t} {name}[{size.value}];")
         else:
             raise GPULoweringError(
                 f"buffer '{buf.name}' (scope {buf.scope!r}) is allocated inside a kernel: only 'local' and "
@@ -765,7 +787,38 @@ class _KernelGen:
         if op in ("tir.call_extern", "tir.call_pure_extern"):
             fname = args[0].value if isinstance(args[0], tir.StringImm) else str(args[0])
             return f"{fname}({', '.join(self.expr(a) for a in args[1:])})"
+        if op in _WMMA_OPS:
+            return self.wmma(op, args)
+        if op == "tir.tvm_access_ptr":  # (type annotation, data, offset, extent, access mask)
+            t = ctype(args[0].dtype)
+            return f"(({t}*){self.expr(args[1])} + {self.expr(args[2])})"
         raise GPULoweringError(f"the CUDA backend does not know the intrinsic {op}")
+
+    def wmma(self, op: str, args: list) -> str:
+        """A tensor-core intrinsic: the fragments are named by their data variables, indexed
+        by fragment (not element)."""
+        def frag(data, index) -> str:
+            return f"{self.expr(data)}[{self.expr(index)}]"
+
+        if op == "tir.tvm_fill_fragment":           # (frag, m, n, k, index, value)
+            return f"nvcuda::wmma::fill_fragment({frag(args[0], args[4])}, {self.expr(args[5])})"
+        if op == "tir.tvm_mma_sync":                 # (d, di, a, ai, b, bi, c, ci)
+            d, a, b, c = (frag(args[i], args[i + 1]) for i in (0, 2, 4, 6))
+            return f"nvcuda::wmma::mma_sync({d}, {a}, {b}, {c})"
+        # (frag, m, n, k, index, pointer, stride, layout)
+        layout = _string(args[7])
+        ptr, stride, f = self.expr(args[5]), self.expr(args[6]), frag(args[0], args[4])
+        if op == "tir.tvm_load_matrix_sync":
+            mem = f", nvcuda::wmma::mem_{layout}" if self._fragment_scope(args[0]) == "wmma.accumulator" else ""
+            return f"nvcuda::wmma::load_matrix_sync({f}, {ptr}, {stride}{mem})"
+        return f"nvcuda::wmma::store_matrix_sync({ptr}, {f}, {stride}, nvcuda::wmma::mem_{layout})"
+
+    def _fragment_scope(self, data) -> str:
+        buf = self.fragments.get(data)
+        if buf is None:
+            raise GPULoweringError(f"'{getattr(data, 'name', data)}' is used as a tensor-core fragment but is not "
+                                   "a wmma.* buffer allocated in the kernel")
+        return buf.scope
 
     def reinterpret(self, dtype: str, x) -> str:
         pairs = {("float32", "int32"): "__int_as_float", ("int32", "float32"): "__float_as_int",
@@ -777,6 +830,78 @@ class _KernelGen:
                 return f"(*({ctype(dtype)}*)&({self.expr(x)}))"
             raise GPULoweringError(f"cannot reinterpret {x.dtype} as {dtype}")
         return f"{fn}({self.expr(x)})"
+
+
+# ----------------------------------------------------------------------------- tensor-core fragments
+
+_WMMA_OPS = ("tir.tvm_fill_fragment", "tir.tvm_load_matrix_sync", "tir.tvm_mma_sync", "tir.tvm_store_matrix_sync")
+_FRAGMENT_USES = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b", "wmma.accumulator": "accumulator"}
+
+
+class _FragmentUses(TIRVisitor):
+    """How the wmma intrinsics use one fragment buffer: its (m, n, k) shapes and the layouts
+    it is loaded with."""
+
+    def __init__(self, data: tir.Var) -> None:
+        self.data = data
+        self.shapes: set = set()
+        self.layouts: set = set()
+
+    def visit_Call(self, node) -> None:
+        if node.op in ("tir.tvm_fill_fragment", "tir.tvm_load_matrix_sync", "tir.tvm_store_matrix_sync") \
+                and node.args[0] is self.data:
+            self.shapes.add(tuple(_const(a, "a fragment's m, n and k") for a in node.args[1:4]))
+            if node.op == "tir.tvm_load_matrix_sync":
+                self.layouts.add(_string(node.args[7]))
+        self.generic_visit(node)
+
+
+def _fragment_uses(buf: tir.Buffer, body) -> _FragmentUses:
+    uses = _FragmentUses(buf.data)
+    uses.visit(body)
+    if len(uses.shapes) != 1:
+        found = ", ".join(f"{m}x{n}x{k}" for m, n, k in sorted(uses.shapes)) or "none"
+        raise GPULoweringError(f"fragment '{buf.name}' needs one m x n x k shape from the wmma intrinsics that use it "
+                               f"(found {found})")
+    return uses
+
+
+def _fragment_type(buf: tir.Buffer, body) -> str:
+    """``nvcuda::wmma::fragment<use, m, n, k, T[, layout]>``: matrix_a and matrix_b take the
+    layout they are loaded with; an accumulator has none."""
+    uses = _fragment_uses(buf, body)
+    (m, n, k), = uses.shapes
+    use = _FRAGMENT_USES[buf.scope]
+    args = f"nvcuda::wmma::{use}, {m}, {n}, {k}, {ctype(buf.dtype)}"
+    if use != "accumulator":
+        if len(uses.layouts) != 1:
+            raise GPULoweringError(f"fragment '{buf.name}' ({buf.scope}) must be loaded with one layout (row_major "
+                                   f"or col_major), found {sorted(uses.layouts) or 'none'}")
+        args += f", nvcuda::wmma::{uses.layouts.pop()}"
+    return f"nvcuda::wmma::fragment<{args}>"
+
+
+def _fragment_count(buf: tir.Buffer, body) -> int:
+    """How many whole fragments the (flat) buffer holds."""
+    (m, n, k), = _fragment_uses(buf, body).shapes
+    tile = {"wmma.matrix_a": m * k, "wmma.matrix_b": k * n, "wmma.accumulator": m * n}[buf.scope]
+    size = _const(buf.shape[0], f"the size of fragment '{buf.name}'")
+    if size % tile:
+        raise GPULoweringError(f"fragment '{buf.name}' holds {size} elements, not a whole number of {m}x{n}x{k} "
+                               f"tiles of {tile}")
+    return size // tile
+
+
+def _const(e, what: str) -> int:
+    if not isinstance(e, tir.IntImm):
+        raise GPULoweringError(f"{what} must be constants")
+    return e.value
+
+
+def _string(e) -> str:
+    if not isinstance(e, tir.StringImm) or e.value not in ("row_major", "col_major"):
+        raise GPULoweringError(f"a wmma layout must be \"row_major\" or \"col_major\", not {e}")
+    return e.value
 
 
 # ----------------------------------------------------------------------------- literals and helpers

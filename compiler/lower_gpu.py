@@ -66,7 +66,11 @@ ALLREDUCE_OP = "tir.tvm_thread_allreduce"
 SYNC_OP = "tir.tvm_storage_sync"
 
 SHARED_SCOPES = ("shared", "shared.dyn")
-ON_CHIP_SCOPES = ("local", "warp", "shared", "shared.dyn")
+# Tensor-core fragments (CUDA's nvcuda::wmma::fragment): per-warp register tiles that only the
+# ``tvm_*_matrix_sync`` / ``tvm_mma_sync`` / ``tvm_fill_fragment`` intrinsics touch, through the
+# buffer's data pointer. They keep the shape they are declared with (whole 16x16 tiles).
+FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+ON_CHIP_SCOPES = ("local", "warp", "shared", "shared.dyn") + FRAGMENT_SCOPES
 
 
 class GPULoweringError(ValueError):
@@ -188,12 +192,30 @@ def _all_of(conds: list):
 
 
 class _BufferAccesses(TIRVisitor):
-    """The buffers loaded and stored, inside nested blocks too unless ``nested`` is False."""
+    """The buffers loaded and stored, inside nested blocks too unless ``nested`` is False;
+    ``pointers``: the data variables used as values (fragments, ``tvm_access_ptr``)."""
 
     def __init__(self, nested: bool) -> None:
         self.nested = nested
         self.loaded: set = set()
         self.stored: set = set()
+        self.pointers: set = set()
+
+        self.pointer_reads: set = set()      # data variables read or written through
+        self.pointer_writes: set = set()     # ``tvm_access_ptr`` (its access mask says which)
+
+    def visit_Var(self, node) -> None:
+        if node.dtype == "handle":
+            self.pointers.add(node)
+
+    def visit_Call(self, node) -> None:
+        if node.op == "tir.tvm_access_ptr" and isinstance(node.args[1], tir.Var):
+            mask = node.args[4].value if isinstance(node.args[4], tir.IntImm) else 3
+            if mask & 1:
+                self.pointer_reads.add(node.args[1])
+            if mask & 2:
+                self.pointer_writes.add(node.args[1])
+        self.generic_visit(node)
 
     def visit_BlockRealize(self, node) -> None:
         if self.nested:
@@ -568,7 +590,8 @@ def split_kernels(func: tir.PrimFunc, name: str) -> DeviceProgram:
     # Buffers allocated outside the kernels: global ones are the host's scratch; an on-chip one
     # used by a single kernel moves into it; one shared by kernels cannot live on chip.
     for buf in host_allocs:
-        users = [k for k in program.kernels if buf in _buffers_accessed(k.body)]
+        users = [k for k in program.kernels
+                 if buf in _buffers_accessed(k.body) or buf.data in _buffer_accesses(k.body).pointers]
         if buf.scope in ON_CHIP_SCOPES:
             if len(users) > 1:
                 raise GPULoweringError(
@@ -643,13 +666,18 @@ def compact_buffers(body: tir.Stmt, extents: dict) -> tir.Stmt:
     thread_dom = {THREAD_VARS[t]: tir.Range(tir.IntImm("int32", 0), make_cast(e, "int32"))
                   for t, e in extents.items() if t.startswith("threadIdx")}
     ranges = {THREAD_VARS[t]: (tir.IntImm("int32", 0), make_cast(e, "int32")) for t, e in extents.items()}
+    # Buffers also used through pointers (tensor-core loads of a shared tile): what those touch
+    # is not known here, so they keep the shape they are declared with.
+    accesses = _buffer_accesses(body)
+    opaque = accesses.pointer_reads | accesses.pointer_writes
 
     class M(IRMutator):
         def visit_stmt(self, s):
             if isinstance(s, tir.For):  # the loops around an allocation bound what it depends on
                 ranges[s.loop_var] = (s.min, s.extent)
             s = super().visit_stmt(s)
-            if isinstance(s, Allocate) and s.buffer.scope in ON_CHIP_SCOPES and s.buffer.shape:
+            if isinstance(s, Allocate) and s.buffer.scope in ON_CHIP_SCOPES and s.buffer.shape \
+                    and s.buffer.scope not in FRAGMENT_SCOPES and s.buffer.data not in opaque:
                 return _compact_one(s, thread_dom if is_shared(s.buffer) else {}, ranges)
             return s
 
@@ -819,10 +847,23 @@ def _is_sync(s) -> bool:
     return isinstance(s, tir.Evaluate) and isinstance(s.value, tir.Call) and s.value.op in THREAD_SYNC_OPS
 
 
-def _shared_rw(node) -> tuple:
-    """The data variables of the shared buffers ``node`` reads and writes."""
+def _shared_rw(node, shared: frozenset) -> tuple:
+    """The data variables of the shared buffers ``node`` reads and writes: by loads and
+    stores, and through pointers (``tvm_access_ptr``, as the tensor-core loads and stores take
+    them) to one of ``shared``."""
     v = _buffer_accesses(node)
-    return ({b.data for b in v.loaded if is_shared(b)}, {b.data for b in v.stored if is_shared(b)})
+    return ({b.data for b in v.loaded if is_shared(b)} | (v.pointer_reads & shared),
+            {b.data for b in v.stored if is_shared(b)} | (v.pointer_writes & shared))
+
+
+class _SharedAllocations(TIRVisitor):
+    def __init__(self) -> None:
+        self.found: set = set()
+
+    def visit_Allocate(self, node) -> None:
+        if is_shared(node.buffer):
+            self.found.add(node.buffer.data)
+        self.generic_visit(node)
 
 
 def inject_thread_sync(body: tir.Stmt) -> tir.Stmt:
@@ -835,15 +876,17 @@ def inject_thread_sync(body: tir.Stmt) -> tir.Stmt:
     fetch must finish before any thread computes with the tile, and the compute must finish
     before the next fetch overwrites it. Accesses by the same statement are one thread's own
     (a thread reading what it wrote itself needs no barrier)."""
-    out, _ = _sync_stmt(body)
+    allocations = _SharedAllocations()
+    allocations.visit(body)
+    out, _ = _sync_stmt(body, frozenset(allocations.found))
     return out
 
 
-def _sync_stmt(s) -> tuple:
+def _sync_stmt(s, shared: frozenset) -> tuple:
     if isinstance(s, tir.SeqStmt):
-        return _sync_seq(list(s.seq))
+        return _sync_seq(list(s.seq), shared)
     if isinstance(s, tir.For):
-        body, summ = _sync_stmt(s.body)
+        body, summ = _sync_stmt(s.body, shared)
         if summ.synced or _loop_carried(summ):
             if _loop_carried(summ):
                 body = tir.seq([body, _sync()]) if not isinstance(body, tir.SeqStmt) else tir.seq(list(body.seq) + [_sync()])
@@ -851,20 +894,20 @@ def _sync_stmt(s) -> tuple:
             return dataclasses.replace(s, body=body), summ
         return s, summ
     if isinstance(s, (tir.LetStmt, Allocate)):
-        body, summ = _sync_stmt(s.body)
+        body, summ = _sync_stmt(s.body, shared)
         if body is s.body:
             return s, summ
         if isinstance(s, tir.LetStmt):
             return tir.LetStmt(s.var, s.value, body), summ
         return Allocate(s.buffer, body, s.storage), summ
     if isinstance(s, tir.IfThenElse) and s.else_case is None:
-        body, summ = _sync_stmt(s.then_case)
+        body, summ = _sync_stmt(s.then_case, shared)
         if summ.synced:
             return tir.IfThenElse(s.condition, body), summ
         return s, summ
     if _is_sync(s):
         return s, _Summary(set(), set(), set(), set(), True)
-    r, w = _shared_rw(s)
+    r, w = _shared_rw(s, shared)
     return s, _Summary(r, w, set(r), set(w), False)
 
 
@@ -873,7 +916,7 @@ def _loop_carried(summ: _Summary) -> bool:
     return bool((summ.tail_w & summ.head_r) or (summ.tail_r & summ.head_w))
 
 
-def _sync_seq(items: list) -> tuple:
+def _sync_seq(items: list, shared: frozenset) -> tuple:
     out = []
     pend_r: set = set()
     pend_w: set = set()
@@ -883,7 +926,7 @@ def _sync_seq(items: list) -> tuple:
     acc_r: set = set()
     acc_w: set = set()
     for item in items:
-        new, summ = _sync_stmt(item)
+        new, summ = _sync_stmt(item, shared)
         if (summ.head_r & pend_w) or (summ.head_w & pend_r):
             out.append(_sync())
             if not synced:

@@ -1,8 +1,9 @@
 """The CUDA backend without a GPU: the CUDA C it prints for representative kernels, NVRTC
 compiles of every sample, build errors, the compile cache, and the CLI's --emit cuda/ptx.
 
-What the kernels compute is checked by `test_cuda_emulated.py` (the same CUDA C run on the
-CPU) and, on a machine with a GPU, by `test_cuda_gpu.py`."""
+What the kernels compute is checked by `test_cuda_emulator.py` and `test_cuda_gpu.py` on the
+emulated GPU (the same CUDA C run on the CPU) and, on
+a machine with a GPU, by `test_cuda_gpu.py` on it."""
 
 from __future__ import annotations
 
@@ -150,6 +151,71 @@ class Module:
                         vi = T.axis.spatial(4096, bx * 512 + tx * 4 + v)
                         B[vi] = A[vi] * T.float32(2)
 """
+
+
+def wmma_source(b_layout="row_major", acc="float32"):
+    """C (64x64, acc) = A (64x64 fp16) @ B; B is (K, N) row_major or (N, K) col_major."""
+    b_index = "k * 1024 + by * 32 + j * 16" if b_layout == "row_major" else "(by * 32 + j * 16) * 64 + k * 16"
+    return f'''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def wmma_mm(A: T.Buffer((64, 64), "float16"), B: T.Buffer((64, 64), "float16"), C: T.Buffer((64, 64), "{acc}")):
+        T.func_attr({{"tir.noalias": True}})
+        A_shared = T.alloc_buffer((32, 16), "float16", scope="shared")
+        a_frag = T.alloc_buffer((16, 16), "float16", scope="wmma.matrix_a")
+        b_frag = T.alloc_buffer((16, 16), "float16", scope="wmma.matrix_b")
+        c_frag = T.alloc_buffer((16, 32), "{acc}", scope="wmma.accumulator")
+        for bx in T.thread_binding(2, thread="blockIdx.x"):
+            for by in T.thread_binding(2, thread="blockIdx.y"):
+                for ty in T.thread_binding(2, thread="threadIdx.y"):
+                    for tx in T.thread_binding(32, thread="threadIdx.x"):
+                        for j in range(2):
+                            T.evaluate(T.tvm_fill_fragment(c_frag.data, 16, 16, 16, j, T.{acc}(0)))
+                        for k in range(4):
+                            for i in range(8):
+                                A_shared[(i * 64 + ty * 32 + tx) // 16, (i * 64 + ty * 32 + tx) % 16] = A[bx * 32 + (i * 64 + ty * 32 + tx) // 16, k * 16 + (i * 64 + ty * 32 + tx) % 16]
+                            T.evaluate(T.tvm_load_matrix_sync(a_frag.data, 16, 16, 16, 0, T.tvm_access_ptr(T.type_annotation("float16"), A_shared.data, ty * 256, 256, 1), 16, "row_major"))
+                            for j in range(2):
+                                T.evaluate(T.tvm_load_matrix_sync(b_frag.data, 16, 16, 16, 0, T.tvm_access_ptr(T.type_annotation("float16"), B.data, {b_index}, 1024, 1), 64, "{b_layout}"))
+                                T.evaluate(T.tvm_mma_sync(c_frag.data, j, a_frag.data, 0, b_frag.data, 0, c_frag.data, j))
+                        for j in range(2):
+                            T.evaluate(T.tvm_store_matrix_sync(c_frag.data, 16, 16, 16, j, T.tvm_access_ptr(T.type_annotation("{acc}"), C.data, (bx * 32 + ty * 16) * 64 + by * 32 + j * 16, 256, 2), 64, "row_major"))
+'''
+
+
+@pytest.mark.parametrize("b_layout", ["row_major", "col_major"])
+@pytest.mark.parametrize("acc", ["float32", "float16"])
+def test_tensor_core_intrinsics_become_wmma_fragments_and_calls(b_layout, acc):
+    """TVM's tensor-core intrinsics (what tensorizing with its wmma intrinsics leaves) print as
+    mma.h's fragments and calls; the shared tile the fragments load through tvm_access_ptr is
+    fenced by barriers before the load (RAW) and before the next fill (WAR)."""
+    mod = tvms.parse(wmma_source(b_layout, acc))
+    src = cuda_source(wmma_source(b_layout, acc))
+    assert "#include <mma.h>" in src
+    k = kernel_text(src, "wmma_mm_kernel")
+    t = "float" if acc == "float32" else "half"
+    assert f"nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, {t}> c_frag[2];" in k
+    assert ("nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, half, "
+            f"nvcuda::wmma::{b_layout}> b_frag[1];") in k
+    assert "nvcuda::wmma::load_matrix_sync(a_frag[0], ((half*)A_shared + (((int)threadIdx.y) * 256)), 16);" in k
+    assert "nvcuda::wmma::mma_sync(c_frag[j_1], a_frag[0], b_frag[0], c_frag[j_1]);" in k
+    assert f"c_frag[j_2], 64, nvcuda::wmma::mem_row_major);" in k
+    fill, load = k.index("A_shared[("), k.index("load_matrix_sync(a_frag")
+    assert "__syncthreads();" in k[fill:load] and k.count("__syncthreads();") == 2
+    assert_compiles_for_cuda(mod)
+
+
+def test_a_fragment_loaded_with_two_layouts_is_an_error():
+    text = wmma_source().replace('64, "row_major"))\n                                T.evaluate(T.tvm_mma_sync',
+                                 '64, "col_major"))\n                                T.evaluate(T.tvm_mma_sync')
+    text = text.replace('T.tvm_mma_sync(c_frag.data, j, a_frag.data, 0, b_frag.data, 0, c_frag.data, j))',
+                        'T.tvm_mma_sync(c_frag.data, j, a_frag.data, 0, b_frag.data, 0, c_frag.data, j))\n'
+                        '                                T.evaluate(T.tvm_load_matrix_sync(b_frag.data, 16, 16, 16, 0, '
+                        'B.data, 64, "row_major"))')
+    with pytest.raises(BuildError, match=r"fragment 'b_frag' \(wmma.matrix_b\) must be loaded with one layout "
+                                         r"\(row_major or col_major\), found \['col_major', 'row_major'\]"):
+        build_cuda(prim_funcs_of(tvms.parse(text)), "cuda", kind="source")
 
 
 def test_vectorized_loops_become_float4_accesses():

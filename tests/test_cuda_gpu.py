@@ -22,7 +22,7 @@ import pytest
 import tvmscript as tvms
 
 from gpu_drivers import EmulatedDriver, install_driver
-from test_cuda_codegen import ELEMENTWISE_DYN, FP16, MATMUL, ROW_SUM, VECTORIZED, BIG_TILE
+from test_cuda_codegen import ELEMENTWISE_DYN, FP16, MATMUL, ROW_SUM, VECTORIZED, BIG_TILE, wmma_source
 
 
 @pytest.fixture(params=["emulated", pytest.param("real", marks=pytest.mark.cuda)])
@@ -132,6 +132,42 @@ def test_representative_kernels_match_the_cpu(src, name, shapes, dtype, gpu):
     cpu, gpu = run_prim_both(src, name, arrays)
     tol = 2e-2 if dtype == "float16" else 1e-4
     np.testing.assert_allclose(gpu[-1].astype("float32"), cpu[-1].astype("float32"), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("b_layout", ["row_major", "col_major"])
+@pytest.mark.parametrize("acc", ["float32", "float16"])
+def test_tensor_core_matmul(gpu, b_layout, acc):
+    """wmma fragments and calls (two warps per block, A staged in shared memory) against
+    NumPy: B as (K, N) row-major or as (N, K) read column-major."""
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal((64, 64)).astype("float16") for _ in range(2))
+    dev = tvms.cuda(0)
+    out = tvms.nd.array(np.zeros((64, 64), acc), dev)
+    tvms.compile(tvms.parse(wmma_source(b_layout, acc)), target="cuda")["wmma_mm"](
+        tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)
+    ref = a.astype("float32") @ (b.astype("float32") if b_layout == "row_major" else b.astype("float32").T)
+    tol = 1e-5 if acc == "float32" else 2e-2     # products exact in float32; a half accumulator rounds
+    np.testing.assert_allclose(out.numpy().astype("float32"), ref, rtol=tol, atol=tol * 8)
+
+
+def test_the_benchmarks_tensor_core_matmul(gpu):
+    """benchmarks/cuda.py's hand-written wmma matmul (8 warps per block, shared staging,
+    fragments, a half accumulator) against NumPy, at a size of several blocks."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "cuda.py"
+    spec = importlib.util.spec_from_file_location("benchmarks_cuda", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    n = 256 if isinstance(gpu, EmulatedDriver) else 2048
+    rng = np.random.default_rng(5)
+    a, b = ((rng.standard_normal((n, n)) / 8).astype("float16") for _ in range(2))
+    dev = tvms.cuda(0)
+    out = tvms.nd.array(np.zeros((n, n), "float16"), dev)
+    tvms.compile(tvms.parse(bench.tensor_core_matmul_src(n)), target="cuda")["mm"](
+        tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)
+    ref = a.astype("float32") @ b.astype("float32")
+    np.testing.assert_allclose(out.numpy().astype("float32"), ref, rtol=2e-2, atol=2e-2)
 
 
 def test_softmax_and_layer_norm_through_the_vm(gpu):
