@@ -10,11 +10,12 @@ with loop and SLP vectorization by default), and JIT-compiles it with MCJIT into
     mod["linear0"](x, w, b, out)        # a runtime.kernel.Kernel, destination-passing
     print(mod.get_source("asm"))
 
-Compiled modules are cached in memory, keyed by a structural hash of the functions (names of
-variables do not matter, as in `tvmscript.ir.structural_equal`) and the build options; a hit
-is confirmed with `structural_equal` against a private copy of the functions it was built from
-(kept pickled: pickling is several times cheaper than `copy.deepcopy` on a cold build).
-They are also kept on disk (`tvmscript.cache`, subfolder ``cpu``): the kernels' machine code
+Compiled modules are cached by `compiler.build_cache.BuildCache` (shared with the CUDA
+backend): in memory, keyed by a structural hash of the functions (names of variables do not
+matter, as in `tvmscript.ir.structural_equal`) and the build options, a hit confirmed with
+`structural_equal` against a private copy of the functions it was built from (kept pickled:
+pickling is several times cheaper than `copy.deepcopy` on a cold build). They are also kept
+on disk (`tvmscript.cache`, subfolder ``cpu``): the kernels' machine code
 (the ELF object MCJIT produced, position-independent), their signatures and the functions
 they were built from, under a name hashing the in-memory key with `compiler_fingerprint`.
 Another process building structurally equal functions with the same options on the same CPU
@@ -51,21 +52,17 @@ workers at all (`compiler.codegen_llvm.PARALLEL_MIN_WORK_PER_THREAD`).
 from __future__ import annotations
 
 import contextlib
-import copy
 import ctypes
 import ctypes.util
-import functools
-import hashlib
 import os
-import pickle
 import threading
 from typing import Optional
 
 import llvmlite.binding as llvm
 
-from tvmscript import cache as disk_cache
 from tvmscript import ir as tir_ir
 from tvmscript.structural import structural_hash  # noqa: F401  (re-exported)
+from tvmscript.compiler.build_cache import BuildCache, compiler_fingerprint  # noqa: F401  (re-exported)
 from tvmscript import tir
 from tvmscript.compiler import codegen_llvm, progress
 from tvmscript.compiler.codegen_llvm import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, HostTarget, host_target, init_llvm
@@ -249,26 +246,12 @@ def _as_func_dict(funcs) -> dict:
     raise TypeError(f"build_cpu expects a dict of PrimFuncs, an IRModule or a PrimFunc, not {type(funcs).__name__}")
 
 
-_cache_lock = threading.Lock()
-_cache: dict = {}  # key -> list of (pickled or copied funcs, CPUModule)
-
-
-def _private_copy(funcs: dict):
-    """A copy of ``funcs`` that later changes to them cannot reach: their pickle (bytes), or a
-    deep copy if something in them cannot be pickled."""
-    try:
-        return pickle.dumps(funcs, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - an unpicklable attribute value: fall back
-        return copy.deepcopy(funcs)
-
-
-def _restore(saved) -> dict:
-    return pickle.loads(saved) if isinstance(saved, bytes) else saved
+_builds = BuildCache("cpu", b"TVMSCPU2")
 
 
 def clear_cache() -> None:
-    with _cache_lock:
-        _cache.clear()
+    """Forget the kernels built in this process (the disk cache stays)."""
+    _builds.clear()
 
 
 def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bool = True,
@@ -297,27 +280,8 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
                bool(bounds_check))
     if not use_cache:
         return _build(funcs, schedule, opt_level, runtime, target, bounds_check)
-    parts = [repr(options)] + [f"{n}:{structural_hash(funcs[n])}" for n in sorted(funcs)]
-    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()
-    with _cache_lock:
-        candidates = list(_cache.get(key, ()))
-    for saved, module in candidates:
-        if _same_funcs(_restore(saved), funcs):
-            return module
-    saved = _private_copy(funcs)
-    disk_path = _disk_entry_path(key)
-    module = _disk_load(disk_path, funcs, target, opt_level, runtime) if disk_path else None
-    if module is None:
-        module = _build(funcs, schedule, opt_level, runtime, target, bounds_check)
-        if disk_path and isinstance(saved, bytes):
-            _disk_store(disk_path, saved, module)
-    with _cache_lock:
-        _cache.setdefault(key, []).append((saved, module))
-    return module
-
-
-def _same_funcs(saved: dict, funcs: dict) -> bool:
-    return saved.keys() == funcs.keys() and all(tir_ir.structural_equal(saved[n], funcs[n]) for n in funcs)
+    return _builds.build(funcs, options, lambda: _build(funcs, schedule, opt_level, runtime, target, bounds_check),
+                         _disk_entry, lambda entry: _from_disk_entry(entry, target, opt_level, runtime))
 
 
 def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: HostTarget,
@@ -375,37 +339,8 @@ def bind_kernels(module, address_of) -> None:
 #
 # A second process building the same kernels loads their machine code instead of running the
 # schedule, the code generator and LLVM again (a cold `tvms run` spends most of its time
-# there). The entry's name is the in-memory key (the options, the host CPU and the structural
-# hashes of the functions) hashed with the compiler's fingerprint; the entry holds the
-# functions it was built from (pickled), and is used only if they are structurally equal to
-# the ones asked for, so a hash collision can only cost a build. `tvmscript.cache` checks the
-# folder is private and the entry whole.
-
-_DISK_MAGIC = b"TVMSCPU1"
-
-
-@functools.lru_cache(maxsize=None)
-def compiler_fingerprint() -> str:
-    """A hash of what decides the machine code: tvms's source files (paths, sizes and
-    modification times, so an edited checkout never reuses old code), the tvms, llvmlite and
-    LLVM versions."""
-    import tvmscript
-
-    digest = hashlib.sha256(f"tvms {tvmscript.__version__}; llvmlite {llvm_version()}".encode())
-    roots = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(tvmscript.__file__)),
-             os.path.dirname(os.path.abspath(codegen_llvm.__file__))]
-    for top in sorted(set(roots)):
-        stack = [top]
-        while stack:
-            with os.scandir(stack.pop()) as entries:
-                for entry in sorted(entries, key=lambda e: e.name):
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.name != "__pycache__":
-                            stack.append(entry.path)
-                    elif entry.name.endswith((".py", ".lark")):
-                        st = entry.stat()
-                        digest.update(f"{entry.path}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return digest.hexdigest()
+# there): `compiler.build_cache.BuildCache` keys, validates and stores the entries; these say
+# what one holds.
 
 
 def llvm_version() -> str:
@@ -414,40 +349,18 @@ def llvm_version() -> str:
     return f"{llvmlite.__version__}/{'.'.join(map(str, llvm.llvm_version_info))}"
 
 
-def _disk_entry_path(key: str) -> Optional[str]:
-    folder = disk_cache.folder("cpu")
-    if folder is None:
-        return None
-    name = hashlib.sha256(f"{key};{compiler_fingerprint()}".encode()).hexdigest()
-    return os.path.join(folder, name + ".kernels")
-
-
-def _disk_store(path: str, saved_funcs: bytes, module: CPUModule) -> None:
+def _disk_entry(module: CPUModule) -> Optional[dict]:
     if not module.object_code:
-        return
-    entry = {"funcs": saved_funcs, "infos": list(module.infos), "object": module.object_code,
-             "llvm_ir_unopt": module._llvm_ir_unopt, "parallel": module.parallel_runtime}
-    try:
-        payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - something in the kernels' descriptions does not pickle
-        return
-    disk_cache.write(path, _DISK_MAGIC, payload)
+        return None
+    return {"infos": list(module.infos), "object": module.object_code, "llvm_ir_unopt": module._llvm_ir_unopt,
+            "parallel": module.parallel_runtime}
 
 
-def _disk_load(path: str, funcs: dict, target: HostTarget, opt_level: int, runtime: str) -> Optional[CPUModule]:
-    """The module stored at ``path`` if it is whole and was built from ``funcs``; else None."""
-    payload = disk_cache.read(path, _DISK_MAGIC)
-    if payload is None:
+def _from_disk_entry(entry: dict, target: HostTarget, opt_level: int, runtime: str) -> Optional[CPUModule]:
+    if entry["parallel"] != runtime:
         return None
-    try:
-        entry = pickle.loads(payload)
-        if entry["parallel"] != runtime or not _same_funcs(pickle.loads(entry["funcs"]), funcs):
-            return None
-        tm = target.target_machine(opt_level)
-        module = load_object(entry["object"], tm, entry["infos"], entry["llvm_ir_unopt"], target, runtime,
-                             opt_level)
-    except Exception:  # noqa: BLE001 - an entry we cannot use is only a build
-        return None
+    tm = target.target_machine(opt_level)
+    module = load_object(entry["object"], tm, entry["infos"], entry["llvm_ir_unopt"], target, runtime, opt_level)
     module.from_disk_cache = True
     return module
 
