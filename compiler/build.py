@@ -199,17 +199,49 @@ def _fallback_schedule(name: str, func, target):
         return dl.ApplyDefaultSchedule(dl.gpu.Fallback())(ir.IRModule({name: func}))[name]
 
 
+# Whole CUDA builds (schedules, CUDA C, NVRTC's output) by what they were built from: a
+# rebuild of the same functions in this process or the next skips all three.
+_cuda_builds = None
+
+
+def clear_cuda_cache() -> None:
+    """Forget the CUDA builds made in this process (the disk cache stays)."""
+    if _cuda_builds is not None:
+        _cuda_builds.clear()
+
+
 def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin"):
     """CUDA C and NVRTC's CUBIN for ``prim_funcs``, as a `cuda_spec.CUDACode` (``kind="ptx"``:
     PTX instead; ``kind="source"``: the CUDA C alone, NVRTC not needed). Functions without
-    thread bindings get the default GPU schedules first. Needs no GPU."""
+    thread bindings get the default GPU schedules first. Needs no GPU. The result is cached
+    (`compiler.build_cache`): in memory, and on disk keyed by the functions' structure, the
+    target, the kind, tvms's source and NVRTC's version."""
+    global _cuda_builds
+    from . import nvrtc
+    from .build_cache import BuildCache
+
+    if kind not in ("cubin", "ptx", "source"):
+        raise ValueError(f"kind must be 'cubin', 'ptx' or 'source', not {kind!r}")
+    target, arch = cuda_target(target)
+    try:
+        version = nvrtc.nvrtc_version() if kind != "source" else None
+    except nvrtc.NVRTCUnavailable as err:
+        raise BuildError(str(err)) from None
+    if _cuda_builds is None:
+        _cuda_builds = BuildCache("cuda-builds", b"TVMSCUDABUILD1")
+    funcs = dict(prim_funcs)
+    return _cuda_builds.build(funcs, ("cuda", str(target), arch, kind, version),
+                              lambda: _build_cuda(funcs, target, arch, kind),
+                              lambda code: {"code": code}, lambda entry: entry["code"])
+
+
+def _build_cuda(prim_funcs: dict, target, arch: str, kind: str):
     from . import nvrtc
     from .codegen_cuda import codegen_cuda
     from .cuda_spec import CUDACode
     from .lower_gpu import GPULoweringError, has_thread_bindings
     from .schedule import ScheduleError
 
-    target, arch = cuda_target(target)
     unscheduled = {n: f for n, f in prim_funcs.items() if not has_thread_bindings(f)}
     if unscheduled:
         try:

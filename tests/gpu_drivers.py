@@ -3,7 +3,7 @@
 * `FakeDriver`: "device memory" is host memory, and a loaded image's kernels are whatever
   Python callables the test gives (the CPU backend's kernels, usually). It tests the runtime's
   bookkeeping: the pool, copies, contexts, events, argument assembly.
-* `EmulatedDriver`: the same memory model, but an image loads as the CUDA C NVRTC compiled it
+* `EmulatedDriver`: the same memory model, but an image loads as the CUDA C it was compiled
   from, run by `cuda_emulator` (g++ with the shim, the threads of a block as fibers). The
   kernels tvms generates then run for real, launched by the real runtime with the grids,
   blocks, shared memory and argument formats it computed, so a test can take a module from
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import importlib.machinery
 import sys
 import time
@@ -194,9 +195,9 @@ def install_driver(monkeypatch, driver) -> None:
 class EmulatedDriver(FakeDriver):
     """A GPU of compute capability 9.0 whose kernels run in the CUDA emulator.
 
-    A CUBIN carries no source, so the driver learns each one's CUDA C as NVRTC compiles it
-    (`record_sources` wraps ``compiler.nvrtc.compile_cuda`` while the driver is installed); an
-    image compiled before that is refused with an error saying so."""
+    A CUBIN carries no source, so the driver learns each one's CUDA C as it is built
+    (`record_sources` wraps ``compiler.build.build_cuda`` while the driver is installed); an
+    image built some other way is refused with an error saying so (`sources` can be given it)."""
 
     def __init__(self, count: int = 1, capability=(9, 0), **kwargs) -> None:
         super().__init__(count=count, capability=capability, **kwargs)
@@ -206,16 +207,17 @@ class EmulatedDriver(FakeDriver):
         self.kernel_seconds = 0.0
 
     def record_sources(self, monkeypatch) -> None:
-        from tvmscript.compiler import nvrtc
+        build = importlib.import_module("tvmscript.compiler.build")   # the module, not tvms.compiler.build()
+        build_cuda = build.build_cuda
 
-        compile_cuda = nvrtc.compile_cuda
+        def recording(*args, **kwargs):
+            code = build_cuda(*args, **kwargs)
+            for image in (code.cubin, code.ptx.encode() if code.ptx else None):
+                if image:
+                    self.sources[bytes(image)] = code.source
+            return code
 
-        def recording(source, *args, **kwargs):
-            result = compile_cuda(source, *args, **kwargs)
-            self.sources[bytes(result.binary)] = source
-            return result
-
-        monkeypatch.setattr(nvrtc, "compile_cuda", recording)
+        monkeypatch.setattr(build, "build_cuda", recording)
 
     def allocate(self, allocation_class, nbytes):
         alloc = _GuardedAllocation(self, nbytes)
@@ -228,7 +230,7 @@ class EmulatedDriver(FakeDriver):
         source = self.sources.get(image.rstrip(b"\0")) or self.sources.get(image)
         if source is None:
             raise self.Error("cuModuleLoadData failed: the emulated GPU has no CUDA source for this image (it was "
-                             "compiled before the emulated driver was installed)")
+                             "not built by build_cuda while the emulated driver was installed)")
         module = self._modules.get(source)
         if module is None:
             module = self._modules[source] = EmulatedModule(source)

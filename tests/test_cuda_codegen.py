@@ -200,7 +200,7 @@ def test_tensor_core_intrinsics_become_wmma_fragments_and_calls(b_layout, acc):
             f"nvcuda::wmma::{b_layout}> b_frag[1];") in k
     assert "nvcuda::wmma::load_matrix_sync(a_frag[0], ((half*)A_shared + (((int)threadIdx.y) * 256)), 16);" in k
     assert "nvcuda::wmma::mma_sync(c_frag[j_1], a_frag[0], b_frag[0], c_frag[j_1]);" in k
-    assert f"c_frag[j_2], 64, nvcuda::wmma::mem_row_major);" in k
+    assert "c_frag[j_2], 64, nvcuda::wmma::mem_row_major);" in k
     fill, load = k.index("A_shared[("), k.index("load_matrix_sync(a_frag")
     assert "__syncthreads();" in k[fill:load] and k.count("__syncthreads();") == 2
     assert_compiles_for_cuda(mod)
@@ -342,6 +342,31 @@ def test_compile_cache_is_private_atomic_and_validated(tmp_path):
     rebuilt = nvrtc.compile_cuda(source, "sm_90")
     assert not rebuilt.cached and rebuilt.binary == first.binary
     assert not [p for p in Path(folder).iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_whole_builds_are_cached_in_memory_and_on_disk(monkeypatch):
+    """A rebuild of the same functions skips the schedules, the code generator and NVRTC: in
+    this process from memory, in the next from the disk cache; another architecture, kind or
+    function is a build of its own."""
+    from tvmscript.compiler import build
+
+    funcs = prim_funcs_of(tvms.parse(MATMUL))
+    first = build_cuda(funcs, "cuda -arch=sm_90")
+    assert build_cuda(funcs, "cuda -arch=sm_90") is first
+    assert list(Path(tvms.cache.root(), "cuda-builds").iterdir())
+    build.clear_cuda_cache()                       # a new process, as far as memory goes
+    made = []
+    real = build._build_cuda
+    monkeypatch.setattr(build, "_build_cuda", lambda *a: made.append(a[2:]) or real(*a))
+    again = build_cuda(funcs, "cuda -arch=sm_90")
+    assert made == [] and again is not first
+    assert (again.source, again.cubin, again.arch) == (first.source, first.cubin, first.arch)
+    assert again.functions["mm"].launches == first.functions["mm"].launches
+    build_cuda(funcs, "cuda -arch=sm_80")
+    build_cuda(funcs, "cuda -arch=sm_90", kind="ptx")
+    changed = prim_funcs_of(tvms.parse(MATMUL.replace("A[vi, vk] * B[vk, vj]", "A[vi, vk] * B[vk, vj] * T.float32(2)")))
+    build_cuda(changed, "cuda -arch=sm_90")
+    assert made == [("sm_80", "cubin"), ("sm_90", "ptx"), ("sm_90", "cubin")]
 
 
 def test_ptx_is_for_the_virtual_architecture():

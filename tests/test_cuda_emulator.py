@@ -761,12 +761,14 @@ def _spill_kernel(monkeypatch, threads: int):
     from tvmscript.runtime import cuda
     from tvmscript.runtime.kernel import ParamSpec
 
-    install_driver(monkeypatch, EmulatedDriver())
+    driver = EmulatedDriver()
+    install_driver(monkeypatch, driver)
     src = ('extern "C" __global__ void __launch_bounds__(1024) spill(float* __restrict__ out) {\n'
            '  out[threadIdx.x] = 1.0f;\n}\n')
     launch = LaunchSpec("spill", ("1", "1", "1"), (str(threads), "1", "1"), "0", [KernelArg("buffer", "P", index=0)])
     func = CUDAFunction("spill", [ParamSpec("buffer", "out", "float32", ["n"], written=True)], ["n"], [], [launch])
     code = CUDACode(src, {"spill": func}, "sm_90", cubin=nvrtc.compile_cuda(src, "sm_90").binary)
+    driver.sources[code.cubin] = src       # built by hand, not by build_cuda
     return cuda.load_module(code, tvms.cuda()).kernels["spill"]
 
 
