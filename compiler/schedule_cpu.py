@@ -120,6 +120,7 @@ from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
+from .schedule.common import with_unique_block_names
 
 __all__ = ["default_schedule", "tile_bytes", "vector_bytes", "vector_registers", "parallel_threads", "PANEL_BYTES",
            "PACKED_PANEL_BYTES", "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]
@@ -139,9 +140,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     if func.attrs.get("tvms.lowered") or func.attrs.get(SCHEDULED_ATTR) or func.attrs.get("tvms.no_default_schedule"):
         return func
 
-    body = func.body
-    if _duplicate_block_names(body):
-        body = _unique_block_names(body)  # schedules find blocks by name
+    body = with_unique_block_names(func.body)  # schedules find blocks by name
     body = _SymbolicDivMod().visit_stmt(body)
     body = _inline_elementwise(func, body)
     body = _schedule_nests(func, body)
@@ -384,34 +383,6 @@ def _domain_size(block: tir.Block):
             return None
         size *= iv.dom.extent.value
     return size
-
-
-def _duplicate_block_names(body) -> bool:
-    """Whether two blocks in ``body`` (``body`` itself included) share a name."""
-    from .schedule.common import blocks_under
-
-    realizes = ([body] if isinstance(body, tir.BlockRealize) else []) + blocks_under(body)
-    names = [r.block.name for r in realizes]
-    return len(set(names)) != len(names)
-
-
-def _unique_block_names(body):
-    """``body`` with repeated block names made unique (``base_1``, ``base_2``, ... by
-    `schedule.tree.fresh_name`, inner blocks first)."""
-    from .schedule.tree import fresh_name
-
-    used: set = set()
-
-    class R(IRMutator):
-        def visit_stmt(self, s):
-            s = super().visit_stmt(s)
-            if isinstance(s, tir.BlockRealize):
-                name = fresh_name(s.block.name, used)
-                if name != s.block.name:
-                    s = dataclasses.replace(s, block=dataclasses.replace(s.block, name=name))
-            return s
-
-    return R().visit_stmt(body)
 
 
 # ----------------------------------------------------------------------------- analysis

@@ -471,3 +471,18 @@ def test_fallback_alone(name):
     mod, _ = build_op_module(fn, args, **attrs)
     legal = LegalizeOps()(mod)
     _check_module(legal, schedule(legal, [dl.gpu.Fallback()]))
+
+
+def test_blocks_of_one_name_are_scheduled_each():
+    """Two blocks named "T" (hand-written, or two modules merged): the rules find blocks by
+    name, so the names are made unique first and each block gets its threads."""
+    import schedule_corpus as sc
+    from tvmscript.compiler.lower_gpu import has_thread_bindings
+
+    func = tvms.parse(sc.SHARED_NAME)
+    with Target("cuda"):
+        out = dl.ApplyDefaultSchedule(dl.gpu.Fallback())(tvms.ir.IRModule({"main": func}))["main"]
+    text = out.script()
+    assert 'T.block("T")' in text and 'T.block("T_1_init")' in text
+    assert has_thread_bindings(out) and not gpu_code_errors(out)
+    assert_same_result(func, out)

@@ -23,6 +23,7 @@ from tvmscript import tir
 from tvmscript.ir import IRModule
 
 from ..schedule import Schedule, ScheduleError
+from ..schedule.common import with_unique_block_names
 from . import analysis
 from .analysis import BlockInfo, IterInfo, SBlockInfo, has_thread_binding, normalize_prim_func
 
@@ -108,6 +109,9 @@ class ApplyDefaultSchedule:
             if not isinstance(func, tir.PrimFunc) or _is_scheduled(func) or has_thread_binding(func):
                 continue
             target = _target_of(func)
+            body = with_unique_block_names(func.body)   # the rules find blocks by name
+            if body is not func.body:
+                func = dataclasses.replace(func, body=body)
             space = apply_rules(func, target, self.rules, tunable=False)
             if space is None:
                 continue

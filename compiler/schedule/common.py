@@ -3,6 +3,8 @@ into block bindings and simplifying them, block iterator kinds, and access-regio
 
 from __future__ import annotations
 
+import dataclasses
+
 from tvmscript import tir
 from tvmscript.tir_visitor import vars_in
 
@@ -145,3 +147,29 @@ def blocks_under(s) -> list:
     for c in stmt_children(s):
         walk(c)
     return out
+
+
+def with_unique_block_names(body):
+    """``body`` with repeated block names made unique (``base_1``, ``base_2``, ... by
+    `tree.fresh_name`, inner blocks first); ``body`` itself when its names are unique.
+
+    Why: schedules find blocks by name (a `BlockRV` holds one), so two blocks of one name, as
+    hand-written TIR or two modules merged may have, would be one block to them."""
+    from .tree import fresh_name
+
+    realizes = ([body] if isinstance(body, tir.BlockRealize) else []) + blocks_under(body)
+    names = [r.block.name for r in realizes]
+    if len(set(names)) == len(names):
+        return body
+    used: set = set()
+
+    class R(IRMutator):
+        def visit_stmt(self, s):
+            s = super().visit_stmt(s)
+            if isinstance(s, tir.BlockRealize):
+                name = fresh_name(s.block.name, used)
+                if name != s.block.name:
+                    s = dataclasses.replace(s, block=dataclasses.replace(s.block, name=name))
+            return s
+
+    return R().visit_stmt(body)
