@@ -339,3 +339,42 @@ def test_imported_models_on_the_gpu(name, gpu):
         out, ref = out.numpy(), ref.numpy()
         assert out.shape == ref.shape
         assert np.abs(out - ref).max() <= 1e-4 * max(np.abs(ref).max(), 1e-30), name
+
+
+def _corpus():
+    import schedule_corpus as sc
+
+    return sc.corpus()
+
+
+@pytest.mark.parametrize("case", _corpus(), ids=lambda c: c.id)
+def test_the_schedule_corpus_on_the_gpu(case, gpu):
+    """Every kernel of tests/schedule_corpus.py (legalized and fused ops, the seeds' kernels, the
+    odd forms written for the CPU schedule's rules), with DLight's default GPU schedules,
+    against the unscheduled kernel on the CPU: the same values, up to float rounding (GPU
+    reductions add in another order)."""
+    import zlib
+
+    import schedule_corpus as sc
+
+    rng = np.random.default_rng(zlib.crc32(case.id.encode()))
+    inputs = sc.make_inputs(case, rng)
+    out0 = sc.initial_output(case, rng)
+    plain = sc.run(case, inputs, out0, schedule=False)
+    dev = tvms.cuda(0)
+    args = [tvms.nd.array(np.array(a, copy=True, order="C"), dev) for a in [*inputs, out0]]
+    kernel = tvms.compile(tvms.ir.IRModule({"kernel": case.func}), target="cuda")["kernel"]
+    kernel(*args)
+    got = args[-1].numpy()
+    if got.dtype.kind != "f":
+        np.testing.assert_array_equal(got, plain)
+        return
+    if 0 in case.sizes.values():
+        # An empty reduction: unscheduled, T.init runs at the reduce loop's first iteration, so
+        # nothing is written; the GPU schedules split the init out (as TVM's do) and write the
+        # reduction's identity.
+        unwritten = np.isnan(plain) & np.isnan(out0)
+        np.testing.assert_array_equal(got[unwritten], 0)
+        got, plain = got[~unwritten], plain[~unwritten]
+    scale = float(np.nanmax(np.abs(plain))) if plain.size and not np.isnan(plain).all() else 1.0
+    np.testing.assert_allclose(got, plain, rtol=1e-4, atol=1e-5 * max(scale, 1.0), equal_nan=True)
