@@ -6,9 +6,9 @@ Each figure is printed with PyTorch's beside it, their ratio and the goal from t
 
 * fp32 matmul n x n x n, default GPU schedule (DLight's Matmul rule), in TFLOP/s, against
   ``torch.matmul`` with TF32 off (cuBLAS SGEMM);
-* fp16 matmul n x n x n, against ``torch.matmul`` in float16: the default schedule (CUDA
-  cores), and `tensor_core_matmul_src`, a kernel written by hand in TVMScript with TVM's
-  tensor-core (wmma) intrinsics;
+* fp16 matmul n x n x n, against ``torch.matmul`` in float16: the default schedule (tensor
+  cores, through ``dlight.gpu.MatmulTensorCore``), and `tensor_core_matmul_src`, a kernel
+  written by hand in TVMScript with TVM's tensor-core (wmma) intrinsics;
 * elementwise add of 2**26 float32, in GB/s moved (three arrays), against ``torch.add``;
 * row softmax of a 4096 x 4096 float32 matrix, in GB/s, against ``torch.softmax``;
 * the seed MLP at batch 1 end to end through the Relax VM (inputs already on the GPU), in

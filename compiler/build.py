@@ -188,7 +188,8 @@ def default_gpu_schedule(mod, target):
     from tvmscript import dlight as dl
 
     with target:
-        return dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.LowBatchGEMV(), dl.gpu.Reduction(),
+        return dl.ApplyDefaultSchedule(dl.gpu.MatmulTensorCore(), dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.LowBatchGEMV(),
+                                       dl.gpu.Reduction(),
                                        dl.gpu.GeneralReduction(), dl.gpu.Transpose(), dl.gpu.Fallback())(mod)
 
 

@@ -19,7 +19,9 @@ Small passes, in order:
                                    become ``threadIdx.x``... (`THREAD_VARS`), guarded when a loop
                                    is shorter than the launch; ``vthread`` loops stay serial
 5. `compact_buffers`               local and shared buffers shrink to the region one thread
-                                   (local) or one thread block (shared) touches
+                                   (local) or one thread block (shared) touches, fragments
+                                   to one warp's; then `tensor_cores.tensorize_wmma` makes
+                                   the ``tvms.wmma`` tiles tensor-core intrinsics
 6. `lower_tir.flatten_buffers`, `lower_tir.lower_intrinsics`
 7. `inject_thread_sync`            ``__syncthreads()`` where a thread may read a shared
                                    buffer another thread wrote, or overwrite one another
@@ -41,6 +43,7 @@ from tvmscript.tir_visitor import TIRVisitor, vars_in
 
 from .arith import const_int_bound, eval_range
 from .arith.canonical import Canonical
+from .tensor_cores import WMMA_ANN, tensorize_wmma
 from .lower_tir import (
     Allocate, IRMutator, _with_body, convert_blocks_to_loops, flatten_buffers, lower_init,
     lower_intrinsics, make_cast, substitute, THREAD_SYNC_OPS,
@@ -151,10 +154,10 @@ def lower_for_gpu(func: tir.PrimFunc, name: str = "main") -> DeviceProgram:
     func = lower_cross_thread_reduction(func)
     func = plan_buffer_locations(func)
     func = lower_init(func)
-    func = convert_blocks_to_loops(func)
+    func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN,))
     program = split_kernels(func, name)
     for k in program.kernels:
-        body = compact_buffers(k.body, k.extents)
+        body = tensorize_wmma(compact_buffers(k.body, k.extents))
         flat = flatten_buffers(_with_body(func, body))
         body = lower_intrinsics(flat).body
         k.body = inject_thread_sync(narrow_indices(body, k.extents))
@@ -666,10 +669,11 @@ def compact_buffers(body: tir.Stmt, extents: dict) -> tir.Stmt:
     thread_dom = {THREAD_VARS[t]: tir.Range(tir.IntImm("int32", 0), make_cast(e, "int32"))
                   for t, e in extents.items() if t.startswith("threadIdx")}
     ranges = {THREAD_VARS[t]: (tir.IntImm("int32", 0), make_cast(e, "int32")) for t, e in extents.items()}
-    # Buffers also used through pointers (tensor-core loads of a shared tile): what those touch
-    # is not known here, so they keep the shape they are declared with.
-    accesses = _buffer_accesses(body)
-    opaque = accesses.pointer_reads | accesses.pointer_writes
+    # Buffers also used through their data pointer (a tensor-core fragment or a shared tile
+    # handed to an intrinsic): what that touches is not known here, so they keep the shape
+    # they are declared with. (Fragments a schedule made are loads and stores until
+    # `tensorize_wmma`, which runs after this, and shrink like local buffers: to one warp's.)
+    opaque = _buffer_accesses(body).pointers
 
     class M(IRMutator):
         def visit_stmt(self, s):
@@ -677,7 +681,7 @@ def compact_buffers(body: tir.Stmt, extents: dict) -> tir.Stmt:
                 ranges[s.loop_var] = (s.min, s.extent)
             s = super().visit_stmt(s)
             if isinstance(s, Allocate) and s.buffer.scope in ON_CHIP_SCOPES and s.buffer.shape \
-                    and s.buffer.scope not in FRAGMENT_SCOPES and s.buffer.data not in opaque:
+                    and s.buffer.data not in opaque:
                 return _compact_one(s, thread_dom if is_shared(s.buffer) else {}, ranges)
             return s
 

@@ -375,10 +375,12 @@ def lower_init(func: tir.PrimFunc) -> tir.PrimFunc:
     return _with_body(func, M().visit_stmt(func.body))
 
 
-def convert_blocks_to_loops(func: tir.PrimFunc) -> tir.PrimFunc:
+def convert_blocks_to_loops(func: tir.PrimFunc, keep_annotations: tuple = ()) -> tir.PrimFunc:
     """Remove blocks: substitute each iterator by the value it is bound to, turn a ``T.where``
     predicate into an ``if``, and make the block's ``T.alloc_buffer``s `Allocate` statements
-    around its body.
+    around its body. A block annotation whose key is in ``keep_annotations`` stays, as an
+    ``AttrStmt`` (key, value) around the body, for a later pass (the GPU lowering's wmma
+    operations).
 
     Why: blocks carry the information schedules need (iterator domains, declared regions), but
     execution only needs their bodies at the bound points. Declared reads/writes are dropped."""
@@ -394,6 +396,11 @@ def convert_blocks_to_loops(func: tir.PrimFunc) -> tir.PrimFunc:
                 body = self.visit_stmt(block.body)
                 mapping = {iv.var: make_cast(v, iv.var.dtype) for iv, v in zip(block.iter_vars, s.iter_values)}
                 body = substitute(body, mapping)
+                for key in keep_annotations:
+                    if key in block.annotations:
+                        value = block.annotations[key]
+                        value = tir.StringImm("handle", value) if isinstance(value, str) else value
+                        body = tir.AttrStmt(tir.IntImm("int32", 0), key, value, body)
                 pred = s.predicate
                 if not (isinstance(pred, tir.IntImm) and pred.value == 1):
                     body = tir.IfThenElse(substitute(self.visit_expr(pred), mapping), body)

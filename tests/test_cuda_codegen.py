@@ -206,6 +206,17 @@ def test_tensor_core_intrinsics_become_wmma_fragments_and_calls(b_layout, acc):
     assert_compiles_for_cuda(mod)
 
 
+def test_the_default_schedule_puts_fp16_matmuls_on_tensor_cores():
+    """With no schedule of its own, an fp16 matmul gets `dlight.gpu.MatmulTensorCore`: shared
+    tiles, fragments of one warp, mma_sync; NVRTC compiles it for sm_80 and sm_90."""
+    src = MATMUL.replace('"float32"', '"float16"').replace("T.float32(0)", "T.float16(0)")
+    k = kernel_text(cuda_source(src), "mm_kernel")
+    assert "nvcuda::wmma::mma_sync(" in k and "nvcuda::wmma::load_matrix_sync(" in k
+    assert "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, half> C_reindex_shared_wmma_accumulator[4];" in k
+    assert k.count("__syncthreads();") >= 3
+    assert_compiles_for_cuda(tvms.parse(src))
+
+
 def test_a_fragment_loaded_with_two_layouts_is_an_error():
     text = wmma_source().replace('64, "row_major"))\n                                T.evaluate(T.tvm_mma_sync',
                                  '64, "col_major"))\n                                T.evaluate(T.tvm_mma_sync')

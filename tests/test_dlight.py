@@ -486,3 +486,41 @@ def test_blocks_of_one_name_are_scheduled_each():
     assert 'T.block("T")' in text and 'T.block("T_1_init")' in text
     assert has_thread_bindings(out) and not gpu_code_errors(out)
     assert_same_result(func, out)
+
+
+def _matmul_func(n: int, dtype: str = "float16", acc: str = "float16"):
+    return tvms.parse(f'''
+@T.prim_func
+def mm(A: T.Buffer(({n}, {n}), "{dtype}"), B: T.Buffer(({n}, {n}), "{dtype}"), C: T.Buffer(({n}, {n}), "{acc}")):
+    T.func_attr({{"tir.noalias": True}})
+    for i, j, k in T.grid({n}, {n}, {n}):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.{acc}(0)
+            C[vi, vj] = C[vi, vj] + T.Cast("{acc}", A[vi, vk]) * T.Cast("{acc}", B[vk, vj])
+''')
+
+
+@pytest.mark.parametrize("acc", ["float16", "float32"])
+def test_fp16_matmuls_take_tensor_cores(acc):
+    """MatmulTensorCore: 16x16 fragments in wmma scopes, each fragment operation a block of its
+    own annotated for `compiler.tensor_cores.tensorize_wmma`; the same results on the CPU."""
+    func = _matmul_func(128, acc=acc)
+    with Target("cuda"):
+        out = dl.ApplyDefaultSchedule(dl.gpu.MatmulTensorCore())(tvms.ir.IRModule({"main": func}))["main"]
+    text = out.script()
+    for scope in ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator", "shared"):
+        assert f'scope="{scope}"' in text
+    for kind in ("fill", "load_a", "load_b", "mma", "store"):
+        assert f'T.block_attr({{"tvms.wmma": "{kind}"}})' in text
+    assert not gpu_code_errors(out)
+    assert_same_result(func, out, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("func, target", [
+    (_matmul_func(128, "float32", "float32"), "cuda"),                  # not fp16: CUDA cores
+    (_matmul_func(128), "cuda -arch=sm_61"),                            # no tensor cores
+])
+def test_tensor_cores_only_where_they_apply(func, target):
+    assert dl.gpu.MatmulTensorCore().apply(func, Target(target)) is None

@@ -6,8 +6,9 @@ from .gemv import GEMV
 from .general_reduction import GeneralReduction
 from .low_batch_gemv import LowBatchGEMV
 from .matmul import Matmul
+from .matmul_tensor_core import MatmulTensorCore
 from .reduction import Reduction
 from .transpose import Transpose
 
-__all__ = ["GPUScheduleRule", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul", "Reduction",
-           "Transpose"]
+__all__ = ["GPUScheduleRule", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul", "MatmulTensorCore",
+           "Reduction", "Transpose"]

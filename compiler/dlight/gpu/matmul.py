@@ -193,6 +193,32 @@ def get_index_map(block: tir.Block) -> Optional[tuple]:
             make_iter_fusion_index_map(b, [S, J, K]), make_iter_fusion_index_map(c, [S, I, J]))
 
 
+def find_matmul_block(sch):
+    """The function's one reduction block if it is a matmul (`get_index_map`), else None."""
+    try:
+        root = get_root_block(sch)
+    except ValueError:
+        return None
+    reduction_blocks = get_reduction_blocks(sch, sch.get_child_blocks(root))
+    if reduction_blocks is None or not get_index_map(sch.get(reduction_blocks[0])):
+        return None
+    return reduction_blocks[0]
+
+
+def to_canonical_form(sch, main) -> None:
+    """Bring the matmul block ``main`` to ``C[S, I, J] += A[S, I, K] * B[S, J, K]``: each
+    operand gets a copy indexed by the block's iterators, laid out in that order, and the
+    block's iterators likewise (`get_index_map`)."""
+    reindex_a = sch.reindex(main, ("read", 0))
+    reindex_b = sch.reindex(main, ("read", 1))
+    reindex_c = sch.reindex(main, ("write", 0))
+    matmul_map, a_map, b_map, c_map = get_index_map(sch.get(main))
+    sch.transform_layout(reindex_a, ("write", 0), a_map)
+    sch.transform_layout(reindex_b, ("write", 0), b_map)
+    sch.transform_layout(reindex_c, ("read", 0), c_map)
+    sch.transform_block_layout(main, matmul_map)
+
+
 def get_reduction_blocks(sch, blocks) -> Optional[list]:
     """The one reduction block, when every block is spatial or a (spatial + reduce) one."""
 
@@ -242,30 +268,15 @@ class Matmul(GPUScheduleRule):
         if sch is None:
             return None
         config = self.get_configs(target)
-        try:
-            root = get_root_block(sch)
-        except ValueError:
-            return None
-        blocks = sch.get_child_blocks(root)
-        reduction_blocks = get_reduction_blocks(sch, blocks)
-        if reduction_blocks is None:
-            return None
-        main = reduction_blocks[0]
-        if not get_index_map(sch.get(main)):
+        main = find_matmul_block(sch)
+        if main is None:
             return None
 
         # Step 0: the canonical form C[S, I, J] += A[S, I, K] * B[S, J, K]
-        reindex_a = sch.reindex(main, ("read", 0))
-        reindex_b = sch.reindex(main, ("read", 1))
-        reindex_c = sch.reindex(main, ("write", 0))
-        matmul_map, a_map, b_map, c_map = get_index_map(sch.get(main))
-        sch.transform_layout(reindex_a, ("write", 0), a_map)
-        sch.transform_layout(reindex_b, ("write", 0), b_map)
-        sch.transform_layout(reindex_c, ("read", 0), c_map)
-        sch.transform_block_layout(main, matmul_map)
+        to_canonical_form(sch, main)
 
-        # (TVM hands float16 / int8 matmuls on sm_70+ with every extent > 64 to its tensor
-        # core rules; tvms has no tensor-core intrinsics, so they take the generic path.)
+        # (float16 matmuls whose extents fit its tiles are `MatmulTensorCore`'s, tried first
+        # by the default schedules; the others take this generic path.)
 
         # Step 2: tile
         y_kernel = config.vthread_y * config.block_size_y * config.micro_size_y
