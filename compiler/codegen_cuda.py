@@ -42,7 +42,7 @@ from .arith.canonical import Canonical
 from .codegen_llvm import _collect_free, _dim_text, _signature, _written_data_vars
 from .cuda_spec import CUDAFunction, KernelArg, LaunchSpec
 from .lower_gpu import (
-    ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu,
+    ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu, pointer_targets,
     reduction_identity,
 )
 from .lower_tir import Allocate, THREAD_SYNC_OPS, dtype_bytes, substitute
@@ -224,20 +224,12 @@ def _launch_text(e, names: dict) -> str:
 
 
 class _SharedUse(TIRVisitor):
-    """A kernel's shared allocations, the shared memory its all-reduces need, and the data
-    variables taken as pointers (``tvm_access_ptr``: tensor-core loads and stores, which need
-    32-byte aligned addresses)."""
+    """A kernel's shared allocations and the shared memory its all-reduces need."""
 
     def __init__(self, gen: "_KernelGen") -> None:
         self.gen = gen
         self.allocs: list = []
         self.allreduce_bytes = 0
-        self.pointers: set = set()
-
-    def visit_Call(self, node) -> None:
-        if node.op == "tir.tvm_access_ptr" and isinstance(node.args[1], tir.Var):
-            self.pointers.add(node.args[1])
-        self.generic_visit(node)
 
     def visit_Allocate(self, node) -> None:
         if is_shared(node.buffer):
@@ -247,7 +239,6 @@ class _SharedUse(TIRVisitor):
     def visit_Evaluate(self, node) -> None:
         if isinstance(node.value, tir.Call) and node.value.op == ALLREDUCE_OP:
             self.allreduce_bytes += self.gen._allreduce_smem_bytes(node.value)
-        self.generic_visit(node)
 
 
 class _BuffersByData(TIRVisitor):
@@ -367,7 +358,9 @@ class _KernelGen:
         found.visit(self.kernel.body)
         allocs = found.allocs
         self.allreduce_smem = found.allreduce_bytes
-        self.shared_align = 32 if any(b.data in found.pointers for b in allocs) else 16
+        # Tensor-core loads and stores (through tvm_access_ptr) need 32-byte aligned addresses.
+        pointers = pointer_targets(self.kernel.body)
+        self.shared_align = 32 if any(b.data in pointers for b in allocs) else 16
         total = self.allreduce_smem
         sizes = {}
         for buf in allocs:
@@ -453,7 +446,8 @@ class _KernelGen:
             self.line(f"{t} {name}[{size.value}];")
         elif buf.scope in FRAGMENT_SCOPES:
             self.fragments[buf.data] = buf
-            self.line(f"{_fragment_type(buf, s.body)} {name}[{_fragment_count(buf, s.body)}];")
+            ftype, count = _fragment_declaration(buf, s.body)
+            self.line(f"{ftype} {name}[{count}];")
         elif is_shared(buf):
             if buf.data in self.shared_offsets:
                 self.line(f"{t}* {name} = ({t}*)(tvms_dynamic_smem + {self.shared_offsets[buf.data]});")
@@ -856,20 +850,16 @@ class _FragmentUses(TIRVisitor):
         self.generic_visit(node)
 
 
-def _fragment_uses(buf: tir.Buffer, body) -> _FragmentUses:
+def _fragment_declaration(buf: tir.Buffer, body) -> tuple:
+    """(``nvcuda::wmma::fragment<use, m, n, k, T[, layout]>``, how many whole fragments the
+    flat buffer holds), from the wmma intrinsics that use it in ``body``: matrix_a and
+    matrix_b take the layout they are loaded with; an accumulator has none."""
     uses = _FragmentUses(buf.data)
     uses.visit(body)
     if len(uses.shapes) != 1:
         found = ", ".join(f"{m}x{n}x{k}" for m, n, k in sorted(uses.shapes)) or "none"
         raise GPULoweringError(f"fragment '{buf.name}' needs one m x n x k shape from the wmma intrinsics that use it "
                                f"(found {found})")
-    return uses
-
-
-def _fragment_type(buf: tir.Buffer, body) -> str:
-    """``nvcuda::wmma::fragment<use, m, n, k, T[, layout]>``: matrix_a and matrix_b take the
-    layout they are loaded with; an accumulator has none."""
-    uses = _fragment_uses(buf, body)
     (m, n, k), = uses.shapes
     use = _FRAGMENT_USES[buf.scope]
     args = f"nvcuda::wmma::{use}, {m}, {n}, {k}, {ctype(buf.dtype)}"
@@ -878,18 +868,12 @@ def _fragment_type(buf: tir.Buffer, body) -> str:
             raise GPULoweringError(f"fragment '{buf.name}' ({buf.scope}) must be loaded with one layout (row_major "
                                    f"or col_major), found {sorted(uses.layouts) or 'none'}")
         args += f", nvcuda::wmma::{uses.layouts.pop()}"
-    return f"nvcuda::wmma::fragment<{args}>"
-
-
-def _fragment_count(buf: tir.Buffer, body) -> int:
-    """How many whole fragments the (flat) buffer holds."""
-    (m, n, k), = _fragment_uses(buf, body).shapes
-    tile = {"wmma.matrix_a": m * k, "wmma.matrix_b": k * n, "wmma.accumulator": m * n}[buf.scope]
+    tile = {"matrix_a": m * k, "matrix_b": k * n, "accumulator": m * n}[use]
     size = _const(buf.shape[0], f"the size of fragment '{buf.name}'")
     if size % tile:
         raise GPULoweringError(f"fragment '{buf.name}' holds {size} elements, not a whole number of {m}x{n}x{k} "
                                f"tiles of {tile}")
-    return size // tile
+    return f"nvcuda::wmma::fragment<{args}>", size // tile
 
 
 def _const(e, what: str) -> int:

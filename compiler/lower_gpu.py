@@ -52,7 +52,7 @@ from .lower_tir import (
 __all__ = [
     "GPULoweringError", "Kernel", "DeviceProgram", "THREAD_VARS", "THREAD_TAGS", "ALLREDUCE_OP", "SYNC_OP",
     "lower_for_gpu", "lower_cross_thread_reduction", "plan_buffer_locations", "split_kernels",
-    "compact_buffers", "inject_thread_sync", "narrow_indices", "is_shared", "has_thread_bindings",
+    "compact_buffers", "inject_thread_sync", "narrow_indices", "is_shared", "has_thread_bindings", "pointer_targets",
 ]
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -71,7 +71,8 @@ SYNC_OP = "tir.tvm_storage_sync"
 SHARED_SCOPES = ("shared", "shared.dyn")
 # Tensor-core fragments (CUDA's nvcuda::wmma::fragment): per-warp register tiles that only the
 # ``tvm_*_matrix_sync`` / ``tvm_mma_sync`` / ``tvm_fill_fragment`` intrinsics touch, through the
-# buffer's data pointer. They keep the shape they are declared with (whole 16x16 tiles).
+# buffer's data pointer. One a schedule made is compacted to a warp's tiles before
+# `tensorize_wmma` makes those intrinsics; one written with them keeps its declared shape.
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 ON_CHIP_SCOPES = ("local", "warp", "shared", "shared.dyn") + FRAGMENT_SCOPES
 
@@ -592,9 +593,9 @@ def split_kernels(func: tir.PrimFunc, name: str) -> DeviceProgram:
     host(func.body, {})
     # Buffers allocated outside the kernels: global ones are the host's scratch; an on-chip one
     # used by a single kernel moves into it; one shared by kernels cannot live on chip.
+    accesses = [(k, _buffer_accesses(k.body)) for k in program.kernels]
     for buf in host_allocs:
-        users = [k for k in program.kernels
-                 if buf in _buffers_accessed(k.body) or buf.data in _buffer_accesses(k.body).pointers]
+        users = [k for k, a in accesses if buf in a.loaded or buf in a.stored or buf.data in a.pointers]
         if buf.scope in ON_CHIP_SCOPES:
             if len(users) > 1:
                 raise GPULoweringError(
@@ -849,6 +850,12 @@ def _sync():
 
 def _is_sync(s) -> bool:
     return isinstance(s, tir.Evaluate) and isinstance(s.value, tir.Call) and s.value.op in THREAD_SYNC_OPS
+
+
+def pointer_targets(body) -> set:
+    """The data variables ``body`` reads or writes through ``tvm_access_ptr``."""
+    v = _buffer_accesses(body)
+    return v.pointer_reads | v.pointer_writes
 
 
 def _shared_rw(node, shared: frozenset) -> tuple:
