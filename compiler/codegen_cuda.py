@@ -962,10 +962,51 @@ def _contiguity(index, v: tir.Var, lanes: int, c: Canonical) -> str:
     aligned vector access), ``"scalar"`` if it does not depend on ``v``, else ``"other"``."""
     if v not in _vars(index):
         return "scalar"
-    one = tir.IntImm(v.dtype, 1)
-    step = c.simplify(tir.Sub(index.dtype, substitute(index, {v: tir.Add(v.dtype, v, one)}), index))
-    if not (isinstance(step, tir.IntImm) and step.value == 1):
+    ramp = _ramp(index, v, lanes, c)
+    if ramp is None or ramp[1] != 1:
         return "other"
-    base = c.simplify(substitute(index, {v: tir.IntImm(v.dtype, 0)}))
-    rem = c.simplify(tir.FloorMod(base.dtype, base, tir.IntImm(base.dtype, lanes)))
-    return "vector" if isinstance(rem, tir.IntImm) and rem.value == 0 else "other"
+    return "vector" if _multiple_of(ramp[0], lanes, c) else "other"
+
+
+def _multiple_of(e, n: int, c: Canonical) -> bool:
+    rem = c.simplify(tir.FloorMod(e.dtype, e, tir.IntImm(e.dtype, n)))
+    return isinstance(rem, tir.IntImm) and rem.value == 0
+
+
+def _ramp(e, v: tir.Var, lanes: int, c: Canonical):
+    """``(base, stride)`` with ``e == base + stride * v`` for every ``v`` in ``[0, lanes)``
+    (``base`` free of ``v``), or None. A floor division or modulus by a multiple of ``lanes``
+    of an aligned unit ramp keeps its lanes in one period, as TVM's vectorizer reasons:
+    ``(b + v) // m == b // m`` and ``(b + v) % m == b % m + v`` when ``b % lanes == 0``."""
+    if v not in _vars(e):
+        return e, 0
+    if e is v:
+        return tir.IntImm(v.dtype, 0), 1
+    if isinstance(e, tir.Cast) and "int" in e.dtype:
+        inner = _ramp(e.value, v, lanes, c)
+        return None if inner is None else (tir.Cast(e.dtype, inner[0]), inner[1])
+    if isinstance(e, (tir.Add, tir.Sub)):
+        a, b = _ramp(e.a, v, lanes, c), _ramp(e.b, v, lanes, c)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, tir.Add) else -1
+        return type(e)(e.dtype, a[0], b[0]), a[1] + sign * b[1]
+    if isinstance(e, tir.Mul):
+        for x, k in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, tir.IntImm):
+                r = _ramp(x, v, lanes, c)
+                return None if r is None else (tir.Mul(e.dtype, r[0], k), r[1] * k.value)
+        return None
+    if isinstance(e, (tir.FloorDiv, tir.FloorMod)) and isinstance(e.b, tir.IntImm) and e.b.value % lanes == 0:
+        r = _ramp(e.a, v, lanes, c)
+        if r is None or r[1] not in (0, 1) or not _multiple_of(r[0], lanes, c):
+            return None
+        if isinstance(e, tir.FloorDiv):
+            return tir.FloorDiv(e.dtype, r[0], e.b), 0
+        return tir.FloorMod(e.dtype, r[0], e.b), r[1]
+    # Anything else: exact only when the difference of consecutive lanes simplifies to a constant.
+    one = tir.IntImm(v.dtype, 1)
+    step = c.simplify(tir.Sub(e.dtype, substitute(e, {v: tir.Add(v.dtype, v, one)}), e))
+    if not isinstance(step, tir.IntImm):
+        return None
+    return c.simplify(substitute(e, {v: tir.IntImm(v.dtype, 0)})), step.value

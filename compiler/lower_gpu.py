@@ -20,8 +20,10 @@ Small passes, in order:
                                    is shorter than the launch; ``vthread`` loops stay serial
 5. `compact_buffers`               local and shared buffers shrink to the region one thread
                                    (local) or one thread block (shared) touches, fragments
-                                   to one warp's; then `tensor_cores.tensorize_wmma` makes
-                                   the ``tvms.wmma`` tiles tensor-core intrinsics
+                                   to one warp's, and take the padded strides a schedule's
+                                   `storage_align` asked for (`collect_dim_aligns`); then
+                                   `tensor_cores.tensorize_wmma` makes the ``tvms.wmma`` tiles
+                                   tensor-core intrinsics
 6. `lower_tir.flatten_buffers`, `lower_tir.lower_intrinsics`
 7. `inject_thread_sync`            ``__syncthreads()`` where a thread may read a shared
                                    buffer another thread wrote, or overwrite one another
@@ -52,7 +54,7 @@ from .lower_tir import (
 __all__ = [
     "GPULoweringError", "Kernel", "DeviceProgram", "THREAD_VARS", "THREAD_TAGS", "ALLREDUCE_OP", "SYNC_OP",
     "lower_for_gpu", "lower_cross_thread_reduction", "plan_buffer_locations", "split_kernels",
-    "compact_buffers", "inject_thread_sync", "narrow_indices", "is_shared", "has_thread_bindings", "pointer_targets",
+    "collect_dim_aligns", "compact_buffers", "aligned_strides", "inject_thread_sync", "narrow_indices", "is_shared", "has_thread_bindings", "pointer_targets",
 ]
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -155,10 +157,11 @@ def lower_for_gpu(func: tir.PrimFunc, name: str = "main") -> DeviceProgram:
     func = lower_cross_thread_reduction(func)
     func = plan_buffer_locations(func)
     func = lower_init(func)
+    aligns = collect_dim_aligns(func)
     func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN,))
     program = split_kernels(func, name)
     for k in program.kernels:
-        body = tensorize_wmma(compact_buffers(k.body, k.extents))
+        body = tensorize_wmma(compact_buffers(k.body, k.extents, aligns))
         flat = flatten_buffers(_with_body(func, body))
         body = lower_intrinsics(flat).body
         k.body = inject_thread_sync(narrow_indices(body, k.extents))
@@ -660,13 +663,54 @@ def _text(e) -> str:
 # ----------------------------------------------------------------------------- 5. compaction
 
 
-def compact_buffers(body: tir.Stmt, extents: dict) -> tir.Stmt:
+def collect_dim_aligns(func: tir.PrimFunc) -> dict:
+    """The ``buffer_dim_align`` annotations `storage_align` leaves on blocks, gathered before
+    the blocks are gone: buffer data Var -> {axis: (factor, offset)}."""
+    aligns: dict = {}
+
+    class V(TIRVisitor):
+        def visit_Block(self, node) -> None:
+            for entry in node.annotations.get("buffer_dim_align", ()):
+                index, axis, factor, offset = (int(getattr(v, "value", v)) for v in entry)
+                if index < len(node.writes):
+                    aligns.setdefault(node.writes[index].buffer.data, {})[axis] = (factor, offset)
+            self.generic_visit(node)
+
+    V().visit(func.body)
+    return aligns
+
+
+def aligned_strides(shape: list, dims: dict) -> Optional[list]:
+    """Strides (in elements) for a buffer of constant ``shape`` whose dimensions ``dims``
+    (axis -> (factor, offset)) must have ``stride % factor == offset % factor``: built from the
+    innermost dimension out, each aligned stride rounded up to the next such value, as TVM's
+    buffer compaction does. None when the shape is not constant or nothing is padded."""
+    if not all(isinstance(d, tir.IntImm) for d in shape):
+        return None
+    strides = [0] * len(shape)
+    stride = 1
+    for axis in reversed(range(len(shape))):
+        if axis in dims:
+            factor, offset = dims[axis]
+            stride += (factor + offset - stride % factor) % factor
+        strides[axis] = stride
+        stride *= shape[axis].value
+    row_major = [1] * len(shape)
+    for axis in reversed(range(len(shape) - 1)):
+        row_major[axis] = row_major[axis + 1] * shape[axis + 1].value
+    return None if strides == row_major else strides
+
+
+def compact_buffers(body: tir.Stmt, extents: dict, aligns: Optional[dict] = None) -> tir.Stmt:
     """Shrink each local/shared `Allocate` of a kernel to the box its accesses cover, relaxing
     the loops inside the allocation and, for shared memory, the thread indices (the block's
-    threads share it); indices are rebased on the box's corner.
+    threads share it); indices are rebased on the box's corner. A buffer named in ``aligns``
+    (`collect_dim_aligns`) then gets the padded strides `aligned_strides` gives its new shape.
 
     Why: a cache declared with the shape of the whole tensor would not fit on chip; each
-    thread (local) or block (shared) only ever touches a tile of it."""
+    thread (local) or block (shared) only ever touches a tile of it. The padding is computed
+    here because it depends on the tile's shape, which only compaction knows."""
+    aligns = aligns or {}
     thread_dom = {THREAD_VARS[t]: tir.Range(tir.IntImm("int32", 0), make_cast(e, "int32"))
                   for t, e in extents.items() if t.startswith("threadIdx")}
     ranges = {THREAD_VARS[t]: (tir.IntImm("int32", 0), make_cast(e, "int32")) for t, e in extents.items()}
@@ -681,12 +725,44 @@ def compact_buffers(body: tir.Stmt, extents: dict) -> tir.Stmt:
             if isinstance(s, tir.For):  # the loops around an allocation bound what it depends on
                 ranges[s.loop_var] = (s.min, s.extent)
             s = super().visit_stmt(s)
-            if isinstance(s, Allocate) and s.buffer.scope in ON_CHIP_SCOPES and s.buffer.shape \
-                    and s.buffer.data not in opaque:
-                return _compact_one(s, thread_dom if is_shared(s.buffer) else {}, ranges)
+            if isinstance(s, Allocate) and s.buffer.scope in ON_CHIP_SCOPES and s.buffer.shape:
+                dims = aligns.get(s.buffer.data)
+                if s.buffer.data not in opaque:
+                    s = _compact_one(s, thread_dom if is_shared(s.buffer) else {}, ranges)
+                if dims:
+                    s = _align_one(s, dims)
             return s
 
     return M().visit_stmt(body)
+
+
+def _align_one(alloc: Allocate, dims: dict) -> Allocate:
+    buf = alloc.buffer
+    strides = aligned_strides(buf.shape, dims)
+    if strides is None or buf.strides:
+        return alloc
+    dtype = buf.shape[0].dtype
+    new = dataclasses.replace(buf, strides=[tir.IntImm(dtype, v) for v in strides])
+    return Allocate(new, _rebind(alloc.body, buf, new), alloc.storage)
+
+
+def _rebind(stmt, old: tir.Buffer, new: tir.Buffer, rebase=None):
+    """``stmt`` with every load and store of ``old`` going to ``new``, indices mapped by
+    ``rebase`` (a function of the index list) when given."""
+    rebase = rebase or (lambda indices: indices)
+
+    class R(IRMutator):
+        def visit_expr(self, e):
+            if isinstance(e, tir.BufferLoad) and e.buffer is old:
+                return tir.BufferLoad(e.dtype, new, rebase([self.visit_expr(i) for i in e.indices]))
+            return super().visit_expr(e)
+
+        def visit_stmt(self, s):
+            if isinstance(s, tir.BufferStore) and s.buffer is old:
+                return tir.BufferStore(new, self.visit_expr(s.value), rebase([self.visit_expr(i) for i in s.indices]))
+            return super().visit_stmt(s)
+
+    return R().visit_stmt(stmt)
 
 
 class _AccessCollector(TIRVisitor):
@@ -801,18 +877,7 @@ def _compact_one(alloc: Allocate, thread_dom: dict, ranges: dict) -> Allocate:
             out.append(i if off is None else c.simplify(tir.Sub(i.dtype, i, make_cast(off, i.dtype))))
         return out
 
-    class R(IRMutator):
-        def visit_expr(self, e):
-            if isinstance(e, tir.BufferLoad) and e.buffer is buf:
-                return tir.BufferLoad(e.dtype, new, rebase([self.visit_expr(i) for i in e.indices]))
-            return super().visit_expr(e)
-
-        def visit_stmt(self, s):
-            if isinstance(s, tir.BufferStore) and s.buffer is buf:
-                return tir.BufferStore(new, self.visit_expr(s.value), rebase([self.visit_expr(i) for i in s.indices]))
-            return super().visit_stmt(s)
-
-    return Allocate(new, R().visit_stmt(alloc.body), alloc.storage)
+    return Allocate(new, _rebind(alloc.body, buf, new, rebase), alloc.storage)
 
 
 def _merge(a, b, c: Canonical, ranges: dict, lower: bool):

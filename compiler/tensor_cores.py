@@ -13,8 +13,9 @@ block annotated ``tvms.wmma`` holding plain loops over one 16x16 (or 16x16x16) t
 `lower_gpu.compact_buffers`, when the fragments have the shape of one warp's tiles and the
 shared buffers that of one block's, and replaces each annotated loop nest by its intrinsic:
 fragment indices count whole 16x16 tiles of the fragment buffer in row-major order, and
-memory is passed as ``T.tvm_access_ptr`` to the tile's first element with the buffer's row
-length as the leading dimension.
+memory is passed as ``T.tvm_access_ptr`` to the tile's first element with the stride of the
+buffer's rows (its row length, or the padded stride `storage_align` gave it) as the leading
+dimension.
 
 Why at this point: before compaction the buffers have the shape of the whole matrix, so a
 tile's position in them says nothing about where it is in the warp's fragments; after
@@ -131,7 +132,8 @@ def _fragment_index(access, at_origin: dict):
 
 
 def _row_length(buf: tir.Buffer):
-    return buf.shape[-1]
+    """The leading dimension wmma is given: the rows' stride, padded when `storage_align` asked."""
+    return buf.strides[-2] if buf.strides else buf.shape[-1]
 
 
 def _pointer(buf: tir.Buffer, indices: list, at_origin: dict, access: int) -> tir.Call:
@@ -139,8 +141,12 @@ def _pointer(buf: tir.Buffer, indices: list, at_origin: dict, access: int) -> ti
     idx = _origin(indices, at_origin)
     dtype = idx[-1].dtype
     offset = tir.IntImm(dtype, 0)
-    for i, dim in zip(idx, buf.shape):
-        offset = make_add(make_mul(offset, dim if dim.dtype == dtype else tir.Cast(dtype, dim)), i)
+    if buf.strides:
+        for i, stride in zip(idx, buf.strides):
+            offset = make_add(offset, make_mul(i, stride if stride.dtype == dtype else tir.Cast(dtype, stride)))
+    else:
+        for i, dim in zip(idx, buf.shape):
+            offset = make_add(make_mul(offset, dim if dim.dtype == dtype else tir.Cast(dtype, dim)), i)
     annotation = tir.Call(buf.dtype, "tir.type_annotation", [])
     return tir.Call("handle", "tir.tvm_access_ptr",
                     [annotation, buf.data, simplify(offset), tir.IntImm(dtype, TILE * TILE), tir.IntImm("int32", access)])

@@ -97,6 +97,58 @@ def test_matmul_tiles_in_shared_memory_with_barriers():
     assert "__launch_bounds__(128)" in k
 
 
+def test_storage_align_pads_the_rows_of_shared_tiles():
+    """DLight's Matmul asks for A's and B's shared rows at a stride of 8k + 2 (its vector
+    length): the tiles are 32x16 and 64x16, so rows are 18 floats apart, not 16."""
+    k = kernel_text(cuda_source(MATMUL), "mm_kernel")
+    shared = dict(re.findall(r"__shared__ __align__\(16\) float (\w+)\[(\d+)\]", k))
+    assert shared == {"A_reindex_shared": str(31 * 18 + 16), "B_reindex_shared": str(63 * 18 + 16)}, k
+    assert re.search(r"A_reindex_shared\[.*\* 18\)", k), k
+
+
+def test_aligned_strides_follow_tvm_buffer_dim_align():
+    from tvmscript.compiler.lower_gpu import aligned_strides
+
+    def shape(*dims):
+        return [tir.IntImm("int32", d) for d in dims]
+
+    assert aligned_strides(shape(1, 32, 16), {1: (8, 2)}) == [32 * 18, 18, 1]
+    assert aligned_strides(shape(32, 32), {0: (32, 1)}) == [33, 1]
+    assert aligned_strides(shape(64, 40), {0: (32, 8)}) is None, "40 is already 32k + 8"
+    assert aligned_strides(shape(64, 32), {0: (32, 8)}) == [40, 1]
+    assert aligned_strides(shape(32, 32), {0: (16, 0)}) is None, "already aligned: nothing to pad"
+    assert aligned_strides([tir.Var("int32", "n"), tir.IntImm("int32", 4)], {0: (8, 1)}) is None
+
+
+def test_cooperative_fetches_of_index_splits_are_vector_loads():
+    """The fetch of A's 32x16 tile fuses and re-splits the tile's loops, so its global index
+    is ``(q * 2 + v) // 16`` and ``(q * 2 + v) % 16``: a division by a multiple of the vector
+    length of an aligned ramp, which stays one float2 (TVM's vectorizer reasons the same)."""
+    k = kernel_text(cuda_source(MATMUL), "mm_kernel")
+    assert re.search(r"float2 \w+ = \*\(float2\*\)\(A \+ ", k), k
+    assert re.search(r"\*\(float2\*\)\(A_reindex_shared \+ .*\) = \w+;", k), k
+
+
+TRANSPOSE = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def tr(A: T.Buffer((1024, 512), "float32"), B: T.Buffer((512, 1024), "float32")):
+        T.func_attr({"tir.noalias": True})
+        for i, j in T.grid(512, 1024):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vj, vi]
+"""
+
+
+def test_transpose_tiles_are_padded_against_bank_conflicts():
+    """DLight's Transpose reads its shared tile down columns; `storage_align(factor=32,
+    offset=1)` makes its rows 33 floats apart so a warp's column read hits 32 banks."""
+    k = kernel_text(cuda_source(TRANSPOSE), "tr_kernel")
+    assert re.search(r"\w+_shared\[.*\* 33\)", k), k
+
+
 ROW_SUM = """
 @I.ir_module
 class Module:
