@@ -103,6 +103,9 @@ _VECTOR_TYPES = {  # (dtype, lanes) -> (vector type, lane members)
     ("int64", 2): ("longlong2", "xy"), ("float16", 2): ("half2", "xy"), ("bfloat16", 2): ("nv_bfloat162", "xy"),
     ("int8", 4): ("char4", "xyzw"), ("uint8", 4): ("uchar4", "xyzw"),
 }
+# A plain copy of a vector no arithmetic type holds (8 halfs, 16 bytes of int8): moved as
+# opaque words of its size, one 16-byte instruction for a uint4.
+_COPY_TYPES = {4: "unsigned", 8: "uint2", 16: "uint4"}
 
 
 def ctype(dtype: str) -> str:
@@ -483,10 +486,12 @@ class _KernelGen:
             return False
         lanes = s.extent.value
         v = s.loop_var
-        vt = _VECTOR_TYPES.get((body.buffer.dtype, lanes))
-        if vt is None or not _vector_memory(body.buffer):
-            return False
         c = Canonical({**self.ranges, v: (tir.IntImm(v.dtype, 0), s.extent)})
+        vt = _VECTOR_TYPES.get((body.buffer.dtype, lanes))
+        if vt is None:
+            return self.vector_copy(body, v, lanes, c)
+        if not _vector_memory(body.buffer):
+            return False
         scan = _VectorLoads(v, lanes, c)
         scan.visit(body.value)
         loads = scan.loads
@@ -525,6 +530,22 @@ class _KernelGen:
         self.line(f"*({stype}*)({self.name(body.buffer.data)} + {base}) = {out};")
         self.indent -= 1
         self.line("}")
+        return True
+
+    def vector_copy(self, store: tir.BufferStore, v: tir.Var, lanes: int, c: Canonical) -> bool:
+        """A vectorized plain copy (``dst[base + v] = src[base' + v]``) whose vector has no
+        arithmetic CUDA type, printed as one load and one store of `_COPY_TYPES`' word; False
+        when it is not such a copy."""
+        src = store.value
+        word = _COPY_TYPES.get(lanes * dtype_bytes(store.buffer.dtype))
+        if word is None or not isinstance(src, tir.BufferLoad) or src.dtype != store.buffer.dtype:
+            return False
+        accesses = ((store.buffer, store.indices[0]), (src.buffer, src.indices[0]))
+        if not all(_vector_memory(b) and _contiguity(i, v, lanes, c) == "vector" for b, i in accesses):
+            return False
+        dst_at, src_at = (self.expr(c.simplify(substitute(i, {v: tir.IntImm(v.dtype, 0)}))) for _, i in accesses)
+        self.line(f"*({word}*)({self.name(store.buffer.data)} + {dst_at}) = "
+                  f"*({word}*)({self.name(src.buffer.data)} + {src_at});")
         return True
 
     lane_override = None

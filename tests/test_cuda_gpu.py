@@ -150,6 +150,46 @@ def test_tensor_core_matmul(gpu, b_layout, acc):
     np.testing.assert_allclose(out.numpy().astype("float32"), ref, rtol=tol, atol=tol * 8)
 
 
+def _fp16_matmul_src(m: int, n: int, k: int, a_t: bool, b_t: bool) -> str:
+    a_shape, a_idx = ((k, m), "A[vk, vi]") if a_t else ((m, k), "A[vi, vk]")
+    b_shape, b_idx = ((n, k), "B[vj, vk]") if b_t else ((k, n), "B[vk, vj]")
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer({a_shape}, "float16"), B: T.Buffer({b_shape}, "float16"), C: T.Buffer(({m}, {n}), "float32")):
+        T.func_attr({{"tir.noalias": True}})
+        for i, j, k in T.grid({m}, {n}, {k}):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + T.Cast("float32", {a_idx}) * T.Cast("float32", {b_idx})
+"""
+
+
+@pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False), (True, True)],
+                         ids=["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("m, n, k", [(256, 128, 64), (64, 256, 96), (64, 64, 32)],
+                         ids=["tile128x64", "tile64x128", "tile64x64"])
+def test_tensor_core_tilings_and_operand_layouts(gpu, m, n, k, a_t, b_t):
+    """`MatmulTensorCore` for each of its block tilings and each layout of A and B: the shared
+    tiles keep the operand's layout (a transposed one is loaded as a column- or row-major
+    fragment), their rows padded, filled 16 bytes at a time; exact against NumPy (products of
+    halves are exact in float32 and these sums are short)."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-4, 5, (k, m) if a_t else (m, k)).astype("float16")
+    b = rng.integers(-4, 5, (n, k) if b_t else (k, n)).astype("float16")
+    ex = tvms.compile(tvms.parse(_fp16_matmul_src(m, n, k, a_t, b_t)), target="cuda")
+    assert "nvcuda::wmma::mma_sync(" in ex.cuda_code.source and "*(uint4*)" in ex.cuda_code.source
+    dev = tvms.cuda(0)
+    out = tvms.nd.array(np.zeros((m, n), "float32"), dev)
+    ex["mm"](tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)
+    a32, b32 = a.astype("float32"), b.astype("float32")
+    ref = (a32.T if a_t else a32) @ (b32.T if b_t else b32)
+    np.testing.assert_array_equal(out.numpy(), ref)
+
+
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])
 @pytest.mark.parametrize("x_shape, w_shape", [((64, 96), (96, 128)), ((2, 64, 32), (2, 32, 64))],
                          ids=["matmul", "batch_matmul"])

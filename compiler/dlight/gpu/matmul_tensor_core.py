@@ -3,14 +3,22 @@
 Why: a GPU's tensor cores multiply 16x16 tiles of half-precision numbers many times faster
 than its CUDA cores can; an fp16 matmul that does not use them leaves most of the chip idle.
 
-The structure: each thread block computes a 64x64 tile of C (blockIdx.x over J, blockIdx.y
-over batch x I) with 4 warps (threadIdx.y), each warp a 32x32 part of it as 2x2 accumulator
-fragments ("wmma.accumulator"). The reduction runs in steps of 32: per step the block copies
-its 64x32 tiles of A and B into shared memory (all 128 threads, threadIdx.x being the lane),
+The structure: each thread block computes a tile of C (blockIdx.x over J, blockIdx.y over
+batch x I) with 4 warps (threadIdx.y), each warp a part of it as accumulator fragments
+("wmma.accumulator"): 128x64 tiles of 64x32 per warp where I allows, 64x128 where J does,
+else 64x64 (`TILINGS`: a warp's larger tile reuses each fragment of A and B it loads for more
+products). The reduction runs in steps of 32: per step the block copies its tiles of A and B
+into shared memory (all threads, 16 bytes per instruction, threadIdx.x being the lane),
 then for each 16 of the step every warp loads its fragments of A and B ("wmma.matrix_a",
 "wmma.matrix_b") from there and multiplies them into its accumulators. At the end each
 warp stores its accumulators into a shared tile of C, from which the block's threads write C
 with the epilogue (bias, activation, cast) inlined.
+
+A shared tile keeps the layout of the matrix it copies (K-major for ``x @ w.T``, row-major
+for ``A @ B``: the fragment is then loaded column- or row-major), so that both sides of the
+copy are contiguous; its rows are padded by 8 halfs (`storage_align`) so that the 16 rows a
+fragment load reads do not fall into the same shared-memory banks. The tiles stay within
+the 48 KiB of static shared memory every CUDA GPU gives a block.
 
 The 16x16(x16) pieces a fragment operation covers are made blocks of their own (`blockize`)
 and annotated ``tvms.wmma`` (``"fill"``, ``"load_a"``, ``"load_b"``, ``"mma"``, ``"store"``);
@@ -22,7 +30,10 @@ static extents, I and J multiples of 64 and K of 32; anything else is left to `M
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tvmscript import tir
+from tvmscript.tir_visitor import vars_in
 
 from ...tensor_cores import WMMA_ANN
 from .base import GPUScheduleRule
@@ -34,10 +45,40 @@ from .matmul import (
 __all__ = ["MatmulTensorCore"]
 
 FRAGMENT = 16                 # m = n = k of the wmma shape used
-WARPS_I, WARPS_J = 2, 2       # warps of a block along I and J
-FRAGS_I, FRAGS_J = 2, 2       # accumulator fragments of a warp along I and J
 CHUNK_K = 2                   # fragments along K per shared-memory step
 WARP_SIZE = 32
+COPY_BYTES = 16               # what one thread moves per instruction into shared memory
+# Shared rows of A and B are padded to a stride of 32k + 8 halfs (TVM's wmma schedules do the
+# same): the rows of one fragment then start in different banks.
+ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 8
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """A thread block's share of C: ``warps_i x warps_j`` warps, each ``frags_i x frags_j``
+    accumulator fragments."""
+
+    warps_i: int
+    warps_j: int
+    frags_i: int
+    frags_j: int
+
+    @property
+    def tile_i(self) -> int:
+        return self.warps_i * self.frags_i * FRAGMENT
+
+    @property
+    def tile_j(self) -> int:
+        return self.warps_j * self.frags_j * FRAGMENT
+
+    @property
+    def warps(self) -> int:
+        return self.warps_i * self.warps_j
+
+
+# Preferred first. 128x64 and 64x128 fit a float32 tile of C (32 KiB) and the padded tiles
+# of A and B in 48 KiB of shared memory.
+TILINGS = (Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2))
 
 
 def _dtypes(sch, block) -> tuple:
@@ -62,14 +103,17 @@ class MatmulTensorCore(GPUScheduleRule):
         a_dtype, b_dtype, c_dtype = _dtypes(sch, main)
         if (a_dtype, b_dtype) != ("float16", "float16") or c_dtype not in ("float16", "float32"):
             return None
-        if not _multiplies_operands(sch.get(main)) or not _fits_tiles(sch.get(main)):
+        if not _multiplies_operands(sch.get(main)):
+            return None
+        tiling = _tiling_for(sch.get(main))
+        if tiling is None:
             return None
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
 
         batch, i, j, k = sch.get_loops(main)
-        i0, i1, i2, i3 = sch.split(i, [None, WARPS_I, FRAGS_I, FRAGMENT])
-        j0, j1, j2, j3 = sch.split(j, [None, WARPS_J, FRAGS_J, FRAGMENT])
+        i0, i1, i2, i3 = sch.split(i, [None, tiling.warps_i, tiling.frags_i, FRAGMENT])
+        j0, j1, j2, j3 = sch.split(j, [None, tiling.warps_j, tiling.frags_j, FRAGMENT])
         k0, k1, k2 = sch.split(k, [None, CHUNK_K, FRAGMENT])
         sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2, i3, j3, k2)
         by = sch.fuse(batch, i0)
@@ -100,9 +144,10 @@ class MatmulTensorCore(GPUScheduleRule):
         auto_inline_producers(sch, a_shared)
         auto_inline_producers(sch, b_shared)
         auto_inline_consumer_chain(sch, c_shared)
-        self._cooperative(sch, a_shared, 2)
-        self._cooperative(sch, b_shared, 2)
-        self._cooperative(sch, c_shared, 1)
+        for copy in (a_shared, b_shared):
+            self._shared_layout(sch, copy)
+            self._cooperative(sch, copy, tiling.warps, COPY_BYTES // 2)
+        self._cooperative(sch, c_shared, tiling.warps, 2)
 
         # The 16x16(x16) pieces the intrinsics take, each a block of its own.
         init = sch.decompose_reduction(main, k0)
@@ -114,7 +159,26 @@ class MatmulTensorCore(GPUScheduleRule):
         return sch
 
     @staticmethod
-    def _cooperative(sch, block, vector: int) -> None:
+    def _shared_layout(sch, copy) -> None:
+        """Lay out the shared tile ``copy`` writes ([S, rows, K]) as the global matrix it reads
+        is: [S, K, rows] when the matrix's last (contiguous) index follows the rows (B of
+        ``A @ B``), so that the copy reads and writes runs of consecutive elements; then pad
+        its rows."""
+        b = sch.get(copy)
+        dst = b.writes[0]
+        src = next((r for r in b.reads if r.buffer.scope in ("global", "")), None)
+        ndim = len(dst.region)
+        if src is not None and ndim >= 2:
+            rows = set(vars_in([dst.region[-2].min]))
+            k = set(vars_in([dst.region[-1].min]))
+            last = set(vars_in([src.region[-1].min]))
+            if last & rows and not last & k:
+                sch.transform_layout(copy, ("write", 0),
+                                     lambda *idx: (*idx[:-2], idx[-1], idx[-2]))
+        sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=ROW_ALIGN_OFFSET)
+
+    @staticmethod
+    def _cooperative(sch, block, warps: int, vector: int) -> None:
         """The copy ``block`` spread over the block's threads: lanes on threadIdx.x, warps on
         threadIdx.y, ``vector`` elements per thread and instruction. Neighbouring threads take
         neighbouring elements of the global buffer (coalesced): the loop its last index follows
@@ -127,7 +191,7 @@ class MatmulTensorCore(GPUScheduleRule):
             own = [lp for lp in own if lp is not fastest] + [fastest]
             sch.reorder(*own)
         fused = sch.fuse(*own)
-        _, ty, tx, vec = sch.split(fused, [None, WARPS_I * WARPS_J, WARP_SIZE, vector])
+        _, ty, tx, vec = sch.split(fused, [None, warps, WARP_SIZE, vector])
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
         if vector > 1:
@@ -152,8 +216,6 @@ class MatmulTensorCore(GPUScheduleRule):
 def _loop_of_last_index(sch, block, loops: list):
     """Which of ``loops`` (the copy's own) the last index of the global buffer the copy
     ``block`` reads or writes follows, if one does."""
-    from tvmscript.tir_visitor import vars_in
-
     realize = sch.resolve_block(block)[1]
     b = realize.block
     realize_values = dict(zip((iv.var for iv in b.iter_vars), realize.iter_values))
@@ -172,20 +234,21 @@ def _loop_of_last_index(sch, block, loops: list):
     return None
 
 
-def _fits_tiles(block: tir.Block) -> bool:
-    """Whether I and J are whole block tiles and K whole steps: padding them would leave a
-    crop between the shared tile of C and the epilogue, which cannot be inlined there (such
-    matmuls are `Matmul`'s)."""
+def _tiling_for(block: tir.Block):
+    """The first of `TILINGS` whose tiles I and J are made of, with K whole steps; None when
+    none fits: padding would leave a crop between the shared tile of C and the epilogue,
+    which cannot be inlined there (such matmuls are `Matmul`'s)."""
     traits = detect_iter_traits(block)
     if traits is None:
-        return False
+        return None
     extent = {IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
     for t in traits[3]:
         if t.kind in extent:
             extent[t.kind] *= t.extent.value
-    return (extent[IterKind.kIter_I] % (WARPS_I * FRAGS_I * FRAGMENT) == 0
-            and extent[IterKind.kIter_J] % (WARPS_J * FRAGS_J * FRAGMENT) == 0
-            and extent[IterKind.kIter_K] % (CHUNK_K * FRAGMENT) == 0)
+    if extent[IterKind.kIter_K] % (CHUNK_K * FRAGMENT):
+        return None
+    return next((t for t in TILINGS if extent[IterKind.kIter_I] % t.tile_i == 0
+                 and extent[IterKind.kIter_J] % t.tile_j == 0), None)
 
 
 def _has_tensor_cores(target) -> bool:
