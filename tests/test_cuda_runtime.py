@@ -149,6 +149,23 @@ def test_without_pycuda_everything_says_so_in_one_line(driver_state):
     assert isinstance(info.value, cuda.CUDAUnavailableError)
 
 
+def test_the_cuda_benchmark_without_a_gpu_measures_nvrtc_and_says_what_is_missing():
+    """benchmarks/cuda.py where there is no GPU: NVRTC runs on the CPU, so its two rows are
+    measured and judged; the GPU rows give way to one line naming what is missing."""
+    reason = cuda.unavailable_reason()
+    if reason is None:
+        pytest.skip("a GPU is here: benchmarks/cuda.py runs in full")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "cuda.py")], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert re.match(r"NVRTC per kernel +\d+\.\d+ +ms; < 300.0 ms: (met|NOT met)$", lines[1]), proc.stdout
+    assert re.match(r"NVRTC cached +\d+\.\d+ +ms; < 20.0 ms: (met|NOT met)$", lines[2]), proc.stdout
+    assert lines[3] == f"the other rows of benchmarks/cuda.py need a GPU: {reason}"
+    assert "Traceback" not in proc.stderr
+
+
 def test_the_driver_library_missing(driver_state, tmp_path, monkeypatch):
     pkg = tmp_path / "pycuda"
     pkg.mkdir()
