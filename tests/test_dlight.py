@@ -304,15 +304,7 @@ def test_op_table_covers_the_library():
     assert not missing, f"ops without a DLight test: {missing}"
 
 
-# The Matmul rule reindexes a 1-D convolution's operands into copies whose stores are not plain
-# iterators (c * 3 + k), which compute_inline refuses; the copies stay outside the kernel. A CUDA
-# build then falls back to dl.gpu.Fallback for the function (build.build_cuda), so it still runs.
-MATMUL_RULE_LEAVES_COPIES = {"conv1d", "conv1d_transpose"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="the Matmul rule leaves the reindexed operand copies of a 1-D convolution unbound"))
-    if n in MATMUL_RULE_LEAVES_COPIES else n for n in sorted(OPS)])
+@pytest.mark.parametrize("name", sorted(OPS))
 def test_op_scheduled(name):
     fn, args, attrs = OPS[name]
     mod, _ = build_op_module(fn, args, **attrs)
@@ -521,6 +513,7 @@ def test_fp16_matmuls_take_tensor_cores(acc):
 @pytest.mark.parametrize("func, target", [
     (_matmul_func(128, "float32", "float32"), "cuda"),                  # not fp16: CUDA cores
     (_matmul_func(128), "cuda -arch=sm_61"),                            # no tensor cores
+    (_matmul_func(16), "cuda"),                                         # too small: GEMV-like
 ])
 def test_tensor_cores_only_where_they_apply(func, target):
     assert dl.gpu.MatmulTensorCore().apply(func, Target(target)) is None

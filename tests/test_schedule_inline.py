@@ -142,3 +142,76 @@ def main(A: T.Buffer((10,), "float32"), C: T.Buffer((6,), "float32")):
     pred = tvms.printer.to_script(sch.index("main").blocks["B"].predicate)
     assert "< 10" in pred and "< 6" in pred
     assert_same_result(before, sch.mod)
+
+
+FUSED_PRODUCER = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((3, 5, 4), "float32"), C: T.Buffer((15, 4), "float32")):
+    B = T.sblock_alloc_buffer((15, 4), "float32")
+    for b, i, k in T.grid(3, 5, 4):
+        with T.sblock("B"):
+            vb, vi, vk = T.axis.remap("SSS", [b, i, k])
+            B[vb * 5 + vi, vk] = A[vb, vi, vk] * T.float32(2)
+    for r, k in T.grid(15, 4):
+        with T.sblock("C"):
+            vr, vk = T.axis.remap("SS", [r, k])
+            C[vr, vk] = B[vr, vk] + T.float32(1)
+'''
+
+
+def test_compute_inline_a_producer_storing_at_fused_indices():
+    """A store at ``b * 5 + i`` is a bijective affine map of the iterators (TVM inverts such
+    maps): the consumer reads ``A[r // 5, r % 5, k]``. How DLight's reindexed operands with a
+    batch fused into the rows (or a 1-D convolution's ``c * 3 + k``) reach their loads."""
+    before = module(FUSED_PRODUCER)
+    sch = Schedule(before)
+    sch.compute_inline(sch.get_block("B"))
+    c = sch.get(sch.get_block("C"))
+    assert [r.buffer.name for r in c.reads] == ["A"]
+    assert "A[vr // 5, vr % 5, vk]" in sch.mod.script()
+    assert_same_result(before, sch.mod)
+
+
+FUSED_CONSUMER = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((16, 4), "float32"), C: T.Buffer((3, 5, 4), "float32")):
+    B = T.sblock_alloc_buffer((16, 4), "float32")
+    for r, k in T.grid(16, 4):
+        with T.sblock("B"):
+            vr, vk = T.axis.remap("SS", [r, k])
+            B[vr, vk] = A[vr, vk] * T.float32(2)
+    for b, i, k in T.grid(3, 5, 4):
+        with T.sblock("C"):
+            vb, vi, vk = T.axis.remap("SSS", [b, i, k])
+            C[vb, vi, vk] = B[vb * 5 + vi, vk] + T.float32(1)
+'''
+
+
+def test_reverse_compute_inline_a_consumer_loading_at_fused_indices():
+    """The consumer loads ``B[b * 5 + i, k]``: inlined into B's producer it stores
+    ``C[r // 5, r % 5, k]``, and B's 16th row (past 3 x 5) gets a predicate."""
+    before = module(FUSED_CONSUMER)
+    sch = Schedule(before)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    text = sch.mod.script()
+    assert "C[vr // 5, vr % 5, vk] = A[vr, vk] * T.float32(2.0) + T.float32(1.0)" in text, text
+    assert tvms.printer.to_script(sch.index("main").blocks["B"].predicate) == "r // 5 < 3"
+    assert_same_result(before, sch.mod)
+
+
+@pytest.mark.parametrize("index", ["vb * 4 + vi", "vb * 5 + vi * 2", "vb * 5 + vb"])
+def test_indices_that_are_not_a_fusion_are_still_refused(index):
+    """``b * 4 + i`` with i in [0, 5) sends two (b, i) to one row; ``i * 2`` leaves holes; a
+    repeated iterator is no fusion: neither primitive inverts those."""
+    text = FUSED_PRODUCER.replace("B[vb * 5 + vi, vk] =", f"B[{index}, vk] =")
+    sch = Schedule(module(text))
+    before = sch.mod
+    with pytest.raises(ScheduleError):
+        sch.compute_inline(sch.get_block("B"))
+    assert structural_equal(sch.mod, before)
+    text = FUSED_CONSUMER.replace("B[vb * 5 + vi, vk] +", f"B[{index}, vk] +")
+    sch = Schedule(module(text))
+    before = sch.mod
+    with pytest.raises(ScheduleError):
+        sch.reverse_compute_inline(sch.get_block("C"))
+    assert structural_equal(sch.mod, before)

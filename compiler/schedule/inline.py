@@ -26,7 +26,7 @@ from tvmscript.structural import StructuralEqual
 from tvmscript.tir_visitor import TIRVisitor
 
 from ..arith import const_int_bound, simplify
-from ..lower_tir import IRMutator, substitute
+from ..lower_tir import IRMutator, make_cast, substitute
 from .common import const_value, quoted_name
 from .compute_location import (as_block_rv, check_complete, check_not_output, complete_code, leaf_removal_plan,
                                scope_of, takes_block_name)
@@ -148,7 +148,9 @@ def _opaque(sch, prim, scope, realize):
 def _store_index_vars(block: tir.Block, store: tir.BufferStore):
     """For each store index, the block iterator it stands for, when the indices are the block
     iterators in some order (a bijection of iterators to elements): ``(index_vars, fixed)``,
-    ``fixed`` giving the value of unit iterators that index nothing. None otherwise."""
+    ``fixed`` giving the value of unit iterators that index nothing. An index that fuses
+    several iterators (``b * 50 + i``, a bijective affine map as TVM accepts) stands for
+    their `_fused_iterators` list. None otherwise."""
     iters = block.iter_vars
     # The trivial form: the iterators in order (unit iterators may be indexed by 0).
     if len(iters) == len(store.indices):
@@ -169,10 +171,15 @@ def _store_index_vars(block: tir.Block, store: tir.BufferStore):
         if const_value(e) is not None:  # a constant index (a unit axis added by a layout): None
             index_vars.append(None)
             continue
-        if not isinstance(e, tir.Var) or e not in by_var or e in seen:
+        if isinstance(e, tir.Var) and e in by_var and e not in seen:
+            seen.add(e)
+            index_vars.append(e)
+            continue
+        fused = _fused_iterators(e, by_var)
+        if fused is None or any(v in seen for v, _ in fused):
             return None
-        seen.add(e)
-        index_vars.append(e)
+        seen.update(v for v, _ in fused)
+        index_vars.append(fused)
     fixed = {}
     for iv in iters:
         if iv.var in seen:
@@ -215,8 +222,16 @@ def compute_inline(sch: Schedule, block: BlockRV) -> None:
     removed = leaf_removal_plan(sch, prim, idx, realize)
     _check_opaque(sch, prim, scope, buffer, realize)
 
+    iters = {iv.var: iv for iv in b.iter_vars}
+
     def load_hook(load):
-        return substitute(value, {v: i for v, i in zip(index_vars, load.indices) if v is not None})
+        sub = {}
+        for v, i in zip(index_vars, load.indices):
+            if isinstance(v, list):
+                sub.update(_unfuse(v, i, iters))
+            elif v is not None:
+                sub[v] = i
+        return substitute(value, sub)
 
     rewriter = _ScopeRewriter(buffer, scope.block, load_hook=load_hook)
     without = replace_many(idx, {id(removed): (removed, None)})
@@ -349,10 +364,18 @@ def reverse_compute_inline(sch: Schedule, block: BlockRV) -> None:
             if const_int_bound(simplify(p_index, p_ranges), p_ranges) != (c, c):
                 raise bad()
             continue
-        if not isinstance(e, tir.Var) or e not in iters or e in used:
+        if isinstance(e, tir.Var) and e in iters and e not in used:
+            used.add(e)
+            sub[e] = p_index
+            continue
+        # Several iterators fused into one index (``b * 64 + i``): each is recovered from the
+        # producer's index by the inverse map, as TVM inverts a bijective affine map.
+        fused = _fused_iterators(e, iters)
+        if fused is None or any(v in used for v, _ in fused):
             raise bad()
-        used.add(e)
-        sub[e] = p_index
+        for v, value in _unfuse(fused, p_index, iters).items():
+            used.add(v)
+            sub[v] = simplify(value, p_ranges)
     # Every consumer iterator is determined, and the producer covers its domain.
     for iv in consumer.iter_vars:
         if iv.var not in sub:
@@ -407,6 +430,56 @@ def reverse_compute_inline(sch: Schedule, block: BlockRV) -> None:
     rewriter = _ScopeRewriter(buffer, scope.block, store_hook=store_hook, realize_hook=realize_hook)
     without = replace_many(idx, {id(removed): (removed, None)})
     sch.commit(block.func_name, rewriter.visit_stmt(without))
+
+
+def _fused_iterators(e, iters: dict):
+    """``[(iterator, stride)]``, innermost first, when ``e`` is a mixed-radix fusion of
+    distinct block iterators starting at 0 (``v0 * e1 * e2 + v1 * e2 + v2``: each stride the
+    product of the extents inside it); None otherwise."""
+    terms = []
+
+    def walk(x) -> bool:
+        if isinstance(x, tir.Add):
+            return walk(x.a) and walk(x.b)
+        if isinstance(x, tir.Var):
+            terms.append((x, 1))
+            return True
+        if isinstance(x, tir.Mul):
+            for v, k in ((x.a, x.b), (x.b, x.a)):
+                if isinstance(v, tir.Var) and const_value(k) is not None:
+                    terms.append((v, const_value(k)))
+                    return True
+        return False
+
+    if not walk(e) or len(terms) < 2:
+        return None
+    terms.sort(key=lambda t: t[1])
+    expected = 1
+    seen = set()
+    for v, stride in terms:
+        iv = iters.get(v)
+        if iv is None or v in seen or stride != expected or const_value(iv.dom.min) != 0:
+            return None
+        extent = const_value(iv.dom.extent)
+        if extent is None:
+            return None
+        seen.add(v)
+        expected = stride * extent
+    return terms
+
+
+def _unfuse(fused: list, index, iters: dict) -> dict:
+    """The inverse of a `_fused_iterators` map: each iterator's value given the fused
+    ``index`` (``index // stride % extent``; the outermost without the modulus, so that an
+    index past the end shows as an iterator out of its domain)."""
+    out = {}
+    dt = index.dtype
+    for n, (v, stride) in enumerate(fused):
+        value = index if stride == 1 else tir.FloorDiv(dt, index, tir.IntImm(dt, stride))
+        if n < len(fused) - 1:
+            value = tir.FloorMod(dt, value, make_cast(iters[v].dom.extent, dt))
+        out[v] = value
+    return out
 
 
 takes_block_name("compute_inline")
