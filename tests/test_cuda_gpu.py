@@ -170,18 +170,20 @@ class Module:
 
 @pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False), (True, True)],
                          ids=["nn", "nt", "tn", "tt"])
-@pytest.mark.parametrize("m, n, k", [(256, 128, 64), (64, 256, 96), (64, 64, 32)],
-                         ids=["tile128x64", "tile64x128", "tile64x64"])
+@pytest.mark.parametrize("m, n, k", [(256, 128, 64), (64, 256, 96), (64, 64, 32), (77, 200, 40)],
+                         ids=["tile128x64", "tile64x128", "tile64x64", "padded"])
 def test_tensor_core_tilings_and_operand_layouts(gpu, m, n, k, a_t, b_t):
     """`MatmulTensorCore` for each of its block tilings and each layout of A and B: the shared
     tiles keep the operand's layout (a transposed one is loaded as a column- or row-major
-    fragment), their rows padded, filled 16 bytes at a time; exact against NumPy (products of
+    fragment), their rows padded, filled 16 bytes at a time (element by element, reading zeros
+    past the end, where the extents are not whole tiles); exact against NumPy (products of
     halves are exact in float32 and these sums are short)."""
     rng = np.random.default_rng(7)
     a = rng.integers(-4, 5, (k, m) if a_t else (m, k)).astype("float16")
     b = rng.integers(-4, 5, (n, k) if b_t else (k, n)).astype("float16")
     ex = tvms.compile(tvms.parse(_fp16_matmul_src(m, n, k, a_t, b_t)), target="cuda")
-    assert "nvcuda::wmma::mma_sync(" in ex.cuda_code.source and "*(uint4*)" in ex.cuda_code.source
+    assert "nvcuda::wmma::mma_sync(" in ex.cuda_code.source
+    assert ("*(uint4*)" in ex.cuda_code.source) == (m % 64 == 0), "whole tiles are filled 16 bytes at a time"
     dev = tvms.cuda(0)
     out = tvms.nd.array(np.zeros((m, n), "float32"), dev)
     ex["mm"](tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)
@@ -191,11 +193,14 @@ def test_tensor_core_tilings_and_operand_layouts(gpu, m, n, k, a_t, b_t):
 
 
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])
-@pytest.mark.parametrize("x_shape, w_shape", [((64, 96), (96, 128)), ((2, 64, 32), (2, 32, 64))],
-                         ids=["matmul", "batch_matmul"])
+@pytest.mark.parametrize("x_shape, w_shape", [((64, 96), (96, 128)), ((2, 64, 32), (2, 32, 64)),
+                                              ((77, 40), (40, 200)), ((3, 50, 24), (24, 72))],
+                         ids=["matmul", "batch_matmul", "padded", "padded_batch_in_rows"])
 def test_fp16_matmuls_with_an_epilogue_on_tensor_cores(gpu, out_dtype, x_shape, w_shape):
     """relu(x @ w + b) in float16 through the VM: the default schedule takes the tensor cores
-    for the fused matmul, its epilogue written from the shared tile of C."""
+    for the fused matmul, its epilogue written from the shared tile of C. Extents that are not
+    whole tiles (77 rows, 200 columns, K of 40; x's batch fused into 150 rows) are padded
+    with zeros, the padding dropped where C is written."""
     from tvmscript import relax
 
     rng = np.random.default_rng(6)

@@ -5,8 +5,8 @@ than its CUDA cores can; an fp16 matmul that does not use them leaves most of th
 
 The structure: each thread block computes a tile of C (blockIdx.x over J, blockIdx.y over
 batch x I) with 4 warps (threadIdx.y), each warp a part of it as accumulator fragments
-("wmma.accumulator"): 128x64 tiles of 64x32 per warp where I allows, 64x128 where J does,
-else 64x64 (`TILINGS`: a warp's larger tile reuses each fragment of A and B it loads for more
+("wmma.accumulator"): 128x64 tiles of 64x32 per warp, 64x128 or 64x64, whichever pads I and
+J least (`TILINGS`: a warp's larger tile reuses each fragment of A and B it loads for more
 products). The reduction runs in steps of 32: per step the block copies its tiles of A and B
 into shared memory (all threads, 16 bytes per instruction, threadIdx.x being the lane),
 then for each 16 of the step every warp loads its fragments of A and B ("wmma.matrix_a",
@@ -24,8 +24,10 @@ The 16x16(x16) pieces a fragment operation covers are made blocks of their own (
 and annotated ``tvms.wmma`` (``"fill"``, ``"load_a"``, ``"load_b"``, ``"mma"``, ``"store"``);
 `compiler.tensor_cores.tensorize_wmma` replaces each with its intrinsic once the buffers
 have their on-chip shapes. The rule applies to the canonical form the `Matmul` rule uses,
-``C[S, I, J] += A[S, I, K] * B[S, J, K]``, with A and B float16, C float16 or float32, and
-static extents, I and J multiples of 64 and K of 32; anything else is left to `Matmul`.
+``C[S, I, J] += A[S, I, K] * B[S, J, K]``, with A and B float16, C float16 or float32, static
+extents and I and J of at least `MIN_EXTENT`; anything else is left to `Matmul` and the GEMV
+rules. Extents that are not whole tiles (I, J) or steps (K) are padded (`pad_einsum`): the
+fills read zeros past the end, and the write-back of C skips the padding.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class Tiling:
 # Preferred first. 128x64 and 64x128 fit a float32 tile of C (32 KiB) and the padded tiles
 # of A and B in 48 KiB of shared memory.
 TILINGS = (Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2))
+# Below this many rows or columns of C a product is left to the GEMV and CUDA-core rules: a
+# tile of tensor-core work would be mostly padding.
+MIN_EXTENT = 32
 
 
 def _dtypes(sch, block) -> tuple:
@@ -110,6 +115,8 @@ class MatmulTensorCore(GPUScheduleRule):
             return None
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
+        # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
+        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, CHUNK_K * FRAGMENT])
 
         batch, i, j, k = sch.get_loops(main)
         i0, i1, i2, i3 = sch.split(i, [None, tiling.warps_i, tiling.frags_i, FRAGMENT])
@@ -235,9 +242,8 @@ def _loop_of_last_index(sch, block, loops: list):
 
 
 def _tiling_for(block: tir.Block):
-    """The first of `TILINGS` whose tiles I and J are made of, with K whole steps; None when
-    none fits: padding would leave a crop between the shared tile of C and the epilogue,
-    which cannot be inlined there (such matmuls are `Matmul`'s)."""
+    """The one of `TILINGS` that pads I and J least (the first of equals); None when I or J
+    is under `MIN_EXTENT`: such products are matrix-vector-like, for the other rules."""
     traits = detect_iter_traits(block)
     if traits is None:
         return None
@@ -245,10 +251,14 @@ def _tiling_for(block: tir.Block):
     for t in traits[3]:
         if t.kind in extent:
             extent[t.kind] *= t.extent.value
-    if extent[IterKind.kIter_K] % (CHUNK_K * FRAGMENT):
+    i, j = extent[IterKind.kIter_I], extent[IterKind.kIter_J]
+    if min(i, j) < MIN_EXTENT:
         return None
-    return next((t for t in TILINGS if extent[IterKind.kIter_I] % t.tile_i == 0
-                 and extent[IterKind.kIter_J] % t.tile_j == 0), None)
+
+    def padded(n: int, tile: int) -> int:
+        return -(-n // tile) * tile
+
+    return min(TILINGS, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
 
 
 def _has_tensor_cores(target) -> bool:
