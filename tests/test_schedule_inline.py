@@ -203,15 +203,11 @@ def test_reverse_compute_inline_a_consumer_loading_at_fused_indices():
 def test_indices_that_are_not_a_fusion_are_still_refused(index):
     """``b * 4 + i`` with i in [0, 5) sends two (b, i) to one row; ``i * 2`` leaves holes; a
     repeated iterator is no fusion: neither primitive inverts those."""
-    text = FUSED_PRODUCER.replace("B[vb * 5 + vi, vk] =", f"B[{index}, vk] =")
-    sch = Schedule(module(text))
-    before = sch.mod
-    with pytest.raises(ScheduleError):
-        sch.compute_inline(sch.get_block("B"))
-    assert structural_equal(sch.mod, before)
-    text = FUSED_CONSUMER.replace("B[vb * 5 + vi, vk] +", f"B[{index}, vk] +")
-    sch = Schedule(module(text))
-    before = sch.mod
-    with pytest.raises(ScheduleError):
-        sch.reverse_compute_inline(sch.get_block("C"))
-    assert structural_equal(sch.mod, before)
+    for text, inline, block in (
+            (FUSED_PRODUCER.replace("B[vb * 5 + vi, vk] =", f"B[{index}, vk] ="), Schedule.compute_inline, "B"),
+            (FUSED_CONSUMER.replace("B[vb * 5 + vi, vk] +", f"B[{index}, vk] +"), Schedule.reverse_compute_inline, "C")):
+        sch = Schedule(module(text))
+        before = sch.mod
+        with pytest.raises(ScheduleError):
+            inline(sch, sch.get_block(block))
+        assert structural_equal(sch.mod, before)
