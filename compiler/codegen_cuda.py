@@ -106,6 +106,7 @@ _VECTOR_TYPES = {  # (dtype, lanes) -> (vector type, lane members)
 # A plain copy of a vector no arithmetic type holds (8 halfs, 16 bytes of int8): moved as
 # opaque words of its size, one 16-byte instruction for a uint4.
 _COPY_TYPES = {4: "unsigned", 8: "uint2", 16: "uint4"}
+_COPY_ZEROS = {"unsigned": "0u", "uint2": "make_uint2(0u, 0u)", "uint4": "make_uint4(0u, 0u, 0u, 0u)"}
 
 
 def ctype(dtype: str) -> str:
@@ -535,8 +536,13 @@ class _KernelGen:
     def vector_copy(self, store: tir.BufferStore, v: tir.Var, lanes: int, c: Canonical) -> bool:
         """A vectorized plain copy (``dst[base + v] = src[base' + v]``) whose vector has no
         arithmetic CUDA type, printed as one load and one store of `_COPY_TYPES`' word; False
-        when it is not such a copy."""
-        src = store.value
+        when it is not such a copy. A copy of ``T.if_then_else(cond, src[...], 0)`` whose
+        condition is the same for every lane (padding past the end of a row, say) is one word
+        or zeros."""
+        src, cond = store.value, None
+        if isinstance(src, tir.Call) and src.op == "tir.if_then_else" and _is_zero_literal(src.args[2]) \
+                and _lane_invariant(src.args[0], v, lanes, c):
+            cond, src = c.simplify(substitute(src.args[0], {v: tir.IntImm(v.dtype, 0)})), src.args[1]
         word = _COPY_TYPES.get(lanes * dtype_bytes(store.buffer.dtype))
         if word is None or not isinstance(src, tir.BufferLoad) or src.dtype != store.buffer.dtype:
             return False
@@ -544,8 +550,10 @@ class _KernelGen:
         if not all(_vector_memory(b) and _contiguity(i, v, lanes, c) == "vector" for b, i in accesses):
             return False
         dst_at, src_at = (self.expr(c.simplify(substitute(i, {v: tir.IntImm(v.dtype, 0)}))) for _, i in accesses)
-        self.line(f"*({word}*)({self.name(store.buffer.data)} + {dst_at}) = "
-                  f"*({word}*)({self.name(src.buffer.data)} + {src_at});")
+        value = f"*({word}*)({self.name(src.buffer.data)} + {src_at})"
+        if cond is not None:
+            value = f"({self.expr(cond)} ? {value} : {_COPY_ZEROS[word]})"
+        self.line(f"*({word}*)({self.name(store.buffer.data)} + {dst_at}) = {value};")
         return True
 
     lane_override = None
@@ -923,6 +931,11 @@ def _is_zero(e) -> bool:
     return isinstance(e, tir.IntImm) and e.value == 0
 
 
+def _is_zero_literal(e) -> bool:
+    """An integer or floating-point zero (whose bytes are all zero: not -0.0)."""
+    return isinstance(e, (tir.IntImm, tir.FloatImm)) and e.value == 0 and str(e.value)[0] != "-"
+
+
 def _int_literal(dtype: str, value: int) -> str:
     if dtype == "bool":
         return "true" if value else "false"
@@ -987,6 +1000,21 @@ def _contiguity(index, v: tir.Var, lanes: int, c: Canonical) -> str:
     if ramp is None or ramp[1] != 1:
         return "other"
     return "vector" if _multiple_of(ramp[0], lanes, c) else "other"
+
+
+def _lane_invariant(cond, v: tir.Var, lanes: int, c: Canonical) -> bool:
+    """Whether the condition ``cond`` has one value for every ``v`` in ``[0, lanes)``: each
+    comparison in it is between `_ramp`s of stride 0 (``(q * 8 + v) // 32 < 77``)."""
+    if v not in _vars(cond):
+        return True
+    if isinstance(cond, (tir.And, tir.Or)):
+        return _lane_invariant(cond.a, v, lanes, c) and _lane_invariant(cond.b, v, lanes, c)
+    if isinstance(cond, tir.Not):
+        return _lane_invariant(cond.a, v, lanes, c)
+    if isinstance(cond, (tir.LT, tir.LE, tir.GT, tir.GE, tir.EQ, tir.NE)):
+        sides = [_ramp(x, v, lanes, c) for x in (cond.a, cond.b)]
+        return all(r is not None and r[1] == 0 for r in sides)
+    return False
 
 
 def _multiple_of(e, n: int, c: Canonical) -> bool:

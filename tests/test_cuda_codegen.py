@@ -277,6 +277,18 @@ def test_the_default_schedule_puts_fp16_matmuls_on_tensor_cores():
     assert_compiles_for_cuda(tvms.parse(src))
 
 
+def test_fills_of_padded_rows_are_16_byte_words_or_zeros():
+    """77 rows of A in tiles of 128: the fill reads a 16-byte word where the row exists and
+    stores zeros past the end; the condition is the row's, the same for the 8 lanes."""
+    src = (MATMUL.replace('"float32"', '"float16"').replace("T.float32(0)", "T.float16(0)")
+           .replace("A: T.Buffer((512, 512)", "A: T.Buffer((77, 512)")
+           .replace("C: T.Buffer((512, 512)", "C: T.Buffer((77, 512)").replace("T.grid(512, 512, 512)", "T.grid(77, 512, 512)"))
+    k = kernel_text(cuda_source(src), "mm_kernel")
+    assert re.search(r"\*\(uint4\*\)\(A_reindex_pad_shared \+ .*\) = \(\(.*\) < 77\) \? \*\(uint4\*\)\(A \+ .*\) : "
+                     r"make_uint4\(0u, 0u, 0u, 0u\)\);", k), k
+    assert_compiles_for_cuda(tvms.parse(src))
+
+
 def test_a_fragment_loaded_with_two_layouts_is_an_error():
     text = wmma_source().replace('64, "row_major"))\n                                T.evaluate(T.tvm_mma_sync',
                                  '64, "col_major"))\n                                T.evaluate(T.tvm_mma_sync')

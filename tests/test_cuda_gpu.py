@@ -170,20 +170,22 @@ class Module:
 
 @pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False), (True, True)],
                          ids=["nn", "nt", "tn", "tt"])
-@pytest.mark.parametrize("m, n, k", [(256, 128, 64), (64, 256, 96), (64, 64, 32), (77, 200, 40)],
-                         ids=["tile128x64", "tile64x128", "tile64x64", "padded"])
+@pytest.mark.parametrize("m, n, k", [(256, 128, 64), (64, 256, 96), (64, 64, 32), (77, 256, 64), (77, 200, 40)],
+                         ids=["tile128x64", "tile64x128", "tile64x64", "padded_rows", "padded"])
 def test_tensor_core_tilings_and_operand_layouts(gpu, m, n, k, a_t, b_t):
     """`MatmulTensorCore` for each of its block tilings and each layout of A and B: the shared
     tiles keep the operand's layout (a transposed one is loaded as a column- or row-major
-    fragment), their rows padded, filled 16 bytes at a time (element by element, reading zeros
-    past the end, where the extents are not whole tiles); exact against NumPy (products of
+    fragment), their rows padded, filled 16 bytes at a time (zeros past the last row or
+    column; element by element where K is not whole steps); exact against NumPy (products of
     halves are exact in float32 and these sums are short)."""
     rng = np.random.default_rng(7)
     a = rng.integers(-4, 5, (k, m) if a_t else (m, k)).astype("float16")
     b = rng.integers(-4, 5, (n, k) if b_t else (k, n)).astype("float16")
     ex = tvms.compile(tvms.parse(_fp16_matmul_src(m, n, k, a_t, b_t)), target="cuda")
     assert "nvcuda::wmma::mma_sync(" in ex.cuda_code.source
-    assert ("*(uint4*)" in ex.cuda_code.source) == (m % 64 == 0), "whole tiles are filled 16 bytes at a time"
+    # 16 bytes at a time, the rows past the end as zeros; a K that is not whole steps pads
+    # inside those 16 bytes: element by element.
+    assert ("*(uint4*)" in ex.cuda_code.source) == (k % 32 == 0)
     dev = tvms.cuda(0)
     out = tvms.nd.array(np.zeros((m, n), "float32"), dev)
     ex["mm"](tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)
