@@ -7,6 +7,7 @@ TVM's outputs are in tests/golden/schedule_reduction/ (tools/tvm_reduction_refer
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tvmscript as tvms
@@ -160,3 +161,38 @@ def test_outer_init_drops_conditions_on_reduce_loops():
     names = {v.name for v in vars_in([init])}
     assert "k_0" not in names and "k_1" not in names
     assert_same_result(mod, sch.mod)
+
+
+SYMBOLIC_ROWS = '''
+@T.prim_func(s_tir=True)
+def main(a: T.handle, b: T.handle, s: T.handle):
+    n = T.int64()
+    S = T.match_buffer(s, (n,), "float32")  # binds n when the function is called
+    A = T.match_buffer(a, (n * T.int64(16), T.int64(8)), "float32")
+    B = T.match_buffer(b, (n * T.int64(16), T.int64(8)), "float32")
+    for i, j in T.grid(n * T.int64(16), T.int64(8)):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+'''
+
+
+def test_blockize_under_a_loop_of_symbolic_extent():
+    """The outer loop's extent is ``n``: the outer iterator spans the iterator's extent over
+    the tile's (``n * 16 // 16``), as TVM's subspace division allows a symbolic outermost
+    iterator. (A sequence length in the rows of an fp16 matmul on tensor cores.)"""
+    mod = module(SYMBOLIC_ROWS)
+    sch = Schedule(mod)
+    i, j = sch.get_loops(sch.get_block("B"))
+    i0, i1 = sch.split(i, factors=[None, 16])
+    outer = sch.blockize(i1)
+    ob = sch.get(outer)
+    from tvmscript.printer import to_script
+
+    assert [to_script(iv.dom.extent) for iv in ob.iter_vars] == ["n", "T.int64(1)"]
+    assert "B[vi_o * T.int64(16) + vi_i, vj_i] = A[vi_o * T.int64(16) + vi_i, vj_i]" in sch.mod.script()
+    a = np.random.default_rng(0).standard_normal((48, 8)).astype("float32")
+    for m in (mod, sch.mod):
+        b = np.zeros_like(a)
+        tvms.compile(m, target="llvm")["main"](a, b, np.zeros(3, "float32"))
+        np.testing.assert_array_equal(b, a * 2)

@@ -165,6 +165,8 @@ def _derive(sch, realize, all_loops: list, inner_loops: list, preserve_unit_iter
     d.division = division
     for n, (iv, (o_expr, o_ext, i_expr, i_ext)) in enumerate(zip(block.iter_vars, division.parts)):
         dt = iv.var.dtype
+        if o_ext is None:  # a symbolic outer extent: the iterator's, over the inner one's
+            o_ext = simplify(tir.FloorDiv(dt, iv.dom.extent, _imm(i_ext, dt)))
         o_value = simplify(o_expr, loop_ranges, keep_marks=True)
         if reuse is None:
             ov = tir.Var(dt, iv.var.name + "_o")

@@ -434,12 +434,16 @@ class _Divider:
                 inner_phase = False
             else:
                 return None
-            extent *= arg.extent
+            if extent is None:  # a piece of symbolic extent must be the outermost
+                return None
+            extent = None if arg.extent is None else extent * arg.extent
         if not unit_scale:
             return None
         outer_src, outer_ext = _mark_from(outer_args, 0)
         inner_src, inner_ext = _mark_from(inner_args, s.base)
         if extent != mark_extent:
+            if extent is None or mark_extent is None:
+                return None
             if not inner_args:
                 self.outer_preds.append(self.below(outer_src, mark_extent))
                 return _Div.make_outer(outer_src, mark_extent)
@@ -510,9 +514,9 @@ def _add(a, b, dtype):
 def _mark_from(args: list, base) -> tuple:
     """``args`` (innermost first) rescaled as one mixed-radix sum: (PSum, extent)."""
     out, extent = [], 1
-    for a in args:
+    for a in args:   # a symbolic extent (None) can only be the last, outermost one
         out.append(a.with_scale(extent))
-        extent *= a.extent
+        extent = None if a.extent is None else extent * a.extent
     return PSum(out[::-1], base), extent
 
 
@@ -534,7 +538,7 @@ def subspace_divide(bindings: list, loops: list, inner_vars: set, predicate,
     """Write each binding as ``outer * E + inner``, ``inner`` over the loops of ``inner_vars``
     and ``outer`` over the others (``loops``: all loops between the block and its scope).
     None when the bindings do not divide."""
-    doms = loop_doms(loops)
+    doms = loop_doms(loops, symbolic=True)
     if doms is None:
         return None
     values = list(bindings)
