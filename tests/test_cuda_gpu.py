@@ -194,6 +194,39 @@ def test_tensor_core_tilings_and_operand_layouts(gpu, m, n, k, a_t, b_t):
     np.testing.assert_array_equal(out.numpy(), ref)
 
 
+SYMBOLIC_ROWS_FP16 = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(a: T.handle, B: T.Buffer((T.int64(256), T.int64(64)), "float16"), c: T.handle):
+        T.func_attr({"tir.noalias": True})
+        m = T.int64()
+        A = T.match_buffer(a, (m, T.int64(64)), "float16")
+        C = T.match_buffer(c, (m, T.int64(256)), "float32")
+        for i, j, k in T.grid(m, T.int64(256), T.int64(64)):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vj, vk])
+"""
+
+
+def test_tensor_cores_with_a_symbolic_row_count(gpu):
+    """``x @ w.T`` with ``m`` rows known only at the call (a sequence length): the rows are
+    padded to whole tiles at run time and the grid follows ``m``; two sizes from one build."""
+    ex = tvms.compile(tvms.parse(SYMBOLIC_ROWS_FP16), target="cuda")
+    assert "nvcuda::wmma::mma_sync(" in ex.cuda_code.source
+    dev = tvms.cuda(0)
+    for m in (77, 130):
+        rng = np.random.default_rng(m)
+        a = rng.integers(-4, 5, (m, 64)).astype("float16")
+        b = rng.integers(-4, 5, (256, 64)).astype("float16")
+        out = tvms.nd.array(np.zeros((m, 256), "float32"), dev)
+        ex["mm"](tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)
+        np.testing.assert_array_equal(out.numpy(), a.astype("float32") @ b.astype("float32").T)
+
+
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])
 @pytest.mark.parametrize("x_shape, w_shape", [((64, 96), (96, 128)), ((2, 64, 32), (2, 32, 64)),
                                               ((77, 40), (40, 200)), ((3, 50, 24), (24, 72))],

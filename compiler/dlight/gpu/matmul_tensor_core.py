@@ -24,8 +24,9 @@ The 16x16(x16) pieces a fragment operation covers are made blocks of their own (
 and annotated ``tvms.wmma`` (``"fill"``, ``"load_a"``, ``"load_b"``, ``"mma"``, ``"store"``);
 `compiler.tensor_cores.tensorize_wmma` replaces each with its intrinsic once the buffers
 have their on-chip shapes. The rule applies to the canonical form the `Matmul` rule uses,
-``C[S, I, J] += A[S, I, K] * B[S, J, K]``, with A and B float16, C float16 or float32, static
-extents and I and J of at least `MIN_EXTENT`; anything else is left to `Matmul` and the GEMV
+``C[S, I, J] += A[S, I, K] * B[S, J, K]``, with A and B float16, C float16 or float32, constant
+extents but for I's (the rows may be a symbolic sequence length), and I and J of at least
+`MIN_EXTENT`; anything else is left to `Matmul` and the GEMV
 rules. Extents that are not whole tiles (I, J) or steps (K) are padded (`pad_einsum`): the
 fills read zeros past the end, and the write-back of C skips the padding.
 """
@@ -91,8 +92,15 @@ def _dtypes(sch, block) -> tuple:
     return tuple(r.buffer.dtype for r in b.reads) + tuple(w.buffer.dtype for w in b.writes)
 
 
-def _static(sch, block) -> bool:
-    return all(isinstance(iv.dom.extent, tir.IntImm) for iv in sch.get(block).iter_vars)
+def _static_except_rows(sch, block) -> bool:
+    """Every iterator of ``block`` has a constant extent but, possibly, those of I (the rows:
+    a sequence length, say), which are padded to whole tiles at run time."""
+    b = sch.get(block)
+    traits = detect_iter_traits(b)
+    if traits is None:
+        return False
+    return all(isinstance(iv.dom.extent, tir.IntImm) or t.kind == IterKind.kIter_I
+               for iv, t in zip(b.iter_vars, traits[3]))
 
 
 class MatmulTensorCore(GPUScheduleRule):
@@ -103,7 +111,7 @@ class MatmulTensorCore(GPUScheduleRule):
         if sch is None or not _has_tensor_cores(target):
             return None
         main = find_matmul_block(sch)
-        if main is None or not _static(sch, main):
+        if main is None or not _static_except_rows(sch, main):
             return None
         a_dtype, b_dtype, c_dtype = _dtypes(sch, main)
         if (a_dtype, b_dtype) != ("float16", "float16") or c_dtype not in ("float16", "float32"):
@@ -243,21 +251,26 @@ def _loop_of_last_index(sch, block, loops: list):
 
 def _tiling_for(block: tir.Block):
     """The one of `TILINGS` that pads I and J least (the first of equals); None when I or J
-    is under `MIN_EXTENT`: such products are matrix-vector-like, for the other rules."""
+    is under `MIN_EXTENT`: such products are matrix-vector-like, for the other rules. With a
+    symbolic I, the one that pads J least, of 64 rows where that ties (fewer padded rows
+    whatever I turns out to be)."""
     traits = detect_iter_traits(block)
     if traits is None:
         return None
     extent = {IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
     for t in traits[3]:
         if t.kind in extent:
-            extent[t.kind] *= t.extent.value
+            value = t.extent.value if isinstance(t.extent, tir.IntImm) else None
+            extent[t.kind] = None if value is None or extent[t.kind] is None else extent[t.kind] * value
     i, j = extent[IterKind.kIter_I], extent[IterKind.kIter_J]
-    if min(i, j) < MIN_EXTENT:
+    if j < MIN_EXTENT or (i is not None and i < MIN_EXTENT):
         return None
 
     def padded(n: int, tile: int) -> int:
         return -(-n // tile) * tile
 
+    if i is None:
+        return min(TILINGS, key=lambda t: (padded(j, t.tile_j), t.tile_i))
     return min(TILINGS, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
 
 
