@@ -23,13 +23,14 @@ import dataclasses
 from tvmscript import tir
 from tvmscript.compiler.tir_analysis import infer_access_regions
 from tvmscript.structural import StructuralEqual
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.tir_visitor import TIRVisitor, vars_in
 
 from ..arith import const_int_bound, simplify
 from ..lower_tir import IRMutator, make_cast, substitute
 from .common import const_value, quoted_name
 from .compute_location import (as_block_rv, check_complete, check_not_output, complete_code, leaf_removal_plan,
                                scope_of, takes_block_name)
+from .iter_map import detect_iter_map
 from .state import BlockRV, Schedule, primitive
 from .tree import replace_many, stmt_children
 
@@ -434,38 +435,26 @@ def reverse_compute_inline(sch: Schedule, block: BlockRV) -> None:
 
 def _fused_iterators(e, iters: dict):
     """``[(iterator, stride)]``, innermost first, when ``e`` is a mixed-radix fusion of
-    distinct block iterators starting at 0 (``v0 * e1 * e2 + v1 * e2 + v2``: each stride the
-    product of the extents inside it); None otherwise."""
-    terms = []
-
-    def walk(x) -> bool:
-        if isinstance(x, tir.Add):
-            return walk(x.a) and walk(x.b)
-        if isinstance(x, tir.Var):
-            terms.append((x, 1))
-            return True
-        if isinstance(x, tir.Mul):
-            for v, k in ((x.a, x.b), (x.b, x.a)):
-                if isinstance(v, tir.Var) and const_value(k) is not None:
-                    terms.append((v, const_value(k)))
-                    return True
-        return False
-
-    if not walk(e) or len(terms) < 2:
+    distinct whole block iterators starting at 0 (``v0 * e1 * e2 + v1 * e2 + v2``: each stride
+    the product of the extents inside it), as `iter_map.detect_iter_map` finds it; None
+    otherwise."""
+    doms = {v: const_value(iv.dom.extent) for v, iv in iters.items()
+            if const_value(iv.dom.min) == 0 and const_value(iv.dom.extent) is not None}
+    if not set(vars_in([e])) <= set(doms):
         return None
-    terms.sort(key=lambda t: t[1])
-    expected = 1
-    seen = set()
-    for v, stride in terms:
-        iv = iters.get(v)
-        if iv is None or v in seen or stride != expected or const_value(iv.dom.min) != 0:
+    imap = detect_iter_map([e], doms)
+    if imap is None:
+        return None
+    s = imap.sums[0]
+    if len(s.pieces) < 2 or (s.base is not None and const_value(s.base) != 0):
+        return None
+    terms = []
+    for p in reversed(s.pieces):  # innermost first
+        whole = isinstance(p.mark.source, tir.Var) and p.lower == 1 and p.extent == p.mark.extent
+        if not whole:
             return None
-        extent = const_value(iv.dom.extent)
-        if extent is None:
-            return None
-        seen.add(v)
-        expected = stride * extent
-    return terms
+        terms.append((p.mark.source, p.scale))
+    return terms if terms[0][1] == 1 else None
 
 
 def _unfuse(fused: list, index, iters: dict) -> dict:
