@@ -505,7 +505,7 @@ class _KernelGen:
             key = (ld.buffer.data, id(ld))
             vname = self.fresh("v")
             ltype, members = _VECTOR_TYPES[(ld.dtype, lanes)]
-            base = self.expr(c.simplify(substitute(ld.indices[0], {v: tir.IntImm(v.dtype, 0)})))
+            base = self.expr(_at_lane0(ld.indices[0], v, c))
             self.line(f"{ltype} {vname} = *({ltype}*)({self.name(ld.buffer.data)} + {base});")
             lane_values[key] = (vname, members)
         stype, members = vt
@@ -527,7 +527,7 @@ class _KernelGen:
             finally:
                 self.lane_override = None
                 self.lane_subst = None
-        base = self.expr(c.simplify(substitute(body.indices[0], {v: tir.IntImm(v.dtype, 0)})))
+        base = self.expr(_at_lane0(body.indices[0], v, c))
         self.line(f"*({stype}*)({self.name(body.buffer.data)} + {base}) = {out};")
         self.indent -= 1
         self.line("}")
@@ -542,14 +542,14 @@ class _KernelGen:
         src, cond = store.value, None
         if isinstance(src, tir.Call) and src.op == "tir.if_then_else" and _is_zero_literal(src.args[2]) \
                 and _lane_invariant(src.args[0], v, lanes, c):
-            cond, src = c.simplify(substitute(src.args[0], {v: tir.IntImm(v.dtype, 0)})), src.args[1]
+            cond, src = _at_lane0(src.args[0], v, c), src.args[1]
         word = _COPY_TYPES.get(lanes * dtype_bytes(store.buffer.dtype))
         if word is None or not isinstance(src, tir.BufferLoad) or src.dtype != store.buffer.dtype:
             return False
         accesses = ((store.buffer, store.indices[0]), (src.buffer, src.indices[0]))
         if not all(_vector_memory(b) and _contiguity(i, v, lanes, c) == "vector" for b, i in accesses):
             return False
-        dst_at, src_at = (self.expr(c.simplify(substitute(i, {v: tir.IntImm(v.dtype, 0)}))) for _, i in accesses)
+        dst_at, src_at = (self.expr(_at_lane0(i, v, c)) for _, i in accesses)
         value = f"*({word}*)({self.name(src.buffer.data)} + {src_at})"
         if cond is not None:
             value = f"({self.expr(cond)} ? {value} : {_COPY_ZEROS[word]})"
@@ -1017,6 +1017,11 @@ def _lane_invariant(cond, v: tir.Var, lanes: int, c: Canonical) -> bool:
     return False
 
 
+def _at_lane0(e, v: tir.Var, c: Canonical):
+    """``e`` for the first lane of the vectorized loop over ``v`` (the vector's base)."""
+    return c.simplify(substitute(e, {v: tir.IntImm(v.dtype, 0)}))
+
+
 def _multiple_of(e, n: int, c: Canonical) -> bool:
     rem = c.simplify(tir.FloorMod(e.dtype, e, tir.IntImm(e.dtype, n)))
     return isinstance(rem, tir.IntImm) and rem.value == 0
@@ -1058,4 +1063,4 @@ def _ramp(e, v: tir.Var, lanes: int, c: Canonical):
     step = c.simplify(tir.Sub(e.dtype, substitute(e, {v: tir.Add(v.dtype, v, one)}), e))
     if not isinstance(step, tir.IntImm):
         return None
-    return c.simplify(substitute(e, {v: tir.IntImm(v.dtype, 0)})), step.value
+    return _at_lane0(e, v, c), step.value

@@ -27,7 +27,7 @@ from __future__ import annotations
 from tvmscript import tir
 
 from .arith.canonical import simplify
-from .lower_tir import IRMutator, make_add, make_mul, substitute
+from .lower_tir import IRMutator, _row_major_strides, make_add, make_cast, make_mul, substitute
 
 __all__ = ["WMMA_ANN", "tensorize_wmma"]
 
@@ -140,13 +140,11 @@ def _pointer(buf: tir.Buffer, indices: list, at_origin: dict, access: int) -> ti
     """``T.tvm_access_ptr`` to the tile's first element, ``access`` 1 (read) or 2 (write)."""
     idx = _origin(indices, at_origin)
     dtype = idx[-1].dtype
+    # The strides `lower_tir.flatten_buffers` addresses the buffer with: explicit, or row-major.
+    strides = [make_cast(s, dtype) for s in buf.strides] if buf.strides else _row_major_strides(buf.shape, dtype)
     offset = tir.IntImm(dtype, 0)
-    if buf.strides:
-        for i, stride in zip(idx, buf.strides):
-            offset = make_add(offset, make_mul(i, stride if stride.dtype == dtype else tir.Cast(dtype, stride)))
-    else:
-        for i, dim in zip(idx, buf.shape):
-            offset = make_add(make_mul(offset, dim if dim.dtype == dtype else tir.Cast(dtype, dim)), i)
+    for i, stride in zip(idx, strides):
+        offset = make_add(offset, make_mul(i, stride))
     annotation = tir.Call(buf.dtype, "tir.type_annotation", [])
     return tir.Call("handle", "tir.tvm_access_ptr",
                     [annotation, buf.data, simplify(offset), tir.IntImm(dtype, TILE * TILE), tir.IntImm("int32", access)])

@@ -182,11 +182,11 @@ def fuse(sch: Schedule, *loops: LoopRV, preserve_unit_iters: bool = True) -> Loo
     # A loop with only unit loops outside it needs no modulus: the fused value divided by the
     # extents inside is already below its extent (TVM's simplifier proves the same from the
     # fused loop's range, a symbolic extent included).
-    outermost = next((lp for lp in fors if const_value(lp.extent) != 1), fors[0])
-    for lp in reversed(fors):
+    outermost = next((n for n, lp in enumerate(fors) if const_value(lp.extent) != 1), 0)
+    for n, lp in reversed(list(enumerate(fors))):
         ext = make_cast(lp.extent, dtype)
         e = fused if stride is None else make_floordiv(fused, stride)
-        if lp is not fors[0] and fors.index(lp) > fors.index(outermost):
+        if n > outermost:
             e = make_floormod(e, ext)
         if const_value(lp.extent) == 1:  # TVM substitutes 0 for a unit loop, whatever preserve_unit_iters
             e = tir.IntImm(dtype, 0)

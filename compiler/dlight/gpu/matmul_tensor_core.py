@@ -92,17 +92,6 @@ def _dtypes(sch, block) -> tuple:
     return tuple(r.buffer.dtype for r in b.reads) + tuple(w.buffer.dtype for w in b.writes)
 
 
-def _static_except_rows(sch, block) -> bool:
-    """Every iterator of ``block`` has a constant extent but, possibly, those of I (the rows:
-    a sequence length, say), which are padded to whole tiles at run time."""
-    b = sch.get(block)
-    traits = detect_iter_traits(b)
-    if traits is None:
-        return False
-    return all(isinstance(iv.dom.extent, tir.IntImm) or t.kind == IterKind.kIter_I
-               for iv, t in zip(b.iter_vars, traits[3]))
-
-
 class MatmulTensorCore(GPUScheduleRule):
     """fp16 matmuls on tensor cores (see the module docstring)."""
 
@@ -111,7 +100,7 @@ class MatmulTensorCore(GPUScheduleRule):
         if sch is None or not _has_tensor_cores(target):
             return None
         main = find_matmul_block(sch)
-        if main is None or not _static_except_rows(sch, main):
+        if main is None:
             return None
         a_dtype, b_dtype, c_dtype = _dtypes(sch, main)
         if (a_dtype, b_dtype) != ("float16", "float16") or c_dtype not in ("float16", "float32"):
@@ -251,7 +240,8 @@ def _loop_of_last_index(sch, block, loops: list):
 
 def _tiling_for(block: tir.Block):
     """The one of `TILINGS` that pads I and J least (the first of equals); None when I or J
-    is under `MIN_EXTENT`: such products are matrix-vector-like, for the other rules. With a
+    is under `MIN_EXTENT` (such products are matrix-vector-like, for the other rules) or an
+    extent other than I's (the rows: a sequence length, say) is not a constant. With a
     symbolic I, the one that pads J least, of 64 rows where that ties (fewer padded rows
     whatever I turns out to be)."""
     traits = detect_iter_traits(block)
@@ -259,8 +249,10 @@ def _tiling_for(block: tir.Block):
         return None
     extent = {IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
     for t in traits[3]:
+        value = t.extent.value if isinstance(t.extent, tir.IntImm) else None
+        if value is None and t.kind != IterKind.kIter_I:
+            return None
         if t.kind in extent:
-            value = t.extent.value if isinstance(t.extent, tir.IntImm) else None
             extent[t.kind] = None if value is None or extent[t.kind] is None else extent[t.kind] * value
     i, j = extent[IterKind.kIter_I], extent[IterKind.kIter_J]
     if j < MIN_EXTENT or (i is not None and i < MIN_EXTENT):
