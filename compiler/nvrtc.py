@@ -79,16 +79,10 @@ def _load():
     with _lock:
         if _lib is not None:
             return _lib
-        candidates = []
-        for root in _nvidia_roots():
-            candidates += sorted(glob.glob(os.path.join(root, "cu*", "lib", "libnvrtc.so.*")), reverse=True)
-            candidates += sorted(glob.glob(os.path.join(root, "cuda_nvrtc", "lib", "libnvrtc.so.*")), reverse=True)
-        candidates += ["libnvrtc.so.13", "libnvrtc.so"]
         errors = []
-        for path in candidates:
-            if "builtins" in os.path.basename(path):
-                continue
+        for path in _library_candidates():
             try:
+                _preload_builtins(path)
                 lib = ctypes.CDLL(path)
             except OSError as err:
                 errors.append(str(err))
@@ -98,6 +92,34 @@ def _load():
             return lib
         raise NVRTCUnavailable(
             "NVRTC is not installed: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime (or pip install -e \".[test]\")")
+
+
+def _library_candidates() -> list:
+    """libnvrtc.so.N of the pip wheels (newest first), then whatever the dynamic linker finds."""
+    candidates = []
+    for root in _nvidia_roots():
+        for sub in ("cu*", "cuda_nvrtc"):
+            candidates += sorted(glob.glob(os.path.join(root, sub, "lib", "libnvrtc.so.*")), reverse=True)
+    return candidates + ["libnvrtc.so.13", "libnvrtc.so"]
+
+
+def _preload_builtins(nvrtc_path: str) -> None:
+    """Load the ``libnvrtc-builtins.so.X.Y`` lying beside ``nvrtc_path``, before NVRTC itself.
+
+    NVRTC opens its builtins library by soname when it compiles. Some wheels (nvidia-cuda-nvrtc
+    13.0.88, the one PyPI's CUDA build of PyTorch pins) ship a ``libnvrtc.so.13`` without an
+    ``$ORIGIN`` RPATH, so that lookup misses the file next to it and every compile fails with
+    "failed to open libnvrtc-builtins.so.13.0". Once the builtins are loaded, the dynamic linker
+    finds them by soname whatever the RPATH says -- CuPy and Numba work around the same wheels
+    this way. A library found by name alone (no folder) is left to the dynamic linker.
+    """
+    folder = os.path.dirname(nvrtc_path)
+    if not folder:
+        return
+    for builtins in sorted(glob.glob(os.path.join(folder, "libnvrtc-builtins.so.*")), reverse=True):
+        if ".alt." not in os.path.basename(builtins):
+            ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+            return
 
 
 def _declare(lib) -> None:

@@ -485,3 +485,47 @@ def test_cli_compile_emits_cuda_and_ptx():
     assert bad.returncode == 1 and "--emit cuda needs --target cuda" in bad.err
     bad = run_tvms("compile", mlp, "--target", "cuda", "--emit", "cuda", "--arch", "90")
     assert bad.returncode == 1 and "expected a CUDA architecture such as sm_90" in bad.err
+
+
+_COMPILE_IN_A_WHEEL_FOLDER = """
+import sys
+from tvmscript.compiler import nvrtc
+nvrtc._nvidia_roots = lambda: [sys.argv[1]]
+if sys.argv[2] == "without-preload":
+    nvrtc._preload_builtins = lambda path: None
+try:
+    nvrtc.compile_cuda('extern "C" __global__ void k(float* a) { a[0] = 1.0f; }', "sm_90", use_cache=False)
+except nvrtc.NVRTCError as err:
+    print("failed:", err.log)
+else:
+    print("compiled with", nvrtc._lib._name)
+"""
+
+
+def test_nvrtc_finds_its_builtins_where_the_wheel_has_no_rpath(tmp_path):
+    """nvidia-cuda-nvrtc 13.0.88 (the wheel PyPI's CUDA PyTorch pins) ships a libnvrtc.so.13
+    without the ``$ORIGIN`` RPATH, so NVRTC cannot open the libnvrtc-builtins beside it. A copy of
+    the installed NVRTC with its RPATH blanked out is that wheel: it fails without the preload,
+    and compiles with it."""
+    wheels = [os.path.dirname(p) for p in nvrtc._library_candidates() if os.path.isabs(p)]
+    if not wheels:
+        pytest.skip("no nvidia-cuda-nvrtc wheel installed")
+    installed = wheels[0]
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    for name in os.listdir(installed):
+        if name.startswith("libnvrtc"):
+            data = Path(installed, name).read_bytes()
+            if name.startswith("libnvrtc.so."):
+                data = data.replace(b"$ORIGIN\0", b"/nonex/\0")  # the RPATH, now a folder that is not there
+            (lib / name).write_bytes(data)
+    import subprocess
+    import sys
+
+    def run(mode: str) -> str:
+        return subprocess.run([sys.executable, "-c", _COMPILE_IN_A_WHEEL_FOLDER, str(tmp_path / "nvidia"), mode],
+                              capture_output=True, text=True, check=True).stdout
+
+    unpatched = run("without-preload")
+    assert "failed:" in unpatched and "libnvrtc-builtins" in unpatched, "the copy must be a wheel without an RPATH"
+    assert f"compiled with {lib}" in run("with-preload")
