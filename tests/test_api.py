@@ -109,3 +109,39 @@ def f(a: R.Tensor((2, 1, 3, 4), "float32"), b: R.Tensor((5, 4, 6), "float32")):
     c = func.body.blocks[0].bindings[0].var
     assert [d.value for d in c.struct_info.shape] == [2, 5, 3, 6]
     assert c.struct_info.dtype == "float16"
+
+
+_ALIAS_CHECKS = """
+import sys
+import tvms
+import tvmscript
+assert tvms is tvmscript
+import tvms.relax.frontend.onnx as a, tvmscript.relax.frontend.onnx as b
+assert a is b
+from tvms.compiler import build
+from tvmscript.compiler.build import build_cuda
+assert build.build_cuda is build_cuda
+import tvms.runtime.vm
+assert tvms.runtime.vm is sys.modules["tvmscript.runtime.vm"]
+mod = tvms.parse(open(sys.argv[1]).read())
+assert isinstance(mod, tvmscript.ir.IRModule) and type(mod) is tvms.IRModule
+try:
+    import tvms.no_such_module
+except ModuleNotFoundError as err:
+    assert err.name == "tvms.no_such_module", err.name
+else:
+    raise AssertionError("tvms.no_such_module imported")
+print("ok")
+"""
+
+
+def test_import_tvms_is_the_tvmscript_package_not_a_copy():
+    """TVM users type ``import tvm``; the command is ``tvms``. ``import tvms`` and its submodules
+    are tvmscript's own module objects (one class per node type, one registry), in a fresh
+    interpreter that imports them by either name."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _ALIAS_CHECKS, os.path.join(SAMPLES, "mlp.tvms")],
+                         capture_output=True, text=True, cwd=ROOT + "/tests")
+    assert out.stdout.strip() == "ok", out.stderr
