@@ -110,6 +110,35 @@ def test_import_onnx_unsupported_op_names_op_and_node(tmp_path):
     assert not (tmp_path / "odd.tvms").exists() and not (tmp_path / "odd.npz").exists()
 
 
+def test_import_onnx_with_external_data_needs_the_data_file_beside_it(tmp_path):
+    """torch.onnx.export keeps the weights in NAME.onnx.data beside NAME.onnx: imported together
+    the two run like PyTorch; the .onnx copied alone is an error naming the missing file."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 256)
+    exported = tmp_path / "export"
+    exported.mkdir()
+    torch.onnx.export(model, (x,), str(exported / "fc.onnx"))
+    assert (exported / "fc.onnx.data").stat().st_size >= 64 * 256 * 4, "the weights left the .onnx file"
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "fc.onnx").write_bytes((exported / "fc.onnx").read_bytes())
+    proc = tvms("import", alone / "fc.onnx")
+    assert proc.returncode == 1 and "Traceback" not in proc.err
+    assert "'fc.onnx.data'" in proc.err and "same folder" in proc.err, proc.err
+    assert not (alone / "fc.tvms").exists()
+
+    ok("import", exported / "fc.onnx", "-o", tmp_path / "fc.tvms")
+    np.savez(tmp_path / "x.npz", input=x.numpy())  # Sequential.forward(input)
+    ok("run", tmp_path / "fc.tvms", "--params", tmp_path / "fc.npz", "--inputs", tmp_path / "x.npz",
+       "--out", tmp_path / "y.npz")
+    with torch.no_grad():
+        np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- errors
 
 

@@ -88,11 +88,42 @@ def _read_onnx(path: str, progress: ProgressCallback, shape_dict: Optional[dict]
     from .onnx import from_onnx
 
     try:
-        model = onnx.load(path)
+        model = onnx.load(path, load_external_data=False)
+        _require_external_data(model, path)
+        onnx.load_external_data_for_model(model, os.path.dirname(path) or ".")
+    except FrontendError:
+        raise
     except Exception as exc:  # protobuf's DecodeError, OSError, ...
         raise FrontendError(f"cannot read {path} as an ONNX model ({type(exc).__name__}: "
                             f"{_first_line(exc)})") from None
     return from_onnx(model, shape_dict=shape_dict, keep_params_in_input=True, progress=progress)
+
+
+def _require_external_data(model, path: str) -> None:
+    """A `FrontendError` naming the external data files `model`'s weights live in that are not
+    beside `path`. ``torch.onnx.export`` writes the weights to ``NAME.onnx.data`` next to
+    ``NAME.onnx``; a model file copied alone loses them, and onnx's own message for that
+    ("... but it is not regular file") does not say what to do."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    folder = os.path.dirname(path) or "."
+    wanted = sorted({ExternalDataInfo(t).location for t in _initializers(model.graph) if uses_external_data(t)})
+    missing = [name for name in wanted if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
+        files = ", ".join(repr(name) for name in missing)
+        raise FrontendError(
+            f"cannot read {path}: its weights are stored in {files}, which must lie in the same folder "
+            f"({os.path.abspath(folder)}); torch.onnx.export writes NAME.onnx.data beside NAME.onnx, "
+            "so keep or copy the two files together")
+
+
+def _initializers(graph):
+    """Every initializer of `graph` and of the graphs its nodes hold (If, Loop, Scan bodies)."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from _initializers(sub)
 
 
 def _first_line(exc: BaseException) -> str:
