@@ -162,8 +162,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     where.add_argument("--inline-params", action="store_true", help="bind the weights into the file as "
                        "constants (its metadata section) instead of saving an .npz")
     imp.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
-                     help="ONNX: the shape of a graph input (repeatable), for inputs whose shape the model "
-                     "leaves open")
+                     help="ONNX: the shape of a graph input (repeatable), replacing the model's (with as "
+                     "many dimensions as the model gives it)")
     imp.set_defaults(run=cmd_import)
 
     lsp = sub.add_parser(
@@ -552,6 +552,8 @@ def _parse_input_shapes(items: list) -> dict:
             dims = None
         if not dims:
             raise _fail(f"--shape expects INPUT=D0,D1,... (e.g. --shape input=1,3,224,224), got {item!r}")
+        if name.strip() in shapes:
+            raise _fail(f"--shape gives input '{name.strip()}' twice")
         shapes[name.strip()] = dims
     return shapes
 
