@@ -249,6 +249,31 @@ def test_run_symbolic_dimension_errors(dyn):
     _error(["run", dyn, "--shape", "n"], "--shape expects SYM=N")
 
 
+SCALE = '''\
+@T.prim_func
+def scale(a: T.handle, b: T.handle, alpha: T.float32):
+    n = T.int64()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] * alpha
+'''
+
+
+def test_run_shape_names_what_the_function_has(dyn, tmp_path):
+    scale = tmp_path / "scale.tvms"
+    scale.write_text(SCALE)
+    _error(["run", scale, "--shape", "n=4,k=2"],
+           "--shape k=2: scale() has no symbolic dimension or scalar parameter 'k' (it has: n, alpha)")
+    ok("run", scale, "--shape", "n=4,alpha=2.5")
+    library = tmp_path / "dyn.so"
+    ok("compile", dyn, "-o", library)
+    _error(["run", library, "--shape", "k=3"], "--shape k=3: main() has no symbolic dimension 'k' (it has: n)")
+    ok("run", library, "--shape", "n=3")
+
+
 def test_run_errors_in_the_program_are_located(tmp_path):
     bad = tmp_path / "bad.tvms"
     bad.write_text(BROKEN)

@@ -1067,11 +1067,12 @@ def _sinfo_names(sinfo, out: list) -> list:
 class _Symbols:
     """Values of symbolic dimensions: from --shape first, then from the given inputs."""
 
-    def __init__(self, shapes: dict, known: list, fname: str, float_ok=()) -> None:
+    def __init__(self, shapes: dict, known: list, fname: str, float_ok=(), scalars: bool = False) -> None:
+        what = "symbolic dimension or scalar parameter" if scalars else "symbolic dimension"
         for name, value in shapes.items():
             if name not in known:
                 listed = f"it has: {', '.join(known)}" if known else "it has none"
-                raise _fail(f"--shape {name}={value}: {fname}() has no symbolic dimension '{name}' ({listed})")
+                raise _fail(f"--shape {name}={value}: {fname}() has no {what} '{name}' ({listed})")
             if isinstance(value, float) and name not in float_ok:
                 raise _fail(f"--shape {name}={value}: '{name}' is a dimension, which takes a whole number")
         self.env = dict(shapes)
@@ -1542,7 +1543,7 @@ def _run_prim(program: _Program, name: str, func, args, shapes: dict, target: st
         if v.name not in known:
             known.append(v.name)
     floats = {v.name for v in scalars if _is_float_dtype(v.dtype)}
-    symbols = _Symbols(shapes, known, name, floats)
+    symbols = _Symbols(shapes, known, name, floats, scalars=bool(scalars))
     given = _read_given(args, params, name, aliases)
 
     t0 = time.perf_counter()
