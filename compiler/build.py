@@ -106,7 +106,7 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     if gpu:
         kernels = dict(cuda_code.functions) if cuda_code is not None else {}
     else:
-        kernels = _compile_kernels(prim_funcs, bounds_check) if prim_funcs else {}
+        kernels = _compile_kernels(prim_funcs, bounds_check, cpu_build_options(target)) if prim_funcs else {}
 
     functions = {}
     for index, (name, func) in enumerate(relax_funcs.items()):
@@ -135,21 +135,70 @@ def _as_module(mod) -> ir.IRModule:
 
 
 def target_name_of(target) -> str:
-    """The target's name (``"llvm"``); NotImplementedError for a known target tvms cannot
-    compile for yet, ValueError for an unknown one."""
-    if target is None:
-        return "llvm"
-    if isinstance(target, dict):
-        target = target.get("kind", "")
-    kind = getattr(getattr(target, "kind", None), "name", None) or getattr(target, "kind", None)
-    text = kind if isinstance(kind, str) else str(target)
-    word = text.split()[0] if text.split() else ""
-    if word not in SUPPORTED_TARGETS:
-        if word in ("nvptx", "rocm", "vulkan", "metal", "opencl"):
-            raise NotImplementedError(f"target '{word}' is not supported yet: tvms compiles for the CPU ('llvm') "
-                                      "and NVIDIA GPUs ('cuda')")
-        raise ValueError(f"unknown target {text!r}: expected 'llvm' or 'cuda'")
-    return text
+    """The target's name: its text as given (``"llvm -mcpu=skylake"``), else its kind
+    (``"llvm"`` for None); the errors of `checked_target`."""
+    checked = checked_target(target)
+    return target if isinstance(target, str) else checked.kind.name
+
+
+# The options of each kind that tvms's backends act on. A `Target` takes every option TVM's
+# takes (tvmscript/target.py); compiling with one that tvms would ignore is an error instead.
+_ACTED_ON = {
+    "llvm": ("mcpu", "mattr", "mtriple", "opt-level"),
+    "c": ("mcpu",),
+    "cuda": ("arch", "max_threads_per_block", "max_num_threads", "max_shared_memory_per_block"),
+}
+
+# Options that describe the target without directing the compiler (TVM's tags carry them):
+# accepted, though no pass of tvms consults the last three yet.
+_DESCRIPTIVE = ("keys", "device", "model", "tag", "thread_warp_size", "registers_per_block", "l2_cache_size_bytes")
+
+# Why tvms does not act on an option TVM's Target takes, and what does what it asks for.
+_NOT_ACTED_ON = {
+    "num-cores": "parallel loops run on OMP_NUM_THREADS threads: set that variable instead",
+    "libs": "tvms compiles every op itself and calls no vendor library",
+    "fast-math": "tvms keeps IEEE float semantics",
+    "mcpu": "a CUDA GPU's architecture is -arch, such as -arch=sm_80",  # for cuda; llvm acts on it
+}
+
+
+def checked_target(target) -> "Target":
+    """``target`` (a string, a dict, a `tvms.target.Target`, or None for ``llvm``) as a
+    `Target` tvms can compile for. ValueError for an unknown kind or option (`Target`'s), an
+    option tvms would ignore, or a CPU or feature LLVM does not know (`llvm_target`);
+    NotImplementedError for a kind tvms cannot compile for yet."""
+    from tvmscript.target import Target
+
+    checked = Target("llvm" if target is None else target)
+    kind = checked.kind.name
+    if kind not in SUPPORTED_TARGETS:
+        raise NotImplementedError(f"target '{kind}' is not supported yet: tvms compiles for the CPU ('llvm') "
+                                  "and NVIDIA GPUs ('cuda')")
+    acted_on = _ACTED_ON[kind]
+    for name in sorted(checked.attrs):
+        if name not in acted_on and name not in _DESCRIPTIVE:
+            why = _NOT_ACTED_ON.get(name, "not supported yet")
+            raise ValueError(f"tvms does not act on -{name} ({why}); the options it compiles '{kind}' with are "
+                             f"{', '.join('-' + n for n in acted_on)}")
+    if kind == "cuda" and checked.thread_warp_size != 32:
+        raise ValueError(f"-thread_warp_size={checked.thread_warp_size}: NVIDIA GPUs run warps of 32 threads")
+    if kind != "cuda":
+        level = checked.attrs.get("opt-level", 3)
+        if not 0 <= level <= 3:
+            raise ValueError(f"-opt-level={level}: LLVM's optimization levels are 0 to 3")
+        from .llvm_target import cpu_target
+
+        cpu_target(checked)
+    return checked
+
+
+def cpu_build_options(target) -> dict:
+    """`runtime.cpu.build_cpu`'s ``target`` and ``opt_level`` for an ``llvm`` (or ``c``)
+    target: the CPU its options name and LLVM's optimization level (3 by default)."""
+    from .llvm_target import cpu_target
+
+    checked = checked_target(target)
+    return {"target": cpu_target(checked), "opt_level": checked.attrs.get("opt-level", 3)}
 
 
 # ----------------------------------------------------------------------------- CUDA
@@ -299,7 +348,7 @@ def _nvrtc_build_error(err, src, prim_funcs) -> BuildError:
                       getattr(prim_funcs.get(func_name), "span", None))
 
 
-def _compile_kernels(prim_funcs: dict, bounds_check: bool = True) -> dict:
+def _compile_kernels(prim_funcs: dict, bounds_check: bool, options: dict) -> dict:
     try:
         from tvmscript.runtime.cpu import build_cpu
     except ImportError as err:
@@ -309,7 +358,8 @@ def _compile_kernels(prim_funcs: dict, bounds_check: bool = True) -> dict:
             "this module has T.prim_funcs, and the TensorIR compiler (runtime/cpu.py) is not available "
             "in this checkout"
         ) from err
-    return dict(build_cpu(prim_funcs, bounds_check=bounds_check))
+    # .kernels: those of another CPU are kept (to print or export) though they refuse to run here
+    return dict(build_cpu(prim_funcs, bounds_check=bounds_check, **options).kernels)
 
 
 # ----------------------------------------------------------------------------- checks

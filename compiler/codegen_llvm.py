@@ -2,9 +2,9 @@
 
 `codegen(funcs)` lowers each `tir.PrimFunc` (`compiler.lower_tir.lower`) and emits one LLVM
 function per kernel into one `llvmlite.ir.Module`, for the host CPU (its triple, CPU name and
-features, from `llvmlite.binding`). `optimize` runs LLVM's new pass manager (its default
-pipeline at the level asked, with loop and SLP vectorization); `runtime.cpu` JIT-compiles the
-result with MCJIT.
+features, from `llvmlite.binding`) or the one an ``llvm -mcpu=...`` target names
+(`HostTarget`). `optimize` runs LLVM's new pass manager (its default pipeline at the level
+asked, with loop and SLP vectorization); `runtime.cpu` JIT-compiles the result with MCJIT.
 
 Kernel ABI (the contract with `runtime.kernel.Kernel`), for a function named ``name`` in the
 IRModule, exported as the symbol ``tvms_<name>`` (non-identifier characters become ``_``)::
@@ -89,9 +89,33 @@ _VOID = ir.VoidType()
 
 @dataclass(frozen=True)
 class HostTarget:
+    """The CPU kernels are generated for: LLVM's triple, CPU name and feature string. By
+    default the machine's own (`host_target`); an ``llvm -mcpu=... -mattr=...`` target names
+    another (`compiler.llvm_target`). ``complete``: ``features`` lists every feature of the
+    CPU, as LLVM detected them where the code was built (so another CPU with all of them runs
+    it); False when the CPU was named and ``features`` holds only the ``-mattr`` given on top
+    of it."""
+
     triple: str
     cpu: str
     features: str
+    complete: bool = True
+
+    def unrunnable_on(self, host: "HostTarget") -> Optional[str]:
+        """Why code generated for this target cannot run on ``host`` (it could stop the
+        process with an illegal instruction), or None when it can."""
+        if self.triple.split("-")[0] != host.triple.split("-")[0]:
+            return f"the code is for {self.triple}, and this machine is {host.triple}"
+        if not self.complete and self.cpu != host.cpu:
+            return (f"the code is for -mcpu={self.cpu}, and this machine's CPU is a {host.cpu}, which may lack "
+                    f"instructions a {self.cpu} has")
+        have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
+        need = {f[1:] for f in self.features.split(",") if f.startswith("+")}
+        missing = sorted(need - have)
+        if missing:
+            return (f"the code is for a CPU with {', '.join('+' + m for m in missing[:6])}"
+                    f"{' ...' if len(missing) > 6 else ''}, which this one ({host.cpu}) lacks")
+        return None
 
     def target_machine(self, opt: int = 3):
         """Position-independent code: the same machine code is JIT-loaded, kept in the disk

@@ -192,8 +192,20 @@ class CPUModule:
         self.opt_level = opt_level
         self.infos = tuple(infos)  # codegen_llvm.KernelInfo of each kernel, for export_library
         self.from_disk_cache = False
+        # why the code cannot run in this process (built for another CPU), or None
+        self.unrunnable = None if target == host_target() else target.unrunnable_on(host_target())
+
+    def check_runnable(self) -> None:
+        """A RuntimeError when the kernels were generated for a CPU this machine may not be
+        (``llvm -mcpu=...``): calling them could stop the process with an illegal instruction.
+        Their machine code is still there to print or export."""
+        if self.unrunnable:
+            raise RuntimeError(f"these kernels cannot run here: {self.unrunnable}. Compile them without "
+                               "-mcpu/-mattr to run them here, or export_library() and load the library on a "
+                               f"{self.target.cpu}")
 
     def __getitem__(self, name: str) -> Kernel:
+        self.check_runnable()
         try:
             return self.kernels[name]
         except KeyError:
@@ -255,8 +267,10 @@ def clear_cache() -> None:
 
 
 def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bool = True,
-              parallel: Optional[str] = None, bounds_check: bool = True) -> CPUModule:
-    """Compile PrimFuncs for the host CPU.
+              parallel: Optional[str] = None, bounds_check: bool = True,
+              target: Optional[HostTarget] = None) -> CPUModule:
+    """Compile PrimFuncs for the host CPU (or ``target``'s, see `compiler.llvm_target`: the
+    kernels of another CPU are there to print and export, and refuse to run here).
 
     ``schedule``: apply `compiler.schedule_cpu.default_schedule` first (it never changes
     results). ``opt_level``: LLVM's optimization level, 0 to 3. ``parallel``: ``"gomp"``/``"serial"`` to force a parallel runtime
@@ -272,7 +286,7 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
         if parallel == "gomp" and runtime != "gomp":
             raise RuntimeError("libgomp is not available in this process")
         runtime = parallel
-    target = host_target()
+    target = target or host_target()
     # The default schedule fits its tiles to the threads parallel loops run on.
     from tvmscript.compiler.schedule_cpu import parallel_threads
 

@@ -73,6 +73,7 @@ class Executable:
         self.functions = dict(functions)      # Relax function name -> VMFunction
         self.cuda_code = cuda_code            # compiler.cuda_spec.CUDACode, for a cuda target
         self._loaded: dict = {}               # Device -> runtime.cuda.CUDAModule
+        self._runnable = False                # the CPU kernels' modules said they run here
 
     @property
     def device_type(self) -> int:
@@ -87,6 +88,7 @@ class Executable:
         if dev.device_type != self.device_type:
             raise ValueError(f"the executable was compiled for target '{self.target}'; its kernels do not run on {dev}")
         if self.device_type != kDLCUDA or not self.kernels:
+            self._check_runnable()
             return self.kernels
         module = self._loaded.get(dev)
         if module is None:
@@ -97,11 +99,22 @@ class Executable:
             module = self._loaded[dev] = load_module(self.cuda_code, dev)
         return module.kernels
 
+    def _check_runnable(self) -> None:
+        """A RuntimeError when the CPU kernels were generated for a CPU this machine may not
+        be (``llvm -mcpu=...``; `runtime.cpu.CPUModule.check_runnable`)."""
+        if not self._runnable:
+            for kernel in self.kernels.values():
+                check = getattr(getattr(kernel, "module", None), "check_runnable", None)
+                if check is not None:
+                    check()
+            self._runnable = True
+
     # ---- lookup
     def __getitem__(self, name: str):
         if name in self.kernels:
             if self.device_type == kDLCUDA:
                 return self.kernels_on(cuda(0))[name]
+            self._check_runnable()
             return self.kernels[name]
         if name in self.functions:
             dev = "tvms.cuda()" if self.device_type == kDLCUDA else "tvms.cpu()"

@@ -169,9 +169,13 @@ def _program_bytes(ex, owners: list) -> bytes:
             body = _pickled({"functions": functions, "mod": None}, Kernel)
         except (pickle.PicklingError, TypeError, AttributeError) as err:
             raise LibraryError(f"the executable's VM program cannot be saved: {err}") from None
+    built_for = {m.target for m in owners} or {host_target()}
+    if len(built_for) > 1:
+        raise LibraryError("the executable's kernels were compiled for different CPUs: "
+                           f"{', '.join(sorted(t.cpu for t in built_for))}")
     header = {
         "format": PROGRAM_FORMAT,
-        "host": host_target(),
+        "host": built_for.pop(),  # the CPU the kernels were generated for, which the loader checks
         "target": ex.target,
         "parallel": sorted({m.parallel_runtime for m in owners}),
         "kernels": [kernels[k.name] for k in ex.kernels.values()],
@@ -291,12 +295,6 @@ def _read_program(handle, path: str) -> dict:
 def _check_host(built_for, host, path: str) -> None:
     """Refuse a library whose code uses instructions this CPU lacks (it would crash with an
     illegal instruction, not an error)."""
-    if built_for.triple.split("-")[0] != host.triple.split("-")[0]:
-        raise LibraryError(f"{path} was built for {built_for.triple}, and this machine is {host.triple}")
-    have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
-    need = {f[1:] for f in built_for.features.split(",") if f.startswith("+")}
-    missing = sorted(need - have)
-    if missing:
-        raise LibraryError(f"{path} was built for a CPU with {', '.join('+' + m for m in missing[:6])}"
-                           f"{' ...' if len(missing) > 6 else ''}, which this one ({host.cpu}) lacks: "
-                           "compile it again here")
+    reason = built_for.unrunnable_on(host)
+    if reason:
+        raise LibraryError(f"{path} cannot run here: {reason}; compile it again for this machine")

@@ -139,6 +139,54 @@ def test_import_onnx_with_external_data_needs_the_data_file_beside_it(tmp_path):
         np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], model(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
+def _onnx_conv(path):
+    """A Conv over an image input declared (batch, 3, 8, 8): the rank --shape must keep."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["input", "w"], ["y"], name="conv")], "g",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, 6, 6])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_import_onnx_shape_replaces_the_models(tmp_path):
+    _onnx_conv(tmp_path / "conv.onnx")
+    ok("import", tmp_path / "conv.onnx", "--shape", "input=2,3,8,8")
+    assert 'R.Tensor((2, 3, 8, 8), dtype="float32")' in (tmp_path / "conv.tvms").read_text()
+
+
+@pytest.mark.parametrize("shape, expected", [
+    ("bogus=1", "a shape was given for 'bogus', which is not an input of the model "
+                "(its inputs: 'input' (batch, 3, 8, 8))"),
+    ("w=2,3,3,3", "a shape was given for 'w', which is not an input of the model"),  # a weight
+    ("input=1,3", "the shape given for input 'input', (1, 3), is 2-D, but input 'input' is 4-D "
+                  "(batch, 3, 8, 8) in the model: give 4 dimensions"),
+    ("input=1,3,8,8,1", "is 5-D, but input 'input' is 4-D"),
+])
+def test_import_onnx_shape_errors(tmp_path, shape, expected):
+    _onnx_conv(tmp_path / "conv.onnx")
+    proc = tvms("import", tmp_path / "conv.onnx", "--shape", shape)
+    assert proc.returncode == 1 and expected in proc.err, proc.err
+    assert "Conv" not in proc.err  # the cause, not the first node it breaks
+    assert not (tmp_path / "conv.tvms").exists() and not (tmp_path / "conv.npz").exists()
+
+
+def test_import_shape_given_twice(tmp_path):
+    _onnx_conv(tmp_path / "conv.onnx")
+    proc = tvms("import", tmp_path / "conv.onnx", "--shape", "input=1,3,8,8", "--shape", "input=2,3,8,8")
+    assert proc.returncode == 1 and "--shape gives input 'input' twice" in proc.err
+
+
+def test_import_pt2_refuses_shapes(torch_mlp, tmp_path):
+    model, _, _ = torch_mlp
+    proc = tvms("import", model, "-o", tmp_path / "mlp.tvms", "--shape", "input=1,784")
+    assert proc.returncode == 1
+    assert "input shapes cannot be given for" in proc.err and "fixed when it was exported" in proc.err
+    assert not (tmp_path / "mlp.tvms").exists()
+
+
 # ----------------------------------------------------------------------------- errors
 
 

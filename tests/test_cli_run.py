@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -249,6 +250,31 @@ def test_run_symbolic_dimension_errors(dyn):
     _error(["run", dyn, "--shape", "n"], "--shape expects SYM=N")
 
 
+SCALE = '''\
+@T.prim_func
+def scale(a: T.handle, b: T.handle, alpha: T.float32):
+    n = T.int64()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] * alpha
+'''
+
+
+def test_run_shape_names_what_the_function_has(dyn, tmp_path):
+    scale = tmp_path / "scale.tvms"
+    scale.write_text(SCALE)
+    _error(["run", scale, "--shape", "n=4,k=2"],
+           "--shape k=2: scale() has no symbolic dimension or scalar parameter 'k' (it has: n, alpha)")
+    ok("run", scale, "--shape", "n=4,alpha=2.5")
+    library = tmp_path / "dyn.so"
+    ok("compile", dyn, "-o", library)
+    _error(["run", library, "--shape", "k=3"], "--shape k=3: main() has no symbolic dimension 'k' (it has: n)")
+    ok("run", library, "--shape", "n=3")
+
+
 def test_run_errors_in_the_program_are_located(tmp_path):
     bad = tmp_path / "bad.tvms"
     bad.write_text(BROKEN)
@@ -338,6 +364,32 @@ def test_compile_errors(tmp_path):
            f"{SAMPLES / 'mlp.tvms'}:13:28")
     _error(["compile", SAMPLES / "te_matmul.tvms", "--emit", "python"], "has no Relax function")
     _error(["compile", SAMPLES / "e2e_mlp.tvms", "-o", tmp_path / "no" / "x.ll"], "cannot write")
+
+
+def test_target_options_are_checked(dyn, tmp_path):
+    import llvmlite.binding as llvm
+
+    host = llvm.get_host_cpu_name()
+    _error(["run", dyn, "--shape", "n=2", "--target", "llvm -mcpu=bogus"],
+           "--target: -mcpu=bogus is not a CPU LLVM knows", f"this machine's is {host}")
+    _error(["compile", dyn, "--target", "llvm -mattr=+bogus"], "'bogus' is not a feature LLVM knows")
+    _error(["run", dyn, "--shape", "n=2", "--target", "llvm -foo=1"], "target kind 'llvm' has no attribute 'foo'")
+    _error(["run", dyn, "--shape", "n=2", "--target", "llvm -num-cores=2"], "tvms does not act on -num-cores")
+    _error(["show", dyn, "--target", "llvm -mcpu=bogus"], "-mcpu=bogus is not a CPU LLVM knows")
+    ok("run", dyn, "--shape", "n=2", "--target", f"llvm -mcpu={host} -opt-level=1")
+    library = tmp_path / "dyn.so"
+    ok("compile", dyn, "-o", library)
+    _error(["run", library, "--target", "llvm -opt-level=1"], "is compiled (for llvm): --target applies to a .tvms file")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 CPU names")
+def test_target_for_another_cpu_compiles_but_does_not_run_here(dyn, tmp_path):
+    asm = ok("compile", dyn, "--target", "llvm -mcpu=x86-64", "--emit", "asm").out
+    assert ".globl" in asm and not re.search(r"%[yz]mm", asm)  # SSE2 code, whatever this CPU has
+    _error(["run", dyn, "--shape", "n=2", "--target", "llvm -mcpu=x86-64"],
+           "tvms run runs the kernels on this machine, but the code is for -mcpu=x86-64",
+           'tvms compile FILE --target "llvm -mcpu=x86-64" -o model.so')
+    _error(["run", dyn, "--shape", "n=2", "--target", "llvm -mcpu=i686"], "LLVM cannot generate")
 
 
 # ----------------------------------------------------------------------------- pipelines and --bind

@@ -694,6 +694,17 @@ def test_missing_input_shape_is_a_frontend_error():
     from_onnx(model, shape_dict={"x": [2]})  # given, it imports
 
 
+def test_shape_dict_must_name_an_input_and_keep_its_rank():
+    model = _linear_model("1x")  # input '1x' (batch, 4)
+    with pytest.raises(FrontendError, match=r"given for 'input_1x', which is not an input of the model "
+                                            r"\(its inputs: '1x' \(batch, 4\)\)"):
+        from_onnx(model, shape_dict={"input_1x": [2, 4]})  # the sanitized name is not the model's
+    with pytest.raises(FrontendError, match=r"\(2, 4, 1\), is 3-D, but input '1x' is 2-D \(batch, 4\) in the model"):
+        from_onnx(model, shape_dict={"1x": [2, 4, 1]})
+    with pytest.raises(FrontendError, match="must be a list of dimensions, not 8"):
+        from_onnx(model, shape_dict={"1x": 8})
+
+
 def test_run_time_shape_is_a_frontend_error():
     model = make_model([node("Reshape", ["x", "s"], ["y"])], {"x": (F32, [6]), "s": (I64, [2])})
     with pytest.raises(FrontendError, match="Reshape node '#0'.*must be known"):

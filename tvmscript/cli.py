@@ -162,8 +162,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     where.add_argument("--inline-params", action="store_true", help="bind the weights into the file as "
                        "constants (its metadata section) instead of saving an .npz")
     imp.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
-                     help="ONNX: the shape of a graph input (repeatable), for inputs whose shape the model "
-                     "leaves open")
+                     help="ONNX: the shape of a graph input (repeatable), replacing the model's (with as "
+                     "many dimensions as the model gives it)")
     imp.set_defaults(run=cmd_import)
 
     lsp = sub.add_parser(
@@ -552,6 +552,8 @@ def _parse_input_shapes(items: list) -> dict:
             dims = None
         if not dims:
             raise _fail(f"--shape expects INPUT=D0,D1,... (e.g. --shape input=1,3,224,224), got {item!r}")
+        if name.strip() in shapes:
+            raise _fail(f"--shape gives input '{name.strip()}' twice")
         shapes[name.strip()] = dims
     return shapes
 
@@ -738,10 +740,8 @@ class _Program:
         PrimFunc without thread bindings; a CPU target leaves the module as it is."""
         from .target import Target
 
-        try:
-            target = Target(target_text)
-        except ValueError as err:
-            raise _fail(f"--target: {err}") from None
+        _check_target(target_text)
+        target = Target(target_text)
         if target.kind.name != "cuda":
             return
         from .compiler.build import default_gpu_schedule
@@ -799,6 +799,8 @@ class _LibraryProgram(_Program):
     def transform(self, args, func_name: str | None) -> None:
         if args.bind:
             raise _fail(f"{self.path} is compiled: --bind applies to a .tvms file (pass the arrays with --params)")
+        if getattr(args, "target", "llvm") != "llvm":
+            raise _fail(f"{self.path} is compiled (for {self.executable.target}): --target applies to a .tvms file")
 
     def report(self, err) -> "_Failure":
         return _Failure(f"error: {self.path}: {err.message}")
@@ -827,13 +829,25 @@ def _load_program(path: str) -> _Program:
     return _Program(node, text, "<stdin>" if path == "-" else path)
 
 
-def _check_target(target: str) -> str:
+def _check_target(target: str, run_here: bool = False) -> str:
+    """The target's name, once tvms accepts every option of it (`compiler.build.checked_target`);
+    ``run_here``: also a CPU this machine can run the code of."""
     from .compiler.build import target_name_of
 
     try:
-        return target_name_of(target)
+        name = target_name_of(target)
     except (NotImplementedError, ValueError) as err:
-        raise _fail(str(err)) from None
+        raise _fail(f"--target: {err}") from None
+    if run_here and name.split()[0] != "cuda":
+        from .compiler.llvm_target import unrunnable_here
+        from .target import Target
+
+        reason = unrunnable_here(Target(target))
+        if reason:
+            raise _fail(f"--target: tvms run runs the kernels on this machine, but {reason}; leave "
+                        f"-mcpu/-mattr out, or compile a library to run there: tvms compile FILE --target "
+                        f"\"{target}\" -o model.so")
+    return name
 
 
 def _cuda_text(program: _Program, mod, target: str, emit: str) -> str:
@@ -1065,11 +1079,12 @@ def _sinfo_names(sinfo, out: list) -> list:
 class _Symbols:
     """Values of symbolic dimensions: from --shape first, then from the given inputs."""
 
-    def __init__(self, shapes: dict, known: list, fname: str, float_ok=()) -> None:
+    def __init__(self, shapes: dict, known: list, fname: str, float_ok=(), scalars: bool = False) -> None:
+        what = "symbolic dimension or scalar parameter" if scalars else "symbolic dimension"
         for name, value in shapes.items():
             if name not in known:
                 listed = f"it has: {', '.join(known)}" if known else "it has none"
-                raise _fail(f"--shape {name}={value}: {fname}() has no symbolic dimension '{name}' ({listed})")
+                raise _fail(f"--shape {name}={value}: {fname}() has no {what} '{name}' ({listed})")
             if isinstance(value, float) and name not in float_ok:
                 raise _fail(f"--shape {name}={value}: '{name}' is a dimension, which takes a whole number")
         self.env = dict(shapes)
@@ -1216,7 +1231,7 @@ def _run(args) -> int:
         if not os.path.isdir(folder):
             raise _fail(f"--out {args.out}: no such folder {folder}")
     program = _load_program(args.file)
-    target = _check_target(args.target)
+    target = _check_target(args.target, run_here=not isinstance(program, _LibraryProgram))
     if target.split()[0] == "cuda":
         _require_gpu()
     for path in args.extern:
@@ -1540,7 +1555,7 @@ def _run_prim(program: _Program, name: str, func, args, shapes: dict, target: st
         if v.name not in known:
             known.append(v.name)
     floats = {v.name for v in scalars if _is_float_dtype(v.dtype)}
-    symbols = _Symbols(shapes, known, name, floats)
+    symbols = _Symbols(shapes, known, name, floats, scalars=bool(scalars))
     given = _read_given(args, params, name, aliases)
 
     t0 = time.perf_counter()
@@ -1803,12 +1818,9 @@ def _compile_and_write(args, program: _Program, target: str, gpu: bool) -> int:
             text = ex.as_python()
     else:
         ex = _compile(program, mod, target, args.bounds_check)
-        prim_funcs = {gv.name_hint: f for gv, f in ex.mod.functions.items() if isinstance(f, tir.PrimFunc)}
-        if not prim_funcs:
+        if not ex.kernels:
             raise _fail(f"{program.path} has no T.prim_func: nothing to compile to {args.emit}")
-        from .runtime.cpu import build_cpu
-
-        text = build_cpu(prim_funcs, bounds_check=args.bounds_check).get_source(args.emit)
+        text = next(iter(ex.kernels.values())).module.get_source(args.emit)  # one CPUModule holds them all
     if not text.endswith("\n"):
         text += "\n"
     if args.output:

@@ -15,7 +15,10 @@ them::
 
 Each kind declares the attributes it takes and their types (`TargetKind.options`); an unknown
 kind, an unknown attribute, a value of the wrong type or text that is not ``-name=value``
-raises a ValueError saying which. ``str(target)`` prints the canonical form TVM prints (kind,
+raises a ValueError saying which. A `Target` only describes, as TVM's does (a module written
+for another machine still parses): compiling checks the rest, that tvms acts on every option
+given (`compiler.build.checked_target`) and that LLVM knows the CPU and features an ``llvm``
+target names (`compiler.llvm_target`). ``str(target)`` prints the canonical form TVM prints (kind,
 ``-keys=``, then every attribute in name order), which `Target` reads back.
 
 Why the ``cuda`` defaults describe an H100 (arch ``sm_90``, 1024 threads per block, warps of

@@ -36,12 +36,18 @@ def model_format(path: str) -> str:
 
 def read_model(path: str, progress: ProgressCallback = None,
                shape_dict: Optional[dict] = None) -> tuple:
-    """``(IRModule, {weight name: ndarray})`` of the model in `path`; see the module docstring."""
+    """``(IRModule, {weight name: ndarray})`` of the model in `path`; see the module docstring.
+    ``shape_dict`` ({input name: dims}) replaces an ONNX model's input shapes (see `from_onnx`);
+    a .pt2 program's shapes are its own, and giving any is an error."""
     suffix = model_format(path)
     if not os.path.exists(path):
         raise FrontendError(f"no such file: {path}")
     if os.path.isdir(path):
         raise FrontendError(f"{path} is a directory")
+    if suffix == ".pt2" and shape_dict:
+        raise FrontendError(f"input shapes cannot be given for {path}: a torch.export program's input shapes were "
+                            "fixed when it was exported (export it again with other example inputs, or with "
+                            "dynamic_shapes=... to make a dimension symbolic)")
     _require_extra(suffix)
     if suffix == ".pt2":
         mod = _read_exported_program(path, progress)

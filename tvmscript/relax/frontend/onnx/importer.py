@@ -64,16 +64,17 @@ def from_onnx(model, shape_dict: Optional[dict] = None, dtype_dict="float32", op
 
 def _check_model(model, shape_dict: dict) -> None:
     """A `FrontendError` unless `model` is a valid ModelProto whose inputs all have shapes
-    (from the model or `shape_dict`). ``onnx.checker`` requires every graph input to have a
-    shape: it checks the model with the shapes `shape_dict` gives filled in."""
+    (from the model or `shape_dict`, which `_check_shape_dict` checks first). ``onnx.checker``
+    requires every graph input to have a shape: it checks the model with the shapes
+    `shape_dict` gives filled in."""
     import onnx
 
     if not isinstance(model, onnx.ModelProto):
         raise FrontendError(f"from_onnx expects an onnx.ModelProto, not {type(model).__name__} "
                             "(load a file with onnx.load)")
-    initializers = {init.name for init in model.graph.initializer}
-    shapeless = [i for i in model.graph.input if i.name not in initializers
-                 and i.type.HasField("tensor_type") and not i.type.tensor_type.HasField("shape")]
+    _check_shape_dict(model.graph, shape_dict)
+    shapeless = [i for i in _graph_inputs(model.graph).values()
+                 if i.type.HasField("tensor_type") and not i.type.tensor_type.HasField("shape")]
     for value_info in shapeless:
         if value_info.name not in shape_dict:
             raise _no_shape_error(value_info.name)
@@ -84,6 +85,53 @@ def _check_model(model, shape_dict: dict) -> None:
     except (onnx.checker.ValidationError, onnx.defs.SchemaError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise FrontendError(f"invalid ONNX model: {first}") from None
+
+
+def _check_shape_dict(graph, shape_dict: dict) -> None:
+    """A `FrontendError` for a shape given for a name that is not one of the graph's inputs,
+    or whose rank is not the one the model declares for that input. Either mistake would
+    otherwise surface far from its cause: an unknown name is never read, and an image input
+    given two dimensions fails in its first Conv ("not 0-D")."""
+    inputs = _graph_inputs(graph)
+    for name, shape in shape_dict.items():
+        value_info = inputs.get(name)
+        if value_info is None:
+            listed = ", ".join(f"{n!r} {_shape_text(v)}" for n, v in inputs.items()) or "none"
+            raise FrontendError(f"a shape was given for {name!r}, which is not an input of the model "
+                                f"(its inputs: {listed})")
+        if isinstance(shape, (str, bytes)) or not hasattr(shape, "__len__"):
+            raise FrontendError(f"the shape given for input {name!r} must be a list of dimensions, not {shape!r}")
+        declared = _declared_dims(value_info)
+        if declared is not None and len(shape) != len(declared):
+            given = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+            raise FrontendError(f"the shape given for input {name!r}, {given}, is {len(shape)}-D, but input "
+                                f"{name!r} is {len(declared)}-D {_shape_text(value_info)} in the model: "
+                                f"give {len(declared)} dimensions")
+
+
+def _graph_inputs(graph) -> dict:
+    """{name: ValueInfoProto} of the graph's inputs, less the initializers older exporters
+    list among them."""
+    initializers = {init.name for init in graph.initializer}
+    return {v.name: v for v in graph.input if v.name not in initializers}
+
+
+def _declared_dims(value_info) -> Optional[list]:
+    """The dims the model declares for an input (an int, a name, or None for an unnamed
+    unknown size); None when it declares no shape."""
+    tensor_type = value_info.type.tensor_type
+    if not value_info.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+        return None
+    return [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim]
+
+
+def _shape_text(value_info) -> str:
+    """``(batch, 3, 224, 224)``, as the model declares the input's shape (``?`` for an
+    unnamed unknown size)."""
+    dims = _declared_dims(value_info)
+    if dims is None:
+        return "(no shape)"
+    return "(" + ", ".join("?" if d is None else str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
 def _no_shape_error(name: str) -> FrontendError:
