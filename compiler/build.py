@@ -167,9 +167,15 @@ def checked_target(target) -> "Target":
     `Target` tvms can compile for. ValueError for an unknown kind or option (`Target`'s), an
     option tvms would ignore, or a CPU or feature LLVM does not know (`llvm_target`);
     NotImplementedError for a kind tvms cannot compile for yet."""
-    from tvmscript.target import Target
+    from tvmscript.target import Target, UnknownTargetOption
 
-    checked = Target("llvm" if target is None else target)
+    try:
+        checked = Target("llvm" if target is None else target)
+    except UnknownTargetOption as err:
+        if err.kind not in _ACTED_ON:
+            raise
+        raise ValueError(err.with_options(f"the options tvms compiles '{err.kind}' with are",
+                                          _options_text(err.kind))) from None
     kind = checked.kind.name
     if kind not in SUPPORTED_TARGETS:
         raise NotImplementedError(f"target '{kind}' is not supported yet: tvms compiles for the CPU ('llvm') "
@@ -179,7 +185,7 @@ def checked_target(target) -> "Target":
         if name not in acted_on and name not in _DESCRIPTIVE:
             why = _NOT_ACTED_ON.get(name, "not supported yet")
             raise ValueError(f"tvms does not act on -{name} ({why}); the options it compiles '{kind}' with are "
-                             f"{', '.join('-' + n for n in acted_on)}")
+                             f"{', '.join(_options_text(kind))}")
     if kind == "cuda" and checked.thread_warp_size != 32:
         raise ValueError(f"-thread_warp_size={checked.thread_warp_size}: NVIDIA GPUs run warps of 32 threads")
     if kind != "cuda":
@@ -190,6 +196,10 @@ def checked_target(target) -> "Target":
 
         cpu_target(checked)
     return checked
+
+
+def _options_text(kind: str) -> list:
+    return ["-" + n for n in _ACTED_ON[kind]]
 
 
 def cpu_build_options(target) -> dict:

@@ -38,7 +38,21 @@ import shlex
 import threading
 from typing import Any, Optional
 
-__all__ = ["Target", "TargetKind", "list_tags", "cuda"]
+__all__ = ["Target", "TargetKind", "UnknownTargetOption", "list_tags", "cuda"]
+
+
+class UnknownTargetOption(ValueError):
+    """An option the target's kind does not have. ``where`` (the target as written), ``kind``
+    and ``option`` are kept so that a compiler can say which of the kind's options it acts on
+    (`with_options`)."""
+
+    def __init__(self, where: str, kind: "TargetKind", option: str) -> None:
+        self.where, self.kind, self.option = where, kind.name, option
+        super().__init__(self.with_options("it takes", sorted(kind.options)))
+
+    def with_options(self, which: str, names) -> str:
+        return (f"{self.where}: target kind '{self.kind}' has no attribute {self.option!r}; {which} "
+                f"{', '.join(names)}")
 
 
 class TargetKind:
@@ -363,8 +377,7 @@ def _check_value(kind: TargetKind, name: str, value, source) -> Any:
     ty = kind.options.get(name)
     where = f"target {source!r}"
     if ty is None:
-        raise ValueError(f"{where}: target kind '{kind.name}' has no attribute {name!r}; it takes "
-                         f"{', '.join(sorted(kind.options))}")
+        raise UnknownTargetOption(where, kind, name)
     if value is True and ty is not bool:
         raise ValueError(f"{where}: {name} needs a value (-{name}=...)")
     if ty is int:
