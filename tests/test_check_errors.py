@@ -160,3 +160,44 @@ def test_a_contradicting_return_annotation_is_read_but_neither_checked_nor_run(t
         assert proc.returncode == 1, proc.stderr
         assert "contradicts the struct info of the value returned" in proc.stderr and ":4:5" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- norms' parameter dtypes
+
+NORM = '''# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4, 8), "float32"), p16: R.Tensor(({p},), "float16"), p32: R.Tensor(({p},), "float32")):
+        with R.dataflow():
+            y = {call}
+            z = R.multiply(y, R.const(2.0, "float32"))
+            R.output(z)
+        return z
+'''
+
+
+@pytest.mark.parametrize("call, p, arg", [
+    ("R.nn.layer_norm(x, p16, p32, axes=[-1])", 8, "gamma"),
+    ("R.nn.layer_norm(x, p32, p16, axes=[-1])", 8, "beta"),
+    ("R.nn.rms_norm(x, p16, axes=[-1])", 8, "weight"),
+    ("R.nn.group_norm(x, p16, p32, num_groups=2, channel_axis=1, axes=[2])", 4, "gamma"),
+    ("R.nn.batch_norm(x, p32, p32, p16, p32, axis=1)[0]", 4, "moving_mean"),
+])
+def test_a_norm_parameter_of_another_dtype_is_reported_at_the_call(call, p, arg, tmp_path):
+    """TVM's inference of the norms refuses a float16 gamma on float32 data (its
+    NormCheckDtypeAndShape); tvms accepted it and ran it. Reported at the argument in the
+    call, naming both dtypes; the same call with one dtype passes."""
+    text = NORM.format(call=call, p=p)
+    errors = file_errors(text, "norm.tvms", 20)
+    assert len(errors) == 1, [e.message for e in errors]
+    assert f"{arg} has dtype float16 but data has float32" in errors[0].message
+    assert errors[0].span.line == line_of(text, "y = ")
+    assert text.split("\n")[errors[0].span.line - 1][errors[0].span.col - 1:].startswith("p16")
+    assert file_errors(text.replace('"float16"', '"float32"'), "norm.tvms", 20) == []
+    path = tmp_path / "norm.tvms"
+    path.write_text(text)
+    proc = cli("check", path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "float16" in proc.stderr
