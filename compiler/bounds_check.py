@@ -462,9 +462,22 @@ class _Finder(_Walker):
         a = self.a
         if a.conditional or not all(loop.exact for loop in a.loops):
             return None
+        runs = _when_loops_run(a)
+        if runs is None:
+            return None
+        saved = len(a.facts)
+        a.facts.extend(runs)
+        try:
+            self.check(access)
+        finally:
+            del a.facts[saved:]
+        return None
+
+    def check(self, access: _Access) -> None:
+        """Report the first axis of ``access`` whose index leaves the axis on some iteration
+        whenever the loops around it run (their extents at least 1, in `_Analysis.facts`)."""
+        a = self.a
         ranges = a.bound_ranges()
-        if any(const_int_bound(loop.extent, ranges)[0] < 1 for loop in a.loops):
-            return None  # a loop that may not run at all
         for axis, (index, extent) in enumerate(zip(access.indices, access.buffer.shape)):
             if not tir.is_int(index.dtype) or tir.lanes_of(index.dtype) != 1:
                 continue
@@ -476,8 +489,8 @@ class _Finder(_Walker):
                 continue
             lo, hi = iv
             extent = _widen(a.expand(extent))
-            below = const_int_bound(lo, ranges)[1] < 0
-            above = const_int_bound(_sub(hi, extent), ranges)[0] >= 0
+            below = a.nonnegative(_sub(tir.IntImm("int64", -1), lo))  # lo <= -1
+            above = a.nonnegative(_sub(hi, extent))  # hi >= extent
             if below or above:
                 kind = "write to" if access.write else "read of"
                 self.problems.append(TVMScriptError(
@@ -486,8 +499,27 @@ class _Finder(_Walker):
                     f"{access.buffer.name} (0 to {_text(Canonical(ranges).simplify(_sub(extent, _one())))}), "
                     f"shape {_shape_text(access.buffer)}",
                     access.span or self.a.func.span))
-                break
-        return None
+                return
+
+
+def _when_loops_run(a: _Analysis) -> Optional[list]:
+    """What an access inside the loops ``a`` is in may assume, since it runs only when they
+    do: each symbolic extent is at least 1, as facts (``n - 1 >= 0``) for `_Analysis.nonnegative`.
+    With them an access wrong for every size is reported, as TVM's OOBChecker does, while one
+    wrong only for a size that runs nothing (``n = 0``) is not. None where no such facts hold:
+    a loop that never runs, or one whose extent depends on an enclosing loop (the access then
+    runs on some of that loop's iterations only)."""
+    ranges = a.bound_ranges()
+    loop_vars = {loop.var for loop in a.loops}
+    facts = []
+    for loop in a.loops:
+        lo, hi = const_int_bound(loop.extent, ranges)
+        if lo >= 1:
+            continue
+        if hi < 1 or any(v in loop_vars for v in vars_in([loop.extent])):
+            return None
+        facts.append(_sub(_widen(loop.extent), _one()))
+    return facts
 
 
 def _affine_in_loops(index, a: _Analysis) -> bool:
