@@ -44,7 +44,7 @@ from tvmscript.diagnostics import TVMScriptError
 from tvmscript.tir_visitor import reads_memory, vars_in
 
 from .arith.bound import const_int_bound
-from .arith.canonical import Canonical
+from .arith.canonical import INT_OPS, Canonical, widen
 from .arith.int_set import eval_range
 from .lower_tir import Allocate, IRMutator
 from .substitute import substitute_expr
@@ -141,7 +141,7 @@ class _Analysis:
         return any(self.lower_bound(_sub(e, f)) >= 0 for f in self.facts)
 
     def in_bounds(self, index, extent) -> bool:
-        index, extent = _widen(self.expand(index)), _widen(self.expand(extent))
+        index, extent = widen(self.expand(index)), widen(self.expand(extent))
         # Fast path, enough for most kernels: constant bounds of the index over the loops.
         lo, hi = const_int_bound(index, self.bound_ranges())
         if lo >= 0 and isinstance(extent, tir.IntImm) and hi < extent.value:
@@ -161,7 +161,7 @@ class _Analysis:
             return []
         if not (tir.is_int(cond.a.dtype) and tir.is_int(cond.b.dtype)):
             return []
-        a, b = _widen(self.expand(cond.a)), _widen(self.expand(cond.b))
+        a, b = widen(self.expand(cond.a)), widen(self.expand(cond.b))
         kind = type(cond)
         if isinstance(cond, tir.EQ):
             return [_sub(a, b), _sub(b, a)] if holds else []
@@ -176,26 +176,9 @@ class _Analysis:
         return [_sub(a, b)]
 
 
-_INT_OPS = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Div, tir.Mod, tir.Min, tir.Max)
-
-
-def _widen(e):
-    """``e`` as the arithmetic analyses read it: integer casts dropped, every integer operation
-    and constant in int64, variables as they are (so ``T.Cast("int64", i) - i`` is 0). Only for
-    analysis: `_typed64` makes a result fit for code generation again."""
-    if isinstance(e, tir.IntImm) and tir.is_int(e.dtype) and e.dtype != "bool":
-        return e if e.dtype == "int64" else tir.IntImm("int64", e.value)
-    if isinstance(e, tir.Cast) and tir.is_int(e.dtype) and tir.is_int(e.value.dtype) and e.dtype != "bool" \
-            and e.value.dtype != "bool":
-        return _widen(e.value)
-    if isinstance(e, _INT_OPS) and tir.is_int(e.dtype):
-        return type(e)("int64", _widen(e.a), _widen(e.b))
-    return e
-
-
 def _typed64(e):
-    """An int64 expression whose every operand is int64 too (`_widen`'s output is not)."""
-    if isinstance(e, _INT_OPS):
+    """An int64 expression whose every operand is int64 too (`widen`'s output is not)."""
+    if isinstance(e, INT_OPS):
         return type(e)("int64", _typed64(e.a), _typed64(e.b))
     if isinstance(e, tir.IntImm):
         return e if e.dtype == "int64" else tir.IntImm("int64", e.value)
@@ -211,7 +194,7 @@ def _as(e, dtype: str):
 
 
 def _sub(a, b):
-    """``a - b`` for the analyses (operands as `_widen` leaves them: no casts added)."""
+    """``a - b`` for the analyses (operands as `widen` leaves them: no casts added)."""
     return tir.Sub("int64", a, b)
 
 
@@ -390,7 +373,7 @@ class _Instrumenter(_Walker):
         do not depend on one another), so that a hoisted check fails only if some iteration
         really goes outside: an over-approximated range could stop a correct kernel."""
         a = self.a
-        index, extent = _widen(a.expand(index)), _widen(a.expand(extent))
+        index, extent = widen(a.expand(index)), widen(a.expand(extent))
         used = set(vars_in([index, extent]))
         floor = a.barrier
         for v, depth in a.opaque_depth.items():
@@ -462,22 +445,35 @@ class _Finder(_Walker):
         a = self.a
         if a.conditional or not all(loop.exact for loop in a.loops):
             return None
+        runs = _when_loops_run(a)
+        if runs is None:
+            return None
+        saved = len(a.facts)
+        a.facts.extend(runs)
+        try:
+            self.check(access)
+        finally:
+            del a.facts[saved:]
+        return None
+
+    def check(self, access: _Access) -> None:
+        """Report the first axis of ``access`` whose index leaves the axis on some iteration
+        whenever the loops around it run (their extents at least 1, in `_Analysis.facts`)."""
+        a = self.a
         ranges = a.bound_ranges()
-        if any(const_int_bound(loop.extent, ranges)[0] < 1 for loop in a.loops):
-            return None  # a loop that may not run at all
         for axis, (index, extent) in enumerate(zip(access.indices, access.buffer.shape)):
             if not tir.is_int(index.dtype) or tir.lanes_of(index.dtype) != 1:
                 continue
-            index = _widen(a.expand(index))
+            index = widen(a.expand(index))
             if any(v in a.opaque_depth for v in vars_in([index])) or not _affine_in_loops(index, a):
                 continue
             iv = a.interval(index, a.loops)
             if iv is None:
                 continue
             lo, hi = iv
-            extent = _widen(a.expand(extent))
-            below = const_int_bound(lo, ranges)[1] < 0
-            above = const_int_bound(_sub(hi, extent), ranges)[0] >= 0
+            extent = widen(a.expand(extent))
+            below = a.nonnegative(_sub(tir.IntImm("int64", -1), lo))  # lo <= -1
+            above = a.nonnegative(_sub(hi, extent))  # hi >= extent
             if below or above:
                 kind = "write to" if access.write else "read of"
                 self.problems.append(TVMScriptError(
@@ -486,8 +482,27 @@ class _Finder(_Walker):
                     f"{access.buffer.name} (0 to {_text(Canonical(ranges).simplify(_sub(extent, _one())))}), "
                     f"shape {_shape_text(access.buffer)}",
                     access.span or self.a.func.span))
-                break
-        return None
+                return
+
+
+def _when_loops_run(a: _Analysis) -> Optional[list]:
+    """What an access inside the loops ``a`` is in may assume, since it runs only when they
+    do: each symbolic extent is at least 1, as facts (``n - 1 >= 0``) for `_Analysis.nonnegative`.
+    With them an access wrong for every size is reported, as TVM's OOBChecker does, while one
+    wrong only for a size that runs nothing (``n = 0``) is not. None where no such facts hold:
+    a loop that never runs, or one whose extent depends on an enclosing loop (the access then
+    runs on some of that loop's iterations only)."""
+    ranges = a.bound_ranges()
+    loop_vars = {loop.var for loop in a.loops}
+    facts = []
+    for loop in a.loops:
+        lo, hi = const_int_bound(loop.extent, ranges)
+        if lo >= 1:
+            continue
+        if hi < 1 or any(v in loop_vars for v in vars_in([loop.extent])):
+            return None
+        facts.append(_sub(widen(loop.extent), _one()))
+    return facts
 
 
 def _affine_in_loops(index, a: _Analysis) -> bool:

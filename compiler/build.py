@@ -38,6 +38,7 @@ from tvmscript.diagnostics import TVMScriptError
 from tvmscript.well_formed import return_annotation_problem
 
 from . import progress
+from .op.call_tir import describe_arg
 
 __all__ = ["build", "compile", "BuildError"]
 
@@ -1032,7 +1033,7 @@ class _FunctionCodegen:
         tir_vars = list(call.args[2].values) if len(call.args) > 2 and isinstance(call.args[2], relax.ShapeExpr) else []
         sinfos = list(call.sinfo_args)
         arg_atoms = [self.atom(a, var) for a in args]
-        tensors = list(zip(arg_atoms, [self.trusted(a) for a in args], [_describe_arg(a) for a in args]))
+        tensors = list(zip(arg_atoms, [self.trusted(a) for a in args], [describe_arg(a) for a in args]))
         if inplace is None:
             outs = self.out_tensors(local, sinfos, var, True, call)
             tensors += [(o, s, f"output {k}") for k, (o, s) in enumerate(zip(outs, sinfos))]
@@ -1151,12 +1152,6 @@ def _free_syms(e) -> set:
     from tvmscript.tir_visitor import vars_in
 
     return {v.name for v in vars_in([e])}
-
-
-def _describe_arg(a) -> str:
-    if isinstance(a, relax.Var):
-        return f"'{a.name_hint}'"
-    return type(a).__name__
 
 
 # ----------------------------------------------------------------------------- call_tir arguments

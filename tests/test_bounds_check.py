@@ -274,6 +274,109 @@ def test_a_non_affine_index_is_checked_in_place():
         kernel(a, c, 4)
 
 
+# ----------------------------------------------------------------------------- symbolic shapes
+
+SYMBOLIC_GRID = '''# from tvm.script import tir as T
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, 64), "float32")
+    B = T.match_buffer(b, (n, 64), "float32")
+    for i, j in T.grid(n, 65):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+'''
+
+
+def test_a_loop_past_a_static_axis_is_reported_whatever_the_symbolic_batch(tmp_path):
+    """The issue's case: with ``n`` symbolic the loop over ``i`` may run no iteration at all,
+    but whenever it runs, ``j`` reaches 64 on an axis of 64: both accesses are reported at
+    their places, as with a static ``n``; the kernel indeed stops at run time for any ``n``."""
+    path = tmp_path / "grid.tvms"
+    path.write_text(SYMBOLIC_GRID)
+    proc = tvms_cli("check", path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("error:") == 2
+    assert ("out-of-bounds write to B[i, j]: the index takes the values 0 to 64, outside axis 1 of B (0 to 63), "
+            "shape (n, 64)") in proc.stderr
+    assert f"--> {path}:10:13" in proc.stderr and f"--> {path}:10:25" in proc.stderr
+    static = tmp_path / "static.tvms"
+    static.write_text(SYMBOLIC_GRID.replace("n = T.int64()", "n = 4"))
+    assert tvms_cli("check", static).stderr.replace(str(static), str(path)) == proc.stderr
+    with pytest.raises(BoundsCheckError, match=r"axis 1 of [AB]"):
+        compile_kernel(SYMBOLIC_GRID)(np.zeros((3, 64), "float32"), np.zeros((3, 64), "float32"))
+
+
+SYMBOLIC_1D = '''# from tvm.script import tir as T
+@T.prim_func
+def f(a: T.handle, b: T.handle, m: T.int64):
+    n = T.int64()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, ({size},), "float32")
+    for i in range({extent}):
+        B[{index}] = A[{read}]
+'''
+
+
+@pytest.mark.parametrize("size,extent,index,read,says", [
+    ("n", "n", "i + 1", "i", "write to B[i + 1]: the index takes the values 1 to n"),
+    ("n", "n", "i + n", "i", "write to B[i + n]: the index takes the values n to n * 2 - 1"),
+    ("n", "n", "i", "i - 1", "read of A[i - 1]: the index takes the values -1 to n - 2"),
+    ("n * 2", "n", "i * 2 + 2", "i", "write to B[i * 2 + 2]: the index takes the values 2 to n * 2"),
+])
+def test_symbolic_accesses_wrong_for_every_size_are_reported(size, extent, index, read, says):
+    """Wrong whenever the loop runs at all (``n >= 1``): each is reported, though at ``n = 0``
+    nothing would run; the kernel stops at run time, here for n = 5."""
+    text = SYMBOLIC_1D.format(size=size, extent=extent, index=index, read=read)
+    problems = bounds_problems(tvms.parse(text), "f")
+    assert len(problems) == 1 and says in problems[0].message, [p.message for p in problems]
+    assert problems[0].span.line == 8
+    with pytest.raises(BoundsCheckError):
+        compile_kernel(text)(np.zeros(5, "float32"), np.zeros(10 if size == "n * 2" else 5, "float32"), 5)
+
+
+LEGAL_SYMBOLIC = {
+    "the whole buffer": ("n", "n", "i", "i"),
+    "every other element": ("n * 2", "n", "i * 2 + 1", "i"),
+    "a shifted copy": ("n", "n - 1", "i", "i + 1"),
+    "from the end": ("n", "n", "n - 1 - i", "i"),
+    # Out of bounds for some sizes only (m > n): a run-time check, not a certain error.
+    "another size": ("n", "m", "i", "i"),
+}
+
+
+@pytest.mark.parametrize("name", LEGAL_SYMBOLIC)
+def test_legal_symbolic_accesses_are_not_flagged(name):
+    size, extent, index, read = LEGAL_SYMBOLIC[name]
+    text = SYMBOLIC_1D.format(size=size, extent=extent, index=index, read=read)
+    assert bounds_problems(tvms.parse(text), "f") == []
+
+
+TILED = '''# from tvm.script import tir as T
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, 64), "float32")
+    B = T.match_buffer(b, (n, 64), "float32")
+    for io, ii, j in T.grid((n + 31) // 32, 32, 64):
+        with T.block("B"):
+            vi = T.axis.spatial(n, io * 32 + ii)
+            vj = T.axis.spatial(64, j)
+            T.where(io * 32 + ii < n)
+            B[vi, vj] = A[vi, vj]
+    for i in range(n):
+        for k in range(i):
+            B[i, k % 64] = A[k, 0]
+'''
+
+
+def test_tiled_and_triangular_symbolic_loops_are_not_flagged():
+    """A tile guarded by T.where, and a loop whose extent is an enclosing loop's variable (it
+    runs on some iterations only): neither is out of bounds, neither is reported."""
+    assert bounds_problems(tvms.parse(TILED), "f") == []
+
+
 # ----------------------------------------------------------------------------- allocations
 
 ALLOC = '''# from tvm.script import tir as T

@@ -124,7 +124,7 @@ class _RelaxChecker:
             if self.mod is not None and e.name_hint not in self.mod:
                 raise _fail(f"in '{self.name}': call to missing function '{e.name_hint}'", self.func)
         elif isinstance(e, relax.Call):
-            if isinstance(e.op, relax.Op) and e.op.name == "relax.call_tir" and self.mod is not None:
+            if isinstance(e.op, relax.Op) and e.op.name in _CALL_TIR_OPS and self.mod is not None:
                 callee = e.args[0]
                 if isinstance(callee, ir.GlobalVar):
                     if callee.name_hint not in self.mod:
@@ -151,23 +151,37 @@ class _RelaxChecker:
 
 
     def call_tir_args(self, call: relax.Call, kname: str, prim: tir.PrimFunc) -> None:
-        """The tensors a call_tir passes against the PrimFunc's buffers (count, dtype, rank and
-        every dimension known on both sides), by the rules the build applies
-        (`compiler.build._plan_kernel_args`), so `tvms check` finds what `tvms run` would."""
-        from .compiler.build import _describe_arg, _plan_kernel_args
+        """The tensors a call_tir passes against the PrimFunc's buffers: first what contradicts
+        its signature (`compiler.op.call_tir.call_tir_mismatch`: kinds, dtypes, ranks and
+        dimensions, with the PrimFunc's symbolic sizes solved from the arguments), then the
+        rules the build applies (`compiler.build._plan_kernel_args`), so that `tvms check`
+        finds what `tvms run` would refuse or stop at."""
+        from .compiler.build import _plan_kernel_args
         from .compiler.codegen_llvm import _signature
+        from .compiler.op.call_tir import call_tir_mismatch, describe_arg
 
         args = call.args[1] if len(call.args) > 1 else None
         if not isinstance(args, relax.Tuple):
             return  # arguments in a variable: their shapes are checked at run time
         tir_vars = call.args[2].values if len(call.args) > 2 and isinstance(call.args[2], relax.ShapeExpr) else []
+        inplace = call.attrs.get("inplace_indices") if isinstance(call.attrs, dict) else None
+        span = call.span or getattr(self.func, "span", None)
+        passed = [(getattr(a, "struct_info", None), describe_arg(a)) for a in args.fields]
+        op = "R." + call.op.name[len("relax."):]
+        mismatch = call_tir_mismatch(kname, prim, passed, list(call.sinfo_args), list(tir_vars or []), inplace, op)
+        if mismatch is not None:
+            raise TVMScriptError(f"in '{self.name}': {mismatch}", span)
         specs, sym_names, *_ = _signature(kname, prim)
         kernel = _KernelSignature(specs, sym_names)
-        tensors = [(None, getattr(a, "struct_info", None), _describe_arg(a)) for a in args.fields]
-        tensors += [(None, s, f"output {k}") for k, s in enumerate(call.sinfo_args)]
-        span = call.span or getattr(self.func, "span", None)
+        tensors = [(None, sinfo, what) for sinfo, what in passed]
+        tensors += [(None, s, f"output {k}") for k, s in enumerate(call.sinfo_args)
+                    if inplace is None or inplace[k] < 0]  # an output written in place is an argument
         _plan_kernel_args(kname, kernel, tensors, list(tir_vars or []),
                           lambda message: TVMScriptError(f"in '{self.name}': {message}", span))
+
+
+# The calls of a PrimFunc in destination-passing style, checked against its signature.
+_CALL_TIR_OPS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad")
 
 
 class _KernelSignature:

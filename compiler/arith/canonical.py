@@ -30,7 +30,25 @@ from tvmscript import tir
 
 from .bound import NEG_INF, POS_INF, const_int_bound, floordiv_int
 
-__all__ = ["simplify", "expr_key"]
+__all__ = ["simplify", "expr_key", "widen", "INT_OPS"]
+
+
+INT_OPS = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Div, tir.Mod, tir.Min, tir.Max)
+
+
+def widen(e):
+    """``e`` as the arithmetic analyses read it: integer casts dropped, every integer operation
+    and constant in int64, variables as they are (so ``T.Cast("int64", i) - i`` is 0, and an
+    int32 dimension compares with an int64 one). Only for analysis: the result may mix int32
+    variables into int64 operations, which code generation does not take."""
+    if isinstance(e, tir.IntImm) and tir.is_int(e.dtype) and e.dtype != "bool":
+        return e if e.dtype == "int64" else tir.IntImm("int64", e.value)
+    if isinstance(e, tir.Cast) and tir.is_int(e.dtype) and tir.is_int(e.value.dtype) and e.dtype != "bool" \
+            and e.value.dtype != "bool":
+        return widen(e.value)
+    if isinstance(e, INT_OPS) and tir.is_int(e.dtype):
+        return type(e)("int64", widen(e.a), widen(e.b))
+    return e
 
 
 # ----------------------------------------------------------------------------- structural keys

@@ -29,6 +29,14 @@ def dim_equal(a, b) -> bool:
     return a is b or StructuralEqual().equal(a, b)
 
 
+def same_dtype(sinfo: relax.TensorStructInfo, what: str, data: relax.TensorStructInfo, data_what: str = "data") -> None:
+    """OpError naming argument ``what`` if its dtype and ``data``'s are known and differ: an op
+    whose parameters scale or shift its data (a norm's gamma, prelu's alpha) computes in one dtype,
+    as TVM's inference requires."""
+    if sinfo.dtype and data.dtype and sinfo.dtype != data.dtype:
+        raise OpError(f"{what} has dtype {sinfo.dtype} but {data_what} has {data.dtype}; they must be the same", what)
+
+
 def is_one(d) -> bool:
     return isinstance(d, tir.IntImm) and d.value == 1
 

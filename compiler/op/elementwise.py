@@ -19,7 +19,7 @@ from tvmscript import relax, tir
 
 from .. import topi
 from ..topi._util import const_like
-from .common import broadcast_shapes, int_attr, normalize_axis, shapes_known, static_dim, tensor_arg, te_legalizer
+from .common import broadcast_shapes, int_attr, normalize_axis, same_dtype, shapes_known, static_dim, tensor_arg, te_legalizer
 from .registry import Arg, Attr, OpError, register_op
 
 
@@ -164,8 +164,7 @@ def infer_prelu(args, attrs):
     x = tensor_arg(args[0], "data")
     _require(x, "data", _is_float, "a floating-point", "R.nn.prelu")
     alpha = tensor_arg(args[1], "alpha")
-    if alpha.dtype and x.dtype and alpha.dtype != x.dtype:
-        raise OpError(f"alpha has dtype {alpha.dtype} but data has {x.dtype}", "alpha")
+    same_dtype(alpha, "alpha", x)
     if alpha.ndim >= 0 and alpha.ndim != 1:
         raise OpError(f"alpha must be 1-D (one slope per channel), got rank {alpha.ndim}", "alpha")
     if x.ndim >= 0:

@@ -34,7 +34,7 @@ from tvmscript import relax, tir
 
 from .. import topi
 from .common import (REQUIRED, bool_attr, dim_equal, dtype_attr, fmt_shape, int_attr, is_int, normalize_axis,
-                     shapes_known, static_dim, te_legalizer, tensor_arg)
+                     same_dtype, shapes_known, static_dim, te_legalizer, tensor_arg)
 from .registry import Arg, Attr, OpError, register_op
 
 # ----------------------------------------------------------------------------- attribute converters
@@ -222,6 +222,16 @@ def _normalized_axes(x: relax.TensorStructInfo, axes: list) -> list:
     return out
 
 
+def _norm_params(x: relax.TensorStructInfo, names: tuple, args: list) -> list:
+    """The ``(sinfo, name)`` of a norm's parameter tensors (gamma, beta, moving statistics),
+    each of ``x``'s dtype: the norm computes in one dtype, and TVM's inference refuses a
+    float16 gamma on float32 data rather than letting the kernel convert it silently."""
+    params = [(tensor_arg(sinfo, what), what) for sinfo, what in zip(args, names)]
+    for sinfo, what in params:
+        same_dtype(sinfo, what, x)
+    return params
+
+
 def _check_norm_params(x: relax.TensorStructInfo, axes: list, params, op: str) -> None:
     """Each ``(sinfo, name)`` of ``params`` has the shape of ``x`` over ``axes`` (sorted)."""
     expected = [x.shape[a] for a in sorted(axes)] if x.shape is not None else None
@@ -236,9 +246,9 @@ def _check_norm_params(x: relax.TensorStructInfo, axes: list, params, op: str) -
 def infer_layer_norm(args, attrs):
     """``gamma``/``beta`` have the shape of ``data`` over ``axes``; the result is ``data``'s."""
     x = _float_tensor(args[0], "data", "nn.layer_norm")
-    gamma, beta = tensor_arg(args[1], "gamma"), tensor_arg(args[2], "beta")
+    params = _norm_params(x, ("gamma", "beta"), args[1:])
     if x.ndim >= 0:
-        _check_norm_params(x, _normalized_axes(x, attrs["axes"]), ((gamma, "gamma"), (beta, "beta")), "nn.layer_norm")
+        _check_norm_params(x, _normalized_axes(x, attrs["axes"]), params, "nn.layer_norm")
     return _same(x)
 
 
@@ -257,9 +267,9 @@ register_op(
 def infer_rms_norm(args, attrs):
     """``weight`` has the shape of ``data`` over ``axes``; the result is ``data``'s."""
     x = _float_tensor(args[0], "data", "nn.rms_norm")
-    weight = tensor_arg(args[1], "weight")
+    params = _norm_params(x, ("weight",), args[1:])
     if x.ndim >= 0:
-        _check_norm_params(x, _normalized_axes(x, attrs["axes"]), ((weight, "weight"),), "nn.rms_norm")
+        _check_norm_params(x, _normalized_axes(x, attrs["axes"]), params, "nn.rms_norm")
     return _same(x)
 
 
@@ -276,7 +286,7 @@ def infer_group_norm(args, attrs):
     ``num_groups``), each normalized over its channels and ``axes`` (which may not hold the
     channel axis); ``gamma``/``beta`` are 1-D with one value per channel."""
     x = _float_tensor(args[0], "data", "nn.group_norm")
-    gamma, beta = tensor_arg(args[1], "gamma"), tensor_arg(args[2], "beta")
+    params = _norm_params(x, ("gamma", "beta"), args[1:])
     groups = attrs["num_groups"]
     if x.ndim < 0:
         return _same(x)
@@ -288,7 +298,7 @@ def infer_group_norm(args, attrs):
     channels = x.shape[caxis] if x.shape is not None else None
     if static_dim(channels) is not None and static_dim(channels) % groups:
         raise OpError(f"the data's {static_dim(channels)} channels do not divide into {groups} groups", "num_groups")
-    for sinfo, what in ((gamma, "gamma"), (beta, "beta")):
+    for sinfo, what in params:
         if channels is not None:
             _check_dims(sinfo, [channels], what, "nn.group_norm", "the data's channels")
         elif sinfo.ndim >= 0 and sinfo.ndim != 1:
@@ -320,7 +330,7 @@ def infer_batch_norm(args, attrs):
     used and the moving ones updated with ``momentum``. ``training=False`` is the inference
     form: the moving statistics normalize the data and come back unchanged. Both legalize."""
     x = _float_tensor(args[0], "data", "nn.batch_norm")
-    params = [tensor_arg(s, w) for s, w in zip(args[1:], ("gamma", "beta", "moving_mean", "moving_var"))]
+    params = _norm_params(x, ("gamma", "beta", "moving_mean", "moving_var"), args[1:])
     channels = None
     if x.ndim >= 0:
         if x.ndim == 0:
@@ -328,7 +338,7 @@ def infer_batch_norm(args, attrs):
         axis = normalize_axis(attrs["axis"], x.ndim)
         if x.shape is not None:
             channels = x.shape[axis]
-    for sinfo, what in zip(params, ("gamma", "beta", "moving_mean", "moving_var")):
+    for sinfo, what in params:
         if channels is not None:
             _check_dims(sinfo, [channels], what, "nn.batch_norm", "the data's channels")
         elif sinfo.ndim >= 0 and sinfo.ndim != 1:

@@ -109,6 +109,7 @@ class Context:
         self.module_names: dict[str, ir.GlobalVar] = {}
         self.module_kinds: dict[str, str] = {}
         self.module_defs: dict[str, Any] = {}  # each module function's definition (its signature)
+        self.prim_funcs: dict[str, Any] = {}  # the module's prim_funcs built so far, by name
         # What a call of each Relax function returns (see `_build_module`).
         self.relax_signatures: dict[str, Any] = {}
         self.type_vars: dict[str, tir.Var] = {}
@@ -753,6 +754,8 @@ def _build_module(ctx: Context, cdef: ast.ClassDef, prim_builder, relax_builder)
         builder = prim_builder if kind == "tir" else relax_builder
         func = builder(ctx).build(stmt)
         mod[gv] = func
+        if kind == "tir":
+            ctx.prim_funcs[stmt.name] = func  # what the Relax functions' call_tirs are checked against
         if kind != "tir" and func.ret_struct_info is not None and not relax.sinfo_symbols(func.ret_struct_info):
             ctx.relax_signatures[stmt.name] = func.ret_struct_info
     # Keep the source order of functions (the printer sorts them canonically).

@@ -86,12 +86,36 @@ class RelaxFunctionBuilder:
         # Per output name of the dataflow block being built, how many of its bindings are still
         # to come: only the last one binds the output (an earlier one is a DataflowVar).
         self.output_bindings_left: dict = {}
+        self.name = ""  # of the function being built
+        # The call_tirs that contradict their prim_func (`relax_calls._note_contradiction`).
+        self.contradictions: list[TVMScriptError] = []
 
     def error(self, message, node, notes=None):
         return self.ctx.error(message, node, notes)
 
     # ------------------------------------------------------------------ function
     def build(self, fdef: ast.FunctionDef) -> relax.Function:
+        self.name = fdef.name
+        try:
+            return self._build(fdef)
+        except TVMScriptError as err:
+            raise self.first_cause(err) from None
+
+    def first_cause(self, err: TVMScriptError) -> TVMScriptError:
+        """The error to report for the function: the first call_tir before ``err`` that
+        contradicts its prim_func, if there is one, else ``err``. A call_tir whose output is
+        declared with the wrong shape makes the op consuming it fail; the fault is the call's,
+        and that is where the function's first error is. ``err`` is kept as a note."""
+        line = err.span.line if err.span is not None else None
+        earlier = [c for c in self.contradictions if line is None or c.span is None or c.span.line <= line]
+        if not earlier:
+            return err
+        cause = earlier[0]
+        where = f"line {line}" if line is not None else "later"
+        cause.notes.append(f"{where} fails too, maybe because of this: {err.message}")
+        return cause
+
+    def _build(self, fdef: ast.FunctionDef) -> relax.Function:
         private = False
         for dec in fdef.decorators:
             if isinstance(dec, ast.Call):

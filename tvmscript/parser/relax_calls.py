@@ -107,12 +107,32 @@ def _tir_call(b: RelaxFunctionBuilder, node: ast.Call, name: str, args: dict):
     return func, call_args, sinfos
 
 
+def _note_contradiction(b: RelaxFunctionBuilder, node: ast.Call, name: str, call_args: list, sinfos: list,
+                        inplace_indices=None) -> None:
+    """Note in ``b`` a call_tir that contradicts the signature of the prim_func it calls
+    (`compiler.op.call_tir.call_tir_mismatch`). It is read as written, as TVM reads it, and
+    `tvms check` reports it; but an error later in the function, at an op given the wrong
+    shape, is reported as this one (`RelaxFunctionBuilder.first_cause`)."""
+    from ..compiler.op.call_tir import call_tir_mismatch, describe_arg
+
+    func = call_args[0]
+    prim = b.ctx.prim_funcs.get(func.name_hint) if isinstance(func, ir.GlobalVar) else None
+    if prim is None:
+        return
+    passed = [(relax.struct_info_of(a), describe_arg(a)) for a in call_args[1].fields]
+    tir_vars = call_args[2].values if len(call_args) > 2 else None
+    mismatch = call_tir_mismatch(func.name_hint, prim, passed, sinfos, tir_vars, inplace_indices, name)
+    if mismatch is not None:
+        b.contradictions.append(b.error(f"in '{b.name}': {mismatch}", node))
+
+
 def call_tir(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     args = bind_arguments(
         b.ctx, node, name, ["func", "args", "out_sinfo", "tir_vars", "dtype", "out_ty"],
         {"out_sinfo": None, "tir_vars": None, "dtype": None, "out_ty": None},
     )
     func, call_args, sinfos = _tir_call(b, node, name, args)
+    _note_contradiction(b, node, name, call_args, sinfos)
     op = "relax.call_tir"
     if isinstance(func, relax.ExternFunc):
         # Older TVMScript called packed functions with R.call_tir("env.f", ...); TVM now calls
@@ -158,6 +178,7 @@ def call_tir_inplace(b: RelaxFunctionBuilder, node: ast.Call, name: str):
             raise b.error(f"{name}: inplace index {i} is not an argument (there are {n_args}; -1 for a new output)", where)
     if all(i == -1 for i in indices):
         raise b.error(f"{name}: at least one inplace index must name an argument (use R.call_tir otherwise)", where)
+    _note_contradiction(b, node, name, call_args, sinfos, indices)
     attrs = {"inplace_indices": list(indices)}
     return relax.Call(relax.Op("relax.call_tir_inplace"), call_args, attrs, sinfos, _result_sinfo(sinfos),
                       b.ctx.span(node))
@@ -172,6 +193,7 @@ def call_tir_with_grad(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     )
     func, call_args, sinfos = _tir_call(b, node, name, args)
     _prim_func_only(b, func, args["func"], name)
+    _note_contradiction(b, node, name, call_args, sinfos)
     if args["te_grad_name"] is None:
         raise b.error(f"{name}() missing required argument 'te_grad_name'", node)
     grad_name = literal(b.ctx, args["te_grad_name"])
