@@ -66,6 +66,37 @@ def test_import_params_out(torch_mlp, tmp_path):
     assert "weights.npz" in proc.err and (tmp_path / "weights.npz").exists()
 
 
+UNSUPPORTED_MODEL = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        y = torch.cumprod(x, 0)
+        return torch.logcumsumexp(y, 1) + torch.cumprod(x, 1)
+
+
+torch.export.save(torch.export.export(Model(), (torch.randn(3, 4),)), "odd.pt2")
+"""
+
+
+def test_import_pt2_lists_every_unsupported_op_with_its_line(tmp_path):
+    """All the operators tvms lacks, in one error, each with its nodes and the model's lines."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    (tmp_path / "make_model.py").write_text(UNSUPPORTED_MODEL)
+    subprocess.run([sys.executable, "make_model.py"], cwd=tmp_path, check=True, capture_output=True)
+    proc = tvms("import", tmp_path / "odd.pt2")
+    assert proc.returncode == 1
+    assert proc.err.startswith("error: 2 PyTorch operators have no translation")
+    assert "aten.cumprod.default, used by 2 nodes:" in proc.err
+    assert "'cumprod' at " in proc.err and "make_model.py:6: y = torch.cumprod(x, 0)" in proc.err
+    assert "'cumprod_1' at " in proc.err and "aten.logcumsumexp.default, used by 1 node:" in proc.err
+    assert not (tmp_path / "odd.tvms").exists() and not (tmp_path / "odd.npz").exists()
+
+
 # ----------------------------------------------------------------------------- ONNX
 
 

@@ -24,7 +24,7 @@ from torch.export import Dim, export  # noqa: E402
 import tvmscript as tvms  # noqa: E402
 from tvmscript import relax  # noqa: E402
 from tvmscript.relax.frontend import detach_params  # noqa: E402
-from tvmscript.relax.frontend.common import FrontendError, UnsupportedOpError  # noqa: E402
+from tvmscript.relax.frontend.common import FrontendError, UnsupportedOpError, UnsupportedOpsError  # noqa: E402
 from tvmscript.relax.frontend.torch import from_exported_program, from_fx  # noqa: E402
 from torch_models import GPT, import_torchvision  # noqa: E402
 
@@ -165,20 +165,50 @@ def test_return_tuple_flags():
 # ----------------------------------------------------------------------------- unsupported ops
 
 
-class UsesCumprod(nn.Module):
+class ThreeUnsupportedOps(nn.Module):
+    """Three operators tvms has no translation for, one of them used twice."""
+
     def forward(self, x):
-        return torch.cumprod(torch.relu(x), dim=0)
+        y = torch.cumprod(torch.relu(x), dim=0)
+        z = torch.cumprod(y, dim=1)
+        return torch.logcumsumexp(z, 0) + torch.special.i0(x)
 
 
-def test_unsupported_op_names_the_op_and_the_node():
+def test_every_unsupported_op_is_reported_at_once_with_its_nodes():
+    """One error lists each operator without a translation, with every node using it and the
+    line of the model that made the node, before anything is converted."""
     x = torch.randn(4, 3)
-    with pytest.raises(UnsupportedOpError) as err:
-        from_exported_program(exported(UsesCumprod(), x))
-    assert err.value.op == "aten.cumprod.default" and err.value.node == "cumprod"
-    assert "aten.cumprod.default" in str(err.value) and "'cumprod'" in str(err.value)
-    with pytest.raises(UnsupportedOpError) as err:
-        from_fx(fx.symbolic_trace(UsesCumprod()), [((4, 3), "float32")])
-    assert err.value.op == "torch.cumprod" and err.value.node == "cumprod"
+    with pytest.raises(UnsupportedOpsError) as err:
+        from_exported_program(exported(ThreeUnsupportedOps(), x))
+    missing = err.value.missing
+    assert list(missing) == ["aten.cumprod.default", "aten.logcumsumexp.default", "aten.special_i0.default"]
+    assert [u.node for u in missing["aten.cumprod.default"]] == ["cumprod", "cumprod_1"]
+    here = pathlib.Path(__file__).name
+    assert missing["aten.cumprod.default"][1].source.endswith("z = torch.cumprod(y, dim=1)")
+    assert f"{here}:" in missing["aten.special_i0.default"][0].source
+    text = str(err.value)
+    assert text.startswith("3 PyTorch operators have no translation")
+    assert "'cumprod_1' at " in text and "torch.special.i0(x)" in text
+    assert err.value.op == "aten.cumprod.default" and err.value.node == "cumprod"  # an UnsupportedOpError too
+    assert isinstance(err.value, UnsupportedOpError)
+
+    with pytest.raises(UnsupportedOpsError) as err:
+        from_fx(fx.symbolic_trace(ThreeUnsupportedOps()), [((4, 3), "float32")])
+    assert list(err.value.missing) == ["torch.cumprod", "torch.logcumsumexp", "torch._C._special.special_i0"]
+    assert [u.node for u in err.value.missing["torch.cumprod"]] == ["cumprod", "cumprod_1"]
+
+
+def test_many_uses_of_one_op_are_counted_not_all_listed():
+    class ManyCumprods(nn.Module):
+        def forward(self, x):
+            for _ in range(5):
+                x = torch.cumprod(x, 0)
+            return x
+
+    with pytest.raises(UnsupportedOpsError) as err:
+        from_exported_program(exported(ManyCumprods(), torch.randn(3)))
+    assert len(err.value.missing["aten.cumprod.default"]) == 5
+    assert "used by 5 nodes" in str(err.value) and "and 2 more" in str(err.value)
 
 
 class TrainingDropout(nn.Module):
@@ -189,6 +219,10 @@ class TrainingDropout(nn.Module):
 def test_unsupported_argument_is_an_unsupported_op_error():
     with pytest.raises(UnsupportedOpError, match="dropout in training mode"):
         from_fx(fx.symbolic_trace(TrainingDropout()), [((4, 3), "float32")])
+    with pytest.raises(UnsupportedOpError, match="dropout in training mode") as err:
+        from_exported_program(exported(TrainingDropout(), torch.randn(4, 3)))
+    assert err.value.source.endswith("return F.dropout(x, 0.5) + 1  # F.dropout drops by default: random, not importable")
+    assert f"\n  at {pathlib.Path(__file__)}:" in str(err.value)
 
 
 def test_bad_input_info_is_a_frontend_error(mlp):

@@ -247,8 +247,10 @@ def from_exported_program(exported_program, keep_params_as_input: bool = False,
     - ``no_bind_return_tuple``: each returned tensor gets its own ``gv``.
     - ``progress(done, total)`` is called as the graph's nodes are converted.
 
-    Raises `UnsupportedOpError` naming the first ATen operator (and its node) with no
-    translation, `FrontendError` for anything else the importer cannot follow."""
+    Raises `UnsupportedOpsError` listing every ATen operator with no translation (with the
+    nodes using them and the user's source lines) before converting anything,
+    `UnsupportedOpError` for an argument a converter cannot translate, `FrontendError` for
+    anything else the importer cannot follow."""
     if run_ep_decomposition:
         exported_program = exported_program.run_decompositions()
     return ExportedProgramImporter().import_program(

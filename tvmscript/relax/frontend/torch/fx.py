@@ -317,8 +317,9 @@ def from_fx(model, input_info, keep_params_as_input: bool = False, unwrap_unit_r
     `from_exported_program`; with ``keep_params_as_input`` the parameters (sorted by name)
     follow the inputs and their arrays are main's ``"params"`` attribute.
 
-    Raises `UnsupportedOpError` naming the first module, function or method with no
-    translation (and its node), `FrontendError` for anything else."""
+    Raises `UnsupportedOpsError` listing every module, function or method with no translation
+    (with the nodes using them) before converting anything, `UnsupportedOpError` for an
+    argument a converter cannot translate, `FrontendError` for anything else."""
     if not hasattr(model, "graph"):
         raise FrontendError("from_fx takes a torch.fx.GraphModule (torch.fx.symbolic_trace(model))")
     return FXImporter(model).import_graph(input_info, keep_params_as_input, unwrap_unit_return_tuple,
