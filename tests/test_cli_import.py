@@ -66,6 +66,35 @@ def test_import_params_out(torch_mlp, tmp_path):
     assert "weights.npz" in proc.err and (tmp_path / "weights.npz").exists()
 
 
+def test_import_pt2_batch_norm_statistics_are_replaceable_params(tmp_path):
+    """BatchNorm's running statistics go to model.npz with the weights: new statistics given
+    with --params change tvms run's output as they change PyTorch's."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).eval()
+    x = torch.randn(1, 3, 6, 6)
+    torch.export.save(torch.export.export(model, (x,)), str(tmp_path / "bn.pt2"))
+    ok("import", tmp_path / "bn.pt2")
+    weights = load_npz(tmp_path / "bn.npz")
+    assert sorted(weights) == sorted(["p_0_weight", "p_0_bias", "p_1_weight", "p_1_bias",
+                                      "b_1_running_mean", "b_1_running_var"])
+    assert "metadata" not in (tmp_path / "bn.tvms").read_text()
+
+    weights["b_1_running_mean"] = np.linspace(-1, 1, 4, dtype=np.float32)
+    weights["b_1_running_var"] = np.linspace(0.5, 2, 4, dtype=np.float32)
+    np.savez(tmp_path / "changed.npz", **weights)
+    np.savez(tmp_path / "x.npz", input=x.numpy())
+    ok("run", tmp_path / "bn.tvms", "--params", tmp_path / "changed.npz", "--inputs", tmp_path / "x.npz",
+       "--out", tmp_path / "y.npz")
+    with torch.no_grad():
+        model[1].running_mean.copy_(torch.from_numpy(weights["b_1_running_mean"]))
+        model[1].running_var.copy_(torch.from_numpy(weights["b_1_running_var"]))
+        expected = model(x).numpy()
+    np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], expected, rtol=1e-4, atol=1e-5)
+
+
 UNSUPPORTED_MODEL = """\
 import torch
 

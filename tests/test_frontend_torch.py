@@ -231,6 +231,43 @@ def test_bad_input_info_is_a_frontend_error(mlp):
         from_fx(fx.symbolic_trace(model), [((1, 784), "float32"), ((1, 784), "float32")])
 
 
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def test_batch_norm_statistics_are_parameters_that_can_be_replaced():
+    """With keep_params_as_input, the buffers the graph reads (the running statistics) are
+    parameters after the weights, with their values; num_batches_tracked, which only training
+    reads, is not. New statistics passed in change the output as they change PyTorch's."""
+    torch.manual_seed(0)
+    model = ConvBN().eval()
+    x = torch.randn(2, 3, 8, 8)
+    mod = from_exported_program(exported(model, x), keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    names = [p.name_hint for p in mod["main"].params]
+    assert names == ["x", "p_conv_weight", "p_conv_bias", "p_bn_weight", "p_bn_bias",
+                     "b_bn_running_mean", "b_bn_running_var"]
+    compiled = Compiled(mod)
+    np.testing.assert_array_equal(compiled.params[4].numpy(), model.bn.running_mean.numpy())
+    assert rel_err(compiled(x), torch_out(model, x)) <= TOLERANCE
+
+    mean, var = torch.randn(4), torch.rand(4) + 0.5
+    with torch.no_grad():
+        model.bn.running_mean.copy_(mean)
+        model.bn.running_var.copy_(var)
+    params = compiled.params[:4] + [mean.numpy(), var.numpy()]
+    out = compiled.vm["main"](x.numpy(), *params).numpy()
+    assert rel_err(out, torch_out(model, x)) <= TOLERANCE
+
+    bound = from_exported_program(exported(model, x))  # without: the statistics are constants
+    assert [p.name_hint for p in bound["main"].params] == ["x"]
+
+
 # ----------------------------------------------------------------------------- torchvision
 
 

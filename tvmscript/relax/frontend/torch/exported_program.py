@@ -197,9 +197,11 @@ class ExportedProgramImporter(BaseTranslator):
                 inputs.append(var)
                 self.env[node] = var
                 continue
+            if spec.kind == InputKind.BUFFER and not node.users:
+                continue  # BatchNorm's num_batches_tracked: only training reads it
             tensor = _lookup_tensor(ep, spec)
-            if spec.kind == InputKind.PARAMETER and keep_params_as_input:
-                var = relax.Var(node.name, self.tensor_sinfo(tensor, f"parameter {node.name!r}"))
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and keep_params_as_input:
+                var = relax.Var(node.name, self.tensor_sinfo(tensor, f"{spec.kind.name.lower()} {node.name!r}"))
                 params.append(var)
                 arrays.append(tensor_to_numpy(tensor))
                 self.env[node] = var
@@ -239,10 +241,13 @@ def from_exported_program(exported_program, keep_params_as_input: bool = False,
                           progress: ProgressCallback = None, *, run_ep_decomposition: bool = False):
     """Import a ``torch.export.ExportedProgram`` as an IRModule whose ``main`` computes it.
 
-    - ``keep_params_as_input``: the parameters become ``main``'s parameters after the inputs,
-      with ``R.func_attr({"num_input": k})``, and their arrays (``tvms.nd.array``) are kept in
-      the ``"params"`` attribute (``relax.frontend.detach_params`` takes them off); otherwise
-      they are bound as constants. Buffers and constants are always constants.
+    - ``keep_params_as_input``: the parameters, then the buffers the graph reads (BatchNorm's
+      running statistics), become ``main``'s parameters after the inputs, with
+      ``R.func_attr({"num_input": k})``, and their arrays (``tvms.nd.array``) are kept in the
+      ``"params"`` attribute (``relax.frontend.detach_params`` takes them off), so a caller
+      (``tvms run --params``) can replace any of them; otherwise they are bound as constants.
+      Tensor constants the program lifted (``torch.tensor(...)`` in ``forward``) are always
+      constants. (TVM's importer binds buffers as constants either way.)
     - ``unwrap_unit_return_tuple``: a model returning one tensor returns it, not a 1-tuple.
     - ``no_bind_return_tuple``: each returned tensor gets its own ``gv``.
     - ``progress(done, total)`` is called as the graph's nodes are converted.
