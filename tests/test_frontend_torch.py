@@ -342,18 +342,66 @@ def gpt():
     return model, ep, mod, Compiled(mod)
 
 
-def test_gpt_symbolic_length_is_torchs_symbol(gpt):
+def test_gpt_symbolic_length_is_named_as_the_dim(gpt):
+    """Dim("seq") is the dim "seq" (not torch's symbol, s27), with its range as attributes."""
     _, ep, mod, _ = gpt
     (symbol,) = [str(s) for s in ep.range_constraints]
+    assert symbol != "seq"
     func = mod["main"]
     assert func.params[0].name_hint == "idx"
-    assert str(func.params[0].struct_info.shape[1].name) == symbol
-    assert func.attrs["tir_var_lower_bound"] == {symbol: 2}
-    assert func.attrs["tir_var_upper_bound"] == {symbol: 15}
+    assert str(func.params[0].struct_info.shape[1].name) == "seq"
+    assert func.attrs["tir_var_lower_bound"] == {"seq": 2}
+    assert func.attrs["tir_var_upper_bound"] == {"seq": 15}
     text = detach_params(mod)[0].script()
-    assert f'def main(idx: R.Tensor((1, "{symbol}"), dtype="int64")' in text
-    assert f'R.Tensor((1, "{symbol}", 50), dtype="float32")' in text
+    assert 'def main(idx: R.Tensor((1, "seq"), dtype="int64")' in text
+    assert 'R.Tensor((1, "seq", 50), dtype="float32")' in text
+    assert 'R.func_attr({"num_input": 1, "tir_var_lower_bound": {"seq": 2}, "tir_var_upper_bound": {"seq": 15}})' in text
+    assert symbol not in text
     assert 'causal_mask="TopLeft"' in text
+
+
+def test_gpt_length_outside_the_dims_range_is_a_clear_error(gpt):
+    from tvmscript.runtime.vm import SizeOutOfRangeError
+
+    _, _, _, compiled = gpt
+    with pytest.raises(SizeOutOfRangeError, match=r"size 'seq' is 16 \(from argument 'idx', dimension 1\), "
+                       r"but seq must be between 2 and 15"):
+        compiled(torch.randint(0, 50, (1, 16)))
+
+
+class ConcatPair(nn.Module):
+    def forward(self, x, y):
+        return torch.cat([x, y], dim=1)[:, 1:] * 2
+
+
+def test_inputs_sharing_a_dim_share_its_var():
+    """Two inputs given one Dim share one var; a size derived from it (2 * seq) is an
+    expression of it; a Dim's default lower bound is torch's."""
+    batch, seq = Dim("batch", max=8), Dim("seq", min=2, max=15)
+    ep = exported(ConcatPair(), torch.randn(2, 8), torch.randn(2, 16),
+                  dynamic_shapes={"x": {0: batch, 1: seq}, "y": {0: batch, 1: 2 * seq}})
+    mod = from_exported_program(ep)
+    x, y = mod["main"].params
+    assert x.struct_info.shape[0] is y.struct_info.shape[0]
+    assert x.struct_info.shape[1] is not y.struct_info.shape[1]
+    assert [str(d) for d in x.struct_info.shape] == ["batch", "seq"]
+    assert 'y: R.Tensor(("batch", "seq * 2"), dtype="float32")' in mod.script()
+    assert mod["main"].attrs["tir_var_upper_bound"] == {"batch": 8, "seq": 15}
+    compiled = Compiled(mod)
+    for b, n in ((1, 3), (8, 15)):
+        inputs = torch.randn(b, n), torch.randn(b, 2 * n)
+        assert rel_err(compiled(*inputs)[0], torch_out(ConcatPair(), *inputs)) <= TOLERANCE
+
+
+def test_loaded_program_keeps_torchs_symbols_and_their_ranges(tmp_path):
+    """torch.export.save does not keep the Dim names: a program read back names its sizes as
+    torch does (s27); their ranges are still recorded and checked."""
+    ep = exported(ConcatPair(), torch.randn(2, 8), torch.randn(2, 8),
+                  dynamic_shapes={"x": {1: Dim("seq", min=2, max=15)}, "y": {1: Dim("seq", min=2, max=15)}})
+    torch.export.save(ep, tmp_path / "pair.pt2")
+    mod = from_exported_program(torch.export.load(tmp_path / "pair.pt2"))
+    (symbol,) = [str(s) for s in ep.range_constraints]
+    assert mod["main"].attrs["tir_var_upper_bound"] == {symbol: 15}
 
 
 @pytest.mark.parametrize("length", [5, 12])

@@ -3,10 +3,12 @@
 An ExportedProgram is an FX graph of ATen operators (``aten.conv2d.default``,
 ``aten.linear.default``, ...) whose placeholders are, in order, the model's parameters,
 buffers and constants, then the user's inputs; its graph signature says which is which. Sizes
-that ``torch.export.Dim`` made symbolic are ``SymInt``s whose sympy symbols (``s0``, ``s75``)
-become ``tir.Var``s of the same name, so ``R.Tensor((1, "s0"), ...)`` names the same size
-torch does; their ranges go to the function's ``tir_var_lower_bound``/``tir_var_upper_bound``
-attributes, as TVM writes them.
+that ``torch.export.Dim`` made symbolic are ``SymInt``s whose sympy symbols (``s27``) become
+``tir.Var``s named as the user's Dim (``Dim("seq")`` gives ``R.Tensor((1, "seq"), ...)``;
+inputs sharing a Dim share the var), or as torch's symbol where the name is lost (a program
+read back by ``torch.export.load``); their ranges go to the function's
+``tir_var_lower_bound``/``tir_var_upper_bound`` attributes, as TVM writes them, and the VM
+checks them when the function is called.
 
 The graph is read as exported, without ``ExportedProgram.run_decompositions()`` (TVM 0.27's
 ``run_ep_decomposition=True`` default): the high-level ATen ops map onto Relax's high-level
@@ -29,7 +31,8 @@ class ExportedProgramImporter(BaseTranslator):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sym_vars: dict[str, tir.Var] = {}
+        self.sym_vars: dict[str, tir.Var] = {}  # torch's symbol ("s27") -> its tir.Var
+        self.dim_names: dict[str, str] = {}  # torch's symbol -> the user's torch.export.Dim name
         common = common_converters(self)
         self.by_packet = common
         self.by_overload = {
@@ -105,10 +108,14 @@ class ExportedProgramImporter(BaseTranslator):
             return self.sympy_to_tir(expr)
         raise FrontendError(f"unexpected size {size!r}")
 
-    def sym_var(self, name: str) -> tir.Var:
-        var = self.sym_vars.get(name)
+    def sym_var(self, symbol: str) -> tir.Var:
+        """The tir.Var of torch's size symbol ``symbol``, named as the user's Dim where known."""
+        var = self.sym_vars.get(symbol)
         if var is None:
-            var = self.sym_vars[name] = tir.Var("int64", name)
+            name = self.dim_names.get(symbol, symbol)
+            if any(v.name == name for v in self.sym_vars.values()):
+                name = symbol  # two of the program's symbols claim one Dim: keep them apart
+            var = self.sym_vars[symbol] = tir.Var("int64", name)
         return var
 
     def sympy_to_tir(self, expr):
@@ -160,13 +167,13 @@ class ExportedProgramImporter(BaseTranslator):
 
         lower, upper = {}, {}
         for symbol, vr in getattr(ep, "range_constraints", {}).items():
-            name = str(symbol)
-            if name not in self.sym_vars:
+            var = self.sym_vars.get(str(symbol))
+            if var is None:
                 continue
             try:
-                lower[name] = int(vr.lower)
+                lower[var.name] = int(vr.lower)
                 if not math.isinf(float(vr.upper)):
-                    upper[name] = int(vr.upper)
+                    upper[var.name] = int(vr.upper)
             except (TypeError, ValueError, OverflowError):
                 continue
         attrs = {}
@@ -185,6 +192,7 @@ class ExportedProgramImporter(BaseTranslator):
         nodes = list(graph.nodes)
         placeholders = {n.name: n for n in nodes if n.op == "placeholder"}
         self.check_supported(nodes)
+        self.dim_names = _dim_names(placeholders.values())
 
         inputs, params, arrays = [], [], []
         for spec in ep.graph_signature.input_specs:
@@ -224,6 +232,39 @@ class ExportedProgramImporter(BaseTranslator):
         if keep_params_as_input:
             attach_params(mod, arrays)
         return mod
+
+
+def _dim_names(placeholders) -> dict:
+    """``{torch's symbol: the user's Dim name}`` (``{"s27": "seq"}``) for the symbolic sizes of
+    the program's inputs. torch.export keeps the names in the ShapeEnv behind the inputs'
+    sizes: each symbol's sources (``L['x'].size()[1]``) map to the name of the Dim given for
+    them. A program read back by ``torch.export.load`` has lost them, so its sizes keep
+    torch's symbols. Symbols torch unified with another (``x`` and ``y`` given one Dim) are
+    listed too: only those the graph still uses become vars."""
+    shape_env = _shape_env(placeholders)
+    if shape_env is None:
+        return {}
+    debug_names = getattr(shape_env, "source_name_to_debug_name", {}) or {}
+    names: dict = {}
+    for symbol, sources in getattr(shape_env, "var_to_sources", {}).items():
+        for source in sources:
+            source_name = source.name() if callable(source.name) else source.name
+            name = debug_names.get(source_name)
+            if name and name.isidentifier():
+                names[str(symbol)] = name
+                break
+    return names
+
+
+def _shape_env(placeholders):
+    """The ShapeEnv of the first symbolic size among the placeholders' values (None if none)."""
+    import torch
+
+    for node in placeholders:
+        for size in getattr(node.meta.get("val"), "shape", ()):
+            if isinstance(size, torch.SymInt):
+                return getattr(size.node, "shape_env", None)
+    return None
 
 
 def _lookup_tensor(ep, spec):
