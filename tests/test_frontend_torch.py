@@ -523,6 +523,99 @@ def test_ops_needing_newer_relax_ops(name):
         assert rel_err(out, torch_out(model, x)) <= TOLERANCE
 
 
+class Indexed(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, i, j):
+        return self.fn(x, i, j)
+
+
+# x (4, 5, 6, 3); i (2, 3) and j (3,), both with negative entries.
+ADVANCED_INDEXING = {
+    "one_index": lambda x, i, j: x[i],
+    "one_inner_index": lambda x, i, j: x[:, i],
+    "two_leading": lambda x, i, j: x[i, j],
+    "two_inner_adjacent": lambda x, i, j: x[:, i, j],
+    "two_apart": lambda x, i, j: x[i, :, j],
+    "three_broadcast": lambda x, i, j: x[i.view(-1, 1)[:4], j[:2], i[0, :2].int()],
+    "constant_index": lambda x, i, j: x[:, :, torch.tensor([0, -1, 2])],
+    "int32_indices": lambda x, i, j: x[:, i.int(), :, j.int()],
+}
+
+
+@pytest.mark.parametrize("case", sorted(ADVANCED_INDEXING))
+def test_advanced_indexing(case):
+    """aten.index.Tensor: index tensors broadcast together, None for axes taken whole, negative
+    entries counting from the end; the result's axes where PyTorch puts them."""
+    torch.manual_seed(0)
+    model = Indexed(ADVANCED_INDEXING[case])
+    inputs = (torch.randn(4, 5, 6, 3), torch.tensor([[0, -1, 3], [2, 1, -4]]), torch.tensor([1, 0, -2]))
+    mod = from_exported_program(exported(model, *inputs), unwrap_unit_return_tuple=True)
+    assert "aten" not in mod.script()
+    ref = torch_out(model, *inputs)
+    out = Compiled(mod)(*inputs)
+    assert out.shape == ref.shape
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_fx_getitem_with_index_tensors():
+    model = Indexed(lambda x, i, j: x[:, i] + x[j, :][:, :3].sum())
+    inputs = (torch.randn(4, 5), torch.tensor([[0, -1, 3], [2, 1, -4]]), torch.tensor([1, 0, -2]))
+    mod = from_fx(fx.symbolic_trace(model), [((4, 5), "float32"), ((2, 3), "int64"), ((3,), "int64")])
+    assert rel_err(Compiled(mod)(*inputs), torch_out(model, *inputs)) <= TOLERANCE
+
+
+class BoolMask(nn.Module):
+    def forward(self, x, mask):
+        return x[mask]
+
+
+def test_boolean_mask_index_says_why_it_is_unsupported():
+    with pytest.raises(UnsupportedOpError, match="a boolean mask as an index"):
+        from_exported_program(exported(BoolMask(), torch.randn(4, 3), torch.tensor([True, False, True, True])))
+
+
+class ShiftedWindowMask(nn.Module):
+    """swin's attention mask, built as torchvision builds it: a new zero tensor whose slices are
+    assigned in place (through views), a strided slice assignment, then a roll."""
+
+    def forward(self, x):
+        mask = x.new_zeros((9, 10))
+        count = 0
+        for h in ((0, -5), (-5, -2), (-2, None)):
+            for w in ((0, -4), (-4, None)):
+                mask[h[0]:h[1], w[0]:w[1]] = count
+                count += 1
+        mask[1::3, ::4] = -1.0
+        rolled = torch.roll(x, shifts=(-2, 3), dims=(0, 1)) + torch.roll(x, 7)
+        return rolled * mask + x.new_ones(10) + x.new_full((1, 10), 2.5)
+
+
+def test_writes_through_views_roll_and_new_tensors():
+    torch.manual_seed(0)
+    x = torch.randn(9, 10)
+    ep = exported(ShiftedWindowMask(), x)
+    assert any("fill_" in str(n.target) for n in ep.graph.nodes)  # written in place through slices
+    mod = from_exported_program(ep, unwrap_unit_return_tuple=True)
+    assert rel_err(Compiled(mod)(x), torch_out(ShiftedWindowMask(), x)) <= TOLERANCE
+
+
+def test_swin_t_matches_pytorch():
+    """torchvision's swin_t (random weights): relative position biases by aten.index.Tensor,
+    shifted windows by roll, their masks written through views."""
+    try:
+        tv = import_torchvision()
+    except ImportError as err:
+        pytest.skip(str(err))
+    torch.manual_seed(0)
+    model = tv.models.swin_t(weights=None).eval()
+    x = torch.randn(1, 3, 64, 64)  # 16x16 patches: windows of 7 with shifts in the first stages
+    mod = from_exported_program(exported(model, x), keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    assert rel_err(Compiled(mod)(x), torch_out(model, x)) <= TOLERANCE
+
+
 class SymbolicFx(nn.Module):
     def forward(self, x):
         n = x.size(1)

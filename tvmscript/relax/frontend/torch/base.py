@@ -106,12 +106,15 @@ def common_converters(t: BaseTranslator) -> dict:
         "repeat": t._repeat, "cat": t._cat, "concat": t._cat, "concatenate": t._cat, "stack": t._stack,
         "split": t._split, "split_with_sizes": t._split, "chunk": t._chunk, "unbind": t._unbind,
         "select": t._select, "slice": t._slice, "getitem": t._getitem, "index_select": t._index_select,
+        "index": t._index, "slice_scatter": t._slice_scatter, "roll": t._roll,
         "tril": t._tril, "triu": t._triu, "pad": t._pad, "constant_pad_nd": t._constant_pad_nd,
         "contiguous": t._identity, "clone": t._identity, "detach": t._identity, "alias": t._identity,
         "lift_fresh_copy": t._identity,
         "to": t._to, "_to_copy": t._to, "type_as": t._type_as,
         "arange": t._arange, "full": t._full, "zeros": t.creation(0), "ones": t.creation(1),
         "zeros_like": t.creation_like(0), "ones_like": t.creation_like(1), "full_like": t.creation_like(None),
+        "new_zeros": t.new_creation(0), "new_ones": t.new_creation(1), "new_full": t.new_creation(None),
+        "fill": t._fill,
         "sym_size": t._sym_size, "size": t._size,
     })
     return table

@@ -14,7 +14,10 @@ The graph is read as exported, without ``ExportedProgram.run_decompositions()`` 
 ``run_ep_decomposition=True`` default): the high-level ATen ops map onto Relax's high-level
 ops (``linear``, ``conv2d``, ``batch_norm``, ``scaled_dot_product_attention``), which keeps
 the printed module as the TVM tutorials show it and the import fast. Pass
-``run_ep_decomposition=True`` to import the core-ATen form instead.
+``run_ep_decomposition=True`` to import the core-ATen form instead. A graph that writes into a
+tensor through a view (swin's ``attn_mask[h0:h1, w0:w1] = count``) is functionalized by torch
+first (``run_decompositions({})``, which decomposes nothing), so the writes become
+``slice_scatter``s.
 """
 
 from __future__ import annotations
@@ -234,6 +237,30 @@ class ExportedProgramImporter(BaseTranslator):
         return mod
 
 
+def writes_through_a_view(graph) -> bool:
+    """Whether an in-place op of the graph writes into a tensor that another node aliases: a
+    view of it (``mask[:4, 2:].fill_(1)`` writes into ``mask`` through a slice) or a tensor
+    other views read. Converting node by node, an in-place op only replaces its own input's
+    value (`ExportedProgramImporter._in_place`); such a graph is functionalized by torch first."""
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None or not schema.is_mutable:
+            continue
+        for spec, arg in zip(schema.arguments, node.args):
+            written = spec.alias_info is not None and spec.alias_info.is_write
+            if written and hasattr(arg, "users") and (
+                    _is_view(arg) or any(_is_view(user) for user in arg.users if user is not node)):
+                return True
+    return False
+
+
+def _is_view(node) -> bool:
+    """Whether an FX node's ATen op returns a view of an input (slice, select, view, ...)."""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    return schema is not None and any(r.alias_info is not None and not r.alias_info.is_write
+                                      for r in schema.returns)
+
+
 def _dim_names(placeholders) -> dict:
     """``{torch's symbol: the user's Dim name}`` (``{"s27": "seq"}``) for the symbolic sizes of
     the program's inputs. torch.export keeps the names in the ShapeEnv behind the inputs'
@@ -299,5 +326,13 @@ def from_exported_program(exported_program, keep_params_as_input: bool = False,
     anything else the importer cannot follow."""
     if run_ep_decomposition:
         exported_program = exported_program.run_decompositions()
+    elif writes_through_a_view(exported_program.graph):
+        # torch's functionalization, decomposing nothing: the writes become slice_scatter & co.
+        # (torch 2.13 warns here about its own use of a deprecated pytree API.)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            exported_program = exported_program.run_decompositions({})
     return ExportedProgramImporter().import_program(
         exported_program, keep_params_as_input, unwrap_unit_return_tuple, no_bind_return_tuple, progress)
