@@ -616,6 +616,78 @@ def test_swin_t_matches_pytorch():
     assert rel_err(Compiled(mod)(x), torch_out(model, x)) <= TOLERANCE
 
 
+class Resizes(nn.Module):
+    """F.interpolate in one mode at sizes and at scale factors: integer ones, and ones whose
+    product with the size is not whole (where PyTorch maps coordinates by 1 / scale, not by the
+    ratio of the sizes)."""
+
+    SPECS = [dict(scale_factor=2), dict(scale_factor=1.5), dict(scale_factor=(1.7, 0.6)), dict(scale_factor=2.3),
+             dict(scale_factor=0.5), dict(size=(7, 9)), dict(size=(3, 2))]
+
+    def __init__(self, mode, align_corners=None):
+        super().__init__()
+        self.kw = {"mode": mode} if align_corners is None else {"mode": mode, "align_corners": align_corners}
+
+    def forward(self, x):
+        return tuple(F.interpolate(x, **spec, **self.kw) for spec in self.SPECS)
+
+
+@pytest.mark.parametrize("mode, align_corners", [("nearest", None), ("nearest-exact", None), ("bilinear", False),
+                                                 ("bilinear", True)])
+@pytest.mark.parametrize("frontend", ["exported_program", "fx"])
+def test_interpolate_matches_pytorch(mode, align_corners, frontend):
+    torch.manual_seed(0)
+    model = Resizes(mode, align_corners)
+    x = torch.randn(2, 3, 5, 7)
+    if frontend == "exported_program":
+        mod = from_exported_program(exported(model, x))
+        assert "upsample" not in mod.script()
+    else:
+        mod = from_fx(fx.symbolic_trace(model), [((2, 3, 5, 7), "float32")])
+    # R.image.resize2d for the sizes and the scale 2; align_corners ignores the scales
+    assert mod.script().count("R.image.resize2d(") == (7 if align_corners else 3)
+    outs, refs = Compiled(mod)(x), torch_out(model, x)
+    for spec, out, ref in zip(Resizes.SPECS, outs, refs):
+        assert out.shape == ref.shape, spec
+        assert rel_err(out, ref) <= 1e-6, spec
+
+
+class AtenUpsample(nn.Module):
+    """The .default overloads (an output size, with scales that only map coordinates) and
+    nn.Upsample."""
+
+    def forward(self, x):
+        return (torch.ops.aten.upsample_nearest2d.default(x, [8, 4], 1.7, 0.6),
+                torch.ops.aten.upsample_nearest2d.default(x, [8, 4], None, 0.6),
+                torch.ops.aten.upsample_bilinear2d.default(x, [7, 9], False, None, None),
+                nn.Upsample(scale_factor=2, mode="bilinear")(x))
+
+
+def test_upsample_default_overloads_and_module():
+    x = torch.randn(1, 2, 5, 7)
+    mod = from_exported_program(exported(AtenUpsample(), x))
+    for out, ref in zip(Compiled(mod)(x), torch_out(AtenUpsample(), x)):
+        assert rel_err(out, ref) <= 1e-6
+    model = nn.Sequential(nn.Upsample(scale_factor=2.5, mode="nearest"), nn.ReLU())
+    mod = from_fx(fx.symbolic_trace(model), [((1, 2, 5, 7), "float32")])
+    assert rel_err(Compiled(mod)(x), torch_out(model, x)) <= 1e-6
+
+
+class SymbolicSizeResize(nn.Module):
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+
+def test_interpolate_of_a_symbolic_size():
+    ep = exported(SymbolicSizeResize(), torch.randn(1, 2, 4, 6), dynamic_shapes={"x": {2: Dim("h", min=2, max=64)}})
+    mod = from_exported_program(ep, unwrap_unit_return_tuple=True)
+    assert 'R.Tensor((1, 2, "h * 2", 12)' in mod.script()
+    compiled = Compiled(mod)
+    for h in (3, 10):
+        x = torch.randn(1, 2, h, 6)
+        assert rel_err(compiled(x), torch_out(SymbolicSizeResize(), x)) <= 1e-6
+
+
 class SymbolicFx(nn.Module):
     def forward(self, x):
         n = x.size(1)

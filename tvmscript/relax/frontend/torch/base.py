@@ -97,6 +97,8 @@ def common_converters(t: BaseTranslator) -> dict:
         "max_pool2d": t._max_pool2d, "max_pool2d_with_indices": t._max_pool2d_with_indices,
         "avg_pool2d": t._avg_pool2d,
         "adaptive_avg_pool2d": t._adaptive_avg_pool2d, "_adaptive_avg_pool2d": t._adaptive_avg_pool2d,
+        "upsample_nearest2d": t._upsample_nearest2d, "_upsample_nearest_exact2d": t._upsample_nearest_exact2d,
+        "upsample_bilinear2d": t._upsample_bilinear2d, "interpolate": t._interpolate,
         "dropout": t._dropout, "native_dropout": t._native_dropout, "embedding": t._embedding,
         "scaled_dot_product_attention": t._scaled_dot_product_attention,
         "var": t._var, "std": t._std, "argmax": t._argmax, "argmin": t._argmin, "cumsum": t._cumsum,

@@ -274,6 +274,11 @@ def _module_converters(t: FXImporter) -> dict:
     def leaky_relu(node):
         return t._leaky_relu(_ModuleCall(node, (node.args[0], module_of(node).negative_slope)))
 
+    def upsample(node):
+        m = module_of(node)
+        return t.interpolate(node, first(node), m.size, m.scale_factor, m.mode, m.align_corners,
+                             m.recompute_scale_factor)
+
     def identity(node):
         return first(node)
 
@@ -289,7 +294,7 @@ def _module_converters(t: FXImporter) -> dict:
         "Embedding": embedding, "MaxPool2d": max_pool, "AvgPool2d": avg_pool,
         "AdaptiveAvgPool2d": adaptive_avg_pool, "Flatten": flatten, "Softmax": softmax,
         "LogSoftmax": log_softmax, "GELU": gelu, "Hardtanh": hardtanh, "ReLU6": hardtanh,
-        "LeakyReLU": leaky_relu, "Dropout": identity, "Identity": identity,
+        "LeakyReLU": leaky_relu, "Dropout": identity, "Identity": identity, "Upsample": upsample,
         "ReLU": unary("nn.relu"), "SiLU": unary("nn.silu"), "Sigmoid": unary("sigmoid"), "Tanh": unary("tanh"),
         "Hardswish": fn_of(t._hardswish), "Hardsigmoid": fn_of(t._hardsigmoid),
     }
