@@ -688,6 +688,56 @@ def test_interpolate_of_a_symbolic_size():
         assert rel_err(compiled(x), torch_out(SymbolicSizeResize(), x)) <= 1e-6
 
 
+class LSTMModel(nn.Module):
+    def __init__(self, with_state, **kwargs):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5, **kwargs)
+        self.with_state = with_state
+
+    def forward(self, x, h, c):
+        out, (h_n, c_n) = self.lstm(x, (h, c)) if self.with_state else self.lstm(x)
+        return out, h_n, c_n
+
+
+LSTM_CASES = {
+    "one_layer_zero_state": (False, {}),
+    "two_layers_bidirectional_batch_first": (True, dict(num_layers=2, bidirectional=True, batch_first=True)),
+    "no_bias_projected_bidirectional": (True, dict(bias=False, proj_size=3, bidirectional=True)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LSTM_CASES))
+@pytest.mark.parametrize("frontend", ["exported_program", "fx"])
+def test_lstm_matches_pytorch(case, frontend):
+    """nn.LSTM (aten.lstm.input) unrolled over its steps: output, h_n and c_n as PyTorch's,
+    for stacked and bidirectional layers, batch_first, with and without biases, an initial state
+    or a projection."""
+    with_state, kwargs = LSTM_CASES[case]
+    torch.manual_seed(0)
+    model = LSTMModel(with_state, **kwargs).eval()
+    states = (2 if kwargs.get("bidirectional") else 1) * kwargs.get("num_layers", 1)
+    batch = 2 if kwargs.get("batch_first") else 3
+    x = torch.randn(2, 3, 4)  # (steps, batch, features), or (batch, steps, features)
+    h = torch.randn(states, batch, kwargs.get("proj_size") or 5)
+    c = torch.randn(states, batch, 5)
+    if frontend == "exported_program":
+        mod = from_exported_program(exported(model, x, h, c), keep_params_as_input=True)
+    else:
+        mod = from_fx(fx.symbolic_trace(model), [(tuple(t.shape), "float32") for t in (x, h, c)],
+                      keep_params_as_input=True)
+    outs, refs = Compiled(mod)(x, h, c), torch_out(model, x, h, c)
+    assert [o.shape for o in outs] == [r.shape for r in refs]
+    for out, ref in zip(outs, refs):
+        assert rel_err(out, ref) <= TOLERANCE
+
+
+def test_lstm_over_a_symbolic_length_says_why_not():
+    """(torch.export specializes an LSTM's length itself; an fx graph's input can leave it open.)"""
+    shapes = [(("steps", 3, 4), "float32"), ((1, 3, 5), "float32"), ((1, 3, 5), "float32")]
+    with pytest.raises(UnsupportedOpError, match="a symbolic sequence length .*unrolled"):
+        from_fx(fx.symbolic_trace(LSTMModel(True).eval()), shapes)
+
+
 class SymbolicFx(nn.Module):
     def forward(self, x):
         n = x.size(1)

@@ -15,8 +15,8 @@ one binding per Relax op (``lv``, ``lv1``, ...), ``nn.Linear`` as ``R.permute_di
 ``R.nn.attention`` in the BSNH layout, Python scalars as constants of the tensor's dtype.
 
 Where things live: `graph` walks the graph (arguments, emitting, errors); `ops_math`,
-`ops_nn` and `ops_shape` hold the converters as mixins; this module combines them into
-`BaseTranslator` and names them (`common_converters`).
+`ops_nn`, `ops_rnn` and `ops_shape` hold the converters as mixins; this module combines them
+into `BaseTranslator` and names them (`common_converters`).
 
 A converter that meets something it cannot translate faithfully raises
 `UnsupportedOpError` (an argument value it does not handle) or `FrontendError`; the importer
@@ -34,10 +34,11 @@ from ....compiler.op import api as _op
 from .graph import GraphTranslator, _is_expr, _prim_extreme
 from .ops_math import MathOps
 from .ops_nn import NNOps
+from .ops_rnn import RNNOps
 from .ops_shape import ShapeOps
 
 
-class BaseTranslator(GraphTranslator, MathOps, NNOps, ShapeOps):
+class BaseTranslator(GraphTranslator, MathOps, NNOps, RNNOps, ShapeOps):
     """The graph walk and every shared converter; each importer subclasses it with its own
     table from operator names to converters (`common_converters` holds the shared entries)."""
 
@@ -99,7 +100,7 @@ def common_converters(t: BaseTranslator) -> dict:
         "adaptive_avg_pool2d": t._adaptive_avg_pool2d, "_adaptive_avg_pool2d": t._adaptive_avg_pool2d,
         "upsample_nearest2d": t._upsample_nearest2d, "_upsample_nearest_exact2d": t._upsample_nearest_exact2d,
         "upsample_bilinear2d": t._upsample_bilinear2d, "interpolate": t._interpolate,
-        "dropout": t._dropout, "native_dropout": t._native_dropout, "embedding": t._embedding,
+        "lstm": t._lstm, "dropout": t._dropout, "native_dropout": t._native_dropout, "embedding": t._embedding,
         "scaled_dot_product_attention": t._scaled_dot_product_attention,
         "var": t._var, "std": t._std, "argmax": t._argmax, "argmin": t._argmin, "cumsum": t._cumsum,
         "view": t._view, "reshape": t._view, "_unsafe_view": t._view, "flatten": t._flatten,

@@ -279,6 +279,15 @@ def _module_converters(t: FXImporter) -> dict:
         return t.interpolate(node, first(node), m.size, m.scale_factor, m.mode, m.align_corners,
                              m.recompute_scale_factor)
 
+    def lstm(node):
+        """nn.LSTM's call: ``(output, (h_n, c_n))`` from ``lstm(x)`` or ``lstm(x, (h_0, c_0))``."""
+        m = module_of(node)
+        hx = t.retrieve(node.args[1]) if len(node.args) > 1 else node.kwargs.get("hx")
+        hx = list(t.retrieve(hx)) if hx is not None else None
+        output, h_n, c_n = t.lstm(node, first(node), hx, [t.param(w) for w in m._flat_weights], m.bias,
+                                  m.num_layers, m.bidirectional, m.batch_first)
+        return output, (h_n, c_n)
+
     def identity(node):
         return first(node)
 
@@ -294,7 +303,7 @@ def _module_converters(t: FXImporter) -> dict:
         "Embedding": embedding, "MaxPool2d": max_pool, "AvgPool2d": avg_pool,
         "AdaptiveAvgPool2d": adaptive_avg_pool, "Flatten": flatten, "Softmax": softmax,
         "LogSoftmax": log_softmax, "GELU": gelu, "Hardtanh": hardtanh, "ReLU6": hardtanh,
-        "LeakyReLU": leaky_relu, "Dropout": identity, "Identity": identity, "Upsample": upsample,
+        "LeakyReLU": leaky_relu, "Dropout": identity, "Identity": identity, "Upsample": upsample, "LSTM": lstm,
         "ReLU": unary("nn.relu"), "SiLU": unary("nn.silu"), "Sigmoid": unary("sigmoid"), "Tanh": unary("tanh"),
         "Hardswish": fn_of(t._hardswish), "Hardsigmoid": fn_of(t._hardsigmoid),
     }

@@ -1,7 +1,7 @@
 """The walk over an FX graph that both PyTorch importers share: converting each node in
 order, reading its arguments (nodes replaced by their converted values), emitting through
 the BlockBuilder, and the errors that name the node at fault. The op converters are mixins
-(`ops_math`, `ops_nn`, `ops_shape`) combined with this core in `base.BaseTranslator`."""
+(`ops_math`, `ops_nn`, `ops_rnn`, `ops_shape`) combined with this core in `base.BaseTranslator`."""
 
 from __future__ import annotations
 

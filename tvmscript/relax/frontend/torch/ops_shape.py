@@ -164,12 +164,13 @@ class ShapeOps:
         return self.emit(_op.concat(list(tensors), axis=dim))
 
     def _stack(self, node):
-        tensors = self.arg(node, 0, "tensors")
-        dim = self.arg(node, 1, "dim", 0)
-        ndim = self.ndim(tensors[0]) + 1
-        dim = self.normalize_axis(dim, ndim)
+        return self.stack(list(self.arg(node, 0, "tensors")), self.arg(node, 1, "dim", 0))
+
+    def stack(self, tensors: list, dim: int):
+        """Tensors of one shape stacked along a new axis ``dim``."""
+        dim = self.normalize_axis(dim, self.ndim(tensors[0]) + 1)
         expanded = [self.emit(_op.expand_dims(t, axis=[dim])) for t in tensors]
-        return self.emit(_op.concat(expanded, axis=dim))
+        return expanded[0] if len(expanded) == 1 else self.emit(_op.concat(expanded, axis=dim))
 
     def _split(self, node):
         x = self.arg(node, 0, "input")
