@@ -593,13 +593,43 @@ class ShiftedWindowMask(nn.Module):
         return rolled * mask + x.new_ones(10) + x.new_full((1, 10), 2.5)
 
 
-def test_writes_through_views_roll_and_new_tensors():
+class AssignmentsThroughViews(nn.Module):
+    def forward(self, x, y):
+        z = x.clone()
+        z[:, 0] = y[:, 1]             # select + copy_
+        z[1:3] += 1                   # slice + add_
+        z[..., :2].copy_(y[:, :2])
+        z[-1].mul_(2)
+        return z
+
+
+@pytest.mark.parametrize("model_cls, shapes", [(ShiftedWindowMask, [(9, 10)]),
+                                               (AssignmentsThroughViews, [(4, 5), (4, 5)])])
+def test_writes_through_views_roll_and_new_tensors(model_cls, shapes):
     torch.manual_seed(0)
-    x = torch.randn(9, 10)
-    ep = exported(ShiftedWindowMask(), x)
-    assert any("fill_" in str(n.target) for n in ep.graph.nodes)  # written in place through slices
+    inputs = [torch.randn(*s) for s in shapes]
+    ep = exported(model_cls(), *inputs)
+    assert any(str(n.target).endswith("_.Tensor") or "copy_" in str(n.target) for n in ep.graph.nodes)
     mod = from_exported_program(ep, unwrap_unit_return_tuple=True)
-    assert rel_err(Compiled(mod)(x), torch_out(ShiftedWindowMask(), x)) <= TOLERANCE
+    assert rel_err(Compiled(mod)(*inputs), torch_out(model_cls(), *inputs)) <= TOLERANCE
+
+
+class UnsupportedAndWritesThroughAView(nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        y[0].fill_(1.0)
+        return torch.special.i0(y)
+
+
+def test_unsupported_ops_are_reported_before_functionalizing(monkeypatch):
+    ep = exported(UnsupportedAndWritesThroughAView(), torch.randn(3, 4))
+
+    def functionalize(*args, **kwargs):
+        raise AssertionError("functionalized a program that cannot be imported")
+
+    monkeypatch.setattr(type(ep), "run_decompositions", functionalize)
+    with pytest.raises(UnsupportedOpsError, match="aten.special_i0.default"):
+        from_exported_program(ep)
 
 
 def test_swin_t_matches_pytorch():

@@ -254,6 +254,17 @@ def writes_through_a_view(graph) -> bool:
     return False
 
 
+def _functionalized(ep):
+    """torch's functionalization of ``ep``, decomposing nothing: the writes through views
+    become ``slice_scatter``, ``select_scatter``, ``copy``. (torch 2.13 warns here about its own
+    use of a deprecated pytree API.)"""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return ep.run_decompositions({})
+
+
 def _is_view(node) -> bool:
     """Whether an FX node's ATen op returns a view of an input (slice, select, view, ...)."""
     schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
@@ -324,15 +335,11 @@ def from_exported_program(exported_program, keep_params_as_input: bool = False,
     nodes using them and the user's source lines) before converting anything,
     `UnsupportedOpError` for an argument a converter cannot translate, `FrontendError` for
     anything else the importer cannot follow."""
+    importer = ExportedProgramImporter()
     if run_ep_decomposition:
         exported_program = exported_program.run_decompositions()
     elif writes_through_a_view(exported_program.graph):
-        # torch's functionalization, decomposing nothing: the writes become slice_scatter & co.
-        # (torch 2.13 warns here about its own use of a deprecated pytree API.)
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            exported_program = exported_program.run_decompositions({})
-    return ExportedProgramImporter().import_program(
+        importer.check_supported(exported_program.graph.nodes)  # before torch's work, not after
+        exported_program = _functionalized(exported_program)
+    return importer.import_program(
         exported_program, keep_params_as_input, unwrap_unit_return_tuple, no_bind_return_tuple, progress)

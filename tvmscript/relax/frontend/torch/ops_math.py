@@ -381,6 +381,14 @@ class MathOps:
             return self.emit(_op.broadcast_to(self.astype(value, dtype), self.shape_of(x)))
         return self.emit(_op.full_like(x, self.const(value, dtype), dtype=dtype))
 
+    def _copy(self, node):
+        """``aten.copy(x, src)`` (``x.copy_(src)`` functionalized): ``src`` in ``x``'s dtype,
+        broadcast to ``x``'s shape."""
+        x, src = self.arg(node, 0, "input"), self.arg(node, 1, "src")
+        src = self.astype(self.as_tensor(src, self.dtype_of(x)), self.dtype_of(x))
+        shape = self.shape_of(x)
+        return src if self.shape_of(src) == shape else self.emit(_op.broadcast_to(src, shape))
+
     def _sym_size(self, node):
         x = self.arg(node, 0, "input")
         return self.shape_of(x)[self.arg(node, 1, "dim")]

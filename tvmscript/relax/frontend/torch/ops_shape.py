@@ -399,13 +399,29 @@ class ShapeOps:
     def _slice_scatter(self, node):
         """``aten.slice_scatter(x, src, dim, start, end, step)``: ``x`` with ``x[start:end:step]``
         along ``dim`` replaced by ``src`` (what torch.export's functionalization writes for an
-        assignment into a slice, ``mask[:4, 2:] = 1``). A step of 1 concatenates the parts
-        before and after with ``src``; other steps scatter ``src``'s rows to their positions."""
-        x = self.arg(node, 0, "input")
-        src = self.arg(node, 1, "src")
+        assignment into a slice, ``mask[:4, 2:] = 1``)."""
+        return self.slice_scatter(node, self.arg(node, 0, "input"), self.arg(node, 1, "src"),
+                                  self.arg(node, 2, "dim", 0), self.arg(node, 3, "start"), self.arg(node, 4, "end"),
+                                  self.arg(node, 5, "step", 1))
+
+    def _select_scatter(self, node):
+        """``aten.select_scatter(x, src, dim, index)`` (``x[:, 2] = src`` functionalized): the
+        slice ``index:index + 1`` replaced by ``src`` with the axis put back."""
+        x, src = self.arg(node, 0, "input"), self.arg(node, 1, "src")
+        dim = self.normalize_axis(self.arg(node, 2, "dim"), self.ndim(x))
+        index = self.arg(node, 3, "index")
+        extent = self.shape_of(x)[dim]
+        if isinstance(index, int) and index < 0 and isinstance(extent, int):
+            index += extent
+        src = self.emit(_op.expand_dims(src, axis=[dim]))
+        return self.slice_scatter(node, x, src, dim, index, index + 1, 1)
+
+    def slice_scatter(self, node, x, src, dim: int, start, end, step):
+        """``x`` with ``x[start:end:step]`` along ``dim`` replaced by ``src``: for a step of 1,
+        the parts before and after concatenated with ``src``; for others, ``src``'s rows
+        scattered to their positions."""
         shape = self.shape_of(x)
-        dim = self.normalize_axis(self.arg(node, 2, "dim", 0), len(shape))
-        start, end, step = self.arg(node, 3, "start"), self.arg(node, 4, "end"), self.arg(node, 5, "step", 1)
+        dim = self.normalize_axis(dim, len(shape))
         extent = shape[dim]
         if not all(isinstance(v, int) for v in (extent, step)) or not all(
                 v is None or isinstance(v, int) for v in (start, end)):
