@@ -221,7 +221,8 @@ def test_unsupported_argument_is_an_unsupported_op_error():
         from_fx(fx.symbolic_trace(TrainingDropout()), [((4, 3), "float32")])
     with pytest.raises(UnsupportedOpError, match="dropout in training mode") as err:
         from_exported_program(exported(TrainingDropout(), torch.randn(4, 3)))
-    assert err.value.source.endswith("return F.dropout(x, 0.5) + 1  # F.dropout drops by default: random, not importable")
+    assert err.value.source.endswith("return F.dropout(x, 0.5) + 1  # F.dropout drops by default: random, "
+                                     "not importable")
     assert f"\n  at {pathlib.Path(__file__)}:" in str(err.value)
 
 
@@ -355,7 +356,8 @@ def test_gpt_symbolic_length_is_named_as_the_dim(gpt):
     text = detach_params(mod)[0].script()
     assert 'def main(idx: R.Tensor((1, "seq"), dtype="int64")' in text
     assert 'R.Tensor((1, "seq", 50), dtype="float32")' in text
-    assert 'R.func_attr({"num_input": 1, "tir_var_lower_bound": {"seq": 2}, "tir_var_upper_bound": {"seq": 15}})' in text
+    assert ('R.func_attr({"num_input": 1, "tir_var_lower_bound": {"seq": 2}, '
+            '"tir_var_upper_bound": {"seq": 15}})') in text
     assert symbol not in text
     assert 'causal_mask="TopLeft"' in text
 

@@ -3,8 +3,8 @@
 An importer never produces a module it is unsure of: an operator it has no translation for
 is an `UnsupportedOpError` naming the operator and the graph node, raised before anything is
 returned; an importer that can check the whole graph first raises `UnsupportedOpsError`,
-listing every such operator with the nodes using it. Other problems with the model (a shape the importer cannot follow, a missing input
-shape) are `FrontendError`s.
+listing every such operator with the nodes using it. Other problems with the model (a shape
+the importer cannot follow, a missing input shape) are `FrontendError`s.
 """
 
 from __future__ import annotations

@@ -242,13 +242,15 @@ def writes_through_a_view(graph) -> bool:
     view of it (``mask[:4, 2:].fill_(1)`` writes into ``mask`` through a slice) or a tensor
     other views read. Converting node by node, an in-place op only replaces its own input's
     value (`ExportedProgramImporter._in_place`); such a graph is functionalized by torch first."""
+    from torch import fx
+
     for node in graph.nodes:
         schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
         if schema is None or not schema.is_mutable:
             continue
         for spec, arg in zip(schema.arguments, node.args):
             written = spec.alias_info is not None and spec.alias_info.is_write
-            if written and hasattr(arg, "users") and (
+            if written and isinstance(arg, fx.Node) and (
                     _is_view(arg) or any(_is_view(user) for user in arg.users if user is not node)):
                 return True
     return False

@@ -5,6 +5,7 @@ the BlockBuilder, and the errors that name the node at fault. The op converters 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any, Callable
@@ -71,12 +72,12 @@ def user_source(node) -> str:
     frames = list(_FRAME.finditer(trace))
     if not frames:
         return ""
-    torch_dir = _torch_dir()
-    outside = [f for f in frames if not (torch_dir and f["file"].startswith(torch_dir))]
+    outside = [f for f in frames if not f["file"].startswith(_torch_dir())]
     frame = (outside or frames)[-1]
     return f"{frame['file']}:{frame['line']}: {frame['code'].strip()}"
 
 
+@functools.lru_cache(maxsize=None)
 def _torch_dir() -> str:
     import torch
 

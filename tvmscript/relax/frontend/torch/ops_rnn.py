@@ -23,9 +23,10 @@ class RNNOps:
         if self.arg(node, 6, "train", False) and self.arg(node, 5, "dropout", 0.0):
             raise self.unsupported(node, "dropout between layers in training mode")
         hx = self.arg(node, 1, "hx")
-        return self.lstm(node, self.arg(node, 0, "input"), list(hx) if hx else None, list(self.arg(node, 2, "params")),
-                         bool(self.arg(node, 3, "has_biases", True)), int(self.arg(node, 4, "num_layers", 1)),
-                         bool(self.arg(node, 7, "bidirectional", False)), bool(self.arg(node, 8, "batch_first", False)))
+        return self.lstm(node, self.arg(node, 0, "input"), list(hx) if hx else None,
+                         list(self.arg(node, 2, "params")), bool(self.arg(node, 3, "has_biases", True)),
+                         int(self.arg(node, 4, "num_layers", 1)), bool(self.arg(node, 7, "bidirectional", False)),
+                         bool(self.arg(node, 8, "batch_first", False)))
 
     def lstm(self, node, x, hx, params: list, has_biases: bool, num_layers: int, bidirectional: bool,
              batch_first: bool):
@@ -37,7 +38,8 @@ class RNNOps:
         directions = 2 if bidirectional else 1
         per_direction, rest = divmod(len(params), num_layers * directions)
         if rest or per_direction not in ((4, 5) if has_biases else (2, 3)):
-            raise self.unsupported(node, f"{len(params)} weights for {num_layers} layer(s) of {directions} direction(s)")
+            raise self.unsupported(
+                node, f"{len(params)} weights for {num_layers} layer(s) of {directions} direction(s)")
         if batch_first:
             x = self.emit(_op.permute_dims(x, axes=[1, 0, 2]))
         steps, batch, _ = self.shape_of(x)
