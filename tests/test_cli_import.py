@@ -95,6 +95,28 @@ def test_import_pt2_batch_norm_statistics_are_replaceable_params(tmp_path):
     np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], expected, rtol=1e-4, atol=1e-5)
 
 
+def test_import_pt2_with_a_dim_refuses_sizes_outside_its_range(tmp_path):
+    """A Dim's min and max travel in the .tvms file; tvms run refuses a size outside them with
+    an error naming the dim, the size and the range (no traceback)."""
+    torch = pytest.importorskip("torch")
+    from torch.export import Dim
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+    ep = torch.export.export(model, (torch.randn(5, 4),), dynamic_shapes=({0: Dim("batch", min=2, max=8)},))
+    torch.export.save(ep, str(tmp_path / "lin.pt2"))
+    ok("import", tmp_path / "lin.pt2")
+    (symbol,) = [str(s) for s in ep.range_constraints]  # the file keeps torch's symbol, not "batch"
+    assert f'"tir_var_upper_bound": {{"{symbol}": 8}}' in (tmp_path / "lin.tvms").read_text()
+    for rows in (3, 9):
+        np.savez(tmp_path / "x.npz", input=np.ones((rows, 4), np.float32))
+        proc = tvms("run", tmp_path / "lin.tvms", "--params", tmp_path / "lin.npz", "--inputs", tmp_path / "x.npz")
+        if rows == 3:
+            assert proc.returncode == 0, proc.err
+        else:
+            assert proc.returncode == 1
+            assert f"size '{symbol}' is 9" in proc.err and "must be between 2 and 8" in proc.err
+
+
 UNSUPPORTED_MODEL = """\
 import torch
 
