@@ -660,6 +660,7 @@ class _FunctionCodegen:
             header.append(f"    {', '.join(params)}{',' if len(params) == 1 else ''} = args")
         self.header = header
         self.emit_param_checks(params, sig_name)
+        self.emit_range_checks(sig_name)
 
         # Arena slots: one aligned block per frame, carved into the intermediate tensors.
         arena_locals = []
@@ -718,6 +719,18 @@ class _FunctionCodegen:
                 conds.append(f"_s[{d}] != {self.dim(e, None)}")
             self.emit(f"_s = {local}._shape")
             self.emit(f"if {' or '.join(conds)}: _bad({sig_name}, {i}, {local}, {self.env_literal()})")
+
+    def emit_range_checks(self, sig_name: str) -> None:
+        """The function's ``tir_var_lower_bound``/``tir_var_upper_bound`` attributes (the ranges
+        ``torch.export.Dim(min=, max=)`` gave a symbolic dim) checked for each symbol the
+        parameters bound: a size outside its range is the caller's error, raised at entry."""
+        for name, (lo, hi) in symbol_bounds(self.func).items():
+            local = self.syms.get(name)
+            if local is None:
+                continue
+            self.sig.sym_bounds[name] = (lo, hi)
+            conds = ([f"{local} < {lo}"] if lo is not None else []) + ([f"{local} > {hi}"] if hi is not None else [])
+            self.emit(f"if {' or '.join(conds)}: _out_of_range({sig_name}, {name!r}, {local})")
 
     def env_literal(self, syms: dict | None = None) -> str:
         syms = self.syms if syms is None else syms
@@ -1145,6 +1158,23 @@ def _itemsize(dtype: str) -> int:
         return _np_dtype(dtype).itemsize
     except TypeError:
         raise BuildError(f"unknown dtype {dtype!r}") from None
+
+
+# Function attributes giving symbolic dims their ranges, as TVM's importers write them:
+# {"tir_var_upper_bound": {"seq": 15}} (inclusive bounds, by the symbol's name).
+LOWER_BOUND_ATTR = "tir_var_lower_bound"
+UPPER_BOUND_ATTR = "tir_var_upper_bound"
+
+
+def symbol_bounds(func) -> dict:
+    """``{symbol name: (lower or None, upper or None)}`` from a function's bound attributes."""
+    attrs = getattr(func, "attrs", None) or {}
+    out: dict = {}
+    for key, side in ((LOWER_BOUND_ATTR, 0), (UPPER_BOUND_ATTR, 1)):
+        for name, value in dict(attrs.get(key) or {}).items():
+            pair = out.setdefault(str(name), [None, None])
+            pair[side] = int(value.value if isinstance(value, tir.IntImm) else value)
+    return {name: tuple(pair) for name, pair in out.items()}
 
 
 def _free_syms(e) -> set:

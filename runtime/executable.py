@@ -22,13 +22,17 @@ __all__ = ["Executable", "VMFunction", "FuncSig"]
 @dataclass(eq=False)
 class FuncSig:
     """What the VM needs to explain a bad call of a Relax function: its name, its parameters
-    (name and struct info) and where each symbolic dimension gets its value."""
+    (name and struct info), where each symbolic dimension gets its value and the range it
+    must lie in."""
 
     name: str
     param_names: list
     param_sinfos: list
     # symbolic dim name -> (parameter index, path inside it such as "dimension 0")
     sym_origin: dict = field(default_factory=dict)
+    # symbolic dim name -> (lowest, highest) allowed value, None where unbounded: the function's
+    # tir_var_lower_bound / tir_var_upper_bound, checked at entry
+    sym_bounds: dict = field(default_factory=dict)
 
     def describe_params(self) -> str:
         return ", ".join(self.param_names)

@@ -27,7 +27,7 @@ import time as _time
 from .devices import Device, device as _as_device, kDLCPU, kDLCUDA
 from .executable import Executable, FuncSig
 
-__all__ = ["VirtualMachine", "BenchmarkResult", "ProfileReport", "match_value"]
+__all__ = ["VirtualMachine", "BenchmarkResult", "ProfileReport", "SizeOutOfRangeError", "match_value"]
 
 
 class CallDepthError(RuntimeError):
@@ -552,6 +552,23 @@ def _explain_mismatch(sig: FuncSig, i: int, value, env: dict, device: Device | N
     raise RuntimeError(f"{what}: does not match {_sinfo_text(sig.param_sinfos[i])}")  # pragma: no cover
 
 
+class SizeOutOfRangeError(ValueError):
+    """A symbolic dimension of a call's arguments lies outside the range the function allows
+    it (its ``tir_var_lower_bound``/``tir_var_upper_bound``: a ``torch.export.Dim``'s min and
+    max). The function was compiled for that range; PyTorch refuses such a call too."""
+
+
+def _out_of_range(sig: FuncSig, name: str, value) -> None:
+    """Raise the error for symbol ``name`` given ``value`` outside ``sig.sym_bounds[name]``."""
+    lo, hi = sig.sym_bounds[name]
+    allowed = (f"between {lo} and {hi}" if lo is not None and hi is not None else
+               f"at least {lo}" if lo is not None else f"at most {hi}")
+    origin = sig.sym_origin.get(name)
+    where = f" (from {_origin_text(sig, origin)})" if origin is not None else ""
+    raise SizeOutOfRangeError(f"{sig.name}(): size '{name}' is {value}{where}, but {name} must be {allowed} "
+                              f"(the function's tir_var_lower_bound/tir_var_upper_bound)")
+
+
 def _cuda_helpers(dev: Device) -> dict:
     """The helpers of a VM on GPU ``dev``: the CPU's, with that GPU's tensor class, allocation
     and argument checks. Kernels there report no assertion failures (``_kerr`` stays empty)."""
@@ -688,7 +705,8 @@ def _make_helpers() -> dict:
     return {
         "_Tensor": Tensor, "_empty": _empty, "_extern": _extern, "_coerce": _coerce, "_bad": _bad,
         "_arity": _arity, "_match": _match, "_truth": _truth, "_kcheck": _kcheck, "_truncdiv": _truncdiv,
-        "_truncmod": _truncmod, "_stride": _stride, "_kerr": kerr if kerr is not None else [],
+        "_truncmod": _truncmod, "_stride": _stride, "_out_of_range": _out_of_range,
+        "_kerr": kerr if kerr is not None else [],
         "_kraise": kraise, **_host_op_helpers(lambda t: t._array, wrap),
         **_effect_helpers(lambda v: isinstance(v, Tensor), lambda t: t._array),
     }

@@ -66,6 +66,88 @@ def test_import_params_out(torch_mlp, tmp_path):
     assert "weights.npz" in proc.err and (tmp_path / "weights.npz").exists()
 
 
+def test_import_pt2_batch_norm_statistics_are_replaceable_params(tmp_path):
+    """BatchNorm's running statistics go to model.npz with the weights: new statistics given
+    with --params change tvms run's output as they change PyTorch's."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).eval()
+    x = torch.randn(1, 3, 6, 6)
+    torch.export.save(torch.export.export(model, (x,)), str(tmp_path / "bn.pt2"))
+    ok("import", tmp_path / "bn.pt2")
+    weights = load_npz(tmp_path / "bn.npz")
+    assert sorted(weights) == sorted(["p_0_weight", "p_0_bias", "p_1_weight", "p_1_bias",
+                                      "b_1_running_mean", "b_1_running_var"])
+    assert "metadata" not in (tmp_path / "bn.tvms").read_text()
+
+    weights["b_1_running_mean"] = np.linspace(-1, 1, 4, dtype=np.float32)
+    weights["b_1_running_var"] = np.linspace(0.5, 2, 4, dtype=np.float32)
+    np.savez(tmp_path / "changed.npz", **weights)
+    np.savez(tmp_path / "x.npz", input=x.numpy())
+    ok("run", tmp_path / "bn.tvms", "--params", tmp_path / "changed.npz", "--inputs", tmp_path / "x.npz",
+       "--out", tmp_path / "y.npz")
+    with torch.no_grad():
+        model[1].running_mean.copy_(torch.from_numpy(weights["b_1_running_mean"]))
+        model[1].running_var.copy_(torch.from_numpy(weights["b_1_running_var"]))
+        expected = model(x).numpy()
+    np.testing.assert_allclose(load_npz(tmp_path / "y.npz")["output"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_import_pt2_with_a_dim_refuses_sizes_outside_its_range(tmp_path):
+    """A Dim's min and max travel in the .tvms file; tvms run refuses a size outside them with
+    an error naming the dim, the size and the range (no traceback)."""
+    torch = pytest.importorskip("torch")
+    from torch.export import Dim
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+    ep = torch.export.export(model, (torch.randn(5, 4),), dynamic_shapes=({0: Dim("batch", min=2, max=8)},))
+    torch.export.save(ep, str(tmp_path / "lin.pt2"))
+    ok("import", tmp_path / "lin.pt2")
+    (symbol,) = [str(s) for s in ep.range_constraints]  # the file keeps torch's symbol, not "batch"
+    assert f'"tir_var_upper_bound": {{"{symbol}": 8}}' in (tmp_path / "lin.tvms").read_text()
+    for rows in (3, 9):
+        np.savez(tmp_path / "x.npz", input=np.ones((rows, 4), np.float32))
+        proc = tvms("run", tmp_path / "lin.tvms", "--params", tmp_path / "lin.npz", "--inputs", tmp_path / "x.npz")
+        if rows == 3:
+            assert proc.returncode == 0, proc.err
+        else:
+            assert proc.returncode == 1
+            assert f"size '{symbol}' is 9" in proc.err and "must be between 2 and 8" in proc.err
+
+
+UNSUPPORTED_MODEL = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        y = torch.cumprod(x, 0)
+        return torch.logcumsumexp(y, 1) + torch.cumprod(x, 1)
+
+
+torch.export.save(torch.export.export(Model(), (torch.randn(3, 4),)), "odd.pt2")
+"""
+
+
+def test_import_pt2_lists_every_unsupported_op_with_its_line(tmp_path):
+    """All the operators tvms lacks, in one error, each with its nodes and the model's lines."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    (tmp_path / "make_model.py").write_text(UNSUPPORTED_MODEL)
+    subprocess.run([sys.executable, "make_model.py"], cwd=tmp_path, check=True, capture_output=True)
+    proc = tvms("import", tmp_path / "odd.pt2")
+    assert proc.returncode == 1
+    assert proc.err.startswith("error: 2 PyTorch operators have no translation")
+    assert "aten.cumprod.default, used by 2 nodes:" in proc.err
+    assert "'cumprod' at " in proc.err and "make_model.py:6: y = torch.cumprod(x, 0)" in proc.err
+    assert "'cumprod_1' at " in proc.err and "aten.logcumsumexp.default, used by 1 node:" in proc.err
+    assert not (tmp_path / "odd.tvms").exists() and not (tmp_path / "odd.npz").exists()
+
+
 # ----------------------------------------------------------------------------- ONNX
 
 

@@ -395,6 +395,9 @@ def test_a_gpt_with_a_symbolic_length_on_the_gpu(gpt_module, gpu):
         out = vm["main"](tvms.nd.array(idx.numpy(), dev), *on_gpu).numpy()
         assert out.shape == ref.shape
         assert np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
+    too_long = tvms.nd.array(np.zeros((1, 16), "int64"), dev)  # Dim("seq", max=15)
+    with pytest.raises(ValueError, match=r"size 'seq' is 16 .*between 2 and 15"):
+        vm["main"](too_long, *on_gpu)
 
 
 def _models():

@@ -328,6 +328,43 @@ def test_validation_errors_name_the_parameter(dyn_vm, args, exc, pattern):
         dyn_vm["main"](*arrays)
 
 
+BOUNDED = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("batch", "seq"), dtype="float32"), y: R.Tensor(("seq",), dtype="float32")):
+        batch = T.int64()
+        seq = T.int64()
+        R.func_attr({"tir_var_lower_bound": {"seq": 2}, "tir_var_upper_bound": {"batch": 4, "seq": 15}})
+        with R.dataflow():
+            lv = R.add(x, y)
+            R.output(lv)
+        return lv
+'''
+
+
+def test_symbolic_dims_are_checked_against_the_functions_bounds():
+    """tir_var_lower_bound / tir_var_upper_bound (a torch.export.Dim's min and max) are checked
+    when the function is called: a size outside its range is an error naming the symbol, the
+    size given, where it came from and the range, before any kernel runs."""
+    mod = tvms.parse(BOUNDED)
+    assert tvms.parse(mod.script())["main"].attrs["tir_var_upper_bound"] == {"batch": 4, "seq": 15}
+    vm = make_vm(mod)
+    for batch, seq in ((1, 2), (4, 15)):
+        x, y = rand(batch, seq), rand(seq)
+        np.testing.assert_allclose(vm["main"](x, y).numpy(), x + y)
+    from tvmscript.runtime.vm import SizeOutOfRangeError
+
+    with pytest.raises(SizeOutOfRangeError, match=r"main\(\): size 'seq' is 16 \(from argument 'x', dimension 1\), "
+                       r"but seq must be between 2 and 15"):
+        vm["main"](rand(1, 16), rand(16))
+    with pytest.raises(ValueError, match=r"size 'seq' is 1 .*between 2 and 15"):
+        vm["main"](rand(1, 1), rand(1))
+    with pytest.raises(ValueError, match=r"size 'batch' is 5 \(from argument 'x', dimension 0\), "
+                       r"but batch must be at most 4"):
+        vm["main"](rand(5, 3), rand(3))
+
+
 def test_validation_rejects_non_tensors(dyn_vm):
     with pytest.raises(TypeError, match=r"main\(\) argument 'x': expected a tensor .*got list"):
         dyn_vm["main"]([[1.0] * 4], np.zeros((1, 4), "float32"))

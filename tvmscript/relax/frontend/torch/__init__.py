@@ -6,9 +6,9 @@
   shapes given (``input_info = [((1, 784), "float32")]``).
 
 Both translate node by node through one table of converters (`base`), raise
-`UnsupportedOpError` for an operator they cannot translate, and keep the weights either as
-constants or, with ``keep_params_as_input=True``, as parameters whose arrays
-``relax.frontend.detach_params`` takes off the module.
+`UnsupportedOpsError` listing every operator they cannot translate before converting any, and
+keep the weights either as constants or, with ``keep_params_as_input=True``, as parameters
+whose arrays ``relax.frontend.detach_params`` takes off the module.
 """
 
 from .exported_program import from_exported_program

@@ -15,8 +15,8 @@ one binding per Relax op (``lv``, ``lv1``, ...), ``nn.Linear`` as ``R.permute_di
 ``R.nn.attention`` in the BSNH layout, Python scalars as constants of the tensor's dtype.
 
 Where things live: `graph` walks the graph (arguments, emitting, errors); `ops_math`,
-`ops_nn` and `ops_shape` hold the converters as mixins; this module combines them into
-`BaseTranslator` and names them (`common_converters`).
+`ops_nn`, `ops_rnn` and `ops_shape` hold the converters as mixins; this module combines them
+into `BaseTranslator` and names them (`common_converters`).
 
 A converter that meets something it cannot translate faithfully raises
 `UnsupportedOpError` (an argument value it does not handle) or `FrontendError`; the importer
@@ -34,10 +34,11 @@ from ....compiler.op import api as _op
 from .graph import GraphTranslator, _is_expr, _prim_extreme
 from .ops_math import MathOps
 from .ops_nn import NNOps
+from .ops_rnn import RNNOps
 from .ops_shape import ShapeOps
 
 
-class BaseTranslator(GraphTranslator, MathOps, NNOps, ShapeOps):
+class BaseTranslator(GraphTranslator, MathOps, NNOps, RNNOps, ShapeOps):
     """The graph walk and every shared converter; each importer subclasses it with its own
     table from operator names to converters (`common_converters` holds the shared entries)."""
 
@@ -97,7 +98,9 @@ def common_converters(t: BaseTranslator) -> dict:
         "max_pool2d": t._max_pool2d, "max_pool2d_with_indices": t._max_pool2d_with_indices,
         "avg_pool2d": t._avg_pool2d,
         "adaptive_avg_pool2d": t._adaptive_avg_pool2d, "_adaptive_avg_pool2d": t._adaptive_avg_pool2d,
-        "dropout": t._dropout, "native_dropout": t._native_dropout, "embedding": t._embedding,
+        "upsample_nearest2d": t._upsample_nearest2d, "_upsample_nearest_exact2d": t._upsample_nearest_exact2d,
+        "upsample_bilinear2d": t._upsample_bilinear2d, "interpolate": t._interpolate,
+        "lstm": t._lstm, "dropout": t._dropout, "native_dropout": t._native_dropout, "embedding": t._embedding,
         "scaled_dot_product_attention": t._scaled_dot_product_attention,
         "var": t._var, "std": t._std, "argmax": t._argmax, "argmin": t._argmin, "cumsum": t._cumsum,
         "view": t._view, "reshape": t._view, "_unsafe_view": t._view, "flatten": t._flatten,
@@ -106,12 +109,16 @@ def common_converters(t: BaseTranslator) -> dict:
         "repeat": t._repeat, "cat": t._cat, "concat": t._cat, "concatenate": t._cat, "stack": t._stack,
         "split": t._split, "split_with_sizes": t._split, "chunk": t._chunk, "unbind": t._unbind,
         "select": t._select, "slice": t._slice, "getitem": t._getitem, "index_select": t._index_select,
+        "index": t._index, "slice_scatter": t._slice_scatter, "select_scatter": t._select_scatter,
+        "roll": t._roll, "copy": t._copy,
         "tril": t._tril, "triu": t._triu, "pad": t._pad, "constant_pad_nd": t._constant_pad_nd,
         "contiguous": t._identity, "clone": t._identity, "detach": t._identity, "alias": t._identity,
         "lift_fresh_copy": t._identity,
         "to": t._to, "_to_copy": t._to, "type_as": t._type_as,
         "arange": t._arange, "full": t._full, "zeros": t.creation(0), "ones": t.creation(1),
         "zeros_like": t.creation_like(0), "ones_like": t.creation_like(1), "full_like": t.creation_like(None),
+        "new_zeros": t.new_creation(0), "new_ones": t.new_creation(1), "new_full": t.new_creation(None),
+        "fill": t._fill,
         "sym_size": t._sym_size, "size": t._size,
     })
     return table

@@ -3,16 +3,21 @@
 An ExportedProgram is an FX graph of ATen operators (``aten.conv2d.default``,
 ``aten.linear.default``, ...) whose placeholders are, in order, the model's parameters,
 buffers and constants, then the user's inputs; its graph signature says which is which. Sizes
-that ``torch.export.Dim`` made symbolic are ``SymInt``s whose sympy symbols (``s0``, ``s75``)
-become ``tir.Var``s of the same name, so ``R.Tensor((1, "s0"), ...)`` names the same size
-torch does; their ranges go to the function's ``tir_var_lower_bound``/``tir_var_upper_bound``
-attributes, as TVM writes them.
+that ``torch.export.Dim`` made symbolic are ``SymInt``s whose sympy symbols (``s27``) become
+``tir.Var``s named as the user's Dim (``Dim("seq")`` gives ``R.Tensor((1, "seq"), ...)``;
+inputs sharing a Dim share the var), or as torch's symbol where the name is lost (a program
+read back by ``torch.export.load``); their ranges go to the function's
+``tir_var_lower_bound``/``tir_var_upper_bound`` attributes, as TVM writes them, and the VM
+checks them when the function is called.
 
 The graph is read as exported, without ``ExportedProgram.run_decompositions()`` (TVM 0.27's
 ``run_ep_decomposition=True`` default): the high-level ATen ops map onto Relax's high-level
 ops (``linear``, ``conv2d``, ``batch_norm``, ``scaled_dot_product_attention``), which keeps
 the printed module as the TVM tutorials show it and the import fast. Pass
-``run_ep_decomposition=True`` to import the core-ATen form instead.
+``run_ep_decomposition=True`` to import the core-ATen form instead. A graph that writes into a
+tensor through a view (swin's ``attn_mask[h0:h1, w0:w1] = count``) is functionalized by torch
+first (``run_decompositions({})``, which decomposes nothing), so the writes become
+``slice_scatter``s.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ class ExportedProgramImporter(BaseTranslator):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sym_vars: dict[str, tir.Var] = {}
+        self.sym_vars: dict[str, tir.Var] = {}  # torch's symbol ("s27") -> its tir.Var
+        self.dim_names: dict[str, str] = {}  # torch's symbol -> the user's torch.export.Dim name
         common = common_converters(self)
         self.by_packet = common
         self.by_overload = {
@@ -105,10 +111,14 @@ class ExportedProgramImporter(BaseTranslator):
             return self.sympy_to_tir(expr)
         raise FrontendError(f"unexpected size {size!r}")
 
-    def sym_var(self, name: str) -> tir.Var:
-        var = self.sym_vars.get(name)
+    def sym_var(self, symbol: str) -> tir.Var:
+        """The tir.Var of torch's size symbol ``symbol``, named as the user's Dim where known."""
+        var = self.sym_vars.get(symbol)
         if var is None:
-            var = self.sym_vars[name] = tir.Var("int64", name)
+            name = self.dim_names.get(symbol, symbol)
+            if any(v.name == name for v in self.sym_vars.values()):
+                name = symbol  # two of the program's symbols claim one Dim: keep them apart
+            var = self.sym_vars[symbol] = tir.Var("int64", name)
         return var
 
     def sympy_to_tir(self, expr):
@@ -160,13 +170,13 @@ class ExportedProgramImporter(BaseTranslator):
 
         lower, upper = {}, {}
         for symbol, vr in getattr(ep, "range_constraints", {}).items():
-            name = str(symbol)
-            if name not in self.sym_vars:
+            var = self.sym_vars.get(str(symbol))
+            if var is None:
                 continue
             try:
-                lower[name] = int(vr.lower)
+                lower[var.name] = int(vr.lower)
                 if not math.isinf(float(vr.upper)):
-                    upper[name] = int(vr.upper)
+                    upper[var.name] = int(vr.upper)
             except (TypeError, ValueError, OverflowError):
                 continue
         attrs = {}
@@ -185,6 +195,7 @@ class ExportedProgramImporter(BaseTranslator):
         nodes = list(graph.nodes)
         placeholders = {n.name: n for n in nodes if n.op == "placeholder"}
         self.check_supported(nodes)
+        self.dim_names = _dim_names(placeholders.values())
 
         inputs, params, arrays = [], [], []
         for spec in ep.graph_signature.input_specs:
@@ -197,9 +208,11 @@ class ExportedProgramImporter(BaseTranslator):
                 inputs.append(var)
                 self.env[node] = var
                 continue
+            if spec.kind == InputKind.BUFFER and not node.users:
+                continue  # BatchNorm's num_batches_tracked: only training reads it
             tensor = _lookup_tensor(ep, spec)
-            if spec.kind == InputKind.PARAMETER and keep_params_as_input:
-                var = relax.Var(node.name, self.tensor_sinfo(tensor, f"parameter {node.name!r}"))
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and keep_params_as_input:
+                var = relax.Var(node.name, self.tensor_sinfo(tensor, f"{spec.kind.name.lower()} {node.name!r}"))
                 params.append(var)
                 arrays.append(tensor_to_numpy(tensor))
                 self.env[node] = var
@@ -224,6 +237,76 @@ class ExportedProgramImporter(BaseTranslator):
         return mod
 
 
+def writes_through_a_view(graph) -> bool:
+    """Whether an in-place op of the graph writes into a tensor that another node aliases: a
+    view of it (``mask[:4, 2:].fill_(1)`` writes into ``mask`` through a slice) or a tensor
+    other views read. Converting node by node, an in-place op only replaces its own input's
+    value (`ExportedProgramImporter._in_place`); such a graph is functionalized by torch first."""
+    from torch import fx
+
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None or not schema.is_mutable:
+            continue
+        for spec, arg in zip(schema.arguments, node.args):
+            written = spec.alias_info is not None and spec.alias_info.is_write
+            if written and isinstance(arg, fx.Node) and (
+                    _is_view(arg) or any(_is_view(user) for user in arg.users if user is not node)):
+                return True
+    return False
+
+
+def _functionalized(ep):
+    """torch's functionalization of ``ep``, decomposing nothing: the writes through views
+    become ``slice_scatter``, ``select_scatter``, ``copy``. (torch 2.13 warns here about its own
+    use of a deprecated pytree API.)"""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return ep.run_decompositions({})
+
+
+def _is_view(node) -> bool:
+    """Whether an FX node's ATen op returns a view of an input (slice, select, view, ...)."""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    return schema is not None and any(r.alias_info is not None and not r.alias_info.is_write
+                                      for r in schema.returns)
+
+
+def _dim_names(placeholders) -> dict:
+    """``{torch's symbol: the user's Dim name}`` (``{"s27": "seq"}``) for the symbolic sizes of
+    the program's inputs. torch.export keeps the names in the ShapeEnv behind the inputs'
+    sizes: each symbol's sources (``L['x'].size()[1]``) map to the name of the Dim given for
+    them. A program read back by ``torch.export.load`` has lost them, so its sizes keep
+    torch's symbols. Symbols torch unified with another (``x`` and ``y`` given one Dim) are
+    listed too: only those the graph still uses become vars."""
+    shape_env = _shape_env(placeholders)
+    if shape_env is None:
+        return {}
+    debug_names = getattr(shape_env, "source_name_to_debug_name", {}) or {}
+    names: dict = {}
+    for symbol, sources in getattr(shape_env, "var_to_sources", {}).items():
+        for source in sources:
+            source_name = source.name() if callable(source.name) else source.name
+            name = debug_names.get(source_name)
+            if name and name.isidentifier():
+                names[str(symbol)] = name
+                break
+    return names
+
+
+def _shape_env(placeholders):
+    """The ShapeEnv of the first symbolic size among the placeholders' values (None if none)."""
+    import torch
+
+    for node in placeholders:
+        for size in getattr(node.meta.get("val"), "shape", ()):
+            if isinstance(size, torch.SymInt):
+                return getattr(size.node, "shape_env", None)
+    return None
+
+
 def _lookup_tensor(ep, spec):
     """The tensor behind a parameter, buffer or constant placeholder."""
     target = spec.target
@@ -239,17 +322,26 @@ def from_exported_program(exported_program, keep_params_as_input: bool = False,
                           progress: ProgressCallback = None, *, run_ep_decomposition: bool = False):
     """Import a ``torch.export.ExportedProgram`` as an IRModule whose ``main`` computes it.
 
-    - ``keep_params_as_input``: the parameters become ``main``'s parameters after the inputs,
-      with ``R.func_attr({"num_input": k})``, and their arrays (``tvms.nd.array``) are kept in
-      the ``"params"`` attribute (``relax.frontend.detach_params`` takes them off); otherwise
-      they are bound as constants. Buffers and constants are always constants.
+    - ``keep_params_as_input``: the parameters, then the buffers the graph reads (BatchNorm's
+      running statistics), become ``main``'s parameters after the inputs, with
+      ``R.func_attr({"num_input": k})``, and their arrays (``tvms.nd.array``) are kept in the
+      ``"params"`` attribute (``relax.frontend.detach_params`` takes them off), so a caller
+      (``tvms run --params``) can replace any of them; otherwise they are bound as constants.
+      Tensor constants the program lifted (``torch.tensor(...)`` in ``forward``) are always
+      constants. (TVM's importer binds buffers as constants either way.)
     - ``unwrap_unit_return_tuple``: a model returning one tensor returns it, not a 1-tuple.
     - ``no_bind_return_tuple``: each returned tensor gets its own ``gv``.
     - ``progress(done, total)`` is called as the graph's nodes are converted.
 
-    Raises `UnsupportedOpError` naming the first ATen operator (and its node) with no
-    translation, `FrontendError` for anything else the importer cannot follow."""
+    Raises `UnsupportedOpsError` listing every ATen operator with no translation (with the
+    nodes using them and the user's source lines) before converting anything,
+    `UnsupportedOpError` for an argument a converter cannot translate, `FrontendError` for
+    anything else the importer cannot follow."""
+    importer = ExportedProgramImporter()
     if run_ep_decomposition:
         exported_program = exported_program.run_decompositions()
-    return ExportedProgramImporter().import_program(
+    elif writes_through_a_view(exported_program.graph):
+        importer.check_supported(exported_program.graph.nodes)  # before torch's work, not after
+        exported_program = _functionalized(exported_program)
+    return importer.import_program(
         exported_program, keep_params_as_input, unwrap_unit_return_tuple, no_bind_return_tuple, progress)

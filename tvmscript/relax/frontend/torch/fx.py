@@ -274,6 +274,20 @@ def _module_converters(t: FXImporter) -> dict:
     def leaky_relu(node):
         return t._leaky_relu(_ModuleCall(node, (node.args[0], module_of(node).negative_slope)))
 
+    def upsample(node):
+        m = module_of(node)
+        return t.interpolate(node, first(node), m.size, m.scale_factor, m.mode, m.align_corners,
+                             m.recompute_scale_factor)
+
+    def lstm(node):
+        """nn.LSTM's call: ``(output, (h_n, c_n))`` from ``lstm(x)`` or ``lstm(x, (h_0, c_0))``."""
+        m = module_of(node)
+        hx = t.retrieve(node.args[1]) if len(node.args) > 1 else node.kwargs.get("hx")
+        hx = list(t.retrieve(hx)) if hx is not None else None
+        output, h_n, c_n = t.lstm(node, first(node), hx, [t.param(w) for w in m._flat_weights], m.bias,
+                                  m.num_layers, m.bidirectional, m.batch_first)
+        return output, (h_n, c_n)
+
     def identity(node):
         return first(node)
 
@@ -289,7 +303,7 @@ def _module_converters(t: FXImporter) -> dict:
         "Embedding": embedding, "MaxPool2d": max_pool, "AvgPool2d": avg_pool,
         "AdaptiveAvgPool2d": adaptive_avg_pool, "Flatten": flatten, "Softmax": softmax,
         "LogSoftmax": log_softmax, "GELU": gelu, "Hardtanh": hardtanh, "ReLU6": hardtanh,
-        "LeakyReLU": leaky_relu, "Dropout": identity, "Identity": identity,
+        "LeakyReLU": leaky_relu, "Dropout": identity, "Identity": identity, "Upsample": upsample, "LSTM": lstm,
         "ReLU": unary("nn.relu"), "SiLU": unary("nn.silu"), "Sigmoid": unary("sigmoid"), "Tanh": unary("tanh"),
         "Hardswish": fn_of(t._hardswish), "Hardsigmoid": fn_of(t._hardsigmoid),
     }
@@ -317,8 +331,9 @@ def from_fx(model, input_info, keep_params_as_input: bool = False, unwrap_unit_r
     `from_exported_program`; with ``keep_params_as_input`` the parameters (sorted by name)
     follow the inputs and their arrays are main's ``"params"`` attribute.
 
-    Raises `UnsupportedOpError` naming the first module, function or method with no
-    translation (and its node), `FrontendError` for anything else."""
+    Raises `UnsupportedOpsError` listing every module, function or method with no translation
+    (with the nodes using them) before converting anything, `UnsupportedOpError` for an
+    argument a converter cannot translate, `FrontendError` for anything else."""
     if not hasattr(model, "graph"):
         raise FrontendError("from_fx takes a torch.fx.GraphModule (torch.fx.symbolic_trace(model))")
     return FXImporter(model).import_graph(input_info, keep_params_as_input, unwrap_unit_return_tuple,

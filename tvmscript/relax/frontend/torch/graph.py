@@ -1,10 +1,13 @@
 """The walk over an FX graph that both PyTorch importers share: converting each node in
 order, reading its arguments (nodes replaced by their converted values), emitting through
 the BlockBuilder, and the errors that name the node at fault. The op converters are mixins
-(`ops_math`, `ops_nn`, `ops_shape`) combined with this core in `base.BaseTranslator`."""
+(`ops_math`, `ops_nn`, `ops_rnn`, `ops_shape`) combined with this core in `base.BaseTranslator`."""
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -14,7 +17,8 @@ from ....compiler.block_builder import BlockBuilder
 from ....compiler.op import api as _op
 from ....compiler.op.registry import find_op
 from .. import PARAMS_ATTR
-from ..common import FrontendError, ProgressCallback, UnsupportedOpError, report_progress
+from ..common import (FrontendError, OpUse, ProgressCallback, UnsupportedOpError, UnsupportedOpsError,
+                      report_progress)
 
 FRAMEWORK = "PyTorch"
 
@@ -48,6 +52,36 @@ def tensor_to_numpy(tensor) -> np.ndarray:
     if str(t.dtype) == "torch.bfloat16":
         raise FrontendError("bfloat16 weights cannot be imported: NumPy has no bfloat16")
     return t.contiguous().numpy().copy()
+
+
+# One frame of the stack torch records in ``node.meta["stack_trace"]``:
+#   File "/home/me/model.py", line 12, in forward
+#       y = torch.cumprod(x, 0)
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n[ \t]*(?P<code>[^\n]*)')
+
+# The kinds of FX node that call an operator.
+CALL_NODES = ("call_function", "call_method", "call_module")
+
+
+def user_source(node) -> str:
+    """The line of the user's code that made ``node``, as ``model.py:12: y = torch.cumprod(x, 0)``,
+    from the stack torch.export records (empty when it recorded none, as fx.symbolic_trace does).
+    The innermost frame outside torch itself is the user's: a call inside ``nn.Conv2d.forward``
+    is reported at the line calling the module's function, torchvision's models at their line."""
+    trace = getattr(node, "meta", {}).get("stack_trace") or ""
+    frames = list(_FRAME.finditer(trace))
+    if not frames:
+        return ""
+    outside = [f for f in frames if not f["file"].startswith(_torch_dir())]
+    frame = (outside or frames)[-1]
+    return f"{frame['file']}:{frame['line']}: {frame['code'].strip()}"
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def _is_expr(value) -> bool:
@@ -88,11 +122,15 @@ class GraphTranslator:
         return getattr(target, "__name__", str(target))
 
     def check_supported(self, nodes) -> None:
-        """Raise `UnsupportedOpError` for the first node nothing translates, before any
-        emitting, so an unsupported model fails at once and names its first unknown op."""
+        """Raise `UnsupportedOpsError` listing every operator that nothing translates, each
+        with the nodes using it, before anything is emitted: a model that cannot be imported
+        fails at once and tells everything it needs in one go."""
+        missing: dict[str, list[OpUse]] = {}
         for node in nodes:
-            if node.op in ("call_function", "call_method", "call_module") and self.converter_for(node) is None:
-                raise UnsupportedOpError(self.op_name(node), node.name, FRAMEWORK)
+            if node.op in CALL_NODES and self.converter_for(node) is None:
+                missing.setdefault(self.op_name(node), []).append(OpUse(node.name, user_source(node)))
+        if missing:
+            raise UnsupportedOpsError(FRAMEWORK, missing)
 
     def convert_nodes(self, nodes, progress: ProgressCallback = None):
         """Convert every call node in order; returns the output node's retrieved argument."""
@@ -102,7 +140,7 @@ class GraphTranslator:
         for i, node in enumerate(nodes, 1):
             if node.op == "output":
                 output = self.retrieve(node.args[0])
-            elif node.op in ("call_function", "call_method", "call_module"):
+            elif node.op in CALL_NODES:
                 self.env[node] = self.convert_node(node)
             elif node.op == "get_attr":
                 self.env[node] = self.get_attr(node)
@@ -114,7 +152,7 @@ class GraphTranslator:
     def convert_node(self, node):
         convert = self.converter_for(node)
         if convert is None:
-            raise UnsupportedOpError(self.op_name(node), node.name, FRAMEWORK)
+            raise self.unsupported(node, "")
         try:
             return convert(node)
         except UnsupportedOpError:
@@ -122,10 +160,15 @@ class GraphTranslator:
         except FrontendError as err:
             if repr(node.name) in str(err):
                 raise
-            raise FrontendError(f"cannot convert node {node.name!r} ({self.op_name(node)}): {err}") from err
+            raise self.conversion_error(node, err) from err
         except (ValueError, TypeError, IndexError, KeyError) as err:
-            raise FrontendError(
-                f"cannot convert node {node.name!r} ({self.op_name(node)}): {err}") from err
+            raise self.conversion_error(node, err) from err
+
+    def conversion_error(self, node, err: Exception) -> FrontendError:
+        """A converter's failure, naming the node, its operator and the user's line."""
+        source = user_source(node)
+        where = f"\n  at {source}" if source else ""
+        return FrontendError(f"cannot convert node {node.name!r} ({self.op_name(node)}): {err}{where}")
 
     def get_attr(self, node):
         raise FrontendError(f"get_attr node {node.name!r} is not expected in this graph")
@@ -154,7 +197,7 @@ class GraphTranslator:
         return default
 
     def unsupported(self, node, detail: str) -> UnsupportedOpError:
-        return UnsupportedOpError(self.op_name(node), node.name, FRAMEWORK, detail)
+        return UnsupportedOpError(self.op_name(node), node.name, FRAMEWORK, detail, user_source(node))
 
     # ------------------------------------------------------------------ emitting helpers
     def emit(self, call):

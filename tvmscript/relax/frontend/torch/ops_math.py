@@ -357,6 +357,38 @@ class MathOps:
 
         return convert
 
+    def new_creation(self, value) -> Callable:
+        """``x.new_zeros(size)``/``new_ones``/``new_full(size, value)``: a new tensor of ``x``'s
+        dtype unless ``dtype=`` says otherwise."""
+        def convert(node):
+            x = self.arg(node, 0, "input")
+            sizes = self.arg(node, 1, "size")
+            sizes = list(sizes) if isinstance(sizes, (list, tuple)) else [sizes]
+            dtype = node.kwargs.get("dtype")
+            dtype = convert_dtype(dtype) if dtype is not None else self.dtype_of(x)
+            fill = value if value is not None else self.arg(node, 2, "fill_value")
+            return self.emit(_op.full(sizes, self.const(fill, dtype), dtype=dtype))
+
+        return convert
+
+    def _fill(self, node):
+        """``aten.fill(x, value)`` (``fill_`` in place): ``x``'s shape and dtype, every element
+        ``value`` (a number, or a 0-d tensor)."""
+        x = self.arg(node, 0, "input")
+        value = self.arg(node, 1, "value")
+        dtype = self.dtype_of(x)
+        if _is_expr(value):
+            return self.emit(_op.broadcast_to(self.astype(value, dtype), self.shape_of(x)))
+        return self.emit(_op.full_like(x, self.const(value, dtype), dtype=dtype))
+
+    def _copy(self, node):
+        """``aten.copy(x, src)`` (``x.copy_(src)`` functionalized): ``src`` in ``x``'s dtype,
+        broadcast to ``x``'s shape."""
+        x, src = self.arg(node, 0, "input"), self.arg(node, 1, "src")
+        src = self.astype(self.as_tensor(src, self.dtype_of(x)), self.dtype_of(x))
+        shape = self.shape_of(x)
+        return src if self.shape_of(src) == shape else self.emit(_op.broadcast_to(src, shape))
+
     def _sym_size(self, node):
         x = self.arg(node, 0, "input")
         return self.shape_of(x)[self.arg(node, 1, "dim")]

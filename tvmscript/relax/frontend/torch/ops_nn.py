@@ -11,6 +11,23 @@ from .... import relax
 from ....compiler.op import api as _op
 
 
+# F.interpolate's modes tvms resizes with: (method, coordinate transformation, rounding) of
+# R.image.resize2d; align_corners=True turns bilinear's coordinates to "align_corners".
+_RESIZE_MODES = {
+    "nearest": ("nearest_neighbor", "asymmetric", "floor"),
+    "nearest-exact": ("nearest_neighbor", "half_pixel", "round_prefer_ceil"),
+    "bilinear": ("linear", "half_pixel", "round"),
+}
+
+
+def _scale_is_size_ratio(extent, out, scale) -> bool:
+    """Whether torch's coordinate step for a scale factor, float32 ``1 / scale``, is the
+    size ratio ``in / out`` R.image.resize2d steps by (both in float32)."""
+    if not (isinstance(extent, int) and isinstance(out, int)):
+        return float(scale).is_integer()
+    return out > 0 and np.float32(1.0 / scale) == np.float32(extent) / np.float32(out)
+
+
 class NNOps:
     """Linear-algebra and layer converters."""
 
@@ -215,6 +232,119 @@ class NNOps:
 
     def _adaptive_avg_pool2d(self, node):
         return self.adaptive_avg_pool2d(self.arg(node, 0, "input"), self.arg(node, 1, "output_size"))
+
+    # ------------------------------------------------------------------ resizing
+    def _upsample_nearest2d(self, node):
+        # aten.upsample_nearest2d.vec(input, output_size, scale_factors) or
+        # .default(input, output_size, scales_h, scales_w)
+        return self.upsample(node, "nearest", None, 2)
+
+    def _upsample_nearest_exact2d(self, node):
+        return self.upsample(node, "nearest-exact", None, 2)
+
+    def _upsample_bilinear2d(self, node):
+        # aten.upsample_bilinear2d.vec(input, output_size, align_corners, scale_factors) or
+        # .default(input, output_size, align_corners, scales_h, scales_w)
+        return self.upsample(node, "bilinear", bool(self.arg(node, 2, "align_corners", False)), 3)
+
+    def upsample(self, node, mode: str, align_corners, scales_at: int):
+        """An ATen upsample op: its size, or its scale factors (a list in the ``.vec``
+        overloads, ``scales_h``/``scales_w`` in ``.default``), as `resize`. torch.export records
+        the output's shape on the node, so a size computed from scale factors is torch's own."""
+        x = self.arg(node, 0, "input")
+        size = self.arg(node, 1, "output_size")
+        scales = self.arg(node, scales_at, "scale_factors")
+        if not isinstance(scales, (list, tuple)):  # .default: scales_h, scales_w
+            scales = [self.arg(node, scales_at, "scales_h"), self.arg(node, scales_at + 1, "scales_w")]
+            scales = None if scales == [None, None] else scales  # None: the axis' size ratio
+        if size is None and scales is not None:
+            size = [self.node_dim(node, 2), self.node_dim(node, 3)]
+            size = None if None in size else size
+        return self.resize(node, x, size, scales, mode, align_corners)
+
+    def _interpolate(self, node):
+        """``F.interpolate(x, size, scale_factor, mode, align_corners, recompute_scale_factor,
+        antialias)`` in an fx graph."""
+        mode = self.arg(node, 3, "mode", "nearest")
+        if self.arg(node, 6, "antialias", False):
+            raise self.unsupported(node, "antialias=True")
+        return self.interpolate(node, self.arg(node, 0, "input"), self.arg(node, 1, "size"),
+                                self.arg(node, 2, "scale_factor"), mode, self.arg(node, 4, "align_corners"),
+                                self.arg(node, 5, "recompute_scale_factor"))
+
+    def interpolate(self, node, x, size, scale_factor, mode: str, align_corners, recompute_scale_factor):
+        """F.interpolate's and nn.Upsample's arguments as `resize` takes them (a scale factor
+        whose size is recomputed only gives the size)."""
+        if mode not in _RESIZE_MODES:
+            raise self.unsupported(node, f"mode={mode!r} (tvms resizes with {', '.join(sorted(_RESIZE_MODES))})")
+        scales = None if scale_factor is None else self.int_list(scale_factor, 2)
+        if size is not None:
+            size, scales = self.int_list(size, 2), None
+        elif recompute_scale_factor:
+            size, scales = self.scaled_size(node, x, scales), None
+        return self.resize(node, x, size, scales, mode, bool(align_corners) if mode == "bilinear" else None)
+
+    def scaled_size(self, node, x, scales) -> list:
+        """The output size torch computes from scale factors: ``floor(in * scale)``."""
+        out = []
+        for extent, scale in zip(self.shape_of(x)[2:], scales):
+            if isinstance(extent, int):
+                out.append(math.floor(extent * scale))
+            elif float(scale).is_integer():
+                out.append(extent * int(scale))
+            else:
+                raise self.unsupported(node, f"scale factor {scale} of a symbolic size")
+        return out
+
+    def resize(self, node, x, size, scales, mode: str, align_corners):
+        """Resize the H and W axes of an NCHW tensor as PyTorch does, with ``R.image.resize2d``:
+        "nearest" floors the asymmetric coordinate ``out * in / out_size``, "nearest-exact" rounds
+        the half-pixel one half up, "bilinear" blends at half-pixel coordinates or, with
+        ``align_corners``, at ``out * (in - 1) / (out_size - 1)``.
+
+        Given scale factors, torch maps coordinates by ``1 / scale`` rather than
+        ``in / out_size``; the two differ where ``in * scale`` is not whole (a scale of 1.7 on
+        4 rows gives 6 rows, read at 1 / 1.7 apart, not 4 / 6). Then each axis is resized by
+        gathering its source rows at the coordinates torch computes (`resize_axis_as_torch`)."""
+        if self.ndim(x) != 4:
+            raise self.unsupported(node, f"resizing a {self.ndim(x)}-d tensor (only NCHW images)")
+        if size is None:
+            size = self.scaled_size(node, x, scales)
+        in_hw = self.shape_of(x)[2:]
+        own_scales = scales is not None and not align_corners and any(
+            s is not None and not _scale_is_size_ratio(i, o, s) for i, o, s in zip(in_hw, size, scales))
+        if not own_scales:
+            method, coords, rounding = _RESIZE_MODES[mode]
+            if align_corners:
+                coords = "align_corners"
+            return self.emit(_op.image.resize2d(x, list(size), layout="NCHW", method=method,
+                                                coordinate_transformation_mode=coords, rounding_method=rounding))
+        for axis, (extent, out, scale) in enumerate(zip(in_hw, size, scales), 2):
+            x = self.resize_axis_as_torch(node, x, axis, extent, out, scale, mode)
+        return x
+
+    def resize_axis_as_torch(self, node, x, axis: int, extent, out, scale: float, mode: str):
+        """Axis ``axis`` of ``x`` resized from ``extent`` to ``out`` rows with torch's source
+        coordinates for ``scale`` (None: the size ratio), in its float32 arithmetic: a take of
+        the nearest rows, or two takes blended by the rows' constant weights."""
+        if not (isinstance(extent, int) and isinstance(out, int)):
+            raise self.unsupported(node, f"scale factor {scale} of a symbolic size")
+        step = np.float32(extent) / np.float32(out) if scale is None else np.float32(1.0 / scale)
+        dst = np.arange(out, dtype=np.float32)
+        if mode != "bilinear":
+            src = dst * step if mode == "nearest" else (dst + np.float32(0.5)) * step
+            rows = np.minimum(np.floor(src).astype("int64"), extent - 1)
+            return self.emit(_op.take(x, self.const(rows, "int64"), axis=axis))
+        src = np.maximum((dst + np.float32(0.5)) * step - np.float32(0.5), np.float32(0))
+        low = np.minimum(src.astype("int64"), extent - 1)
+        high = np.minimum(low + 1, extent - 1)
+        weight = np.clip(src - low, 0, 1).astype(np.float32)
+        dtype = self.dtype_of(x)
+        weight = weight.reshape([out] + [1] * (3 - axis)).astype(dtype)
+        a = self.emit(_op.take(x, self.const(low, "int64"), axis=axis))
+        b = self.emit(_op.take(x, self.const(high, "int64"), axis=axis))
+        diff = self.emit(_op.subtract(b, a))
+        return self.emit(_op.add(a, self.emit(_op.multiply(diff, self.const(weight, dtype)))))
 
     def _dropout(self, node):
         """Inference: dropout is the identity. ``aten.dropout(x, p, train)`` records whether

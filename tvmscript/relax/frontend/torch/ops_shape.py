@@ -13,6 +13,14 @@ from ..common import FrontendError
 from .graph import _is_expr, _static, dim_add, dim_mul, from_end, simplify_dim, tir_min
 
 
+def _nonnegative(idx) -> bool:
+    """Whether an index tensor is a constant with no negative entry (a take needs no wrap)."""
+    if not isinstance(idx, relax.Constant):
+        return False
+    data = idx.data.numpy() if hasattr(idx.data, "numpy") else np.asarray(idx.data)
+    return not (data < 0).any()
+
+
 class ShapeOps:
     """Reshape, layout, slicing and indexing converters."""
 
@@ -156,12 +164,13 @@ class ShapeOps:
         return self.emit(_op.concat(list(tensors), axis=dim))
 
     def _stack(self, node):
-        tensors = self.arg(node, 0, "tensors")
-        dim = self.arg(node, 1, "dim", 0)
-        ndim = self.ndim(tensors[0]) + 1
-        dim = self.normalize_axis(dim, ndim)
+        return self.stack(list(self.arg(node, 0, "tensors")), self.arg(node, 1, "dim", 0))
+
+    def stack(self, tensors: list, dim: int):
+        """Tensors of one shape stacked along a new axis ``dim``."""
+        dim = self.normalize_axis(dim, self.ndim(tensors[0]) + 1)
         expanded = [self.emit(_op.expand_dims(t, axis=[dim])) for t in tensors]
-        return self.emit(_op.concat(expanded, axis=dim))
+        return expanded[0] if len(expanded) == 1 else self.emit(_op.concat(expanded, axis=dim))
 
     def _split(self, node):
         x = self.arg(node, 0, "input")
@@ -277,17 +286,34 @@ class ShapeOps:
             return self.index_tensor(node, value, index)
         return operator.getitem(value, index)
 
+    def advanced_getitem(self, node, x, index: tuple):
+        """``x[:, idx]`` in an fx graph: index tensors (or lists of ints) where the other
+        entries take their axis whole, as `advanced_index`; mixed with ints, partial slices or
+        None it is not supported."""
+        indices = []
+        for i in index:
+            if isinstance(i, slice) and i == slice(None):
+                indices.append(None)
+            elif _is_expr(i):
+                indices.append(i)
+            elif isinstance(i, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in i):
+                indices.append(self.const(np.asarray(i, "int64"), "int64"))
+            else:
+                raise self.unsupported(node, "index tensors mixed with ints, partial slices or None")
+        return self.advanced_index(node, x, indices)
+
     def index_tensor(self, node, x, index):
         """``x[...]`` with ints, slices, None and Ellipsis (what fx graphs of ``x[:, 0]``
-        hold): one slice per sliced axis, a take per integer, expand_dims per None."""
+        hold): one slice per sliced axis, a take per integer, expand_dims per None; with index
+        tensors, `advanced_getitem`."""
         if not isinstance(index, tuple):
             index = (index,)
-        if any(_is_expr(i) or isinstance(i, (list, tuple)) for i in index):
-            raise self.unsupported(node, "indexing a tensor with tensors or lists")
         n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
         if Ellipsis in index:
             at = index.index(Ellipsis)
             index = index[:at] + (slice(None),) * (self.ndim(x) - n_real) + index[at + 1:]
+        if any(_is_expr(i) or isinstance(i, (list, tuple)) for i in index):
+            return self.advanced_getitem(node, x, index)
         axis = 0
         for i in index:
             if i is None:
@@ -303,6 +329,143 @@ class ShapeOps:
             else:
                 raise self.unsupported(node, f"indexing with {type(i).__name__}")
         return x
+
+    def _index(self, node):
+        """``aten.index.Tensor(x, indices)``: ``x[i0, None, i2]`` with index tensors (None
+        where an axis is taken whole)."""
+        return self.advanced_index(node, self.arg(node, 0, "input"), list(self.arg(node, 1, "indices")))
+
+    def advanced_index(self, node, x, indices: list):
+        """PyTorch's (NumPy's) advanced indexing: the index tensors, one per leading axis of
+        ``x`` (None: that axis whole), broadcast together to a shape B, and each element of the
+        result picks ``x`` at their coordinates (negative ones count from the end). B replaces
+        the indexed axes where they are adjacent, else it comes first.
+
+        One index tensor is an ``R.take`` along its axis. Several are stacked into one tensor
+        of coordinates for ``R.gather_nd``, with the indexed axes moved to the front first and
+        B moved back to their place after."""
+        ndim = self.ndim(x)
+        if len(indices) > ndim:
+            raise self.unsupported(node, f"{len(indices)} indices for a {ndim}-d tensor")
+        given = [(axis, idx) for axis, idx in enumerate(indices) if idx is not None]
+        if not given:
+            return x
+        for axis, idx in given:
+            if not _is_expr(idx):
+                raise self.unsupported(node, f"index {axis} is {type(idx).__name__}, not a tensor")
+            if self.dtype_of(idx) == "bool":
+                raise self.unsupported(node, "a boolean mask as an index (the result's size would depend "
+                                             "on the mask's values)")
+        if len(given) == 1:
+            axis, idx = given[0]
+            return self.emit(_op.take(x, idx, axis=axis, mode="fast" if _nonnegative(idx) else "wrap"))
+        axes = [axis for axis, _ in given]
+        shape = self.broadcast_index_shape(node, [idx for _, idx in given])
+        coords = []
+        for _, idx in given:
+            idx = self.emit(_op.astype(idx, "int64")) if self.dtype_of(idx) != "int64" else idx
+            if list(self.sinfo(idx).shape) != shape:
+                idx = self.emit(_op.broadcast_to(idx, shape))
+            coords.append(self.emit(_op.expand_dims(idx, axis=[-1])))
+        coords = self.emit(_op.concat(coords, axis=-1))
+        rest = [a for a in range(ndim) if a not in axes]
+        if axes + rest != list(range(ndim)):
+            x = self.emit(_op.permute_dims(x, axes=axes + rest))
+        out = self.emit(_op.gather_nd(x, coords))
+        adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+        if not adjacent or axes[0] == 0:
+            return out
+        # out is (B..., x's other axes...): B goes back where the indexed axes were.
+        b = len(shape)
+        before = list(range(b, b + axes[0]))
+        after = list(range(b + axes[0], b + len(rest)))
+        return self.emit(_op.permute_dims(out, axes=before + list(range(b)) + after))
+
+    def broadcast_index_shape(self, node, indices: list) -> list:
+        """The shape the index tensors broadcast to (as dims of their struct info)."""
+        from ....compiler.op.common import broadcast_shapes
+        from ....compiler.op.registry import OpError
+
+        shape = list(self.sinfo(indices[0]).shape)
+        for idx in indices[1:]:
+            try:
+                shape = broadcast_shapes(shape, list(self.sinfo(idx).shape), "index tensors")
+            except OpError as err:
+                raise self.unsupported(node, str(err)) from None
+            if shape is None:
+                raise self.unsupported(node, "index tensors whose symbolic shapes may not broadcast")
+        return shape
+
+    def _slice_scatter(self, node):
+        """``aten.slice_scatter(x, src, dim, start, end, step)``: ``x`` with ``x[start:end:step]``
+        along ``dim`` replaced by ``src`` (what torch.export's functionalization writes for an
+        assignment into a slice, ``mask[:4, 2:] = 1``)."""
+        return self.slice_scatter(node, self.arg(node, 0, "input"), self.arg(node, 1, "src"),
+                                  self.arg(node, 2, "dim", 0), self.arg(node, 3, "start"), self.arg(node, 4, "end"),
+                                  self.arg(node, 5, "step", 1))
+
+    def _select_scatter(self, node):
+        """``aten.select_scatter(x, src, dim, index)`` (``x[:, 2] = src`` functionalized): the
+        slice ``index:index + 1`` replaced by ``src`` with the axis put back."""
+        x, src = self.arg(node, 0, "input"), self.arg(node, 1, "src")
+        dim = self.normalize_axis(self.arg(node, 2, "dim"), self.ndim(x))
+        index = self.arg(node, 3, "index")
+        extent = self.shape_of(x)[dim]
+        if isinstance(index, int) and index < 0 and isinstance(extent, int):
+            index += extent
+        src = self.emit(_op.expand_dims(src, axis=[dim]))
+        return self.slice_scatter(node, x, src, dim, index, index + 1, 1)
+
+    def slice_scatter(self, node, x, src, dim: int, start, end, step):
+        """``x`` with ``x[start:end:step]`` along ``dim`` replaced by ``src``: for a step of 1,
+        the parts before and after concatenated with ``src``; for others, ``src``'s rows
+        scattered to their positions."""
+        shape = self.shape_of(x)
+        dim = self.normalize_axis(dim, len(shape))
+        extent = shape[dim]
+        if not all(isinstance(v, int) for v in (extent, step)) or not all(
+                v is None or isinstance(v, int) for v in (start, end)):
+            raise self.unsupported(node, "a slice_scatter with symbolic bounds")
+        start, end, step = slice(start, end, step).indices(extent)
+        if step == 1:
+            parts = [self.slice_axis(node, x, dim, 0, start, 1)] if start > 0 else []
+            parts.append(src)
+            if end < extent:
+                parts.append(self.slice_axis(node, x, dim, end, None, 1))
+            return parts[0] if len(parts) == 1 else self.emit(_op.concat(parts, axis=dim))
+        rows = np.arange(start, end, step, dtype="int64")
+        index_shape = [1] * len(shape)
+        index_shape[dim] = len(rows)
+        index = self.emit(_op.broadcast_to(self.const(rows.reshape(index_shape), "int64"), self.shape_of(src)))
+        return self.emit(_op.scatter_elements(x, index, src, axis=dim))
+
+    def _roll(self, node):
+        """``torch.roll(x, shifts, dims)``: per rolled axis, its last ``shift`` rows moved to
+        the front (two slices concatenated); without dims, the flattened tensor rolled."""
+        x = self.arg(node, 0, "input")
+        shifts = self.int_list(self.arg(node, 1, "shifts"))
+        dims = self.arg(node, 2, "dims", [])
+        dims = self.int_list(dims) if dims not in (None, [], ()) else []
+        if not dims:
+            shape = self.shape_of(x)
+            flat = self.roll_axis(node, self.reshape(x, [-1]), shifts[0], 0)
+            return self.reshape(flat, shape)
+        if len(shifts) != len(dims):
+            raise self.unsupported(node, f"{len(shifts)} shifts for {len(dims)} dims")
+        for shift, dim in zip(shifts, dims):
+            x = self.roll_axis(node, x, shift, self.normalize_axis(dim, self.ndim(x)))
+        return x
+
+    def roll_axis(self, node, x, shift: int, axis: int):
+        extent = self.shape_of(x)[axis]
+        if not isinstance(extent, int):
+            raise self.unsupported(node, "rolling a symbolic dimension")
+        shift = shift % extent if extent else 0
+        if shift == 0:
+            return x
+        tail = self.slice_axis(node, x, axis, extent - shift, None, 1)
+        head = self.slice_axis(node, x, axis, 0, extent - shift, 1)
+        return self.emit(_op.concat([tail, head], axis=axis))
 
     def _index_select(self, node):
         x = self.arg(node, 0, "input")
