@@ -487,13 +487,13 @@ def flatten_buffers(func: tir.PrimFunc) -> tir.PrimFunc:
         def visit_expr(self, e):
             if isinstance(e, tir.BufferLoad):
                 idx = [self.visit_expr(i) for i in e.indices]
-                return tir.BufferLoad(e.dtype, flat_of(e.buffer), [offset(e.buffer, idx)])
+                return tir.BufferLoad(e.dtype, flat_of(e.buffer), [offset(e.buffer, idx)], e.span)
             return super().visit_expr(e)
 
         def visit_stmt(self, s):
             if isinstance(s, tir.BufferStore):
                 idx = [self.visit_expr(i) for i in s.indices]
-                return tir.BufferStore(flat_of(s.buffer), self.visit_expr(s.value), [offset(s.buffer, idx)])
+                return tir.BufferStore(flat_of(s.buffer), self.visit_expr(s.value), [offset(s.buffer, idx)], s.span)
             if isinstance(s, Allocate):
                 return Allocate(flat_of(s.buffer), self.visit_stmt(s.body), s.storage)
             return super().visit_stmt(s)
