@@ -96,7 +96,93 @@ def assert_diagnostic(stderr: str, path, text: str, fragment: str, underlined: s
 needs_cli = pytest.mark.skipif(TVMS is None, reason="the tvms entry point is not installed")
 
 
-# ----------------------------------------------------------------------------- the passes keep places
+TAKE = HEADER + '''@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), idx: R.Tensor((3,), "int64")):
+        with R.dataflow():
+            y = R.take(x, idx, axis=0)
+            z = R.multiply(y, R.const(2.0, "float32"))
+            R.output(z)
+        return z
+'''
+
+
+DIVIDE = HEADER + '''@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "int32"), d: R.Tensor((4, 8), "int32")):
+        with R.dataflow():
+            y = R.floor_divide(x, d)
+            z = R.multiply(y, R.const(2, "int32"))
+            R.output(z)
+        return z
+'''
+
+
+def test_a_division_by_zero_in_a_fused_kernel_is_shown_at_the_division():
+    mod = tvms.parse(DIVIDE, "divide.tvms")
+    vm = tvms.relax.VirtualMachine(tvms.compile(mod), tvms.cpu())
+    x = np.arange(32, dtype="int32").reshape(4, 8)
+    np.testing.assert_array_equal(vm["main"](x, np.full((4, 8), 3, "int32")).numpy(), (x // 3) * 2)
+    with pytest.raises(KernelAssertionError) as info:
+        vm["main"](x, np.zeros((4, 8), "int32"))
+    err = info.value
+    assert err.message == "integer division by zero (//, int32) (in function 'main', binding 'y')"
+    assert (err.span.filename, err.span.line, err.span.col) == ("divide.tvms", line_of(DIVIDE, "R.floor_divide"), 17)
+    assert any("'fused_floor_divide_multiply'" in note for note in err.notes)
+
+
+def test_a_kernel_placed_by_a_cached_build_points_at_this_files_lines():
+    """Kernels are cached by structure: the same PrimFunc three lines lower reuses the machine
+    code, and its error is still at its own line (the number in the code, not the text)."""
+    text = program('''
+y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))
+z = R.add(y, y)''', extent=65)
+    for shift in (0, 3):
+        shifted = "\n" * shift + text
+        vm = tvms.relax.VirtualMachine(tvms.compile(tvms.parse(shifted, f"shift{shift}.tvms")), tvms.cpu())
+        with pytest.raises(BoundsCheckError) as info:
+            vm["main"](np.zeros((2, 64), "float32"))
+        span = info.value.span
+        assert (span.filename, span.line) == (f"shift{shift}.tvms", line_of(shifted, "B[vi, vj] = A[vi, vj]"))
+
+
+POWER = HEADER + '''@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), m: R.Tensor((4, 8), "bool")):
+        with R.dataflow():
+            y = R.add(x, x)
+            p = R.power(m, m)
+            q = R.logical_not(p)
+            R.output(y, q)
+        return (y, q)
+'''
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_kernel_the_code_generator_cannot_compile_is_a_build_error_at_the_op(fused):
+    """R.power of bools legalizes to tir.pow on bool, which the CPU code generator refuses;
+    fused with the R.logical_not after it, the error is still the R.power's."""
+    text = POWER if fused else POWER.replace("q = R.logical_not(p)", "q = p")
+    with pytest.raises(BuildError) as info:
+        tvms.compile(tvms.parse(text, "power.tvms"))
+    err = info.value
+    kernel = "fused_power_tir_logical_not" if fused else "power"
+    assert err.message == (f"cannot compile kernel '{kernel}': intrinsic tir.pow on bool is not supported by the "
+                           "CPU code generator (in function 'main', binding 'p')")
+    assert (err.span.filename, err.span.line, err.span.col) == ("power.tvms", line_of(text, "p = R.power"), 17)
+    assert any("run as one fused kernel" in note for note in err.notes) == fused
+
+
+def test_a_statement_the_cpu_cannot_compile_points_at_its_block():
+    text = program('''
+y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))
+z = R.add(y, y)''', stmt='T.evaluate(T.call_packed("f", A.data))')
+    with pytest.raises(BuildError, match=r"cannot compile kernel 'add_one': T.call_packed is not supported") as info:
+        tvms.compile(tvms.parse(text, "packed.tvms"))
+    assert info.value.span.line == line_of(text, 'with T.block("B")')
 
 
 def test_legalized_and_fused_calls_keep_the_places_of_the_calls_they_came_from():
@@ -139,3 +225,31 @@ z = R.multiply(y, R.const(2.0, "float32"))''', stmt="B[vi, vj] = A[vi, vj + 1] +
     assert set(numbered_spans(lowered)) <= set(numbered_spans(kernel))
     assert {(s.line, s.col) for s in numbered_spans(lowered)} == {
         (line_of(text, "A[vi, vj + 1]"), 29), (line_of(text, "z = R.multiply"), 17)}
+
+
+MATCH = HEADER + '''@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        y = R.match_cast(x, R.Tensor((4,), "float32"))
+        z = R.assert_op(R.const(False, "bool"), format="never")
+        return y
+'''
+
+
+def test_a_failed_match_cast_is_placed_at_its_binding():
+    vm = tvms.relax.VirtualMachine(tvms.compile(tvms.parse(MATCH, "m.tvms")), tvms.cpu())
+    with pytest.raises(ValueError) as info:
+        vm["main"](np.zeros(3, "float32"))
+    err = info.value
+    assert isinstance(err, TVMScriptError) and "dimension 0 is 3, expected 4" in err.message
+    assert err.message.endswith("(in function 'main', binding 'y')")
+    assert err.span.line == line_of(MATCH, "R.match_cast")
+
+
+def test_a_failed_assert_op_is_placed_at_its_binding():
+    vm = tvms.relax.VirtualMachine(tvms.compile(tvms.parse(MATCH, "m.tvms")), tvms.cpu())
+    with pytest.raises(AssertionError) as info:
+        vm["main"](np.zeros(4, "float32"))
+    assert info.value.message == "never (in function 'main', binding 'z')"
+    assert info.value.span.line == line_of(MATCH, "R.assert_op")

@@ -801,6 +801,8 @@ class _LibraryProgram(_Program):
             raise _fail(f"{self.path} is compiled: --bind applies to a .tvms file (pass the arrays with --params)")
 
     def report(self, err) -> "_Failure":
+        if err.span is not None:  # a place in the .tvms file it was built from (not at hand to show)
+            return _Failure(err.render(None, color=_stream_is_terminal(sys.stderr)))
         return _Failure(f"error: {self.path}: {err.message}")
 
 
@@ -1389,7 +1391,7 @@ def _run_relax(program: _Program, name: str, func, args, shapes: dict, target: s
     f = vm[name]
     sources = {p: g.source for p, g in given.items()}
     call = (lambda: f(*values)) if dev is None else (lambda: _synced(f(*values), dev))
-    result, first, times = _timed(call, args.repeat, sources)
+    result, first, times = _timed(program, call, args.repeat, sources)
     if args.profile:
         args.profile_report = vm.profile(name, *values, repeat=args.repeat)
     return _name_outputs(result, func.ret_struct_info), compile_s, (first, times)
@@ -1415,13 +1417,15 @@ def _bind_from(symbols: _Symbols, sinfo, value, what: str) -> None:
         symbols.bind([sinfo.value], (value,), what)
 
 
-def _timed(call, repeat: int, sources: dict):
+def _timed(program: _Program, call, repeat: int, sources: dict):
     """Call once (the outputs; it also warms up), then ``repeat`` timed times; returns (the
     first result, seconds of the first call, seconds of each timed call). Errors the call
-    raises for bad arguments (the VM's and the kernels' checks) are the user's."""
+    raises for bad arguments (the VM's and the kernels' checks) are the user's: one placed in
+    the program (`runtime.sites`) is a diagnostic there."""
     import re
     import time
 
+    from .diagnostics import TVMScriptError
     from .runtime.kernel import KernelAssertionError
     from .runtime.vm import CallDepthError
 
@@ -1434,14 +1438,18 @@ def _timed(call, repeat: int, sources: dict):
             t0 = time.perf_counter()
             call()
             times.append(time.perf_counter() - t0)
-    except (TypeError, ValueError, KernelAssertionError, CallDepthError) as err:
+    except (TypeError, ValueError, TVMScriptError, KernelAssertionError, CallDepthError) as err:
         if _debugging():
             raise
-        message = str(err)
+        placed = isinstance(err, TVMScriptError) and err.span is not None
+        message = err.message if placed else str(err)
         m = re.search(r"argument '([^']+)'|parameter '([^']+)'", message)
         param = m and (m.group(1) or m.group(2))
         if param in sources:
             message += f" ({param} was read from {sources[param]})"
+        if placed:
+            err.message = message
+            raise program.report(err) from None
         raise _fail(message) from None
     return result, first, times
 
@@ -1619,7 +1627,7 @@ def _run_prim(program: _Program, name: str, func, args, shapes: dict, target: st
             dev.sync()
 
     sources = {p: g.source for p, g in given.items()}
-    _, first, times = _timed(call, args.repeat, sources)
+    _, first, times = _timed(program, call, args.repeat, sources)
     outputs = [(params[i], np.asarray(values[i]) if dev is None else dev_values[i].numpy()) for i in out_index]
     return outputs, compile_s, (first, times)
 
