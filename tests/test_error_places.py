@@ -227,6 +227,19 @@ z = R.multiply(y, R.const(2.0, "float32"))''', stmt="B[vi, vj] = A[vi, vj + 1] +
         (line_of(text, "A[vi, vj + 1]"), 29), (line_of(text, "z = R.multiply"), 17)}
 
 
+@needs_cli
+def test_tvms_run_reports_what_check_finds_as_check_reports_it(tmp_path):
+    text = program('''
+y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 32), "float32"))
+z = R.add(y, y)''', stmt="B[vi, vj + 100] = A[vi, vj] + T.float32(1)")
+    path = tmp_path / "prog.tvms"
+    path.write_text(text.replace("n = T.int64()\n        A", "n = 4\n        A"))
+    check = tvms_cli("check", path)
+    assert check.returncode == 1 and "found 2 errors" in check.stderr, check.stderr
+    run = tvms_cli("run", path)
+    assert run.returncode == 1 and run.stderr == check.stderr and run.stdout == ""
+
+
 MATCH = HEADER + '''@I.ir_module
 class Module:
     @R.function
