@@ -96,6 +96,67 @@ def assert_diagnostic(stderr: str, path, text: str, fragment: str, underlined: s
 needs_cli = pytest.mark.skipif(TVMS is None, reason="the tvms entry point is not installed")
 
 
+# ----------------------------------------------------------------------------- call_tir arguments
+
+
+@needs_cli
+def test_a_call_tir_whose_output_contradicts_its_primfunc_at_run_time_is_shown_at_the_call(tmp_path):
+    """out_sinfo says 8 rows, the PrimFunc n = 2 (from x): found when the call runs."""
+    text = program('''
+y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((8, 64), "float32"))
+z = R.add(y, y)''')
+    err = run_fails(tmp_path, text)
+    assert err.startswith("error: R.call_tir to 'add_one': parameter 'var_B' dimension 0 is 8, but n = 2 "
+                          "(from parameter 'var_A' dimension 0) (in function 'main', binding 'y')\n"), err
+    assert_diagnostic(err, tmp_path / "prog.tvms", text, "y = R.call_tir", "R.call_tir(")
+
+
+@needs_cli
+def test_a_fused_call_tir_names_the_users_values_not_the_kernels_parameters(tmp_path):
+    """The same mistake in a call FuseOps fused with the op before it: the fused kernel's
+    parameter ``p_output0`` is told as the result of binding 'z', and ``p_x`` as 'x'."""
+    text = program('''
+y = R.multiply(x, R.const(2.0, "float32"))
+z = R.call_tir(Module.add_one, (y,), out_sinfo=R.Tensor((8, 64), "float32"))''')
+    err = run_fails(tmp_path, text)
+    assert err.startswith("error: the result dimension 0 is 8, but n = 2 (from argument 'x' dimension 0) "
+                          "(in function 'main', binding 'z')\n"), err
+    assert "p_output0" not in err and "p_x" not in err
+    assert_diagnostic(err, tmp_path / "prog.tvms", text, "z = R.call_tir", "R.call_tir(")
+    path = tmp_path / "prog.tvms"
+    assert (f"= note: bindings 'y' ({path}:{line_of(text, 'y = R.multiply')}:17), 'z' ({path}:"
+            f"{line_of(text, 'z = R.call_tir')}:17) run as one fused kernel, 'fused_multiply_add_one'") in err
+
+
+# ----------------------------------------------------------------------------- kernels' checks
+
+
+@needs_cli
+def test_an_access_out_of_bounds_is_shown_at_the_access_with_the_call_in_a_note(tmp_path):
+    text = program('''
+y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))
+z = R.add(y, y)''', extent=65)
+    err = run_fails(tmp_path, text)
+    path = tmp_path / "prog.tvms"
+    assert err.startswith("error: out-of-bounds read of A[i, j]: indices 0 to 64 reach outside axis 1 of A "
+                          "(size 64, shape (n, 64)) (in function 'main', binding 'y')\n"), err
+    assert_diagnostic(err, path, text, "B[vi, vj] = A[vi, vj]", "A[vi, vj]")
+    assert f"= note: called at {path}:{line_of(text, 'y = R.call_tir')}:17" in err
+
+
+@needs_cli
+def test_an_access_out_of_bounds_in_a_fused_kernel_is_shown_at_the_users_access(tmp_path):
+    """add_one reads one column too far; FuseOps fuses it with the multiply after it (and the
+    default schedule inlines it there): the error still points at the user's ``A[vi, vj + 1]``."""
+    text = program('''
+y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))
+z = R.multiply(y, R.const(2.0, "float32"))''', stmt="B[vi, vj] = A[vi, vj + 1] + T.float32(1)")
+    err = run_fails(tmp_path, text)
+    assert "indices 1 to 64 reach outside axis 1 of A (size 64, shape (n, 64)) (in function 'main', binding 'y')" in err
+    assert_diagnostic(err, tmp_path / "prog.tvms", text, "B[vi, vj] = A[vi, vj + 1]", "A[vi, vj + 1]")
+    assert "run as one fused kernel, 'fused_add_one_multiply'" in err
+
+
 TAKE = HEADER + '''@I.ir_module
 class Module:
     @R.function
@@ -106,6 +167,21 @@ class Module:
             R.output(z)
         return z
 '''
+
+
+@needs_cli
+def test_an_access_out_of_bounds_in_legalized_code_is_shown_at_the_op(tmp_path):
+    """An index out of range for R.take: the read is in TIR that LegalizeOps made (no place of
+    its own), fused with the multiply after it: shown at the R.take."""
+    path, inputs = tmp_path / "take.tvms", tmp_path / "inputs.npz"
+    path.write_text(TAKE)
+    np.savez(inputs, x=np.ones((4, 8), "float32"), idx=np.array([0, 5, 1]))
+    proc = tvms_cli("run", path, "--inputs", inputs)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: out-of-bounds read of x[idx[ax0], ax1]: index 5 is outside axis 0 of x "
+                                  "(size 4, shape (4, 8)) (in function 'main', binding 'y')\n"), proc.stderr
+    assert_diagnostic(proc.stderr, path, TAKE, "y = R.take", "R.take(")
+    assert "run as one fused kernel, 'fused_take_multiply'" in proc.stderr
 
 
 DIVIDE = HEADER + '''@I.ir_module
@@ -148,6 +224,9 @@ z = R.add(y, y)''', extent=65)
         assert (span.filename, span.line) == (f"shift{shift}.tvms", line_of(shifted, "B[vi, vj] = A[vi, vj]"))
 
 
+# ----------------------------------------------------------------------------- compiling
+
+
 POWER = HEADER + '''@I.ir_module
 class Module:
     @R.function
@@ -176,6 +255,16 @@ def test_a_kernel_the_code_generator_cannot_compile_is_a_build_error_at_the_op(f
     assert any("run as one fused kernel" in note for note in err.notes) == fused
 
 
+@needs_cli
+def test_tvms_run_shows_a_kernel_that_does_not_compile_at_its_op(tmp_path):
+    path = tmp_path / "power.tvms"
+    path.write_text(POWER)
+    proc = tvms_cli("run", path)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: cannot compile kernel 'fused_power_tir_logical_not': intrinsic tir.pow")
+    assert_diagnostic(proc.stderr, path, POWER, "p = R.power", "R.power(")
+
+
 def test_a_statement_the_cpu_cannot_compile_points_at_its_block():
     text = program('''
 y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))
@@ -183,6 +272,9 @@ z = R.add(y, y)''', stmt='T.evaluate(T.call_packed("f", A.data))')
     with pytest.raises(BuildError, match=r"cannot compile kernel 'add_one': T.call_packed is not supported") as info:
         tvms.compile(tvms.parse(text, "packed.tvms"))
     assert info.value.span.line == line_of(text, 'with T.block("B")')
+
+
+# ----------------------------------------------------------------------------- the passes keep places
 
 
 def test_legalized_and_fused_calls_keep_the_places_of_the_calls_they_came_from():
@@ -227,6 +319,9 @@ z = R.multiply(y, R.const(2.0, "float32"))''', stmt="B[vi, vj] = A[vi, vj + 1] +
         (line_of(text, "A[vi, vj + 1]"), 29), (line_of(text, "z = R.multiply"), 17)}
 
 
+# ----------------------------------------------------------------------------- tvms run checks first
+
+
 @needs_cli
 def test_tvms_run_reports_what_check_finds_as_check_reports_it(tmp_path):
     text = program('''
@@ -238,6 +333,9 @@ z = R.add(y, y)''', stmt="B[vi, vj + 100] = A[vi, vj] + T.float32(1)")
     assert check.returncode == 1 and "found 2 errors" in check.stderr, check.stderr
     run = tvms_cli("run", path)
     assert run.returncode == 1 and run.stderr == check.stderr and run.stdout == ""
+
+
+# ----------------------------------------------------------------------------- other errors in the VM
 
 
 MATCH = HEADER + '''@I.ir_module
