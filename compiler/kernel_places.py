@@ -9,6 +9,8 @@ with `PLACE_MARK` and a number instead: the index of the access's (or statement'
 the distinct spans of the PrimFunc's loads and stores, in program order (`numbered_spans`).
 Structurally equal PrimFuncs number their accesses alike, so the runtime finds the place in the
 PrimFunc the executable was built from (`span_numbered`) when an error is raised, and only then.
+
+An error compiling a kernel is told its place directly (`at_span`): the build reports it there.
 """
 
 from __future__ import annotations

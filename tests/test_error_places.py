@@ -265,6 +265,30 @@ def test_tvms_run_shows_a_kernel_that_does_not_compile_at_its_op(tmp_path):
     assert_diagnostic(proc.stderr, path, POWER, "p = R.power", "R.power(")
 
 
+def test_a_load_the_code_generator_refuses_in_a_fused_kernel_is_shown_at_the_load():
+    """The issue's ``cannot compile bad5.tvms: load of float16 from a float32 buffer``: a load
+    whose type contradicts its buffer (made here by hand, as a faulty legalization made it) in
+    a PrimFunc fused with the op after it is a BuildError at that load, told which binding."""
+    from tvmscript.tir_visitor import TIRVisitor
+
+    text = program('''
+y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))
+z = R.multiply(y, R.const(2.0, "float32"))''').replace("@T.prim_func\n", "@T.prim_func(private=True)\n")
+    mod = tvms.parse(text, "half.tvms")
+
+    class _Half(TIRVisitor):
+        def visit_BufferLoad(self, node):
+            node.dtype = "float16"
+
+    _Half().visit(mod["add_one"].body)
+    with pytest.raises(BuildError) as info:
+        tvms.compile(mod)
+    err = info.value
+    assert err.message == ("cannot compile kernel 'fused_add_one_multiply': load of float16 from a float32 buffer "
+                           "(in function 'main', binding 'y')")
+    assert (err.span.line, err.span.col) == (line_of(text, "B[vi, vj] = A[vi, vj]"), 29)
+
+
 def test_a_statement_the_cpu_cannot_compile_points_at_its_block():
     text = program('''
 y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))

@@ -58,8 +58,8 @@ class FusedSpan(Span):
     FuseTIR says, per part, where the kernel's TIR for it is: ``stamped``, the span it wrote on
     the TIR that has no place of its own (what LegalizeOps made), and ``owned``, the spans the
     part's TIR has of its own (a PrimFunc of the user). They are those of the group the kernel
-    was first fused for, which may be another group computing the same thing: `part_of`
-    translates them to this call's parts."""
+    was first fused for, which may be another group computing the same thing:
+    `place_in_kernel` translates them to this call's parts."""
 
     parts: tuple = ()
     params: tuple = ()
@@ -74,7 +74,6 @@ class FusedSpan(Span):
         if not placed:
             return None
         at = parts[result_part].span or placed[0]
-        at = Span(at.filename, at.line, at.col, at.end_line, at.end_col)
         return FusedSpan(*_fields(at), parts=tuple(parts), params=tuple(params))
 
     def place_in_kernel(self, span) -> "tuple[FusedPart, Span | None] | None":
