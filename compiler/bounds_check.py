@@ -21,8 +21,8 @@ are flattened, so that each axis is still known) does the first that applies:
 
 A failing check leaves the kernel through the runtime's bounds callback; the call then raises
 `runtime.kernel.BoundsCheckError`, whose message names the access as written (buffer and index
-expressions), its source location, the offending index (or index range), the axis and the
-shape. `bounds_problems` is the same analysis for ``tvms check``: it reports the accesses that
+expressions), the offending index (or index range), the axis and the shape, and whose span is
+the access in the source (found by number: `compiler.kernel_places`). `bounds_problems` is the same analysis for ``tvms check``: it reports the accesses that
 are out of bounds on some iteration for certain (affine indices over loops that run), so
 ``B[i + 1000000]`` over ``range(4)`` is a located diagnostic before anything runs.
 
@@ -46,6 +46,7 @@ from tvmscript.tir_visitor import reads_memory, vars_in
 from .arith.bound import const_int_bound
 from .arith.canonical import INT_OPS, Canonical, widen
 from .arith.int_set import eval_range
+from .kernel_places import with_place
 from .lower_tir import Allocate, IRMutator
 from .substitute import substitute_expr
 
@@ -333,20 +334,22 @@ def _shape_text(buf: tir.Buffer) -> str:
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def _message(func_name: str, access: _Access, axis: int) -> str:
-    where = f" at {access.span}" if access.span is not None else ""
+def _message(access: _Access, axis: int, places: dict | None) -> str:
+    """The failure message of a check of ``access``; where it is in the source goes by number
+    (`kernel_places`), and whose kernel it is the runtime adds."""
     kind = "write to" if access.write else "read of"
-    return (f"out-of-bounds {kind} {_access_text(access)} in '{func_name}'{where}: {INDEX_MARK} "
-            f"outside axis {axis} of {access.buffer.name} (size {SIZE_MARK}, shape {_shape_text(access.buffer)})")
+    return with_place(f"out-of-bounds {kind} {_access_text(access)}: {INDEX_MARK} outside axis {axis} of "
+                      f"{access.buffer.name} (size {SIZE_MARK}, shape {_shape_text(access.buffer)})",
+                      places, access.span)
 
 
 # ----------------------------------------------------------------------------- instrumenting
 
 
 class _Instrumenter(_Walker):
-    def __init__(self, func: tir.PrimFunc, func_name: str) -> None:
+    def __init__(self, func: tir.PrimFunc, places: dict | None) -> None:
         super().__init__(func)
-        self.func_name = func_name
+        self.places = places
 
     def on_access(self, access: _Access) -> Optional[list]:
         a = self.a
@@ -357,7 +360,7 @@ class _Instrumenter(_Walker):
                 continue  # vector indices (T.ramp): the CPU code generator refuses them
             if a.in_bounds(index, extent):
                 continue
-            message = _message(self.func_name, access, axis)
+            message = _message(access, axis, self.places)
             if self.hoist(index, extent, message):
                 continue
             extent_at = _as(extent, index.dtype)
@@ -419,12 +422,12 @@ class _Instrumenter(_Walker):
         return tir.seq(unique + [stmt])
 
 
-def instrument_bounds_checks(func: tir.PrimFunc, name: str = "") -> tir.PrimFunc:
+def instrument_bounds_checks(func: tir.PrimFunc, places: dict | None = None) -> tir.PrimFunc:
     """``func`` (blocks already converted to loops, buffers not yet flattened) with a run-time
-    check for every access not proven in bounds (see the module docstring)."""
-    if not name and isinstance(func.attrs, dict):
-        name = func.attrs.get("global_symbol", "")
-    body = _Instrumenter(func, name or "kernel").visit_stmt(func.body)
+    check for every access not proven in bounds (see the module docstring). ``places``
+    numbers the accesses' spans (`kernel_places.numbered_spans` of the PrimFunc before any
+    schedule), so a failed check says where the access is."""
+    body = _Instrumenter(func, places).visit_stmt(func.body)
     if body is func.body:
         return func
     return dataclasses.replace(func, body=body)

@@ -107,7 +107,7 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     if gpu:
         kernels = dict(cuda_code.functions) if cuda_code is not None else {}
     else:
-        kernels = _compile_kernels(prim_funcs, bounds_check, cpu_build_options(target)) if prim_funcs else {}
+        kernels = _compile_kernels(prim_funcs, relax_funcs, bounds_check, cpu_build_options(target)) if prim_funcs else {}
 
     functions = {}
     for index, (name, func) in enumerate(relax_funcs.items()):
@@ -359,7 +359,11 @@ def _nvrtc_build_error(err, src, prim_funcs) -> BuildError:
                       getattr(prim_funcs.get(func_name), "span", None))
 
 
-def _compile_kernels(prim_funcs: dict, bounds_check: bool, options: dict) -> dict:
+def _compile_kernels(prim_funcs: dict, relax_funcs: dict, bounds_check: bool, options: dict) -> dict:
+    """The CPU kernels of ``prim_funcs`` for the CPU ``options`` name (`cpu_build_options`),
+    each placing its run-time failures in its PrimFunc here (`Kernel.compiled_from`). A kernel
+    the code generator cannot compile is a BuildError at its place in the source
+    (`_kernel_error`)."""
     try:
         from tvmscript.runtime.cpu import build_cpu
     except ImportError as err:
@@ -369,8 +373,35 @@ def _compile_kernels(prim_funcs: dict, bounds_check: bool, options: dict) -> dic
             "this module has T.prim_funcs, and the TensorIR compiler (runtime/cpu.py) is not available "
             "in this checkout"
         ) from err
+    try:
+        built = build_cpu(prim_funcs, bounds_check=bounds_check, **options)
+    except (NotImplementedError, ValueError, TypeError) as err:
+        kernel = getattr(err, "kernel", None)
+        if kernel not in prim_funcs:
+            raise
+        raise _kernel_error(err, kernel, prim_funcs[kernel], relax_funcs) from None
     # .kernels: those of another CPU are kept (to print or export) though they refuse to run here
-    return dict(build_cpu(prim_funcs, bounds_check=bounds_check, **options).kernels)
+    return {name: kernel.compiled_from(prim_funcs[name]) for name, kernel in built.kernels.items()}
+
+
+def _kernel_error(err: Exception, kernel: str, func: tir.PrimFunc, relax_funcs: dict) -> BuildError:
+    """A BuildError for a kernel the code generator cannot compile, at the statement it is
+    about (``err.span``) in the user's PrimFunc or, in TIR that has no place of its own (what
+    LegalizeOps made), at the call of the op it came from (a call's `FusedSpan` says which op
+    of a fused kernel)."""
+    from tvmscript.runtime.sites import Site, locate
+
+    text = str(err)
+    text = text[len(f"kernel '{kernel}': "):] if text.startswith(f"kernel '{kernel}': ") else text
+    error = BuildError(f"cannot compile kernel '{kernel}': {text}", getattr(err, "span", None))
+    for fname, f in relax_funcs.items():
+        for e, var in _calls_and_closures(f):
+            if _kernel_of(e) == kernel:
+                locate(error, Site(fname, var.name_hint if var is not None else "", e.span, kernel), {})
+                return error
+    if error.span is None:
+        error.span = func.span
+    return error
 
 
 # ----------------------------------------------------------------------------- checks
@@ -554,6 +585,17 @@ def _is_kernel_call(value, kernels) -> bool:
     return False
 
 
+def _kernel_of(e):
+    """The name of the kernel a call runs (``R.call_tir`` and its kin), else None."""
+    if not (isinstance(e, relax.Call) and isinstance(e.op, relax.Op) and e.args) or e.op.name not in _KERNEL_CALLS:
+        return None
+    callee = e.args[0]
+    return callee.name_hint if isinstance(callee, ir.GlobalVar) else getattr(callee, "global_symbol", None)
+
+
+_KERNEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad", "relax.call_dps_packed")
+
+
 def _static_tensor(sinfo) -> bool:
     return (isinstance(sinfo, relax.TensorStructInfo) and bool(sinfo.dtype) and sinfo.shape is not None
             and all(isinstance(d, tir.IntImm) for d in sinfo.shape))
@@ -609,10 +651,14 @@ class _FunctionCodegen:
         self.arena_bytes = 0
         self.arena_slot: dict = {}    # relax.Var -> Python local holding its arena tensor
         self.var_trust: dict = {p: p.struct_info for p in func.params}
+        # The binding each line computes (runtime/sites.py): where an error raised there is.
+        self.site = None
+        self.line_sites: list = []
 
     # ---- helpers
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.indent + line)
+        self.line_sites.append(self.site)
 
     def fresh(self, hint: str, internal: bool = False) -> str:
         """A new Python local for ``hint``. Names from the program never start with "_" here
@@ -692,11 +738,13 @@ class _FunctionCodegen:
 
         source = "\n".join(self.header + self.lines) + "\n"
         code = compile_source(source, f"<tvms vm: {self.name}>")
+        first = len(self.header) + 1
         return VMFunction(
             name=self.name, pyname=self.pyname, sig=self.sig, source=source, code=code,
             kernels=self.kernel_globals, constants=self.constants, objects=self.objects,
             arena=self.arena, arena_bytes=self.arena_bytes, arena_names=(pool, factory),
             num_kernel_calls=self.n_kernel_calls,
+            sites={first + i: site for i, site in enumerate(self.line_sites) if site is not None},
         )
 
     # ---- parameters
@@ -912,6 +960,17 @@ class _FunctionCodegen:
         return self.atom(s.body)
 
     def binding(self, b) -> None:
+        from tvmscript.runtime.sites import Site
+
+        outer = self.site
+        span = b.value.span if isinstance(b.value, relax.Call) else getattr(b.var, "span", None)
+        self.site = Site(self.name, b.var.name_hint, span)
+        try:
+            self.bind(b)
+        finally:
+            self.site = outer
+
+    def bind(self, b) -> None:
         var = b.var
         local = self.arena_slot.get(var)
         if local is None:
@@ -1056,11 +1115,12 @@ class _FunctionCodegen:
         plan = _plan_kernel_args(kname, kernel, tensors, tir_vars, lambda m: self.error(m, call.span, var))
         self.n_kernel_calls += 1
         kglob = self.kernel_globals_name(kname)
+        outer = self.site
+        self.site = self.call_site(call, kname)
         if plan.runtime_check:
-            what = f"R.call_tir({kname}) in {self.name}()" + (f", binding '{var.name_hint}'" if var is not None else "")
             scalars = "".join(f"{self.dim(e, var)}, " for e in plan.scalars)
-            self.emit(f"_kcheck({self.obj(kernel, 'kernel_' + kname)}, ({', '.join(plan.buffer_atoms)},), {what!r}, "
-                      f"({scalars}))")
+            self.emit(f"_kcheck({self.obj(kernel, 'kernel_' + kname)}, ({', '.join(plan.buffer_atoms)},), "
+                      f"{self.obj(self.site, 'site')}, ({scalars}))")
         # The kernel's machine-code ABI: buffer data pointers in parameter order, then the
         # scalar parameters (tir_vars), then one int64 per symbolic dim (kernel.sym_vars).
         values = [f"{atom}._ptr" for atom in plan.buffer_atoms]
@@ -1074,10 +1134,18 @@ class _FunctionCodegen:
                 values.append(f"_stride({item[0]}, {item[1]})")
         self.emit(f"{kglob}({', '.join(values)})")
         self.emit("if _kerr: _kraise()")
+        self.site = outer
         if len(outs) > 1:
             self.emit(f"{local} = ({', '.join(outs)},)")
         elif outs[0] != local:
             self.emit(f"{local} = {outs[0]}")
+
+    def call_site(self, call: relax.Call, kname: str):
+        """The `Site` of a kernel call: the binding it is in, the call's span, the kernel."""
+        from tvmscript.runtime.sites import Site
+
+        binding = self.site.binding if self.site is not None else ""
+        return Site(self.name, binding, call.span, kname)
 
     def inplace_outputs(self, local: str, inplace, arg_atoms: list, sinfos: list, var, call) -> list:
         """call_tir_inplace's outputs: the argument named by each index, a new tensor at -1."""

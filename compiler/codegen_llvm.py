@@ -60,10 +60,11 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from tvmscript import tir
-from tvmscript.tir_visitor import calls_extern, vars_in
+from tvmscript.tir_visitor import TIRVisitor, calls_extern, vars_in
 
 from . import progress
 from .bounds_check import CHECK_INDEX, CHECK_RANGE
+from .kernel_places import at_span, with_place
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
 
 __all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize", "vectorizable_call",
@@ -514,8 +515,12 @@ class _FuncGen:
     """Emits the statements of one LLVM function (a kernel or an outlined parallel body)."""
 
     def __init__(self, mg: _ModuleGen, fn: ir.Function, kname: str, env: dict, nonneg: set,
-                 noalias: set, in_parallel: bool) -> None:
+                 noalias: set, in_parallel: bool, places: dict | None = None) -> None:
         self.mg = mg
+        # The spans of the kernel's accesses by number (`kernel_places`), and the store being
+        # emitted: a check failing in it says where it is; an error compiling it names it.
+        self.places = places
+        self.at = None
         self.module = mg.module
         self.fn = fn
         self.kname = kname
@@ -578,11 +583,16 @@ class _FuncGen:
             # Code after a failed assertion's `ret`: give it a block of its own (unreachable).
             self.b.position_at_end(self.new_block("dead"))
         if isinstance(s, tir.BufferStore):
-            value = self.expr(s.value)
-            if s.buffer.dtype == "bool":
-                value = self.b.zext(value, _I8)
-            ptr = self.buffer_ptr(s.buffer, s.indices[0])
-            self.b.store(value, ptr, align=_elem_align(s.buffer.dtype))
+            outer, self.at = self.at, s.span or self.at
+            try:
+                value = self.expr(s.value)
+                if s.buffer.dtype == "bool":
+                    value = self.b.zext(value, _I8)
+                ptr = self.buffer_ptr(s.buffer, s.indices[0])
+                self.b.store(value, ptr, align=_elem_align(s.buffer.dtype))
+            except (NotImplementedError, ValueError, TypeError) as err:
+                raise at_span(err, s.span)
+            self.at = outer
         elif isinstance(s, tir.SeqStmt):
             for x in s.seq:
                 self.stmt(x)
@@ -805,7 +815,7 @@ class _FuncGen:
             env[v] = arg
             if v in self.noalias and isinstance(arg.type, ir.PointerType):
                 arg.add_attribute("noalias")
-        sub = _FuncGen(self.mg, body_fn, self.kname, env, set(self.nonneg), set(self.noalias), True)
+        sub = _FuncGen(self.mg, body_fn, self.kname, env, set(self.nonneg), set(self.noalias), True, self.places)
         begin, end = body_fn.args[-2], body_fn.args[-1]
         sub.emit_loop(s.loop_var, begin, end, s.body, [], nonneg=self.is_nonneg(s.min))
         sub.finish()
@@ -897,7 +907,10 @@ class _FuncGen:
         method = _EXPR.get(type(e))
         if method is None:
             raise NotImplementedError(f"codegen: unsupported expression {type(e).__name__}")
-        return method(self, e)
+        try:
+            return method(self, e)
+        except (NotImplementedError, ValueError, TypeError) as err:
+            raise at_span(err, _load_span(e))
 
     def e_var(self, e):
         return self.var(e)
@@ -917,7 +930,7 @@ class _FuncGen:
         if e.buffer.dtype == "bool":
             v = self.b.icmp_unsigned("!=", v, ir.Constant(_I8, 0))
         if e.dtype != e.buffer.dtype:
-            raise NotImplementedError(f"load of {e.dtype} from a {e.buffer.dtype} buffer")
+            raise at_span(NotImplementedError(f"load of {e.dtype} from a {e.buffer.dtype} buffer"), e.span)
         return v
 
     def fmuladd(self, mul, addend, negate_product: bool = False, negate_addend: bool = False):
@@ -995,24 +1008,27 @@ class _FuncGen:
         if isinstance(e.b, tir.IntImm) and e.b.value != 0 and not (_is_signed(dt) and e.b.value == -1):
             return
         zero = ir.Constant(b.type, 0)
-        self.fail_if(self.b.icmp_unsigned("==", b, zero), f"integer division by zero ({_OP_TEXT[type(e)]}, {dt})")
+        at = _load_span(e) or self.at  # the division's operands: the op it came from, after fusion
+        self.fail_if(self.b.icmp_unsigned("==", b, zero), f"integer division by zero ({_OP_TEXT[type(e)]}, {dt})", at=at)
         if _is_signed(dt) and not (isinstance(e.b, tir.IntImm) and e.b.value != -1):
             smallest = -(1 << (_bits(dt) - 1))
             overflow = self.b.and_(self.b.icmp_signed("==", a, ir.Constant(a.type, smallest)),
                                    self.b.icmp_signed("==", b, ir.Constant(b.type, -1)))
-            self.fail_if(overflow, f"integer overflow: {smallest} {_OP_TEXT[type(e)]} -1 ({dt})")
+            self.fail_if(overflow, f"integer overflow: {smallest} {_OP_TEXT[type(e)]} -1 ({dt})", at=at)
 
-    def fail_if(self, cond, message: str, bounds: Optional[list] = None) -> None:
+    def fail_if(self, cond, message: str, bounds: Optional[list] = None, at=None) -> None:
         """Leave the kernel through `ASSERT_FAIL_SYMBOL` (the runtime raises after the call)
         when ``cond`` holds; code generation goes on where it does not. A failed bounds check
         passes its ``bounds`` (lowest index, highest index, axis size, as i64) to
-        `BOUNDS_FAIL_SYMBOL` instead, for the message."""
+        `BOUNDS_FAIL_SYMBOL` instead, for the message. The message says where in the source
+        the check is by number (`kernel_places`): ``at``, else the store being emitted."""
         fail, ok = self.new_block("check.fail"), self.new_block("check.ok")
         self.b.cbranch(cond, fail, ok)
         self.b.position_at_end(fail)
         if bounds is None:
             fail_fn = self.mg.declare(ASSERT_FAIL_SYMBOL, _VOID, [_PTR])
-            self.b.call(fail_fn, [self.mg.cstring(f"{self.kname}: {message}")])
+            message = with_place(f"{self.kname}: {message}", self.places, at or self.at)
+            self.b.call(fail_fn, [self.mg.cstring(message)])
         else:
             fail_fn = self.mg.declare(BOUNDS_FAIL_SYMBOL, _VOID, [_PTR, _I64, _I64, _I64])
             self.b.call(fail_fn, [self.mg.cstring(message)] + bounds)
@@ -1568,8 +1584,37 @@ def _signature(name: str, func: tir.PrimFunc):
     return specs, [names[v] for v in sym_vars], buffers, scalars, sym_vars
 
 
-def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc, bounds_check: bool) -> KernelInfo:
-    func = lower(func, bounds_check=bounds_check, name=name)
+def _load_span(e):
+    """The span of the first load in ``e`` that has one: where an expression the code generator
+    cannot compile comes from in the source (the op it was legalized from, after fusion)."""
+    found = []
+
+    class _First(TIRVisitor):
+        def visit_BufferLoad(self, node) -> None:
+            if node.span is not None and not found:
+                found.append(node.span)
+            self.generic_visit(node)
+
+    _First().visit(e)
+    return found[0] if found else None
+
+
+def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc, bounds_check: bool,
+                 places: dict | None = None) -> KernelInfo:
+    """One kernel. An error compiling it (a form the CPU code generator does not take) leaves
+    as it was raised, told which kernel (``kernel``) and, where known, which statement or load
+    of the source (``span``, see `at_span`)."""
+    try:
+        return _emit_kernel_code(mg, name, symbol, func, bounds_check, places)
+    except (NotImplementedError, ValueError, TypeError) as err:
+        if getattr(err, "kernel", None) is None:
+            err.kernel = name
+        raise
+
+
+def _emit_kernel_code(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc, bounds_check: bool,
+                      places: dict | None) -> KernelInfo:
+    func = lower(func, bounds_check=bounds_check, places=places)
     specs, sym_names, buffers, scalars, sym_vars = _signature(name, func)
     arg_types = [_PTR] * len(buffers) + [abi_type(p.dtype) for p in scalars] + [_I64] * len(sym_vars)
     fn = ir.Function(mg.module, ir.FunctionType(_VOID, arg_types), name=symbol)
@@ -1578,7 +1623,7 @@ def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc, bou
     env: dict = {}
     nonneg: set = set()
     noalias: set = set()
-    gen = _FuncGen(mg, fn, name, env, nonneg, noalias, False)
+    gen = _FuncGen(mg, fn, name, env, nonneg, noalias, False, places)
     args = list(fn.args)
     for (p, buf), arg in zip(buffers, args):
         arg.name = p.name
@@ -1618,12 +1663,14 @@ def _emit_kernel(mg: _ModuleGen, name: str, symbol: str, func: tir.PrimFunc, bou
 
 
 def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTarget] = None,
-            bounds_check: bool = True) -> CodegenResult:
+            bounds_check: bool = True, places: dict | None = None) -> CodegenResult:
     """One LLVM module holding a kernel per PrimFunc of ``funcs`` (name -> PrimFunc).
 
     ``parallel_runtime`` is ``"gomp"`` (parallel loops call libgomp's ``GOMP_parallel``) or
     ``"serial"`` (they run on the calling thread). ``bounds_check``: buffer accesses not
-    proven in bounds at compile time are checked when they run (`compiler.bounds_check`)."""
+    proven in bounds at compile time are checked when they run (`compiler.bounds_check`).
+    ``places`` (name -> `kernel_places.numbered_spans` of the function before it was
+    scheduled) lets a failed check say where in the source it is."""
     target = target or host_target()
     mg = _ModuleGen(target, parallel_runtime)
     result = CodegenResult(mg.module, parallel_runtime=parallel_runtime)
@@ -1637,5 +1684,5 @@ def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTa
         while symbol in used:
             symbol, i = f"{base}_{i}", i + 1
         used.add(symbol)
-        result.kernels.append(_emit_kernel(mg, name, symbol, func, bounds_check))
+        result.kernels.append(_emit_kernel(mg, name, symbol, func, bounds_check, (places or {}).get(name)))
     return result

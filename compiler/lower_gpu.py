@@ -754,12 +754,12 @@ def _rebind(stmt, old: tir.Buffer, new: tir.Buffer, rebase=None):
     class R(IRMutator):
         def visit_expr(self, e):
             if isinstance(e, tir.BufferLoad) and e.buffer is old:
-                return tir.BufferLoad(e.dtype, new, rebase([self.visit_expr(i) for i in e.indices]))
+                return tir.BufferLoad(e.dtype, new, rebase([self.visit_expr(i) for i in e.indices]), e.span)
             return super().visit_expr(e)
 
         def visit_stmt(self, s):
             if isinstance(s, tir.BufferStore) and s.buffer is old:
-                return tir.BufferStore(new, self.visit_expr(s.value), rebase([self.visit_expr(i) for i in s.indices]))
+                return tir.BufferStore(new, self.visit_expr(s.value), rebase([self.visit_expr(i) for i in s.indices]), s.span)
             return super().visit_stmt(s)
 
     return R().visit_stmt(stmt)
@@ -1078,7 +1078,7 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
             if isinstance(e, tir.Var) and e in retyped:
                 return tir.Cast("int64", retyped[e])
             if isinstance(e, tir.BufferLoad):
-                return tir.BufferLoad(e.dtype, e.buffer, [self.index(i) for i in e.indices])
+                return tir.BufferLoad(e.dtype, e.buffer, [self.index(i) for i in e.indices], e.span)
             if isinstance(e, _COMPARE_OPS) and e.a.dtype == "int64":
                 a, b = narrow(e.a), narrow(e.b)
                 if a is not None and b is not None:
@@ -1087,7 +1087,7 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
 
         def visit_stmt(self, s):
             if isinstance(s, tir.BufferStore):
-                return tir.BufferStore(s.buffer, self.visit_expr(s.value), [self.index(i) for i in s.indices])
+                return tir.BufferStore(s.buffer, self.visit_expr(s.value), [self.index(i) for i in s.indices], s.span)
             if isinstance(s, tir.For) and s.loop_var.dtype == "int64":
                 lo, ext = narrow(s.min), narrow(s.extent)
                 if isinstance(lo, tir.IntImm) and isinstance(ext, tir.IntImm) and lo.value + ext.value <= _INT32_MAX:

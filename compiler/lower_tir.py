@@ -48,6 +48,8 @@ from typing import Optional
 
 from tvmscript import tir
 
+from .kernel_places import at_span
+
 __all__ = [
     "Allocate", "IRMutator", "lower", "lower_thread_bindings", "lower_init", "convert_blocks_to_loops",
     "flatten_buffers", "lower_intrinsics", "plan_allocations", "substitute", "STACK_ALLOC_LIMIT", "dump",
@@ -487,13 +489,13 @@ def flatten_buffers(func: tir.PrimFunc) -> tir.PrimFunc:
         def visit_expr(self, e):
             if isinstance(e, tir.BufferLoad):
                 idx = [self.visit_expr(i) for i in e.indices]
-                return tir.BufferLoad(e.dtype, flat_of(e.buffer), [offset(e.buffer, idx)])
+                return tir.BufferLoad(e.dtype, flat_of(e.buffer), [offset(e.buffer, idx)], e.span)
             return super().visit_expr(e)
 
         def visit_stmt(self, s):
             if isinstance(s, tir.BufferStore):
                 idx = [self.visit_expr(i) for i in s.indices]
-                return tir.BufferStore(flat_of(s.buffer), self.visit_expr(s.value), [offset(s.buffer, idx)])
+                return tir.BufferStore(flat_of(s.buffer), self.visit_expr(s.value), [offset(s.buffer, idx)], s.span)
             if isinstance(s, Allocate):
                 return Allocate(flat_of(s.buffer), self.visit_stmt(s.body), s.storage)
             return super().visit_stmt(s)
@@ -574,6 +576,12 @@ def _reject_uncompilable(func: tir.PrimFunc) -> None:
     builtin_ops = {op: name for op, (name, _) in tir.BUILTIN_NAMES.items()}
 
     class Check(TIRVisitor):
+        def visit(self, node) -> None:
+            try:
+                super().visit(node)
+            except NotImplementedError as err:  # told the innermost place it is in
+                raise at_span(err, getattr(node, "span", None))
+
         def visit_Call(self, e) -> None:
             if isinstance(e.op, str) and e.op in builtin_ops:
                 raise NotImplementedError(f"T.{builtin_ops[e.op]} is not supported for compilation yet")
@@ -595,12 +603,12 @@ def _reject_uncompilable(func: tir.PrimFunc) -> None:
     Check().visit(func.body)
 
 
-def lower(func: tir.PrimFunc, bounds_check: bool = False, name: str = "") -> tir.PrimFunc:
+def lower(func: tir.PrimFunc, bounds_check: bool = False, places: dict | None = None) -> tir.PrimFunc:
     """All lowering passes, in order. Idempotent: a lowered function is returned as is.
 
     ``bounds_check``: after blocks become loops, every buffer access not proven in bounds gets
-    a run-time check (`compiler.bounds_check`); ``name`` is the function's name in its
-    messages."""
+    a run-time check (`compiler.bounds_check`); ``places`` numbers the accesses' spans for its
+    messages (`compiler.kernel_places`)."""
     if func.attrs.get(LOWERED_ATTR):
         return func
     _reject_uncompilable(func)
@@ -609,7 +617,7 @@ def lower(func: tir.PrimFunc, bounds_check: bool = False, name: str = "") -> tir
     if bounds_check:
         from .bounds_check import instrument_bounds_checks
 
-        func = instrument_bounds_checks(func, name)
+        func = instrument_bounds_checks(func, places)
     for p in (flatten_buffers, lower_intrinsics, plan_allocations):
         func = p(func)
     return _with_body(func, func.body, **{LOWERED_ATTR: True})

@@ -969,11 +969,11 @@ class _DotProduct:
 
         start = loop(r, rows, loop(lane, lanes, tir.BufferStore(acc, tir.const(0, dt), cell), annotations=vector),
                      kind="unroll")
-        update = tir.BufferStore(acc, tir.Add(dt, tir.BufferLoad(dt, acc, cell), rhs), cell)
+        update = tir.BufferStore(acc, tir.Add(dt, tir.BufferLoad(dt, acc, cell), rhs), cell, self.store.span)
         accumulate = loop(ko, k.const_extent // lanes,
                           loop(r, rows, loop(lane, lanes, update, annotations=vector), kind="unroll"))
         total = tir.BufferStore(out, tir.Add(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
-                                indices)
+                                indices, self.store.span)
         allocs = [acc]
         if shifted:
             one = tir.Buffer(f"{out.name}_total", [tir.IntImm("int64", 1)], dt, scope="local")
@@ -982,9 +982,10 @@ class _DotProduct:
             total = tir.BufferStore(one, tir.Add(dt, tir.BufferLoad(dt, one, at), tir.BufferLoad(dt, acc, cell)), at)
             finish = loop(r, rows, tir.seq([tir.BufferStore(one, substitute(self.init.value, mapping), at),
                                             loop(lane, lanes, total),
-                                            tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices)]))
+                                            tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices, self.store.span)]))
         else:
-            finish = loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices),
+            finish = loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices,
+                                                            self.store.span),
                                             loop(lane, lanes, total)]))
         body = tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(
             name, [], [], [], tir.seq([start, accumulate, finish]), alloc_buffers=allocs))
@@ -1701,7 +1702,7 @@ def _register_tile(plan: _Plan, sch, parts: dict, realize, binding: dict, base: 
         start = nest(tir.BufferStore(acc, value, list(tile_vars)), True)
     result = tir.BufferLoad(out_buf.dtype, acc, list(tile_vars))
     if epilogue is None:
-        finish = nest(tir.BufferStore(out_buf, result, out_idx), out_contiguous)
+        finish = nest(tir.BufferStore(out_buf, result, out_idx, store.span), out_contiguous)
     else:
         # The epilogue's element, computed from the accumulator instead of the output buffer.
         ep = epilogue.block.body
@@ -1711,7 +1712,7 @@ def _register_tile(plan: _Plan, sch, parts: dict, realize, binding: dict, base: 
         shift_vars = frozenset(vars_in([b for b in base.values() if isinstance(b, tir.Min)]))
         ep_strides = _access_strides(ep.buffer, ep_idx, shift_vars) or {}
         value = substitute(value, to_out)
-        finish = nest(tir.BufferStore(ep.buffer, value, ep_idx),
+        finish = nest(tir.BufferStore(ep.buffer, value, ep_idx, ep.span),
                       ep_strides.get(tile_vars[-1], 0) == 1 and _vectorizable(value))
     acc_load = tir.BufferLoad(out_buf.dtype, acc, block_idx)
     acc_region = [tir.BufferRegion(acc, [tir.Range(i, tir.IntImm(i.dtype, 1)) for i in block_idx])]
@@ -1724,7 +1725,7 @@ def _register_tile(plan: _Plan, sch, parts: dict, realize, binding: dict, base: 
 
         def visit_stmt(self, s):
             if isinstance(s, tir.BufferStore) and s.buffer is out_buf:
-                return tir.BufferStore(acc, self.visit_expr(s.value), list(block_idx))
+                return tir.BufferStore(acc, self.visit_expr(s.value), list(block_idx), s.span)
             return super().visit_stmt(s)
 
     def edit(r):

@@ -300,6 +300,10 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
 
 def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: HostTarget,
            bounds_check: bool = True) -> CPUModule:
+    from tvmscript.compiler.kernel_places import numbered_spans
+
+    # Numbered before the schedule moves them: the runtime numbers the PrimFuncs it was given.
+    places = {n: numbered_spans(f) for n, f in funcs.items()}
     if schedule:
         from tvmscript.compiler.schedule_cpu import default_schedule
 
@@ -308,7 +312,8 @@ def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: Ho
             progress.report("scheduling kernels", i, len(funcs))
             scheduled[n] = default_schedule(f)
         funcs = scheduled
-    result = codegen_llvm.codegen(funcs, parallel_runtime=runtime, target=target, bounds_check=bounds_check)
+    result = codegen_llvm.codegen(funcs, parallel_runtime=runtime, target=target, bounds_check=bounds_check,
+                                  places=places)
     text = str(result.module)
     tm = target.target_machine(opt_level)
     progress.report(f"LLVM: optimizing and compiling {len(funcs)} kernels")

@@ -48,7 +48,8 @@ class VMFunction:
     ``objects`` (global name -> any Python object: signatures, struct infos, kernels' specs)
     and, when the function has an arena, ``arena`` (list of (byte offset, shape, dtype)) with
     ``arena_bytes`` in total: intermediate tensors that never leave the function live there and
-    are reused from call to call."""
+    are reused from call to call. ``sites`` say which binding each line computes, so an error
+    raised there is told at its place in the source (`runtime.sites`)."""
 
     name: str
     pyname: str
@@ -62,6 +63,7 @@ class VMFunction:
     arena_bytes: int = 0
     arena_names: tuple = ("", "")  # global names of the frame pool and the frame factory
     num_kernel_calls: int = 0
+    sites: dict = field(default_factory=dict)  # line of ``source`` -> the runtime.sites.Site it computes
 
 
 class Executable:

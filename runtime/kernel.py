@@ -19,12 +19,15 @@ then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``
 from __future__ import annotations
 
 import ast
+import copy
 import ctypes
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import numpy as np
+
+from tvmscript.diagnostics import TVMScriptError
 
 __all__ = ["ParamSpec", "Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError"]
 
@@ -70,13 +73,19 @@ def ctype_of(dtype: str):
         raise TypeError(f"no C type for dtype '{dtype}'") from None
 
 
-class KernelAssertionError(RuntimeError):
-    """A ``T.Assert``/``assert`` inside a kernel failed."""
+class KernelAssertionError(TVMScriptError, RuntimeError):
+    """A check inside a kernel failed: a ``T.Assert``/``assert``, a division by zero, an
+    allocation. ``place`` numbers its place in the PrimFunc the kernel was compiled from
+    (`compiler.kernel_places`); the kernel called directly, or the VM, makes it the ``span``."""
+
+    def __init__(self, message: str, span=None, notes=None, place: Optional[int] = None) -> None:
+        super().__init__(message, span, notes)
+        self.place = place
 
 
 class BoundsCheckError(KernelAssertionError, IndexError):
     """A kernel's buffer access fell outside its buffer (`compiler.bounds_check`); the call
-    stopped before it read or wrote there."""
+    stopped before it read or wrote there. Its span is the access."""
 
 
 # Assertion failures reported by generated code (possibly from a worker thread).
@@ -84,10 +93,18 @@ _errors_lock = threading.Lock()
 _errors: list = []
 
 
+def _failure(cls, text: str) -> KernelAssertionError:
+    from tvmscript.compiler.kernel_places import split_place
+
+    message, place = split_place(text)
+    return cls(message, place=place)
+
+
 @ctypes.CFUNCTYPE(None, ctypes.c_char_p)
 def _assert_fail(msg):
+    error = _failure(KernelAssertionError, msg.decode("utf-8", "replace") if msg else "assertion failed")
     with _errors_lock:
-        _errors.append(msg.decode("utf-8", "replace") if msg else "assertion failed")
+        _errors.append(error)
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
@@ -96,9 +113,9 @@ def _bounds_fail(msg, lowest, highest, size):
 
     text = msg.decode("utf-8", "replace") if msg else "out-of-bounds access"
     found = f"index {lowest} is" if lowest == highest else f"indices {lowest} to {highest} reach"
-    text = text.replace(INDEX_MARK, found).replace(SIZE_MARK, str(size))
+    error = _failure(BoundsCheckError, text.replace(INDEX_MARK, found).replace(SIZE_MARK, str(size)))
     with _errors_lock:
-        _errors.append(BoundsCheckError(text))
+        _errors.append(error)
 
 
 def bounds_callback_address() -> int:
@@ -111,15 +128,25 @@ def assert_callback_address() -> int:
     return ctypes.cast(_assert_fail, ctypes.c_void_p).value
 
 
-def _raise_pending() -> None:
+def _raise_pending(kernel: Optional["Kernel"] = None) -> None:
+    """Raise the first failure a kernel reported (placed in ``kernel``'s source, when given)."""
     with _errors_lock:
         if not _errors:
             return
-        msg = _errors[0]
+        error = _errors[0]
         _errors.clear()
-    if isinstance(msg, KernelAssertionError):
-        raise msg
-    raise KernelAssertionError(msg)
+    if kernel is not None:
+        kernel.place(error)
+    raise error
+
+
+def place_in(error: KernelAssertionError, source) -> None:
+    """Give ``error`` the span its place number has in ``source`` (the PrimFunc its kernel
+    was compiled from), if it has none yet."""
+    if error.span is None and error.place is not None and source is not None:
+        from tvmscript.compiler.kernel_places import span_numbered
+
+        error.span = span_numbered(source, error.place)
 
 
 def eval_dim_text(text: str, env: dict) -> Optional[int]:
@@ -266,6 +293,18 @@ class Kernel:
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self._np_dtypes = {i: np.dtype(self.params[i].dtype) for i in self._buffer_idx}
         self._scalar_names = {self.params[i].name: i for i in self._scalar_idx}
+        self.source = None  # the PrimFunc it was compiled from, where its failures are placed
+
+    def compiled_from(self, source) -> "Kernel":
+        """This kernel (sharing its machine code) with ``source``, the PrimFunc of the module
+        being built, as the place of its failures: the machine code may come from the build
+        cache, compiled from an equal PrimFunc elsewhere in the file, or in another file."""
+        kernel = copy.copy(self)
+        kernel.source = source
+        return kernel
+
+    def place(self, error: KernelAssertionError) -> None:
+        place_in(error, self.source)
 
     @property
     def module(self):
@@ -340,7 +379,7 @@ class Kernel:
                                      deferred)
         self.cfunc(*pointers, *scalars, *syms)
         if _errors:
-            _raise_pending()
+            _raise_pending(self)
         del arrays
 
     def call_raw(self, pointers, syms=(), scalars=()) -> None:
@@ -348,4 +387,4 @@ class Kernel:
         parameter order, ``scalars`` the scalar arguments, ``syms`` the values of `sym_vars`."""
         self.cfunc(*pointers, *scalars, *syms)
         if _errors:
-            _raise_pending()
+            _raise_pending(self)

@@ -272,7 +272,10 @@ def load_module(path: str):
         state = dict(state)
         state["code"] = compile_source(state["source"], f"<tvms {os.path.basename(path)}:{name}>")
         functions[name] = VMFunction(**state)
-    return Executable(body["mod"], program["target"], holder.kernels, functions)
+    mod = body["mod"]
+    kernels = {name: k.compiled_from(mod[name]) if mod is not None and name in mod else k  # places its failures
+               for name, k in holder.kernels.items()}
+    return Executable(mod, program["target"], kernels, functions)
 
 
 def _read_program(handle, path: str) -> dict:

@@ -17,6 +17,10 @@ are `runtime.cuda` tensors of that GPU, ``_empty`` takes memory from its pool, c
 arena frames live in its memory, and kernels are `runtime.cuda.CUDAKernel`s launched on its
 stream. Arguments must already be on that GPU: the VM copies nothing behind the caller's back.
 
+An error of the program that a function raises (a `TVMScriptError`: `VMTypeError`,
+`VMValueError`, a kernel's failed check, a failed ``R.assert_op``) leaves it placed at the
+binding that raised it, in the user's source (`runtime.sites`).
+
 NumPy is imported when the first VM is made, not when tvmscript is imported.
 """
 
@@ -24,10 +28,13 @@ from __future__ import annotations
 
 import time as _time
 
+from tvmscript.diagnostics import TVMScriptError
+
 from .devices import Device, device as _as_device, kDLCPU, kDLCUDA
 from .executable import Executable, FuncSig
 
-__all__ = ["VirtualMachine", "BenchmarkResult", "ProfileReport", "SizeOutOfRangeError", "match_value"]
+__all__ = ["VirtualMachine", "BenchmarkResult", "ProfileReport", "SizeOutOfRangeError", "match_value",
+           "VMTypeError", "VMValueError"]
 
 
 class CallDepthError(RuntimeError):
@@ -35,10 +42,32 @@ class CallDepthError(RuntimeError):
     no end, most likely (a program error, reported as such rather than as a crash)."""
 
 
-def _entry(name: str, fn):
-    """``fn`` as called from outside the VM: a runaway recursion among the program's functions
-    becomes a `CallDepthError` naming the entry function."""
+class VMTypeError(TVMScriptError, TypeError):
+    """A value does not fit what the program declares of it (its kind, its dtype, its
+    device): an argument, a call_tir operand, a match_cast, a result."""
+
+
+class VMValueError(TVMScriptError, ValueError):
+    """A value's shape (or another number) does not fit what the program declares or needs."""
+
+
+def _param_error(cls, message: str, param: int):
+    """A `VMTypeError`/`VMValueError` about a kernel's tensor parameter ``param`` (its index
+    among the kernel's buffers), which `runtime.sites.locate` places at what it stands for."""
+    err = cls(message)
+    err.param = param
+    return err
+
+
+def _entry(name: str, g: dict, ex: Executable, kernels: dict):
+    """Relax function ``name`` of ``ex`` (defined in the VM namespace ``g``) as called from
+    outside the VM: a runaway recursion among the program's functions becomes a
+    `CallDepthError` naming the entry function, and an error of the program is placed at the
+    binding that raised it (`runtime.sites`)."""
     import functools
+
+    fn = g[ex.functions[name].pyname]
+    sites = {g[f.pyname].__code__: f.sites for f in ex.functions.values()}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
@@ -47,6 +76,14 @@ def _entry(name: str, fn):
         except RecursionError:
             raise CallDepthError(f"'{name}': the Relax functions it calls call each other too deeply "
                                  "(a recursion that never ends?)") from None
+        except TVMScriptError as err:
+            if getattr(err, "site", None) is None:
+                from .sites import locate, site_of
+
+                site = site_of(err.__traceback__, sites)
+                if site is not None:
+                    locate(err, site, kernels)
+            raise
 
     return call
 
@@ -67,7 +104,7 @@ class VirtualMachine:
         self._profile = profile
         self._kernels = rt_mod.kernels_on(self.device)
         self._globals = _instantiate(rt_mod, self.device, self._kernels)
-        self._funcs = {name: _entry(name, self._globals[f.pyname]) for name, f in rt_mod.functions.items()}
+        self._funcs = {name: _entry(name, self._globals, rt_mod, self._kernels) for name in rt_mod.functions}
         self._inputs: dict = {}
         self._outputs: dict = {}
 
@@ -183,7 +220,7 @@ class VirtualMachine:
             return call
 
         g = _instantiate(self.executable, self.device, self._kernels, wrap=timed)
-        f = _entry(func_name, g[self.executable.functions[func_name].pyname])
+        f = _entry(func_name, g, self.executable, self._kernels)
         f(*args)  # warm-up, and bad arguments fail here
         for record in records.values():
             record[0] = record[1] = 0
@@ -410,7 +447,7 @@ def _np_topk(a, k: int, axis: int, ret_type: str, largest: bool, dtype: str):
     return {"values": values, "indices": indices}.get(ret_type, (values, indices))
 
 
-class VMAssertionError(AssertionError):
+class VMAssertionError(TVMScriptError, AssertionError):
     """``R.assert_op`` failed at run time; the message is the op's format filled with its values."""
 
 
@@ -435,7 +472,7 @@ def _fill_format(fmt: str, values, is_tensor, host) -> str:
     try:
         return fmt.format(*texts)
     except (IndexError, KeyError, ValueError) as err:
-        raise ValueError(f"R.print/R.assert_op: format {fmt!r} does not fit {len(texts)} value(s): {err}") from err
+        raise VMValueError(f"R.print/R.assert_op: format {fmt!r} does not fit {len(texts)} value(s): {err}") from err
 
 
 def _effect_helpers(is_tensor, host) -> dict:
@@ -450,7 +487,7 @@ def _effect_helpers(is_tensor, host) -> dict:
     def _vm_assert(cond, fmt, *values):
         ok = host(cond) if is_tensor(cond) else cond
         if getattr(ok, "size", 1) != 1:
-            raise ValueError(f"R.assert_op: the condition must be a scalar, got shape {ok.shape}")
+            raise VMValueError(f"R.assert_op: the condition must be a scalar, got shape {ok.shape}")
         if not bool(ok.reshape(()) if hasattr(ok, "reshape") else ok):
             raise VMAssertionError(_fill_format(fmt, values, is_tensor, host) or "R.assert_op failed")
         return ()
@@ -484,7 +521,7 @@ def _host_op_helpers(host, back) -> dict:
         """``R.dynamic_strided_slice``: NumPy slicing, one (begin, end, stride) per axis."""
         bounds = list(zip(host(begin).tolist(), host(end).tolist(), host(strides).tolist()))
         if any(s == 0 for _, _, s in bounds):
-            raise ValueError(f"R.dynamic_strided_slice: a stride is 0 (strides {host(strides).tolist()})")
+            raise VMValueError(f"R.dynamic_strided_slice: a stride is 0 (strides {host(strides).tolist()})")
         return out(host(x)[tuple(slice(b, e, s) for b, e, s in bounds)])
 
     return {"_sort": _sort, "_argsort": _argsort, "_topk": _topk, "_shape_tensor": _shape_tensor,
@@ -597,12 +634,12 @@ def _cuda_helpers(dev: Device) -> dict:
         if isinstance(v, Tensor):
             arr = v.numpy()
             if arr.size != 1:
-                raise ValueError(f"the condition of an if must be a scalar, got a tensor of shape {v._shape}")
+                raise VMValueError(f"the condition of an if must be a scalar, got a tensor of shape {v._shape}")
             return bool(arr.reshape(()))
         return bool(v)
 
-    def _kcheck(kernel, tensors, what, scalars=()):
-        check_kernel_args(kernel, tensors, what, cls, scalars)
+    def _kcheck(kernel, tensors, site, scalars=()):
+        check_kernel_args(kernel, tensors, site, cls, scalars)
 
     from .ndarray import array
 
@@ -643,7 +680,7 @@ def _make_helpers() -> dict:
     def _extern(name):
         f = get(name)
         if f is None:
-            raise ValueError(
+            raise VMValueError(
                 f"extern function {name!r} is not registered: define it with @tvms.register_func({name!r})")
         return f
 
@@ -680,12 +717,12 @@ def _make_helpers() -> dict:
     def _truth(v):
         if isinstance(v, Tensor):
             if v._array.size != 1:
-                raise ValueError(f"the condition of an if must be a scalar, got a tensor of shape {v._shape}")
+                raise VMValueError(f"the condition of an if must be a scalar, got a tensor of shape {v._shape}")
             return bool(v._array.reshape(()))
         return bool(v)
 
-    def _kcheck(kernel, tensors, what, scalars=()):
-        check_kernel_args(kernel, tensors, what, scalars=scalars)
+    def _kcheck(kernel, tensors, site, scalars=()):
+        check_kernel_args(kernel, tensors, site, scalars=scalars)
 
     def _stride(t, d):
         n = 1
@@ -851,19 +888,19 @@ def _bind_dims(dims, values, env: dict, origin: dict, what: str, label: str, sin
         try:
             want = eval_dim(e, env)
         except KeyError as err:
-            raise ValueError(f"{what}: {label} {d} is {_dim_text(e)}, whose symbol {err.args[0]!r} has no value "
-                             f"yet; annotation {ann}") from None
+            raise VMValueError(f"{what}: {label} {d} is {_dim_text(e)}, whose symbol {err.args[0]!r} has no value "
+                               f"yet; annotation {ann}") from None
         if v != want:
             if isinstance(e, tir.IntImm):
-                raise ValueError(f"{what}: {label} {d} is {v}, expected {want}; shape {tuple(values)} does not "
-                                 f"match {ann}")
+                raise VMValueError(f"{what}: {label} {d} is {v}, expected {want}; shape {tuple(values)} does not "
+                                   f"match {ann}")
             if isinstance(e, tir.Var):
-                raise ValueError(f"{what}: {label} {d} is {v}, but {e.name} = {want} "
-                                 f"(from {origin.get(e.name, 'an earlier value')}); annotation {ann}")
+                raise VMValueError(f"{what}: {label} {d} is {v}, but {e.name} = {want} "
+                                   f"(from {origin.get(e.name, 'an earlier value')}); annotation {ann}")
             names = sorted(_free_names(e) & set(env))
             bound = ", ".join(f"{n} = {env[n]} from {origin.get(n, 'an earlier value')}" for n in names)
-            raise ValueError(f"{what}: {label} {d} is {v}, but {_dim_text(e)} = {want} ({bound}); "
-                             f"annotation {ann}")
+            raise VMValueError(f"{what}: {label} {d} is {v}, but {_dim_text(e)} = {want} ({bound}); "
+                               f"annotation {ann}")
 
 
 def _free_names(e) -> set:
@@ -882,8 +919,8 @@ def _free_names(e) -> set:
 def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None, device: Device | None = None):
     """Check ``value`` against ``sinfo``, binding the symbolic dims not yet in ``env``.
     Returns the value, with NumPy arrays (also inside tuples) wrapped as tensors. Raises a
-    TypeError (wrong kind of value, dtype, a tensor not on ``device``: the CPU when None) or
-    ValueError (rank, shape), starting with ``what``."""
+    `VMTypeError` (wrong kind of value, dtype; a TypeError for a tensor not on ``device``: the
+    CPU when None) or `VMValueError` (rank, shape), starting with ``what``."""
     from tvmscript import relax
 
     origin = {} if origin is None else origin
@@ -892,31 +929,31 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None, 
     if isinstance(sinfo, relax.TensorStructInfo):
         t = to_tensor(value, device, what)
         if t is None:
-            raise TypeError(f"{what}: expected a tensor ({_sinfo_text(sinfo)}), got {_type_name(value)}")
+            raise VMTypeError(f"{what}: expected a tensor ({_sinfo_text(sinfo)}), got {_type_name(value)}")
         ann = _sinfo_text(sinfo)
         if sinfo.dtype and t._dtype != sinfo.dtype:
-            raise TypeError(f"{what}: expected dtype {sinfo.dtype}, got {t._dtype} (annotation {ann})")
+            raise VMTypeError(f"{what}: expected dtype {sinfo.dtype}, got {t._dtype} (annotation {ann})")
         if sinfo.ndim >= 0 and len(t._shape) != sinfo.ndim:
-            raise ValueError(f"{what}: expected a {sinfo.ndim}-d tensor, got a {len(t._shape)}-d tensor of shape "
-                             f"{t._shape} (annotation {ann})")
+            raise VMValueError(f"{what}: expected a {sinfo.ndim}-d tensor, got a {len(t._shape)}-d tensor of shape "
+                               f"{t._shape} (annotation {ann})")
         if sinfo.shape is not None:
             _bind_dims(sinfo.shape, t._shape, env, origin, what, "dimension", sinfo)
         return t
     if isinstance(sinfo, relax.TupleStructInfo):
         if not isinstance(value, (tuple, list)):
-            raise TypeError(f"{what}: expected a tuple of {len(sinfo.fields)} ({_sinfo_text(sinfo)}), "
-                            f"got {_type_name(value)}")
+            raise VMTypeError(f"{what}: expected a tuple of {len(sinfo.fields)} ({_sinfo_text(sinfo)}), "
+                              f"got {_type_name(value)}")
         if len(value) != len(sinfo.fields):
-            raise ValueError(f"{what}: expected a tuple of {len(sinfo.fields)}, got {len(value)} items")
+            raise VMValueError(f"{what}: expected a tuple of {len(sinfo.fields)}, got {len(value)} items")
         return tuple(match_value(v, s, env, f"{what}[{k}]", origin, device)
                      for k, (v, s) in enumerate(zip(value, sinfo.fields)))
     if isinstance(sinfo, relax.ShapeStructInfo):
         if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool)
                                                            for v in value):
-            raise TypeError(f"{what}: expected a shape (a tuple of ints) ({_sinfo_text(sinfo)}), got {value!r}")
+            raise VMTypeError(f"{what}: expected a shape (a tuple of ints) ({_sinfo_text(sinfo)}), got {value!r}")
         value = tuple(int(v) for v in value)
         if sinfo.ndim >= 0 and len(value) != sinfo.ndim:
-            raise ValueError(f"{what}: expected a shape of {sinfo.ndim} dims, got {value}")
+            raise VMValueError(f"{what}: expected a shape of {sinfo.ndim} dims, got {value}")
         if sinfo.values is not None:
             _bind_dims(sinfo.values, value, env, origin, what, "shape value", sinfo)
         return value
@@ -934,7 +971,8 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None, 
               isinstance(value, (int, float)) and not isinstance(value, bool) if dt.startswith("float") else
               isinstance(value, int) and not isinstance(value, bool))
         if not ok:
-            raise TypeError(f"{what}: expected a {dt} value ({_sinfo_text(sinfo)}), got {_type_name(value)} {value!r}")
+            raise VMTypeError(f"{what}: expected a {dt} value ({_sinfo_text(sinfo)}), got {_type_name(value)} "
+                              f"{value!r}")
         if dt.startswith("float"):
             value = float(value)
         if sinfo.value is not None:
@@ -942,32 +980,36 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None, 
         return value
     if isinstance(sinfo, relax.FuncStructInfo):
         if not callable(value):
-            raise TypeError(f"{what}: expected a function, got {_type_name(value)}")
+            raise VMTypeError(f"{what}: expected a function, got {_type_name(value)}")
         return value
     return value
 
 
-def check_kernel_args(kernel, tensors, what: str, tensor_class=None, scalars=()) -> None:
+def check_kernel_args(kernel, tensors, site, tensor_class=None, scalars=()) -> None:
     """Check tensors against a kernel's buffer parameters (dtype, rank, dims, symbolic dims
     agreeing, declared strides); used where the build could not prove a call_tir's arguments
     fit, so a mismatch is an error here rather than memory the kernel should not touch.
+    ``site``: the call (`runtime.sites.Site`), which names the parameters in its messages;
     ``tensor_class``: the class of the tensors on the VM's device (CPU tensors when None);
     ``scalars``: the values of the kernel's scalar parameters (a call's ``tir_vars``), which
-    dims such as ``n - 1`` may use."""
+    dims such as ``n - 1`` may use. A mismatch is a `VMTypeError`/`VMValueError` that knows
+    the parameter (``param``)."""
     tensor_class = tensor_class or _tensor_class()
     buffers = [p for p in kernel.params if p.kind == "buffer"]
     env: dict = {p.name: v for p, v in zip([p for p in kernel.params if p.kind == "scalar"], scalars)}
     origin: dict = {name: "tir_vars" for name in env}
     later = []
-    for p, t in zip(buffers, tensors):
-        label = f"{what}: parameter '{p.name}'"
+    for i, (p, t) in enumerate(zip(buffers, tensors)):
+        name = site.param_name(i, p.name)
+        label = f"{site.call_text()}{name}"
         if t.__class__ is not tensor_class:
             where = f" on {t._device}" if isinstance(t, _tensor_class()) else ""
-            raise TypeError(f"{label} expects a tensor on the VM's device, got {_type_name(t)}{where}")
+            raise _param_error(VMTypeError, f"{label} expects a tensor on the VM's device, got {_type_name(t)}{where}",
+                               i)
         if t._dtype != p.dtype:
-            raise TypeError(f"{label} expects dtype {p.dtype}, got {t._dtype}")
+            raise _param_error(VMTypeError, f"{label} expects dtype {p.dtype}, got {t._dtype}", i)
         if len(t._shape) != len(p.shape):
-            raise ValueError(f"{label} expects a {len(p.shape)}-d tensor, got shape {t._shape}")
+            raise _param_error(VMValueError, f"{label} expects a {len(p.shape)}-d tensor, got shape {t._shape}", i)
         compact = []
         n = 1
         for x in reversed(t._shape):
@@ -981,20 +1023,22 @@ def check_kernel_args(kernel, tensors, what: str, tensor_class=None, scalars=())
         for where, want, got in dims:
             if isinstance(want, str):
                 if not want.isidentifier():
-                    later.append((label, where, want, got))
+                    later.append((i, label, where, want, got))
                 elif want not in env:
                     env[want] = got
-                    origin[want] = f"parameter '{p.name}' {where}"
+                    origin[want] = f"{name} {where}"
                 elif env[want] != got:
-                    raise ValueError(f"{label} {where} is {got}, but {want} = {env[want]} (from {origin[want]})")
+                    raise _param_error(VMValueError, f"{label} {where} is {got}, but {want} = {env[want]} "
+                                       f"(from {origin[want]})", i)
             elif got != want:
-                raise ValueError(f"{label} expects {where} to be {want}, got {got} (shape {t._shape})")
-    for label, where, text, got in later:
+                raise _param_error(VMValueError, f"{label} expects {where} to be {want}, got {got} "
+                                   f"(shape {t._shape})", i)
+    for i, label, where, text, got in later:
         from .kernel import eval_dim_text
 
         want = eval_dim_text(text, env)
         if want != got:
-            raise ValueError(f"{label} {where} is {got}, expected {text} = {want}")
+            raise _param_error(VMValueError, f"{label} {where} is {got}, expected {text} = {want}", i)
 
 
 def _tensor_class():

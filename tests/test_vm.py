@@ -14,6 +14,7 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript.compiler.build import BuildError
+from tvmscript.diagnostics import TVMScriptError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLES = os.path.join(os.path.dirname(HERE), "samples")
@@ -556,9 +557,12 @@ def test_match_cast_binds_a_new_symbol(feat_vm):
 
 def test_runtime_check_when_the_build_cannot_prove_the_shape(feat_vm):
     np.testing.assert_array_equal(feat_vm["unknown"](X4).numpy(), 2 * X4)
-    with pytest.raises(ValueError, match=r"R.call_tir\(add\) in unknown\(\), binding 'z': parameter 'A' expects "
-                                         r"dimension 0 to be 4, got 3"):
+    with pytest.raises(ValueError, match=r"R.call_tir to 'add': parameter 'A' expects dimension 0 to be 4, got 3 "
+                                         r".*\(in function 'unknown', binding 'z'\)") as info:
         feat_vm["unknown"](np.arange(3, dtype="float32"))
+    assert isinstance(info.value, TVMScriptError)  # placed at the call: a diagnostic in tvms run
+    line = FEATURES.splitlines()[info.value.span.line - 1]
+    assert line[info.value.span.col - 1:].startswith("R.call_tir(cls.add, (x, x)")
 
 
 def test_alloc_tensor_and_call_packed(feat_vm):

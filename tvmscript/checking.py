@@ -19,8 +19,9 @@ from .well_formed import well_formed_errors
 __all__ = ["file_errors", "function_units"]
 
 
-def file_errors(text: str, name: str, max_errors: int) -> list:
-    """The independent errors of one file, in the order found (at most ``max_errors``).
+def file_errors(text: str, name: str, max_errors: int, parsed=None) -> list:
+    """The independent errors of one file, in the order found (at most ``max_errors``);
+    ``parsed``: what `parse_source` already made of it, if it could (not parsed again).
 
     The parser stops at its first error, so after each one the function holding it is blanked
     out (its lines kept empty, so later positions stay right) and the file parsed again: an error
@@ -34,7 +35,7 @@ def file_errors(text: str, name: str, max_errors: int) -> list:
     errors: list = []
     while len(errors) < max_errors:
         try:
-            node = parse_source("\n".join(lines), name)
+            node = parsed if parsed is not None else parse_source("\n".join(lines), name)
         except TVMScriptError as err:
             unit = _unit_at(units, err)
             if unit is None:

@@ -85,8 +85,8 @@ def _argument_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="parse and check .tvms files")
     check.add_argument("files", nargs="+", help=".tvms files ('-' for standard input)")
-    check.add_argument("--max-errors", type=_positive_int, default=20, metavar="N",
-                       help="stop after reporting N errors (default: 20)")
+    check.add_argument("--max-errors", type=_positive_int, default=_MAX_ERRORS, metavar="N",
+                       help=f"stop after reporting N errors (default: {_MAX_ERRORS})")
     check.set_defaults(run=cmd_check)
 
     run = sub.add_parser(
@@ -407,6 +407,9 @@ def _reformat_file(path: str, original: str, formatted: str) -> None:
     _write_new_atomically(target, data, before_replace=unchanged)
 
 
+_MAX_ERRORS = 20  # what `tvms check` reports at most, and `tvms run` before it gives up
+
+
 def cmd_check(args) -> int:
     """Report every independent error of each file, at most ``--max-errors`` in all
     (`tvmscript.checking.file_errors`)."""
@@ -434,9 +437,37 @@ def cmd_check(args) -> int:
         n = len(args.files)
         print(f"checked {n} file{'s' if n != 1 else ''}: no problems found", file=sys.stderr)
     elif found:
-        stopped = " (stopped at --max-errors)" if left <= 0 else ""
-        print(f"found {found} error{'s' if found != 1 else ''}{stopped}", file=sys.stderr)
+        _report_found(found, left <= 0)
     return status
+
+
+def _report_found(found: int, stopped: bool) -> None:
+    stopped_text = " (stopped at --max-errors)" if stopped else ""
+    print(f"found {found} error{'s' if found != 1 else ''}{stopped_text}", file=sys.stderr)
+
+
+def _checked(path: str):
+    """Parse one file and check it as `tvms check` does; returns (ir, text), or None after
+    reporting what check finds, exactly as check reports it."""
+    from .checking import file_errors
+    from .diagnostics import TVMScriptError
+    from .parser import parse_source
+
+    read = _read_reporting(path)
+    if read is None:
+        return None
+    text, name = read
+    try:
+        node = parse_source(text, name)
+    except TVMScriptError:
+        node = None  # file_errors finds it again, and the errors after it
+    errors = file_errors(text, name, _MAX_ERRORS, parsed=node)
+    if not errors:
+        return node, text
+    for err in errors:
+        _report(err, text)
+    _report_found(len(errors), len(errors) >= _MAX_ERRORS)
+    return None
 
 
 def cmd_lsp(args) -> int:
@@ -803,6 +834,8 @@ class _LibraryProgram(_Program):
             raise _fail(f"{self.path} is compiled (for {self.executable.target}): --target applies to a .tvms file")
 
     def report(self, err) -> "_Failure":
+        if err.span is not None:  # a place in the .tvms file it was built from (not at hand to show)
+            return _Failure(err.render(None, color=_stream_is_terminal(sys.stderr)))
         return _Failure(f"error: {self.path}: {err.message}")
 
 
@@ -819,12 +852,14 @@ def _prim_name(func) -> str:
     return attrs.get("global_symbol") or "main"
 
 
-def _load_program(path: str) -> _Program:
+def _load_program(path: str, check: bool = False) -> _Program:
+    """The program in ``path`` (a .tvms file, or a library `tvms compile` wrote); ``check``:
+    what `tvms check` finds in the file stops it here, reported as check reports it."""
     if path != "-" and _is_shared_library(path):
         return _LibraryProgram(path)
-    loaded = _load(path)
+    loaded = _checked(path) if check else _load(path)
     if loaded is None:
-        raise _Failure("")  # _load has reported it
+        raise _Failure("")  # reported already
     node, text = loaded
     return _Program(node, text, "<stdin>" if path == "-" else path)
 
@@ -1230,7 +1265,7 @@ def _run(args) -> int:
             raise _fail(f"--out {args.out} is a directory")
         if not os.path.isdir(folder):
             raise _fail(f"--out {args.out}: no such folder {folder}")
-    program = _load_program(args.file)
+    program = _load_program(args.file, check=True)
     target = _check_target(args.target, run_here=not isinstance(program, _LibraryProgram))
     if target.split()[0] == "cuda":
         _require_gpu()
@@ -1404,7 +1439,7 @@ def _run_relax(program: _Program, name: str, func, args, shapes: dict, target: s
     f = vm[name]
     sources = {p: g.source for p, g in given.items()}
     call = (lambda: f(*values)) if dev is None else (lambda: _synced(f(*values), dev))
-    result, first, times = _timed(call, args.repeat, sources)
+    result, first, times = _timed(program, call, args.repeat, sources)
     if args.profile:
         args.profile_report = vm.profile(name, *values, repeat=args.repeat)
     return _name_outputs(result, func.ret_struct_info), compile_s, (first, times)
@@ -1430,13 +1465,15 @@ def _bind_from(symbols: _Symbols, sinfo, value, what: str) -> None:
         symbols.bind([sinfo.value], (value,), what)
 
 
-def _timed(call, repeat: int, sources: dict):
+def _timed(program: _Program, call, repeat: int, sources: dict):
     """Call once (the outputs; it also warms up), then ``repeat`` timed times; returns (the
     first result, seconds of the first call, seconds of each timed call). Errors the call
-    raises for bad arguments (the VM's and the kernels' checks) are the user's."""
+    raises for bad arguments (the VM's and the kernels' checks) are the user's: one placed in
+    the program (`runtime.sites`) is a diagnostic there."""
     import re
     import time
 
+    from .diagnostics import TVMScriptError
     from .runtime.kernel import KernelAssertionError
     from .runtime.vm import CallDepthError
 
@@ -1449,14 +1486,18 @@ def _timed(call, repeat: int, sources: dict):
             t0 = time.perf_counter()
             call()
             times.append(time.perf_counter() - t0)
-    except (TypeError, ValueError, KernelAssertionError, CallDepthError) as err:
+    except (TypeError, ValueError, TVMScriptError, KernelAssertionError, CallDepthError) as err:
         if _debugging():
             raise
-        message = str(err)
+        placed = isinstance(err, TVMScriptError) and err.span is not None
+        message = err.message if placed else str(err)
         m = re.search(r"argument '([^']+)'|parameter '([^']+)'", message)
         param = m and (m.group(1) or m.group(2))
         if param in sources:
             message += f" ({param} was read from {sources[param]})"
+        if placed:
+            err.message = message
+            raise program.report(err) from None
         raise _fail(message) from None
     return result, first, times
 
@@ -1634,7 +1675,7 @@ def _run_prim(program: _Program, name: str, func, args, shapes: dict, target: st
             dev.sync()
 
     sources = {p: g.source for p, g in given.items()}
-    _, first, times = _timed(call, args.repeat, sources)
+    _, first, times = _timed(program, call, args.repeat, sources)
     outputs = [(params[i], np.asarray(values[i]) if dev is None else dev_values[i].numpy()) for i in out_index]
     return outputs, compile_s, (first, times)
 

@@ -32,6 +32,90 @@ class Span:
         return f"{self.filename}:{self.line}:{self.col}"
 
 
+@dataclass(frozen=True, slots=True)
+class FusedPart:
+    """One call of the user's program that a fused call stands for: the binding ``binding`` of
+    Relax function ``function``, whose call is at ``span``."""
+
+    function: str
+    binding: str
+    span: Span | None
+
+    def where(self) -> str:
+        return f"in function '{self.function}', binding '{self.binding}'"
+
+
+@dataclass(frozen=True, slots=True)
+class FusedSpan(Span):
+    """The span of a call that FuseOps made of several (TVM's ``SequentialSpan``): as a `Span`,
+    the place of the part whose result the call returns; ``parts`` are all of them, in order.
+
+    ``params`` says, for each tensor the fused kernel takes (its arguments in order, then its
+    result), ``(part index, what)``: the part that uses it first (makes it, for the result)
+    and what the tensor is to it (``argument 'x'``, ``the result``), so an error about a kernel
+    parameter is told in the user's terms, not in the kernel's (``p_x``, ``p_output0``).
+
+    FuseTIR says, per part, where the kernel's TIR for it is: ``stamped``, the span it wrote on
+    the TIR that has no place of its own (what LegalizeOps made), and ``owned``, the spans the
+    part's TIR has of its own (a PrimFunc of the user). They are those of the group the kernel
+    was first fused for, which may be another group computing the same thing:
+    `place_in_kernel` translates them to this call's parts."""
+
+    parts: tuple = ()
+    params: tuple = ()
+    stamped: tuple = ()
+    owned: tuple = ()
+
+    @staticmethod
+    def of(parts: tuple, params: tuple, result_part: int) -> "Span | None":
+        """The span of a call fused from ``parts``, placed at part ``result_part`` (or the
+        first part that has a place); None when no part has one."""
+        placed = [p.span for p in parts if p.span is not None]
+        if not placed:
+            return None
+        at = parts[result_part].span or placed[0]
+        return FusedSpan(*_fields(at), parts=tuple(parts), params=tuple(params))
+
+    def place_in_kernel(self, span) -> "tuple[FusedPart, Span | None] | None":
+        """For ``span``, a place in the kernel's TIR: the part it is in, and the place to show
+        (``span`` itself in a user's PrimFunc; None, meaning the part's call, in TIR that has
+        no place of its own). None when no part is known to have it."""
+        if span is None:
+            return None
+        for k, part in enumerate(self.parts):
+            if k < len(self.owned) and span in self.owned[k]:
+                return part, span
+            if k < len(self.stamped) and self.stamped[k] == span:
+                return part, None
+        return None
+
+    def param(self, index: int) -> "tuple[FusedPart, str] | None":
+        """(part, what it is to the part) of the kernel's tensor parameter ``index``."""
+        if 0 <= index < len(self.params):
+            k, name = self.params[index]
+            return self.parts[k], name
+        return None
+
+    def where(self) -> str:
+        return f"in function '{self.parts[0].function}'" if self.parts else ""
+
+    def note(self, kernel: str) -> str:
+        """The line saying what was fused."""
+        names = ", ".join(f"'{p.binding}' ({p.span})" if p.span else f"'{p.binding}'" for p in self.parts)
+        return f"bindings {names} run as one fused kernel, '{kernel}'"
+
+
+def plain_span(span) -> Span | None:
+    """``span`` as a plain `Span` (a `FusedSpan`'s own place)."""
+    if span is None or type(span) is Span:
+        return span
+    return Span(*_fields(span))
+
+
+def _fields(span: Span) -> tuple:
+    return span.filename, span.line, span.col, span.end_line, span.end_col
+
+
 class TVMScriptError(Exception):
     """An error in the user's program, with the place it was found.
 

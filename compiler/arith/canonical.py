@@ -417,7 +417,7 @@ class Canonical:
         if isinstance(e, tir.BinaryOp):
             return type(e)(e.dtype, self.simplify(e.a), self.simplify(e.b))
         if isinstance(e, tir.BufferLoad):
-            return tir.BufferLoad(e.dtype, e.buffer, [self.simplify(i) for i in e.indices])
+            return tir.BufferLoad(e.dtype, e.buffer, [self.simplify(i) for i in e.indices], e.span)
         if isinstance(e, tir.Cast):
             return tir.Cast(e.dtype, self.simplify(e.value))
         if isinstance(e, tir.Select):

@@ -463,7 +463,7 @@ class _StageRewriter(IRMutator):
 
     def _load(self, e):
         idx = [self.visit_expr(i) for i in e.indices]
-        return tir.BufferLoad(e.dtype, self.rt.new, self.rt.indices(idx))
+        return tir.BufferLoad(e.dtype, self.rt.new, self.rt.indices(idx), e.span)
 
     def visit_stmt(self, s):
         if isinstance(s, tir.For):
@@ -531,7 +531,7 @@ class _CacheWriteRewriter(_StageRewriter):
             return self._retarget_block(s, new)
         if isinstance(s, tir.BufferStore) and s.buffer is self.rt.old:
             idx = [self.visit_expr(i) for i in s.indices]
-            return tir.BufferStore(self.rt.new, self.visit_expr(s.value), self.rt.indices(idx))
+            return tir.BufferStore(self.rt.new, self.visit_expr(s.value), self.rt.indices(idx), s.span)
         return super().visit_stmt(s)
 
     def visit_expr(self, e):

@@ -407,7 +407,7 @@ def reverse_compute_inline(sch: Schedule, block: BlockRV) -> None:
         new_store = _Loads(buffer, replace=swap)
         new_value = new_store.visit_expr(substitute(store.value, sub))
         new_indices = [substitute(i, sub) for i in store.indices]
-        return tir.BufferStore(store.buffer, new_value, new_indices)
+        return tir.BufferStore(store.buffer, new_value, new_indices, store.span)
 
     def realize_hook(old, new):
         if old is not producer:

@@ -303,13 +303,13 @@ class _LayoutRewriter(LoopRangeMutator):
     def visit_expr(self, e):
         if isinstance(e, tir.BufferLoad) and e.buffer is self.old:
             idx = [self.visit_expr(i) for i in e.indices]
-            return tir.BufferLoad(e.dtype, self.new, self._indices(idx))
+            return tir.BufferLoad(e.dtype, self.new, self._indices(idx), e.span)
         return super().visit_expr(e)
 
     def visit_stmt(self, s):
         if isinstance(s, tir.BufferStore) and s.buffer is self.old:
             idx = [self.visit_expr(i) for i in s.indices]
-            return tir.BufferStore(self.new, self.visit_expr(s.value), self._indices(idx))
+            return tir.BufferStore(self.new, self.visit_expr(s.value), self._indices(idx), s.span)
         if isinstance(s, tir.Block):
             saved = {iv.var: self.ranges.get(iv.var) for iv in s.iter_vars}
             for iv in s.iter_vars:

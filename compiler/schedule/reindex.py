@@ -211,13 +211,13 @@ class _IndexSubstituter(IRMutator):
             return self.mapping.get(e, e)
         if isinstance(e, tir.BufferLoad):
             idx = [simplify(self.visit_expr(i), self.ranges, keep_marks=True) for i in e.indices]
-            return tir.BufferLoad(e.dtype, e.buffer, idx)
+            return tir.BufferLoad(e.dtype, e.buffer, idx, e.span)
         return super().visit_expr(e)
 
     def visit_stmt(self, s):
         if isinstance(s, tir.BufferStore):
             idx = [simplify(self.visit_expr(i), self.ranges, keep_marks=True) for i in s.indices]
-            return tir.BufferStore(s.buffer, self.visit_expr(s.value), idx)
+            return tir.BufferStore(s.buffer, self.visit_expr(s.value), idx, s.span)
         return super().visit_stmt(s)
 
 
@@ -383,12 +383,12 @@ class _BufferReplacer(IRMutator):
 
     def visit_expr(self, e):
         if isinstance(e, tir.BufferLoad) and e.buffer is self.old:
-            return tir.BufferLoad(e.dtype, self.new, self.f([self.visit_expr(i) for i in e.indices]))
+            return tir.BufferLoad(e.dtype, self.new, self.f([self.visit_expr(i) for i in e.indices]), e.span)
         return super().visit_expr(e)
 
     def visit_stmt(self, s):
         if isinstance(s, tir.BufferStore) and s.buffer is self.old:
-            return tir.BufferStore(self.new, self.visit_expr(s.value), self.f([self.visit_expr(i) for i in s.indices]))
+            return tir.BufferStore(self.new, self.visit_expr(s.value), self.f([self.visit_expr(i) for i in s.indices]), s.span)
         return super().visit_stmt(s)
 
 

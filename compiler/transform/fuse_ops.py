@@ -19,6 +19,10 @@ more calls becomes a private Relax function ``fused_<prim names>`` with attribut
 PrimFuncs without a known pattern, or with tensors of unknown shape, are left alone. Running the
 pass again changes nothing: the group calls are not ``call_tir`` calls.
 
+The group's call keeps where it came from: its span is a `FusedSpan` listing each member
+binding and its call's place, and what each tensor the fused kernel takes is to them, so an
+error about the kernel is told at the user's binding, in the user's names.
+
 Symbolic shapes fuse as static ones do: dims are compared structurally (``n`` equals ``n``).
 A symbolic variable the group uses (in a shape, or a member's ``tir_vars``) that no input
 tensor's shape defines as a plain dim, e.g. one only in the output shape, is passed as a last
@@ -29,6 +33,7 @@ function is well formed and FuseTIR can give it to the fused PrimFunc as a ``T.i
 from __future__ import annotations
 
 from tvmscript import ir, relax, tir
+from tvmscript.diagnostics import FusedPart, FusedSpan, plain_span
 
 from ._common import (call_tir_args, call_tir_tir_vars, copy_module, is_call_tir, kBroadcast,
                       kCommReduce, kElemWise, kInjective, kOpaque, kOutEWiseFusable, known_shape,
@@ -152,7 +157,7 @@ class FuseOps:
         self._lv_count = 0
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function) and not func.attrs.get("Primitive"):
-                new[gv] = self._fuse_function(mod, new, func, taken)
+                new[gv] = self._fuse_function(mod, new, func, taken, gv.name_hint)
         return new
 
     def _fresh_lv(self) -> str:
@@ -162,7 +167,7 @@ class FuseOps:
         self._lv_count += 1
         return name
 
-    def _fuse_function(self, mod, new, func, taken):
+    def _fuse_function(self, mod, new, func, taken, fname: str):
         blocks = list(func.body.blocks)
         changed = False
         for bi, block in enumerate(blocks):
@@ -179,12 +184,12 @@ class FuseOps:
             if not members:
                 continue
             changed = True
-            blocks[bi] = self._rewrite_block(mod, new, block, roots, members, taken, outside)
+            blocks[bi] = self._rewrite_block(mod, new, block, roots, members, taken, outside, fname)
         if not changed:
             return func
         return replace_fields(func, body=replace_fields(func.body, blocks=blocks))
 
-    def _rewrite_block(self, mod, new, block, roots, members, taken, outside):
+    def _rewrite_block(self, mod, new, block, roots, members, taken, outside, fname: str):
         bindings = block.bindings
         counts = var_use_counts(relax.SeqExpr([block], relax.Tuple([])))
         replacement = {}  # index of the group's last binding -> new binding
@@ -196,6 +201,7 @@ class FuseOps:
             params, args = [], []
             pmap = {}
             body_bindings = []
+            used_by = []  # per parameter: (index in the group of the call using it first, what it is)
             for i in idxs:
                 b = bindings[i]
                 new_args = []
@@ -210,6 +216,8 @@ class FuseOps:
                         pmap[a] = p
                         params.append(p)
                         args.append(a)
+                        used_by.append((len(body_bindings), f"argument '{a.name_hint}'" if isinstance(a, relax.Var)
+                                        else "a constant argument"))
                     new_args.append(pmap[a])
                 call = replace_fields(b.value, args=[b.value.args[0], relax.Tuple(new_args, relax.TupleStructInfo(
                     [x.struct_info for x in new_args]))] + list(b.value.args[2:]))
@@ -232,7 +240,8 @@ class FuseOps:
                 struct_info=relax.FuncStructInfo([p.struct_info for p in params], ret))
             fgv = ir.GlobalVar(name)
             new[fgv] = gfunc
-            call = relax.Call(fgv, args, struct_info=ret)
+            call = relax.Call(fgv, args, struct_info=ret,
+                              span=_group_span(fname, [bindings[i] for i in idxs], used_by))
             old_var = bindings[last].var
             var = old_var
             # `gv = lv6` with lv6 used only there: bind the group call to gv directly.
@@ -256,6 +265,15 @@ class FuseOps:
             b = replacement.get(k, b)
             out_bindings.append(_subst_binding(b, rename))
         return replace_fields(block, bindings=out_bindings)
+
+
+def _group_span(fname: str, members: list, used_by: list):
+    """The `FusedSpan` of a group's call: each member binding and its call's place, and for
+    each tensor the fused kernel will take (the group's arguments, then its result) the member
+    that uses it first (makes it) and what it is to that member (``argument 'x'``)."""
+    parts = tuple(FusedPart(fname, b.var.name_hint, plain_span(b.value.span)) for b in members)
+    roles = list(used_by) + [(len(members) - 1, "the result")]
+    return FusedSpan.of(parts, tuple(roles), len(members) - 1)
 
 
 def _undefined_tir_vars(params, body_bindings, ret) -> list:

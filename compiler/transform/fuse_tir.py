@@ -13,6 +13,10 @@ in order under one root block; its attributes are the first PrimFunc's ``"tir.no
 so is every PrimFunc no longer called (TVM runs DeadCodeElimination here). A module without
 primitive functions is returned unchanged, so running the pass twice is the same as once.
 
+Places: the members' TIR that has no place of its own (what LegalizeOps made) takes the span
+of the member's call, and the call_tir's `FusedSpan` learns which spans are whose, so an error
+in the fused kernel points at the op (or the user's own TIR) it came from.
+
 Symbolic shapes: each fused PrimFunc's own ``n`` is bound, by matching every inner PrimFunc's
 buffer shapes (and scalar parameters) against the Relax shapes of the values it is called
 with, to one fresh variable per symbolic variable of the group, so the merged loop nests agree
@@ -29,10 +33,11 @@ import dataclasses
 import re
 
 from tvmscript import ir, relax, tir
-
+from tvmscript.diagnostics import FusedSpan, plain_span
 from tvmscript.tir_visitor import TIRVisitor, vars_in
 
 from ..block_builder import BlockBuilder
+from ..kernel_places import numbered_spans
 from ..substitute import substitute_expr
 from ._common import call_tir_args, call_tir_tir_vars, copy_module, replace_fields
 from .dead_code_elimination import DeadCodeElimination
@@ -194,6 +199,33 @@ def _is_symbolic(buf: tir.Buffer) -> bool:
     return any(not isinstance(d, tir.IntImm) for d in buf.shape)
 
 
+def _stamp_spans(stmt, span) -> None:
+    """Give the loads, stores and blocks of one member's (copied) TIR that have no place of
+    their own, the TIR LegalizeOps made, the span of the member's call: an error found in the
+    fused kernel then points at the op it came from (through the call's `FusedSpan`)."""
+    if span is None:
+        return
+
+    class _Stamp(TIRVisitor):
+        def visit_BufferLoad(self, node):
+            if node.span is None:
+                node.span = span
+            self.generic_visit(node)
+
+        visit_BufferStore = visit_Block = visit_BufferLoad
+
+    _Stamp().visit(stmt)
+
+
+def _member_places(mod: ir.IRModule, gfunc: relax.Function) -> tuple:
+    """(stamped, owned) for a group's `FusedSpan`: per member, the span `_stamp_spans` gives its
+    TIR, and the spans its PrimFunc has of its own."""
+    members = [b for blk in gfunc.body.blocks for b in blk.bindings]
+    stamped = tuple(plain_span(b.value.span) for b in members)
+    owned = tuple(frozenset(numbered_spans(mod.functions[b.value.args[0]])) for b in members)
+    return stamped, owned
+
+
 def _param_handle(handle: tir.Var, buf: tir.Buffer, name: str) -> tir.Var:
     """The fused parameter for ``buf``: a symbolic-shape buffer is matched from a fresh handle
     named as TVM's FuseTIR names it (``name``); a static one keeps its handle, printed as
@@ -231,6 +263,7 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
                 value_buf[a] = buf
                 param_handles[a] = _param_handle(p, buf, f"p_{a.name_hint}")
         inner_allocs, stmt = _root_parts(prim)
+        _stamp_spans(stmt, plain_span(b.value.span))
         allocs.extend(inner_allocs)
         out_buf = bufs[len(args)]
         # Named among every buffer allocated so far, the function's output included (TVM
@@ -275,24 +308,28 @@ def _scalar_params(gfunc: relax.Function, syms: _GroupSyms) -> list:
     return scalars
 
 
-def _call_tir_of_group(expr: relax.Call, new_gv, ret) -> relax.Call:
+def _call_tir_of_group(expr: relax.Call, new_gv, ret, places: tuple) -> relax.Call:
     """``R.call_tir(fused, (tensors...), out_sinfo=ret, tir_vars=R.shape([...]))`` for a call of a
-    primitive function: shape arguments become the ``tir_vars``."""
+    primitive function: shape arguments become the ``tir_vars``. Its `FusedSpan` learns where
+    each member's TIR is in the fused PrimFunc (``places``: `_member_places`), which are another
+    group's when the two fused to the same PrimFunc."""
     tensors = [a for a in expr.args if not isinstance(a.struct_info, relax.ShapeStructInfo)]
     values = [v for a in expr.args if isinstance(a.struct_info, relax.ShapeStructInfo)
               for v in (a.values if isinstance(a, relax.ShapeExpr) else a.struct_info.values)]
     call_args = [new_gv, relax.Tuple(tensors, relax.TupleStructInfo([a.struct_info for a in tensors]))]
     if values:
         call_args.append(relax.ShapeExpr(values, relax.ShapeStructInfo(values, len(values))))
-    return relax.Call(relax.Op("relax.call_tir"), call_args, sinfo_args=[ret], struct_info=ret, span=expr.span)
+    span = expr.span
+    if isinstance(span, FusedSpan):
+        span = dataclasses.replace(span, stamped=places[0], owned=places[1])
+    return relax.Call(relax.Op("relax.call_tir"), call_args, sinfo_args=[ret], struct_info=ret, span=span)
 
 
 def _rewrite_calls(func: relax.Function, gmap: dict) -> relax.Function:
     """``func`` with calls of primitive functions replaced by call_tir of their PrimFuncs."""
     def rw(expr):
         if isinstance(expr, relax.Call) and expr.op in gmap:
-            new_gv, ret = gmap[expr.op]
-            return _call_tir_of_group(expr, new_gv, ret)
+            return _call_tir_of_group(expr, *gmap[expr.op])
         return expr
 
     changed = False
@@ -325,8 +362,14 @@ class FuseTIR:
         # The builder's add_func names each fused PrimFunc after its group and reuses an equal
         # one already added: groups that fuse to the same computation share it, as in TVM.
         bb = BlockBuilder(rest)
-        gmap = {gv: (bb.add_func(fuse_group(mod, f, gv.name_hint), gv.name_hint), f.ret_struct_info)
-                for gv, f in groups}
+        existing = set(rest.functions)
+        places: dict = {}  # fused PrimFunc -> `_member_places` of the group it was made for
+        gmap = {}
+        for gv, f in groups:
+            kernel = bb.add_func(fuse_group(mod, f, gv.name_hint), gv.name_hint)
+            if kernel not in existing:
+                places.setdefault(kernel, _member_places(mod, f))
+            gmap[gv] = (kernel, f.ret_struct_info, places.get(kernel, ((), ())))
         new = bb.get()
         for gv, f in list(new.functions.items()):
             if isinstance(f, relax.Function):

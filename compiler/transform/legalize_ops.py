@@ -6,7 +6,9 @@ Why: everything after this point (fusion, the CPU backend) works on PrimFuncs. T
 each legalizer a BlockBuilder positioned at the binding being rewritten (so it can emit helper
 bindings and add PrimFuncs, deduplicated by structure and named ``add``, ``add1``...), and
 rebuilds the blocks. Calls the op table cannot legalize (no legalizer, or shapes it cannot
-handle) are left as they are; running the pass twice changes nothing more.
+handle) are left as they are; running the pass twice changes nothing more. The calls an op
+becomes keep its span: errors about them (and, through them, about the TIR made for them, which
+has no place of its own) point at the op in the file.
 """
 
 from __future__ import annotations
@@ -108,11 +110,24 @@ class _FunctionLegalizer:
         fn = self.legalizer(e)
         if fn is None:
             return e
+        emitted = len(self.bb._block.bindings)
         out = fn(self.bb, e)
         if out is None:
             return e
         self.changed = True
-        return self.bb.normalize(out)
+        out = self.bb.normalize(out)
+        # What the op became has no place of its own in the file: it is the op's.
+        for b in self.bb._block.bindings[emitted:]:
+            _give_span(b.value, e.span)
+        _give_span(out, e.span)
+        return out
+
+
+def _give_span(value, span) -> None:
+    """A call the legalizer made (``R.call_tir`` of its PrimFunc, a helper binding) takes the
+    span of the op call it replaces, so errors about it point at the op in the file."""
+    if isinstance(value, relax.Call) and value.span is None:
+        value.span = span
 
 
 def _is_op_call(e) -> bool:
