@@ -497,11 +497,24 @@ def _check_lowered(fname: str, func: relax.Function) -> None:
                              getattr(e, "span", None))
         if _is_high_level(e):
             script = "R." + e.op.name[len("relax."):] if e.op.name.startswith("relax.") else e.op.name
-            raise BuildError(
-                f"{script} is not lowered yet: run LegalizeOps (tvms.relax.transform.LegalizeOps()(mod)) "
-                f"before compiling ({_where(fname, var)})",
-                e.span,
-            )
+            raise BuildError(f"{script} {_why_not_lowered(e)} ({_where(fname, var)})", e.span)
+
+
+def _why_not_lowered(call: relax.Call) -> str:
+    """Why a high-level op is still in a module being built. LegalizeOps lowers an op only
+    when its result's shape is known (as TVM's does): two unrelated symbolic dims such as
+    ``(n, 64) * (m, 64)`` broadcast to a shape that depends on the values, and the op stays
+    as it is even though the pipeline ran."""
+    sinfo = call.struct_info
+    if isinstance(sinfo, relax.TensorStructInfo) and sinfo.shape is None:
+        from tvmscript.printer import sinfo_text
+
+        given = [sinfo_text(relax.struct_info_of(a)) for a in call.args
+                 if isinstance(relax.struct_info_of(a), relax.TensorStructInfo)]
+        return (f"cannot be lowered to a kernel: the shape of its result is not known when compiling "
+                f"(its tensor arguments are {', '.join(given)}); give the arguments shapes that fix it, for "
+                "example with R.match_cast of an argument to the shape you expect, and LegalizeOps lowers it")
+    return "is not lowered yet: run LegalizeOps (tvms.relax.transform.LegalizeOps()(mod)) before compiling"
 
 
 # ----------------------------------------------------------------------------- escape analysis

@@ -286,6 +286,33 @@ def test_run_errors_in_the_program_are_located(tmp_path):
            f"--> {SAMPLES / 'mixture.tvms'}:30:19", "^^^", "--extern FILE.py")
 
 
+UNRELATED_DIMS = """from tvm.script import ir as I
+from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 64), "float32"), s: R.Tensor(("m", 64), "float32")):
+        with R.dataflow():
+            z = R.multiply(x, s)
+            R.output(z)
+        return z
+"""
+
+
+def test_an_op_left_unlowered_by_the_pipeline_says_why(tmp_path):
+    """(n, 64) * (m, 64) broadcasts to a shape that depends on n and m, so LegalizeOps leaves the
+    multiply as it is. The default pipeline ran: the error says why the op is still there, not
+    'run LegalizeOps' and a note about --pipeline none."""
+    path = tmp_path / "dims.tvms"
+    path.write_text(UNRELATED_DIMS)
+    proc = _error(["run", path, "--shape", "n=2", "--shape", "m=3"], "R.multiply cannot be lowered to a kernel: "
+                  "the shape of its result is not known when compiling (its tensor arguments are "
+                  'R.Tensor((n, 64), dtype="float32"), R.Tensor((m, 64), dtype="float32"))', "R.match_cast",
+                  f"--> {path}:9:17", "^^^")
+    assert "run LegalizeOps" not in proc.err and "--pipeline" not in proc.err
+
+
 @pytest.mark.parametrize("sample", ["extern_call.tvms", "mixture.tvms"])
 def test_run_with_extern_functions_from_a_python_file(sample, tmp_path):
     """``--extern samples/env_funcs.py`` registers env.linear / env.relu (NumPy) before the run:

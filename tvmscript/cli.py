@@ -695,6 +695,7 @@ class _Program:
         self.text = text
         self.path = path
         self.progress = None  # a _CompileProgress, shown from the pipeline to the end of `_compile`
+        self.legalized = False  # whether --pipeline ran LegalizeOps (`transform`)
 
     def module(self):
         from . import ir, relax, tir
@@ -758,6 +759,7 @@ class _Program:
                 mod = T.LegalizeOps()(mod)
             elif args.pipeline == "zero":
                 mod = T.get_pipeline("zero")(mod)
+            self.legalized = args.pipeline in ("legalize", "zero")
         except TVMScriptError as err:
             raise self.report(err) from None
         except (ValueError, TypeError, NotImplementedError) as err:
@@ -913,7 +915,7 @@ def _compile(program: _Program, mod, target: str, bounds_check: bool = True):
         # --pipeline ran already
         return tvms_compile(mod, target=target, relax_pipeline=None, bounds_check=bounds_check)
     except TVMScriptError as err:
-        if "is not lowered yet" in err.message and not err.notes:
+        if "is not lowered yet" in err.message and not err.notes and not program.legalized:
             err.notes = ["--pipeline none compiles the module as written; the default, --pipeline zero, "
                          "legalizes high-level ops first"]
         raise program.report(err) from None
