@@ -129,13 +129,41 @@ class HostTarget:
 
 _initialized = False
 
+# LLVM's own options that keep its optimizer off code paths known to abort the process on
+# valid IR, each as narrow as LLVM allows (`init_llvm` sets them; see `avoid_llvm_aborts`).
+LLVM_WORKAROUND_OPTIONS = ("-slp-copyable-elements=false",)
+
 
 def init_llvm() -> None:
     global _initialized
     if not _initialized:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
+        avoid_llvm_aborts()
         _initialized = True
+
+
+def avoid_llvm_aborts() -> None:
+    """Set `LLVM_WORKAROUND_OPTIONS`: a kernel must never kill the process compiling it.
+
+    ``-slp-copyable-elements=false``: LLVM 22.1's SLP vectorizer (llvmlite 0.50) fails the
+    assertion "must be scheduled at this point" in ``BoUpSLP::scheduleBlock`` and aborts when a
+    bundle it vectorizes by modeling a lane as a "copyable element" (``x`` taken as ``x op
+    identity`` to match its neighbours) holds an instruction using one value as two operands,
+    such as ``llvm.fmuladd(d, w, d)``. Linear resizes make exactly that once their loops are
+    unrolled and folded: where a point's two neighbours clamp to the same pixel, ``a * (1 - f)
+    + b * f`` becomes ``fmuladd(a, f, a)``. 221 of 1225 small align_corners resize2d shapes
+    aborted on a znver5, some with every linear mode and some for skylake-avx512; resize3d too.
+
+    The option turns off only that modeling; the SLP vectorizer still runs. Of the 471 modules
+    tvms's op tests compile, 461 came out the same and 10 tiny fully unrolled ones (resizes,
+    norms, attention) differently but no slower; resizes, norms and attention at model sizes
+    came out the same. The same abort upstream: llvm/llvm-project#164164 (on ``fshl(%x, %x,
+    2)``), open when this was written. An LLVM without the option ignores it (llvmlite discards
+    errors in the options it is given). LLVM keeps options per process: other llvmlite users
+    in this process (numba) compile without copyable elements too."""
+    for option in LLVM_WORKAROUND_OPTIONS:
+        llvm.set_option("tvms", option)
 
 
 @lru_cache(maxsize=None)
@@ -160,6 +188,7 @@ def optimize(llmod, tm, speed_level: int = 2) -> None:
     then optimizes and selects instructions for (the seed MLP compiled in ~350 ms instead of
     ~80 ms at O3) while the kernels, memory-bound or limited by their loop order, ran no
     faster."""
+    init_llvm()  # its workarounds hold for every module optimized, whoever made the target machine
     pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     pto.loop_vectorization = True
     pto.slp_vectorization = True

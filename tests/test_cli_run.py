@@ -125,6 +125,36 @@ def test_run_with_inputs_npz(mlp):
     assert not [p for p in d.iterdir() if p.name.startswith(".tvms-")]  # written through a temp file
 
 
+# Issue 25's report: `tvms run` of this module died inside LLVM's SLP vectorizer (exit 134,
+# an assertion; `codegen_llvm.avoid_llvm_aborts`).
+RESIZE_ALIGN_CORNERS = """\
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 2, 4, 6), dtype="float32")) -> R.Tensor((1, 2, 6, 3), dtype="float32"):
+        with R.dataflow():
+            lv: R.Tensor((1, 2, 6, 3), dtype="float32") = R.image.resize2d(x, R.shape([6, 3]), layout="NCHW", \
+method="linear", coordinate_transformation_mode="align_corners")
+            R.output(lv)
+        return lv
+"""
+
+
+def test_run_resize_that_aborted_llvm_matches_numpy(tmp_path):
+    from test_op_image import np_resize_linear
+
+    path = tmp_path / "resize.tvms"
+    path.write_text(RESIZE_ALIGN_CORNERS)
+    x = np.random.default_rng(5).standard_normal((1, 2, 4, 6)).astype("float32")
+    np.savez(tmp_path / "in.npz", x=x)
+    ok("run", path, "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz")
+    np.testing.assert_allclose(load_npz(tmp_path / "out.npz")["output"], np_resize_linear(x, [6, 3], "align_corners"),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_run_mixing_input_and_params_with_repeat(mlp):
     d = mlp["dir"]
     proc = ok("run", SAMPLES / "e2e_mlp.tvms", "--input", f"x={d / 'img.npy'}", "--params", d / "weights.npz",

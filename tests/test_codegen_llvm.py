@@ -1,11 +1,15 @@
 """CPU code generation and runtime: every sample prim_func, intrinsics, casts, integer
 division, reductions, parallel/vectorized/unrolled loops, dynamic shapes, allocations,
-argument checking and the compile cache, each against a NumPy reference."""
+argument checking and the compile cache, each against a NumPy reference; IR that aborted
+LLVM's optimizer."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -894,3 +898,72 @@ def test_float32_exp_and_erf_are_accurate_and_vectorize_to_the_same_bits():
         np.testing.assert_array_equal(e[:9], np.exp(special[:9]))  # inf, 0, nan, 1, 1, inf, 0, inf, 1
     np.testing.assert_array_equal(r[:5], [1.0, -1.0, np.nan, 0.0, -0.0])
     assert np.signbit(r[4]) and r[-2] == 1.0 and r[-1] == -1.0 and r[-3] > 0
+
+
+# The smallest IR found that aborted LLVM 22.1's SLP vectorizer (`codegen_llvm.avoid_llvm_aborts`),
+# reduced from the kernel of a bilinear 4x6 -> 6x3 align_corners resize2d after LLVM had unrolled
+# and folded it: four adjacent stores of fmuladds, whose operands %s, %v and %t are fmuladds
+# too, one of them (%s) using %d both as a factor and as the addend.
+SLP_ABORT_IR = """
+define void @f(ptr %x, ptr %y, float %w) {
+entry:
+  %p1 = getelementptr inbounds i8, ptr %x, i64 4
+  %p2 = getelementptr inbounds i8, ptr %x, i64 8
+  %p3 = getelementptr inbounds i8, ptr %x, i64 12
+  %a = load float, ptr %x, align 4
+  %b = load float, ptr %p1, align 4
+  %c = load float, ptr %p2, align 4
+  %d = load float, ptr %p3, align 4
+  %ch = fmul float %c, 5.000000e-01
+  %u = call float @llvm.fmuladd.f32(float %w, float 5.000000e-01, float %a)
+  %v = call float @llvm.fmuladd.f32(float %w, float 5.000000e-01, float %b)
+  %t = call float @llvm.fmuladd.f32(float %w, float 5.000000e-01, float %ch)
+  %s = call float @llvm.fmuladd.f32(float %d, float 5.000000e-01, float %d)
+  %r0 = call float @llvm.fmuladd.f32(float %s, float 5.000000e-01, float %u)
+  %r1 = call float @llvm.fmuladd.f32(float %v, float 5.000000e-01, float %v)
+  %r2 = call float @llvm.fmuladd.f32(float %t, float 5.000000e-01, float %t)
+  %r3 = call float @llvm.fmuladd.f32(float %s, float 5.000000e-01, float %s)
+  %q1 = getelementptr inbounds i8, ptr %y, i64 4
+  %q2 = getelementptr inbounds i8, ptr %y, i64 8
+  %q3 = getelementptr inbounds i8, ptr %y, i64 12
+  store float %r0, ptr %y, align 4
+  store float %r1, ptr %q1, align 4
+  store float %r2, ptr %q2, align 4
+  store float %r3, ptr %q3, align 4
+  ret void
+}
+declare float @llvm.fmuladd.f32(float, float, float)
+"""
+
+# Optimizes standard input's IR as tvms does, JIT-compiles it and prints f(x, y, w)'s y.
+OPTIMIZE_AND_RUN = """
+import ctypes, json, sys
+import numpy as np
+import llvmlite.binding as llvm
+from tvmscript.compiler.codegen_llvm import host_target, optimize
+target = host_target()
+machine = target.target_machine(3)
+module = llvm.parse_assembly(sys.stdin.read())
+module.triple, module.data_layout = target.triple, str(machine.target_data)
+optimize(module, machine, speed_level=3)
+engine = llvm.create_mcjit_compiler(module, machine)
+engine.finalize_object()
+f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float)(engine.get_function_address("f"))
+x, y = np.array(json.loads(sys.argv[1]), "float32"), np.zeros(4, "float32")
+f(x.ctypes.data, y.ctypes.data, float(sys.argv[2]))
+print(json.dumps(y.tolist()))
+"""
+
+
+def test_optimize_survives_ir_that_aborted_the_slp_vectorizer():
+    """`codegen_llvm.optimize` of IR that killed the process inside LLVM 22.1's SLP vectorizer
+    ("must be scheduled at this point", on every x86 CPU) returns, and the code computes what
+    the IR says. In a child process, so that an abort fails this test instead of pytest."""
+    x, w = [1.5, -2.0, 3.25, 0.75], 2.0
+    proc = subprocess.run([sys.executable, "-c", OPTIMIZE_AND_RUN, json.dumps(x), str(w)], input=SLP_ABORT_IR,
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, f"LLVM's optimizer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    a, b, c, d = x
+    s = 1.5 * d  # every value is exact in float32, fused or not
+    assert json.loads(proc.stdout) == [0.5 * s + (w * 0.5 + a), 1.5 * (w * 0.5 + b), 1.5 * (w * 0.5 + 0.5 * c),
+                                       1.5 * s]
