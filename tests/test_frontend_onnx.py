@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import tvmscript as tvms  # noqa: E402
 from tvmscript import relax, tir  # noqa: E402
 from tvmscript.relax.frontend import detach_params  # noqa: E402
-from tvmscript.relax.frontend.common import FrontendError, UnsupportedOpError  # noqa: E402
+from tvmscript.relax.frontend.common import FrontendError, OpUse, UnsupportedOpError, UnsupportedOpsError  # noqa: E402
 from tvmscript.relax.frontend.onnx import from_onnx, supported_ops  # noqa: E402
 from tvmscript.relax.frontend.onnx.registry import (NEWEST_OPSET, OLDEST_OPSET, find_converter,  # noqa: E402
                                                      schema_version)
@@ -655,12 +655,34 @@ def test_opset_argument_overrides_the_model():
 def test_unsupported_op_names_the_op_and_node():
     named = make_model([node("Relu", ["x"], ["r"]), helper.make_node("TopK", ["r", "k"], ["v", "i"], name="top")],
                        {"x": (F32, [5]), "k": (I64, [1])})
-    with pytest.raises(UnsupportedOpError, match="'TopK' at node 'top'") as info:
+    with pytest.raises(UnsupportedOpError, match="TopK, used by 1 node:\n    'top'") as info:
         from_onnx(named)
     assert info.value.op == "TopK" and info.value.node == "top"
     unnamed = make_model([node("Relu", ["x"], ["r"]), node("NonZero", ["r"], ["nz"])], {"x": (F32, [5])})
-    with pytest.raises(UnsupportedOpError, match="'NonZero' at node '#1'"):
+    with pytest.raises(UnsupportedOpError, match="NonZero, used by 1 node:\n    '#1'"):
         from_onnx(unnamed)
+
+
+def test_every_unsupported_op_is_reported_at_once():
+    """Two ops without a translation (one used twice) and one from another domain: one error
+    lists them all with their nodes, before anything is converted. A node whose inputs are all
+    constants is computed at import instead, so it is not listed."""
+    nodes = [node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["nz"], name="nz1"),
+             helper.make_node("TopK", ["r", "k"], ["v", "i"], name="top"),
+             helper.make_node("NonZero", ["x"], ["nz2"], name="nz2"),
+             helper.make_node("Gelu", ["r"], ["g"], domain="com.microsoft", name="ms"),
+             helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", F32, [2], [1.0, 0.0])),
+             helper.make_node("NonZero", ["c"], ["folded"], name="folded")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F32, [5]),
+                                           helper.make_tensor_value_info("k", I64, [1])],
+                              [helper.make_tensor_value_info("v", F32, [None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(UnsupportedOpsError) as info:
+        from_onnx(model)
+    assert info.value.missing == {"NonZero": [OpUse("nz1"), OpUse("nz2")], "TopK": [OpUse("top")],
+                                  "com.microsoft.Gelu": [OpUse("ms")]}
+    assert str(info.value).startswith("3 ONNX operators have no translation in tvms (nothing was imported):\n"
+                                      "  NonZero, used by 2 nodes:\n    'nz1'\n    'nz2'\n")
 
 
 def test_op_from_another_domain_is_unsupported():

@@ -25,7 +25,8 @@ import numpy as np
 
 from .... import relax, tir
 from ....ir import IRModule
-from ..common import FrontendError, ProgressCallback, UnsupportedOpError, report_progress
+from ..common import (FrontendError, OpUse, ProgressCallback, UnsupportedOpError, UnsupportedOpsError,
+                      report_progress)
 from . import ops  # noqa: F401  (registers the converters)
 from .context import NodeContext, onnx_dtype
 from .registry import NEWEST_OPSET, OLDEST_OPSET, find_converter
@@ -197,9 +198,10 @@ class GraphImporter:
 
     # ------------------------------------------------------------------ the walk
     def run(self, progress: ProgressCallback) -> IRModule:
+        nodes = list(self.graph.node)
+        self._check_supported(nodes)
         self._read_initializers()
         self._read_inputs()
-        nodes = list(self.graph.node)
         with self.bb.function("main"):
             with self.bb.dataflow():
                 for index, node in enumerate(nodes):
@@ -319,6 +321,31 @@ class GraphImporter:
                             f"or a name, not {dim!r}")
 
     # ------------------------------------------------------------------ nodes
+    def _check_supported(self, nodes: list) -> None:
+        """Raise `UnsupportedOpsError` listing every node whose operator nothing translates,
+        before any is converted, so that one try tells the user all that is missing.
+
+        A node whose inputs may all be constants may be computed at import by ONNX's reference
+        (`_fold`) instead of translated; it is left to the walk, which reports it alone if that
+        fails too. Every other node without a converter is certainly missing one."""
+        maybe_constant = {t.name for t in self.graph.initializer}
+        missing: dict[str, list[OpUse]] = {}
+        for index, node in enumerate(nodes):
+            given = [name for name in node.input if name]
+            foldable = (bool(given) and node.op_type not in _NOT_FOLDABLE
+                        and all(name in maybe_constant for name in given))
+            if node.domain not in ("", "ai.onnx"):
+                op = f"{node.domain}.{node.op_type}"
+            else:
+                converter, why = (None, "") if foldable else find_converter(node.op_type, self.opset)
+                op = None if foldable or converter is not None else node.op_type + (f" ({why})" if why else "")
+            if op is not None:
+                missing.setdefault(op, []).append(OpUse(node.name or f"#{index}"))
+            elif foldable or node.op_type == "Constant":
+                maybe_constant.update(name for name in node.output if name)
+        if missing:
+            raise UnsupportedOpsError("ONNX", missing)
+
     def _convert(self, node, index: int) -> None:
         ctx = NodeContext(self, node, index, self.opset)
         if node.domain not in ("", "ai.onnx"):
