@@ -153,7 +153,7 @@ def np_affine_grid(theta, size, align_corners):
     axes = []
     for s in size:
         i = np.arange(s, dtype=np.float64)
-        axes.append(-1 + i * 2 / (s - 1) if align_corners else -1 + (2 * i + 1) / s)
+        axes.append(-1 + i * 2 / (s - 1) if align_corners and s > 1 else -1 + (2 * i + 1) / s)
     mesh = np.meshgrid(*axes, indexing="ij")  # slowest first: (z,) y, x
     # column c of theta multiplies the coordinate of the c-th fastest axis; column k translates.
     out = theta[:, :, k][:, :, None] + sum(theta[:, :, c][:, :, None] * mesh[k - 1 - c].reshape(1, 1, -1)
@@ -161,8 +161,8 @@ def np_affine_grid(theta, size, align_corners):
     return out.reshape(theta.shape[0], k, *size).astype(theta.dtype)
 
 
-@pytest.mark.parametrize("size,align", [((5, 7), True), ((4, 3), False), ((3, 4, 5), True), ((2, 3, 4), False)],
-                         ids=str)
+@pytest.mark.parametrize("size,align", [((5, 7), True), ((4, 3), False), ((3, 4, 5), True), ((2, 3, 4), False),
+                                        ((1, 4), True), ((3, 1), True), ((1, 1), False)], ids=str)
 def test_affine_grid(size, align):
     k = len(size)
     theta = RNG.standard_normal((2, k, k + 1)).astype("float32")
@@ -171,6 +171,19 @@ def test_affine_grid(size, align):
     legal = check_op(relax.op.image.affine_grid, [theta, size], np_affine_grid(theta, size, align), rtol=1e-5,
                      atol=1e-5, expect_pattern="broadcast", align_corners=align)
     assert "def affine_grid(" in legal.script()
+
+
+def test_affine_grid_of_one_pixel_matches_pytorch():
+    """With align_corners an axis of one pixel has no corners to span; PyTorch puts it at 0,
+    the pixel's centre (as without align_corners). tvms divided by size - 1 and stopped with
+    a ZeroDivisionError."""
+    torch = pytest.importorskip("torch")
+    theta = RNG.standard_normal((2, 2, 3)).astype("float32")
+    for size in [(1, 4), (3, 1), (1, 1)]:
+        expected = torch.nn.functional.affine_grid(torch.from_numpy(theta), [2, 1, *size], align_corners=True)
+        # PyTorch's grid is (n, h, w, xy); R.image.affine_grid's is (n, xy, h, w)
+        check_op(relax.op.image.affine_grid, [theta, size], expected.numpy().transpose(0, 3, 1, 2), rtol=1e-6,
+                 atol=1e-6, expect_pattern="broadcast", align_corners=True)
 
 
 def test_affine_grid_struct_info_and_errors():

@@ -140,13 +140,14 @@ def affine_grid(theta: te.Tensor, size, align_corners: bool = True) -> te.Tensor
     ``theta[n, d, k] + sum_r theta[n, d, k - 1 - r] * c_r(idx[r])`` (k = the number of spatial
     dims; the matrix's columns go x, y, z while the indices go slowest first), the coordinates
     ``c_r`` evenly spaced over [-1, 1]: the corner pixels when ``align_corners``, else the pixel
-    centres. Sizes are Python ints here (the steps are constants)."""
+    centres; an axis of size 1 is at 0 either way. Sizes are Python ints here (the steps are
+    constants)."""
     sizes = [int(_static(s)) for s in size]
     k = len(sizes)
     dtype = theta.dtype
-    if align_corners:
-        starts = [-1.0] * k
-        steps = [2.0 / (s - 1) for s in sizes]
+    if align_corners:  # an axis of one pixel sits at 0, its centre (as PyTorch's affine_grid)
+        starts = [-1.0 if s > 1 else 0.0 for s in sizes]
+        steps = [2.0 / (s - 1) if s > 1 else 0.0 for s in sizes]
     else:
         starts = [-1.0 + 1.0 / s for s in sizes]
         steps = [2.0 / s for s in sizes]
