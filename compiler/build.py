@@ -600,13 +600,10 @@ def _is_kernel_call(value, kernels) -> bool:
 
 def _kernel_of(e):
     """The name of the kernel a call runs (``R.call_tir`` and its kin), else None."""
-    if not (isinstance(e, relax.Call) and isinstance(e.op, relax.Op) and e.args) or e.op.name not in _KERNEL_CALLS:
+    if not (isinstance(e, relax.Call) and isinstance(e.op, relax.Op) and e.args) or e.op.name not in relax.DPS_CALL_OPS:
         return None
     callee = e.args[0]
     return callee.name_hint if isinstance(callee, ir.GlobalVar) else getattr(callee, "global_symbol", None)
-
-
-_KERNEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad", "relax.call_dps_packed")
 
 
 def _static_tensor(sinfo) -> bool:

@@ -148,7 +148,7 @@ class RelaxPrinter:
         op = e.op
         if isinstance(op, relax.Op):
             name = op.name
-            if name in _TIR_CALLS:
+            if name in relax.DPS_CALL_OPS:  # callee, args tuple, out_sinfo, attributes, tir_vars
                 callee, args = e.args[0], e.args[1]
                 parts = [self.expr(callee), self.expr(args)]
                 out = e.sinfo_args
@@ -375,9 +375,6 @@ class RelaxPrinter:
 
 
 _NESTED_HEADER = "# from tvm.script import relax as R"
-
-# The call_tir forms: callee, args tuple, out_sinfo, their attributes, tir_vars.
-_TIR_CALLS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace", "relax.call_tir_with_grad")
 
 # Where the format string sits in the arguments of the calls printing it as ``format=``.
 _FORMAT_AT = {"relax.print": 0, "relax.assert_op": 1}

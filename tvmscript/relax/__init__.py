@@ -254,6 +254,11 @@ class Function(Expr):
 
 # ----------------------------------------------------------------------------- helpers
 
+# The calls that run a kernel in destination-passing style: ``op(callee, (args...),
+# out_sinfo, [tir_vars])``, the callee a PrimFunc or a packed function.
+DPS_CALL_OPS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace", "relax.call_tir_with_grad")
+
+
 
 def sinfo_symbols(sinfo) -> list:
     """The names of the symbolic dims ``sinfo`` mentions (tensor and shape dims, prim values,
