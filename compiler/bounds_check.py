@@ -22,9 +22,10 @@ are flattened, so that each axis is still known) does the first that applies:
 A failing check leaves the kernel through the runtime's bounds callback; the call then raises
 `runtime.kernel.BoundsCheckError`, whose message names the access as written (buffer and index
 expressions), the offending index (or index range), the axis and the shape, and whose span is
-the access in the source (found by number: `compiler.kernel_places`). `bounds_problems` is the same analysis for ``tvms check``: it reports the accesses that
-are out of bounds on some iteration for certain (affine indices over loops that run), so
-``B[i + 1000000]`` over ``range(4)`` is a located diagnostic before anything runs.
+the access in the source (found by number: `compiler.kernel_places`). `bounds_problems` is the
+same analysis for ``tvms check``: it reports the accesses that are out of bounds on some
+iteration for certain (affine indices over loops that run), so ``B[i + 1000000]`` over
+``range(4)`` is a located diagnostic before anything runs.
 
 What it guarantees: a kernel compiled with checks (the default of ``tvms run`` and
 ``tvms.compile`` for the CPU) never reads or writes outside the buffers it declares, where
