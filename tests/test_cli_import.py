@@ -319,7 +319,7 @@ def test_progress_reaches_the_last_node(tmp_path):
 
 
 def test_digits_sample_matches_pytorch_accuracy(tmp_path):
-    """The README's command prints the predictions; their accuracy on the held-out split is the
+    """docs/frontends.md's command prints the predictions; their accuracy on the held-out split is the
     accuracy of the same weights in PyTorch (the training framework)."""
     torch = pytest.importorskip("torch")
     import sys

@@ -132,8 +132,8 @@ def test_trace_replays(mm_relu):
     assert replay.mod.script() == sch.mod.script()
 
 
-def test_readme_schedule_step_by_step():
-    """README's "Schedules" walk-through on samples/mm_relu.tvms, each step run on the CPU
+def test_docs_schedule_step_by_step():
+    """docs/schedules.md's walk-through on samples/mm_relu.tvms, each step run on the CPU
     against the unscheduled function, and the result compiled with tvms.compile."""
     import numpy as np
 
