@@ -40,9 +40,9 @@ import dataclasses
 import re
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.diagnostics import TVMScriptError
-from tvmscript.tir_visitor import reads_memory, vars_in
+from tvmscript.ir.tir_visitor import reads_memory, vars_in
 
 from .arith.bound import const_int_bound
 from .arith.canonical import INT_OPS, Canonical, widen

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 from tvmscript import cache as disk_cache
 from tvmscript import ir
-from tvmscript.structural import structural_hash
+from tvmscript.ir.structural import structural_hash
 
 __all__ = ["BuildCache", "compiler_fingerprint"]
 

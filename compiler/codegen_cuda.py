@@ -34,8 +34,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 from .arith import const_int_bound
 from .arith.canonical import Canonical
@@ -986,7 +986,7 @@ def _limit_literal(dtype: str, upper: bool) -> str:
 
 
 def _vars(e) -> set:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return set(vars_in([e]))
 

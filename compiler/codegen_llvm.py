@@ -59,8 +59,8 @@ from typing import Optional
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, calls_extern, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, calls_extern, vars_in
 
 from . import progress
 from .bounds_check import CHECK_INDEX, CHECK_RANGE

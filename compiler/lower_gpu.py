@@ -40,8 +40,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from .arith import const_int_bound, eval_range
 from .arith.canonical import Canonical

@@ -46,7 +46,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .kernel_places import at_span
 
@@ -571,7 +571,7 @@ def _reject_uncompilable(func: tir.PrimFunc) -> None:
     between prim_funcs, loops with a step, the runtime and GPU builtins (`tir.BUILTINS`, ``T.call_packed``, the
     tensor-core intrinsics) and attribute scopes other than thread launches. Why here: every
     build path lowers first, so this one check covers them all before codegen meets them."""
-    from tvmscript.tir_visitor import TIRVisitor
+    from tvmscript.ir.tir_visitor import TIRVisitor
 
     builtin_ops = {op: name for op, (name, _) in tir.BUILTIN_NAMES.items()}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 
 def substitute_expr(e, mapping: dict):

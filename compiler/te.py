@@ -23,7 +23,7 @@ import inspect
 import numbers
 from typing import Callable, Optional, Sequence
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 __all__ = [
     "Tensor", "IterVar", "Reduce", "PlaceholderOp", "ComputeOp", "placeholder", "compute",
@@ -672,7 +672,7 @@ def _fresh_name(name: str, used: set) -> str:
 
 
 def _vars_of(e) -> list:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return vars_in([e])
 

@@ -24,7 +24,7 @@ flattening the tile structure is gone.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .arith.canonical import simplify
 from .lower_tir import IRMutator, _row_major_strides, make_add, make_cast, make_mul, substitute
@@ -170,7 +170,7 @@ def _var_of(index, loops: list):
 
 
 def _uses(e, v) -> bool:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return v in vars_in([e])
 

@@ -8,8 +8,8 @@ the schedule and TE make, get the same regions TVM would print.
 
 from __future__ import annotations
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 
 def collect_accesses(body: tir.Stmt, init: tir.Stmt | None = None) -> tuple[list, list]:
@@ -114,7 +114,7 @@ class _AccessCollector:
 
 
 def _merge(buf, dim: int, ranges: list) -> tir.Range:
-    from tvmscript.structural import StructuralEqual
+    from tvmscript.ir.structural import StructuralEqual
 
     first = ranges[0]
     eq = StructuralEqual().equal

@@ -54,8 +54,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 from .arith import NEG_INF, POS_INF, const_int_bound, expr_key, relax_region, simplify
 from .lower_tir import const_int, dtype_bytes

@@ -81,7 +81,7 @@ def _walk(stmt) -> _Walk:
 
 
 def _uses_n(e) -> bool:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return any(v.name == "n" for v in vars_in([e]))
 

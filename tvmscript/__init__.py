@@ -44,7 +44,7 @@ _mount_sibling_packages()
 MAX_NESTING = 1000
 _sys.setrecursionlimit(max(_sys.getrecursionlimit(), 12 * MAX_NESTING))
 
-from . import ir, relax, tir  # noqa: E402
+from . import ir, printer, relax, tir  # noqa: E402  (printer: every node's script()/show())
 from .api import load, parse  # noqa: E402
 from .diagnostics import TVMScriptError  # noqa: E402
 from .ir import GlobalVar, IRModule  # noqa: E402

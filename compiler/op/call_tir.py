@@ -25,8 +25,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tvmscript import relax, tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import relax, tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith.bound import const_int_bound
 from ..arith.canonical import Canonical, widen

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.ir import structural_equal
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
 from ..lower_tir import IRMutator, make_add, make_sub, substitute

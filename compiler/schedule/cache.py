@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from ..arith import const_int_bound, relax_region, simplify
 from ..lower_tir import IRMutator, make_cast, substitute

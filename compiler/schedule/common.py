@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith.canonical import Canonical
 from ..lower_tir import IRMutator, substitute

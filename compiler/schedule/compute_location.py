@@ -31,8 +31,8 @@ import dataclasses
 import functools
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import const_int_bound, eval_range, simplify
 from ..arith.canonical import Canonical

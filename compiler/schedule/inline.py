@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.compiler.tir_analysis import infer_access_regions
-from tvmscript.structural import StructuralEqual
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir.structural import StructuralEqual
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..arith import const_int_bound, simplify
 from ..lower_tir import IRMutator, make_cast, substitute

@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import simplify
 from ..arith.canonical import Canonical, Sum, expr_key

@@ -22,8 +22,8 @@ import dataclasses
 import inspect
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
 from ..lower_tir import make_cast, substitute

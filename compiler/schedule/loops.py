@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import simplify
 from ..lower_tir import make_add, make_cast, make_floordiv, make_floormod, make_mul

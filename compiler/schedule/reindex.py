@@ -17,8 +17,8 @@ import dataclasses
 import inspect
 from typing import Callable, Optional, Sequence
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..arith import eval_range, simplify
 from ..lower_tir import IRMutator, make_cast, substitute

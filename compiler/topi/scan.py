@@ -18,7 +18,7 @@ as the block's loads alone would look elementwise.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .transform import product, sub, unravel
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 
 # TVM's OpPatternKind.
 kElemWise = 0
@@ -127,7 +128,7 @@ def call_tir_tir_vars(expr) -> list:
 def sinfo_tir_vars(sinfo, out: dict) -> dict:
     """Adds to ``out`` (an ordered set) the symbolic variables in a struct info's shapes, in
     order of appearance; returns ``out``."""
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     if isinstance(sinfo, relax.TensorStructInfo) and known_shape(sinfo):
         for v in vars_in(list(sinfo.shape)):

@@ -32,9 +32,10 @@ import copy
 import dataclasses
 import re
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 from tvmscript.diagnostics import FusedSpan, plain_span
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..block_builder import BlockBuilder
 from ..kernel_places import numbered_spans

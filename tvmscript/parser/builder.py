@@ -13,7 +13,8 @@ import bisect
 import re
 from typing import Any, Callable
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..diagnostics import Span, TVMScriptError
 from . import ast
 

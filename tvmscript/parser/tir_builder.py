@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 
-from .. import ir, tir
+from .. import ir
+from ..ir import tir
 from ..compiler.tir_analysis import contains_block, infer_access_regions
 from ..diagnostics import did_you_mean
-from ..tir_visitor import vars_in
+from ..ir.tir_visitor import vars_in
 from . import ast
 from .builder import (
     Context,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..metadata import Tables
 from .doc import Doc
 from .relax_printer import RelaxPrinter
@@ -210,3 +211,7 @@ def _global_infos_text(infos: dict) -> str:
 
     return "{" + ", ".join(f"{TIRPrinter().attr_value(k)}: [{', '.join(one(v) for v in vs)}]"
                            for k, vs in infos.items()) + "}"
+
+
+# Every IR node's script()/show() print through this module (tvmscript/ir/node.py).
+ir.register_printer(sys.modules[__name__])

@@ -13,9 +13,10 @@ import keyword
 import math
 import re
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..target import Target
-from ..tir_visitor import vars_in
+from ..ir.tir_visitor import vars_in
 from .doc import Doc
 
 # Python operator precedence, for parenthesization.
@@ -686,7 +687,7 @@ class TIRPrinter:
 
 def _count_launches(body) -> dict:
     """How many ``T.launch_thread`` scopes launch each thread index variable."""
-    from ..tir_visitor import TIRVisitor
+    from ..ir.tir_visitor import TIRVisitor
 
     counts: dict = {}
 
