@@ -45,7 +45,9 @@ from .lower_gpu import (
     ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu, pointer_targets,
     reduction_identity,
 )
-from .lower_tir import Allocate, THREAD_SYNC_OPS, dtype_bytes, substitute
+from .lower_tir import THREAD_SYNC_OPS, dtype_bytes
+from tvmscript.ir.tir import Allocate
+from tvmscript.ir.mutator import substitute
 
 __all__ = ["codegen_cuda", "CUDASource", "STATIC_SHARED_LIMIT"]
 

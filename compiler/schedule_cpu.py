@@ -119,7 +119,9 @@ from tvmscript.ir import tir
 
 from tvmscript.ir.tir_visitor import vars_in
 
-from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
+from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, dtype_bytes
+
+from tvmscript.ir.mutator import IRMutator, substitute
 from .schedule.common import with_unique_block_names
 
 __all__ = ["default_schedule", "tile_bytes", "vector_bytes", "vector_registers", "parallel_threads", "PANEL_BYTES",

@@ -689,7 +689,7 @@ def _builtin_all_(it) -> bool:
 
 
 def _stage(t: Tensor, buf_map: dict, outer_map: dict, idt: Optional[str], block_name: Optional[str] = None) -> tir.Stmt:
-    from tvmscript.compiler.tir_analysis import infer_access_regions
+    from tvmscript.ir.tir_analysis import infer_access_regions
 
     op: ComputeOp = t.op
     out = buf_map[t.buffer]

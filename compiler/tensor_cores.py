@@ -27,7 +27,9 @@ from __future__ import annotations
 from tvmscript.ir import tir
 
 from .arith.canonical import simplify
-from .lower_tir import IRMutator, _row_major_strides, make_add, make_cast, make_mul, substitute
+from .lower_tir import _row_major_strides
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_add, make_cast, make_mul
 
 __all__ = ["WMMA_ANN", "tensorize_wmma"]
 

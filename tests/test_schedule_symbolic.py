@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from tvmscript import tir
-from tvmscript.compiler.lower_tir import VECTORIZE_ANN, IRMutator
+from tvmscript.compiler.lower_tir import VECTORIZE_ANN
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.relax import op
 from tvmscript.runtime.cpu import build_cpu

@@ -36,7 +36,8 @@ from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import const_int_bound, eval_range, simplify
 from ..arith.canonical import Canonical
-from ..lower_tir import make_cast, substitute
+from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.mutator import substitute
 from .common import const_value, quoted_name
 from .reduction import forget_affine_flag
 from .state import BlockRV, LoopRV, Schedule, primitive

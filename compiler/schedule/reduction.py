@@ -28,7 +28,7 @@ import weakref
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ..lower_tir import substitute
+from tvmscript.ir.mutator import substitute
 from .blockize import substitute_block
 from .common import const_value
 from .iter_map import conjuncts, is_affine_binding

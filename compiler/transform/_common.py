@@ -148,8 +148,7 @@ def substitute(node, var_map: dict, tir_map: dict | None = None):
     dims) by theirs. Variables whose struct info mentions a substituted dim are re-created with
     the new struct info, consistently at their definition and every use. Unchanged subtrees are
     shared."""
-    from ..substitute import substitute_expr
-
+    from tvmscript.ir.mutator import substitute
     tir_map = tir_map or {}
     var_map = dict(var_map)
 
@@ -165,7 +164,7 @@ def substitute(node, var_map: dict, tir_map: dict | None = None):
                     return new
             return n
         if isinstance(n, tir.PrimExpr):
-            return substitute_expr(n, tir_map)
+            return substitute(n, tir_map)
         if isinstance(n, list):
             items = [visit(x) for x in n]
             return n if all(a is b for a, b in zip(items, n)) else items

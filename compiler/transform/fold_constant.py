@@ -35,9 +35,7 @@ _PURE_CALLS = {"tir.if_then_else", "tir.likely", "tir.max_value", "tir.min_value
 
 @functools.lru_cache(maxsize=None)
 def _pure_calls() -> frozenset:
-    from tvmscript.parser.tir_builder import INTRINSICS
-
-    return frozenset(_PURE_CALLS | {op for op, _ in INTRINSICS.values()})
+    return frozenset(_PURE_CALLS | {op for op, _ in tir.INTRINSICS.values()})
 
 
 def foldable(prim: tir.PrimFunc) -> bool:

@@ -6,10 +6,9 @@ An `IRModule` maps `GlobalVar`s to functions, Relax (`relax.Function`) or Tensor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from ..diagnostics import Span
 from .node import Node
 
 __all__ = ["GlobalVar", "GlobalVarList", "IRModule", "VDevice", "DummyGlobalInfo"]

@@ -1,8 +1,9 @@
 """`Node`, the base of every IR node, and how nodes print.
 
 Every node has TVM's ``script()`` and ``show()``. The printer sits above the IR
-(tvmscript/printer/), so the IR does not import it: the printer registers itself here with
-`register_printer` when it is imported, and ``import tvmscript`` imports it.
+(tvmscript/printer/), so the IR does not import it: ``import tvmscript`` registers here, with
+`register_printer`, a function that loads the printer on the first print (so that reading a
+program does not load the printer's tables).
 """
 
 from __future__ import annotations
@@ -12,20 +13,20 @@ from typing import Optional
 
 __all__ = ["Node", "Comments", "register_printer"]
 
-_PRINTER = None
+_LOAD_PRINTER = None
 
 
-def register_printer(printer) -> None:
-    """Called by tvmscript.printer: ``printer`` has ``to_script(node, show_meta, name)`` and
-    ``show(node, file, show_meta, name)``."""
-    global _PRINTER
-    _PRINTER = printer
+def register_printer(load) -> None:
+    """``load()`` returns the printer: an object with ``to_script(node, show_meta, name)`` and
+    ``show(node, file, show_meta, name)`` (the module tvmscript.printer)."""
+    global _LOAD_PRINTER
+    _LOAD_PRINTER = load
 
 
 def _printer():
-    if _PRINTER is None:
-        raise RuntimeError("no TVMScript printer is registered: import tvmscript (it loads tvmscript.printer)")
-    return _PRINTER
+    if _LOAD_PRINTER is None:
+        raise RuntimeError("no TVMScript printer is registered: import tvmscript, which registers it")
+    return _LOAD_PRINTER()
 
 
 class Node:

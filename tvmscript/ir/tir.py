@@ -395,6 +395,17 @@ class BlockRealize(Stmt):
     block: Block
 
 
+@dataclass(eq=False)
+class Allocate(Stmt):
+    """Storage for ``buffer`` (a 1-D buffer whose ``data`` variable the body uses) during
+    ``body``. ``storage`` is ``"stack"``, ``"heap"``, or ``"auto"`` until `plan_allocations`
+    decides. Made by lowering (compiler/lower_tir.py), never written in TVMScript."""
+
+    buffer: Buffer
+    body: Stmt
+    storage: str = "auto"
+
+
 @dataclass(eq=False, slots=True)
 class PrimFunc(Node):
     """A TensorIR function. ``params`` are handle or scalar Vars; ``buffer_map`` gives the
@@ -509,6 +520,25 @@ def _binary(cls, a, b):
 
 
 # ----------------------------------------------------------------------------- builtins
+
+# TIR intrinsics written `T.name(args)`: name -> (TIR op name, number of args or None if any).
+INTRINSICS = {
+    name: (f"tir.{name}", 1)
+    for name in (
+        "exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "tanh",
+        "sigmoid", "erf", "fabs", "floor", "ceil", "round", "trunc", "nearbyint", "sin", "cos",
+        "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "isnan",
+        "isinf", "isfinite", "popcount", "clz", "bitwise_not",
+    )
+}
+INTRINSICS.update({
+    "pow": ("tir.pow", 2), "atan2": ("tir.atan2", 2), "fmod": ("tir.fmod", 2),
+    "hypot": ("tir.hypot", 2), "copysign": ("tir.copysign", 2), "nextafter": ("tir.nextafter", 2),
+    "shift_left": ("tir.shift_left", 2), "shift_right": ("tir.shift_right", 2),
+    "bitwise_and": ("tir.bitwise_and", 2), "bitwise_or": ("tir.bitwise_or", 2),
+    "bitwise_xor": ("tir.bitwise_xor", 2),
+})
+BOOL_RESULT_INTRINSICS = {"tir.isnan", "tir.isinf", "tir.isfinite"}
 
 # TVM's runtime and GPU builtins, written ``T.name(args..., dtype=...)``: the op each call
 # builds and the dtype of its result when none is written (the printer writes ``dtype=`` only

@@ -48,6 +48,12 @@ CALLEE_ALIASES = {
 PREFIX_ALIASES = {"tir": "T", "tirx": "T", "relax": "R", "ir": "I"}
 
 
+# How deeply a program may nest (a 900-term sum is a 900-deep Add chain). Deeper programs are
+# refused here with a diagnostic; ``import tvmscript`` raises Python's recursion limit so that
+# every later stage (passes, printer, pickling, code generation) has room for this depth.
+MAX_NESTING = 1000
+
+
 def attribute_chain(node) -> list | None:
     """``["T", "axis", "remap"]`` for the expression ``T.axis.remap``, as written; None if it
     is not a name followed by attributes."""
@@ -531,8 +537,6 @@ def build(
     """Build the IR for a whole file: an IRModule, or a single function. ``py_scope`` holds the
     Python names around TVMScript written inside Python, ``col_offset`` the indentation removed
     from it (see tvmscript/script.py)."""
-    from .. import MAX_NESTING
-
     where, depth = _deepest_statement(stmts)
     if depth > MAX_NESTING:
         raise Context(source, filename, []).error(

@@ -211,7 +211,3 @@ def _global_infos_text(infos: dict) -> str:
 
     return "{" + ", ".join(f"{TIRPrinter().attr_value(k)}: [{', '.join(one(v) for v in vs)}]"
                            for k, vs in infos.items()) + "}"
-
-
-# Every IR node's script()/show() print through this module (tvmscript/ir/node.py).
-ir.register_printer(sys.modules[__name__])

@@ -388,7 +388,7 @@ class TIRPrinter:
     def function_body(self, doc: Doc, body) -> None:
         # The root block prints as a comment only where the parser puts it back: when it holds
         # a block or allocates (the parser's rule, shared so the two cannot drift apart).
-        from ..compiler.tir_analysis import contains_block
+        from ..ir.tir_analysis import contains_block
 
         if (
             isinstance(body, tir.BlockRealize)
