@@ -23,9 +23,9 @@ import string
 from contextlib import contextmanager
 from typing import Optional
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 from tvmscript.ir import GlobalVar, IRModule
-from tvmscript.structural import structural_hash
+from tvmscript.ir.structural import structural_hash
 
 from .op import api as _op_api
 from .op.registry import find_op
@@ -447,7 +447,7 @@ def _unbound_tir_vars(inputs: list, outs: list, te_args: list) -> list:
     """The symbolic sizes a TE computation uses that no input's shape binds: an output of shape
     ``(n // 2,)`` from ``R.full``, an ``R.arange(0, n - 1)``. They become scalar parameters of
     the prim_func and the call's ``tir_vars=R.shape([n])``, as TVM's call_te passes them."""
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     bound = {d for t in inputs for d in t.shape if isinstance(d, tir.Var)}
     used: list = []

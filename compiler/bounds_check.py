@@ -40,17 +40,17 @@ import dataclasses
 import re
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.diagnostics import TVMScriptError
-from tvmscript.tir_visitor import reads_memory, vars_in
+from tvmscript.ir.tir_visitor import reads_memory, vars_in
 
 from .arith.bound import const_int_bound
 from .arith.canonical import INT_OPS, Canonical, widen
 from .arith.int_set import eval_range
 from .kernel_places import with_place
-from .lower_tir import Allocate, IRMutator
-from .substitute import substitute_expr
-
+from tvmscript.ir.tir import Allocate
+from tvmscript.ir.mutator import IRMutator
+from tvmscript.ir.mutator import substitute
 __all__ = ["instrument_bounds_checks", "bounds_problems", "CHECK_INDEX", "CHECK_RANGE", "INDEX_MARK", "SIZE_MARK"]
 
 CHECK_INDEX = "tvms.check_index"  # (index, extent, message) -> index
@@ -109,7 +109,7 @@ class _Analysis:
         """``e`` with load-free lets replaced by their values (stored expanded already, so one
         substitution leaves no let)."""
         used = {v: self.lets[v] for v in vars_in([e]) if v in self.lets}
-        return substitute_expr(e, used) if used else e
+        return substitute(e, used) if used else e
 
     def interval(self, e, loops: list) -> Optional[tuple]:
         """Inclusive ``(lo, hi)`` of ``e`` while ``loops`` (innermost last) sweep their ranges;

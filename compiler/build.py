@@ -33,7 +33,8 @@ import builtins
 import keyword
 import re
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.well_formed import return_annotation_problem
 
@@ -1257,7 +1258,7 @@ def symbol_bounds(func) -> dict:
 
 def _free_syms(e) -> set:
     """Names of the symbolic dims an expression uses."""
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return {v.name for v in vars_in([e])}
 
@@ -1372,7 +1373,7 @@ def _plan_kernel_args(kname: str, kernel, tensors: list, tir_vars: list, error) 
 
 
 def _same_dim(a, b) -> bool:
-    from tvmscript.structural import StructuralEqual
+    from tvmscript.ir.structural import StructuralEqual
 
     if isinstance(a, tir.Var) and isinstance(b, tir.Var):
         return a.name == b.name

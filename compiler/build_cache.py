@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 from tvmscript import cache as disk_cache
 from tvmscript import ir
-from tvmscript.structural import structural_hash
+from tvmscript.ir.structural import structural_hash
 
 __all__ = ["BuildCache", "compiler_fingerprint"]
 
@@ -42,12 +42,11 @@ def compiler_fingerprint() -> str:
     import llvmlite
     import llvmlite.binding as llvm
 
-    import tvmscript
-    from tvmscript import runtime
+    from tvmscript import runtime, version
 
     llvm_version = f"{llvmlite.__version__}/{'.'.join(map(str, llvm.llvm_version_info))}"
-    digest = hashlib.sha256(f"tvms {tvmscript.__version__}; llvmlite {llvm_version}".encode())
-    roots = [os.path.dirname(os.path.abspath(m.__file__)) for m in (tvmscript, runtime)]
+    digest = hashlib.sha256(f"tvms {version.__version__}; llvmlite {llvm_version}".encode())
+    roots = [os.path.dirname(os.path.abspath(m.__file__)) for m in (version, runtime)]
     roots.append(os.path.dirname(os.path.abspath(__file__)))
     for top in sorted(set(roots)):
         stack = [top]

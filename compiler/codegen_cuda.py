@@ -34,8 +34,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 from .arith import const_int_bound
 from .arith.canonical import Canonical
@@ -45,7 +45,9 @@ from .lower_gpu import (
     ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu, pointer_targets,
     reduction_identity,
 )
-from .lower_tir import Allocate, THREAD_SYNC_OPS, dtype_bytes, substitute
+from .lower_tir import THREAD_SYNC_OPS, dtype_bytes
+from tvmscript.ir.tir import Allocate
+from tvmscript.ir.mutator import substitute
 
 __all__ = ["codegen_cuda", "CUDASource", "STATIC_SHARED_LIMIT"]
 
@@ -986,7 +988,7 @@ def _limit_literal(dtype: str, upper: bool) -> str:
 
 
 def _vars(e) -> set:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return set(vars_in([e]))
 

@@ -59,13 +59,14 @@ from typing import Optional
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, calls_extern, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, calls_extern, vars_in
 
 from . import progress
 from .bounds_check import CHECK_INDEX, CHECK_RANGE
 from .kernel_places import at_span, with_place
-from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
+from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, lower
+from tvmscript.ir.tir import Allocate
 
 __all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize", "vectorizable_call",
            "UNROLL_LIMIT", "UNROLL_BUDGET", "UNROLL_MAX_EXTENT", "symbol_name"]

@@ -15,8 +15,8 @@ An error compiling a kernel is told its place directly (`at_span`): the build re
 
 from __future__ import annotations
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 __all__ = ["PLACE_MARK", "numbered_spans", "span_numbered", "with_place", "split_place", "at_span"]
 

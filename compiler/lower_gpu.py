@@ -40,16 +40,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from .arith import const_int_bound, eval_range
 from .arith.canonical import Canonical
 from .tensor_cores import WMMA_ANN, tensorize_wmma
-from .lower_tir import (
-    Allocate, IRMutator, _with_body, convert_blocks_to_loops, flatten_buffers, lower_init,
-    lower_intrinsics, make_cast, substitute, THREAD_SYNC_OPS,
-)
+from .lower_tir import _with_body, convert_blocks_to_loops, flatten_buffers, lower_init, lower_intrinsics, THREAD_SYNC_OPS
+from tvmscript.ir.tir import Allocate
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_cast
 
 __all__ = [
     "GPULoweringError", "Kernel", "DeviceProgram", "THREAD_VARS", "THREAD_TAGS", "ALLREDUCE_OP", "SYNC_OP",

@@ -6,13 +6,13 @@
                               ``T.tvm_storage_sync`` barriers disappear
 2. `lower_init`               a block's ``T.init()`` becomes an ``if`` on its first reduction step
 3. `convert_blocks_to_loops`  blocks disappear: iterators are replaced by their bindings,
-                              ``T.where`` becomes an ``if``, ``T.alloc_buffer`` an `Allocate`
+                              ``T.where`` becomes an ``if``, ``T.alloc_buffer`` an `tir.Allocate`
    (`bounds_check.instrument_bounds_checks`, when asked: accesses not proven in bounds are
                               checked at run time)
 4. `flatten_buffers`          N-d buffer accesses become 1-D element offsets
 5. `lower_intrinsics`         intrinsics with a simple definition in others (``rsqrt``,
                               ``sigmoid``, integer ``abs``) are rewritten into it
-6. `plan_allocations`         each `Allocate` is placed on the stack or on the heap by its size
+6. `plan_allocations`         each `tir.Allocate` is placed on the stack or on the heap by its size
 
 GPU-scheduled code runs on the CPU. In TensorIR a thread binding is an annotation on a loop:
 ``for tx in T.thread_binding(128, thread="threadIdx.x")`` still means "for tx in range(128)",
@@ -31,7 +31,7 @@ thread loops), but by hand it can be written, and run serially it computes somet
 
 After lowering, a function holds only `tir.For`, `tir.IfThenElse`, `tir.SeqStmt`,
 `tir.LetStmt`, `tir.AssertStmt`, `tir.While`, `tir.Evaluate`, `tir.BufferStore` and this
-module's `Allocate`; every buffer it reads or writes is one-dimensional and shares the ``data``
+module's `tir.Allocate`; every buffer it reads or writes is one-dimensional and shares the ``data``
 variable of the buffer it came from. ``buffer_map`` still holds the original (N-d) parameter
 buffers: they describe the kernel's arguments. The lowered function has the attribute
 ``"tvms.lowered"``.
@@ -43,16 +43,16 @@ that make naive loops fast live in `compiler.schedule_cpu` and run before loweri
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_add, make_and, make_cast, make_mul
 
 from .kernel_places import at_span
 
 __all__ = [
-    "Allocate", "IRMutator", "lower", "lower_thread_bindings", "lower_init", "convert_blocks_to_loops",
-    "flatten_buffers", "lower_intrinsics", "plan_allocations", "substitute", "STACK_ALLOC_LIMIT", "dump",
+    "lower", "lower_thread_bindings", "lower_init", "convert_blocks_to_loops",
+    "flatten_buffers", "lower_intrinsics", "plan_allocations", "STACK_ALLOC_LIMIT", "dump",
     "VECTORIZE_ANN", "INTERLEAVE_ANN", "UNROLL_ANN", "THREAD_SYNC_OPS",
 ]
 
@@ -70,245 +70,10 @@ UNROLL_ANN = "tvms.unroll"  # int: 0 never unroll this loop, n > 1 unroll it n t
 LOWERED_ATTR = "tvms.lowered"
 
 
-# ----------------------------------------------------------------------------- new IR node
-
-
-@dataclass(eq=False)
-class Allocate(tir.Stmt):
-    """Storage for ``buffer`` (a 1-D buffer whose ``data`` variable the body uses) during
-    ``body``. ``storage`` is ``"stack"``, ``"heap"``, or ``"auto"`` until `plan_allocations`
-    decides. Exists only after lowering; `tvmscript.tir` knows nothing of it."""
-
-    buffer: tir.Buffer
-    body: tir.Stmt
-    storage: str = "auto"
-
-
-# ----------------------------------------------------------------------------- mutator
-
-
-class IRMutator:
-    """Rebuilds a statement or an expression bottom-up, sharing unchanged subtrees.
-
-    Override `visit_expr` / `visit_stmt` (call the ``super()`` version for the default) or
-    `visit_buffer` (every buffer a load, a store or an `Allocate` mentions goes through it)."""
-
-    # ---- expressions
-    def visit_expr(self, e):
-        if isinstance(e, (tir.Var, tir.IntImm, tir.FloatImm, tir.StringImm)):
-            return e
-        if isinstance(e, tir.BinaryOp):
-            a, b = self.visit_expr(e.a), self.visit_expr(e.b)
-            if a is e.a and b is e.b:
-                return e
-            return type(e)(e.dtype, a, b)
-        if isinstance(e, tir.BufferLoad):
-            buf = self.visit_buffer(e.buffer)
-            idx = [self.visit_expr(i) for i in e.indices]
-            if buf is e.buffer and all(x is y for x, y in zip(idx, e.indices)):
-                return e
-            return tir.BufferLoad(e.dtype, buf, idx, e.span)
-        if isinstance(e, tir.Cast):
-            v = self.visit_expr(e.value)
-            return e if v is e.value else tir.Cast(e.dtype, v)
-        if isinstance(e, tir.Not):
-            a = self.visit_expr(e.a)
-            return e if a is e.a else tir.Not(e.dtype, a)
-        if isinstance(e, tir.Select):
-            c, t, f = self.visit_expr(e.condition), self.visit_expr(e.true_value), self.visit_expr(e.false_value)
-            if c is e.condition and t is e.true_value and f is e.false_value:
-                return e
-            return tir.Select(e.dtype, c, t, f)
-        if isinstance(e, tir.Call):
-            args = [self.visit_expr(a) if isinstance(a, tir.PrimExpr) else a for a in e.args]
-            if all(x is y for x, y in zip(args, e.args)):
-                return e
-            return tir.Call(e.dtype, e.op, args)
-        if isinstance(e, tir.Let):
-            v, b = self.visit_expr(e.value), self.visit_expr(e.body)
-            if v is e.value and b is e.body:
-                return e
-            return tir.Let(e.dtype, e.var, v, b)
-        if isinstance(e, tir.Ramp):
-            b, s = self.visit_expr(e.base), self.visit_expr(e.stride)
-            return e if b is e.base and s is e.stride else tir.Ramp(e.dtype, b, s, e.lanes)
-        if isinstance(e, tir.Broadcast):
-            v = self.visit_expr(e.value)
-            return e if v is e.value else tir.Broadcast(e.dtype, v, e.lanes)
-        raise NotImplementedError(f"lowering: unsupported expression {type(e).__name__}")
-
-    def visit_buffer(self, buf):
-        return buf
-
-    # ---- statements
-    def visit_stmt(self, s):
-        if isinstance(s, tir.BufferStore):
-            buf = self.visit_buffer(s.buffer)
-            v = self.visit_expr(s.value)
-            idx = [self.visit_expr(i) for i in s.indices]
-            if buf is s.buffer and v is s.value and all(x is y for x, y in zip(idx, s.indices)):
-                return s
-            return tir.BufferStore(buf, v, idx, s.span)
-        if isinstance(s, tir.SeqStmt):
-            seq = [self.visit_stmt(x) for x in s.seq]
-            if all(x is y for x, y in zip(seq, s.seq)):
-                return s
-            return tir.seq(seq)
-        if isinstance(s, tir.For):
-            lo, ext, body = self.visit_expr(s.min), self.visit_expr(s.extent), self.visit_stmt(s.body)
-            if lo is s.min and ext is s.extent and body is s.body:
-                return s
-            return dataclasses.replace(s, min=lo, extent=ext, body=body)
-        if isinstance(s, tir.IfThenElse):
-            c = self.visit_expr(s.condition)
-            t = self.visit_stmt(s.then_case)
-            f = self.visit_stmt(s.else_case) if s.else_case is not None else None
-            if c is s.condition and t is s.then_case and f is s.else_case:
-                return s
-            return tir.IfThenElse(c, t, f)
-        if isinstance(s, tir.LetStmt):
-            v, b = self.visit_expr(s.value), self.visit_stmt(s.body)
-            return s if v is s.value and b is s.body else tir.LetStmt(s.var, v, b)
-        if isinstance(s, tir.AssertStmt):
-            c, m, b = self.visit_expr(s.condition), s.message, self.visit_stmt(s.body)
-            return s if c is s.condition and b is s.body else tir.AssertStmt(c, m, b)
-        if isinstance(s, tir.While):
-            c, b = self.visit_expr(s.condition), self.visit_stmt(s.body)
-            return s if c is s.condition and b is s.body else tir.While(c, b)
-        if isinstance(s, tir.Evaluate):
-            v = self.visit_expr(s.value)
-            return s if v is s.value else tir.Evaluate(v)
-        if isinstance(s, tir.AttrStmt):
-            v, b = self.visit_expr(s.value), self.visit_stmt(s.body)
-            return s if v is s.value and b is s.body else tir.AttrStmt(s.node, s.attr_key, v, b)
-        if isinstance(s, tir.DeclBuffer):
-            buf, b = self.visit_buffer(s.buffer), self.visit_stmt(s.body)
-            return s if buf is s.buffer and b is s.body else tir.DeclBuffer(buf, b)
-        if isinstance(s, Allocate):
-            buf, b = self.visit_buffer(s.buffer), self.visit_stmt(s.body)
-            return s if buf is s.buffer and b is s.body else Allocate(buf, b, s.storage)
-        if isinstance(s, tir.BlockRealize):
-            vals = [self.visit_expr(v) for v in s.iter_values]
-            pred = self.visit_expr(s.predicate)
-            block = self.visit_stmt(s.block)
-            if block is s.block and pred is s.predicate and all(x is y for x, y in zip(vals, s.iter_values)):
-                return s
-            return tir.BlockRealize(vals, pred, block)
-        if isinstance(s, tir.Block):
-            body = self.visit_stmt(s.body)
-            init = self.visit_stmt(s.init) if s.init is not None else None
-            if body is s.body and init is s.init:
-                return s
-            return dataclasses.replace(s, body=body, init=init)
-        raise NotImplementedError(f"lowering: unsupported statement {type(s).__name__}")
-
-
-class _Substituter(IRMutator):
-    def __init__(self, mapping: dict) -> None:
-        self.mapping = mapping
-
-    def visit_expr(self, e):
-        if isinstance(e, tir.Var):
-            new = self.mapping.get(e, e)
-            # An int32 loop variable standing for an int64 block variable (TE stages mixing index
-            # types, inlined into each other) is cast, so the result stays well typed.
-            if (new is not e and isinstance(new, tir.PrimExpr) and new.dtype != e.dtype
-                    and tir.is_int(new.dtype) and tir.is_int(e.dtype)):
-                return make_cast(new, e.dtype)
-            return new
-        return super().visit_expr(e)
-
-
-def substitute(node, mapping: dict):
-    """``node`` (a statement or an expression) with the Vars of ``mapping`` replaced."""
-    if not mapping:
-        return node
-    sub = _Substituter(mapping)
-    return sub.visit_expr(node) if isinstance(node, tir.PrimExpr) else sub.visit_stmt(node)
-
-
 def _with_body(func: tir.PrimFunc, body, **attrs) -> tir.PrimFunc:
     new_attrs = dict(func.attrs)
     new_attrs.update(attrs)
     return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, new_attrs, func.private, func.span)
-
-
-# ----------------------------------------------------------------------------- arithmetic helpers
-
-
-def const_int(e) -> Optional[int]:
-    return e.value if isinstance(e, tir.IntImm) else None
-
-
-def make_cast(e, dtype: str):
-    """``e`` (a PrimExpr or a Python int) in ``dtype``: itself, a constant of that type, or a
-    `tir.Cast`."""
-    if isinstance(e, int):
-        return tir.IntImm(dtype, e)
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, tir.IntImm) and tir.is_int(dtype):
-        return tir.IntImm(dtype, e.value)
-    return tir.Cast(dtype, e)
-
-
-def make_add(a, b):
-    ca, cb = const_int(a), const_int(b)
-    if ca is not None and cb is not None:
-        return tir.IntImm(a.dtype, ca + cb)
-    if cb == 0:
-        return a
-    if ca == 0:
-        return b
-    return tir.Add(a.dtype, a, b)
-
-
-def make_sub(a, b):
-    ca, cb = const_int(a), const_int(b)
-    if ca is not None and cb is not None:
-        return tir.IntImm(a.dtype, ca - cb)
-    if cb == 0:
-        return a
-    return tir.Sub(a.dtype, a, b)
-
-
-def make_mul(a, b):
-    ca, cb = const_int(a), const_int(b)
-    if ca is not None and cb is not None:
-        return tir.IntImm(a.dtype, ca * cb)
-    if cb == 1:
-        return a
-    if ca == 1:
-        return b
-    if ca == 0 or cb == 0:
-        return tir.IntImm(a.dtype, 0)
-    return tir.Mul(a.dtype, a, b)
-
-
-def make_floordiv(a, b):
-    """``a // b`` folded as TVM's operators fold it (``x // 1`` is ``x``)."""
-    ca, cb = const_int(a), const_int(b)
-    if ca is not None and cb:
-        return tir.IntImm(a.dtype, ca // cb)
-    if cb == 1:
-        return a
-    return tir.FloorDiv(a.dtype, a, b)
-
-
-def make_floormod(a, b):
-    """``a % b`` folded as TVM's operators fold it (``x % 1`` is ``0``)."""
-    ca, cb = const_int(a), const_int(b)
-    if ca is not None and cb:
-        return tir.IntImm(a.dtype, ca % cb)
-    if cb == 1:
-        return tir.IntImm(a.dtype, 0)
-    return tir.FloorMod(a.dtype, a, b)
-
-
-def _and(a, b):
-    if a is None:
-        return b
-    return tir.And("bool", a, b)
 
 
 # ----------------------------------------------------------------------------- passes
@@ -369,7 +134,7 @@ def lower_init(func: tir.PrimFunc) -> tir.PrimFunc:
                 cond = None
                 for iv in s.iter_vars:
                     if iv.kind == "R":
-                        cond = _and(cond, tir.EQ("bool", iv.var, make_cast(iv.dom.min, iv.var.dtype)))
+                        cond = make_and(cond, tir.EQ("bool", iv.var, make_cast(iv.dom.min, iv.var.dtype)))
                 init = s.init if cond is None else tir.IfThenElse(cond, s.init)
                 return dataclasses.replace(s, body=tir.seq([init, s.body]), init=None)
             return s
@@ -379,7 +144,7 @@ def lower_init(func: tir.PrimFunc) -> tir.PrimFunc:
 
 def convert_blocks_to_loops(func: tir.PrimFunc, keep_annotations: tuple = ()) -> tir.PrimFunc:
     """Remove blocks: substitute each iterator by the value it is bound to, turn a ``T.where``
-    predicate into an ``if``, and make the block's ``T.alloc_buffer``s `Allocate` statements
+    predicate into an ``if``, and make the block's ``T.alloc_buffer``s `tir.Allocate` statements
     around its body. A block annotation whose key is in ``keep_annotations`` stays, as an
     ``AttrStmt`` (key, value) around the body, for a later pass (the GPU lowering's wmma
     operations).
@@ -407,7 +172,7 @@ def convert_blocks_to_loops(func: tir.PrimFunc, keep_annotations: tuple = ()) ->
                 if not (isinstance(pred, tir.IntImm) and pred.value == 1):
                     body = tir.IfThenElse(substitute(self.visit_expr(pred), mapping), body)
                 for buf in reversed(block.alloc_buffers):
-                    body = Allocate(buf, body)
+                    body = tir.Allocate(buf, body)
                 return body
             if isinstance(s, tir.Block):
                 raise ValueError("a Block outside a BlockRealize")
@@ -496,8 +261,8 @@ def flatten_buffers(func: tir.PrimFunc) -> tir.PrimFunc:
             if isinstance(s, tir.BufferStore):
                 idx = [self.visit_expr(i) for i in s.indices]
                 return tir.BufferStore(flat_of(s.buffer), self.visit_expr(s.value), [offset(s.buffer, idx)], s.span)
-            if isinstance(s, Allocate):
-                return Allocate(flat_of(s.buffer), self.visit_stmt(s.body), s.storage)
+            if isinstance(s, tir.Allocate):
+                return tir.Allocate(flat_of(s.buffer), self.visit_stmt(s.body), s.storage)
             return super().visit_stmt(s)
 
     return _with_body(func, M().visit_stmt(func.body))
@@ -546,7 +311,7 @@ def dtype_bytes(dtype: str) -> int:
 
 
 def plan_allocations(func: tir.PrimFunc, stack_limit: int = STACK_ALLOC_LIMIT) -> tir.PrimFunc:
-    """Decide where each `Allocate` lives: on the stack when its size is a constant of at most
+    """Decide where each `tir.Allocate` lives: on the stack when its size is a constant of at most
     ``stack_limit`` bytes, on the heap (64-byte aligned ``malloc``) otherwise.
 
     Why: stack storage is free to allocate and lets LLVM keep small buffers in registers, but
@@ -556,11 +321,11 @@ def plan_allocations(func: tir.PrimFunc, stack_limit: int = STACK_ALLOC_LIMIT) -
     class M(IRMutator):
         def visit_stmt(self, s):
             s = super().visit_stmt(s)
-            if isinstance(s, Allocate) and s.storage == "auto":
+            if isinstance(s, tir.Allocate) and s.storage == "auto":
                 size = s.buffer.shape[0]
                 nbytes = size.value * dtype_bytes(s.buffer.dtype) if isinstance(size, tir.IntImm) else None
                 storage = "stack" if nbytes is not None and nbytes <= stack_limit else "heap"
-                return Allocate(s.buffer, s.body, storage)
+                return tir.Allocate(s.buffer, s.body, storage)
             return s
 
     return _with_body(func, M().visit_stmt(func.body))
@@ -571,7 +336,7 @@ def _reject_uncompilable(func: tir.PrimFunc) -> None:
     between prim_funcs, loops with a step, the runtime and GPU builtins (`tir.BUILTINS`, ``T.call_packed``, the
     tensor-core intrinsics) and attribute scopes other than thread launches. Why here: every
     build path lowers first, so this one check covers them all before codegen meets them."""
-    from tvmscript.tir_visitor import TIRVisitor
+    from tvmscript.ir.tir_visitor import TIRVisitor
 
     builtin_ops = {op: name for op, (name, _) in tir.BUILTIN_NAMES.items()}
 
@@ -627,7 +392,7 @@ def lower(func: tir.PrimFunc, bounds_check: bool = False, places: dict | None = 
 
 
 def dump(node, indent: int = 0) -> str:
-    """A plain-text rendering of lowered IR (the TVMScript printer does not know `Allocate`)."""
+    """A plain-text rendering of lowered IR (the TVMScript printer does not know `tir.Allocate`)."""
     pad = "    " * indent
     if isinstance(node, tir.PrimFunc):
         params = ", ".join(p.name for p in node.params)
@@ -644,7 +409,7 @@ def dump(node, indent: int = 0) -> str:
         return out
     if isinstance(s, tir.BufferStore):
         return f"{pad}{s.buffer.name}[{', '.join(_e(i) for i in s.indices)}] = {_e(s.value)}\n"
-    if isinstance(s, Allocate):
+    if isinstance(s, tir.Allocate):
         return f"{pad}{s.buffer.name} = allocate[{s.storage}]({s.buffer.dtype}, {_e(s.buffer.shape[0])})\n" + dump(s.body, indent)
     if isinstance(s, tir.LetStmt):
         return f"{pad}{s.var.name} = {_e(s.value)}\n" + dump(s.body, indent)

@@ -115,11 +115,13 @@ import contextvars
 import dataclasses
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir.tir_visitor import vars_in
 
-from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
+from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, dtype_bytes
+
+from tvmscript.ir.mutator import IRMutator, substitute
 from .schedule.common import with_unique_block_names
 
 __all__ = ["default_schedule", "tile_bytes", "vector_bytes", "vector_registers", "parallel_threads", "PANEL_BYTES",
@@ -285,7 +287,7 @@ class _SymbolicDivMod(IRMutator):
     def index(self, e):
         """``e`` resolved (`simplify_divmod`) and put in canonical form, if it divides and
         mentions a symbolic dimension; else ``e`` itself (static indices are not touched)."""
-        from tvmscript.tir_visitor import contains, vars_in
+        from tvmscript.ir.tir_visitor import contains, vars_in
 
         from .arith.canonical import Canonical
         from .arith.symbolic_divmod import simplify_divmod

@@ -23,7 +23,7 @@ import inspect
 import numbers
 from typing import Callable, Optional, Sequence
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 __all__ = [
     "Tensor", "IterVar", "Reduce", "PlaceholderOp", "ComputeOp", "placeholder", "compute",
@@ -672,7 +672,7 @@ def _fresh_name(name: str, used: set) -> str:
 
 
 def _vars_of(e) -> list:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return vars_in([e])
 
@@ -689,7 +689,7 @@ def _builtin_all_(it) -> bool:
 
 
 def _stage(t: Tensor, buf_map: dict, outer_map: dict, idt: Optional[str], block_name: Optional[str] = None) -> tir.Stmt:
-    from tvmscript.compiler.tir_analysis import infer_access_regions
+    from tvmscript.ir.tir_analysis import infer_access_regions
 
     op: ComputeOp = t.op
     out = buf_map[t.buffer]

@@ -24,10 +24,12 @@ flattening the tile structure is gone.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .arith.canonical import simplify
-from .lower_tir import IRMutator, _row_major_strides, make_add, make_cast, make_mul, substitute
+from .lower_tir import _row_major_strides
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_add, make_cast, make_mul
 
 __all__ = ["WMMA_ANN", "tensorize_wmma"]
 
@@ -170,7 +172,7 @@ def _var_of(index, loops: list):
 
 
 def _uses(e, v) -> bool:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return v in vars_in([e])
 

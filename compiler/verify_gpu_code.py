@@ -54,13 +54,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 from .arith import NEG_INF, POS_INF, const_int_bound, expr_key, relax_region, simplify
-from .lower_tir import const_int, dtype_bytes
-from .substitute import substitute_expr
-
+from .lower_tir import dtype_bytes
+from tvmscript.ir.tir_arith import const_int
+from tvmscript.ir.mutator import substitute
 __all__ = ["verify_gpu_code", "gpu_code_errors", "constraints_of", "CONSTRAINT_NAMES"]
 
 CONSTRAINT_NAMES = (
@@ -322,8 +322,8 @@ class _Checker:
             key = _key(buf)
             self.kernel.used.setdefault(key, buf)
             if region is not None and buf.scope in _SHARED_SCOPES + _LOCAL_SCOPES:
-                sub = [(substitute_expr(mn, self.mapping),
-                        substitute_expr(ext, self.mapping) if ext is not None else tir.IntImm(mn.dtype, 1))
+                sub = [(substitute(mn, self.mapping),
+                        substitute(ext, self.mapping) if ext is not None else tir.IntImm(mn.dtype, 1))
                        for mn, ext in region]
                 self.kernel.accesses.setdefault(key, []).append((sub, tuple(self.loops)))
         limit = self.limits.get("max_vector_bytes")
@@ -354,7 +354,7 @@ class _Checker:
             outer = self.mapping
             self.mapping = dict(outer)
             for iv, v in zip(s.block.iter_vars, s.iter_values):
-                self.mapping[iv.var] = substitute_expr(v, outer)
+                self.mapping[iv.var] = substitute(v, outer)
             self.block_(s.block)
             self.mapping = outer
         elif isinstance(s, tir.Block):
@@ -367,7 +367,7 @@ class _Checker:
         elif isinstance(s, tir.LetStmt):
             self.expr(s.value)
             outer = self.mapping
-            self.mapping = {**outer, s.var: substitute_expr(s.value, outer)}
+            self.mapping = {**outer, s.var: substitute(s.value, outer)}
             self.stmt(s.body)
             self.mapping = outer
         elif isinstance(s, (tir.AssertStmt, tir.While)):
@@ -436,7 +436,7 @@ class _Checker:
             if s.kind == "thread_binding":
                 var = self.kernel.tag_var(s)
                 self.mapping = {**outer, s.loop_var: var}
-            self.loops.append(_Loop(s, var, substitute_expr(s.min, outer), substitute_expr(s.extent, outer)))
+            self.loops.append(_Loop(s, var, substitute(s.min, outer), substitute(s.extent, outer)))
         if s.kind != "thread_binding":
             self.stmt(s.body)
         else:

@@ -1,0 +1,8 @@
+"""TVMScript's grammar, ``tvmscript.lark`` (Lark's EBNF), as ``tvmscript.grammar``.
+
+The parser (tvmscript/parser/syntax.py) compiles it into LALR(1) tables once and caches them.
+"""
+
+import os
+
+GRAMMAR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tvmscript.lark")

@@ -61,9 +61,9 @@ from typing import Optional
 import llvmlite.binding as llvm
 
 from tvmscript import ir as tir_ir
-from tvmscript.structural import structural_hash  # noqa: F401  (re-exported)
+from tvmscript.ir.structural import structural_hash  # noqa: F401  (re-exported)
 from tvmscript.compiler.build_cache import BuildCache, compiler_fingerprint  # noqa: F401  (re-exported)
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.compiler import codegen_llvm, progress
 from tvmscript.compiler.codegen_llvm import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, HostTarget, host_target, init_llvm
 

@@ -825,7 +825,7 @@ def _origin_text(sig: FuncSig, origin) -> str:
 def eval_dim(e, env: dict):
     """The value of a TIR expression over the symbolic dims in ``env`` (KeyError if one is
     missing)."""
-    from tvmscript import tir
+    from tvmscript.ir import tir
 
     if isinstance(e, tir.IntImm):
         return bool(e.value) if e.dtype == "bool" else int(e.value)
@@ -861,7 +861,7 @@ def eval_dim(e, env: dict):
 
 
 def _dim_text(e) -> str:
-    from tvmscript import tir
+    from tvmscript.ir import tir
 
     if isinstance(e, tir.IntImm):
         return str(e.value)
@@ -877,7 +877,7 @@ def _dim_text(e) -> str:
 
 def _bind_dims(dims, values, env: dict, origin: dict, what: str, label: str, sinfo) -> None:
     """Bind the symbols first seen in ``dims`` to ``values``, then check every dim."""
-    from tvmscript import tir
+    from tvmscript.ir import tir
 
     ann = _sinfo_text(sinfo)
     for d, (e, v) in enumerate(zip(dims, values)):
@@ -904,7 +904,7 @@ def _bind_dims(dims, values, env: dict, origin: dict, what: str, label: str, sin
 
 
 def _free_names(e) -> set:
-    from tvmscript import tir
+    from tvmscript.ir import tir
 
     if isinstance(e, tir.Var):
         return {e.name}
@@ -921,7 +921,7 @@ def match_value(value, sinfo, env: dict, what: str, origin: dict | None = None, 
     Returns the value, with NumPy arrays (also inside tuples) wrapped as tensors. Raises a
     `VMTypeError` (wrong kind of value, dtype; a TypeError for a tensor not on ``device``: the
     CPU when None) or `VMValueError` (rank, shape), starting with ``what``."""
-    from tvmscript import relax
+    from tvmscript.ir import relax
 
     origin = {} if origin is None else origin
     if sinfo is None or isinstance(sinfo, relax.ObjectStructInfo):

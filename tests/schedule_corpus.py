@@ -24,7 +24,8 @@ import numpy as np
 
 import tvmscript as tvms
 from tvmscript import relax, tir
-from tvmscript.compiler.lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes
+from tvmscript.compiler.lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, dtype_bytes
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.compiler.schedule.common import blocks_under
 from tvmscript.compiler.schedule_cpu import vector_bytes
 from tvmscript.relax import op

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from tvmscript import tir
 from tvmscript.compiler.arith import Analyzer, const_int_bound, eval_range, simplify
-from tvmscript.compiler.lower_tir import substitute
+from tvmscript.ir.mutator import substitute
 from tvmscript.printer.tir_printer import TIRPrinter
 
 I32 = "int32"

@@ -16,7 +16,8 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript import tir
-from tvmscript.compiler.lower_tir import Allocate, lower
+from tvmscript.compiler.lower_tir import lower
+from tvmscript.ir.tir import Allocate
 from tvmscript.runtime import cpu
 from tvmscript.runtime.cpu import build_cpu, structural_hash
 from tvmscript.runtime.kernel import Kernel, KernelAssertionError

@@ -273,7 +273,7 @@ def test_a_load_the_code_generator_refuses_in_a_fused_kernel_is_shown_at_the_loa
     """The issue's ``cannot compile bad5.tvms: load of float16 from a float32 buffer``: a load
     whose type contradicts its buffer (made here by hand, as a faulty legalization made it) in
     a PrimFunc fused with the op after it is a BuildError at that load, told which binding."""
-    from tvmscript.tir_visitor import TIRVisitor
+    from tvmscript.ir.tir_visitor import TIRVisitor
 
     text = program('''
 y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((n, 64), "float32"))

@@ -18,7 +18,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.lower_tir import lower, lower_thread_bindings
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 RNG = np.random.default_rng(7)
 

@@ -11,7 +11,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler import lower_tir as lt
-from tvmscript.compiler.lower_tir import Allocate
+from tvmscript.ir.tir import Allocate
 from tvmscript.compiler.schedule_cpu import default_schedule, tile_bytes
 from tvmscript.runtime.cpu import build_cpu
 

@@ -8,7 +8,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import metadata
 from tvmscript.ir import structural_equal
-from tvmscript.structural import structural_hash
+from tvmscript.ir.structural import structural_hash
 
 BIG = np.random.default_rng(0).standard_normal((40, 3)).astype("float32")
 

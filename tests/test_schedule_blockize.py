@@ -157,7 +157,7 @@ def test_outer_init_drops_conditions_on_reduce_loops():
     sch.reorder(i0, j, i1, k0, k1)
     outer = sch.blockize(i1)
     init = sch.get(outer).init
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
     names = {v.name for v in vars_in([init])}
     assert "k_0" not in names and "k_1" not in names
     assert_same_result(mod, sch.mod)

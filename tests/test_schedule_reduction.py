@@ -106,7 +106,7 @@ def test_decompose_keeps_a_split_predicate_only_for_loops_kept():
     sch.reorder(i0, j, k0, i1, k1)
     init = sch.decompose_reduction(c, k0)
     realize = sch.index("main").blocks[init.name]
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
     assert [v.name for v in vars_in([realize.predicate])] == ["i_0", "i_1_init"]
     assert_same_result(mod, sch.mod)
 
@@ -322,7 +322,7 @@ def test_rfactor_write_back_keeps_the_spatial_predicate():
     j0, j1 = sch.split(j, factors=[None, 5])  # 16 = 4 * 5 - 4: j_0 * 5 + j_1 < 16
     k0, k1 = sch.split(k, factors=[None, 5])
     sch.rfactor(k0, 0)
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
     pred = sch.index("main").blocks["C"].predicate
     assert [v.name for v in vars_in([pred])] == ["j_0", "j_1"]
     assert_same_result(func, sch.mod)

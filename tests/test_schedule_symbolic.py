@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from tvmscript import tir
-from tvmscript.compiler.lower_tir import VECTORIZE_ANN, IRMutator
+from tvmscript.compiler.lower_tir import VECTORIZE_ANN
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.relax import op
 from tvmscript.runtime.cpu import build_cpu
@@ -81,7 +82,7 @@ def _walk(stmt) -> _Walk:
 
 
 def _uses_n(e) -> bool:
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     return any(v.name == "n" for v in vars_in([e]))
 

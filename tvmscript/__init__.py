@@ -8,43 +8,27 @@ change: ``tvms.parse``/``tvms.load``/``tvms.script.from_source`` read TVMScript 
 from __future__ import annotations
 
 import importlib as _importlib
-import importlib.util as _importlib_util
-import os as _os
 import sys as _sys
 
+# Expression trees are as deep as the program's expressions, and the passes, the printer,
+# pickling and code generation recurse over them a few Python frames per level: every stage
+# gets room for the deepest program the parser accepts (MAX_NESTING). Only ever raised.
+from .parser.builder import MAX_NESTING  # noqa: E402
 
-def _mount_sibling_packages() -> None:
-    """In a source checkout compiler/, runtime/ and grammar/ sit beside tvmscript/ (the design
-    card's layout); installed, setuptools places them inside the package. Either way they import
-    as ``tvmscript.compiler``, ``tvmscript.runtime`` and ``tvmscript.grammar``."""
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    root = _os.path.dirname(here)
-    for name in ("compiler", "runtime", "grammar"):
-        full = f"{__name__}.{name}"
-        if full in _sys.modules or _os.path.isdir(_os.path.join(here, name)):
-            continue
-        init = _os.path.join(root, name, "__init__.py")
-        if not _os.path.exists(init):
-            continue
-        spec = _importlib_util.spec_from_file_location(
-            full, init, submodule_search_locations=[_os.path.join(root, name)]
-        )
-        module = _importlib_util.module_from_spec(spec)
-        _sys.modules[full] = module
-        globals()[name] = module
-        spec.loader.exec_module(module)
-
-
-_mount_sibling_packages()
-
-# Expression trees are as deep as the program's expressions (a 900-term sum is a 900-deep Add
-# chain), and the passes, the printer, pickling and code generation recurse over them a few
-# Python frames per level. The parser refuses nesting deeper than MAX_NESTING
-# (tvmscript/parser/builder.py); every later stage gets room for that depth. Only ever raised.
-MAX_NESTING = 1000
 _sys.setrecursionlimit(max(_sys.getrecursionlimit(), 12 * MAX_NESTING))
 
 from . import ir, relax, tir  # noqa: E402
+
+
+def _load_printer():
+    """Every IR node's script()/show() print through tvmscript.printer, loaded on first use."""
+    from . import printer
+
+    return printer
+
+
+ir.register_printer(_load_printer)
+
 from .api import load, parse  # noqa: E402
 from .diagnostics import TVMScriptError  # noqa: E402
 from .ir import GlobalVar, IRModule  # noqa: E402
@@ -77,6 +61,6 @@ def __getattr__(name: str):
         return relax_api.__getattr__(name)
     raise AttributeError(f"module 'tvmscript' has no attribute '{name}'")
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 __all__ = ["parse", "load", "script", "ir", "relax", "tir", "IRModule", "GlobalVar", "TVMScriptError"]

@@ -13,7 +13,7 @@ import re
 from .diagnostics import TVMScriptError
 from .ir import IRModule
 from .parser import parse_source
-from .tir import PrimFunc
+from .ir.tir import PrimFunc
 from .well_formed import well_formed_errors
 
 __all__ = ["file_errors", "function_units"]

@@ -225,7 +225,7 @@ _positive_int = _number_argument(int, "a whole number", lambda v: v >= 1, "must 
 
 
 def _version() -> str:
-    from . import __version__
+    from .version import __version__
 
     return __version__
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import types
 
-from . import relax as _relax
 from .runtime.devices import Device, cpu, cuda, device, gpu
 from .runtime.registry import get_global_func, list_global_func_names, register_func, remove_global_func
 from .runtime.vm import VirtualMachine
@@ -39,16 +38,11 @@ def compile(mod, target="llvm", **kwargs) -> Executable:  # noqa: A001 - TVM's n
     return build(mod, target, **kwargs)
 
 
-# ---- tvms.relax: build, VirtualMachine, Executable, and the older tvms.relax.vm namespace
-_vm_namespace = types.ModuleType("tvmscript.relax.vm", "TVM's relax.vm: build and VirtualMachine.")
-_vm_namespace.build = build
-_vm_namespace.VirtualMachine = VirtualMachine
-_vm_namespace.Executable = Executable
-
-for _name, _value in (("build", build), ("VirtualMachine", VirtualMachine), ("Executable", Executable),
-                      ("vm", _vm_namespace)):
-    if _name not in vars(_relax):
-        setattr(_relax, _name, _value)
+# ---- TVM's older tvms.relax.vm namespace: build and VirtualMachine (tvms.relax.vm, served by tvms.relax)
+vm_namespace = types.ModuleType("tvmscript.relax.vm", "TVM's relax.vm: build and VirtualMachine.")
+vm_namespace.build = build
+vm_namespace.VirtualMachine = VirtualMachine
+vm_namespace.Executable = Executable
 
 
 def __getattr__(name: str):

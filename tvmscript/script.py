@@ -235,7 +235,7 @@ class _ScalarType(_Placeholder):
     def __call__(self, *args, **kwargs):
         if args or kwargs:
             return self
-        from . import tir as tir_ir
+        from .ir import tir as tir_ir
 
         return tir_ir.Var(self._dtype, UNNAMED)
 
@@ -267,7 +267,7 @@ function = _function_decorator("R.function", ("private", "pure", "check_well_for
 
 ir = _Dialect("I", {"ir_module": ir_module})
 def _scalar_types() -> dict[str, _ScalarType]:
-    from . import tir as tir_ir
+    from .ir import tir as tir_ir
 
     return {dtype: _ScalarType(dtype) for dtype in tir_ir.SCALAR_DTYPES}
 

@@ -9,9 +9,10 @@ TensorIR function touches is a parameter or allocated in an enclosing block.
 
 from __future__ import annotations
 
-from . import ir, relax, tir
+from . import ir
+from .ir import relax, tir
 from .diagnostics import TVMScriptError
-from .tir_visitor import TIRVisitor, vars_in
+from .ir.tir_visitor import TIRVisitor, vars_in
 
 
 def check_well_formed(node) -> None:

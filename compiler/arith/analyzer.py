@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .bound import const_int_bound
 from .canonical import Canonical

@@ -8,7 +8,7 @@ operand is already below ``n``, or proving a split needs no predicate. Bounds ar
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 NEG_INF = float("-inf")
 POS_INF = float("inf")

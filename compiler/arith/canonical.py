@@ -26,7 +26,7 @@ import dataclasses
 from math import gcd
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .bound import NEG_INF, POS_INF, const_int_bound, floordiv_int
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from .canonical import Canonical, Split, Sum  # noqa: F401
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .canonical import Canonical
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import simplify
 from ..arith.canonical import Canonical

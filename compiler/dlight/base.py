@@ -19,7 +19,7 @@ import dataclasses
 import logging
 from typing import Callable, Optional, Union
 
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.ir import IRModule
 
 from ..schedule import Schedule, ScheduleError

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .registry import OpError, all_ops, get_op
 

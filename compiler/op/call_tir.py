@@ -25,13 +25,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tvmscript import relax, tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import relax, tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith.bound import const_int_bound
 from ..arith.canonical import Canonical, widen
-from ..substitute import substitute_expr
-
+from tvmscript.ir.mutator import substitute
 __all__ = ["call_tir_mismatch", "describe_arg"]
 
 
@@ -99,7 +98,7 @@ def _expected_text(item: _Passed, solved: dict) -> str:
     shape = item.buffer.shape
     if item.output and all(v in solved for v in vars_in(shape)):
         values = {v: solved[v][0] for v in vars_in(shape)}
-        writes = relax.TensorStructInfo([widen(substitute_expr(d, values)) for d in shape], item.buffer.dtype)
+        writes = relax.TensorStructInfo([widen(substitute(d, values)) for d in shape], item.buffer.dtype)
         return f"from its arguments the prim_func writes {_sinfo_text(writes)}"
     return f"parameter '{item.param.name}' is {_buffer_text(item.buffer)}"
 
@@ -127,7 +126,7 @@ def _mismatch(item: _Passed, solved: dict) -> Optional[str]:
         used = vars_in([want])
         if any(v not in solved for v in used):
             continue  # a size the call does not determine: it is read from what is passed
-        expected = substitute_expr(want, {v: solved[v][0] for v in used})
+        expected = substitute(want, {v: solved[v][0] for v in used})
         differ = _contradiction(got, expected)
         if differ is not None:
             whence = "".join(f", where the prim_func's {v.name} is {solved[v][1]}" for v in used[:1])

@@ -10,7 +10,7 @@ stand-ins for one worker)."""
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from ..topi import transform as ttransform
 from .common import REQUIRED, bool_attr, int_attr, tensor_arg

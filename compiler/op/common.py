@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import inspect
 
-from tvmscript import relax, tir
-from tvmscript.structural import StructuralEqual
+from tvmscript.ir import relax, tir
+from tvmscript.ir.structural import StructuralEqual
 
 from .registry import OpError
 

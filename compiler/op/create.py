@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .. import topi
 from .common import REQUIRED, dtype_attr, shapes_known, te_legalizer, tensor_arg

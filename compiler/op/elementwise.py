@@ -15,7 +15,7 @@ to is named as TVM 0.25's LegalizeOps names it (``tir_exp``, ``erf``, ``add``, `
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .. import topi
 from ..topi._util import const_like

@@ -11,7 +11,7 @@ that TVM does not legalize either.
 
 from __future__ import annotations
 
-from tvmscript import relax
+from tvmscript.ir import relax
 
 from .. import topi
 from .common import fmt_shape, int_attr, normalize_axis, shapes_known, static_dim, te_legalizer, tensor_arg

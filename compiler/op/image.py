@@ -12,7 +12,7 @@ legalized to one PrimFunc named after it.
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from ..topi import image as timage
 from .common import bool_attr, dtype_attr, shapes_known, tensor_arg

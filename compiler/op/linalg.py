@@ -4,7 +4,7 @@ rules: ellipsis broadcasting, implicit output, diagonals)."""
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .. import topi
 from .common import REQUIRED, broadcast_shapes, dtype_attr, shapes_known, te_legalizer, tensor_arg

@@ -23,7 +23,7 @@ is opaque; its "mean" reduction (TVM's pairwise running average) is not supporte
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .. import topi
 from ..topi import transform as tt
@@ -865,7 +865,7 @@ class IndexMapAttr:
         return f"T.index_map(lambda {', '.join(v.name for v in self.params)}: {body})"
 
     def __eq__(self, other) -> bool:
-        from tvmscript.structural import StructuralEqual
+        from tvmscript.ir.structural import StructuralEqual
 
         if not isinstance(other, IndexMapAttr) or len(self.params) != len(other.params):
             return False

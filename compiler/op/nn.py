@@ -30,7 +30,7 @@ Python function orders its parameters differently from its printer (pad, pooling
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .. import topi
 from .common import (REQUIRED, bool_attr, dim_equal, dtype_attr, fmt_shape, int_attr, is_int, normalize_axis,

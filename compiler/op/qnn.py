@@ -9,7 +9,7 @@ element of ``data``'s ``axis``. Both legalize to one elementwise-style PrimFunc 
 
 from __future__ import annotations
 
-from tvmscript import relax
+from tvmscript.ir import relax
 
 from .. import topi
 from .common import int_attr, normalize_axis, static_dim, te_legalizer, tensor_arg

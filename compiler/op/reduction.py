@@ -25,7 +25,7 @@ iterator), as TVM's scan kernels are.
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .. import topi
 from .common import bool_attr, is_int, normalize_axis, shapes_known, te_legalizer, tensor_arg

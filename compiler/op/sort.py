@@ -12,7 +12,7 @@ NumPy's stable sort, so equal elements keep their order, as TVM's sort does).
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from .. import topi
 from .common import bool_attr, int_attr, normalize_axis, te_legalizer, tensor_arg

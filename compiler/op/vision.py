@@ -9,7 +9,7 @@ counts, are declared and inferred only, so LegalizeOps leaves those calls as the
 
 from __future__ import annotations
 
-from tvmscript import relax, tir
+from tvmscript.ir import relax, tir
 
 from ..topi import vision as tvision
 from .common import REQUIRED, bool_attr, int_attr, shapes_known, tensor_arg

@@ -17,7 +17,8 @@ positionally: ``R.vm.alloc_storage(R.shape([n]), 0, R.dtype("uint8"), R.str("glo
 from __future__ import annotations
 
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 
 from .common import int_attr, tensor_arg
 from .registry import Arg, Attr, OpError, register_op

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.ir import structural_equal
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
-from ..lower_tir import IRMutator, make_add, make_sub, substitute
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_add, make_sub
 from .common import const_value
 from .iter_map import conjuncts, subspace_divide, trivial_divide
 from .state import Schedule, primitive

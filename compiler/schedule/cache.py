@@ -25,10 +25,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from ..arith import const_int_bound, relax_region, simplify
-from ..lower_tir import IRMutator, make_cast, substitute
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_cast
 from .common import blocks_under, const_value, loop_ranges_above, record_call
 from .state import BlockRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, collect_names, fresh_name, replace, stmt_children

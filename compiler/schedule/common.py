@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith.canonical import Canonical
-from ..lower_tir import IRMutator, substitute
+from tvmscript.ir.mutator import IRMutator, substitute
 from .tree import FuncIndex, stmt_children
 
 __all__ = ["loop_ranges_above", "rewrite_bindings", "iter_kinds_of_loop", "int_imm", "const_value",

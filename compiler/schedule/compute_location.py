@@ -31,12 +31,13 @@ import dataclasses
 import functools
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import const_int_bound, eval_range, simplify
 from ..arith.canonical import Canonical
-from ..lower_tir import make_cast, substitute
+from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.mutator import substitute
 from .common import const_value, quoted_name
 from .reduction import forget_affine_flag
 from .state import BlockRV, LoopRV, Schedule, primitive

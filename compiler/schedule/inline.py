@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import tir
-from tvmscript.compiler.tir_analysis import infer_access_regions
-from tvmscript.structural import StructuralEqual
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_analysis import infer_access_regions
+from tvmscript.ir.structural import StructuralEqual
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..arith import const_int_bound, simplify
-from ..lower_tir import IRMutator, make_cast, substitute
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_cast
 from .common import const_value, quoted_name
 from .compute_location import (as_block_rv, check_complete, check_not_output, complete_code, leaf_removal_plan,
                                scope_of, takes_block_name)

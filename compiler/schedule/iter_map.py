@@ -24,12 +24,12 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import simplify
 from ..arith.canonical import Canonical, Sum, expr_key
-from ..lower_tir import _and
+from tvmscript.ir.tir_arith import make_and
 from .common import const_value
 
 __all__ = ["Mark", "Piece", "PSum", "IterMap", "detect_iter_map", "subspace_divide", "trivial_divide",
@@ -295,7 +295,7 @@ def is_affine_binding(realize: tir.BlockRealize, loops: list) -> bool:
     shifted = [lp for lp in loops if const_value(lp.min) != 0]
     if shifted:
         # A loop from ``m``: the same map as a loop from 0 with ``m`` added to its variable.
-        from ..lower_tir import substitute
+        from tvmscript.ir.mutator import substitute
         loop_vars = {lp.loop_var for lp in loops}
         if any(set(vars_in([lp.min])) & loop_vars for lp in shifted):
             return False
@@ -529,7 +529,7 @@ class Division:
 
 
 def _and_all(preds: list):
-    out = functools.reduce(_and, preds, None)
+    out = functools.reduce(make_and, preds, None)
     return out if out is not None else tir.IntImm("bool", 1)
 
 
@@ -545,7 +545,7 @@ def subspace_divide(bindings: list, loops: list, inner_vars: set, predicate,
     if not preserve_unit_iters:
         unit = {v: tir.IntImm(v.dtype, 0) for v, e in doms.items() if e == 1}
         if unit:
-            from ..lower_tir import substitute
+            from tvmscript.ir.mutator import substitute
             values = [simplify(substitute(v, unit), None, keep_marks=True) for v in values]
             predicate = simplify(substitute(predicate, unit)) if predicate is not None else None
     imap = detect_iter_map(values, doms, predicate)

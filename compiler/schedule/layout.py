@@ -22,12 +22,13 @@ import dataclasses
 import inspect
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ..arith import eval_range, simplify
-from ..lower_tir import make_cast, substitute
-from ..tir_analysis import collect_accesses
+from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.mutator import substitute
+from ...ir.tir_analysis import collect_accesses
 from .cache import buffer_defining_site, check_allocated, nth_access_buffer, normalize_block
 from .common import LoopRangeMutator, const_value, record_call
 from .state import Schedule, primitive

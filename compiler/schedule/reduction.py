@@ -25,10 +25,10 @@ import dataclasses
 import operator
 import weakref
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
-from ..lower_tir import substitute
+from tvmscript.ir.mutator import substitute
 from .blockize import substitute_block
 from .common import const_value
 from .iter_map import conjuncts, is_affine_binding
@@ -238,7 +238,7 @@ def _same_const(a, b) -> bool:
 
 
 def _same(a, b) -> bool:
-    from tvmscript.structural import StructuralEqual
+    from tvmscript.ir.structural import StructuralEqual
     return StructuralEqual().equal(a, b)
 
 

@@ -17,12 +17,13 @@ import dataclasses
 import inspect
 from typing import Callable, Optional, Sequence
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..arith import eval_range, simplify
-from ..lower_tir import IRMutator, make_cast, substitute
-from ..tir_analysis import collect_accesses
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import make_cast
+from ...ir.tir_analysis import collect_accesses
 from .common import const_value
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import child_block_realizes, collect_names, replace

@@ -20,7 +20,7 @@ import inspect
 import weakref
 from typing import Callable, Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 from tvmscript.ir import IRModule
 
 from .errors import ScheduleError

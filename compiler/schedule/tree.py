@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 __all__ = ["FuncIndex", "replace", "child_block_realizes", "stmt_children", "with_children", "fresh_name",
            "collect_names"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 

@@ -7,7 +7,7 @@ equals the output's, and 0 where the operand's extent is 1 (a broadcast dimensio
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import compute, is_one, same_dim

@@ -3,7 +3,7 @@ loops ``ax0, ax1...``; neither reads a tensor (``full`` may read a rank-0 fill t
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import compute, const_like

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import compute, is_one

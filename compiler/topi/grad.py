@@ -11,7 +11,7 @@ tuple (argmax, max) reduction, so those stages differ from TVM's but compute the
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import compute

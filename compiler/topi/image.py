@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import compute

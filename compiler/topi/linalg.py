@@ -6,7 +6,7 @@ NumPy's Einstein summation (block ``T_einsum``)."""
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from .broadcast import broadcast_shape

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numbers
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import compute

@@ -10,7 +10,7 @@ axes), an int, or a list of ints, negative ones counting from the end.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import axis_names, is_one

@@ -18,7 +18,7 @@ as the block's loads alone would look elementwise.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .transform import product, sub, unravel
 
@@ -73,7 +73,7 @@ def cumulative(shape, dtype: str, axis, out_dtype: str, exclusive: bool, kind: s
     is_first = tir.EQ("bool", k, tir.IntImm("int64", 0))
     value = tir.Call(out_dtype, "tir.if_then_else", [is_first, first, rest])
     store = tir.BufferStore(out, value, list(ivars))
-    from tvmscript.compiler.tir_analysis import infer_access_regions
+    from tvmscript.ir.tir_analysis import infer_access_regions
 
     reads, writes = infer_access_regions(store, None, [])
     block = tir.Block(f"T_cum{kind}", iters, reads, writes, store)

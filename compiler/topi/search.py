@@ -8,7 +8,7 @@ equal for sorted boundaries.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 

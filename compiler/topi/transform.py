@@ -12,7 +12,7 @@ inference in ``compiler/op/manipulate.py`` uses the same helpers for symbolic ou
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from ._util import compute, is_one

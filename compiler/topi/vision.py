@@ -15,7 +15,7 @@ an empty bin). Layouts NCHW and NHWC.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from .. import te
 from .nn import softmax

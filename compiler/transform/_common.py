@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 
 # TVM's OpPatternKind.
 kElemWise = 0
@@ -127,7 +128,7 @@ def call_tir_tir_vars(expr) -> list:
 def sinfo_tir_vars(sinfo, out: dict) -> dict:
     """Adds to ``out`` (an ordered set) the symbolic variables in a struct info's shapes, in
     order of appearance; returns ``out``."""
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     if isinstance(sinfo, relax.TensorStructInfo) and known_shape(sinfo):
         for v in vars_in(list(sinfo.shape)):
@@ -147,8 +148,7 @@ def substitute(node, var_map: dict, tir_map: dict | None = None):
     dims) by theirs. Variables whose struct info mentions a substituted dim are re-created with
     the new struct info, consistently at their definition and every use. Unchanged subtrees are
     shared."""
-    from ..substitute import substitute_expr
-
+    from tvmscript.ir.mutator import substitute
     tir_map = tir_map or {}
     var_map = dict(var_map)
 
@@ -164,7 +164,7 @@ def substitute(node, var_map: dict, tir_map: dict | None = None):
                     return new
             return n
         if isinstance(n, tir.PrimExpr):
-            return substitute_expr(n, tir_map)
+            return substitute(n, tir_map)
         if isinstance(n, list):
             items = [visit(x) for x in n]
             return n if all(a is b for a, b in zip(items, n)) else items

@@ -24,8 +24,9 @@ as blocks with a scan iterator (compiler/topi/scan.py), and this rule gives them
 
 from __future__ import annotations
 
-from tvmscript import ir, tir
-from tvmscript.tir_visitor import TIRVisitor
+from tvmscript import ir
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 from ._common import kBroadcast, kCommReduce, kElemWise, kInjective, kOpaque, kOutEWiseFusable
 
@@ -96,7 +97,7 @@ def _is_matmul_like(store: tir.BufferStore) -> bool:
 def _is_pure_reduce(block: tir.Block, store: tir.BufferStore) -> bool:
     """Whether every load index using a reduce variable is that variable itself (``B[i, k]``,
     not ``B[i * 2 + k]`` as pooling reads)."""
-    from tvmscript.tir_visitor import vars_in
+    from tvmscript.ir.tir_visitor import vars_in
 
     reduce_vars = {id(iv.var) for iv in block.iter_vars if iv.kind in ("R", "reduce")}
     finder = _Loads()

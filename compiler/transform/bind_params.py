@@ -13,7 +13,8 @@ import dataclasses
 
 import numpy as np
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 
 from ._common import copy_module, substitute
 

@@ -9,7 +9,8 @@ construction); entry functions are the public ones (no ``private``) or those nam
 
 from __future__ import annotations
 
-from tvmscript import ir, relax
+from tvmscript import ir
+from tvmscript.ir import relax
 
 from ._common import copy_module, global_vars_used, replace_fields, var_use_counts
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 
 from ._common import call_tir_args, copy_module, is_call_tir, replace_fields, static_shape
 
@@ -34,16 +35,14 @@ _PURE_CALLS = {"tir.if_then_else", "tir.likely", "tir.max_value", "tir.min_value
 
 @functools.lru_cache(maxsize=None)
 def _pure_calls() -> frozenset:
-    from tvmscript.parser.tir_builder import INTRINSICS
-
-    return frozenset(_PURE_CALLS | {op for op, _ in INTRINSICS.values()})
+    return frozenset(_PURE_CALLS | {op for op, _ in tir.INTRINSICS.values()})
 
 
 def foldable(prim: tir.PrimFunc) -> bool:
     """Whether evaluating ``prim`` at compile time is pure, bounded arithmetic: its calls are
     all math intrinsics (no extern, packed or LLVM call), it has no while loop, and its loops
     have constant extents whose nests add up to at most `MAX_FOLD_WORK` iterations."""
-    from tvmscript.tir_visitor import TIRVisitor
+    from tvmscript.ir.tir_visitor import TIRVisitor
 
     allowed = _pure_calls()
     impure = []

@@ -32,7 +32,8 @@ function is well formed and FuseTIR can give it to the fused PrimFunc as a ``T.i
 
 from __future__ import annotations
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 from tvmscript.diagnostics import FusedPart, FusedSpan, plain_span
 
 from ._common import (call_tir_args, call_tir_tir_vars, copy_module, is_call_tir, kBroadcast,

@@ -32,13 +32,14 @@ import copy
 import dataclasses
 import re
 
-from tvmscript import ir, relax, tir
+from tvmscript import ir
+from tvmscript.ir import relax, tir
 from tvmscript.diagnostics import FusedSpan, plain_span
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..block_builder import BlockBuilder
 from ..kernel_places import numbered_spans
-from ..substitute import substitute_expr
+from tvmscript.ir.mutator import substitute
 from ._common import call_tir_args, call_tir_tir_vars, copy_module, replace_fields
 from .dead_code_elimination import DeadCodeElimination
 
@@ -161,7 +162,7 @@ class _GroupSyms:
         for v in vars_in([expr]):
             if v not in self.fused:
                 self.fused[v] = tir.Var(v.dtype, v.name)
-        return substitute_expr(expr, self.fused)
+        return substitute(expr, self.fused)
 
 
 def _inner_sym_map(prim: tir.PrimFunc, sinfos: list, tir_vars: list, syms: _GroupSyms) -> dict:

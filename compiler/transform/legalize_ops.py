@@ -13,7 +13,8 @@ has no place of its own) point at the op in the file.
 
 from __future__ import annotations
 
-from tvmscript import ir, relax
+from tvmscript import ir
+from tvmscript.ir import relax
 
 from ..block_builder import BlockBuilder, _BlockFrame, _FunctionFrame
 from ..op.registry import find_op

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tvmscript import ir, relax, tir
-from tvmscript.tir_visitor import TIRVisitor, contains
+from tvmscript import ir
+from tvmscript.ir import relax, tir
+from tvmscript.ir.tir_visitor import TIRVisitor, contains
 
 from ._common import call_tir_args, copy_module, is_call_tir, replace_fields, var_use_counts
 from .dead_code_elimination import remove_unused_bindings

@@ -4,7 +4,7 @@ and compiler dispatch on, so completion, hover and signature help never keep a s
 - Relax ops: the op registry (`compiler/op/registry.py`: arguments, attributes with defaults);
 - ``R.*`` calls that are not ops: `relax_calls.RELAX_CALLS`, the struct-info constructors
   (`relax_builder.SINFO_NAMES`) and TVM's Python helpers (`compiler/op/api.HELPERS`);
-- ``T.*``: the intrinsics (`tir_builder.INTRINSICS`), expression calls (`tir_calls.EXPR_CALLS`),
+- ``T.*``: the intrinsics (`tvmscript.ir.tir.INTRINSICS`), expression calls (`tir_calls.EXPR_CALLS`),
   scalar types (`tir_builder.DTYPE_NAMES`), loop kinds and block axes (`LOOP_KINDS`,
   `AXIS_KINDS`);
 - the statement forms the builders recognise by name (``T.grid``, ``T.block``,
@@ -125,7 +125,8 @@ def _relax_calls(table: NameTable) -> None:
 
 
 def _tir_names(table: NameTable) -> None:
-    from ..parser.tir_builder import AXIS_KINDS, DTYPE_NAMES, INTRINSICS, LOOP_KINDS
+    from ..ir.tir import INTRINSICS
+    from ..parser.tir_builder import AXIS_KINDS, DTYPE_NAMES, LOOP_KINDS
     from ..parser.tir_calls import EXPR_CALLS
 
     for name, (op, nargs) in INTRINSICS.items():

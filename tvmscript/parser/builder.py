@@ -13,7 +13,8 @@ import bisect
 import re
 from typing import Any, Callable
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..diagnostics import Span, TVMScriptError
 from . import ast
 
@@ -45,6 +46,12 @@ CALLEE_ALIASES = {
 }
 
 PREFIX_ALIASES = {"tir": "T", "tirx": "T", "relax": "R", "ir": "I"}
+
+
+# How deeply a program may nest (a 900-term sum is a 900-deep Add chain). Deeper programs are
+# refused here with a diagnostic; ``import tvmscript`` raises Python's recursion limit so that
+# every later stage (passes, printer, pickling, code generation) has room for this depth.
+MAX_NESTING = 1000
 
 
 def attribute_chain(node) -> list | None:
@@ -530,8 +537,6 @@ def build(
     """Build the IR for a whole file: an IRModule, or a single function. ``py_scope`` holds the
     Python names around TVMScript written inside Python, ``col_offset`` the indentation removed
     from it (see tvmscript/script.py)."""
-    from .. import MAX_NESTING
-
     where, depth = _deepest_statement(stmts)
     if depth > MAX_NESTING:
         raise Context(source, filename, []).error(

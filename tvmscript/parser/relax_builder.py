@@ -11,7 +11,8 @@ TVM prints it.
 
 from __future__ import annotations
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..diagnostics import TVMScriptError, did_you_mean
 from . import ast
 from ..metadata import CONSTANT_KEY, TENSOR_ALIASES, TENSOR_KEY
@@ -1341,7 +1342,7 @@ def _kind(s) -> str:
 
 def unify_sinfo(a, b):
     """The most specific struct info describing both ``a`` and ``b``."""
-    from ..structural import StructuralEqual
+    from ..ir.structural import StructuralEqual
 
     if StructuralEqual().equal(a, b):
         return a

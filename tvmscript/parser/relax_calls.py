@@ -8,7 +8,8 @@ or a string naming a registered extern function.
 
 from __future__ import annotations
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from . import ast
 from .builder import bind_arguments, dotted_name, literal
 from .relax_builder import RelaxFunctionBuilder, const_sinfo, typed_number

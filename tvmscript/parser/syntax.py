@@ -16,20 +16,9 @@ import os
 import re
 import unicodedata
 
-
 from ..diagnostics import Span, TVMScriptError
+from ..grammar import GRAMMAR_FILE
 from . import ast
-
-def _grammar_path() -> str:
-    """Where the grammar lives: ``tvmscript/grammar`` once installed, ``grammar/`` in a checkout."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for candidate in (
-        os.path.join(here, os.pardir, "grammar", "tvmscript.lark"),
-        os.path.join(here, os.pardir, os.pardir, "grammar", "tvmscript.lark"),
-    ):
-        if os.path.exists(candidate):
-            return os.path.normpath(candidate)
-    raise FileNotFoundError("tvmscript.lark not found next to the tvmscript package")
 
 
 # ----------------------------------------------------------------------------- tree building
@@ -577,7 +566,7 @@ _TABLES: _Tables | None = None
 def _tables() -> _Tables:
     global _TABLES
     if _TABLES is None:
-        with open(_grammar_path(), encoding="utf-8") as f:
+        with open(GRAMMAR_FILE, encoding="utf-8") as f:
             grammar = f.read()
         try:
             _TABLES = _Tables(_cached_spec(grammar))

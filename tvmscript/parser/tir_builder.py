@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 
-from .. import ir, tir
-from ..compiler.tir_analysis import contains_block, infer_access_regions
+from .. import ir
+from ..ir import tir
+from ..ir.tir_analysis import contains_block, infer_access_regions
 from ..diagnostics import did_you_mean
-from ..tir_visitor import vars_in
+from ..ir.tir_visitor import vars_in
 from . import ast
 from .builder import (
     Context,
@@ -40,24 +41,6 @@ from .builder import (
 
 DTYPE_NAMES = set(tir.SCALAR_DTYPES)
 
-# TIR intrinsics written `T.name(args)`: name -> (TIR op name, number of args or None if any).
-INTRINSICS = {
-    name: (f"tir.{name}", 1)
-    for name in (
-        "exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "tanh",
-        "sigmoid", "erf", "fabs", "floor", "ceil", "round", "trunc", "nearbyint", "sin", "cos",
-        "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "isnan",
-        "isinf", "isfinite", "popcount", "clz", "bitwise_not",
-    )
-}
-INTRINSICS.update({
-    "pow": ("tir.pow", 2), "atan2": ("tir.atan2", 2), "fmod": ("tir.fmod", 2),
-    "hypot": ("tir.hypot", 2), "copysign": ("tir.copysign", 2), "nextafter": ("tir.nextafter", 2),
-    "shift_left": ("tir.shift_left", 2), "shift_right": ("tir.shift_right", 2),
-    "bitwise_and": ("tir.bitwise_and", 2), "bitwise_or": ("tir.bitwise_or", 2),
-    "bitwise_xor": ("tir.bitwise_xor", 2),
-})
-BOOL_RESULT_INTRINSICS = {"tir.isnan", "tir.isinf", "tir.isfinite"}
 
 # Python operators on PrimExprs and the node each builds.
 BINARY_OPS = {
@@ -1478,8 +1461,8 @@ class PrimFuncBuilder:
             return self._subroutine_call(node)
         if name.startswith("T.") and name[2:] in DTYPE_NAMES:
             return self._typed(node, name[2:])
-        if name.startswith("T.") and name[2:] in INTRINSICS:
-            op, nargs = INTRINSICS[name[2:]]
+        if name.startswith("T.") and name[2:] in tir.INTRINSICS:
+            op, nargs = tir.INTRINSICS[name[2:]]
             # Older TVM printouts spell the result dtype: ``T.exp(x, dtype="float32")``.
             declared = [kw for kw in node.keywords if kw.arg == "dtype"]
             for kw in node.keywords:
@@ -1490,13 +1473,13 @@ class PrimFuncBuilder:
             args = [self.expr(a) for a in node.args]
             if nargs == 2:
                 args = list(self._promote(args[0], args[1], node))
-            dtype = "bool" if op in BOOL_RESULT_INTRINSICS else args[0].dtype
+            dtype = "bool" if op in tir.BOOL_RESULT_INTRINSICS else args[0].dtype
             if declared and self._dtype(declared[0].value) != dtype:
                 raise self.error(f"{name}() on a {args[0].dtype} value gives {dtype}, not "
                                  f"{self._dtype(declared[0].value)}", declared[0])
             return tir.Call(dtype, op, args)
         if name.startswith("T."):
-            known = [f"T.{n}" for n in INTRINSICS] + [f"T.{n}" for n in DTYPE_NAMES] + list(EXPR_CALLS)
+            known = [f"T.{n}" for n in tir.INTRINSICS] + [f"T.{n}" for n in DTYPE_NAMES] + list(EXPR_CALLS)
             raise self.error(f"unknown function '{name}'", node.func, did_you_mean(name, known))
         helper = self.ctx.py_value(name) if isinstance(node.func, ast.Name) else None
         if callable(helper) and not isinstance(helper, type):

@@ -5,7 +5,7 @@ table a new intrinsic is added to; `PrimFuncBuilder._call` (tir_builder.py) disp
 
 from __future__ import annotations
 
-from .. import tir
+from ..ir import tir
 from . import ast
 from .builder import bind_arguments, dotted_name, literal
 from .tir_builder import PrimFuncBuilder

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..metadata import Tables
 from .doc import Doc
 from .relax_printer import RelaxPrinter

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..metadata import Tables, is_inline
 from .doc import Doc
 from .tir_printer import Names, TIRPrinter, format_float, format_string, printed_attrs, same_node

@@ -13,9 +13,10 @@ import keyword
 import math
 import re
 
-from .. import ir, relax, tir
+from .. import ir
+from ..ir import relax, tir
 from ..target import Target
-from ..tir_visitor import vars_in
+from ..ir.tir_visitor import vars_in
 from .doc import Doc
 
 # Python operator precedence, for parenthesization.
@@ -387,7 +388,7 @@ class TIRPrinter:
     def function_body(self, doc: Doc, body) -> None:
         # The root block prints as a comment only where the parser puts it back: when it holds
         # a block or allocates (the parser's rule, shared so the two cannot drift apart).
-        from ..compiler.tir_analysis import contains_block
+        from ..ir.tir_analysis import contains_block
 
         if (
             isinstance(body, tir.BlockRealize)
@@ -686,7 +687,7 @@ class TIRPrinter:
 
 def _count_launches(body) -> dict:
     """How many ``T.launch_thread`` scopes launch each thread index variable."""
-    from ..tir_visitor import TIRVisitor
+    from ..ir.tir_visitor import TIRVisitor
 
     counts: dict = {}
 

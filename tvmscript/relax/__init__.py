@@ -1,352 +1,41 @@
-"""Relax: the graph-level IR of `@R.function` functions.
+"""``tvms.relax``: TVM's ``tvm.relax`` names, as a user imports them.
 
-Expressions carry *struct info* (TVM's name for a static type plus what is known of shapes):
-`TensorStructInfo` knows a tensor's dtype and, when it can, its rank and shape, whose dimensions
-are TIR expressions (`tir.IntImm` constants or `tir.Var` symbolic dims such as ``n``).
+The nodes are the IR layer's (`tvmscript.ir.relax`, re-exported here unchanged). The rest of
+what TVM keeps under ``tvm.relax`` is built above the IR and served on first use, so that
+``import tvmscript`` loads neither the compiler nor the runtime:
 
-Variables compare by identity; a function body is a `SeqExpr` of binding blocks (plain or
-dataflow) followed by the returned expression.
+- ``op``, ``const``, ``BlockBuilder``, ``DynTensorType``: building Relax from Python;
+- ``transform``, ``get_pipeline``: the passes (compiler/transform/);
+- ``build``, ``VirtualMachine``, ``Executable``, ``vm``: compiling and running (relax_api);
+- ``frontend``: nn.Module, PyTorch and ONNX import (tvmscript/relax/frontend/).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
+import importlib
 
-from .. import tir
-from ..ir import GlobalVar, Node, Span
-
-# ----------------------------------------------------------------------------- struct info
-
-
-@dataclass(eq=False, slots=True)
-class StructInfo(Node):
-    pass
-
-
-@dataclass(eq=False, slots=True)
-class ObjectStructInfo(StructInfo):
-    pass
-
-
-@dataclass(eq=False, slots=True)
-class PrimStructInfo(StructInfo):
-    dtype: str = "int64"
-    value: Optional[tir.PrimExpr] = None
-
-
-@dataclass(eq=False, slots=True)
-class ShapeStructInfo(StructInfo):
-    values: Optional[list] = None  # of tir.PrimExpr, when known
-    ndim: int = -1
-
-    def __post_init__(self):
-        if self.values is not None:
-            self.ndim = len(self.values)
-
-
-@dataclass(eq=False, slots=True)
-class TensorStructInfo(StructInfo):
-    """``R.Tensor(shape, dtype)``: ``shape`` is a list of tir.PrimExpr (or None when unknown),
-    ``ndim`` is -1 when the rank is unknown, ``dtype`` is "" when unknown."""
-
-    shape: Optional[list] = None
-    dtype: str = ""
-    ndim: int = -1
-    vdevice: Optional[str] = None
-
-    def __post_init__(self):
-        if self.shape is not None:
-            # Sizes given as Python ints (from Python code) are int64 dims, as the parser makes.
-            self.shape = [tir.IntImm("int64", d) if type(d) is int else d for d in self.shape]
-            self.ndim = len(self.shape)
-
-
-@dataclass(eq=False, slots=True)
-class TupleStructInfo(StructInfo):
-    fields: list = field(default_factory=list)
-
-
-@dataclass(eq=False, slots=True)
-class FuncStructInfo(StructInfo):
-    params: Optional[list] = None
-    ret: StructInfo = None
-    purity: bool = True
-
-
-# ----------------------------------------------------------------------------- expressions
-
-
-@dataclass(eq=False, slots=True)
-class Expr(Node):
-    pass
-
-
-@dataclass(eq=False, slots=True)
-class Var(Expr):
-    name_hint: str
-    struct_info: Optional[StructInfo] = None
-    span: Optional[Span] = None
-
-    def __post_init__(self):
-        # Older Relax: relax.Var("A", (128, 128), relax.DynTensorType(2, "float32")).
-        if self.struct_info is not None and not isinstance(self.struct_info, StructInfo):
-            from ..compiler.op.api import fix_legacy_var
-
-            fix_legacy_var(self)
-
-    def __repr__(self) -> str:
-        return f"relax.Var({self.name_hint})"
-
-
-@dataclass(eq=False, slots=True)
-class DataflowVar(Var):
-    """A variable bound inside a dataflow block and not exported by ``R.output``."""
-
-    def __repr__(self) -> str:
-        return f"relax.DataflowVar({self.name_hint})"
-
-
-@dataclass(eq=False, slots=True)
-class Constant(Expr):
-    data: Any  # a numpy.ndarray
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class Tuple(Expr):
-    fields: list
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class TupleGetItem(Expr):
-    tuple_value: Expr
-    index: int
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class ShapeExpr(Expr):
-    values: list  # of tir.PrimExpr
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class PrimValue(Expr):
-    """``R.prim_value(v)``: a TIR value as a Relax value. Built from Python, it knows its struct
-    info at once, as TVM's constructor does (a Python int is an int64 immediate)."""
-
-    value: tir.PrimExpr
-    struct_info: Optional[StructInfo] = None
-
-    def __post_init__(self):
-        if isinstance(self.value, bool):
-            self.value = tir.IntImm("bool", int(self.value))
-        elif isinstance(self.value, int):
-            self.value = tir.IntImm("int64", self.value)
-        if self.struct_info is None and isinstance(self.value, tir.PrimExpr):
-            self.struct_info = PrimStructInfo(self.value.dtype, self.value)
-
-
-@dataclass(eq=False, slots=True)
-class StringImm(Expr):
-    value: str
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class DataTypeImm(Expr):
-    value: str
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class ExternFunc(Expr):
-    """A function found by name at run time (``R.call_tir("env.linear", ...)``)."""
-
-    global_symbol: str
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class Op(Expr):
-    """A reference to a registered operator, e.g. ``relax.add``; see compiler/op."""
-
-    name: str
-
-    def __repr__(self) -> str:
-        return f"Op({self.name})"
-
-
-@dataclass(eq=False, slots=True)
-class Call(Expr):
-    """A call of an Op, a GlobalVar, an ExternFunc or a Var. ``attrs`` are the op's keyword
-    attributes (Python values); ``sinfo_args`` the struct info given explicitly
-    (``out_sinfo=`` of call_tir, ``sinfo_args=`` of call_packed)."""
-
-    op: Any
-    args: list
-    attrs: dict = field(default_factory=dict)
-    sinfo_args: list = field(default_factory=list)
-    struct_info: Optional[StructInfo] = None
-    span: Optional[Span] = None
-
-
-@dataclass(eq=False, slots=True)
-class If(Expr):
-    cond: Expr
-    true_branch: "SeqExpr"
-    false_branch: "SeqExpr"
-    struct_info: Optional[StructInfo] = None
-
-
-@dataclass(eq=False, slots=True)
-class SeqExpr(Expr):
-    blocks: list
-    body: Expr
-    struct_info: Optional[StructInfo] = None
-
-
-# ----------------------------------------------------------------------------- bindings
-
-
-@dataclass(eq=False, slots=True)
-class Binding(Node):
-    var: Var
-
-
-@dataclass(eq=False, slots=True)
-class VarBinding(Binding):
-    value: Expr
-
-
-@dataclass(eq=False, slots=True)
-class MatchCast(Binding):
-    value: Expr
-    struct_info: StructInfo
-
-
-@dataclass(eq=False, slots=True)
-class BindingBlock(Node):
-    bindings: list
-
-
-@dataclass(eq=False, slots=True)
-class DataflowBlock(BindingBlock):
-    # The variables named by R.output, in the order written (the printer writes them back).
-    outputs: list = field(default_factory=list)
-
-
-@dataclass(eq=False, slots=True)
-class Function(Expr):
-    params: list
-    body: SeqExpr
-    ret_struct_info: Optional[StructInfo] = None
-    attrs: dict = field(default_factory=dict)
-    is_pure: bool = True
-    private: bool = False
-    struct_info: Optional[StructInfo] = None
-    span: Optional[Span] = None
-    # Comments from the source, keyed by the node they belong to (see ir.Comments).
-    comments: Optional[dict] = field(default=None, repr=False)
-
-
-# ----------------------------------------------------------------------------- helpers
-
-# The calls that run a kernel in destination-passing style: ``op(callee, (args...),
-# out_sinfo, [tir_vars])``, the callee a PrimFunc or a packed function.
-DPS_CALL_OPS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace", "relax.call_tir_with_grad")
-
-
-
-def sinfo_symbols(sinfo) -> list:
-    """The names of the symbolic dims ``sinfo`` mentions (tensor and shape dims, prim values,
-    tuple fields), in order of appearance."""
-    from ..tir_visitor import vars_in
-
-    out: list = []
-
-    def add(e) -> None:
-        for name in [e.name] if isinstance(e, tir.Var) else sorted({v.name for v in vars_in([e])}):
-            if name not in out:
-                out.append(name)
-
-    def walk(s) -> None:
-        if isinstance(s, TensorStructInfo) and s.shape is not None:
-            for d in s.shape:
-                add(d)
-        elif isinstance(s, ShapeStructInfo) and s.values is not None:
-            for d in s.values:
-                add(d)
-        elif isinstance(s, PrimStructInfo) and s.value is not None:
-            add(s.value)
-        elif isinstance(s, TupleStructInfo):
-            for f in s.fields:
-                walk(f)
-
-    walk(sinfo)
-    return out
-
-
-def is_leaf(expr) -> bool:
-    """Whether ``expr`` may stand where TVM's normal form puts an operand (a call's argument,
-    a tuple's field): anything but a call, a tuple item, an if or a sequence, which the parser
-    and the BlockBuilder bind to a variable first. A tuple counts when its fields are leaves."""
-    return not isinstance(expr, (Call, TupleGetItem, If, SeqExpr))
-
-
-def struct_info_of(expr) -> StructInfo:
-    """The struct info of an expression (Object when nothing is known)."""
-    sinfo = getattr(expr, "struct_info", None)
-    if sinfo is None:
-        if isinstance(expr, GlobalVar):
-            return ObjectStructInfo()
-        return ObjectStructInfo()
-    return sinfo
-
-
-def default_const_array(value):
-    """The array of ``R.const(value)`` with no dtype: NumPy's, except that Python floats become
-    float32 and ints int32, TVM's defaults."""
-    import numpy as np
-
-    array = np.array(value)
-    if array.dtype == np.float64:
-        return array.astype("float32")
-    if array.dtype == np.int64:
-        return array.astype("int32")
-    return array
-
-
-def tensor_sinfo(shape, dtype: str) -> TensorStructInfo:
-    """``R.Tensor(shape, dtype)`` with Python ints turned into int64 dims."""
-    dims = [tir.IntImm("int64", d) if isinstance(d, int) else d for d in shape]
-    return TensorStructInfo(dims, dtype)
+from ..ir.relax import *  # noqa: F401,F403  (the Relax nodes and struct info: TVM's tvm.relax)
 
 
 def __getattr__(name: str):
-    """TVM's Python names under ``relax`` — ``build``, ``VirtualMachine``, ``Executable``, ``vm``,
-    ``transform``, ``get_pipeline``, ``BlockBuilder``, ``op``, ``const``, ``frontend`` — loaded on first use
-    (the IR itself needs neither the compiler nor the runtime)."""
     if name in ("build", "VirtualMachine", "Executable", "vm"):
-        from .. import relax_api  # noqa: F401  (defines them on this module)
+        from .. import relax_api
 
-        return globals()[name]
-    if name in ("transform", "get_pipeline"):
+        value = relax_api.vm_namespace if name == "vm" else getattr(relax_api, name)
+    elif name in ("transform", "get_pipeline"):
         from ..compiler import transform
 
-        globals().update(transform=transform, get_pipeline=transform.get_pipeline)
-        return globals()[name]
-    if name in ("BlockBuilder", "op", "const", "DynTensorType"):
-        from ..compiler import block_builder
+        value = transform if name == "transform" else transform.get_pipeline
+    elif name in ("BlockBuilder",):
+        from ..compiler.block_builder import BlockBuilder as value
+    elif name in ("op", "const", "DynTensorType"):
         from ..compiler.op import api
 
-        globals().update(BlockBuilder=block_builder.BlockBuilder, op=api, const=api.const,
-                         DynTensorType=api.DynTensorType)
-        return globals()[name]
-    if name == "frontend":  # tvms.relax.frontend.{nn,torch,onnx}, detach_params
-        import importlib
-
-        return importlib.import_module(f"{__name__}.frontend")
-    raise AttributeError(f"module 'tvmscript.relax' has no attribute '{name}'")
+        value = api if name == "op" else getattr(api, name)
+    elif name == "frontend":  # tvms.relax.frontend.{nn,torch,onnx}, detach_params
+        # (a subpackage of this one: `from . import frontend` would ask this __getattr__ again)
+        value = importlib.import_module(f"{__name__}.frontend")
+    else:
+        raise AttributeError(f"module 'tvmscript.relax' has no attribute '{name}'")
+    globals()[name] = value
+    return value

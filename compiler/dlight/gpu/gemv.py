@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from ...arith import simplify
 from ...lower_tir import dtype_bytes

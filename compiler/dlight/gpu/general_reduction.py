@@ -11,8 +11,8 @@ to ``threadIdx.x``); the last block runs over the row with the same threads.
 
 from __future__ import annotations
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ...arith import Analyzer
 from ..analysis import get_root_block, normalize_prim_func

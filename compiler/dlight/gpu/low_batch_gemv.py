@@ -15,7 +15,7 @@ rule schedules the function properly.
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from ..analysis import (dominant_access, gemv_access, gemv_vector_operands, is_broadcast_epilogue, is_gemv_reduction,
                         normalize_prim_func)

@@ -24,8 +24,8 @@ import dataclasses
 import enum
 from typing import Optional
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ...schedule import ScheduleError
 from ..analysis import get_root_block

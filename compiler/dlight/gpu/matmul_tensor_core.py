@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tvmscript import tir
-from tvmscript.tir_visitor import vars_in
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import vars_in
 
 from ...tensor_cores import WMMA_ANN
 from .base import GPUScheduleRule

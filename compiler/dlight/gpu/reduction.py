@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from ..analysis import dominant_access, get_reduction_expr, is_broadcast_epilogue, normalize_prim_func
 from ..base import max_factor, split_epilogue, suggest_threads_per_block, try_inline_contiguous_spatial

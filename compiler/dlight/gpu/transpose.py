@@ -10,7 +10,7 @@ padded by one element (`storage_align`) so reading it by columns does not hit on
 
 from __future__ import annotations
 
-from tvmscript import tir
+from tvmscript.ir import tir
 
 from ...arith import expr_key
 from ..analysis import detect_dominant_read, normalize_prim_func, normalize_to_iter_sum

@@ -171,13 +171,13 @@ def _param_var(name: str, param, dims: dict):
     """The function parameter of a Parameter: its dotted path with ``_``, and its shape with
     each symbolic variable replaced by the method's variable of that name (``in_channels //
     groups`` keeps its form)."""
-    from ....compiler.substitute import substitute_expr
+    from tvmscript.ir.mutator import substitute
     from ....tir_visitor import vars_in
 
     def dim(d):
         if not isinstance(d, tir.PrimExpr):
             return d
-        return substitute_expr(d, {v: _symbolic(v.name, dims) for v in vars_in([d])})
+        return substitute(d, {v: _symbolic(v.name, dims) for v in vars_in([d])})
 
     return relax.Var(name.replace(".", "_"), relax.tensor_sinfo([dim(d) for d in param.shape], param.dtype))
 

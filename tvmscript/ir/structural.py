@@ -15,7 +15,8 @@ import hashlib
 import struct
 import sys
 
-from . import ir, relax, tir
+from . import relax, tir
+from .module import GlobalVar, IRModule
 
 # Fields that are bookkeeping, not program: they never take part in equality.
 _IGNORED_FIELDS = frozenset(("span", "comments", "name", "name_hint"))
@@ -72,8 +73,8 @@ class StructuralEqual:
     def _eq(self, a, b, path: str) -> bool:
         if a is b:
             return True
-        if isinstance(a, ir.IRModule) or isinstance(b, ir.IRModule):
-            if not (isinstance(a, ir.IRModule) and isinstance(b, ir.IRModule)):
+        if isinstance(a, IRModule) or isinstance(b, IRModule):
+            if not (isinstance(a, IRModule) and isinstance(b, IRModule)):
                 return self._fail(path)
             names_a = sorted(gv.name_hint for gv in a.functions)
             names_b = sorted(gv.name_hint for gv in b.functions)
@@ -117,7 +118,7 @@ class StructuralEqual:
                 return self._fail(path)
             same_nan = a.dtype.kind in "fc"  # a constant holding NaN equals its own copy
             return bool(np.array_equal(a, b, equal_nan=same_nan)) or self._fail(path)
-        if isinstance(a, ir.GlobalVar):
+        if isinstance(a, GlobalVar):
             bound = self.mapping.get(id(a))
             if bound is not None:
                 return bound is b or self._fail(path)
@@ -202,14 +203,14 @@ def structural_hash(obj) -> str:
             for k, v in other:
                 visit(k)
                 visit(v)
-        elif isinstance(x, ir.IRModule):
+        elif isinstance(x, IRModule):
             names = sorted(gv.name_hint for gv in x.functions)
             tok("M")
             visit(names)
             visit(x.attrs)
             for n in names:
                 visit(x[n])
-        elif isinstance(x, ir.GlobalVar):
+        elif isinstance(x, GlobalVar):
             tok("G" + x.name_hint)
         elif isinstance(x, _BINDABLE):
             key = id(x)
@@ -243,3 +244,14 @@ def structural_hash(obj) -> str:
     finally:
         sys.setrecursionlimit(old)
     return h.hexdigest()
+
+
+def structural_equal(a, b, map_free_vars: bool = False) -> bool:
+    """Whether two IR objects are the same program up to the names of variables."""
+    return StructuralEqual(map_free_vars).equal(a, b)
+
+
+def assert_structural_equal(a, b, map_free_vars: bool = False) -> None:
+    checker = StructuralEqual(map_free_vars)
+    if not checker.equal(a, b):
+        raise AssertionError(f"structural mismatch at {checker.mismatch_path or '<root>'}")

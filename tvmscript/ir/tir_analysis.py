@@ -8,8 +8,8 @@ the schedule and TE make, get the same regions TVM would print.
 
 from __future__ import annotations
 
-from tvmscript import tir
-from tvmscript.tir_visitor import TIRVisitor, vars_in
+from . import tir
+from .tir_visitor import TIRVisitor, vars_in
 
 
 def collect_accesses(body: tir.Stmt, init: tir.Stmt | None = None) -> tuple[list, list]:
@@ -88,11 +88,10 @@ class _AccessCollector:
         table.setdefault(buf, []).append(ranges)
 
     def _add_region(self, table: dict, region: tir.BufferRegion, subst: dict) -> None:
-        from .substitute import substitute_expr
-
+        from tvmscript.ir.mutator import substitute
         ranges = []
         for r in region.region:
-            lo = substitute_expr(r.min, subst)
+            lo = substitute(r.min, subst)
             if tir.is_const_int(r.extent, 1):
                 ranges.append(self._relax(lo))
             else:
@@ -114,7 +113,7 @@ class _AccessCollector:
 
 
 def _merge(buf, dim: int, ranges: list) -> tir.Range:
-    from tvmscript.structural import StructuralEqual
+    from tvmscript.ir.structural import StructuralEqual
 
     first = ranges[0]
     eq = StructuralEqual().equal

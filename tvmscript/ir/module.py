@@ -1,18 +1,17 @@
-"""The module-level IR shared by both dialects: `IRModule`, `GlobalVar`, and structural equality.
+"""The module-level IR shared by both dialects: `IRModule`, `GlobalVar` and virtual devices.
 
 An `IRModule` maps `GlobalVar`s to functions, Relax (`relax.Function`) or TensorIR
-(`tir.PrimFunc`), as in Apache TVM. Printing a module or a function gives its canonical
-TVMScript (`tvmscript.printer`).
+(`tir.PrimFunc`), as in Apache TVM (whose ``tvm.ir.module`` this is).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from .diagnostics import Span
+from .node import Node
 
-__all__ = ["Node", "Span", "GlobalVar", "IRModule", "structural_equal", "Comments", "VDevice", "DummyGlobalInfo"]
+__all__ = ["GlobalVar", "GlobalVarList", "IRModule", "VDevice", "DummyGlobalInfo"]
 
 
 @dataclass(eq=True)
@@ -58,40 +57,6 @@ def vdevice_name(text, devices=()) -> str:
 @dataclass(eq=True)
 class DummyGlobalInfo:
     """TVM's ``I.dummy_global_info()``: a placeholder entry, as its tests use."""
-
-
-class Node:
-    """Base of every IR node. Nodes print as TVMScript."""
-
-    __slots__ = ()
-
-    def script(self, *, show_meta: bool = False, name: str | None = None) -> str:
-        """The TVMScript text, as TVM's ``script()``: the metadata section (the values of large
-        constants) only with ``show_meta=True``, which text written to a file needs to keep its
-        constants; ``name`` is the class name a module prints with (default ``Module``)."""
-        from .printer import to_script
-
-        return to_script(self, show_meta=show_meta, name=name)
-
-    def show(self, file=None, *, show_meta: bool = False, name: str | None = None) -> None:
-        """Print as TVMScript: highlighted on a terminal, plain otherwise (or into ``file``);
-        the metadata section only with ``show_meta=True``, as TVM's ``show``."""
-        from .printer import show
-
-        show(self, file=file, show_meta=show_meta, name=name)
-
-    def __str__(self) -> str:
-        return self.script()
-
-
-@dataclass(slots=True)
-class Comments:
-    """Comments the user wrote around a statement: lines before it, one at the end of its first
-    line, and lines after it (comments at the end of a block). Kept so `tvms fmt` loses none."""
-
-    before: list = field(default_factory=list)
-    trailing: Optional[str] = None
-    after: list = field(default_factory=list)
 
 
 @dataclass(eq=False, slots=True)
@@ -194,33 +159,3 @@ class IRModule(Node):
 
     def __hash__(self) -> int:
         return id(self)
-
-
-def _module_submodule():
-    """``tvms.ir.module``, TVM's home of `IRModule` (``from tvm.ir.module import IRModule``):
-    this file is the whole of ``tvms.ir``, so the submodule is registered rather than a file."""
-    import sys
-    import types
-
-    sub = types.ModuleType(__name__ + ".module", "IRModule, under the name TVM gives its module.")
-    sub.IRModule = IRModule
-    sys.modules[sub.__name__] = sub
-    return sub
-
-
-module = _module_submodule()
-
-
-def structural_equal(a, b, map_free_vars: bool = False) -> bool:
-    """Whether two IR objects are the same program up to the names of variables."""
-    from .structural import StructuralEqual
-
-    return StructuralEqual(map_free_vars).equal(a, b)
-
-
-def assert_structural_equal(a, b, map_free_vars: bool = False) -> None:
-    from .structural import StructuralEqual
-
-    checker = StructuralEqual(map_free_vars)
-    if not checker.equal(a, b):
-        raise AssertionError(f"structural mismatch at {checker.mismatch_path or '<root>'}")

@@ -1,0 +1,90 @@
+"""Constructors of TIR arithmetic that fold what is constant: ``make_add(x, 0)`` is ``x``.
+
+Passes and schedule primitives build index expressions with these, so that the TIR they print
+reads as TVM's does (its operators fold the same way) and no ``+ 0`` or ``* 1`` survives.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import tir
+
+__all__ = ["const_int", "make_cast", "make_add", "make_sub", "make_mul", "make_floordiv", "make_floormod",
+           "make_and"]
+
+
+def const_int(e) -> Optional[int]:
+    return e.value if isinstance(e, tir.IntImm) else None
+
+
+def make_cast(e, dtype: str):
+    """``e`` (a PrimExpr or a Python int) in ``dtype``: itself, a constant of that type, or a
+    `tir.Cast`."""
+    if isinstance(e, int):
+        return tir.IntImm(dtype, e)
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, tir.IntImm) and tir.is_int(dtype):
+        return tir.IntImm(dtype, e.value)
+    return tir.Cast(dtype, e)
+
+
+def make_add(a, b):
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return tir.IntImm(a.dtype, ca + cb)
+    if cb == 0:
+        return a
+    if ca == 0:
+        return b
+    return tir.Add(a.dtype, a, b)
+
+
+def make_sub(a, b):
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return tir.IntImm(a.dtype, ca - cb)
+    if cb == 0:
+        return a
+    return tir.Sub(a.dtype, a, b)
+
+
+def make_mul(a, b):
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return tir.IntImm(a.dtype, ca * cb)
+    if cb == 1:
+        return a
+    if ca == 1:
+        return b
+    if ca == 0 or cb == 0:
+        return tir.IntImm(a.dtype, 0)
+    return tir.Mul(a.dtype, a, b)
+
+
+def make_floordiv(a, b):
+    """``a // b`` folded as TVM's operators fold it (``x // 1`` is ``x``)."""
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb:
+        return tir.IntImm(a.dtype, ca // cb)
+    if cb == 1:
+        return a
+    return tir.FloorDiv(a.dtype, a, b)
+
+
+def make_floormod(a, b):
+    """``a % b`` folded as TVM's operators fold it (``x % 1`` is ``0``)."""
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb:
+        return tir.IntImm(a.dtype, ca % cb)
+    if cb == 1:
+        return tir.IntImm(a.dtype, 0)
+    return tir.FloorMod(a.dtype, a, b)
+
+
+def make_and(a, b):
+    """``a and b``, where a missing condition (None) is true."""
+    if a is None:
+        return b
+    return tir.And("bool", a, b)
