@@ -44,10 +44,15 @@ _RUNTIME_NAMES = frozenset((
 
 def __getattr__(name: str):
     if name == "te":  # tensor expressions (compiler/te.py), loaded on first use
-        return globals().setdefault("te", _importlib.import_module(f"{__name__}.compiler.te"))
+        from .compiler import te
+
+        return globals().setdefault("te", te)
     if name == "topi":  # TVM's operator inventory, the TE definitions the ops legalize into
-        return globals().setdefault("topi", _importlib.import_module(f"{__name__}.compiler.topi"))
+        from .compiler import topi
+
+        return globals().setdefault("topi", topi)
     if name in ("s_tir", "dlight", "target"):  # schedules, DLight, tvms.target.Target: on first use
+        # (submodules of this package: `from . import` would ask this __getattr__ again)
         return _importlib.import_module(f"{__name__}.{name}")
     if name in _RUNTIME_NAMES:
         from . import relax_api

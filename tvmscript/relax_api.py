@@ -14,7 +14,6 @@ import NumPy when first used, so ``import tvmscript`` stays fast for the CLI.
 
 from __future__ import annotations
 
-import importlib
 import types
 
 from .runtime.devices import Device, cpu, cuda, device, gpu
@@ -47,8 +46,10 @@ vm_namespace.Executable = Executable
 
 def __getattr__(name: str):
     """Lazy attributes of the tvmscript package (re-exported there): ``nd``, ``Tensor``."""
+    from .runtime import ndarray  # NumPy, loaded on first use
+
     if name == "nd":
-        return importlib.import_module("tvmscript.runtime.ndarray")
+        return ndarray
     if name in ("Tensor", "NDArray"):
-        return importlib.import_module("tvmscript.runtime.ndarray").Tensor
+        return ndarray.Tensor
     raise AttributeError(f"module 'tvmscript' has no attribute '{name}'")

@@ -7,16 +7,14 @@ use, so importing tvmscript stays cheap.
 
 from __future__ import annotations
 
-import importlib
-
 _SCHEDULE_NAMES = ("Schedule", "ScheduleError", "BlockRV", "LoopRV", "Trace")
 
 
 def __getattr__(name: str):
     if name == "Trace":
-        value = importlib.import_module("tvmscript.compiler.schedule").Trace
+        from .compiler.schedule import Trace as value
     elif name == "dlight":
-        value = importlib.import_module("tvmscript.dlight")
+        from . import dlight as value
     elif name in _SCHEDULE_NAMES or name == "analysis":  # served by tvms.tir
         from . import tir
 
