@@ -119,8 +119,8 @@ from tvmscript import tir
 
 from tvmscript.tir_visitor import vars_in
 
-from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
-from .schedule.common import with_unique_block_names
+from ..lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, IRMutator, dtype_bytes, substitute
+from ..schedule.common import with_unique_block_names
 
 __all__ = ["default_schedule", "tile_bytes", "vector_bytes", "vector_registers", "parallel_threads", "PANEL_BYTES",
            "PACKED_PANEL_BYTES", "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]
@@ -174,7 +174,7 @@ def _schedule_nests(func: tir.PrimFunc, body, symbolic: bool = True):
 
 def _schedule(func: tir.PrimFunc, body, plans: list):
     """``body`` with each nest's plan carried out by schedule primitives (see `_apply`)."""
-    from .schedule import Schedule, ScheduleError
+    from ..schedule import Schedule, ScheduleError
 
     sch = Schedule(tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, dict(func.attrs),
                                 func.private, func.span))
@@ -210,8 +210,8 @@ def _inline_elementwise(func: tir.PrimFunc, body):
     times per element); a stage read by a reduction (a convolution's padding, softmax's
     exponentials) stays, since the reduction would recompute it for each of its steps.
     `compute_inline` checks the rest (and refuses what it cannot prove)."""
-    from .schedule import Schedule, ScheduleError
-    from .schedule.common import blocks_under
+    from ..schedule import Schedule, ScheduleError
+    from ..schedule.common import blocks_under
 
     root = body.block if isinstance(body, tir.BlockRealize) else None
     if root is None or not root.alloc_buffers:
@@ -287,8 +287,8 @@ class _SymbolicDivMod(IRMutator):
         mentions a symbolic dimension; else ``e`` itself (static indices are not touched)."""
         from tvmscript.tir_visitor import contains, vars_in
 
-        from .arith.canonical import Canonical
-        from .arith.symbolic_divmod import simplify_divmod
+        from ..arith.canonical import Canonical
+        from ..arith.symbolic_divmod import simplify_divmod
 
         if not contains(e, lambda x: isinstance(x, (tir.FloorDiv, tir.FloorMod))) or \
                 all(v in self.ranges for v in vars_in([e])):
@@ -337,7 +337,7 @@ def _vectorizable(node) -> bool:
     """Whether LLVM can vectorize a loop around ``node`` (an expression or a statement of
     stores): every call in it is one `codegen_llvm.vectorizable_call` accepts. A vectorize
     annotation on a loop it cannot vectorize only makes LLVM print a warning."""
-    from .codegen_llvm import vectorizable_call
+    from ..codegen_llvm import vectorizable_call
 
     ok = True
 
@@ -1568,7 +1568,7 @@ def _renamed_blocks(stmt, suffix: str):
 
 def _only_blocks(stmt, names: set) -> bool:
     """Whether every block in ``stmt`` (at least one) is named in ``names``."""
-    from .schedule.common import blocks_under
+    from ..schedule.common import blocks_under
 
     realizes = ([stmt] if isinstance(stmt, tir.BlockRealize) else []) + blocks_under(stmt)
     return bool(realizes) and all(r.block.name in names for r in realizes)
@@ -1581,7 +1581,7 @@ def _foldable_epilogue(body, realize):
     element it writes (``Y[f(i, j)] = g(X[i, j], ...)``, one point per element of ``X``,
     iterators in ``X``'s order), and follow the tile's nest with nothing between them that
     writes what it reads or touches what it writes."""
-    from .schedule.common import blocks_under
+    from ..schedule.common import blocks_under
 
     producer = realize.block
     out_buf = producer.body.buffer
@@ -1862,7 +1862,7 @@ def _fill_nest(plan: _Plan, panel, src, pvars: list, extents: list, strides: lis
 def vector_bytes() -> int:
     """Bytes of the host's widest vector registers (64 with AVX-512, 32 with AVX, else 16)."""
     try:
-        from .codegen_llvm import host_target
+        from ..codegen_llvm import host_target
 
         features = host_target().features
     except Exception:  # noqa: BLE001 - no LLVM: assume AVX
