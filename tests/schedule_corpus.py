@@ -34,31 +34,35 @@ SAMPLES = pathlib.Path(__file__).resolve().parent.parent / "samples"
 
 # ----------------------------------------------------------------------------- the rules
 #
-# Each rule of compiler/schedule_cpu.py, as a tag `applied_rules` reports, with the function
-# that carries it out.
+# Each rule of compiler/schedule_cpu/, as a tag `applied_rules` reports, with the function
+# that carries it out (module.function in that package).
 RULES = {
-    "inline": "_inline_elementwise: an intermediate elementwise stage computed in its reader",
-    "keep_expensive_stage": "_inline_elementwise: a stage computing exp/erf/... read by a reduction stays",
-    "unique_names": "_unique_block_names: blocks sharing a name renamed before scheduling",
-    "register_tile": "_plan_register_tile: accumulators in a <out>_local tile, vectorized",
-    "narrow_lanes": "_pick_vector_loop: half or quarter vector width when no loop fits the full one",
-    "tile_rows": "_pick_row_loop/_pick_tile_shape: several rows per tile, unrolled",
-    "scalar_tile": "_pick_vector_loop/_scalar_tile: scalar accumulators (no loop to vectorize)",
-    "pack_transposing": "_pick_vector_loop/_pack/_fill_nest: a strided operand packed (a transposing copy)",
-    "pack_rows": "_locality_pack/_fill_nest: a contiguous operand packed (rows copied)",
-    "pack_upfront": "_order_register_tile: the whole operand packed before the nest, in parallel",
-    "row_chunks": "_order_register_tile: the tile rows split into one chunk per thread",
-    "k_split": "_order_register_tile: the reduction split (panel over PACKED_PANEL_BYTES), init nest of its own",
-    "fold_epilogue": "_foldable_epilogue: the elementwise stage after a tile computed in its stores",
-    "acc_from_output": "_register_tile: accumulators start from the output (no T.init)",
-    "guard": "_finish/_finish_register_tile: an empty symbolic reduction leaves the output alone",
-    "dot_product": "_DotProduct: vector partial sums (reorders float additions)",
-    "loop_tile": "_schedule_nest/_plan_packing: the one-dimensional tile (no register tile)",
-    "decompose": "_finish/_apply: T.init moved to a nest of its own (decompose_reduction)",
-    "init_parallel": "_finish: the init nest's outer loop parallel too",
-    "block_tiles": "_plan_block_tiles: a transposing copy tiled in two dimensions",
-    "parallel": "_finish/_order_register_tile/_DotProduct: the outer loop T.parallel",
-    "not_vectorized": "_vectorizable: a tile's stores calling a libm function are not vectorized",
+    "inline": "inline.inline_elementwise: an intermediate elementwise stage computed in its reader",
+    "keep_expensive_stage": "inline.inline_elementwise: a stage computing exp/erf/... read by a reduction stays",
+    "unique_names": "schedule.common.with_unique_block_names: blocks sharing a name renamed before scheduling",
+    "register_tile": "register_tile.plan_register_tile: accumulators in a <out>_local tile, vectorized",
+    "narrow_lanes": "register_tile._pick_vector_loop: half or quarter vector width when no loop fits the full one",
+    "tile_rows": "register_tile._pick_row_loop/_pick_tile_shape: several rows per tile, unrolled",
+    "scalar_tile": "register_tile._pick_vector_loop/_scalar_tile: scalar accumulators (no loop to vectorize)",
+    "pack_transposing": "register_tile._pick_vector_loop, packing.packed_panel/_fill_nest: a strided operand packed "
+                        "(a transposing copy)",
+    "pack_rows": "register_tile._locality_pack, packing._fill_nest: a contiguous operand packed (rows copied)",
+    "pack_upfront": "register_tile._order_register_tile: the whole operand packed before the nest, in parallel",
+    "row_chunks": "register_tile._order_register_tile: the tile rows split into one chunk per thread",
+    "k_split": "register_tile._order_register_tile: the reduction split (panel over PACKED_PANEL_BYTES), init nest "
+               "of its own",
+    "fold_epilogue": "accumulators.foldable_epilogue: the elementwise stage after a tile computed in its stores",
+    "acc_from_output": "accumulators.accumulator_tile: accumulators start from the output (no T.init)",
+    "guard": "plan.reduce_guard: an empty symbolic reduction leaves the output alone",
+    "dot_product": "dot_product.DotProduct: vector partial sums (reorders float additions)",
+    "loop_tile": "loop_tile.plan_loop_tile/_plan_packing: the one-dimensional tile (no register tile)",
+    "decompose": "loop_tile._finish_loop_tile, apply.apply_plan: T.init moved to a nest of its own "
+                 "(decompose_reduction)",
+    "init_parallel": "loop_tile._finish_loop_tile: the init nest's outer loop parallel too",
+    "block_tiles": "block_tiles.plan_block_tiles: a transposing copy tiled in two dimensions",
+    "parallel": "loop_tile._parallel_entry, register_tile._order_register_tile, dot_product.DotProduct: the outer "
+                "loop T.parallel",
+    "not_vectorized": "analysis.vectorizable: a tile's stores calling a libm function are not vectorized",
 }
 
 
@@ -392,10 +396,10 @@ def _inside(lp, stmt) -> bool:
 
 
 def _calls_expensive(value) -> bool:
-    """Whether a value calls exp, erf, ... (`schedule_cpu._EXPENSIVE_CALLS`)."""
-    from tvmscript.compiler.schedule_cpu import _has_expensive_call
+    """Whether a value calls exp, erf, ... (`schedule_cpu.inline.EXPENSIVE_CALLS`)."""
+    from tvmscript.compiler.schedule_cpu.inline import has_expensive_call
 
-    return _has_expensive_call(value)
+    return has_expensive_call(value)
 
 
 def _calls_libm(value) -> bool:
@@ -559,7 +563,7 @@ def f(A: T.Buffer((64, 48), "float32"), B: T.Buffer((48, 32), "float32"), C: T.B
 
 # A multiply stage inlined into an add would be one fused multiply-add (one rounding) where the
 # unscheduled kernel rounds the product in its buffer first: schedule_cpu marks such products
-# rounded (_RoundedProducts). These cases failed before it did.
+# rounded (inline._RoundedProducts). These cases failed before it did.
 
 
 def corpus() -> list:

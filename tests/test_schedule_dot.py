@@ -1,6 +1,6 @@
-"""Dot-product nests of the default CPU schedule (`schedule_cpu._DotProduct`): a float sum
-along a loop every operand reads contiguously, with no spatial loop to vectorize (``x @ W.T``
-at batch 1, row sums), gets vector partial sums. The order of additions changes: results are
+"""Dot-product nests of the default CPU schedule (`schedule_cpu.dot_product.DotProduct`): a
+float sum along a loop every operand reads contiguously, with no spatial loop to vectorize
+(``x @ W.T`` at batch 1, row sums), gets vector partial sums. The order of additions changes: results are
 checked against float64 within the error bound of a K-term sum, the same bound the sequential
 order has; every other nest stays bit for bit the unscheduled kernel's."""
 

@@ -4,16 +4,16 @@ forms no op produces) built with and without `compiler.schedule_cpu.default_sche
 the same random inputs.
 
 Results must be the same bits (NaN where NaN, zeros of the same sign), except in kernels the
-schedule turns into dot-product nests (`_DotProduct`): they add the terms of a float sum in
-another order, so each case of those says which sum is reordered and why, and its results
-may differ by twice the rounding-error bound of that sum (``gamma_K * sum |terms|`` for each
-order, K the reduction length, carried to the output as the case derives; see
-`schedule_corpus.SumBound`), as tests/test_schedule_dot.py checks matrix-vector products
-against float64.
+schedule turns into dot-product nests (`schedule_cpu.dot_product.DotProduct`): they add the
+terms of a float sum in another order, so each case of those says which sum is reordered and
+why, and its results may differ by twice the rounding-error bound of that sum
+(``gamma_K * sum |terms|`` for each order, K the reduction length, carried to the output as
+the case derives; see `schedule_corpus.SumBound`), as tests/test_schedule_dot.py checks
+matrix-vector products against float64.
 
 Each case also names the rules its schedule must show (`schedule_corpus.RULES`, read from the
 scheduled PrimFunc by `applied_rules`), and `test_every_rule_has_a_case` checks that every
-rule of the module has a case, so no rule escapes the comparison. The schedule depends on the
+rule of the package has a case, so no rule escapes the comparison. The schedule depends on the
 thread count (`parallel_threads`: which loop runs in parallel, whether an operand is packed up
 front): each case runs under ``OMP_NUM_THREADS`` 1 and 2 where the schedules differ.
 """

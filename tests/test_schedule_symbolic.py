@@ -1,8 +1,8 @@
 """The default CPU schedule on kernels with a symbolic extent ``n`` (a sequence length): the
 loops of symbolic extent get the same register tiles, dot products and parallel loops as
-loops of constant extent (`schedule_cpu._shifted_start`: static tiles, the last one shifted
-back to end at ``n``; the nest as it was, scheduled without symbolic tiles, when ``n`` is
-smaller than a tile), and the results do not change.
+loops of constant extent (`schedule_cpu.symbolic.shifted_start`: static tiles, the last one
+shifted back to end at ``n``; the nest as it was, scheduled without symbolic tiles, when ``n``
+is smaller than a tile), and the results do not change.
 
 Each kernel is checked twice: its scheduled PrimFunc has the intended structure, and at
 several values of ``n`` (1, below a tile, a tile, not a multiple of the tile, large enough

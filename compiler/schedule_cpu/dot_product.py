@@ -1,0 +1,195 @@
+"""The dot product: a float sum along a loop every operand reads contiguously, with no
+spatial loop to vectorize (a matrix-vector product whose matrix is in rows, a row sum), built
+as vectors of partial sums (`DotProduct`).
+
+Its own module because it is the one schedule here that changes the order of additions, and
+it is built directly rather than through schedule primitives (see `DotProduct`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from tvmscript.ir import tir
+
+from ..lower_tir import VECTORIZE_ANN
+
+from tvmscript.ir.mutator import substitute
+from .analysis import reduction_rhs
+from .host import vector_bytes
+from .nest import Nest
+from .plan import worth_parallel
+from .symbolic import shifted_start, symbolic_extents_small
+
+DOT_ROWS = 8  # outputs a dot-product nest computes at once, each its own vector accumulator
+
+
+class DotProduct:
+    """A sum along a loop every operand reads contiguously, with no spatial loop to
+    vectorize: a matrix-vector product whose matrix is in rows (``x @ W.T`` at batch 1, as
+    `ReadTransposedInPlace` leaves it), a row sum. Each of `DOT_ROWS` outputs gets a vector of
+    partial sums: lane ``l`` adds the terms ``k = l, l + L, l + 2L, ...``; the lanes are then
+    added in order, after the init value::
+
+        for <other spatial loops>, jo:                 # the outermost one parallel
+            acc[r, l] = 0                              # r < rows (unrolled), l < L (vector)
+            for ko: acc[r, l] += f(j = jo * rows + r, k = ko * L + l)
+            out[j] = init; for l: out[j] += acc[r, l]
+
+    The only schedule here that changes the order of additions (the sequential order would
+    leave the vector units idle: one scalar multiply-add per load of a matrix row spread
+    over 16 rows); the bound of the rounding error is the same as the sequential sum's
+    (``K`` additions of the same terms), tested in tests/test_schedule_dot.py. It is built
+    directly, not through schedule primitives (an rfactor would allocate the partial sums
+    for the whole output, in the layout of the loops)."""
+
+    def __init__(self, info, j, k, rows: int, lanes: int, block, store, init, parallel: bool) -> None:
+        self.info, self.j, self.k, self.rows, self.lanes = info, j, k, rows, lanes
+        self.block, self.store, self.init, self.parallel = block, store, init, parallel
+
+    def build(self) -> tir.Stmt:
+        """The statement that replaces the nest."""
+        if self.j.const_extent is not None:
+            return self._build(self.rows, False, self.block.name)
+        # Rows of symbolic count: tiles of `rows` outputs, the last one shifted back to end at
+        # the last row (`shifted_start`), when there are that many rows; else one at a time.
+        return tir.IfThenElse(tir.GE("bool", self.j.extent, tir.IntImm(self.j.dtype, self.rows)),
+                              self._build(self.rows, True, self.block.name),
+                              self._build(1, False, self.block.name + "_small"))
+
+    def _build(self, rows: int, shifted: bool, name: str) -> tir.Stmt:
+        """The nest, ``rows`` outputs at a time; ``shifted``: the last tile of rows ends at the
+        symbolic extent, overlapping the one before it. Each output's total is then added up
+        in a register and stored once: a thread recomputing an output another thread also
+        computes only ever stores the same final value."""
+        j, k, lanes = self.j, self.k, self.lanes
+        out = self.store.buffer
+        dt = out.dtype
+        jo = tir.Var(j.dtype, f"{j.var.name}_o")
+        r = tir.Var(j.dtype, f"{j.var.name}_r")
+        ko = tir.Var(k.dtype, f"{k.var.name}_o")
+        lane = tir.Var(k.dtype, f"{k.var.name}_l")
+        acc = tir.Buffer(f"{out.name}_dot", [tir.IntImm("int64", rows), tir.IntImm("int64", lanes)], dt, scope="local")
+        mapping = self._iterator_values(jo, r, ko, lane, rows, shifted)
+        rhs = substitute(reduction_rhs(self.store), mapping)
+        indices = [substitute(i, mapping) for i in self.store.indices]
+        cell = [r, lane]
+        vector = {VECTORIZE_ANN: lanes}
+        start = _loop(r, rows, _loop(lane, lanes, tir.BufferStore(acc, tir.const(0, dt), cell), annotations=vector),
+                      kind="unroll")
+        update = tir.BufferStore(acc, tir.Add(dt, tir.BufferLoad(dt, acc, cell), rhs), cell, self.store.span)
+        accumulate = _loop(ko, k.const_extent // lanes,
+                           _loop(r, rows, _loop(lane, lanes, update, annotations=vector), kind="unroll"))
+        finish, allocs = self._totals(acc, r, lane, rows, mapping, indices, shifted)
+        body = tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(
+            name, [], [], [], tir.seq([start, accumulate, finish]), alloc_buffers=allocs))
+        return self._around(body, jo, rows)
+
+    def _iterator_values(self, jo, r, ko, lane, rows: int, shifted: bool) -> dict:
+        """Each block iterator's value in the new loops: the row ``j`` from the row tile
+        ``jo`` (shifted back for the last tile when ``shifted``) and the row in it ``r``, the
+        reduce iterator ``k`` from ``ko`` and the lane; the others are their loops'."""
+        j, k, lanes = self.j, self.k, self.lanes
+        mapping = {}
+        for lp in self.info:
+            if lp.iv is None:
+                continue
+            if lp is j:
+                start = tir.Mul(j.dtype, jo, tir.IntImm(j.dtype, rows))
+                if shifted:
+                    start = shifted_start(start, j.extent, rows)
+                mapping[lp.iv.var] = jo if rows == 1 and j.const_extent is None else tir.Add(j.dtype, start, r)
+            elif lp is k:
+                mapping[lp.iv.var] = tir.Add(k.dtype, tir.Mul(k.dtype, ko, tir.IntImm(k.dtype, lanes)), lane)
+            else:
+                mapping[lp.iv.var] = lp.var
+        return mapping
+
+    def _totals(self, acc, r, lane, rows: int, mapping: dict, indices: list, shifted: bool) -> tuple:
+        """The loop storing each output: the init value plus the lanes of its partial sums,
+        in order; with ``shifted``, added up in a one-element buffer (a register) first.
+        Returns the loop and the buffers the nest allocates."""
+        out = self.store.buffer
+        dt = out.dtype
+        cell = [r, lane]
+        if not shifted:
+            total = tir.BufferStore(out, tir.Add(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
+                                    indices, self.store.span)
+            finish = _loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices,
+                                                             self.store.span),
+                                             _loop(lane, self.lanes, total)]))
+            return finish, [acc]
+        one = tir.Buffer(f"{out.name}_total", [tir.IntImm("int64", 1)], dt, scope="local")
+        at = [tir.IntImm("int64", 0)]
+        total = tir.BufferStore(one, tir.Add(dt, tir.BufferLoad(dt, one, at), tir.BufferLoad(dt, acc, cell)), at)
+        finish = _loop(r, rows, tir.seq([tir.BufferStore(one, substitute(self.init.value, mapping), at),
+                                         _loop(lane, self.lanes, total),
+                                         tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices, self.store.span)]))
+        return finish, [acc, one]
+
+    def _around(self, body: tir.Stmt, jo, rows: int) -> tir.Stmt:
+        """``body`` (one tile of rows) in the loop over the row tiles ``jo`` and the other
+        spatial loops, the outermost worth it parallel."""
+        j, k = self.j, self.k
+        if j.const_extent is not None:
+            body = _loop(jo, j.const_extent // rows, body)
+        else:  # tiles of rows, the last one shifted back; or, with one row each, every row
+            count = j.extent if rows == 1 else tir.FloorDiv(
+                j.dtype, tir.Add(j.dtype, j.extent, tir.IntImm(j.dtype, rows - 1)), tir.IntImm(j.dtype, rows))
+            body = tir.For(jo, tir.IntImm(j.dtype, 0), count, "serial", body)
+        outer = [lp for lp in self.info if lp is not j and lp is not k]
+        for lp in reversed(outer):
+            body = tir.For(lp.var, lp.min, lp.extent, "serial", body)
+        if self.parallel:
+            body = _parallel_outermost(body)
+        return body
+
+
+def _loop(var, extent: int, body, kind="serial", annotations=None) -> tir.For:
+    """A loop of ``var`` from 0 to the constant ``extent``."""
+    return tir.For(var, tir.IntImm(var.dtype, 0), tir.IntImm(var.dtype, extent), kind, body,
+                   annotations=dict(annotations or {}))
+
+
+def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
+    """``stmt`` (a loop nest) with its outermost loop of more than one iteration parallel (in
+    a `small_nest`, a loop of symbolic extent counts as one of a few iterations: the loop
+    inside it goes parallel, as in the nest's static twin)."""
+    if not isinstance(stmt, tir.For):
+        return stmt
+    few = tir.is_const_int(stmt.extent, 1) or (
+        symbolic_extents_small.get() and not isinstance(stmt.extent, tir.IntImm) and isinstance(stmt.body, tir.For))
+    if few:
+        return dataclasses.replace(stmt, body=_parallel_outermost(stmt.body))
+    return dataclasses.replace(stmt, kind="parallel")
+
+
+def plan_dot_product(nest: Nest, symbolic: bool = True) -> Optional[DotProduct]:
+    """A `DotProduct` for this nest, or None: a float sum (``+``, with an init) along one
+    reduce loop of constant extent, a multiple of the vector width, along which every read is
+    contiguous or invariant (and one at least contiguous); the innermost spatial loop of
+    constant extent gives the rows; with ``symbolic``, one of symbolic extent may
+    (`DotProduct.build`: tiles of rows, the last one shifted back)."""
+    info, block, store, init, ebytes = nest.info, nest.block, nest.store, nest.init, nest.ebytes
+    nontrivial, accesses = nest.nontrivial, nest.accesses
+    if not isinstance(store.value, tir.Add) or init is None or not isinstance(init, tir.BufferStore):
+        return None
+    if not tir.is_float(store.buffer.dtype) or any(not tir.is_const_int(lp.min, 0) for lp in info):
+        return None
+    reduce_ = [lp for lp in nontrivial if lp.kind == "R"]
+    spatial = [lp for lp in nontrivial if lp.kind == "S"]
+    if len(reduce_) != 1 or not spatial:
+        return None
+    k, j = reduce_[0], spatial[-1]
+    lanes = max(1, vector_bytes() // ebytes)
+    if k.const_extent is None or k.const_extent % lanes or k.const_extent < 2 * lanes:
+        return None
+    if j.const_extent is None:
+        if not (symbolic and j.shiftable):
+            return None
+        return DotProduct(info, j, k, DOT_ROWS, lanes, block, store, init, worth_parallel(info))
+    strides = [st.get(k.iv.var, 0) for st in accesses[1:]]
+    if any(st not in (0, 1) for st in strides) or 1 not in strides:
+        return None
+    rows = max(d for d in range(1, min(j.const_extent, DOT_ROWS) + 1) if j.const_extent % d == 0)
+    return DotProduct(info, j, k, rows, lanes, block, store, init, worth_parallel(info))
