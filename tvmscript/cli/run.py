@@ -18,8 +18,8 @@ from .outputs import print_outputs, save_outputs
 from .prim_call import call_prim
 from .program import LibraryProgram, check_target, load_program
 from .progress import CompileProgress
-from .reporting import fail, stream_is_terminal
 from .relax_call import call_relax
+from .reporting import fail, stream_is_terminal
 from .symbols import parse_shapes
 
 
