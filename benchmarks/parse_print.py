@@ -151,7 +151,7 @@ def _commented_lines(n: int) -> str:
 
 
 def _checked(text: str) -> None:
-    from tvmscript.cli import file_errors
+    from tvmscript.checking import file_errors
 
     file_errors(text, "<bench>", 10)
 

@@ -41,12 +41,17 @@ from tvmscript.well_formed import return_annotation_problem
 from . import progress
 from .op.call_tir import describe_arg
 
-__all__ = ["build", "compile", "BuildError"]
+__all__ = ["build", "compile", "BuildError", "NotLoweredError"]
 
 
 class BuildError(TVMScriptError, ValueError):
     """A module that cannot be compiled as it is (an op that is not lowered, a call_tir whose
     arguments do not fit its prim_func, ...); ``span`` points at the offending call when known."""
+
+
+class NotLoweredError(BuildError):
+    """A high-level op left in a module being built that LegalizeOps would lower: the module
+    did not go through it (`tvms run --pipeline none`, say), which the CLI's note points out."""
 
 
 SUPPORTED_TARGETS = ("llvm", "c", "cuda")
@@ -497,25 +502,29 @@ def _check_lowered(fname: str, func: relax.Function) -> None:
             raise BuildError(f"local functions (closures) are not supported by the VM yet ({_where(fname, var)})",
                              getattr(e, "span", None))
         if _is_high_level(e):
-            script = "R." + e.op.name[len("relax."):] if e.op.name.startswith("relax.") else e.op.name
-            raise BuildError(f"{script} {_why_not_lowered(e)} ({_where(fname, var)})", e.span)
+            raise _not_lowered_error(e, _where(fname, var))
 
 
-def _why_not_lowered(call: relax.Call) -> str:
-    """Why a high-level op is still in a module being built. LegalizeOps lowers an op only
-    when its result's shape is known (as TVM's does): two unrelated symbolic dims such as
-    ``(n, 64) * (m, 64)`` broadcast to a shape that depends on the values, and the op stays
-    as it is even though the pipeline ran."""
+def _not_lowered_error(call: relax.Call, where: str) -> BuildError:
+    """The error for a high-level op still in a module being built, saying why it is there.
+    LegalizeOps lowers an op only when its result's shape is known (as TVM's does): two
+    unrelated symbolic dims such as ``(n, 64) * (m, 64)`` broadcast to a shape that depends on
+    the values, and the op stays as it is even though the pipeline ran (a BuildError); any
+    other op was not legalized at all (a NotLoweredError)."""
+    op = call.op.name
+    script = "R." + op[len("relax."):] if op.startswith("relax.") else op
     sinfo = call.struct_info
     if isinstance(sinfo, relax.TensorStructInfo) and sinfo.shape is None:
         from tvmscript.printer import sinfo_text
 
         given = [sinfo_text(relax.struct_info_of(a)) for a in call.args
                  if isinstance(relax.struct_info_of(a), relax.TensorStructInfo)]
-        return (f"cannot be lowered to a kernel: the shape of its result is not known when compiling "
-                f"(its tensor arguments are {', '.join(given)}); give the arguments shapes that fix it, for "
-                "example with R.match_cast of an argument to the shape you expect, and LegalizeOps lowers it")
-    return "is not lowered yet: run LegalizeOps (tvms.relax.transform.LegalizeOps()(mod)) before compiling"
+        return BuildError(f"{script} cannot be lowered to a kernel: the shape of its result is not known when "
+                          f"compiling (its tensor arguments are {', '.join(given)}); give the arguments shapes "
+                          "that fix it, for example with R.match_cast of an argument to the shape you expect, "
+                          f"and LegalizeOps lowers it ({where})", call.span)
+    return NotLoweredError(f"{script} is not lowered yet: run LegalizeOps (tvms.relax.transform.LegalizeOps()(mod)) "
+                           f"before compiling ({where})", call.span)
 
 
 # ----------------------------------------------------------------------------- escape analysis

@@ -40,8 +40,8 @@ def test_the_compiler_reports_its_stages_in_order():
 def _on_a_terminal(args: list, delay: float) -> str:
     """What `tvms` (with the progress line's delay set to ``delay``) writes to standard error
     on a terminal."""
-    script = ("import sys\nfrom tvmscript import cli\n"
-              f"cli._CompileProgress.DELAY = {delay}\n"
+    script = ("import sys\nfrom tvmscript import cli\nfrom tvmscript.cli.progress import CompileProgress\n"
+              f"CompileProgress.DELAY = {delay}\n"
               f"sys.exit(cli.main({args!r}))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
     env.update(TERM="xterm-256color", COLUMNS="120")
@@ -59,7 +59,8 @@ def test_a_long_compile_shows_progress_on_a_terminal(tmp_path):
 
 def test_piped_output_has_no_progress(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "import sys\nfrom tvmscript import cli\n"
-                           "cli._CompileProgress.DELAY = 0.0\n"
+                           "from tvmscript.cli.progress import CompileProgress\n"
+                           "CompileProgress.DELAY = 0.0\n"
                            f"sys.exit(cli.main(['compile', {str(MLP)!r}, '-o', {str(tmp_path / 'm.so')!r}]))\n"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
