@@ -39,8 +39,8 @@ from tvmscript.tir_visitor import TIRVisitor
 
 from .arith import const_int_bound
 from .arith.canonical import Canonical
-from .codegen_llvm import _collect_free, _dim_text, _signature, _written_data_vars
 from .cuda_spec import CUDAFunction, KernelArg, LaunchSpec
+from .kernel_params import collect_free, dim_text, kernel_signature, written_data_vars
 from .lower_gpu import (
     ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared, lower_for_gpu, pointer_targets,
     reduction_identity,
@@ -152,11 +152,11 @@ def codegen_cuda(funcs: dict) -> CUDASource:
 
 
 def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: CUDASource) -> CUDAFunction:
-    specs, sym_names, buffers, scalars, sym_vars = _signature(name, func)
+    specs, sym_names, buffers, scalars, sym_vars = kernel_signature(name, func)
     base = kernel_symbol(name)
     program = lower_for_gpu(func, base)
-    # Which parameters are outputs shows in the kernels (blocks hide their stores from _signature).
-    written = set().union(*(_written_data_vars(k.body) for k in program.kernels))
+    # Which parameters are outputs shows in the kernels (blocks hide their stores from kernel_signature).
+    written = set().union(*(written_data_vars(k.body) for k in program.kernels))
     for spec, p in zip(specs, func.params):
         if spec.kind == "buffer":
             spec.written = func.buffer_map[p].data in written
@@ -180,7 +180,7 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
         args, params_c = [], []
         # A parameter only used through pointers (tvm_access_ptr) is typed by its declaration.
         buffer_of = {**{b.data: b for _, b in buffers}, **_buffers_by_data(k.body)}
-        free = [v for v in _collect_free(k.body) if v not in THREAD_VARS.values()]
+        free = [v for v in collect_free(k.body) if v not in THREAD_VARS.values()]
         # Pointers first (in parameter order, then scratch buffers), then scalars: TVM's order.
         order = {v: i for i, v in enumerate(list(buffer_index) + list(workspace_index))}
         free.sort(key=lambda v: order.get(v, len(order)))
@@ -209,7 +209,7 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
         grid = tuple(_launch_text(k.extents.get(f"blockIdx.{d}"), names) for d in "xyz")
         block = tuple(_launch_text(k.extents.get(f"threadIdx.{d}"), names) for d in "xyz")
         launches.append(LaunchSpec(symbol, grid, block, str(gen.dynamic_shared_bytes), args))
-    workspaces = [_dim_text(_bytes_of(b), names) for b in program.workspaces]
+    workspaces = [dim_text(_bytes_of(b), names) for b in program.workspaces]
     return CUDAFunction(name, specs, sym_names, workspaces, launches, span=func.span)
 
 
@@ -222,7 +222,7 @@ def _launch_text(e, names: dict) -> str:
     if e is None:
         return "1"
     try:
-        return _dim_text(e, names)
+        return dim_text(e, names)
     except (KeyError, NotImplementedError):
         raise GPULoweringError("a launch extent depends on something other than the buffer shapes") from None
 
