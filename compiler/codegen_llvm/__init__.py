@@ -9,7 +9,8 @@ asked, with loop and SLP vectorization); `runtime.cpu` JIT-compiles the result w
 The modules, each with the why of its part in its docstring:
 
 - `target`       the CPU (`HostTarget`, `host_target`), LLVM's initialization and optimizer;
-- `kernel`       `codegen`, and each kernel's function with the ABI the runtime calls;
+- `kernel`       `codegen`, and each kernel's function with the ABI the runtime calls (its
+                 parameters from `compiler.kernel_params`, which the CUDA backend shares);
 - `function`     the module and function being generated (`ModuleGen`, `FuncGen`), failed
                  checks; `FuncGen` gathers the four parts below;
 - `statements`   stores, branches, allocations, serial, unrolled and vectorized loops;

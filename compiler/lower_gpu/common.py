@@ -158,6 +158,7 @@ class BufferAccesses(TIRVisitor):
 
 
 def buffer_accesses(node, nested: bool = True) -> BufferAccesses:
+    """What `BufferAccesses` finds in ``node``."""
     v = BufferAccesses(nested)
     v.visit(node)
     return v
