@@ -284,7 +284,7 @@ extern "C" __global__ void __launch_bounds__(1) math(float* __restrict__ f, doub
 '''
 
 # tvms_floordiv / tvms_floormod: codegen_cuda's own prelude (its #includes are stripped by the emulator)
-from tvmscript.compiler.codegen_cuda import _PRELUDE as PRELUDE  # noqa: E402
+from tvmscript.compiler.codegen_cuda.source import PRELUDE  # noqa: E402
 CONVERSIONS = CONVERSIONS.replace(HEADER, HEADER + PRELUDE, 1)
 
 ALL_SOURCES = {"basics": BASICS, "shuffles": SHUFFLES, "mistakes": MISTAKES, "conversions": CONVERSIONS}

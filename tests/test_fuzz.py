@@ -576,7 +576,7 @@ def test_int_op_float_literal_is_a_float_operation():
 # A valid kernel that reads a T.alloc_buffer before writing it. `tvms run` hangs on it: the load of
 # the uninitialized buffer is `undef` to LLVM, branching on it is undefined behaviour, and the
 # optimizer turns the whole function into `for (;;);` (a `noreturn` function). Found by running
-# generated static prim_funcs with `tvms run`; the codegen (compiler/codegen_llvm.py) is not this
+# generated static prim_funcs with `tvms run`; the codegen (compiler/codegen_llvm/) is not this
 # file's to fix. Checked on the emitted LLVM IR, so that the test itself cannot hang.
 UNINITIALIZED_READ = '''@T.prim_func
 def main(A1: T.Buffer((8,), "uint8")):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
-from tvmscript.compiler import codegen_llvm
+from tvmscript.compiler.codegen_llvm import cost
 from tvmscript.runtime import cpu
 from tvmscript.runtime.cpu import build_cpu
 
@@ -109,7 +109,7 @@ def test_team_size_follows_the_work():
     assert "omp_get_max_threads" in unopt and "GOMP_parallel" in unopt
     call = [line for line in unopt.splitlines() if "call void @\"GOMP_parallel\"" in line]
     assert call and not call[0].rstrip().endswith("i32 0, i32 0)")
-    per_row = codegen_llvm._iterations_per_thread(parallel_loop(ROWS).body)
+    per_row = cost.iterations_per_thread(parallel_loop(ROWS).body)
     assert per_row > 1  # a row alone is far less than a thread's share
 
 
@@ -135,10 +135,10 @@ def parallel_loop(src: str):
 def test_work_estimate():
     """Loads and stores per iteration; symbolic extents and external calls count as large."""
     rows = parallel_loop(ROWS)
-    assert codegen_llvm._work(rows) == codegen_llvm._UNKNOWN_WORK  # the loop over n
-    assert codegen_llvm._work(rows.body) == 2 * 256  # a load and a store per element
-    assert codegen_llvm._work(parallel_loop(SMALL)) == 2 * 16
-    assert codegen_llvm._work(parallel_loop(LARGE).body) == codegen_llvm._UNKNOWN_WORK  # omp_get_thread_num
+    assert cost.estimated_work(rows) == cost.UNKNOWN_WORK  # the loop over n
+    assert cost.estimated_work(rows.body) == 2 * 256  # a load and a store per element
+    assert cost.estimated_work(parallel_loop(SMALL)) == 2 * 16
+    assert cost.estimated_work(parallel_loop(LARGE).body) == cost.UNKNOWN_WORK  # omp_get_thread_num
 
 
 def run_python(code: str, env_changes: dict) -> dict:

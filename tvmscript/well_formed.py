@@ -158,7 +158,7 @@ class _RelaxChecker:
         rules the build applies (`compiler.build._plan_kernel_args`), so that `tvms check`
         finds what `tvms run` would refuse or stop at."""
         from .compiler.build import _plan_kernel_args
-        from .compiler.codegen_llvm import _signature
+        from .compiler.kernel_params import kernel_signature
         from .compiler.op.call_tir import call_tir_mismatch, describe_arg
 
         args = call.args[1] if len(call.args) > 1 else None
@@ -172,7 +172,7 @@ class _RelaxChecker:
         mismatch = call_tir_mismatch(kname, prim, passed, list(call.sinfo_args), list(tir_vars or []), inplace, op)
         if mismatch is not None:
             raise TVMScriptError(f"in '{self.name}': {mismatch}", span)
-        specs, sym_names, *_ = _signature(kname, prim)
+        specs, sym_names, *_ = kernel_signature(kname, prim)
         kernel = _KernelSignature(specs, sym_names)
         tensors = [(None, sinfo, what) for sinfo, what in passed]
         tensors += [(None, s, f"output {k}") for k, s in enumerate(call.sinfo_args)

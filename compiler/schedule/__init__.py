@@ -6,7 +6,9 @@ get_consumers, split, fuse, reorder, parallel, vectorize, unroll, bind, annotate
 reverse_compute_inline), `cache` (cache_read, cache_write, set_scope), `reduction`
 (decompose_reduction, rfactor), `blockize`, `layout` (storage_align, transform_layout),
 `reindex` (transform_block_layout, add_unit_loop, reindex, pad_einsum: what DLight needs).
-`state` holds the Schedule itself, `tree` the statement-tree plumbing, `trace` the trace.
+`state` holds the Schedule itself, `tree` the statement-tree plumbing, `trace` the trace;
+`block_scope` what the primitives that move or merge blocks check (the scope's dependencies,
+complete and reduction blocks), and `intervals` and `iter_domains` compute_at's arithmetic.
 """
 
 from .errors import ScheduleError

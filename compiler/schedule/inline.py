@@ -28,9 +28,9 @@ from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 from ..arith import const_int_bound, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
+from .block_scope import (as_block_rv, check_complete, check_not_output, complete_code, leaf_removal_plan, scope_of,
+                          takes_block_name)
 from .common import const_value, quoted_name
-from .compute_location import (as_block_rv, check_complete, check_not_output, complete_code, leaf_removal_plan,
-                               scope_of, takes_block_name)
 from .iter_map import detect_iter_map
 from .state import BlockRV, Schedule, primitive
 from .tree import replace_many, stmt_children

@@ -5,7 +5,7 @@ Statements are handled by `PrimFuncBuilder.stmt` (one method per statement form)
 `EXPR_CALLS` (tir_calls.py), the table a new intrinsic is added to. Blocks collect their declarations
 (``T.axis.*``, ``T.reads``, ``T.writes``, ``T.where``, ``T.block_attr``, ``T.alloc_buffer``,
 ``T.init``) in a `_BlockFrame`; reads and writes a block does not declare are inferred from its
-body, as TVM's parser does (`infer_access_regions`, compiler/tir_analysis.py).
+body, as TVM's parser does (`infer_access_regions`, tvmscript/ir/tir_analysis.py).
 
 Lower-level forms TVM's own tests write are read too: thread launches (``T.launch_thread`` /
 ``T.env_thread``, a ``"thread_extent"`` AttrStmt over a thread IterVar), buffers over existing

@@ -1,0 +1,227 @@
+"""``T.vectorized`` loops as CUDA vector memory accesses (``float4``, ``half2``, ``uint4``...).
+
+A vectorized loop whose body is one store, and whose loads and store are each contiguous in
+the loop variable and aligned (or do not depend on it), is printed as one vector load per
+buffer read, the arithmetic lane by lane, and one vector store (`VectorGen.vector_loop`); a
+plain copy of a vector no arithmetic type holds (8 halfs) moves opaque words of its size
+(`VectorGen.vector_copy`). Any other vectorized loop is an unrolled C loop. Contiguity is
+proved with `arith.Canonical` over the loop ranges (`_ramp`), as TVM's vectorizer reasons.
+
+`VectorGen` is mixed into `kernel.KernelGen`; it uses ``self.line``, ``self.expr`` and
+``self.name`` from there, and sets ``lane_override``/``lane_subst``, which `ExprGen.expr`
+reads while a lane is printed.
+"""
+
+from __future__ import annotations
+
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
+
+from ..arith.canonical import Canonical
+from ..lower_tir import dtype_bytes
+from tvmscript.ir.mutator import substitute
+from .literals import is_zero, is_zero_literal
+
+_VECTOR_TYPES = {  # (dtype, lanes) -> (vector type, lane members)
+    ("float32", 2): ("float2", "xy"), ("float32", 4): ("float4", "xyzw"),
+    ("float64", 2): ("double2", "xy"), ("int32", 2): ("int2", "xy"), ("int32", 4): ("int4", "xyzw"),
+    ("int64", 2): ("longlong2", "xy"), ("float16", 2): ("half2", "xy"), ("bfloat16", 2): ("nv_bfloat162", "xy"),
+    ("int8", 4): ("char4", "xyzw"), ("uint8", 4): ("uchar4", "xyzw"),
+}
+# A plain copy of a vector no arithmetic type holds (8 halfs, 16 bytes of int8): moved as
+# opaque words of its size, one 16-byte instruction for a uint4.
+_COPY_TYPES = {4: "unsigned", 8: "uint2", 16: "uint4"}
+_COPY_ZEROS = {"unsigned": "0u", "uint2": "make_uint2(0u, 0u)", "uint4": "make_uint4(0u, 0u, 0u, 0u)"}
+
+
+class VectorGen:
+    """The vectorized loops of a kernel being printed (mixed into `kernel.KernelGen`)."""
+
+    def vector_loop(self, s: tir.For) -> bool:
+        """Print a vectorized loop as vector memory accesses when its body is one store whose
+        loads and store are each contiguous in the loop variable (or do not depend on it) and
+        aligned; False (print a loop) otherwise."""
+        body = s.body
+        if not (isinstance(body, tir.BufferStore) and isinstance(s.extent, tir.IntImm) and is_zero(s.min)):
+            return False
+        lanes = s.extent.value
+        v = s.loop_var
+        c = Canonical({**self.ranges, v: (tir.IntImm(v.dtype, 0), s.extent)})
+        vt = _VECTOR_TYPES.get((body.buffer.dtype, lanes))
+        if vt is None:
+            return self.vector_copy(body, v, lanes, c)
+        if not _vector_memory(body.buffer):
+            return False
+        scan = _VectorLoads(v, lanes, c)
+        scan.visit(body.value)
+        loads = scan.loads
+        if not scan.ok or _contiguity(body.indices[0], v, lanes, c) != "vector":
+            return False
+        self.line("{")
+        self.indent += 1
+        lane_values: dict = {}
+        for ld in loads:
+            key = (ld.buffer.data, id(ld))
+            vname = self.fresh("v")
+            ltype, members = _VECTOR_TYPES[(ld.dtype, lanes)]
+            base = self.expr(_at_lane0(ld.indices[0], v, c))
+            self.line(f"{ltype} {vname} = *({ltype}*)({self.name(ld.buffer.data)} + {base});")
+            lane_values[key] = (vname, members)
+        stype, members = vt
+        out = self.fresh("v")
+        self.line(f"{stype} {out};")
+        for lane in range(lanes):
+            mapping = {}
+
+            def lane_expr(e, lane=lane):
+                if isinstance(e, tir.BufferLoad) and (e.buffer.data, id(e)) in lane_values:
+                    vname, mem = lane_values[(e.buffer.data, id(e))]
+                    return f"{vname}.{mem[lane]}"
+                return None
+
+            self.lane_override = lane_expr
+            self.lane_subst = {v: tir.IntImm(v.dtype, lane)}
+            try:
+                self.line(f"{out}.{members[lane]} = {self.expr(substitute(body.value, mapping) if mapping else body.value)};")
+            finally:
+                self.lane_override = None
+                self.lane_subst = None
+        base = self.expr(_at_lane0(body.indices[0], v, c))
+        self.line(f"*({stype}*)({self.name(body.buffer.data)} + {base}) = {out};")
+        self.indent -= 1
+        self.line("}")
+        return True
+
+    def vector_copy(self, store: tir.BufferStore, v: tir.Var, lanes: int, c: Canonical) -> bool:
+        """A vectorized plain copy (``dst[base + v] = src[base' + v]``) whose vector has no
+        arithmetic CUDA type, printed as one load and one store of `_COPY_TYPES`' word; False
+        when it is not such a copy. A copy of ``T.if_then_else(cond, src[...], 0)`` whose
+        condition is the same for every lane (padding past the end of a row, say) is one word
+        or zeros."""
+        src, cond = store.value, None
+        if isinstance(src, tir.Call) and src.op == "tir.if_then_else" and is_zero_literal(src.args[2]) \
+                and _lane_invariant(src.args[0], v, lanes, c):
+            cond, src = _at_lane0(src.args[0], v, c), src.args[1]
+        word = _COPY_TYPES.get(lanes * dtype_bytes(store.buffer.dtype))
+        if word is None or not isinstance(src, tir.BufferLoad) or src.dtype != store.buffer.dtype:
+            return False
+        accesses = ((store.buffer, store.indices[0]), (src.buffer, src.indices[0]))
+        if not all(_vector_memory(b) and _contiguity(i, v, lanes, c) == "vector" for b, i in accesses):
+            return False
+        dst_at, src_at = (self.expr(_at_lane0(i, v, c)) for _, i in accesses)
+        value = f"*({word}*)({self.name(src.buffer.data)} + {src_at})"
+        if cond is not None:
+            value = f"({self.expr(cond)} ? {value} : {_COPY_ZEROS[word]})"
+        self.line(f"*({word}*)({self.name(store.buffer.data)} + {dst_at}) = {value};")
+        return True
+
+    lane_override = None
+    lane_subst = None
+
+
+class _VectorLoads(TIRVisitor):
+    """The loads of a vectorized loop's value that can be vector loads (``loads``), and
+    whether every other access is invariant in the loop variable (``ok``)."""
+
+    def __init__(self, v: tir.Var, lanes: int, c: Canonical) -> None:
+        self.v, self.lanes, self.c = v, lanes, c
+        self.loads: list = []
+        self.ok = True
+
+    def visit_BufferLoad(self, node) -> None:
+        kind = _contiguity(node.indices[0], self.v, self.lanes, self.c)
+        if kind == "vector" and (node.dtype, self.lanes) in _VECTOR_TYPES and _vector_memory(node.buffer):
+            self.loads.append(node)
+        elif kind != "scalar":
+            self.ok = False
+
+    def visit_Call(self, node) -> None:
+        if node.op in ("tir.call_extern", "tir.call_pure_extern"):
+            self.ok = False
+        self.generic_visit(node)
+
+
+def _vector_memory(buf: tir.Buffer) -> bool:
+    """Global and shared memory is aligned for vector accesses (allocations are 256-byte
+    aligned, shared arrays are declared 16-byte aligned); a thread's local array is not, and
+    indexing it as a vector would keep it out of registers."""
+    return buf.scope not in ("local", "warp")
+
+
+def _vars(e) -> set:
+    return set(vars_in([e]))
+
+
+def _contiguity(index, v: tir.Var, lanes: int, c: Canonical) -> str:
+    """``"vector"`` if ``index`` is ``base + v`` with ``base`` a multiple of ``lanes`` (an
+    aligned vector access), ``"scalar"`` if it does not depend on ``v``, else ``"other"``."""
+    if v not in _vars(index):
+        return "scalar"
+    ramp = _ramp(index, v, lanes, c)
+    if ramp is None or ramp[1] != 1:
+        return "other"
+    return "vector" if _multiple_of(ramp[0], lanes, c) else "other"
+
+
+def _lane_invariant(cond, v: tir.Var, lanes: int, c: Canonical) -> bool:
+    """Whether the condition ``cond`` has one value for every ``v`` in ``[0, lanes)``: each
+    comparison in it is between `_ramp`s of stride 0 (``(q * 8 + v) // 32 < 77``)."""
+    if v not in _vars(cond):
+        return True
+    if isinstance(cond, (tir.And, tir.Or)):
+        return _lane_invariant(cond.a, v, lanes, c) and _lane_invariant(cond.b, v, lanes, c)
+    if isinstance(cond, tir.Not):
+        return _lane_invariant(cond.a, v, lanes, c)
+    if isinstance(cond, (tir.LT, tir.LE, tir.GT, tir.GE, tir.EQ, tir.NE)):
+        sides = [_ramp(x, v, lanes, c) for x in (cond.a, cond.b)]
+        return all(r is not None and r[1] == 0 for r in sides)
+    return False
+
+
+def _at_lane0(e, v: tir.Var, c: Canonical):
+    """``e`` for the first lane of the vectorized loop over ``v`` (the vector's base)."""
+    return c.simplify(substitute(e, {v: tir.IntImm(v.dtype, 0)}))
+
+
+def _multiple_of(e, n: int, c: Canonical) -> bool:
+    rem = c.simplify(tir.FloorMod(e.dtype, e, tir.IntImm(e.dtype, n)))
+    return isinstance(rem, tir.IntImm) and rem.value == 0
+
+
+def _ramp(e, v: tir.Var, lanes: int, c: Canonical):
+    """``(base, stride)`` with ``e == base + stride * v`` for every ``v`` in ``[0, lanes)``
+    (``base`` free of ``v``), or None. A floor division or modulus by a multiple of ``lanes``
+    of an aligned unit ramp keeps its lanes in one period, as TVM's vectorizer reasons:
+    ``(b + v) // m == b // m`` and ``(b + v) % m == b % m + v`` when ``b % lanes == 0``."""
+    if v not in _vars(e):
+        return e, 0
+    if e is v:
+        return tir.IntImm(v.dtype, 0), 1
+    if isinstance(e, tir.Cast) and "int" in e.dtype:
+        inner = _ramp(e.value, v, lanes, c)
+        return None if inner is None else (tir.Cast(e.dtype, inner[0]), inner[1])
+    if isinstance(e, (tir.Add, tir.Sub)):
+        a, b = _ramp(e.a, v, lanes, c), _ramp(e.b, v, lanes, c)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, tir.Add) else -1
+        return type(e)(e.dtype, a[0], b[0]), a[1] + sign * b[1]
+    if isinstance(e, tir.Mul):
+        for x, k in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, tir.IntImm):
+                r = _ramp(x, v, lanes, c)
+                return None if r is None else (tir.Mul(e.dtype, r[0], k), r[1] * k.value)
+        return None
+    if isinstance(e, (tir.FloorDiv, tir.FloorMod)) and isinstance(e.b, tir.IntImm) and e.b.value % lanes == 0:
+        r = _ramp(e.a, v, lanes, c)
+        if r is None or r[1] not in (0, 1) or not _multiple_of(r[0], lanes, c):
+            return None
+        if isinstance(e, tir.FloorDiv):
+            return tir.FloorDiv(e.dtype, r[0], e.b), 0
+        return tir.FloorMod(e.dtype, r[0], e.b), r[1]
+    # Anything else: exact only when the difference of consecutive lanes simplifies to a constant.
+    one = tir.IntImm(v.dtype, 1)
+    step = c.simplify(tir.Sub(e.dtype, substitute(e, {v: tir.Add(v.dtype, v, one)}), e))
+    if not isinstance(step, tir.IntImm):
+        return None
+    return _at_lane0(e, v, c), step.value

@@ -1,0 +1,37 @@
+"""`lower_for_gpu`: the GPU lowering passes of this package, in the order the package
+docstring gives, from a scheduled prim_func to a `DeviceProgram`."""
+
+from __future__ import annotations
+
+from tvmscript.ir import tir
+
+from ..lower_tir import _with_body, buffer_size, convert_blocks_to_loops, flatten_buffers, lower_init, lower_intrinsics
+from ..tensor_cores import WMMA_ANN, tensorize_wmma
+from .buffer_locations import plan_buffer_locations
+from .common import DeviceProgram
+from .compaction import collect_dim_aligns, compact_buffers
+from .cross_thread_reduction import lower_cross_thread_reduction
+from .index_widths import narrow_indices
+from .kernels import split_kernels
+from .thread_sync import inject_thread_sync
+
+
+def lower_for_gpu(func: tir.PrimFunc, name: str = "main") -> DeviceProgram:
+    """All GPU lowering passes, in order (see the package docstring)."""
+    func = lower_cross_thread_reduction(func)
+    func = plan_buffer_locations(func)
+    func = lower_init(func)
+    aligns = collect_dim_aligns(func)
+    func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN,))
+    program = split_kernels(func, name)
+    for k in program.kernels:
+        body = tensorize_wmma(compact_buffers(k.body, k.extents, aligns))
+        flat = flatten_buffers(_with_body(func, body))
+        body = lower_intrinsics(flat).body
+        k.body = inject_thread_sync(narrow_indices(body, k.extents))
+    program.workspaces = [_flat_buffer(b) for b in program.workspaces]
+    return program
+
+
+def _flat_buffer(buf: tir.Buffer) -> tir.Buffer:
+    return tir.Buffer(buf.name, [buffer_size(buf)], buf.dtype, data=buf.data, scope=buf.scope, align=buf.align)
