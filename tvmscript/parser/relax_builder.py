@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..ir import relax, tir
+from ..ir.index_map import IndexMap
 from ..diagnostics import TVMScriptError, did_you_mean
 from . import ast
 from ..metadata import CONSTANT_KEY, TENSOR_ALIASES, TENSOR_KEY
@@ -1068,7 +1069,6 @@ class RelaxFunctionBuilder:
             node = node.args[0]
         if not isinstance(node, ast.Lambda):
             return attr_literal(self.ctx, node)
-        from ..compiler.schedule.reindex import IndexMap
         from .tir_builder import PrimFuncBuilder
 
         tb = PrimFuncBuilder(self.ctx)
