@@ -17,10 +17,9 @@ from ..ir.index_map import IndexMap
 from ..diagnostics import TVMScriptError, did_you_mean
 from . import ast
 from ..metadata import CONSTANT_KEY, TENSOR_ALIASES, TENSOR_KEY
-from .builder import (
-    FUNC_ATTR, Context, Scope, bind_arguments, comments_of, dotted_name, literal, loose_comments,
-    merge_comments, split_declarations, take_comments,
-)
+from .arguments import bind_arguments, dotted_name, literal, split_declarations
+from .comments import FUNC_ATTR, comments_of, loose_comments, merge_comments, take_comments
+from .context import Context, Scope
 
 SINFO_NAMES = ("R.Tensor", "R.Tuple", "R.Shape", "R.Object", "R.Prim", "R.Callable")
 DTYPES = set(tir.SCALAR_DTYPES)

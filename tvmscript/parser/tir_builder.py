@@ -25,19 +25,9 @@ from ..ir.tir_analysis import contains_block, infer_access_regions
 from ..diagnostics import did_you_mean
 from ..ir.tir_visitor import vars_in
 from . import ast
-from .builder import (
-    Context,
-    Scope,
-    bind_arguments,
-    split_declarations,
-    comments_of,
-    dotted_name,
-    literal,
-    loose_comments,
-    merge_comments,
-    FUNC_ATTR,
-    take_comments,
-)
+from .arguments import bind_arguments, dotted_name, literal, split_declarations
+from .comments import FUNC_ATTR, comments_of, loose_comments, merge_comments, take_comments
+from .context import Context, Scope
 
 DTYPE_NAMES = set(tir.SCALAR_DTYPES)
 

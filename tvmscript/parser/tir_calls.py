@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir import tir
 from . import ast
-from .builder import bind_arguments, dotted_name, literal
+from .arguments import bind_arguments, dotted_name, literal
 from .tir_builder import PrimFuncBuilder
 
 
