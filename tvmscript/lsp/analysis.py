@@ -455,7 +455,7 @@ def _buffer_hover(a: Analysis, d) -> str:
 
 
 def _loop_hover(a: Analysis, d) -> str:
-    from ..parser.tir_builder import LOOP_KINDS
+    from ..parser.tir_names import LOOP_KINDS
 
     call = d.value
     name = callee_name(call) or ""
@@ -530,7 +530,7 @@ def _is_zero(e) -> bool:
 
 
 def _syntax_iter(a: Analysis, d) -> tuple[str, str]:
-    from ..parser.tir_builder import AXIS_KINDS
+    from ..parser.tir_names import AXIS_KINDS
 
     call = d.value
     name = callee_name(call) or ""

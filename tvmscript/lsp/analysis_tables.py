@@ -5,7 +5,7 @@ and compiler dispatch on, so completion, hover and signature help never keep a s
 - ``R.*`` calls that are not ops: `relax_calls.RELAX_CALLS`, the struct-info constructors
   (`relax_builder.SINFO_NAMES`) and TVM's Python helpers (`compiler/op/api.HELPERS`);
 - ``T.*``: the intrinsics (`tvmscript.ir.tir.INTRINSICS`), expression calls (`tir_calls.EXPR_CALLS`),
-  scalar types (`tir_builder.DTYPE_NAMES`), loop kinds and block axes (`LOOP_KINDS`,
+  scalar types (`tir_names.DTYPE_NAMES`), loop kinds and block axes (`LOOP_KINDS`,
   `AXIS_KINDS`);
 - the statement forms the builders recognise by name (``T.grid``, ``T.block``,
   ``R.dataflow``, ``I.ir_module``...): the dialect-name strings in the builders' own code.
@@ -126,7 +126,7 @@ def _relax_calls(table: NameTable) -> None:
 
 def _tir_names(table: NameTable) -> None:
     from ..ir.tir import INTRINSICS
-    from ..parser.tir_builder import AXIS_KINDS, DTYPE_NAMES, LOOP_KINDS
+    from ..parser.tir_names import AXIS_KINDS, DTYPE_NAMES, LOOP_KINDS
     from ..parser.tir_calls import EXPR_CALLS
 
     for name, (op, nargs) in INTRINSICS.items():
@@ -146,10 +146,12 @@ def _tir_names(table: NameTable) -> None:
 
 def _builder_names(table: NameTable) -> None:
     """The dialect names the builders test for in their code (statement forms, decorators)."""
-    from ..parser import arguments, builder, comments, context, relax_builder, tir_builder
+    from ..parser import (arguments, builder, comments, context, relax_builder, tir_attrs, tir_blocks, tir_buffers,
+                          tir_builder, tir_expressions, tir_frames, tir_names, tir_statements)
 
     # Each builder with the modules it is split into; a name is documented as read by the first.
-    for family in ((builder, arguments, comments, context), (tir_builder,), (relax_builder,)):
+    tir = (tir_builder, tir_statements, tir_blocks, tir_buffers, tir_attrs, tir_expressions, tir_names, tir_frames)
+    for family in ((builder, arguments, comments, context), tir, (relax_builder,)):
         names = set().union(*(_code_names(module) for module in family))
         for name in sorted(names):
             table.add(Entry(name, "function", None, f"read by `{family[0].__name__}`", "builder"))
