@@ -3,7 +3,7 @@ and compiler dispatch on, so completion, hover and signature help never keep a s
 
 - Relax ops: the op registry (`compiler/op/registry.py`: arguments, attributes with defaults);
 - ``R.*`` calls that are not ops: `relax_calls.RELAX_CALLS`, the struct-info constructors
-  (`relax_builder.SINFO_NAMES`) and TVM's Python helpers (`compiler/op/api.HELPERS`);
+  (`relax_sinfo.SINFO_NAMES`) and TVM's Python helpers (`compiler/op/api.HELPERS`);
 - ``T.*``: the intrinsics (`tvmscript.ir.tir.INTRINSICS`), expression calls (`tir_calls.EXPR_CALLS`),
   scalar types (`tir_names.DTYPE_NAMES`), loop kinds and block axes (`LOOP_KINDS`,
   `AXIS_KINDS`);
@@ -109,7 +109,7 @@ def _relax_ops(table: NameTable) -> None:
 
 def _relax_calls(table: NameTable) -> None:
     from ..compiler.op.api import HELPERS
-    from ..parser.relax_builder import SINFO_NAMES
+    from ..parser.relax_sinfo import SINFO_NAMES
     from ..parser.relax_calls import RELAX_CALLS
 
     for name, handler in RELAX_CALLS.items():
@@ -146,12 +146,14 @@ def _tir_names(table: NameTable) -> None:
 
 def _builder_names(table: NameTable) -> None:
     """The dialect names the builders test for in their code (statement forms, decorators)."""
-    from ..parser import (arguments, builder, comments, context, relax_builder, tir_attrs, tir_blocks, tir_buffers,
-                          tir_builder, tir_expressions, tir_frames, tir_names, tir_statements)
+    from ..parser import (arguments, builder, comments, context, relax_bindings, relax_builder, relax_expressions,
+                          relax_sinfo, tir_attrs, tir_blocks, tir_buffers, tir_builder, tir_expressions, tir_frames,
+                          tir_names, tir_statements)
 
     # Each builder with the modules it is split into; a name is documented as read by the first.
     tir = (tir_builder, tir_statements, tir_blocks, tir_buffers, tir_attrs, tir_expressions, tir_names, tir_frames)
-    for family in ((builder, arguments, comments, context), tir, (relax_builder,)):
+    relax = (relax_builder, relax_bindings, relax_sinfo, relax_expressions)
+    for family in ((builder, arguments, comments, context), tir, relax):
         names = set().union(*(_code_names(module) for module in family))
         for name in sorted(names):
             table.add(Entry(name, "function", None, f"read by `{family[0].__name__}`", "builder"))

@@ -12,7 +12,8 @@ from .. import ir
 from ..ir import relax, tir
 from . import ast
 from .arguments import bind_arguments, dotted_name, literal
-from .relax_builder import RelaxFunctionBuilder, const_sinfo, typed_number
+from .relax_builder import RelaxFunctionBuilder
+from .relax_expressions import const_sinfo, typed_number
 
 _MISSING = object()
 
