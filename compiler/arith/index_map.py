@@ -23,6 +23,7 @@ __all__ = ["map_indices", "map_shape", "fusion_groups", "inverse_indices"]
 
 
 def map_indices(index_map: IndexMap, indices: Sequence[tir.PrimExpr], ranges: Optional[dict] = None) -> list:
+    """The outputs of the map at ``indices`` (each cast to its input's dtype), simplified."""
     if len(indices) != len(index_map.initial_indices):
         raise ValueError(f"the index map takes {len(index_map.initial_indices)} indices, got {len(indices)}")
     mapping = {}

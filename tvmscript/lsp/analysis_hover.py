@@ -33,7 +33,7 @@ def hover(a: Analysis, line: int, char: int) -> str | None:
     return None
 
 
-def code(text: str) -> str:
+def _code(text: str) -> str:
     return f"```python\n{text}\n```"
 
 
@@ -42,8 +42,8 @@ def _dialect_hover(full: str) -> str | None:
     if entry is None:
         return None
     if entry.kind == "module":
-        return code(entry.name) + (f"\n\n{entry.doc}" if entry.doc else "")
-    return code(entry.signature) + (f"\n\n{entry.doc}" if entry.doc else "")
+        return _code(entry.name) + (f"\n\n{entry.doc}" if entry.doc else "")
+    return _code(entry.signature) + (f"\n\n{entry.doc}" if entry.doc else "")
 
 
 def _kwarg_hover(occ) -> str | None:
@@ -52,7 +52,7 @@ def _kwarg_hover(occ) -> str | None:
         return None
     for p in entry.params:
         if param_name(p) == occ.name:
-            return code(p) + f"\n\nparameter of `{entry.name}`"
+            return _code(p) + f"\n\nparameter of `{entry.name}`"
     return None
 
 
@@ -64,7 +64,7 @@ def _definition_hover(a: Analysis, d) -> str | None:
         info = a.symbols.function_named(d.name)
         if info is None:
             return None
-        return code(function_header(a, info)) + f"\n\n{dialect_label(info.dialect)} function"
+        return _code(function_header(a, info)) + f"\n\n{dialect_label(info.dialect)} function"
     if kind == "buffer":
         return _buffer_hover(a, d)
     if kind == "loop_var":
@@ -83,7 +83,7 @@ def dialect_label(dialect: str) -> str:
 def _module_hover(a: Analysis, d) -> str:
     names = ", ".join(f"`{f.name}`" for f in a.symbols.functions if f.scope.parent and f.scope.parent.kind == "class")
     count = sum(1 for f in a.symbols.functions if f.scope.parent and f.scope.parent.kind == "class")
-    return code(f"class {d.name}") + f"\n\nIRModule with {count} function{'s' if count != 1 else ''}: {names}"
+    return _code(f"class {d.name}") + f"\n\nIRModule with {count} function{'s' if count != 1 else ''}: {names}"
 
 
 def function_header(a: Analysis, info) -> str:
@@ -110,9 +110,9 @@ def _relax_var_hover(a: Analysis, d) -> str:
     if var is not None:
         if isinstance(var, relax.DataflowVar):
             role = "dataflow variable"
-        return code(f"{d.name}: {sinfo_text(var.struct_info)}") + f"\n\nRelax {role}"
+        return _code(f"{d.name}: {sinfo_text(var.struct_info)}") + f"\n\nRelax {role}"
     if d.kind == "parameter" and d.value is not None:
-        return code(f"{d.name}: {a.source(d.value)}") + f"\n\nRelax {role}"
+        return _code(f"{d.name}: {a.source(d.value)}") + f"\n\nRelax {role}"
     return _plain_hover(a, d)
 
 
@@ -120,15 +120,15 @@ def _plain_hover(a: Analysis, d) -> str:
     node = d.node
     if isinstance(node, ast.Arg):
         text = d.name + (f": {a.source(node.annotation)}" if node.annotation is not None else "")
-        return code(text) + f"\n\n{dialect_label(d.dialect)} parameter"
+        return _code(text) + f"\n\n{dialect_label(d.dialect)} parameter"
     if isinstance(node, ast.AnnAssign):
-        return code(f"{d.name}: {a.source(node.annotation)}") + f"\n\n{dialect_label(d.dialect)} variable"
+        return _code(f"{d.name}: {a.source(node.annotation)}") + f"\n\n{dialect_label(d.dialect)} variable"
     if d.value is not None and d.count == 1:
         value = a.source(d.value)
         if len(value) > 80:
             value = value[:77] + "..."
-        return code(f"{d.name} = {value}") + f"\n\n{dialect_label(d.dialect)} variable"
-    return code(d.name) + f"\n\n{dialect_label(d.dialect)} variable"
+        return _code(f"{d.name} = {value}") + f"\n\n{dialect_label(d.dialect)} variable"
+    return _code(d.name) + f"\n\n{dialect_label(d.dialect)} variable"
 
 
 def _buffer_hover(a: Analysis, d) -> str:
@@ -137,9 +137,9 @@ def _buffer_hover(a: Analysis, d) -> str:
     buf = a.buffer(d)
     if buf is None:
         decl = a.source(d.value) if d.value is not None else "T.Buffer(...)"
-        return code(f"{d.name}: {decl}") + "\n\nbuffer"
+        return _code(f"{d.name}: {decl}") + "\n\nbuffer"
     p = TIRPrinter()
-    return (code(f"{d.name}: {p.buffer_decl(buf, 'T.Buffer', True)}")
+    return (_code(f"{d.name}: {p.buffer_decl(buf, 'T.Buffer', True)}")
             + f"\n\nbuffer: shape `{p.shape(buf.shape)}`, dtype `{buf.dtype}`, scope `{buf.scope}`")
 
 
@@ -166,7 +166,7 @@ def _loop_hover(a: Analysis, d) -> str:
                         if kw.arg == "thread" and isinstance(kw.value, ast.Constant)]
             tag = strings[0] if strings else None
     detail = f"kind: {kind}" + (f", thread `{tag}`" if tag else "")
-    return code(f"(loop variable) {d.name}: range({lo}, {hi})") + f"\n\n{detail}"
+    return _code(f"(loop variable) {d.name}: range({lo}, {hi})") + f"\n\n{detail}"
 
 
 def _enclosing_block(a: Analysis, d):
@@ -245,12 +245,12 @@ def _block_iter_hover(a: Analysis, d) -> str:
         row = (d.name, letter, rng)
     where = f', block "{info.name}"' if info is not None else ""
     kind = _ITER_KIND_NAMES.get(row[1], row[1])
-    return code(f"(block iterator) {d.name}: {row[2]}") + f"\n\nkind: {row[1]} ({kind}){where}"
+    return _code(f"(block iterator) {d.name}: {row[2]}") + f"\n\nkind: {row[1]} ({kind}){where}"
 
 
 def _block_hover(a: Analysis, info) -> str:
     rows = _iter_rows(a, info)
-    text = code(f'with T.block("{info.name}")')
+    text = _code(f'with T.block("{info.name}")')
     if not rows:
         return text + "\n\nblock without iterators"
     table = ["| iterator | kind | range |", "|---|---|---|"]
