@@ -1,6 +1,6 @@
 """TVMScript's grammar, ``tvmscript.lark`` (Lark's EBNF), as ``tvmscript.grammar``.
 
-The parser (tvmscript/parser/syntax.py) compiles it into LALR(1) tables once and caches them.
+The parser (tvmscript/parser/lalr_tables.py) compiles it into LALR(1) tables once and caches them.
 """
 
 import os

@@ -241,7 +241,7 @@ def test_a_damaged_or_foreign_parser_cache_is_rebuilt_not_trusted(tmp_path):
     import marshal
 
     from tvmscript import cache as disk_cache
-    from tvmscript.parser.syntax import _SPEC_MAGIC
+    from tvmscript.parser.lalr_tables import _SPEC_MAGIC
 
     assert _check_with_cache(tmp_path).returncode == 0
     path = _cache_file(tmp_path)

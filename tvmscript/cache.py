@@ -1,6 +1,6 @@
 """The on-disk cache: one private folder for everything tvms keeps between runs.
 
-What goes in it: the parser's tables (`tvmscript.parser.syntax`), CUBINs NVRTC compiled
+What goes in it: the parser's tables (`tvmscript.parser.lalr_tables`), CUBINs NVRTC compiled
 (`compiler.nvrtc`) and the CPU kernels' machine code (`runtime.cpu`), each kind in its own
 subfolder of ``$TVMS_CACHE_DIR``, else ``$XDG_CACHE_HOME/tvms``, else ``~/.cache/tvms``.
 

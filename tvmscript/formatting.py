@@ -16,7 +16,8 @@ from collections import Counter
 
 from . import ir
 from .diagnostics import TVMScriptError
-from .parser.builder import build, is_printer_artifact
+from .parser.builder import build
+from .parser.comments import is_printer_artifact
 from .parser.syntax import parse_syntax
 from .printer import to_script
 

@@ -66,7 +66,7 @@ def return_annotation_problem(func: relax.Function) -> str | None:
     """Why ``func``'s declared return cannot describe what its body returns (None if it can).
     The parser takes a return annotation as written, as TVM does; `tvms check` and the build
     report a contradiction, so a wrong annotation is never silently trusted."""
-    from .parser.relax_builder import sinfo_conflict
+    from .parser.relax_sinfo import sinfo_conflict
     from .printer import sinfo_text
 
     ret, body = func.ret_struct_info, relax.struct_info_of(func.body.body)

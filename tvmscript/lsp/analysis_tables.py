@@ -3,9 +3,9 @@ and compiler dispatch on, so completion, hover and signature help never keep a s
 
 - Relax ops: the op registry (`compiler/op/registry.py`: arguments, attributes with defaults);
 - ``R.*`` calls that are not ops: `relax_calls.RELAX_CALLS`, the struct-info constructors
-  (`relax_builder.SINFO_NAMES`) and TVM's Python helpers (`compiler/op/api.HELPERS`);
+  (`relax_sinfo.SINFO_NAMES`) and TVM's Python helpers (`compiler/op/api.HELPERS`);
 - ``T.*``: the intrinsics (`tvmscript.ir.tir.INTRINSICS`), expression calls (`tir_calls.EXPR_CALLS`),
-  scalar types (`tir_builder.DTYPE_NAMES`), loop kinds and block axes (`LOOP_KINDS`,
+  scalar types (`tir_names.DTYPE_NAMES`), loop kinds and block axes (`LOOP_KINDS`,
   `AXIS_KINDS`);
 - the statement forms the builders recognise by name (``T.grid``, ``T.block``,
   ``R.dataflow``, ``I.ir_module``...): the dialect-name strings in the builders' own code.
@@ -109,7 +109,7 @@ def _relax_ops(table: NameTable) -> None:
 
 def _relax_calls(table: NameTable) -> None:
     from ..compiler.op.api import HELPERS
-    from ..parser.relax_builder import SINFO_NAMES
+    from ..parser.relax_sinfo import SINFO_NAMES
     from ..parser.relax_calls import RELAX_CALLS
 
     for name, handler in RELAX_CALLS.items():
@@ -126,7 +126,7 @@ def _relax_calls(table: NameTable) -> None:
 
 def _tir_names(table: NameTable) -> None:
     from ..ir.tir import INTRINSICS
-    from ..parser.tir_builder import AXIS_KINDS, DTYPE_NAMES, LOOP_KINDS
+    from ..parser.tir_names import AXIS_KINDS, DTYPE_NAMES, LOOP_KINDS
     from ..parser.tir_calls import EXPR_CALLS
 
     for name, (op, nargs) in INTRINSICS.items():
@@ -146,11 +146,17 @@ def _tir_names(table: NameTable) -> None:
 
 def _builder_names(table: NameTable) -> None:
     """The dialect names the builders test for in their code (statement forms, decorators)."""
-    from ..parser import builder, relax_builder, tir_builder
+    from ..parser import (arguments, builder, comments, context, relax_bindings, relax_builder, relax_expressions,
+                          relax_sinfo, tir_attrs, tir_blocks, tir_buffers, tir_builder, tir_expressions, tir_frames,
+                          tir_names, tir_statements)
 
-    for module in (builder, tir_builder, relax_builder):
-        for name in sorted(_code_names(module)):
-            table.add(Entry(name, "function", None, f"read by `{module.__name__}`", "builder"))
+    # Each builder with the modules it is split into; a name is documented as read by the first.
+    tir = (tir_builder, tir_statements, tir_blocks, tir_buffers, tir_attrs, tir_expressions, tir_names, tir_frames)
+    relax = (relax_builder, relax_bindings, relax_sinfo, relax_expressions)
+    for family in ((builder, arguments, comments, context), tir, relax):
+        names = set().union(*(_code_names(module) for module in family))
+        for name in sorted(names):
+            table.add(Entry(name, "function", None, f"read by `{family[0].__name__}`", "builder"))
 
 
 def _code_names(module) -> set[str]:
@@ -254,7 +260,7 @@ def signature_of(name: str) -> Entry | None:
 
 
 def _canonical(name: str) -> str:
-    from ..parser.builder import CALLEE_ALIASES
+    from ..parser.arguments import CALLEE_ALIASES
 
     alias = CALLEE_ALIASES.get(name)
     return alias if alias and alias in name_table().entries else name

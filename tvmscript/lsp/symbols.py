@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import tir
 from ..parser import ast
-from ..parser.builder import attribute_chain
+from ..parser.arguments import attribute_chain
 
 # The T.* calls whose result, assigned to a name, is a buffer.
 BUFFER_CALLS = frozenset((

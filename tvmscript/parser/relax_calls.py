@@ -11,8 +11,9 @@ from __future__ import annotations
 from .. import ir
 from ..ir import relax, tir
 from . import ast
-from .builder import bind_arguments, dotted_name, literal
-from .relax_builder import RelaxFunctionBuilder, const_sinfo, typed_number
+from .arguments import bind_arguments, dotted_name, literal
+from .relax_builder import RelaxFunctionBuilder
+from .relax_expressions import const_sinfo, typed_number
 
 _MISSING = object()
 

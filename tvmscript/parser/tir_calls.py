@@ -1,13 +1,13 @@
 """The ``T.*`` calls of TensorIR expressions: casts, selects, min/max, the runtime's builtins,
 ramps and broadcasts, externs and LLVM intrinsics. One handler per name, in `EXPR_CALLS`, the
-table a new intrinsic is added to; `PrimFuncBuilder._call` (tir_builder.py) dispatches to it.
+table a new intrinsic is added to; `PrimFuncBuilder._call` (tir_expressions.py) dispatches to it.
 """
 
 from __future__ import annotations
 
 from ..ir import tir
 from . import ast
-from .builder import bind_arguments, dotted_name, literal
+from .arguments import bind_arguments, dotted_name, literal
 from .tir_builder import PrimFuncBuilder
 
 
