@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 
-from ..arith import const_int_bound
+from ...ir.arith import const_int_bound
 from ..lower_gpu import THREAD_VARS, GPULoweringError
 from ..lower_tir import dtype_bytes
 from tvmscript.ir.mutator import substitute

@@ -17,7 +17,7 @@ from __future__ import annotations
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
-from ..arith.canonical import Canonical
+from ...ir.arith.canonical import Canonical
 from ..lower_tir import dtype_bytes
 from tvmscript.ir.mutator import substitute
 from .literals import is_zero, is_zero_literal

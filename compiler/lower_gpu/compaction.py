@@ -14,8 +14,8 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor
 
-from ..arith import const_int_bound, eval_range
-from ..arith.canonical import Canonical
+from ...ir.arith import const_int_bound, eval_range
+from ...ir.arith.canonical import Canonical
 from tvmscript.ir.tir import Allocate
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast

@@ -6,7 +6,7 @@ import dataclasses
 
 from tvmscript.ir import tir
 
-from ..arith import const_int_bound
+from ...ir.arith import const_int_bound
 from tvmscript.ir.mutator import IRMutator
 from .common import THREAD_VARS
 

@@ -27,7 +27,7 @@ from tvmscript.ir import relax, tir
 from tvmscript.ir.index_map import IndexMap
 
 from .. import topi
-from ..arith.index_map import map_shape
+from ...ir.arith.index_map import map_shape
 from ..topi import transform as tt
 from .common import (REQUIRED, axes_attr, bool_attr, dim_equal, fmt_shape, int_attr, normalize_axis,
                      shapes_known, static_dim, te_legalizer, tensor_arg)

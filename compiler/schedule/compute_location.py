@@ -30,7 +30,7 @@ import dataclasses
 
 from tvmscript.ir import tir
 
-from ..arith import simplify
+from ...ir.arith import simplify
 from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.mutator import substitute
 from .block_scope import (as_block_rv, check_complete_or_reduction, check_not_output, leaf_removal_plan, scope_of,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 
-from ..arith import const_int_bound, simplify
-from ..arith.canonical import Canonical
+from ...ir.arith import const_int_bound, simplify
+from ...ir.arith.canonical import Canonical
 from tvmscript.ir.tir_arith import make_cast
 from .common import const_value
 from .intervals import (NOTHING, can_prove_equal, exact_zero, interval_intersect, interval_simplified, interval_union,

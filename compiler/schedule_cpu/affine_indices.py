@@ -13,8 +13,8 @@ from tvmscript.ir import tir
 
 from tvmscript.ir.tir_visitor import contains, vars_in
 
-from ..arith.canonical import Canonical
-from ..arith.symbolic_divmod import simplify_divmod
+from ...ir.arith.canonical import Canonical
+from ...ir.arith.symbolic_divmod import simplify_divmod
 from tvmscript.ir.mutator import IRMutator
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from tvmscript.ir import tir
 
 from .. import te
-from ..arith.index_map import inverse_indices, map_shape
+from ...ir.arith.index_map import inverse_indices, map_shape
 from ._util import compute, is_one
 
 __all__ = [

@@ -4,7 +4,7 @@ It is an IR value of its own because the layers above hold one without computing
 parser reads ``T.index_map(lambda i: (i // 4, i % 4))`` (the attribute of
 ``R.layout_transform``), the op declarations keep it as that attribute, and the schedules take
 it (``transform_layout``, ``transform_block_layout``). What is computed from a map, its output
-shape and its inverse, is index arithmetic: `tvmscript.compiler.arith.index_map`.
+shape and its inverse, is index arithmetic: `tvmscript.ir.arith.index_map`.
 """
 
 from __future__ import annotations
