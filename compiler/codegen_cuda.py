@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor
 
-from .arith import const_int_bound
-from .arith.canonical import Canonical
+from tvmscript.ir.arith import const_int_bound
+from tvmscript.ir.arith.canonical import Canonical
 from .codegen_llvm import _collect_free, _dim_text, _signature, _written_data_vars
 from .cuda_spec import CUDAFunction, KernelArg, LaunchSpec
 from .lower_gpu import (

@@ -43,8 +43,8 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
-from .arith import const_int_bound, eval_range
-from .arith.canonical import Canonical
+from tvmscript.ir.arith import const_int_bound, eval_range
+from tvmscript.ir.arith.canonical import Canonical
 from .tensor_cores import WMMA_ANN, tensorize_wmma
 from .lower_tir import _with_body, convert_blocks_to_loops, flatten_buffers, lower_init, lower_intrinsics, THREAD_SYNC_OPS
 from tvmscript.ir.tir import Allocate

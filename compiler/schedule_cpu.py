@@ -289,8 +289,8 @@ class _SymbolicDivMod(IRMutator):
         mentions a symbolic dimension; else ``e`` itself (static indices are not touched)."""
         from tvmscript.ir.tir_visitor import contains, vars_in
 
-        from .arith.canonical import Canonical
-        from .arith.symbolic_divmod import simplify_divmod
+        from tvmscript.ir.arith.canonical import Canonical
+        from tvmscript.ir.arith.symbolic_divmod import simplify_divmod
 
         if not contains(e, lambda x: isinstance(x, (tir.FloorDiv, tir.FloorMod))) or \
                 all(v in self.ranges for v in vars_in([e])):

@@ -1,4 +1,4 @@
-"""compiler/arith: bounds, the canonical simplifier and range evaluation.
+"""tvmscript/ir/arith: bounds, the canonical simplifier and range evaluation.
 
 The expected forms are what TVM 0.27's ``Analyzer.simplify`` printed for the same expressions
 with the same variable ranges (i in [0, 32), j in [0, 4), k in [0, 8), f in [0, 128), n free)."""
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tvmscript import tir
-from tvmscript.compiler.arith import Analyzer, const_int_bound, eval_range, simplify
+from tvmscript.ir.arith import Analyzer, const_int_bound, eval_range, simplify
 from tvmscript.ir.mutator import substitute
 from tvmscript.printer.tir_printer import TIRPrinter
 

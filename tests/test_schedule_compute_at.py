@@ -172,7 +172,7 @@ def test_reduction_block_compute_at_regenerates_the_reduce_loop():
 def test_eval_range_bounds_an_undecomposable_floordiv():
     """``(f * 96 + g) // 64`` has no canonical split (96 is not a multiple of 64): eval_range
     bounds its operand, then divides (it used to recurse forever on such an atom)."""
-    from tvmscript.compiler.arith import eval_range
+    from tvmscript.ir.arith import eval_range
     from tvmscript.printer import to_script
 
     f, g = tir.Var("int32", "f"), tir.Var("int32", "g")

@@ -184,7 +184,7 @@ def test_reshape_over_a_symbolic_length_gets_affine_indices(kernels):
 
 
 def test_symbolic_divisions_are_resolved_only_where_the_ranges_prove_it():
-    from tvmscript.compiler.arith.symbolic_divmod import simplify_divmod
+    from tvmscript.ir.arith.symbolic_divmod import simplify_divmod
 
     n = tir.Var("int64", "n")
     v0, v1, v2, v3 = (tir.Var("int64", f"v{i}") for i in range(4))

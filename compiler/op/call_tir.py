@@ -28,8 +28,8 @@ from typing import Optional
 from tvmscript.ir import relax, tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ..arith.bound import const_int_bound
-from ..arith.canonical import Canonical, widen
+from tvmscript.ir.arith.bound import const_int_bound
+from tvmscript.ir.arith.canonical import Canonical, widen
 from tvmscript.ir.mutator import substitute
 __all__ = ["call_tir_mismatch", "describe_arg"]
 

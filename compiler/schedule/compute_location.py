@@ -34,8 +34,8 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ..arith import const_int_bound, eval_range, simplify
-from ..arith.canonical import Canonical
+from tvmscript.ir.arith import const_int_bound, eval_range, simplify
+from tvmscript.ir.arith.canonical import Canonical
 from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.mutator import substitute
 from .common import const_value, quoted_name

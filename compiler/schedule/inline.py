@@ -25,7 +25,7 @@ from tvmscript.ir.tir_analysis import infer_access_regions
 from tvmscript.ir.structural import StructuralEqual
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
-from ..arith import const_int_bound, simplify
+from tvmscript.ir.arith import const_int_bound, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
 from .common import const_value, quoted_name

@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
-from ..arith import eval_range, simplify
+from tvmscript.ir.arith import eval_range, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
 from ...ir.tir_analysis import collect_accesses
@@ -460,7 +460,7 @@ def reindex(sch: Schedule, block: BlockRV, buffer) -> BlockRV:
     finder.visit(blk.body)
     if blk.init is not None:
         finder.visit(blk.init)
-    from ..arith import expr_key
+    from tvmscript.ir.arith import expr_key
     keys = {tuple(expr_key(i) for i in ix) for ix in finder.found}
     if len(keys) != 1:
         raise sch.error("reindex", name, f"accesses buffer '{buf.name}' at {len(keys)} different indices; reindex "

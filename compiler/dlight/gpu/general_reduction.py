@@ -14,7 +14,7 @@ from __future__ import annotations
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...arith import Analyzer
+from tvmscript.ir.arith import Analyzer
 from ..analysis import get_root_block, normalize_prim_func
 from ..base import try_inline_contiguous_spatial
 from .base import GPUScheduleRule

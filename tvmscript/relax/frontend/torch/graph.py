@@ -278,7 +278,7 @@ def _prim_extreme(cls, py_fn, a, b):
 
 def simplify_dim(expr):
     """A symbolic dim in its simplest form (``3 * n // n`` is 3), as an int when constant."""
-    from ....compiler.arith.canonical import simplify
+    from tvmscript.ir.arith.canonical import simplify
 
     out = simplify(tir.as_expr(expr, "int64"))
     return out.value if isinstance(out, tir.IntImm) else out
