@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from tvmscript.ir import relax, tir
+from tvmscript.ir.op.shape_arith import ceildiv, sub
 
 from .. import topi
 from .common import REQUIRED, dtype_attr, shapes_known, te_legalizer, tensor_arg
@@ -160,8 +161,6 @@ def infer_arange(args, attrs):
         n = max(math.ceil((vals[1] - vals[0]) / vals[2]), 0)
         return relax.TensorStructInfo([tir.IntImm("int64", n)], dtype)
     if all(s.value is not None and s.dtype.startswith("int") for s in (start, end, step)):
-        from ..topi.transform import ceildiv, sub
-
         if vals[2] is not None and vals[2] > 0:
             return relax.TensorStructInfo([ceildiv(sub(end.value, start.value), step.value)], dtype)
     return relax.TensorStructInfo(None, dtype, 1)

@@ -24,6 +24,7 @@ is opaque; its "mean" reduction (TVM's pairwise running average) is not supporte
 from __future__ import annotations
 
 from tvmscript.ir import relax, tir
+from tvmscript.ir.op import shape_arith
 
 from .. import topi
 from ..topi import transform as tt
@@ -132,13 +133,13 @@ def canonicalize_reshape(args, attrs):
     if any(static_dim(d) == -1 for d in vals):
         if xshape is None:
             return args, attrs  # resolved when the input's shape is known
-        known = tt.product([d for d in vals if static_dim(d) != -1])
-        total = tt.product(list(xshape))
+        known = shape_arith.product([d for d in vals if static_dim(d) != -1])
+        total = shape_arith.product(list(xshape))
         if static_dim(known) == 0 or (static_dim(known) is not None and static_dim(total) is not None
                                    and static_dim(total) % static_dim(known)):
             raise OpError(f"cannot reshape a tensor of shape ({fmt_shape(xshape)}) into ({fmt_shape(vals)})",
                           "shape")
-        vals = [tt.floordiv(total, known) if static_dim(d) == -1 else d for d in vals]
+        vals = [shape_arith.floordiv(total, known) if static_dim(d) == -1 else d for d in vals]
     return [x, relax.ShapeExpr(vals, relax.ShapeStructInfo(vals))], attrs
 
 
@@ -150,7 +151,7 @@ def infer_reshape(args, attrs):
     if any(static_dim(d) is not None and static_dim(d) < 0 for d in vals):
         raise OpError(f"shape ({fmt_shape(vals)}) has a negative dimension", "shape")
     if x.shape is not None:
-        old, new = tt.product(list(x.shape)), tt.product(vals)
+        old, new = shape_arith.product(list(x.shape)), shape_arith.product(vals)
         if static_dim(old) is not None and static_dim(new) is not None and static_dim(old) != static_dim(new):
             raise OpError(f"cannot reshape a tensor of shape ({fmt_shape(x.shape)}) ({static_dim(old)} elements) "
                           f"into ({fmt_shape(vals)}) ({static_dim(new)} elements)", "shape")
@@ -171,7 +172,7 @@ def infer_flatten(args, attrs):
     x = tensor_arg(args[0], "x")
     if x.shape is None:
         return relax.TensorStructInfo(None, x.dtype, 1)
-    return relax.TensorStructInfo([tt.product(list(x.shape), _i64(1))], x.dtype)
+    return relax.TensorStructInfo([shape_arith.product(list(x.shape), _i64(1))], x.dtype)
 
 
 register_op("flatten", ("x",), infer_flatten, pattern="injective", legalize=legalize_reshape)
@@ -257,7 +258,7 @@ def infer_concat(args, attrs):
     for t in ts[1:]:
         for k in range(ndim):
             if k == axis:
-                out[k] = tt.add(out[k], t.shape[k])
+                out[k] = shape_arith.add(out[k], t.shape[k])
             elif static_dim(out[k]) is not None and static_dim(t.shape[k]) is not None and not dim_equal(out[k], t.shape[k]):
                 raise OpError(f"the tensors' shapes differ off the concatenation axis {axis}: "
                               f"({fmt_shape(ts[0].shape)}) and ({fmt_shape(t.shape)})", "tensors")
@@ -309,7 +310,7 @@ def infer_split(args, attrs):
     dim = x.shape[axis]
     # As TVM: sections that do not divide the extent are ceil(extent / sections) long, the last
     # one what is left; indices need not ascend (a piece ending before it begins is empty).
-    bounds = tt.split_bounds(dim, sections)
+    bounds = shape_arith.split_bounds(dim, sections)
     if isinstance(sections, int) and static_dim(bounds[-1][1]) is not None and static_dim(bounds[-1][1]) < 0:
         raise OpError(f"{sections} sections of {static_dim(bounds[0][1])} overrun axis {axis} of extent "
                       f"{static_dim(dim)} (the last would have a negative extent)", "indices_or_sections")
@@ -364,7 +365,7 @@ def infer_strided_slice(args, attrs):
         return relax.TensorStructInfo(None, x.dtype, x.ndim)
     shape = list(x.shape)
     for a, b, e, s in zip(axes, begin, end, strides):
-        shape[a] = tt.slice_bounds(x.shape[a], b, e, s, attrs["assume_inbound"])[1]
+        shape[a] = shape_arith.slice_bounds(x.shape[a], b, e, s, attrs["assume_inbound"])[1]
     return relax.TensorStructInfo(shape, x.dtype)
 
 
@@ -475,7 +476,7 @@ def infer_tile(args, attrs):
         return relax.TensorStructInfo(None, x.dtype, rank)
     reps = [1] * (rank - len(reps)) + reps
     dims = [_i64(1)] * (rank - x.ndim) + list(x.shape)
-    return relax.TensorStructInfo([tt.mul(d, r) for d, r in zip(dims, reps)], x.dtype)
+    return relax.TensorStructInfo([shape_arith.mul(d, r) for d, r in zip(dims, reps)], x.dtype)
 
 
 register_op("tile", ("data",), infer_tile, attrs=(Attr("repeats", REQUIRED, _repeats_list_attr),),
@@ -488,14 +489,14 @@ def infer_repeat(args, attrs):
     if axis is None:
         if x.shape is None:
             return relax.TensorStructInfo(None, x.dtype, 1)
-        return relax.TensorStructInfo([tt.mul(tt.product(list(x.shape), _i64(1)), reps)], x.dtype)
+        return relax.TensorStructInfo([shape_arith.mul(shape_arith.product(list(x.shape), _i64(1)), reps)], x.dtype)
     if x.ndim < 0:
         return relax.TensorStructInfo(None, x.dtype, -1)
     axis = normalize_axis(axis, x.ndim, "axis")
     if x.shape is None:
         return relax.TensorStructInfo(None, x.dtype, x.ndim)
     shape = list(x.shape)
-    shape[axis] = tt.mul(shape[axis], reps)
+    shape[axis] = shape_arith.mul(shape[axis], reps)
     return relax.TensorStructInfo(shape, x.dtype)
 
 

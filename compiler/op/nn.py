@@ -31,6 +31,7 @@ Python function orders its parameters differently from its printer (pad, pooling
 from __future__ import annotations
 
 from tvmscript.ir import relax, tir
+from tvmscript.ir.op import nn_shapes, shape_arith
 
 from .. import topi
 from .common import (REQUIRED, bool_attr, dim_equal, dtype_attr, fmt_shape, int_attr, is_int, normalize_axis,
@@ -97,7 +98,7 @@ def _layout_attr(name: str, primal: str):
         if not isinstance(v, str):
             raise OpError(f"{name} must be a string, not {v!r}", name)
         try:
-            topi.nn.parse_layout(v, primal)
+            nn_shapes.parse_layout(v, primal)
         except ValueError as err:
             raise OpError(f"{name}: {err}", name) from None
         return v
@@ -364,19 +365,19 @@ register_op(
 
 
 def _rank(layout: str, primal: str) -> int:
-    return len(topi.nn.parse_layout(layout, primal))
+    return len(nn_shapes.parse_layout(layout, primal))
 
 
 def _primal_shape(x: relax.TensorStructInfo, layout: str, primal: str):
     """``x``'s shape in ``primal`` order (packed axes unpacked), None when unknown."""
-    return None if x.shape is None else topi.nn.layout_to_primal_shape(x.shape, layout, primal)
+    return None if x.shape is None else nn_shapes.layout_to_primal_shape(x.shape, layout, primal)
 
 
 def _in_layout(shape: list, layout: str, primal: str, what: str = "out_layout") -> list:
     """A ``primal`` shape in ``layout`` (OpError naming ``what`` when a packed factor does not
     divide its axis)."""
     try:
-        return [_dim(d) for d in topi.nn.primal_to_layout_shape(shape, layout, primal)]
+        return [_dim(d) for d in nn_shapes.primal_to_layout_shape(shape, layout, primal)]
     except ValueError as err:
         raise OpError(str(err), what) from None
 
@@ -432,7 +433,7 @@ def _infer_conv(primal: str, kernel_primal: str):
         if any(static_dim(k) is None for k in kernel):
             return relax.TensorStructInfo(None, dtype, _rank(ol, primal))
         pads = attrs["padding"]
-        out = [_positive_dim(_dim(topi.nn.conv_out_dim(size, static_dim(k), s, d, pads[a], pads[nsp + a])),
+        out = [_positive_dim(_dim(nn_shapes.conv_out_dim(size, static_dim(k), s, d, pads[a], pads[nsp + a])),
                              _SPATIAL_NAMES[primal[2 + a]], op)
                for a, (size, k, s, d) in enumerate(zip(sizes, kernel, attrs["strides"], attrs["dilation"]))]
         return relax.TensorStructInfo(_in_layout([n, o] + out, ol, primal), dtype)
@@ -502,11 +503,11 @@ def _infer_conv_transpose(primal: str, kernel_primal: str):
         if any(static_dim(k) is None for k in kernel):
             return relax.TensorStructInfo(None, dtype, _rank(ol, primal))
         pads = attrs["padding"]
-        out = [_positive_dim(_dim(topi.nn.conv_transpose_out_dim(
+        out = [_positive_dim(_dim(nn_shapes.conv_transpose_out_dim(
             size, static_dim(k), attrs["strides"][a], attrs["dilation"][a], pads[a], pads[nsp + a],
             attrs["output_padding"][a])), _SPATIAL_NAMES[primal[2 + a]], op)
             for a, (size, k) in enumerate(zip(sizes, kernel))]
-        channels = _dim(static_dim(o) * groups) if static_dim(o) is not None else topi.transform.mul(o, groups)
+        channels = _dim(static_dim(o) * groups) if static_dim(o) is not None else shape_arith.mul(o, groups)
         return relax.TensorStructInfo(_in_layout([n, channels] + out, ol, primal), dtype)
 
     infer.__name__ = f"infer_conv{nsp}d_transpose"
@@ -555,7 +556,7 @@ def _infer_pool(primal: str):
         pads = attrs["padding"]
         out = []
         for a in range(nsp):
-            o = topi.nn.pool_out_dim(shape[2 + a], attrs["pool_size"][a], attrs["strides"][a],
+            o = nn_shapes.pool_out_dim(shape[2 + a], attrs["pool_size"][a], attrs["strides"][a],
                                      attrs["dilation"][a], pads[a], pads[nsp + a], attrs["ceil_mode"])
             if o is None:  # ceil mode on a symbolic extent: see pool_out_dim
                 return unknown
@@ -692,7 +693,7 @@ def infer_pad(args, attrs):
                           f"than {max(before, after)} elements, it has {size}", "pad_width")
         if attrs["pad_mode"] == "edge" and size == 0 and (before or after):
             raise OpError(f"edge padding needs a non-empty axis {axis}", "pad_width")
-        shape.append(_dim(topi.transform.add(d, before + after)))
+        shape.append(_dim(shape_arith.add(d, before + after)))
     return relax.TensorStructInfo(shape, x.dtype)
 
 
@@ -966,7 +967,7 @@ def infer_batch_flatten(args, attrs):
         raise OpError(f"needs data of rank at least 2, got rank {x.ndim}", "data")
     if x.shape is None:
         return relax.TensorStructInfo(None, x.dtype, 2)
-    return relax.TensorStructInfo([x.shape[0], _dim(topi.transform.product(list(x.shape[1:])))], x.dtype)
+    return relax.TensorStructInfo([x.shape[0], _dim(shape_arith.product(list(x.shape[1:])))], x.dtype)
 
 
 # TVM legalizes batch_flatten as a reshape (PrimFunc ``reshape``).

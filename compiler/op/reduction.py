@@ -26,6 +26,7 @@ iterator), as TVM's scan kernels are.
 from __future__ import annotations
 
 from tvmscript.ir import relax, tir
+from tvmscript.ir.op import shape_arith
 
 from .. import topi
 from .common import bool_attr, is_int, normalize_axis, shapes_known, te_legalizer, tensor_arg
@@ -176,7 +177,7 @@ def infer_cumulative(args, attrs):
     if axis is None:
         if x.shape is None:
             return relax.TensorStructInfo(None, dtype, 1)
-        return relax.TensorStructInfo([topi.transform.product(list(x.shape))], dtype)
+        return relax.TensorStructInfo([shape_arith.product(list(x.shape))], dtype)
     if x.ndim >= 0:
         normalize_axis(axis, x.ndim)
     return relax.TensorStructInfo(list(x.shape) if x.shape is not None else None, dtype, x.ndim)

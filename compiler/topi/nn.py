@@ -24,14 +24,16 @@ norm's reshapes) the stages here are fewer but compute the same values.
 
 from __future__ import annotations
 
-import numbers
-
 from tvmscript.ir import tir
+from tvmscript.ir.op.nn_shapes import (add_int, conv_out_dim, conv_transpose_out_dim, floordiv_dim, layout_to_primal_shape,
+                                       mul_dim, packed_factors, parse_layout, plain_dim, pool_out_dim,
+                                       primal_to_layout_shape, static_int)
+from tvmscript.ir.op.shape_arith import add, product, sub
 
 from .. import te
 from ._util import compute
 from .broadcast import broadcast_index
-from .transform import add, floordiv, mul, product, reshape, sub
+from .transform import reshape
 
 __all__ = [
     "softmax", "log_softmax", "layer_norm", "batch_norm", "pad", "reflect_pad", "edge_pad", "conv2d_nchw",
@@ -45,149 +47,7 @@ __all__ = [
 ]
 
 
-# ----------------------------------------------------------------------------- index arithmetic
-
-
-def _int(e):
-    """The value of a constant dim (int or IntImm), else None."""
-    if isinstance(e, numbers.Integral) and not isinstance(e, bool):
-        return int(e)
-    if isinstance(e, tir.IntImm):
-        return e.value
-    return None
-
-
-def _plain_dim(e):
-    """A shape entry as a plain PrimExpr (te's ShapeDims become IntImms)."""
-    v = _int(e)
-    if v is not None and not isinstance(e, numbers.Integral):
-        return tir.IntImm(e.dtype, v)
-    return e
-
-
-def _add(e, c: int):
-    """``e + c`` with ``c == 0`` folded and a negative ``c`` written as a subtraction."""
-    v = _int(e)
-    if v is not None:
-        return tir.IntImm(getattr(e, "dtype", "int64"), v + c) if not isinstance(e, int) else v + c
-    if c == 0:
-        return e
-    return e + c if c > 0 else e - (-c)
-
-
-def _mul(e, c):
-    """``e * c`` with ``c == 1`` folded."""
-    return e if _int(c) == 1 else e * c
-
-
-def _floordiv(e, c):
-    """``e // c`` with ``c == 1`` and constant operands folded."""
-    a, b = _int(e), _int(c)
-    if b == 1:
-        return e
-    if a is not None and b is not None:
-        return tir.IntImm(getattr(e, "dtype", "int64"), a // b)
-    return tir._binary(tir.FloorDiv, e, c)
-
-
-def conv_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
-                 ceil_mode: bool = False):
-    """The output extent of a sliding window: ``(size + pads - dilated_kernel [+ stride - 1]) //
-    stride + 1`` (the ``+ stride - 1`` in ceil mode), folded like TVM's arithmetic simplifier
-    (``(h - 1) // 2 + 1``, ``h - 4``, ``h // 2 + 1``). ``size`` is an int or a PrimExpr."""
-    size = _plain_dim(size)
-    c = pad_before + pad_after - ((kernel - 1) * dilation + 1)
-    if ceil_mode:
-        c += stride - 1
-    if stride == 1:
-        return _add(size, c + 1)
-    return _add(_floordiv(_add(size, c), stride), 1)
-
-
-def pool_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
-                 ceil_mode: bool = False):
-    """A pooling output extent. Ceil mode follows TVM (and PyTorch): a last window that would
-    start beyond the input and its leading padding is dropped. None when that depends on a
-    symbolic ``size``."""
-    out = conv_out_dim(size, kernel, stride, dilation, pad_before, pad_after, ceil_mode)
-    if not ceil_mode:
-        return out
-    n = _int(size)
-    if n is None:
-        # The last window starts at most (size + pads - dilated kernel + stride - 1), so past
-        # size + pad_before only when stride + pad_after exceeds the dilated kernel.
-        return out if stride + pad_after <= (kernel - 1) * dilation + 1 else None
-    o = _int(out)
-    o = o - 1 if (o - 1) * stride >= n + pad_before else o
-    return tir.IntImm(getattr(out, "dtype", "int64"), o) if isinstance(out, tir.IntImm) else o
-
-
 # ----------------------------------------------------------------------------- layouts
-
-
-def parse_layout(layout: str, primal: str) -> list:
-    """``layout`` (``"NHWC"``, ``"NCHW16c"``, ``"HWIO"``) as ``[(axis, factor)]``: each primal
-    axis (an uppercase letter of ``primal``) once, in any order, with factor None; a packed
-    sub-axis (``16c``) as its lowercase letter and its factor, after its primal axis is named.
-    ValueError saying what is wrong otherwise."""
-    out, i = [], 0
-    while i < len(layout):
-        j = i
-        while j < len(layout) and layout[j].isdigit():
-            j += 1
-        if j == len(layout):
-            raise ValueError(f"layout {layout!r} ends with a number")
-        axis, factor = layout[j], int(layout[i:j]) if j > i else None
-        if axis.isupper():
-            if factor is not None:
-                raise ValueError(f"layout {layout!r}: a primal axis ({axis}) takes no factor")
-        elif not axis.islower() or factor is None or factor < 1:
-            raise ValueError(f"layout {layout!r}: a sub-axis ({axis}) needs a positive factor before it")
-        out.append((axis, factor))
-        i = j + 1
-    names = [a for a, _ in out]
-    if sorted(a for a in names if a.isupper()) != sorted(primal) or len(set(names)) != len(names):
-        raise ValueError(f"layout {layout!r} must name each of the axes {primal} once")
-    if any(a.upper() not in primal for a in names if a.islower()):
-        raise ValueError(f"layout {layout!r} splits an axis that is not one of {primal}")
-    return out
-
-
-def _factors(axes: list) -> dict:
-    return {a.upper(): f for a, f in axes if f is not None}
-
-
-def layout_to_primal_shape(shape, layout: str, primal: str) -> list:
-    """A ``layout`` shape as the ``primal`` one: each primal axis's extent, times its
-    sub-axis's factor when the layout packs it (``NCHW16c`` (1, 4, 8, 8, 16) -> (1, 64, 8, 8))."""
-    axes = parse_layout(layout, primal)
-    factors = _factors(axes)
-    at = {a: i for i, (a, _) in enumerate(axes)}
-    out = []
-    for p in primal:
-        d = _plain_dim(shape[at[p]])
-        out.append(mul(d, factors[p]) if p in factors else d)
-    return out
-
-
-def primal_to_layout_shape(shape, layout: str, primal: str) -> list:
-    """A ``primal`` shape in ``layout``: a packed axis's extent divided by its factor (which
-    must divide a constant extent: ValueError), the sub-axis's extent the factor."""
-    axes = parse_layout(layout, primal)
-    factors = _factors(axes)
-    out = []
-    for a, f in axes:
-        if f is not None:
-            out.append(tir.IntImm("int64", f))
-            continue
-        d = _plain_dim(shape[primal.index(a)])
-        if a in factors:
-            n = _int(d)
-            if n is not None and n % factors[a]:
-                raise ValueError(f"layout {layout!r}: the {a} extent {n} is not a multiple of {factors[a]}")
-            d = floordiv(d, factors[a])
-        out.append(d)
-    return out
 
 
 def to_primal(t: te.Tensor, layout: str, primal: str) -> te.Tensor:
@@ -196,7 +56,7 @@ def to_primal(t: te.Tensor, layout: str, primal: str) -> te.Tensor:
     if layout == primal:
         return t
     axes = parse_layout(layout, primal)
-    factors = _factors(axes)
+    factors = packed_factors(axes)
 
     def f(idx):
         src = []
@@ -205,7 +65,7 @@ def to_primal(t: te.Tensor, layout: str, primal: str) -> te.Tensor:
             if fac is not None:
                 src.append(tir._binary(tir.FloorMod, i, tir.IntImm(i.dtype, fac)))
             else:
-                src.append(_floordiv(i, factors[a]) if a in factors else i)
+                src.append(floordiv_dim(i, factors[a]) if a in factors else i)
         return t[tuple(src)]
 
     return compute(layout_to_primal_shape(t.shape, layout, primal), f, name="T_layout_trans")
@@ -217,7 +77,7 @@ def from_primal(t: te.Tensor, layout: str, primal: str) -> te.Tensor:
     if layout == primal:
         return t
     axes = parse_layout(layout, primal)
-    factors = _factors(axes)
+    factors = packed_factors(axes)
     at = {a: i for i, (a, _) in enumerate(axes)}
 
     def f(idx):
@@ -226,7 +86,7 @@ def from_primal(t: te.Tensor, layout: str, primal: str) -> te.Tensor:
             i = idx[at[p]]
             if p in factors:
                 inner = idx[at[p.lower()]]
-                i = _mul(i, factors[p]) + inner
+                i = mul_dim(i, factors[p]) + inner
             src.append(i)
         return t[tuple(src)]
 
@@ -314,9 +174,9 @@ def _count(dims) -> tuple:
     n = 1
     sym = None
     for d in dims:
-        v = _int(d)
+        v = static_int(d)
         if v is None:
-            sym = _plain_dim(d) if sym is None else sym * _plain_dim(d)
+            sym = plain_dim(d) if sym is None else sym * plain_dim(d)
         else:
             n *= v
     return n, sym
@@ -328,7 +188,7 @@ def _count_expr(shape, axes, dtype: str, extra=()):
     n, sym = _count([shape[a] for a in axes] + list(extra))
     if sym is None:
         return _float_const(n, dtype)
-    return te.cast(_mul(sym, n), dtype)
+    return te.cast(mul_dim(sym, n), dtype)
 
 
 def _reduce_over(data: te.Tensor, axes: list, name: str, body) -> te.Tensor:
@@ -468,9 +328,9 @@ def group_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, num_groups: i
     caxis = channel_axis + n if channel_axis < 0 else channel_axis
     axes = sorted(a + n if a < 0 else a for a in axes)
     kept = [i for i in range(n) if i not in axes]
-    per_group = _floordiv(_plain_dim(data.shape[caxis]), num_groups)
+    per_group = floordiv_dim(plain_dim(data.shape[caxis]), num_groups)
     dtype = data.dtype
-    groups = tir.IntImm(_plain_dim(data.shape[caxis]).dtype, num_groups)
+    groups = tir.IntImm(plain_dim(data.shape[caxis]).dtype, num_groups)
     stat_shape = [groups if i == caxis else data.shape[i] for i in kept]
     red = {a: te.reduce_axis((0, data.shape[a]), name=f"k{a}") for a in axes}
     kc = te.reduce_axis((0, per_group), name=f"k{caxis}")
@@ -484,7 +344,7 @@ def group_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, num_groups: i
                 full.append(red[i])
             else:
                 j = next(it)
-                full.append(_mul(j, per_group) + kc if i == caxis else j)
+                full.append(mul_dim(j, per_group) + kc if i == caxis else j)
         return tuple(full)
 
     def reduce(name, body):
@@ -493,7 +353,7 @@ def group_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, num_groups: i
                                                       axis=[kc] + [red[a] for a in axes]), name=name)
 
     def stat_index(full):
-        return tuple(_floordiv(full[i], per_group) if i == caxis else full[i] for i in kept)
+        return tuple(floordiv_dim(full[i], per_group) if i == caxis else full[i] for i in kept)
 
     total = reduce(f"{data.name}_sum", lambda full, _: data[full])
     mean = compute(stat_shape, lambda idx: total[tuple(idx)] / count, name=f"{data.name}_mean")
@@ -539,8 +399,8 @@ def pad(data: te.Tensor, pad_before, pad_after=None, pad_value=0.0, name: str = 
             if b or both:
                 conds.append(tir.IntImm(idx[i].dtype, b) <= idx[i])
             if a or both:
-                conds.append(idx[i] < _add(_plain_dim(data.shape[i]), b))
-            src.append(_add(idx[i], -b))
+                conds.append(idx[i] < add_int(plain_dim(data.shape[i]), b))
+            src.append(add_int(idx[i], -b))
         load = data[tuple(src)]
         return te.if_then_else(te.all(*conds), load, value) if conds else load
 
@@ -548,7 +408,7 @@ def pad(data: te.Tensor, pad_before, pad_after=None, pad_value=0.0, name: str = 
 
 
 def _padded_shape(data: te.Tensor, pad_before, pad_after) -> list:
-    return [_add(_plain_dim(d), b + a) for d, b, a in zip(data.shape, pad_before, pad_after)]
+    return [add_int(plain_dim(d), b + a) for d, b, a in zip(data.shape, pad_before, pad_after)]
 
 
 def _reflect_index(i, before: int, size):
@@ -558,8 +418,8 @@ def _reflect_index(i, before: int, size):
     ``topi.nn.mirror_pad`` does."""
     dtype = i.dtype
     b = tir.IntImm(dtype, before)
-    t = tir.Select(dtype, b <= i, _add(i, -before), b - i) if before else i
-    last = _add(_plain_dim(size), -1)
+    t = tir.Select(dtype, b <= i, add_int(i, -before), b - i) if before else i
+    last = add_int(plain_dim(size), -1)
     return last - tir.Select(dtype, t <= last, last - t, t - last)
 
 
@@ -580,11 +440,11 @@ def edge_pad(data: te.Tensor, pad_before, pad_after, name: str = "EdgePadInput")
     def f(idx):
         src = []
         for i, b, a, d in zip(idx, pad_before, pad_after, data.shape):
-            j = _add(i, -b)
+            j = add_int(i, -b)
             if b:
                 j = te.max(j, tir.IntImm(i.dtype, 0))
             if a:
-                j = te.min(j, _add(_plain_dim(d), -1))
+                j = te.min(j, add_int(plain_dim(d), -1))
             src.append(j)
         return data[tuple(src)]
 
@@ -598,7 +458,7 @@ def _conv_output(data, kernel, stride, padding, dilation) -> list:
     """The output extent of each spatial dimension; ``padding`` holds the pads before each
     spatial dimension, then the pads after (``[top, left, bottom, right]`` in 2-D)."""
     nsp = len(data.shape) - 2
-    return [conv_out_dim(data.shape[2 + a], _int(kernel.shape[2 + a]), stride[a], dilation[a], padding[a],
+    return [conv_out_dim(data.shape[2 + a], static_int(kernel.shape[2 + a]), stride[a], dilation[a], padding[a],
                          padding[nsp + a]) for a in range(nsp)]
 
 
@@ -606,8 +466,8 @@ def _window_index(out, stride: int, tap, dilation: int):
     """``out * stride + tap * dilation``, in the term order TVM's simplifier prints
     (``yy + ry``, ``yy * 2 + ry``, ``ry * 2 + yy``)."""
     if stride == 1 and dilation != 1:
-        return _mul(tap, dilation) + out
-    return _mul(out, stride) + _mul(tap, dilation)
+        return mul_dim(tap, dilation) + out
+    return mul_dim(out, stride) + mul_dim(tap, dilation)
 
 
 # TVM's loop names of the output's spatial dimensions and of the kernel's taps, by rank.
@@ -625,12 +485,12 @@ def _conv(data, kernel, stride, padding, dilation, groups, out_dtype, name):
     out_c, in_per_group = kernel.shape[:2]
     rc = te.reduce_axis((0, in_per_group), name="rc")
     taps = [te.reduce_axis((0, kernel.shape[2 + a]), name=_TAPS[nsp][a]) for a in range(nsp)]
-    out_per_group = _floordiv(_plain_dim(out_c), groups)
+    out_per_group = floordiv_dim(plain_dim(out_c), groups)
 
     def channel(ff):
         if groups == 1:
             return rc
-        return _mul(_floordiv(ff, out_per_group), _plain_dim(in_per_group)) + rc
+        return mul_dim(floordiv_dim(ff, out_per_group), plain_dim(in_per_group)) + rc
 
     def f(nn, ff, *out):
         window = [_window_index(out[a], stride[a], taps[a], dilation[a]) for a in range(nsp)]
@@ -707,19 +567,6 @@ def conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), dilation
                       (data_layout, kernel_layout, out_layout or data_layout), ("NCDHW", "OIDHW"))
 
 
-def conv_transpose_out_dim(size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
-                           output_padding: int):
-    """The output extent of a transposed convolution: ``(size - 1) * stride - pads +
-    dilation * (kernel - 1) + output_padding + 1`` (an int, or a PrimExpr for a symbolic
-    ``size``)."""
-    size = _plain_dim(size)
-    c = dilation * (kernel - 1) + output_padding + 1 - pad_before - pad_after
-    n = _int(size)
-    if n is not None:
-        return tir.IntImm(getattr(size, "dtype", "int64"), (n - 1) * stride + c)
-    return _add(_mul(_add(size, -1), stride), c)
-
-
 def _dilate(data: te.Tensor, strides, name: str) -> te.Tensor:
     """``data`` with ``stride - 1`` zeros between neighbours along each spatial axis (TVM's
     ``data_dilate``: loops ``i0..``); ``data`` itself when every stride is 1."""
@@ -737,7 +584,7 @@ def _dilate(data: te.Tensor, strides, name: str) -> te.Tensor:
                 src.append(i)
                 continue
             conds.append(tir.EQ("bool", tir._binary(tir.FloorMod, i, tir.IntImm(i.dtype, s)), tir.IntImm(i.dtype, 0)))
-            src.append(_floordiv(i, s))
+            src.append(floordiv_dim(i, s))
         return te.if_then_else(te.all(*conds), data[tuple(src)], tir.const(0, data.dtype))
 
     return compute(shape, f, name=name, prefix="i")
@@ -758,13 +605,13 @@ def conv_transpose(data: te.Tensor, weight: te.Tensor, strides, padding, output_
     first builds a dilated copy with zeros (``kernel_dilate``); the sums are the same."""
     nsp = len(data.shape) - 2
     dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
-    kernel = [_int(k) for k in weight.shape[2:]]
+    kernel = [static_int(k) for k in weight.shape[2:]]
     dilated = _dilate(data, strides, "data_dilate")
     before = [dilation[a] * (kernel[a] - 1) - padding[a] for a in range(nsp)]
     after = [dilation[a] * (kernel[a] - 1) - padding[nsp + a] + output_padding[a] for a in range(nsp)]
     padded = pad(dilated, [0, 0] + before, [0, 0] + after, name="data_pad")
     in_c, out_per_group = weight.shape[:2]
-    in_per_group = _floordiv(_plain_dim(in_c), groups)
+    in_per_group = floordiv_dim(plain_dim(in_c), groups)
     names = _TRANSPOSE_LOOPS[nsp]
 
     def flip(o, i, *sp):
@@ -774,14 +621,14 @@ def conv_transpose(data: te.Tensor, weight: te.Tensor, strides, padding, output_
                          name="kernel" if nsp == 1 else "kernel_transform", varargs_names=["o", "i", *names])
     dc = te.reduce_axis((0, in_per_group), name="dc")
     taps = [te.reduce_axis((0, weight.shape[2 + a]), name=f"d{names[a]}") for a in range(nsp)]
-    out_shape = [data.shape[0], _mul(_plain_dim(out_per_group), groups)] + [
+    out_shape = [data.shape[0], mul_dim(plain_dim(out_per_group), groups)] + [
         conv_transpose_out_dim(data.shape[2 + a], kernel[a], strides[a], dilation[a], padding[a], padding[nsp + a],
                                output_padding[a]) for a in range(nsp)]
 
     def f(b, c, *sp):
-        group = _floordiv(c, _plain_dim(out_per_group))
-        channel = _mul(group, in_per_group) + dc if groups != 1 else dc
-        oc = tir._binary(tir.FloorMod, c, _plain_dim(out_per_group)) if groups != 1 else c
+        group = floordiv_dim(c, plain_dim(out_per_group))
+        channel = mul_dim(group, in_per_group) + dc if groups != 1 else dc
+        oc = tir._binary(tir.FloorMod, c, plain_dim(out_per_group)) if groups != 1 else c
         window = [_window_index(sp[a], 1, taps[a], dilation[a]) for a in range(nsp)]
         x = te.cast(padded[(b, channel, *window)], dtype)
         w = te.cast(flipped[(oc, channel, *taps)], dtype)
@@ -814,10 +661,10 @@ def _taps(start, lo: int, hi, kernel: int, dilation: int):
     """How many of the taps ``start + k * dilation`` (``0 <= k < kernel``) lie in [lo, hi)
     (``start >= 0``, so a window never misses ``lo == 0``)."""
     zero = tir.IntImm(start.dtype, 0)
-    last = te.min(_floordiv(_add(hi, -1) - start, dilation), tir.IntImm(start.dtype, kernel - 1))
+    last = te.min(floordiv_dim(add_int(hi, -1) - start, dilation), tir.IntImm(start.dtype, kernel - 1))
     if lo == 0:
         return last + 1
-    first = te.max(_floordiv(tir.IntImm(start.dtype, lo + dilation - 1) - start, dilation), zero)
+    first = te.max(floordiv_dim(tir.IntImm(start.dtype, lo + dilation - 1) - start, dilation), zero)
     return last - first + 1
 
 
@@ -871,10 +718,10 @@ def avg_pool_divisor(out_idx, spatial, pool_size, strides, dilation, padding, co
     nsp = len(spatial)
     count = None
     for a in range(nsp):
-        start = _mul(out_idx[a], strides[a])
-        size = _plain_dim(spatial[a])
+        start = mul_dim(out_idx[a], strides[a])
+        size = plain_dim(spatial[a])
         pb, pa = padding[a], padding[nsp + a]
-        lo, hi = (0, _add(size, pb + pa)) if count_include_pad else (pb, _add(size, pb))
+        lo, hi = (0, add_int(size, pb + pa)) if count_include_pad else (pb, add_int(size, pb))
         n = _taps(start, lo, hi, pool_size[a], dilation[a])
         count = n if count is None else count * n
     return te.max(count, tir.IntImm(count.dtype, 1))
@@ -903,25 +750,25 @@ def _adaptive_window(i, size, out: int):
     """Window ``[floor(i * size / out), ceil((i + 1) * size / out))`` of output ``i``:
     (start, extent). Equal windows (``size`` a multiple of ``out``) fold to ``i * step``."""
     if _static_uniform(size, out):
-        step = _int(size) // out
-        return _mul(i, step), tir.IntImm(i.dtype, step)
-    size = _plain_dim(size)
-    start = _floordiv(i * size, out)
-    end = _floordiv((i + 1) * size + (out - 1), out)
+        step = static_int(size) // out
+        return mul_dim(i, step), tir.IntImm(i.dtype, step)
+    size = plain_dim(size)
+    start = floordiv_dim(i * size, out)
+    end = floordiv_dim((i + 1) * size + (out - 1), out)
     return start, end - start
 
 
 def _widest_window(size, out: int):
     """The largest window extent: exact for a static ``size``, else the bound
     ``ceil(size / out) + 1``."""
-    s = _int(size)
+    s = static_int(size)
     if s is not None:
         return tir.IntImm(size.dtype, max(-(-(j + 1) * s // out) - (j * s // out) for j in range(out)))
-    return _add(_floordiv(_add(_plain_dim(size), out - 1), out), 1)
+    return add_int(floordiv_dim(add_int(plain_dim(size), out - 1), out), 1)
 
 
 def _static_uniform(size, out: int) -> bool:
-    s = _int(size)
+    s = static_int(size)
     return s is not None and s % out == 0
 
 
@@ -965,8 +812,8 @@ def _adaptive_avg_pool2d_nchw(data: te.Tensor, output_size) -> te.Tensor:
     def avg(idx):
         eh = _adaptive_window(idx[2], h, oh)[1]
         ew = _adaptive_window(idx[3], w, ow)[1]
-        if _int(eh) is not None and _int(ew) is not None:
-            count = _int(eh) * _int(ew)
+        if static_int(eh) is not None and static_int(ew) is not None:
+            count = static_int(eh) * static_int(ew)
             return total[tuple(idx)] if count == 1 else total[tuple(idx)] / _float_const(count, data.dtype)
         return total[tuple(idx)] / te.cast(eh * ew, data.dtype)
 
@@ -1007,7 +854,7 @@ def _causal_visible(seq, seq_kv, causal_mask: str):
     """The condition on a (batch, head, query i, key j) index that key ``j`` is visible to query
     ``i``: ``j <= i`` ("TopLeft"), ``j <= i + seq_kv - seq`` ("BottomRight": the last query sees
     every key, as when decoding after a cache)."""
-    offset = sub(_plain_dim(seq_kv), _plain_dim(seq)) if causal_mask == "BottomRight" else 0
+    offset = sub(plain_dim(seq_kv), plain_dim(seq)) if causal_mask == "BottomRight" else 0
     return lambda idx: idx[3] <= add(idx[2], offset)
 
 
@@ -1030,18 +877,18 @@ def attention(query: te.Tensor, key: te.Tensor, value: te.Tensor, bias=None, sca
     seq_kv, kv_heads = key.shape[1], key.shape[2]
     dtype = query.dtype
     ratio = 1
-    if _int(heads) is not None and _int(kv_heads) is not None:
-        ratio = _int(heads) // _int(kv_heads)
+    if static_int(heads) is not None and static_int(kv_heads) is not None:
+        ratio = static_int(heads) // static_int(kv_heads)
 
     def kv(h):
-        return _floordiv(h, ratio) if ratio != 1 else h
+        return floordiv_dim(h, ratio) if ratio != 1 else h
 
     d = te.reduce_axis((0, head_dim), name="k")
     scores = te.compute((batch, heads, seq, seq_kv),
                         lambda b, h, i, j: te.sum(query[b, i, h, d] * key[b, j, kv(h), d], axis=d),
                         name="T_batch_matmul_NT")
     if scale is None:
-        size = _int(head_dim)
+        size = static_int(head_dim)
         root = te.sqrt(_float_const(size, dtype) if size is not None else te.cast(head_dim, dtype))
         scaled = compute(scores.shape, lambda idx: scores[tuple(idx)] / root, name="T_divide")
     else:
@@ -1120,8 +967,8 @@ def cross_entropy_with_logits(predictions: te.Tensor, labels: te.Tensor) -> te.T
     negated = te.compute((), lambda: total[()] * tir.const(-1.0, dtype), name="T_multiply")
     if len(predictions.shape) < 2:
         return negated
-    batch = _plain_dim(predictions.shape[0])
-    size = _int(batch)
+    batch = plain_dim(predictions.shape[0])
+    size = static_int(batch)
     divisor = _float_const(size, dtype) if size is not None else te.cast(batch, dtype)
     return te.compute((), lambda: negated[()] / divisor, name="T_divide")
 
