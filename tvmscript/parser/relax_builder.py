@@ -1,7 +1,7 @@
 """Syntax tree to Relax: builds a `relax.Function` from an ``@R.function`` definition.
 
 Bindings get their struct info by inference (ops through the op registry in
-`tvmscript.compiler.op`, `call_tir` from its ``out_sinfo``); an annotation the user wrote is
+`tvmscript.ir.op`, `call_tir` from its ``out_sinfo``); an annotation the user wrote is
 checked against the inferred struct info and then kept. Dataflow blocks are scoped: a variable
 bound inside ``with R.dataflow():`` and not listed in ``R.output`` does not exist after it.
 Expressions are put in TVM's normal form as they are bound (see "normalization" below): a
@@ -951,12 +951,12 @@ class RelaxFunctionBuilder:
             # prints one (``R.clip(x, T.float64(-1.5), T.float64(2.5))``, one_hot's values).
             return relax.PrimValue(number, relax.PrimStructInfo(number.dtype, number))
         if name and name.startswith("R."):
-            from ..compiler.op import find_op
+            from ..ir.op import find_op
 
             op = find_op(name)
             if op is None:
-                from ..compiler.op import all_ops
-                from ..compiler.op.api import HELPERS
+                from ..ir.op import all_ops
+                from ..ir.op.api import HELPERS
                 from .relax_calls import RELAX_CALLS, python_helper
 
                 if name[2:] in HELPERS:
@@ -1080,8 +1080,8 @@ class RelaxFunctionBuilder:
         return IndexMap(params, [tb.expr(e) for e in body])
 
     def _op_call(self, op, node: ast.Call, name: str):
-        from ..compiler.op import OpError
-        from ..compiler.op.api import arg_sinfos, canonicalize_call, coerce_arg
+        from ..ir.op import OpError
+        from ..ir.op.api import arg_sinfos, canonicalize_call, coerce_arg
 
         # Positional arguments bind in the order of TVM's Python function (what TVM's parser
         # calls): ``R.nn.pad(x, [1, 1], "reflect")`` gives pad_mode, printed after pad_value.
@@ -1227,7 +1227,7 @@ def _is_call_stmt(s, name: str) -> bool:
 
 def sinfo_conflict(ann, inferred) -> str | None:
     """Why an annotation cannot describe a value of the inferred struct info (None if it can)."""
-    from ..compiler.op.common import dim_equal
+    from ..ir.op.common import dim_equal
 
     if isinstance(inferred, relax.ObjectStructInfo) or isinstance(ann, relax.ObjectStructInfo):
         return None

@@ -166,7 +166,8 @@ def split_bounds(dim, indices_or_sections) -> list:
             end = starts[j + 1]
             out.append((int_imm(begin, dim), int_imm(max(end - begin, 0), dim)))
         else:
-            out.append((int_imm(begin, dim), sub(dim, begin) if static is None else int_imm(max(static - begin, 0), dim)))
+            rest = sub(dim, begin) if static is None else int_imm(max(static - begin, 0), dim)
+            out.append((int_imm(begin, dim), rest))
     return out
 
 

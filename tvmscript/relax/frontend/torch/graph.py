@@ -14,8 +14,8 @@ import numpy as np
 
 from .... import relax, tir
 from ....compiler.block_builder import BlockBuilder
-from ....compiler.op import api as _op
-from ....compiler.op.registry import find_op
+from ....ir.op import api as _op
+from ....ir.op import find_op
 from .. import PARAMS_ATTR
 from ..common import (FrontendError, OpUse, ProgressCallback, UnsupportedOpError, UnsupportedOpsError,
                       report_progress)

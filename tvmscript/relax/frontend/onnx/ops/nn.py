@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..... import relax
-from .....compiler.op import api as op
+from .....ir.op import api as op
 from .....ir.op import shape_arith
 from ..registry import converter
 from .common import normalize_axis, scalar
