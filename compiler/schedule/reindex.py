@@ -1,6 +1,6 @@
 """Block-layout primitives the default GPU schedules (DLight) build on: `transform_block_layout`,
-`add_unit_loop`, `reindex` and `pad_einsum`, plus `IndexMap`, the index function the layout
-primitives take.
+`add_unit_loop`, `reindex` and `pad_einsum`. The index function the layout primitives take is
+an `IndexMap` (tvmscript/ir/index_map.py), or a Python function that `as_index_map` makes one of.
 
 Why these exist: DLight first puts every block in a normal form it can reason about — one loop
 per non-unit iterator, named ``ax0, ax1, ...`` with iterators ``v0, v1, ...``
@@ -14,13 +14,14 @@ changes nothing.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.index_map import IndexMap
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
-from tvmscript.ir.arith import eval_range, simplify
+from tvmscript.ir.arith import simplify
+from tvmscript.ir.arith.index_map import inverse_indices, map_indices, map_shape
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
 from ...ir.tir_analysis import collect_accesses
@@ -28,154 +29,9 @@ from .common import const_value
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import child_block_realizes, collect_names, replace
 
-__all__ = ["IndexMap"]
-
-
-# ----------------------------------------------------------------------------- IndexMap
-
-
-class IndexMap:
-    """TVM's ``tir.IndexMap``: ``initial_indices`` (Vars) -> ``final_indices`` (expressions).
-
-    Only what the layout primitives need: applying the map to indices and to a shape, and the
-    inverse of the maps schedules build (each output a fusion ``(a * n_b + b) * n_c + c`` of
-    some inputs, or a constant 0 for a new unit dimension; inputs of extent 1 may be dropped).
-    """
-
-    def __init__(self, initial_indices: Sequence[tir.Var], final_indices: Sequence[tir.PrimExpr]) -> None:
-        self.initial_indices = list(initial_indices)
-        self.final_indices = list(final_indices)
-
-    @staticmethod
-    def from_func(fn: Callable, ndim: Optional[int] = None, index_dtype: str = "int64",
-                  names: Optional[Sequence[str]] = None) -> "IndexMap":
-        """The map ``fn`` computes; its parameters name the input Vars (``i0, i1...`` for
-        ``*args``, which needs ``ndim``)."""
-        if names is None:
-            params = list(inspect.signature(fn).parameters.values())
-            if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-                if ndim is None:
-                    raise ValueError("IndexMap.from_func: a function taking *args needs ndim")
-                names = [f"i{n}" for n in range(ndim)]
-            else:
-                names = [p.name for p in params]
-        args = [tir.Var(index_dtype, n) for n in names]
-        out = fn(*args)
-        if isinstance(out, (tir.PrimExpr, int)):
-            out = [out]
-        final = [tir.as_expr(x, index_dtype) if not isinstance(x, tir.PrimExpr) else x for x in out]
-        return IndexMap(args, final)
-
-    def __repr__(self) -> str:
-        return f"IndexMap({[v.name for v in self.initial_indices]} -> {len(self.final_indices)} indices)"
-
-    def map_indices(self, indices: Sequence[tir.PrimExpr], ranges: Optional[dict] = None) -> list:
-        if len(indices) != len(self.initial_indices):
-            raise ValueError(f"the index map takes {len(self.initial_indices)} indices, got {len(indices)}")
-        mapping = {}
-        for v, e in zip(self.initial_indices, indices):
-            mapping[v] = make_cast(e, v.dtype)
-        return [simplify(substitute(f, mapping), ranges or {}) for f in self.final_indices]
-
-    def map_shape(self, shape: Sequence[tir.PrimExpr], ranges: Optional[dict] = None) -> list:
-        """The extent each output covers while the inputs sweep ``[0, shape)``."""
-        dom = {v: tir.Range(tir.IntImm(v.dtype, 0), make_cast(n, v.dtype)) for v, n in zip(self.initial_indices, shape)}
-        out = []
-        for f in self.final_indices:
-            r = eval_range(f, dom, ranges or {})
-            if r is None:
-                raise ValueError(f"cannot bound the index map output {f}")
-            lo, ext = r
-            ext = simplify(tir.Add(ext.dtype, lo, ext), ranges or {}) if const_value(lo) != 0 else ext
-            out.append(ext)
-        return out
-
-    def fusion_groups(self, shape: Sequence[tir.PrimExpr], ranges: Optional[dict] = None) -> Optional[list]:
-        """For each output, the inputs it fuses, outermost first, as (position, stride); None
-        when the map is not such a fusion (each input used at most once, strides the products
-        of the inner extents)."""
-        ext_of = {v: make_cast(n, v.dtype) for v, n in zip(self.initial_indices, shape)}
-        pos = {v: n for n, v in enumerate(self.initial_indices)}
-        used: set = set()
-        groups = []
-        for f in self.final_indices:
-            terms = _linear_terms(simplify(f, ranges or {}))
-            if terms is None:
-                return None
-            base, pairs = terms
-            if base != 0:
-                return None
-            # innermost first: stride 1, then the product of the extents inside
-            pairs.sort(key=lambda p: p[1])
-            stride = 1
-            group = []
-            for var, scale in pairs:
-                if var not in pos or var in used:
-                    return None
-                if scale != stride:
-                    return None
-                used.add(var)
-                group.append((pos[var], scale))
-                e = const_value(simplify(ext_of[var]))
-                if e is None:
-                    if var is not pairs[-1][0]:
-                        return None  # only the outermost fused input may be symbolic
-                    e = 1
-                stride *= e
-            groups.append(group[::-1])
-        for v in self.initial_indices:
-            if v not in used and const_value(simplify(ext_of[v])) != 1:
-                return None
-        return groups
-
-    def inverse_indices(self, new_vars: Sequence[tir.Var], shape: Sequence[tir.PrimExpr],
-                        ranges: Optional[dict] = None) -> Optional[list]:
-        """The inputs written in terms of the outputs ``new_vars`` (each with its extent from
-        `map_shape`), or None when the map is not invertible this simple way."""
-        groups = self.fusion_groups(shape, ranges)
-        if groups is None:
-            return None
-        out: list = [None] * len(self.initial_indices)
-        for nv, group in zip(new_vars, groups):
-            for n, (p, stride) in enumerate(group):
-                v = self.initial_indices[p]
-                e = make_cast(nv, v.dtype)
-                if stride != 1:
-                    e = tir.FloorDiv(v.dtype, e, tir.IntImm(v.dtype, stride))
-                if n > 0:
-                    e = tir.FloorMod(v.dtype, e, make_cast(shape[p], v.dtype))
-                out[p] = e
-        for p, v in enumerate(self.initial_indices):
-            if out[p] is None:
-                out[p] = tir.IntImm(v.dtype, 0)
-        return out
-
-
-def _linear_terms(e) -> Optional[tuple]:
-    """``(base, [(var, scale)])`` of ``base + sum(var * scale)``; None otherwise."""
-    if isinstance(e, tir.IntImm):
-        return e.value, []
-    if isinstance(e, tir.Var):
-        return 0, [(e, 1)]
-    if isinstance(e, tir.Cast):
-        return _linear_terms(e.value)
-    if isinstance(e, tir.Add):
-        a, b = _linear_terms(e.a), _linear_terms(e.b)
-        if a is None or b is None:
-            return None
-        return a[0] + b[0], a[1] + b[1]
-    if isinstance(e, tir.Mul):
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            c = const_value(y)
-            if c is not None:
-                t = _linear_terms(x)
-                if t is None:
-                    return None
-                return t[0] * c, [(v, s * c) for v, s in t[1]]
-    return None
-
 
 def as_index_map(index_map, dtype: str, ndim: Optional[int] = None) -> IndexMap:
+    """``index_map`` as an `IndexMap`: itself, or the map a Python function of the indices computes."""
     if isinstance(index_map, IndexMap):
         return index_map
     if callable(index_map):
@@ -269,8 +125,8 @@ def transform_block_layout(sch: Schedule, block: BlockRV, index_map) -> None:
     old_vars = [iv.var for iv in blk.iter_vars]
     extents = [iv.dom.extent for iv in blk.iter_vars]
     kinds = {iv.var: iv.kind for iv in blk.iter_vars}
-    transformed = imap.map_indices(old_vars)
-    new_extents = imap.map_shape(extents)
+    transformed = map_indices(imap, old_vars)
+    new_extents = map_shape(imap, extents)
     new_iters, new_vars = [], []
     for n, (e, ext) in enumerate(zip(transformed, new_extents)):
         v = tir.Var(e.dtype, f"v{n}")
@@ -288,7 +144,7 @@ def transform_block_layout(sch: Schedule, block: BlockRV, index_map) -> None:
         new_vars.append(v)
         new_iters.append(tir.IterVar(v, tir.Range(tir.IntImm(v.dtype, 0), ext), kind))
     ranges = {v: (tir.IntImm(v.dtype, 0), ext) for v, ext in zip(new_vars, new_extents)}
-    inverse = imap.inverse_indices(new_vars, extents)
+    inverse = inverse_indices(imap, new_vars, extents)
     if inverse is None:
         raise sch.error("transform_block_layout", name, "the index map is not a bijective affine map (it can only "
                         "fuse iterators and drop or add unit ones)", realize)

@@ -14,6 +14,7 @@ helpers.
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.arith.index_map import inverse_indices, map_shape
 from tvmscript.ir.op.shape_arith import (add, as_int, dim_expr, floordiv, floormod, int_imm, mul, product, ravel,
                                          slice_bounds, split_bounds, sub, unify_dtypes, unravel)
 
@@ -559,19 +560,19 @@ def layout_transform(x: te.Tensor, index_map, pad_value=None):
     """The data laid out as ``index_map`` (an `IndexMap`: input indices -> output indices)
     says, computed over the output: each element reads the input at the inverse of the map.
     Maps of whole indices, splits (``i // 4, i % 4``) and their permutations are inverted
-    here, fusions by `IndexMap.inverse_indices`. Where a split's output covers more than its
+    here, fusions by `inverse_indices`. Where a split's output covers more than its
     input (10 split by 4 gives 3 x 4), the extra elements are ``pad_value`` (0 when None):
     stage ``te_layout_transform_with_pad``, else ``te_layout_transform`` (TVM's names). Raises
     ValueError for a map it cannot invert."""
     shape = list(x.shape)
-    oshape = index_map.map_shape(shape)
+    oshape = map_shape(index_map, shape)
     params, outputs = index_map.initial_indices, index_map.final_indices
 
     def inverse(out_idx):
         found = _split_inverse(params, outputs, out_idx)
         if found is not None:
             return found
-        fused = index_map.inverse_indices(out_idx, shape)
+        fused = inverse_indices(index_map, out_idx, shape)
         if fused is None:
             raise ValueError("layout_transform: the index map is neither splits nor fusions of the indices")
         return fused, [None] * len(params)

@@ -5,7 +5,8 @@
 - `tir`: TensorIR's expressions, statements, buffers and `PrimFunc`;
 - `relax`: Relax's expressions, bindings, struct info and `Function`;
 - `tir_visitor`: walking and rewriting TensorIR;
-- `structural`: structural equality and hashing.
+- `structural`: structural equality and hashing;
+- `index_map`: `IndexMap`, a function from index variables to index expressions.
 
 The layer sits on the runtime and below the parser, the printer and the compiler: nothing here
 imports them (docs/architecture.md). ``tvms.ir`` is TVM's ``tvm.ir``: these names are its API.

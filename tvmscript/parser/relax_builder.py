@@ -1068,7 +1068,7 @@ class RelaxFunctionBuilder:
             node = node.args[0]
         if not isinstance(node, ast.Lambda):
             return attr_literal(self.ctx, node)
-        from ..compiler.schedule.reindex import IndexMap
+        from ..ir.index_map import IndexMap
         from .tir_builder import PrimFuncBuilder
 
         tb = PrimFuncBuilder(self.ctx)

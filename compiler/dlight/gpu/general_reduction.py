@@ -12,6 +12,7 @@ to ``threadIdx.x``); the last block runs over the row with the same threads.
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.index_map import IndexMap
 from tvmscript.ir.tir_visitor import vars_in
 
 from tvmscript.ir.arith import Analyzer
@@ -24,8 +25,6 @@ class GeneralReduction(GPUScheduleRule):
     """Reductions over the trailing axes of rows, one thread block per row."""
 
     def apply(self, func, target, tunable: bool = False):
-        from ...schedule.reindex import IndexMap
-
         if target.kind.name == "cuda":
             len_tx, unroll_depth = 256, 256
         elif target.kind.name == "opencl":

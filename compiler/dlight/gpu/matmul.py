@@ -25,6 +25,7 @@ import enum
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.index_map import IndexMap
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...schedule import ScheduleError
@@ -115,8 +116,6 @@ class IterTrait:
 def make_iter_fusion_index_map(traits: list, kind_order: list):
     """The index map fusing the iterators of each kind, in ``kind_order`` (a kind with none
     becomes a constant 0)."""
-    from ...schedule.reindex import IndexMap
-
     fused: dict = {}
     inputs = []
     for n, t in enumerate(traits):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from tvmscript.ir import relax, tir
 
+from ..arith.index_map import map_shape
+from ..index_map import IndexMap
 from ..node import printer
 from ..structural import StructuralEqual
 from . import shape_arith
@@ -527,16 +529,9 @@ register_op("reverse_sequence", ("data", "seq_lengths"), infer_reverse_sequence,
 # ----------------------------------------------------------------------------- layout_transform
 
 
-def _index_map_class():
-    # Imported when first needed: the schedule package imports the op table's users.
-    from tvmscript.compiler.schedule.reindex import IndexMap
-
-    return IndexMap
-
-
 class IndexMapAttr:
-    """The ``index_map`` attribute of ``R.layout_transform``: an `IndexMap` (the schedule's
-    own class, which this wraps) that prints as TVM prints one in an attribute,
+    """The ``index_map`` attribute of ``R.layout_transform``: an `IndexMap` (the IR's, which
+    the schedules take too, wrapped here) that prints as TVM prints one in an attribute,
     ``T.index_map(lambda i: (i // 4, i % 4))`` (the printer writes an attribute it does not
     know by its ``repr``), and compares by structure, its variables matched by position."""
 
@@ -572,11 +567,10 @@ def _index_map_attr(value):
         raise OpError("index_map is required", "index_map")
     if isinstance(value, IndexMapAttr):
         return value
-    cls = _index_map_class()
-    if isinstance(value, cls):
+    if isinstance(value, IndexMap):
         return IndexMapAttr(value)
     if callable(value):
-        return IndexMapAttr(cls.from_func(value))
+        return IndexMapAttr(IndexMap.from_func(value))
     raise OpError(f"index_map must be a function such as lambda i: (i // 4, i % 4), not {value!r}", "index_map")
 
 
@@ -608,7 +602,7 @@ def infer_layout_transform(args, attrs):
     if x.shape is None:
         return relax.TensorStructInfo(None, x.dtype, len(m.outputs))
     try:
-        shape = m.map.map_shape(list(x.shape))
+        shape = map_shape(m.map, list(x.shape))
     except ValueError as err:
         raise OpError(f"index_map: {err}", "index_map") from None
     return relax.TensorStructInfo(shape, x.dtype)
