@@ -18,7 +18,8 @@ from tvmscript.ir.op.shape_arith import product, ravel
 from .. import te
 from ._util import compute
 from .broadcast import broadcast_index
-from .nn import _window_index, avg_pool_divisor, pad
+from .nn.conv import _window_index, pad
+from .nn.pool import avg_pool_divisor
 
 __all__ = ["nll_loss_backward", "take_backward", "max_pool2d_backward", "avg_pool2d_backward"]
 
