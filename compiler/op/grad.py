@@ -7,7 +7,7 @@ The markers (no_grad, start/end_checkpoint) have none, as in TVM.
 from __future__ import annotations
 
 from tvmscript.ir import relax
-from tvmscript.ir.op.nn import POOL_ATTR_NAMES
+from tvmscript.ir.op.nn_window import POOL_ATTR_NAMES
 
 from .. import topi
 from .legalize import register_legalize, shapes_known, te_legalizer

@@ -1,5 +1,6 @@
-"""Legalization of the neural-network ops (declared in ``tvmscript/ir/op/nn.py``): each is
-``bb.call_te`` of a TE definition in ``compiler/topi/nn`` (PrimFuncs named as TVM names them:
+"""Legalization of the neural-network ops (declared in ``tvmscript/ir/op/nn.py`` and
+``nn_window.py``): each is ``bb.call_te`` of a TE definition in ``compiler/topi/nn``
+(PrimFuncs named as TVM names them:
 ``conv2d``, ``max_pool2d``, ``layer_norm``, ``attention_bias``...). Convolutions and pooling
 compute in the canonical order; their operands in other layouts are brought there and back by
 ``T_layout_trans`` stages.
@@ -8,7 +9,7 @@ compute in the canonical order; their operands in other layouts are brought ther
 from __future__ import annotations
 
 from tvmscript.ir import relax, tir
-from tvmscript.ir.op.nn import POOL_ATTR_NAMES
+from tvmscript.ir.op.nn_window import POOL_ATTR_NAMES
 from tvmscript.ir.op.nn_shapes import layout_to_primal_shape
 
 from .. import topi

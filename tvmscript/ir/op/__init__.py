@@ -16,5 +16,5 @@ arithmetic), `nn_shapes` (layouts and window extents), `einsum` (the subscripts'
 
 from .registry import Arg, Attr, OpDef, OpError, all_ops, find_op, get_op, register_op  # noqa: F401
 # (register the ops)
-from . import (ccl, create, elementwise, grad, image, indexing, linalg, manipulate, nn, qnn, reduction,  # noqa: F401
-               sort, vision, vm_builtin)
+from . import (ccl, create, elementwise, grad, image, indexing, linalg, manipulate, nn, nn_window, qnn,  # noqa: F401
+               reduction, sort, vision, vm_builtin)

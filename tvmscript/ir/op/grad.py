@@ -14,7 +14,8 @@ from __future__ import annotations
 from tvmscript.ir import relax
 
 from .common import fmt_shape, int_attr, normalize_axis, static_dim, tensor_arg
-from .nn import POOL2D_ATTRS, POOL_SIGNATURE, _same, canonicalize_pool, infer_pool2d, nll_reduction_attr
+from .nn import _same, nll_reduction_attr
+from .nn_window import POOL2D_ATTRS, POOL_SIGNATURE, canonicalize_pool, infer_pool2d
 from .registry import Arg, Attr, OpError, register_op
 
 
