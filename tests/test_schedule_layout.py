@@ -230,7 +230,7 @@ def main(A: T.Buffer((128,), "float32"), C: T.Buffer((128,), "float32")):
 
 
 def test_eval_range_of_expressions_kept_whole():
-    """compiler/arith: a modulo of a sum or a min/max stays an atom of the normal form;
+    """tvmscript/ir/arith: a modulo of a sum or a min/max stays an atom of the normal form;
     eval_range bounds its operands (it recursed forever before)."""
     from tvmscript.ir.arith import eval_range
     from tvmscript.printer.tir_printer import TIRPrinter
