@@ -27,8 +27,8 @@ from tvmscript.ir import relax, tir
 from tvmscript.ir import GlobalVar, IRModule
 from tvmscript.ir.structural import structural_hash
 
-from .op import api as _op_api
-from .op.registry import find_op
+from tvmscript.ir.op import api as _op_api
+from tvmscript.ir.op import find_op
 
 
 class BlockBuilderError(ValueError):

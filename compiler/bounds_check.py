@@ -44,9 +44,9 @@ from tvmscript.ir import tir
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.ir.tir_visitor import reads_memory, vars_in
 
-from ..ir.arith.bound import const_int_bound
-from ..ir.arith.canonical import INT_OPS, Canonical, widen
-from ..ir.arith.int_set import eval_range
+from tvmscript.ir.arith.bound import const_int_bound
+from tvmscript.ir.arith.canonical import INT_OPS, Canonical, widen
+from tvmscript.ir.arith.int_set import eval_range
 from .kernel_places import with_place
 from tvmscript.ir.tir import Allocate
 from tvmscript.ir.mutator import IRMutator

@@ -39,7 +39,7 @@ from tvmscript.diagnostics import TVMScriptError
 from tvmscript.well_formed import return_annotation_problem
 
 from . import progress
-from .op.call_tir import describe_arg
+from tvmscript.ir.op.call_tir import describe_arg
 
 __all__ = ["build", "compile", "BuildError", "NotLoweredError"]
 

@@ -57,7 +57,7 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor
 
-from ..ir.arith import NEG_INF, POS_INF, const_int_bound, expr_key, relax_region, simplify
+from tvmscript.ir.arith import NEG_INF, POS_INF, const_int_bound, expr_key, relax_region, simplify
 from .lower_tir import dtype_bytes
 from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.mutator import substitute

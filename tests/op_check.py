@@ -23,7 +23,7 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript import relax, tir
-from tvmscript.compiler.op.registry import find_op
+from tvmscript.ir.op import find_op
 from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern
 from tvmscript.diagnostics import TVMScriptError
 

@@ -1,4 +1,4 @@
-"""relax.BlockBuilder and relax.op (compiler/block_builder.py, compiler/op/api.py): seed 002's
+"""relax.BlockBuilder and relax.op (compiler/block_builder.py, tvmscript/ir/op/api.py): seed 002's
 BlockBuilder example (5.3.2-5.3.3) and the high-level ops of 5.6."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import relax, tir
 from tvmscript.compiler.block_builder import BlockBuilder, BlockBuilderError
-from tvmscript.compiler.op import api as op
+from tvmscript.ir.op import api as op
 
 
 def tensor(shape, dtype="float32"):
@@ -153,7 +153,7 @@ def test_op_matmul_and_permute_dims():
 
 
 def test_every_registered_op_has_a_function():
-    from tvmscript.compiler.op import all_ops
+    from tvmscript.ir.op import all_ops
 
     for name in all_ops():
         short = name[len("relax."):]

@@ -284,7 +284,7 @@ OPS = {
 
 
 def test_op_table_covers_the_library():
-    from tvmscript.compiler.op.registry import all_ops
+    from tvmscript.ir.op import all_ops
 
     covered = set()
     for fn, _, _ in OPS.values():

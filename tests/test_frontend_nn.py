@@ -441,7 +441,7 @@ OP_CASES = {
 
 def test_each_op_computes_what_numpy_does():
     """One module holding every op whose Relax op this build has, compiled once."""
-    from tvmscript.compiler.op import find_op
+    from tvmscript.ir.op import find_op
 
     cases = {k: v for k, v in OP_CASES.items() if find_op("relax." + v[0]) is not None}
     assert len(cases) >= len(OP_CASES) - 6  # the ops still being added (cumsum, std, gelu_tanh, ...)

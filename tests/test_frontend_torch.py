@@ -510,7 +510,7 @@ PENDING_OPS = {
 
 @pytest.mark.parametrize("name", sorted(PENDING_OPS))
 def test_ops_needing_newer_relax_ops(name):
-    from tvmscript.compiler.op.registry import find_op
+    from tvmscript.ir.op import find_op
 
     fn, relax_op = PENDING_OPS[name]
     x = torch.randn(3, 5)

@@ -621,7 +621,7 @@ def relax_funcs(draw):
     """A Relax function built from node classes (struct info from the op registry's inference),
     with names chosen to collide: parameters, bindings and two *different* symbolic dims all
     reuse a few names, which the printer must make unique without changing the program."""
-    from tvmscript.compiler.op import get_op
+    from tvmscript.ir.op import get_op
 
     syms = [tir.Var("int64", "n"), tir.Var("int64", "n"), tir.Var("int64", "x")]
     dim = st.one_of(st.integers(1, 6).map(lambda v: tir.IntImm("int64", v)), st.sampled_from(syms))

@@ -1,4 +1,4 @@
-"""Tensor creation ops (compiler/op/create.py): functions with no tensor inputs legalize, compile
+"""Tensor creation ops (tvmscript/ir/op/create.py, compiler/op/create.py): functions with no tensor inputs legalize, compile
 and run (``R.call_tir(cls.zeros, R.tuple(), ...)``); fill values and dtypes; arange's length
 ``ceil((end - start) / step)``, its defaults (``arange(n)``, dtype from the bounds), constant
 folding and symbolic extents; tril/triu (with a GPT causal mask of symbolic size); located

@@ -1,4 +1,4 @@
-"""Image ops (compiler/op/image.py): ``R.image.resize2d`` legalized, compiled for the CPU and
+"""Image ops (tvmscript/ir/op/image.py, compiler/op/image.py): ``R.image.resize2d`` legalized, compiled for the CPU and
 compared with a NumPy reference written from the coordinate formulas (and with PyTorch's
 interpolate where its modes match); resizes that aborted LLVM, compiled in a child process;
 TVM's printed form; located diagnostics."""

@@ -1,4 +1,4 @@
-"""Linear algebra (compiler/op/linalg.py): matmul on 1-D/2-D/batched operands with broadcast batch
+"""Linear algebra (tvmscript/ir/op/linalg.py, compiler/op/linalg.py): matmul on 1-D/2-D/batched operands with broadcast batch
 dims and out_dtype, symbolic inference; linear (``x @ w.T + b``) as a registered op, from Python
 and from TVMScript text; einsum (NumPy's, ellipsis and implicit output included); located
 diagnostics."""

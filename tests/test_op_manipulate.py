@@ -1,4 +1,4 @@
-"""Shape manipulation ops (compiler/op/manipulate.py): each legalized on several shapes (negative
+"""Shape manipulation ops (tvmscript/ir/op/manipulate.py, compiler/op/manipulate.py): each legalized on several shapes (negative
 axes, -1/0 in reshape, clamped slices, broadcast dims), compiled for the CPU and compared with
 NumPy through tests/op_check.py; symbolic-shape inference; located diagnostics for bad
 attributes written in TVMScript text."""

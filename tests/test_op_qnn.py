@@ -1,4 +1,4 @@
-"""Quantization ops (compiler/op/qnn.py): quantize/dequantize per tensor and per channel,
+"""Quantization ops (tvmscript/ir/op/qnn.py, compiler/op/qnn.py): quantize/dequantize per tensor and per channel,
 legalized, compiled for the CPU and compared with NumPy through tests/op_check.py; TVM's
 printed forms; located diagnostics."""
 

@@ -1,5 +1,5 @@
 """Image, vision, collective-communication, distributed, memory and device ops
-(compiler/op/{image,vision,ccl,vm_builtin}.py).
+(tvmscript/ir/op/{image,vision,ccl,vm_builtin}.py, compiler/op/{image,vision,ccl}.py).
 
 Legalized to TensorIR: ``R.image.resize2d`` in other layouts (NHWC, NCHW16c), ``resize3d``,
 ``affine_grid``, ``R.vision.roi_align`` and ``roi_pool``: compiled and compared with NumPy

@@ -1,6 +1,6 @@
 """Ops the VM runs itself, never legalized (as in TVM 0.27's LegalizeOps): ``R.shape_of``,
-``R.shape_to_tensor`` (compiler/op/vm_builtin.py) and ``R.sort``/``R.argsort``/``R.topk``
-(compiler/op/sort.py). Each: TVM's printed form round-trips, struct info keeps symbolic dims,
+``R.shape_to_tensor`` (tvmscript/ir/op/vm_builtin.py) and ``R.sort``/``R.argsort``/``R.topk``
+(tvmscript/ir/op/sort.py). Each: TVM's printed form round-trips, struct info keeps symbolic dims,
 LegalizeOps leaves the call, and the compiled module's results match NumPy's. Also
 ``R.dynamic_strided_slice`` (sliced on the host), ``R.nonzero``/``R.unique`` (legalized to TVM's
 runtime functions "relax.run.*") and ``R.bucketize`` (a kernel, checked through op_check)."""

@@ -153,13 +153,13 @@ class _RelaxChecker:
 
     def call_tir_args(self, call: relax.Call, kname: str, prim: tir.PrimFunc) -> None:
         """The tensors a call_tir passes against the PrimFunc's buffers: first what contradicts
-        its signature (`compiler.op.call_tir.call_tir_mismatch`: kinds, dtypes, ranks and
+        its signature (`ir.op.call_tir.call_tir_mismatch`: kinds, dtypes, ranks and
         dimensions, with the PrimFunc's symbolic sizes solved from the arguments), then the
         rules the build applies (`compiler.build._plan_kernel_args`), so that `tvms check`
         finds what `tvms run` would refuse or stop at."""
         from .compiler.build import _plan_kernel_args
         from .compiler.kernel_params import kernel_signature
-        from .compiler.op.call_tir import call_tir_mismatch, describe_arg
+        from .ir.op.call_tir import call_tir_mismatch, describe_arg
 
         args = call.args[1] if len(call.args) > 1 else None
         if not isinstance(args, relax.Tuple):

@@ -22,8 +22,8 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...ir.arith import simplify
-from ...ir.arith.canonical import Canonical
+from tvmscript.ir.arith import simplify
+from tvmscript.ir.arith.canonical import Canonical
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import blocks_under
 from ..schedule.tree import stmt_children
@@ -369,7 +369,7 @@ def get_reduction_expr(block: tir.Block):
     a = store.value.a
     if not isinstance(a, tir.BufferLoad) or a.buffer is not store.buffer or len(a.indices) != len(store.indices):
         return None
-    from ...ir.arith import expr_key
+    from tvmscript.ir.arith import expr_key
 
     if any(expr_key(x) != expr_key(y) for x, y in zip(a.indices, store.indices)):
         return None

@@ -1,6 +1,9 @@
-"""Relax operators: the registry (`registry.py`) and the declarations of every op, one module per
-family. Each op is one `register_op` call: its arguments and attributes, struct-info inference,
-fusion pattern, and legalization to TensorIR (written with TE through ``compiler/topi``)."""
+"""The legalizations of the Relax ops, one module per family: how each op the IR declares
+(``tvmscript/ir/op``) becomes TensorIR, through TE and ``compiler/topi``. Importing this
+package attaches every legalization to its op (`legalize.register_legalize`); LegalizeOps
+imports it before it reads them.
+"""
 
-from .registry import Arg, Attr, OpDef, OpError, all_ops, find_op, get_op, register_op  # noqa: F401
-from . import ccl, create, elementwise, grad, image, linalg, manipulate, nn, qnn, reduction, sort, vision, vm_builtin  # noqa: F401,E402  (register the ops)
+from . import (ccl, create, elementwise, grad, image, indexing, linalg, manipulate, nn, qnn,  # noqa: F401
+               reduction, sort, vision)
+from .legalize import register_legalize  # noqa: F401

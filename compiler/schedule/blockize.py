@@ -24,7 +24,7 @@ from tvmscript.ir import tir
 from tvmscript.ir import structural_equal
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...ir.arith import eval_range, simplify
+from tvmscript.ir.arith import eval_range, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_add, make_sub
 from .common import const_value

@@ -27,7 +27,7 @@ from typing import Optional
 
 from tvmscript.ir import tir
 
-from ...ir.arith import const_int_bound, relax_region, simplify
+from tvmscript.ir.arith import const_int_bound, relax_region, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
 from .common import blocks_under, const_value, loop_ranges_above, record_call

@@ -8,7 +8,7 @@ import dataclasses
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...ir.arith.canonical import Canonical
+from tvmscript.ir.arith.canonical import Canonical
 from tvmscript.ir.mutator import IRMutator, substitute
 from .tree import FuncIndex, stmt_children
 

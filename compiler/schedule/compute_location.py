@@ -30,7 +30,8 @@ import dataclasses
 
 from tvmscript.ir import tir
 
-from ...ir.arith import simplify
+from tvmscript.ir.arith import const_int_bound, eval_range, simplify
+from tvmscript.ir.arith.canonical import Canonical
 from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.mutator import substitute
 from .block_scope import (as_block_rv, check_complete_or_reduction, check_not_output, leaf_removal_plan, scope_of,

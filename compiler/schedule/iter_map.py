@@ -27,8 +27,8 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...ir.arith import simplify
-from ...ir.arith.canonical import Canonical, Sum, expr_key
+from tvmscript.ir.arith import simplify
+from tvmscript.ir.arith.canonical import Canonical, Sum, expr_key
 from tvmscript.ir.tir_arith import make_and
 from .common import const_value
 

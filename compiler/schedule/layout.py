@@ -25,7 +25,7 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...ir.arith import eval_range, simplify
+from tvmscript.ir.arith import eval_range, simplify
 from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.mutator import substitute
 from ...ir.tir_analysis import collect_accesses

@@ -14,7 +14,7 @@ import dataclasses
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...ir.arith import simplify
+from tvmscript.ir.arith import simplify
 from tvmscript.ir.tir_arith import make_add, make_cast, make_floordiv, make_floormod, make_mul
 from .common import blocks_under, const_value, iter_kinds_of_loop, loop_ranges_above, rewrite_bindings
 from .state import BlockRV, LoopRV, Schedule, primitive

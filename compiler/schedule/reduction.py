@@ -273,7 +273,7 @@ def _check_partials_initialised(sch, lname, realize, loops, lp, red_vars, iters,
     reduce_loops = {v for iv, v in zip(iters, values) if iv.kind == "R" for v in vars_in([v])}
     first = {x.loop_var: x.min for x in loops if x.loop_var in reduce_loops}
     ranges = {x.loop_var: (x.min, x.extent) for x in loops}
-    from ...ir.arith import simplify
+    from tvmscript.ir.arith import simplify
     for c in conds:
         at_first = simplify(substitute(c, first), ranges)
         if not (isinstance(at_first, tir.IntImm) and at_first.value):

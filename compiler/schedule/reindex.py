@@ -20,8 +20,8 @@ from tvmscript.ir import tir
 from tvmscript.ir.index_map import IndexMap
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
-from ...ir.arith import simplify
-from ...ir.arith.index_map import inverse_indices, map_indices, map_shape
+from tvmscript.ir.arith import simplify
+from tvmscript.ir.arith.index_map import inverse_indices, map_indices, map_shape
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
 from ...ir.tir_analysis import collect_accesses
@@ -316,7 +316,7 @@ def reindex(sch: Schedule, block: BlockRV, buffer) -> BlockRV:
     finder.visit(blk.body)
     if blk.init is not None:
         finder.visit(blk.init)
-    from ...ir.arith import expr_key
+    from tvmscript.ir.arith import expr_key
     keys = {tuple(expr_key(i) for i in ix) for ix in finder.found}
     if len(keys) != 1:
         raise sch.error("reindex", name, f"accesses buffer '{buf.name}' at {len(keys)} different indices; reindex "

@@ -3,7 +3,7 @@
 Each function takes `te.Tensor`s (and plain attribute values) and returns the output tensor(s)
 as `te.compute` stages, named as TVM's TOPI names them (``T_add``, ``T_transpose``, ``compute``;
 loops ``ax0, ax1`` for C++-style operators, ``i0, i1`` for Python-style ones), so that
-legalized modules print the way TVM prints them. The op declarations in ``compiler/op`` call
+legalized modules print the way TVM prints them. The legalizations in ``compiler/op`` call
 these through ``bb.call_te``; users can call them too, with ``te.create_prim_func``.
 
 One module per family: `broadcast` (binary operators with NumPy broadcasting), `elemwise`

@@ -21,6 +21,10 @@ def compute(shape, fcompute, name: str, prefix: str = "ax", attrs=None):
                       varargs_names=axis_names(len(shape), prefix))
 
 
+def float_const(value: float, dtype: str) -> tir.FloatImm:
+    return tir.FloatImm(dtype, float(value))
+
+
 def const_like(value, dtype: str) -> tir.PrimExpr:
     return tir.const(value, dtype) if dtype != "bool" else tir.IntImm("bool", int(bool(value)))
 

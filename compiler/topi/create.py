@@ -4,6 +4,7 @@ loops ``ax0, ax1...``; neither reads a tensor (``full`` may read a rank-0 fill t
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.op.shape_arith import ceildiv, sub
 
 from .. import te
 from ._util import compute, const_like
@@ -42,8 +43,6 @@ def arange(start, stop, step, dtype: str, length=None) -> te.Tensor:
 
 
 def _length(start, stop, step):
-    from .transform import ceildiv, sub
-
     if all(isinstance(v, tir.IntImm) for v in (start, stop, step)):
         import math
 

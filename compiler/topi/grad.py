@@ -12,12 +12,14 @@ tuple (argmax, max) reduction, so those stages differ from TVM's but compute the
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.op.nn_shapes import add_int, floordiv_dim, mul_dim, plain_dim, pool_out_dim
+from tvmscript.ir.op.shape_arith import product, ravel
 
 from .. import te
 from ._util import compute
 from .broadcast import broadcast_index
-from .transform import product, ravel
-from .nn import _add, _floordiv, _mul, _plain_dim, _window_index, avg_pool_divisor, pad, pool_out_dim
+from .nn.conv import _window_index, pad
+from .nn.pool import avg_pool_divisor
 
 __all__ = ["nll_loss_backward", "take_backward", "max_pool2d_backward", "avg_pool2d_backward"]
 
@@ -85,7 +87,7 @@ def take_backward(output_grad: te.Tensor, x: te.Tensor, indices: te.Tensor, axis
         """The index at ``red``, wrapped if negative, as a ``position``-typed value."""
         raw = indices[tuple(red)]
         i = te.cast(raw, position.dtype)
-        wrapped = tir.Select(position.dtype, raw < tir.const(0, raw.dtype), i + _plain_dim(extent), i)
+        wrapped = tir.Select(position.dtype, raw < tir.const(0, raw.dtype), i + plain_dim(extent), i)
         return tir.EQ("bool", wrapped, position)
 
     def f(idx):
@@ -107,9 +109,9 @@ def _covering(i, tap, stride: int, dilation: int, pad_before: int, out_extent):
     """For input index ``i`` and window tap ``tap``: (the output index whose window reads
     ``i`` at that tap, the condition that there is one): ``o * stride + tap * dilation ==
     i + pad_before`` with ``0 <= o < out_extent``."""
-    start = _add(i, pad_before) - _mul(tap, dilation)
-    o = _floordiv(start, stride)
-    conds = [tir.IntImm(i.dtype, 0) <= start, o < _plain_dim(out_extent)]
+    start = add_int(i, pad_before) - mul_dim(tap, dilation)
+    o = floordiv_dim(start, stride)
+    conds = [tir.IntImm(i.dtype, 0) <= start, o < plain_dim(out_extent)]
     if stride != 1:
         conds.append(tir.EQ("bool", tir._binary(tir.FloorMod, start, tir.IntImm(i.dtype, stride)),
                             tir.IntImm(i.dtype, 0)))

@@ -21,9 +21,6 @@ from ._util import compute
 
 __all__ = ["resize", "resize2d", "affine_grid"]
 
-MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn")
-ROUNDING = ("round", "floor", "ceil", "round_prefer_floor", "round_prefer_ceil")
-
 _F = "float32"
 
 

@@ -11,11 +11,12 @@ axes), an int, or a list of ints, negative ones counting from the end.
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.op.shape_arith import floordiv, product, sub
 
 from .. import te
 from ._util import axis_names, is_one
 from .broadcast import divide, multiply, subtract
-from .transform import _cast_index, floordiv, product, sub
+from .transform import _cast_index
 
 __all__ = ["sum", "prod", "max", "min", "mean", "variance", "std", "argmax", "argmin", "collapse_sum", "median"]
 

@@ -19,8 +19,7 @@ as the block's loads alone would look elementwise.
 from __future__ import annotations
 
 from tvmscript.ir import tir
-
-from .transform import product, sub, unravel
+from tvmscript.ir.op.shape_arith import product, sub, unravel
 
 __all__ = ["cumulative"]
 

@@ -4,15 +4,19 @@
 (TVM's Python-style compute: loops ``i0, i1...``), and ``trilu`` (tril/triu, also Python-style);
 ``T_gather`` (gather_elements), ``T_one_hot`` and scatter_elements' stages.
 
-Index arithmetic goes through the small folding helpers below (``add``, ``mul``, ``floordiv``,
-``floormod``), so that constant parts are folded and unit factors dropped: there is no general
-arithmetic simplifier, and these keep the printed TIR close to what TVM's prints. The op
-inference in ``compiler/op/manipulate.py`` uses the same helpers for symbolic output shapes.
+Index arithmetic goes through the folding helpers of `tvmscript.ir.op.shape_arith` (``add``,
+``mul``, ``floordiv``, ``floormod``), so that constant parts are folded and unit factors
+dropped: there is no general arithmetic simplifier, and these keep the printed TIR close to
+what TVM's prints. The ops' inference computes their symbolic output shapes with the same
+helpers.
 """
 
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.arith.index_map import inverse_indices, map_shape
+from tvmscript.ir.op.shape_arith import (add, as_int, dim_expr, floordiv, floormod, int_imm, mul, product, ravel,
+                                         slice_bounds, split_bounds, sub, unify_dtypes, unravel)
 
 from .. import te
 from ...ir.arith.index_map import inverse_indices, map_shape
@@ -23,130 +27,6 @@ __all__ = [
     "broadcast_to", "tile", "repeat", "trilu", "gather_elements", "scatter_elements", "one_hot", "flip",
     "gather_nd", "scatter_nd",
 ]
-
-
-# ----------------------------------------------------------------------------- index arithmetic
-
-
-def as_int(e):
-    """The value of a constant integer expression (or Python int), else None."""
-    if isinstance(e, bool):
-        return None
-    if isinstance(e, int):
-        return e
-    if isinstance(e, tir.IntImm):
-        return e.value
-    return None
-
-
-def _imm(value: int, like) -> tir.IntImm:
-    return tir.IntImm(like.dtype if isinstance(like, tir.PrimExpr) else "int64", value)
-
-
-def _expr(v, like=None):
-    return v if isinstance(v, tir.PrimExpr) else _imm(v, like)
-
-
-def _same_dtype(a, b):
-    """Give a Python int the dtype of the other operand; widen int32 to int64 when they differ."""
-    if not isinstance(a, tir.PrimExpr):
-        a = _imm(a, b)
-    if not isinstance(b, tir.PrimExpr):
-        b = _imm(b, a)
-    if a.dtype != b.dtype:
-        a, b = (te.cast(a, "int64"), te.cast(b, "int64"))
-    return a, b
-
-
-def add(a, b):
-    ia, ib = as_int(a), as_int(b)
-    if ia is not None and ib is not None:
-        return _imm(ia + ib, a if isinstance(a, tir.PrimExpr) else b)
-    if ib == 0:
-        return _expr(a, b)
-    if ia == 0:
-        return _expr(b, a)
-    if ib is not None and ib < 0:
-        return sub(a, -ib)
-    a, b = _same_dtype(a, b)
-    return tir.Add(a.dtype, a, b)
-
-
-def sub(a, b):
-    ia, ib = as_int(a), as_int(b)
-    if ia is not None and ib is not None:
-        return _imm(ia - ib, a if isinstance(a, tir.PrimExpr) else b)
-    if ib == 0:
-        return _expr(a, b)
-    a, b = _same_dtype(a, b)
-    return tir.Sub(a.dtype, a, b)
-
-
-def mul(a, b):
-    ia, ib = as_int(a), as_int(b)
-    if ia is not None and ib is not None:
-        return _imm(ia * ib, a if isinstance(a, tir.PrimExpr) else b)
-    if ib == 1:
-        return _expr(a, b)
-    if ia == 1:
-        return _expr(b, a)
-    a, b = _same_dtype(a, b)
-    return tir.Mul(a.dtype, a, b)
-
-
-def floordiv(a, b):
-    ia, ib = as_int(a), as_int(b)
-    if ia is not None and ib is not None:
-        return _imm(ia // ib, a if isinstance(a, tir.PrimExpr) else b)
-    if ib == 1:
-        return _expr(a, b)
-    a, b = _same_dtype(a, b)
-    return tir.FloorDiv(a.dtype, a, b)
-
-
-def floormod(a, b):
-    ia, ib = as_int(a), as_int(b)
-    if ia is not None and ib is not None:
-        return _imm(ia % ib, a if isinstance(a, tir.PrimExpr) else b)
-    if ib == 1:
-        return _imm(0, a)
-    a, b = _same_dtype(a, b)
-    return tir.FloorMod(a.dtype, a, b)
-
-
-def ceildiv(a, b):
-    """``ceil(a / b)`` for positive ``b``."""
-    ia, ib = as_int(a), as_int(b)
-    if ia is not None and ib is not None:
-        return _imm(-(-ia // ib), a if isinstance(a, tir.PrimExpr) else b)
-    return floordiv(add(a, sub(b, 1)), b)
-
-
-def product(dims, like=None):
-    out = _imm(1, like if like is not None else (dims[0] if dims else None))
-    for d in dims:
-        out = mul(out, d)
-    return out
-
-
-def ravel(idx: list, shape: list):
-    """The row-major flat index of ``idx`` in ``shape``."""
-    flat = None
-    for i, d in zip(idx, shape):
-        flat = i if flat is None else add(mul(flat, d), i)
-    return flat if flat is not None else _imm(0, None)
-
-
-def unravel(flat, shape: list) -> list:
-    """The row-major indices of the flat position ``flat`` in ``shape``: ``(flat // inner) % d``
-    per dimension (the outermost without the ``%``, the innermost without the ``//``)."""
-    out = []
-    inner = _imm(1, flat)
-    for k in range(len(shape) - 1, -1, -1):
-        q = floordiv(flat, inner)
-        out.append(q if k == 0 else floormod(q, shape[k]))
-        inner = mul(inner, shape[k])
-    return out[::-1]
 
 
 def _cast_index(i, dtype: str):
@@ -206,7 +86,7 @@ def squeeze(x: te.Tensor, axis=None) -> te.Tensor:
     def f(idx):
         src, it = [], iter(idx)
         for k, d in enumerate(x.shape):
-            src.append(_imm(0, d) if k in axes else next(it))
+            src.append(int_imm(0, d) if k in axes else next(it))
         return x[tuple(src)]
 
     return compute(oshape, f, name="T_squeeze")
@@ -218,7 +98,7 @@ def concatenate(tensors, axis: int = 0) -> te.Tensor:
     tensors = list(tensors)
     n = len(tensors[0].shape)
     axis = axis + n if axis < 0 else axis
-    offsets = [_imm(0, tensors[0].shape[axis])]
+    offsets = [int_imm(0, tensors[0].shape[axis])]
     for t in tensors[:-1]:
         offsets.append(add(offsets[-1], t.shape[axis]))
     oshape = list(tensors[0].shape)
@@ -259,49 +139,6 @@ def split(x: te.Tensor, indices_or_sections, axis: int = 0) -> list:
     return outs
 
 
-def split_bounds(dim, indices_or_sections) -> list:
-    """``[(begin, extent)]`` of each piece of a dimension of extent ``dim``: ``sections`` equal
-    pieces of ``ceil(dim / sections)`` (the last one what is left), or cuts at the indices,
-    clamped to ``[0, dim]`` as NumPy does."""
-    if isinstance(indices_or_sections, int):
-        size = ceildiv(dim, indices_or_sections)
-        return [(mul(size, j), size if j < indices_or_sections - 1 else sub(dim, mul(size, j)))
-                for j in range(indices_or_sections)]
-    static = as_int(dim)
-    cuts = [_clamp(i, static) for i in indices_or_sections]
-    starts = [0] + cuts
-    out = []
-    for j, begin in enumerate(starts):
-        if j + 1 < len(starts):
-            end = starts[j + 1]
-            out.append((_imm(begin, dim), _imm(max(end - begin, 0), dim)))
-        else:
-            out.append((_imm(begin, dim), sub(dim, begin) if static is None else _imm(max(static - begin, 0), dim)))
-    return out
-
-
-def _clamp(i: int, static) -> int:
-    if static is None:
-        return max(i, 0)
-    return min(max(i, 0), static)
-
-
-def slice_bounds(dim, begin: int, end: int, stride: int, assume_inbound: bool = False):
-    """``(start, extent)`` of ``x[begin:end:stride]`` along a dimension of extent ``dim``, as
-    Python's ``slice.indices`` (negative values from the end, clamped). A symbolic extent is
-    only used for negative values and the ``end`` sentinel; the slice is then assumed in bounds."""
-    static = as_int(dim)
-    if static is not None and not assume_inbound:
-        start, stop, step = slice(begin, end, stride).indices(static)
-        return _imm(start, dim), _imm(len(range(start, stop, step)), dim)
-    start = add(dim, begin) if begin < 0 else _imm(begin, dim)
-    big = end >= 2**31 - 1 or (static is not None and end > static)
-    stop = dim if big else (add(dim, end) if end < 0 else _imm(end, dim))
-    if stride > 0:
-        return start, ceildiv(sub(stop, start), stride)
-    return start, ceildiv(sub(start, stop), -stride)
-
-
 def strided_slice(x: te.Tensor, begin: list, end: list, strides: list, axes: list,
                   assume_inbound: bool = False) -> te.Tensor:
     """``T_strided_slice_with_axes``: along each of ``axes``, index ``begin + i * stride``."""
@@ -328,7 +165,7 @@ def take(x: te.Tensor, indices, axis=None, mode: str = "fast") -> te.Tensor:
     None). ``mode``: "fast" (indices assumed in bounds), "clip" (clamped), "wrap" (modulo).
     ``indices`` may be a scalar (a PrimExpr, Relax's prim-value index): the axis is dropped."""
     if not isinstance(indices, te.Tensor):
-        scalar = _expr(indices)
+        scalar = dim_expr(indices)
         indices = _ScalarIndex(scalar)
     ishape = list(indices.shape)
     if axis is None:
@@ -344,7 +181,7 @@ def take(x: te.Tensor, indices, axis=None, mode: str = "fast") -> te.Tensor:
         dtype = extent.dtype
         if mode == "clip":
             i = _cast_index(i, dtype)
-            return tir.Min(dtype, tir.Max(dtype, _imm(0, extent), i), sub(extent, 1))
+            return tir.Min(dtype, tir.Max(dtype, int_imm(0, extent), i), sub(extent, 1))
         if mode == "wrap":
             i = _cast_index(i, dtype)
             return tir.Mod(dtype, tir.Add(dtype, tir.Mod(dtype, i, extent), extent), extent)
@@ -382,7 +219,7 @@ def broadcast_to(x: te.Tensor, shape) -> te.Tensor:
     def f(idx):
         src = []
         for k, d in enumerate(x.shape):
-            src.append(_imm(0, d) if is_one(d) and not is_one(oshape[off + k]) else idx[off + k])
+            src.append(int_imm(0, d) if is_one(d) and not is_one(oshape[off + k]) else idx[off + k])
         return x[tuple(src)]
 
     return compute(oshape, f, name="T_broadcast_to")
@@ -397,7 +234,7 @@ def tile(x: te.Tensor, repeats) -> te.Tensor:
     reps = [1] * (rank - len(repeats)) + repeats
     dims = [None] * (rank - n) + list(x.shape)
     like = x.shape[0] if x.shape else None
-    oshape = [_imm(r, like) if d is None else mul(d, r) for d, r in zip(dims, reps)]
+    oshape = [int_imm(r, like) if d is None else mul(d, r) for d, r in zip(dims, reps)]
     off = rank - n
 
     def f(idx):
@@ -428,7 +265,7 @@ def reverse_sequence(x: te.Tensor, seq_lengths: te.Tensor, seq_axis: int, batch_
     def f(idx):
         i, n = idx[seq_axis], seq_lengths[idx[batch_axis]]
         n = _cast_index(n, i.dtype)
-        keep = tir.Or("bool", tir.LE("bool", n, _imm(1, i)), tir.LE("bool", n, i))
+        keep = tir.Or("bool", tir.LE("bool", n, int_imm(1, i)), tir.LE("bool", n, i))
         whole = tir.LT("bool", dim if dim.dtype == i.dtype else _cast_index(dim, i.dtype), n)
         rev = te.if_then_else(whole, sub(sub(dim, 1), i), sub(sub(n, i), 1))
         src = list(idx)
@@ -465,7 +302,7 @@ def trilu(x: te.Tensor, k, upper: bool) -> te.Tensor:
 
     def f(*idx):
         i, j = idx[-2], idx[-1]
-        shifted = add(i, k if isinstance(k, tir.PrimExpr) else _imm(k, i))
+        shifted = add(i, k if isinstance(k, tir.PrimExpr) else int_imm(k, i))
         keep = tir.LE("bool", shifted, j) if upper else tir.LE("bool", j, shifted)
         return tir.Select(x.dtype, keep, x[tuple(idx)], zero)
 
@@ -478,9 +315,9 @@ def trilu(x: te.Tensor, k, upper: bool) -> te.Tensor:
 def _wrap_negative(i, extent):
     """An index that counts from the end when negative (ONNX's and PyTorch's convention):
     ``i + extent`` where ``i < 0``."""
-    extent = extent if isinstance(extent, tir.PrimExpr) else _imm(extent, i)
+    extent = extent if isinstance(extent, tir.PrimExpr) else int_imm(extent, i)
     i = _cast_index(i, extent.dtype)
-    return tir.Select(extent.dtype, tir.LT("bool", i, _imm(0, extent)), add(i, extent), i)
+    return tir.Select(extent.dtype, tir.LT("bool", i, int_imm(0, extent)), add(i, extent), i)
 
 
 def gather_nd(data: te.Tensor, indices: te.Tensor, batch_dims: int = 0) -> te.Tensor:
@@ -495,7 +332,7 @@ def gather_nd(data: te.Tensor, indices: te.Tensor, batch_dims: int = 0) -> te.Te
 
     def f(idx):
         head, rest = idx[:nidx], idx[nidx:]
-        coords = [_wrap_negative(indices[tuple(head) + (_imm(k, head[0] if head else None),)], data.shape[b + k])
+        coords = [_wrap_negative(indices[tuple(head) + (int_imm(k, head[0] if head else None),)], data.shape[b + k])
                   for k in range(m)]
         return data[tuple(head[:b]) + tuple(coords) + tuple(rest)]
 
@@ -569,7 +406,7 @@ def scatter_elements(data: te.Tensor, indices: te.Tensor, updates: te.Tensor, ax
             w = winner[tuple(idx)]
             q = list(idx)
             q[axis] = _cast_index(w, ishape[axis].dtype if isinstance(ishape[axis], tir.PrimExpr) else "int64")
-            return te.if_then_else(tir.LE("bool", _imm(0, w), w), updates[tuple(q)], data[tuple(idx)])
+            return te.if_then_else(tir.LE("bool", int_imm(0, w), w), updates[tuple(q)], data[tuple(idx)])
 
         return compute(data.shape, out, name="T_scatter_elements")
     reducer, identity, combine = _scatter_reducer("scatter_elements", reduction, data.dtype)
@@ -610,7 +447,7 @@ def scatter_nd(data: te.Tensor, indices: te.Tensor, updates: te.Tensor, reductio
     def hit(idx):
         conds = []
         for c in range(m):
-            j = _wrap_negative(indices[tuple(ks) + (_imm(c, None),)], data.shape[c])
+            j = _wrap_negative(indices[tuple(ks) + (int_imm(c, None),)], data.shape[c])
             conds.append(tir.EQ("bool", j, _cast_index(idx[c], j.dtype)))
         return te.all(*conds)
 
@@ -636,7 +473,7 @@ def scatter_nd(data: te.Tensor, indices: te.Tensor, updates: te.Tensor, reductio
         def out(idx):
             w = winner[tuple(idx)]
             q = [_cast_index(i, d.dtype) for i, d in zip(unravel(w, [_cast_index(d, "int64") for d in qshape]), qshape)]
-            return te.if_then_else(tir.LE("bool", _imm(0, w), w), update_at(q, idx), data[tuple(idx)])
+            return te.if_then_else(tir.LE("bool", int_imm(0, w), w), update_at(q, idx), data[tuple(idx)])
 
         return compute(data.shape, out, name="T_scatter_nd")
     reducer, identity, combine = _scatter_reducer("scatter_nd", reduction, data.dtype)
@@ -656,14 +493,14 @@ def one_hot(indices: te.Tensor, on_value, off_value, depth: int, axis: int = -1,
     axis = axis + n if axis < 0 else axis
     ishape = list(indices.shape)
     like = ishape[0] if ishape else None
-    oshape = ishape[:axis] + [_imm(depth, like)] + ishape[axis:]
+    oshape = ishape[:axis] + [int_imm(depth, like)] + ishape[axis:]
     on = _scalar(on_value, dtype)
     off = _scalar(off_value, dtype)
 
     def f(idx):
         i = indices[tuple(idx[:axis] + idx[axis + 1:])]
         j = idx[axis]
-        i, j = _same_dtype(i, j) if i.dtype != j.dtype else (i, j)
+        i, j = unify_dtypes(i, j) if i.dtype != j.dtype else (i, j)
         return tir.Select(dtype, tir.EQ("bool", i, j), on, off)
 
     return compute(oshape, f, name="T_one_hot")
@@ -751,7 +588,7 @@ def layout_transform(x: te.Tensor, index_map, pad_value=None):
             return value
         inside = None
         for k in padded:
-            cond = tir.LT("bool", src[k], _expr(shape[k], src[k]))
+            cond = tir.LT("bool", src[k], dim_expr(shape[k], src[k]))
             inside = cond if inside is None else tir.And("bool", inside, cond)
         return te.if_then_else(inside, value, pad)
 

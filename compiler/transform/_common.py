@@ -113,7 +113,7 @@ def same_dim(a, b) -> bool:
         return a.value == b.value
     if isinstance(a, tir.Var) and isinstance(b, tir.Var):
         return False  # two different variables: n and m may differ
-    from ...ir.arith import Analyzer
+    from tvmscript.ir.arith import Analyzer
 
     return Analyzer().can_prove_equal(a, b)
 

@@ -2,7 +2,8 @@
 op's ``legalize`` builds (through TE and ``compiler/topi``), as TVM's pass does.
 
 Why: everything after this point (fusion, the CPU backend) works on PrimFuncs. The op table
-(``compiler/op``) says how each op legalizes; this pass only walks the Relax functions, gives
+(declared in ``tvmscript/ir/op``, the legalizations attached by ``compiler/op``, which this
+module imports) says how each op legalizes; this pass only walks the Relax functions, gives
 each legalizer a BlockBuilder positioned at the binding being rewritten (so it can emit helper
 bindings and add PrimFuncs, deduplicated by structure and named ``add``, ``add1``...), and
 rebuilds the blocks. Calls the op table cannot legalize (no legalizer, or shapes it cannot
@@ -17,7 +18,9 @@ from tvmscript import ir
 from tvmscript.ir import relax
 
 from ..block_builder import BlockBuilder, _BlockFrame, _FunctionFrame
-from ..op.registry import find_op
+from tvmscript.ir.op import find_op
+
+from .. import op as _legalizations  # noqa: F401  (attaches every op's legalization)
 
 
 class LegalizeOps:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-__all__ = ["Node", "Comments", "register_printer"]
+__all__ = ["Node", "Comments", "register_printer", "printer"]
 
 _LOAD_PRINTER = None
 
@@ -23,7 +23,9 @@ def register_printer(load) -> None:
     _LOAD_PRINTER = load
 
 
-def _printer():
+def printer():
+    """The registered printer (tvmscript.printer): what IR code that writes TVMScript text into a
+    message or a ``repr`` calls, as the IR does not import the printer."""
     if _LOAD_PRINTER is None:
         raise RuntimeError("no TVMScript printer is registered: import tvmscript, which registers it")
     return _LOAD_PRINTER()
@@ -38,12 +40,12 @@ class Node:
         """The TVMScript text, as TVM's ``script()``: the metadata section (the values of large
         constants) only with ``show_meta=True``, which text written to a file needs to keep its
         constants; ``name`` is the class name a module prints with (default ``Module``)."""
-        return _printer().to_script(self, show_meta=show_meta, name=name)
+        return printer().to_script(self, show_meta=show_meta, name=name)
 
     def show(self, file=None, *, show_meta: bool = False, name: str | None = None) -> None:
         """Print as TVMScript: highlighted on a terminal, plain otherwise (or into ``file``);
         the metadata section only with ``show_meta=True``, as TVM's ``show``."""
-        _printer().show(self, file=file, show_meta=show_meta, name=name)
+        printer().show(self, file=file, show_meta=show_meta, name=name)
 
     def __str__(self) -> str:
         return self.script()

@@ -93,7 +93,7 @@ class Var(Expr):
     def __post_init__(self):
         # Older Relax: relax.Var("A", (128, 128), relax.DynTensorType(2, "float32")).
         if self.struct_info is not None and not isinstance(self.struct_info, StructInfo):
-            from ..compiler.op.api import fix_legacy_var
+            from .op.api import fix_legacy_var
 
             fix_legacy_var(self)
 
@@ -173,7 +173,7 @@ class ExternFunc(Expr):
 
 @dataclass(eq=False, slots=True)
 class Op(Expr):
-    """A reference to a registered operator, e.g. ``relax.add``; see compiler/op."""
+    """A reference to a registered operator, e.g. ``relax.add``; see tvmscript/ir/op."""
 
     name: str
 

@@ -1,9 +1,9 @@
 """Every ``T.*``, ``R.*`` and ``I.*`` name the language knows, read from the tables the parser
 and compiler dispatch on, so completion, hover and signature help never keep a second list:
 
-- Relax ops: the op registry (`compiler/op/registry.py`: arguments, attributes with defaults);
+- Relax ops: the op registry (`tvmscript/ir/op/registry.py`: arguments, attributes with defaults);
 - ``R.*`` calls that are not ops: `relax_calls.RELAX_CALLS`, the struct-info constructors
-  (`relax_sinfo.SINFO_NAMES`) and TVM's Python helpers (`compiler/op/api.HELPERS`);
+  (`relax_sinfo.SINFO_NAMES`) and TVM's Python helpers (`tvmscript/ir/op/api.HELPERS`);
 - ``T.*``: the intrinsics (`tvmscript.ir.tir.INTRINSICS`), expression calls (`tir_calls.EXPR_CALLS`),
   scalar types (`tir_names.DTYPE_NAMES`), loop kinds and block axes (`LOOP_KINDS`,
   `AXIS_KINDS`);
@@ -101,14 +101,14 @@ def op_entry(op) -> Entry:
 
 
 def _relax_ops(table: NameTable) -> None:
-    from ..compiler.op import all_ops
+    from ..ir.op import all_ops
 
     for op in all_ops().values():
         table.add(op_entry(op))
 
 
 def _relax_calls(table: NameTable) -> None:
-    from ..compiler.op.api import HELPERS
+    from ..ir.op.api import HELPERS
     from ..parser.relax_sinfo import SINFO_NAMES
     from ..parser.relax_calls import RELAX_CALLS
 

@@ -12,7 +12,7 @@
   calls that are not ops dispatch through `RELAX_CALLS` (relax_calls.py).
 
 Bindings get their struct info by inference (ops through the op registry in
-`tvmscript.compiler.op`, `call_tir` from its ``out_sinfo``); an annotation the user wrote is
+`tvmscript.ir.op`, `call_tir` from its ``out_sinfo``); an annotation the user wrote is
 checked against the inferred struct info and then kept.
 """
 

@@ -112,10 +112,10 @@ def _tir_call(b: RelaxFunctionBuilder, node: ast.Call, name: str, args: dict):
 def _note_contradiction(b: RelaxFunctionBuilder, node: ast.Call, name: str, call_args: list, sinfos: list,
                         inplace_indices=None) -> None:
     """Note in ``b`` a call_tir that contradicts the signature of the prim_func it calls
-    (`compiler.op.call_tir.call_tir_mismatch`). It is read as written, as TVM reads it, and
+    (`ir.op.call_tir.call_tir_mismatch`). It is read as written, as TVM reads it, and
     `tvms check` reports it; but an error later in the function, at an op given the wrong
     shape, is reported as this one (`RelaxFunctionBuilder.first_cause`)."""
-    from ..compiler.op.call_tir import call_tir_mismatch, describe_arg
+    from ..ir.op.call_tir import call_tir_mismatch, describe_arg
 
     func = call_args[0]
     prim = b.ctx.prim_funcs.get(func.name_hint) if isinstance(func, ir.GlobalVar) else None
@@ -425,7 +425,7 @@ def match_cast_outside(b: RelaxFunctionBuilder, node: ast.Call, name: str):
 
 def python_helper(b: RelaxFunctionBuilder, node: ast.Call, name: str, fn):
     """``R.nn.relu6(x)``: an op TVM has only as a Python helper ``fn`` building another op's call
-    (``R.clip(x, 0, 6)``; see ``compiler/op/api.py: HELPERS``); its arguments are Relax
+    (``R.clip(x, 0, 6)``; see ``tvmscript/ir/op/api.py: HELPERS``); its arguments are Relax
     expressions, as the helper's are."""
     import inspect
 
@@ -493,7 +493,7 @@ def assert_op(b: RelaxFunctionBuilder, node: ast.Call, name: str):
 def hint_on_device(b: RelaxFunctionBuilder, node: ast.Call, name: str):
     """``R.hint_on_device(data, R.device(device_type, index), memory_scope="global")``: the
     device is written as a call; the op keeps its type and index as attributes, as TVM does."""
-    from ..compiler.op import get_op
+    from ..ir.op import get_op
 
     args = bind_arguments(b.ctx, node, name, ["data", "dst_vdevice", "memory_scope"], {"memory_scope": None})
     dev = args["dst_vdevice"]

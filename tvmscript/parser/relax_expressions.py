@@ -223,12 +223,12 @@ class RelaxExpressions:
             # prints one (``R.clip(x, T.float64(-1.5), T.float64(2.5))``, one_hot's values).
             return relax.PrimValue(number, relax.PrimStructInfo(number.dtype, number))
         if name and name.startswith("R."):
-            from ..compiler.op import find_op
+            from ..ir.op import find_op
 
             op = find_op(name)
             if op is None:
-                from ..compiler.op import all_ops
-                from ..compiler.op.api import HELPERS
+                from ..ir.op import all_ops
+                from ..ir.op.api import HELPERS
                 from .relax_calls import RELAX_CALLS, python_helper
 
                 if name[2:] in HELPERS:
@@ -279,8 +279,8 @@ class RelaxExpressions:
         return relax.TupleStructInfo([])
 
     def _op_call(self, op, node: ast.Call, name: str):
-        from ..compiler.op import OpError
-        from ..compiler.op.api import arg_sinfos, canonicalize_call, coerce_arg
+        from ..ir.op import OpError
+        from ..ir.op.api import arg_sinfos, canonicalize_call, coerce_arg
 
         # Positional arguments bind in the order of TVM's Python function (what TVM's parser
         # calls): ``R.nn.pad(x, [1, 1], "reflect")`` gives pad_mode, printed after pad_value.

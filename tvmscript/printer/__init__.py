@@ -54,6 +54,25 @@ def sinfo_text(sinfo) -> str:
     return RelaxPrinter().sinfo(sinfo)
 
 
+def dim_text(d) -> str:
+    """A Relax shape dimension as it prints (``n``, ``n * 2``, ``64``)."""
+    return RelaxPrinter().dim(d)
+
+
+def shape_text(shape) -> str:
+    """A Relax shape as it prints, a tuple of its dims (``(n, 64)``, ``(8,)``)."""
+    return RelaxPrinter().shape_tuple(shape)
+
+
+def index_map_text(params, outputs) -> str:
+    """An index map as TVM prints one in an attribute: ``T.index_map(lambda i: (i // 4, i % 4))``."""
+    printer = TIRPrinter()
+    printer.default_int = "int64"  # the map's variables are int64: ``i // 4``, not ``T.int64(4)``
+    outs = [printer.expr(e) for e in outputs]
+    body = "(" + ", ".join(outs) + ("," if len(outs) == 1 else "") + ")"
+    return f"T.index_map(lambda {', '.join(v.name for v in params)}: {body})"
+
+
 def function_order(mod: ir.IRModule) -> list:
     """TVM's order: prim_funcs by name, then extern functions, then Relax functions by name, and
     ``main`` last whatever it is."""

@@ -29,7 +29,7 @@ def __getattr__(name: str):
     elif name in ("BlockBuilder",):
         from ..compiler.block_builder import BlockBuilder as value
     elif name in ("op", "const", "DynTensorType"):
-        from ..compiler.op import api
+        from ..ir.op import api
 
         value = api if name == "op" else getattr(api, name)
     elif name == "frontend":  # tvms.relax.frontend.{nn,torch,onnx}, detach_params

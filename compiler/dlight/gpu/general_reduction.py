@@ -15,7 +15,7 @@ from tvmscript.ir import tir
 from tvmscript.ir.index_map import IndexMap
 from tvmscript.ir.tir_visitor import vars_in
 
-from ....ir.arith import Analyzer
+from tvmscript.ir.arith import Analyzer
 from ..analysis import get_root_block, normalize_prim_func
 from ..base import try_inline_contiguous_spatial
 from .base import GPUScheduleRule

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 
-from ....ir.arith import expr_key
+from tvmscript.ir.arith import expr_key
 from ..analysis import detect_dominant_read, normalize_prim_func, normalize_to_iter_sum
 from ..base import try_inline_contiguous_spatial
 from .base import GPUScheduleRule

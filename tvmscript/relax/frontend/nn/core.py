@@ -198,14 +198,14 @@ class Tensor(_TensorOps):
     @staticmethod
     def from_const(data) -> "Tensor":
         """A constant tensor holding ``data`` (a NumPy array or anything ``np.asarray`` takes)."""
-        from ....compiler.op import api
+        from ....ir.op import api
 
         return Tensor(_expr=api.const(data))
 
     @staticmethod
     def from_scalar(data, dtype: str) -> "Tensor":
         """A 0-d constant tensor of ``dtype``."""
-        from ....compiler.op import api
+        from ....ir.op import api
 
         return Tensor(_expr=api.const(data, dtype))
 

@@ -172,7 +172,7 @@ def _param_var(name: str, param, dims: dict):
     each symbolic variable replaced by the method's variable of that name (``in_channels //
     groups`` keeps its form)."""
     from tvmscript.ir.mutator import substitute
-    from ....tir_visitor import vars_in
+    from ....ir.tir_visitor import vars_in
 
     def dim(d):
         if not isinstance(d, tir.PrimExpr):

@@ -27,7 +27,7 @@ from .core import ExportError, Tensor, get_default_dtype, user_location, wrap_ne
 
 def _relax_op(name: str):
     """``tvms.relax.op.<name>`` (``"nn.rms_norm"``), or an ExportError saying it is missing."""
-    from ....compiler.op import api
+    from ....ir.op import api
 
     fn = api
     for part in name.split("."):
@@ -514,7 +514,7 @@ def tensor_ir_op(func, name_hint: str, args: Sequence, out):
     ``args`` holds tensors and integers/``tir`` expressions (passed as the prim_func's scalar
     parameters); ``out`` is a `Tensor` placeholder (or a list of them) giving the result's shape
     and dtype (``Tensor.placeholder((n, 4), "float32")``)."""
-    from ....compiler.op import api
+    from ....ir.op import api
     from .core import current_builder
 
     bb = current_builder(f"nn.op.tensor_ir_op ({name_hint})")

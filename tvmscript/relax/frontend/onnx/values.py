@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .... import relax, tir
-from ....compiler.topi import transform as _shape_arith
+from ....ir.op import shape_arith as _shape_arith
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import operator
 from typing import Callable
 
 from .... import tir
-from ....compiler.op import api as _op
+from ....ir.op import api as _op
 from .graph import GraphTranslator, _is_expr, _prim_extreme
 from .ops_math import MathOps
 from .ops_nn import NNOps

@@ -23,7 +23,7 @@ first (``run_decompositions({})``, which decomposes nothing), so the writes beco
 from __future__ import annotations
 
 from .... import relax, tir
-from ....compiler.op import api as _op
+from ....ir.op import api as _op
 from ..common import FrontendError, ProgressCallback
 from .base import BaseTranslator, common_converters
 from .graph import attach_params, convert_dtype, emit_outputs, tensor_to_numpy

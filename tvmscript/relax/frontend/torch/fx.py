@@ -18,7 +18,7 @@ import collections
 
 
 from .... import relax, tir
-from ....compiler.op import api as _op
+from ....ir.op import api as _op
 from ..common import FrontendError, ProgressCallback
 from .base import BaseTranslator, common_converters
 from .graph import attach_params, convert_dtype, emit_outputs, tensor_to_numpy, valid_name

@@ -14,8 +14,8 @@ import numpy as np
 
 from .... import relax, tir
 from ....compiler.block_builder import BlockBuilder
-from ....compiler.op import api as _op
-from ....compiler.op.registry import find_op
+from ....ir.op import api as _op
+from ....ir.op import find_op
 from .. import PARAMS_ATTR
 from ..common import (FrontendError, OpUse, ProgressCallback, UnsupportedOpError, UnsupportedOpsError,
                       report_progress)
@@ -278,7 +278,7 @@ def _prim_extreme(cls, py_fn, a, b):
 
 def simplify_dim(expr):
     """A symbolic dim in its simplest form (``3 * n // n`` is 3), as an int when constant."""
-    from ....ir.arith.canonical import simplify
+    from tvmscript.ir.arith.canonical import simplify
 
     out = simplify(tir.as_expr(expr, "int64"))
     return out.value if isinstance(out, tir.IntImm) else out

@@ -7,7 +7,7 @@ import math
 import operator
 from typing import Callable
 
-from ....compiler.op import api as _op
+from ....ir.op import api as _op
 from .graph import _is_expr, _is_float, _is_torch_dtype, convert_dtype
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .... import relax
-from ....compiler.op import api as _op
+from ....ir.op import api as _op
 
 
 # F.interpolate's modes tvms resizes with: (method, coordinate transformation, rounding) of

@@ -11,7 +11,7 @@ The sequence length must therefore be static.
 from __future__ import annotations
 
 from .... import relax
-from ....compiler.op import api as _op
+from ....ir.op import api as _op
 
 
 class RNNOps:

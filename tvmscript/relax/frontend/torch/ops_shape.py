@@ -8,7 +8,7 @@ import operator
 import numpy as np
 
 from .... import relax, tir
-from ....compiler.op import api as _op
+from ....ir.op import api as _op
 from ..common import FrontendError
 from .graph import _is_expr, _static, dim_add, dim_mul, from_end, simplify_dim, tir_min
 
@@ -383,8 +383,8 @@ class ShapeOps:
 
     def broadcast_index_shape(self, node, indices: list) -> list:
         """The shape the index tensors broadcast to (as dims of their struct info)."""
-        from ....compiler.op.common import broadcast_shapes
-        from ....compiler.op.registry import OpError
+        from ....ir.op.common import broadcast_shapes
+        from ....ir.op import OpError
 
         shape = list(self.sinfo(indices[0]).shape)
         for idx in indices[1:]:

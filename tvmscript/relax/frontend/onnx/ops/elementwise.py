@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .....compiler.op import api as op
+from .....ir.op import api as op
 from ..context import onnx_dtype
 from ..registry import converter
 from ..values import ARITHMETIC, as_object_array, elementwise, known_value, same_element

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..... import relax
-from .....compiler.op import api as op
-from .....compiler.topi import transform as shape_arith
+from .....ir.op import api as op
+from .....ir.op import shape_arith
 from ..registry import converter
 from .common import normalize_axis, scalar
 

@@ -9,7 +9,7 @@ the data as it is.
 
 from __future__ import annotations
 
-from .....compiler.op import api as op
+from .....ir.op import api as op
 from ..registry import converter
 from .common import normalize_axes
 

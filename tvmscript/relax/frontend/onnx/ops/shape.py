@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..... import relax, tir
-from .....compiler.op import api as op
-from .....compiler.topi import transform as shape_arith
+from .....ir.op import api as op
+from .....ir.op import shape_arith
 from ..registry import converter
 from ..values import as_dim, as_object_array, inferred_dim, known_value, object_array, same_element
 from .common import broadcast_shapes, normalize_axes, normalize_axis

@@ -23,6 +23,14 @@ def tensor_arg(sinfo, what: str) -> relax.TensorStructInfo:
     return sinfo
 
 
+def integer_tensor(sinfo, what: str = "indices") -> relax.TensorStructInfo:
+    """A tensor argument of integers (indices, positions): OpError naming ``what`` otherwise."""
+    idx = tensor_arg(sinfo, what)
+    if idx.dtype and not idx.dtype.startswith(("int", "uint")):
+        raise OpError(f"{what} must be integers, not {idx.dtype}", what)
+    return idx
+
+
 def dim_equal(a, b) -> bool:
     if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
         return a.value == b.value
@@ -103,6 +111,16 @@ def int_attr(name: str, minimum: int | None = None):
     return convert
 
 
+def optional_int_attr(name: str):
+    """The converter of an integer attribute that may be None (an axis: None for all of them)."""
+    int_conv = int_attr(name)
+
+    def convert(value):
+        return None if value is None else int_conv(value)
+
+    return convert
+
+
 def bool_attr(name: str):
     """The converter of a True/False attribute (keepdims, ceil_mode, ...)."""
     def convert(value):
@@ -135,41 +153,3 @@ def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
     if not -ndim <= axis < ndim:
         raise OpError(f"{what} {axis} is out of range for a tensor of rank {ndim}", what)
     return axis + ndim if axis < 0 else axis
-
-
-# ----------------------------------------------------------------------------- legalization
-
-
-def shapes_known(call) -> bool:
-    """Whether every tensor argument and the result of ``call`` have a known shape (static or
-    symbolic): what TE needs to build the op's loops."""
-    def known(sinfo) -> bool:
-        if isinstance(sinfo, relax.TensorStructInfo):
-            return sinfo.shape is not None
-        if isinstance(sinfo, relax.TupleStructInfo):
-            return all(known(f) for f in sinfo.fields)
-        return True
-
-    return all(known(relax.struct_info_of(a)) for a in call.args) and known(call.struct_info)
-
-
-def te_shape_arg(arg):
-    """A shape argument (``R.shape([2, 3])``) as the list of its int64 dims, so that TE builds
-    ``T.Buffer((T.int64(2), T.int64(3)))`` and ``T.grid(T.int64(2), ...)`` as TVM's
-    legalization does (Relax shapes are int64), rather than int32 loops from Python ints.
-    Other arguments are returned as they are."""
-    return list(arg.values) if isinstance(arg, relax.ShapeExpr) else arg
-
-
-def te_legalizer(topi_fn, name_hint: str, attrs=()):
-    """The common legalizer: ``bb.call_te(topi_fn, *call.args, **call's attrs named in attrs)``,
-    its PrimFunc named ``name_hint`` (``add``, ``add1``, ... as TVM names them)."""
-
-    def legalize(bb, call):
-        if not shapes_known(call):
-            return None
-        kwargs = {a: call.attrs[a] for a in attrs}
-        return bb.call_te(topi_fn, *[te_shape_arg(a) for a in call.args], primfunc_name_hint=name_hint, **kwargs)
-
-    legalize.__name__ = f"legalize_{name_hint}"
-    return legalize

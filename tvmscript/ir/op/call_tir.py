@@ -17,7 +17,9 @@ the call checks it when it runs. TVM's well-formed check refuses that case too, 
 prove the two equal; tvms keeps a program that is right whenever the sizes agree.
 
 The parser notes the contradictions as it reads the calls (`relax_calls._note_contradiction`),
-`tvms check` reports them (`well_formed`), the build refuses what it can see of them.
+`tvms check` reports them (`well_formed`), the build refuses what it can see of them: this is
+the IR's, below all three. Its messages print dims and struct info through the registered
+printer (`tvmscript.ir.node.printer`), which the IR does not import.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from typing import Optional
 from tvmscript.ir import relax, tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...ir.arith.bound import const_int_bound
-from ...ir.arith.canonical import Canonical, widen
-from tvmscript.ir.mutator import substitute
+from ..arith.bound import const_int_bound
+from ..arith.canonical import Canonical, widen
+from ..mutator import substitute
+from ..node import printer
+
 __all__ = ["call_tir_mismatch", "describe_arg"]
 
 
@@ -160,18 +164,12 @@ _ONE = tir.IntImm("int64", 1)
 
 
 def _dim_text(d) -> str:
-    from tvmscript.printer.relax_printer import RelaxPrinter
-
-    return RelaxPrinter().dim(widen(d))
+    return printer().dim_text(widen(d))
 
 
 def _buffer_text(buf: tir.Buffer) -> str:
-    from tvmscript.printer.relax_printer import RelaxPrinter
-
-    return f'T.Buffer({RelaxPrinter().shape_tuple([widen(d) for d in buf.shape])}, "{buf.dtype}")'
+    return f'T.Buffer({printer().shape_text([widen(d) for d in buf.shape])}, "{buf.dtype}")'
 
 
 def _sinfo_text(sinfo) -> str:
-    from tvmscript.printer import sinfo_text
-
-    return sinfo_text(sinfo)
+    return printer().sinfo_text(sinfo)

@@ -1,10 +1,11 @@
 """The operator registry: one declaration per Relax op.
 
-An `OpDef` says everything the toolchain knows about an op, in one place: its TVMScript name
+An `OpDef` says everything the IR knows about an op, in one place: its TVMScript name
 (``R.add``), its tensor arguments, its keyword attributes with defaults and validation, how to
-infer the struct info of a call, and (filled in by later stages) how to legalize it into
-TensorIR and which fusion pattern it has. The parser, printer and passes all read this table,
-so adding an op is one `register_op` call.
+infer the struct info of a call, and which fusion pattern its legalized PrimFunc has. The
+parser, printer and passes all read this table, so declaring an op is one `register_op` call.
+How to legalize it into TensorIR is attached later by the compiler (``compiler/op``:
+``register_legalize``), as TVM registers ``FLegalize`` as an attribute of the op.
 """
 
 from __future__ import annotations
@@ -67,17 +68,18 @@ class OpDef:
     """Everything known about one op.
 
     ``infer(arg_sinfos, attrs)`` returns the call's struct info (``OpError`` for bad calls);
-    ``legalize(bb, call)`` returns the expression replacing the call after LegalizeOps (usually
-    ``bb.call_te(topi_fn, ...)``), or None to leave it; ``pattern`` is the fusion pattern kind
-    the op's legalized PrimFunc has (elementwise, broadcast, injective, reduce,
-    out_ewise_fusable, opaque)."""
+    ``pattern`` is the fusion pattern kind the op's legalized PrimFunc has (elementwise,
+    broadcast, injective, reduce, out_ewise_fusable, opaque); ``legalize(bb, call)``, attached
+    by the compiler (``compiler/op``), returns the expression replacing the call after
+    LegalizeOps (usually ``bb.call_te(topi_fn, ...)``), or None to leave it. An op the compiler
+    attaches none to stays as it is."""
 
     name: str                     # registry name, "relax.add"
     params: tuple                 # Arg declarations of the expression arguments
     infer: Callable               # (arg struct infos, attrs) -> StructInfo
     attrs: tuple = ()             # Attr declarations, in printing order
     pattern: str = "opaque"       # fusion pattern kind (elementwise, broadcast, injective, ...)
-    legalize: Optional[Callable] = None
+    legalize: Optional[Callable] = None  # attached by compiler/op (register_legalize)
     # (args, attrs) -> (args, attrs): the call's canonical arguments, run after they are coerced
     # and the attrs converted, before ``infer`` (``arange(5)`` -> ``arange(0, 5, 1)``, reshape's
     # -1 resolved); it must be idempotent. Args are expressions (None for a missing optional).
@@ -107,8 +109,7 @@ _OPS: dict[str, OpDef] = {}
 PATTERNS = ("elementwise", "broadcast", "injective", "reduce", "out_ewise_fusable", "opaque")
 
 
-def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque",
-                legalize: Optional[Callable] = None, canonicalize: Optional[Callable] = None,
+def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque", canonicalize: Optional[Callable] = None,
                 py_signature: Optional[tuple] = None, dispatch: Optional[Callable] = None) -> OpDef:
     """Declare an op. ``args`` are `Arg`s or plain names (tensor arguments)."""
     full = name if name.startswith("relax.") else "relax." + name
@@ -119,7 +120,7 @@ def register_op(name: str, args, infer, attrs=(), pattern: str = "opaque",
     params = tuple(a if isinstance(a, Arg) else Arg(a) for a in args)
     if py_signature is not None and sorted(py_signature) != sorted([a.name for a in params] + [a.name for a in attrs]):
         raise ValueError(f"op {full}: py_signature {py_signature} must name each argument and attribute once")
-    op = OpDef(full, params, infer, tuple(attrs), pattern, legalize, canonicalize,
+    op = OpDef(full, params, infer, tuple(attrs), pattern, None, canonicalize,
                tuple(py_signature) if py_signature is not None else None, dispatch)
     _OPS[full] = op
     return op

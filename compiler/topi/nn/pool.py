@@ -1,0 +1,181 @@
+"""Pooling: ``pad_temp`` + ``pool_max`` or ``pool_sum``/``pool_avg`` (loops ``ax0.., rv0,
+rv1``), 1-D and 2-D, and adaptive average pooling (whose variable-extent windows TVM builds
+differently; the values are the same).
+"""
+
+from __future__ import annotations
+
+from tvmscript.ir import tir
+from tvmscript.ir.op.nn_shapes import add_int, floordiv_dim, mul_dim, plain_dim, pool_out_dim, static_int
+
+from ... import te
+from .._util import compute, float_const
+from .conv import _window_index, pad
+from .layout import from_primal, to_primal
+
+
+# ----------------------------------------------------------------------------- pooling
+
+
+def _taps(start, lo: int, hi, kernel: int, dilation: int):
+    """How many of the taps ``start + k * dilation`` (``0 <= k < kernel``) lie in [lo, hi)
+    (``start >= 0``, so a window never misses ``lo == 0``)."""
+    zero = tir.IntImm(start.dtype, 0)
+    last = te.min(floordiv_dim(add_int(hi, -1) - start, dilation), tir.IntImm(start.dtype, kernel - 1))
+    if lo == 0:
+        return last + 1
+    first = te.max(floordiv_dim(tir.IntImm(start.dtype, lo + dilation - 1) - start, dilation), zero)
+    return last - first + 1
+
+
+def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
+         count_include_pad: bool = False) -> te.Tensor:
+    """N-C-spatial max/avg pooling (1-D or 2-D) as TVM's ``topi.nn.pool1d``/``pool2d``:
+    ``pad_temp`` (minimum value or zero; ceil mode pads ``stride - 1`` more at the end), then
+    ``pool_max``, or ``pool_sum`` and ``pool_avg``. ``padding`` is the pads before each spatial
+    axis, then those after. The average divides by the number of taps inside the input (inside
+    the explicitly padded input with ``count_include_pad``), at least 1."""
+    nsp = len(data.shape) - 2
+    spatial = list(data.shape[2:])
+    before_pads, after_pads = list(padding[:nsp]), list(padding[nsp:])
+    out = []
+    for a in range(nsp):
+        o = pool_out_dim(spatial[a], pool_size[a], strides[a], dilation[a], before_pads[a], after_pads[a], ceil_mode)
+        if o is None:
+            raise ValueError(f"pool{nsp}d: the ceil-mode output extent of a symbolic input is not known")
+        out.append(o)
+    extra = [s - 1 if ceil_mode else 0 for s in strides]
+    before = [0, 0] + before_pads
+    after = [0, 0] + [p + e for p, e in zip(after_pads, extra)]
+    if any(before) or any(after):
+        value = te.min_value(data.dtype) if kind == "max" else tir.const(0, data.dtype)
+        src = pad(data, before, after, value, name="pad_temp", prefix="ax")
+    else:
+        src = data
+    taps = [te.reduce_axis((0, tir.IntImm(spatial[a].dtype, pool_size[a])), name=f"rv{a}") for a in range(nsp)]
+    oshape = list(data.shape[:2]) + out
+
+    def window(idx):
+        return src[tuple(idx[:2]) + tuple(_window_index(idx[2 + a], strides[a], taps[a], dilation[a])
+                                          for a in range(nsp))]
+
+    if kind == "max":
+        return compute(oshape, lambda idx: te.max(window(idx), axis=taps), name="pool_max",
+                       attrs={"schedule_rule": "meta_schedule.pool_max"})
+    total = compute(oshape, lambda idx: te.sum(window(idx), axis=taps), name="pool_sum")
+
+    def avg(idx):
+        count = avg_pool_divisor(idx[2:], spatial, pool_size, strides, dilation, padding, count_include_pad)
+        return total[tuple(idx)] / te.cast(count, data.dtype)
+
+    return compute(oshape, avg, name="pool_avg", attrs={"schedule_rule": "meta_schedule.pool_avg"})
+
+
+def avg_pool_divisor(out_idx, spatial, pool_size, strides, dilation, padding, count_include_pad: bool):
+    """The divisor of average-pooling output ``out_idx`` (its spatial indices): the number of
+    its taps inside the input (inside the explicitly padded input with ``count_include_pad``),
+    at least 1. ``padding`` is the pads before each spatial axis, then those after."""
+    nsp = len(spatial)
+    count = None
+    for a in range(nsp):
+        start = mul_dim(out_idx[a], strides[a])
+        size = plain_dim(spatial[a])
+        pb, pa = padding[a], padding[nsp + a]
+        lo, hi = (0, add_int(size, pb + pa)) if count_include_pad else (pb, add_int(size, pb))
+        n = _taps(start, lo, hi, pool_size[a], dilation[a])
+        count = n if count is None else count * n
+    return te.max(count, tir.IntImm(count.dtype, 1))
+
+
+def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
+           count_include_pad: bool = False, layout: str = "NCHW", out_layout=None) -> te.Tensor:
+    """2-D pooling (``padding`` is top, left, bottom, right): `pool` on two spatial axes, the
+    data in ``layout`` (``NHWC``, ``NCHW16c``: brought to NCHW first) and the result written in
+    ``out_layout`` (the data's by default)."""
+    out = pool(to_primal(data, layout, "NCHW"), kind, pool_size, strides, dilation, padding, ceil_mode,
+               count_include_pad)
+    return from_primal(out, out_layout or layout, "NCHW")
+
+
+def pool1d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
+           count_include_pad: bool = False, layout: str = "NCW", out_layout=None) -> te.Tensor:
+    """1-D pooling (``padding`` is left, right): `pool` on one spatial axis, in any layout as
+    `pool2d`."""
+    out = pool(to_primal(data, layout, "NCW"), kind, pool_size, strides, dilation, padding, ceil_mode,
+               count_include_pad)
+    return from_primal(out, out_layout or layout, "NCW")
+
+
+def _adaptive_window(i, size, out: int):
+    """Window ``[floor(i * size / out), ceil((i + 1) * size / out))`` of output ``i``:
+    (start, extent). Equal windows (``size`` a multiple of ``out``) fold to ``i * step``."""
+    if _static_uniform(size, out):
+        step = static_int(size) // out
+        return mul_dim(i, step), tir.IntImm(i.dtype, step)
+    size = plain_dim(size)
+    start = floordiv_dim(i * size, out)
+    end = floordiv_dim((i + 1) * size + (out - 1), out)
+    return start, end - start
+
+
+def _widest_window(size, out: int):
+    """The largest window extent: exact for a static ``size``, else the bound
+    ``ceil(size / out) + 1``."""
+    s = static_int(size)
+    if s is not None:
+        return tir.IntImm(size.dtype, max(-(-(j + 1) * s // out) - (j * s // out) for j in range(out)))
+    return add_int(floordiv_dim(add_int(plain_dim(size), out - 1), out), 1)
+
+
+def _static_uniform(size, out: int) -> bool:
+    s = static_int(size)
+    return s is not None and s % out == 0
+
+
+def adaptive_pool2d(data: te.Tensor, output_size, kind: str = "avg", layout: str = "NCHW",
+                    out_layout=None) -> te.Tensor:
+    """Adaptive average pooling of ``data`` in ``layout`` (brought to NCHW first), the result
+    in ``out_layout`` (the data's by default); ``output_size`` None keeps the input's H, W."""
+    if kind != "avg":
+        raise ValueError("adaptive_pool2d: only average pooling is implemented")
+    x = to_primal(data, layout, "NCHW")
+    size = output_size if output_size is not None else [int(d) for d in x.shape[2:]]
+    return from_primal(_adaptive_avg_pool2d_nchw(x, size), out_layout or layout, "NCHW")
+
+
+def _adaptive_avg_pool2d_nchw(data: te.Tensor, output_size) -> te.Tensor:
+    """NCHW adaptive average pooling: output ``(i, j)`` averages the window
+    ``[floor(i*H/oh), ceil((i+1)*H/oh)) x [floor(j*W/ow), ceil((j+1)*W/ow))`` (TVM's
+    ``adaptive_pool_sum`` and ``adaptive_pool_avg``). The sum loops over the widest window and
+    guards the taps beyond a narrower one, where TVM loops over each window's own extent."""
+    n, c, h, w = data.shape
+    oh, ow = (int(o) for o in output_size)
+    out_shape = (n, c, tir.IntImm(h.dtype, oh), tir.IntImm(w.dtype, ow))
+    rv0 = te.reduce_axis((0, _widest_window(h, oh)), name="rv0")
+    rv1 = te.reduce_axis((0, _widest_window(w, ow)), name="rv1")
+
+    def summand(idx):
+        a0, a1, a2, a3 = idx
+        sh, eh = _adaptive_window(a2, h, oh)
+        sw, ew = _adaptive_window(a3, w, ow)
+        load = data[a0, a1, sh + rv0, sw + rv1]
+        conds = []
+        if not _static_uniform(h, oh):
+            conds.append(rv0 < eh)
+        if not _static_uniform(w, ow):
+            conds.append(rv1 < ew)
+        value = te.if_then_else(te.all(*conds), load, tir.const(0, data.dtype)) if conds else load
+        return te.sum(value, axis=[rv0, rv1])
+
+    total = compute(out_shape, summand, name="adaptive_pool_sum")
+
+    def avg(idx):
+        eh = _adaptive_window(idx[2], h, oh)[1]
+        ew = _adaptive_window(idx[3], w, ow)[1]
+        if static_int(eh) is not None and static_int(ew) is not None:
+            count = static_int(eh) * static_int(ew)
+            return total[tuple(idx)] if count == 1 else total[tuple(idx)] / float_const(count, data.dtype)
+        return total[tuple(idx)] / te.cast(eh * ew, data.dtype)
+
+    return compute(out_shape, avg, name="adaptive_pool_avg",
+                   attrs={"schedule_rule": "meta_schedule.adaptive_pool_avg"})
