@@ -42,6 +42,7 @@ from typing import Optional
 
 from tvmscript import tir
 from tvmscript.diagnostics import TVMScriptError
+from tvmscript.runtime.kernel import INDEX_MARK, SIZE_MARK  # where the runtime writes the index and the size
 from tvmscript.tir_visitor import reads_memory, vars_in
 
 from .arith.bound import const_int_bound
@@ -51,13 +52,10 @@ from .kernel_places import with_place
 from .lower_tir import Allocate, IRMutator
 from .substitute import substitute_expr
 
-__all__ = ["instrument_bounds_checks", "bounds_problems", "CHECK_INDEX", "CHECK_RANGE", "INDEX_MARK", "SIZE_MARK"]
+__all__ = ["instrument_bounds_checks", "bounds_problems", "CHECK_INDEX", "CHECK_RANGE"]
 
 CHECK_INDEX = "tvms.check_index"  # (index, extent, message) -> index
 CHECK_RANGE = "tvms.check_range"  # (lowest, highest, extent, message), evaluated as a statement
-# Where the runtime writes the index it found and the axis's size into a check's message.
-INDEX_MARK = "\x01"
-SIZE_MARK = "\x02"
 
 
 @dataclasses.dataclass

@@ -3,8 +3,9 @@
 `codegen(funcs)` lowers each `tir.PrimFunc` (`compiler.lower_tir.lower`) and emits one LLVM
 function per kernel into one `llvmlite.ir.Module`, for the host CPU (its triple, CPU name and
 features, from `llvmlite.binding`) or the one an ``llvm -mcpu=...`` target names
-(`HostTarget`). `optimize` runs LLVM's new pass manager (its default pipeline at the level
-asked, with loop and SLP vectorization); `runtime.cpu` JIT-compiles the result with MCJIT.
+(`runtime.host_cpu.HostTarget`). `optimize` runs LLVM's new pass manager (its default pipeline
+at the level asked, with loop and SLP vectorization); `compiler.build_cpu` JIT-compiles the
+result with MCJIT.
 
 Kernel ABI (the contract with `runtime.kernel.Kernel`), for a function named ``name`` in the
 IRModule, exported as the symbol ``tvms_<name>`` (non-identifier characters become ``_``)::
@@ -53,7 +54,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Optional
 
 import llvmlite.binding as llvm
@@ -62,19 +62,20 @@ import llvmlite.ir as ir
 from tvmscript import tir
 from tvmscript.tir_visitor import TIRVisitor, calls_extern, vars_in
 
+from tvmscript.runtime.host_cpu import HostTarget, host_target, init_native_target
+from tvmscript.runtime.kernel import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, KernelInfo, ParamSpec
+
 from . import progress
 from .bounds_check import CHECK_INDEX, CHECK_RANGE
 from .kernel_places import at_span, with_place
 from .lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN, Allocate, lower
 
-__all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize", "vectorizable_call",
+__all__ = ["codegen", "CodegenResult", "optimize", "vectorizable_call",
            "UNROLL_LIMIT", "UNROLL_BUDGET", "UNROLL_MAX_EXTENT", "symbol_name"]
 
 UNROLL_LIMIT = 64
 UNROLL_BUDGET = 384  # loop nests doing at most this many loads and stores in all are unrolled,
 UNROLL_MAX_EXTENT = 16  # ... if none of their loops is longer than this (longer ones vectorize)
-ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
-BOUNDS_FAIL_SYMBOL = "tvms_bounds_fail"  # (message, lowest index, highest index, axis size)
 _OP_TEXT = {tir.Div: "/", tir.Mod: "%", tir.FloorDiv: "//", tir.FloorMod: "%"}
 
 _I1 = ir.IntType(1)
@@ -88,45 +89,6 @@ _VOID = ir.VoidType()
 # ----------------------------------------------------------------------------- target
 
 
-@dataclass(frozen=True)
-class HostTarget:
-    """The CPU kernels are generated for: LLVM's triple, CPU name and feature string. By
-    default the machine's own (`host_target`); an ``llvm -mcpu=... -mattr=...`` target names
-    another (`compiler.llvm_target`). ``complete``: ``features`` lists every feature of the
-    CPU, as LLVM detected them where the code was built (so another CPU with all of them runs
-    it); False when the CPU was named and ``features`` holds only the ``-mattr`` given on top
-    of it."""
-
-    triple: str
-    cpu: str
-    features: str
-    complete: bool = True
-
-    def unrunnable_on(self, host: "HostTarget") -> Optional[str]:
-        """Why code generated for this target cannot run on ``host`` (it could stop the
-        process with an illegal instruction), or None when it can."""
-        if self.triple.split("-")[0] != host.triple.split("-")[0]:
-            return f"the code is for {self.triple}, and this machine is {host.triple}"
-        if not self.complete and self.cpu != host.cpu:
-            return (f"the code is for -mcpu={self.cpu}, and this machine's CPU is a {host.cpu}, which may lack "
-                    f"instructions a {self.cpu} has")
-        have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
-        need = {f[1:] for f in self.features.split(",") if f.startswith("+")}
-        missing = sorted(need - have)
-        if missing:
-            return (f"the code is for a CPU with {', '.join('+' + m for m in missing[:6])}"
-                    f"{' ...' if len(missing) > 6 else ''}, which this one ({host.cpu}) lacks")
-        return None
-
-    def target_machine(self, opt: int = 3):
-        """Position-independent code: the same machine code is JIT-loaded, kept in the disk
-        cache and linked into a shared library by ``export_library`` (non-PIC code there
-        would need text relocations)."""
-        target = llvm.Target.from_triple(self.triple)
-        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt,
-                                            reloc="pic", codemodel="jitdefault")
-
-
 _initialized = False
 
 # LLVM's own options that keep its optimizer off code paths known to abort the process on
@@ -137,8 +99,7 @@ LLVM_WORKAROUND_OPTIONS = ("-slp-copyable-elements=false",)
 def init_llvm() -> None:
     global _initialized
     if not _initialized:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
+        init_native_target()
         avoid_llvm_aborts()
         _initialized = True
 
@@ -164,18 +125,6 @@ def avoid_llvm_aborts() -> None:
     in this process (numba) compile without copyable elements too."""
     for option in LLVM_WORKAROUND_OPTIONS:
         llvm.set_option("tvms", option)
-
-
-@lru_cache(maxsize=None)
-def host_target() -> HostTarget:
-    """The machine we run on: its triple, CPU name (``znver3``, ``skylake-avx512``...) and
-    feature string (``+avx2,+fma,...``), as LLVM detects them."""
-    init_llvm()
-    try:
-        features = llvm.get_host_cpu_features().flatten()
-    except RuntimeError:  # some hosts cannot report features
-        features = ""
-    return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(), features)
 
 
 def optimize(llmod, tm, speed_level: int = 2) -> None:
@@ -274,16 +223,6 @@ def symbol_name(name: str) -> str:
 
 
 # ----------------------------------------------------------------------------- results
-
-
-@dataclass
-class KernelInfo:
-    """One kernel's exported symbol and its argument description (`runtime.kernel.ParamSpec`)."""
-
-    name: str
-    symbol: str
-    params: list
-    sym_vars: list
 
 
 @dataclass
@@ -1574,7 +1513,6 @@ for _cls in tir.COMPARISONS:
 
 def _signature(name: str, func: tir.PrimFunc):
     """The kernel's ABI: ParamSpecs, symbolic variable list and the Vars behind each argument."""
-    from tvmscript.runtime.kernel import ParamSpec
 
     buffers, scalars = [], []
     for p in func.params:

@@ -1862,7 +1862,7 @@ def _fill_nest(plan: _Plan, panel, src, pvars: list, extents: list, strides: lis
 def vector_bytes() -> int:
     """Bytes of the host's widest vector registers (64 with AVX-512, 32 with AVX, else 16)."""
     try:
-        from .codegen_llvm import host_target
+        from tvmscript.runtime.host_cpu import host_target
 
         features = host_target().features
     except Exception:  # noqa: BLE001 - no LLVM: assume AVX

@@ -13,7 +13,10 @@ a scalar parameter of that name) and converts scalars; any mismatch raises a `Ty
 validated shapes already).
 
 The machine-code ABI (see `compiler.codegen_llvm`): buffer data pointers in parameter order,
-then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``.
+then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``. A kernel
+reports a failed check through the callbacks defined here (`KernelAssertionError`,
+`BoundsCheckError`), which the compiler's messages and symbol names are made for: the
+runtime owns that contract, and the compiler writes to it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ import numpy as np
 
 from tvmscript.diagnostics import TVMScriptError
 
-__all__ = ["ParamSpec", "Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError"]
+__all__ = ["ParamSpec", "KernelInfo", "Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError", "PlaceTable",
+           "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "INDEX_MARK", "SIZE_MARK", "PLACE_MARK"]
 
 Dim = Union[int, str]
 
@@ -56,6 +60,18 @@ class ParamSpec:
         return f"{self.name}: Buffer(({dims}), {self.dtype})"
 
 
+@dataclass
+class KernelInfo:
+    """One kernel's exported symbol and its argument description, as the code generator made
+    them (`compiler.codegen_llvm`): what binds the kernel's machine code, JIT-loaded or in a
+    shared library, to a `Kernel`."""
+
+    name: str
+    symbol: str
+    params: list
+    sym_vars: list
+
+
 _CTYPES = {
     "bool": ctypes.c_uint8,
     "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
@@ -73,6 +89,21 @@ def ctype_of(dtype: str):
         raise TypeError(f"no C type for dtype '{dtype}'") from None
 
 
+# ----------------------------------------------------------------------------- failed checks
+#
+# A kernel reports a failed check by calling back into the process: ``tvms_assert_fail(message)``
+# for an assertion, ``tvms_bounds_fail(message, lowest, highest, size)`` for an access out of
+# bounds. The message is baked into the machine code by the compiler, which marks in it what
+# only the run knows (`INDEX_MARK`, `SIZE_MARK`) and the number of the place in the PrimFunc
+# the check is about (after `PLACE_MARK`; see `compiler.kernel_places`).
+
+ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
+BOUNDS_FAIL_SYMBOL = "tvms_bounds_fail"  # (message, lowest index, highest index, axis size)
+INDEX_MARK = "\x01"  # replaced by the index (or the range of indices) that fell outside
+SIZE_MARK = "\x02"   # replaced by the size of the axis
+PLACE_MARK = "\x03"  # followed by the number of the check's place in its PrimFunc
+
+
 class KernelAssertionError(TVMScriptError, RuntimeError):
     """A check inside a kernel failed: a ``T.Assert``/``assert``, a division by zero, an
     allocation. ``place`` numbers its place in the PrimFunc the kernel was compiled from
@@ -88,14 +119,18 @@ class BoundsCheckError(KernelAssertionError, IndexError):
     stopped before it read or wrote there. Its span is the access."""
 
 
+def split_place(text: str) -> tuple:
+    """(message, number or None): a kernel's failure message without its place number."""
+    message, mark, number = text.partition(PLACE_MARK)
+    return (message, int(number)) if mark and number.isdigit() else (text, None)
+
+
 # Assertion failures reported by generated code (possibly from a worker thread).
 _errors_lock = threading.Lock()
 _errors: list = []
 
 
 def _failure(cls, text: str) -> KernelAssertionError:
-    from tvmscript.compiler.kernel_places import split_place
-
     message, place = split_place(text)
     return cls(message, place=place)
 
@@ -109,8 +144,6 @@ def _assert_fail(msg):
 
 @ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 def _bounds_fail(msg, lowest, highest, size):
-    from tvmscript.compiler.bounds_check import INDEX_MARK, SIZE_MARK
-
     text = msg.decode("utf-8", "replace") if msg else "out-of-bounds access"
     found = f"index {lowest} is" if lowest == highest else f"indices {lowest} to {highest} reach"
     error = _failure(BoundsCheckError, text.replace(INDEX_MARK, found).replace(SIZE_MARK, str(size)))
@@ -128,8 +161,14 @@ def assert_callback_address() -> int:
     return ctypes.cast(_assert_fail, ctypes.c_void_p).value
 
 
-def _raise_pending(kernel: Optional["Kernel"] = None) -> None:
-    """Raise the first failure a kernel reported (placed in ``kernel``'s source, when given)."""
+def pending_failures() -> list:
+    """The failures kernels reported and nobody raised yet: the VM's generated code tests this
+    list after each kernel call (`raise_pending` raises the first)."""
+    return _errors
+
+
+def raise_pending(kernel: Optional["Kernel"] = None) -> None:
+    """Raise the first failure a kernel reported (placed by ``kernel``, when given)."""
     with _errors_lock:
         if not _errors:
             return
@@ -140,13 +179,36 @@ def _raise_pending(kernel: Optional["Kernel"] = None) -> None:
     raise error
 
 
-def place_in(error: KernelAssertionError, source) -> None:
-    """Give ``error`` the span its place number has in ``source`` (the PrimFunc its kernel
-    was compiled from), if it has none yet."""
-    if error.span is None and error.place is not None and source is not None:
-        from tvmscript.compiler.kernel_places import span_numbered
+class PlaceTable:
+    """The places a kernel's failures number (`PLACE_MARK`): the spans of its PrimFunc's
+    accesses, in the order `compiler.kernel_places` numbers them. The compiler hands over
+    ``find``, which lists them, and it runs only when a failure is placed; a table pickles as
+    the list (an exported library keeps it)."""
 
-        error.span = span_numbered(source, error.place)
+    def __init__(self, find=None, spans: Optional[tuple] = None) -> None:
+        self._find = find
+        self._spans = spans
+
+    def spans(self) -> tuple:
+        if self._spans is None:
+            self._spans = tuple(self._find()) if self._find is not None else ()
+            self._find = None
+        return self._spans
+
+    def span(self, number: Optional[int]):
+        """The span numbered ``number`` (None when there is no such one)."""
+        spans = self.spans()
+        return spans[number] if number is not None and 0 <= number < len(spans) else None
+
+    def __reduce__(self):
+        return (PlaceTable, (None, self.spans()))
+
+
+def place_in(error: KernelAssertionError, places: Optional[PlaceTable]) -> None:
+    """Give ``error`` the span its place number has in ``places`` (those of the PrimFunc its
+    kernel was compiled from), if it has none yet."""
+    if error.span is None and error.place is not None and places is not None:
+        error.span = places.span(error.place)
 
 
 def eval_dim_text(text: str, env: dict) -> Optional[int]:
@@ -293,18 +355,18 @@ class Kernel:
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self._np_dtypes = {i: np.dtype(self.params[i].dtype) for i in self._buffer_idx}
         self._scalar_names = {self.params[i].name: i for i in self._scalar_idx}
-        self.source = None  # the PrimFunc it was compiled from, where its failures are placed
+        self.places: Optional[PlaceTable] = None  # where its failures are (`compiled_from`)
 
-    def compiled_from(self, source) -> "Kernel":
-        """This kernel (sharing its machine code) with ``source``, the PrimFunc of the module
-        being built, as the place of its failures: the machine code may come from the build
-        cache, compiled from an equal PrimFunc elsewhere in the file, or in another file."""
+    def compiled_from(self, places: PlaceTable) -> "Kernel":
+        """This kernel (sharing its machine code) with ``places``, those of the PrimFunc of the
+        module being built, as the places of its failures: the machine code may come from the
+        build cache, compiled from an equal PrimFunc elsewhere in the file, or in another file."""
         kernel = copy.copy(self)
-        kernel.source = source
+        kernel.places = places
         return kernel
 
     def place(self, error: KernelAssertionError) -> None:
-        place_in(error, self.source)
+        place_in(error, self.places)
 
     @property
     def module(self):
@@ -379,7 +441,7 @@ class Kernel:
                                      deferred)
         self.cfunc(*pointers, *scalars, *syms)
         if _errors:
-            _raise_pending(self)
+            raise_pending(self)
         del arrays
 
     def call_raw(self, pointers, syms=(), scalars=()) -> None:
@@ -387,4 +449,4 @@ class Kernel:
         parameter order, ``scalars`` the scalar arguments, ``syms`` the values of `sym_vars`."""
         self.cfunc(*pointers, *scalars, *syms)
         if _errors:
-            _raise_pending(self)
+            raise_pending(self)

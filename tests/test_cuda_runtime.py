@@ -29,9 +29,11 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
+from tvmscript.compiler.vm_specs import value_spec
 from tvmscript.runtime import cuda
 from tvmscript.runtime.executable import Executable
 from tvmscript.runtime.kernel import ParamSpec
+from tvmscript.runtime.value_checks import match_value
 
 from gpu_drivers import FakeDriver, install_driver
 
@@ -221,8 +223,8 @@ def test_a_cpu_vm_refuses_gpu_tensors():
                                         r"cuda:0 \(copy it with x.copyto\(tvms.cpu\(\)\)\)"):
         vm["main"](fake_tensor((3, 4)))
     with pytest.raises(TypeError, match=r"main\(\) argument 'x'\[0\]: expected a tensor on the CPU"):
-        tvms.runtime.vm.match_value((fake_tensor((3,)),), tvms.relax.TupleStructInfo(
-            [tvms.relax.TensorStructInfo([3], "float32")]), {}, "main() argument 'x'")
+        match_value((fake_tensor((3,)),), value_spec(tvms.relax.TupleStructInfo(
+            [tvms.relax.TensorStructInfo([3], "float32")])), {}, "main() argument 'x'")
 
 
 def test_tensor_classes_are_per_device():

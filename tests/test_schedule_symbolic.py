@@ -20,7 +20,7 @@ from tvmscript import tir
 from tvmscript.compiler.lower_tir import VECTORIZE_ANN, IRMutator
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.relax import op
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 
 import schedule_corpus as sc
 

@@ -777,7 +777,7 @@ class _Program:
         target = Target(target_text)
         if target.kind.name != "cuda":
             return
-        from .compiler.build import default_gpu_schedule
+        from .compiler.build_cuda import default_gpu_schedule
         from .compiler.schedule import ScheduleError
 
         mod = self.module()
@@ -867,9 +867,9 @@ def _load_program(path: str, check: bool = False) -> _Program:
 
 
 def _check_target(target: str, run_here: bool = False) -> str:
-    """The target's name, once tvms accepts every option of it (`compiler.build.checked_target`);
+    """The target's name, once tvms accepts every option of it (`compiler.build_target.checked_target`);
     ``run_here``: also a CPU this machine can run the code of."""
-    from .compiler.build import target_name_of
+    from .compiler.build_target import target_name_of
 
     try:
         name = target_name_of(target)
@@ -891,7 +891,7 @@ def _cuda_text(program: _Program, mod, target: str, emit: str) -> str:
     """The CUDA C (``emit="cuda"``) or PTX of ``mod``'s prim_funcs after the default GPU
     schedules; build errors are rendered at their place in the file."""
     from . import tir
-    from .compiler.build import build_cuda
+    from .compiler.build_cuda import build_cuda
     from .diagnostics import TVMScriptError
 
     prim_funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
@@ -1145,9 +1145,10 @@ class _Symbols:
                 raise _fail(f"{what} has {e.name} = {v} (dimension {d}), but {self.origin[e.name]}")
 
     def value(self, e):
-        from .runtime.vm import eval_dim
+        from .compiler.vm_specs import dim_spec
+        from .runtime.value_specs import eval_dim
 
-        return eval_dim(e, self.env)
+        return eval_dim(dim_spec(e), self.env)
 
 
 def _is_float_dtype(dtype: str) -> bool:
@@ -1689,9 +1690,9 @@ def _dim_str(d) -> str:
         return str(d.value)
     if isinstance(d, tir.Var):
         return d.name
-    from .runtime.vm import _dim_text
+    from .compiler.vm_specs import dim_text
 
-    return _dim_text(d)
+    return dim_text(d)
 
 
 # ----------------------------------------------------------------------------- printing

@@ -252,5 +252,5 @@ def infer_null_value(args, attrs):
 
 # ``R.null_value()``: an empty object (TVM's ``relax.op.null_value``), the initial state of
 # relax.frontend.nn's debug effect (``_io``). Nothing to legalize: the VM makes it directly
-# (compiler/build.py), as TVM's VM calls its ``vm.builtin.null_value``.
+# (compiler/vm_codegen.py), as TVM's VM calls its ``vm.builtin.null_value``.
 register_op("null_value", (), infer_null_value)

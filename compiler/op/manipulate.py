@@ -722,7 +722,7 @@ def infer_dynamic_strided_slice(args, attrs):
 
 # TVM's ``relax.op.dynamic_strided_slice(x, begin, end, strides)``. TVM legalizes it into a
 # shape function, R.tensor_to_shape and a slice kernel; here the VM slices on the host
-# (compiler/build.py: _HOST_OPS), with NumPy's slicing rules, which TOPI's clamping follows.
+# (compiler/vm_codegen.py: _HOST_OPS), with NumPy's slicing rules, which TOPI's clamping follows.
 register_op("dynamic_strided_slice", ("x", "begin", "end", "strides"), infer_dynamic_strided_slice)
 
 

@@ -2,11 +2,11 @@
 ``relax.op.sort``/``argsort``/``topk``, with its attributes, defaults and printing),
 ``R.bucketize`` (legalized, to TOPI's ``searchsorted``), ``R.nonzero`` and ``R.unique`` (whose
 output sizes depend on the data: legalized, as TVM's, to ``R.call_pure_packed`` of the runtime
-functions "relax.run.nonzero"/"relax.run.unique", which runtime/vm.py registers).
+functions "relax.run.nonzero"/"relax.run.unique", which runtime/vm_helpers.py registers).
 
 TVM's LegalizeOps leaves sort, argsort and topk alone (its pipeline dispatches them to a sort library
 later), so here too they are never legalized; the VM runs them itself on the host
-(compiler/build.py emits the calls, runtime/vm.py's ``_sort``/``_argsort``/``_topk`` sort with
+(compiler/vm_codegen.py emits the calls, runtime/vm_helpers.py's ``_sort``/``_argsort``/``_topk`` sort with
 NumPy's stable sort, so equal elements keep their order, as TVM's sort does).
 """
 
@@ -138,7 +138,7 @@ def infer_nonzero(args, attrs):
 def _packed_legalizer(fname: str):
     """The legalizer of an op whose output size depends on the data: TVM calls its runtime
     function ``fname`` (``R.call_pure_packed("relax.run.nonzero", x, ...)``); so does this, the
-    function being registered by runtime/vm.py."""
+    function being registered by runtime/vm_helpers.py."""
 
     def legalize(bb, call):
         sinfo = call.struct_info
