@@ -1,7 +1,7 @@
 """tvmscript.runtime: everything that executes — tensors and devices, the extern function
 registry, compiled CPU kernels loaded into the process (`cpu.py`, `kernel.py`), the CUDA
-runtime (`cuda.py`: GPU tensors, memory pool and kernels, through pycuda), the executable and
-the Relax VM.
+runtime (`cuda.py`: GPU tensors and memory pool, through pycuda; `cuda_kernels.py`), the
+executable and the Relax VM.
 
 The runtime sits below the IR and the compiler and imports neither: what it needs of them
 (kernels' signatures and failure places, the VM's program, the annotations it checks values

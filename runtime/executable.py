@@ -86,7 +86,7 @@ class Executable:
         self.kernels = dict(kernels)          # prim_func name -> runtime.kernel.Kernel / cuda_spec.CUDAFunction
         self.functions = dict(functions)      # Relax function name -> VMFunction
         self.cuda_code = cuda_code            # compiler.cuda_spec.CUDACode, for a cuda target
-        self._loaded: dict = {}               # Device -> runtime.cuda.CUDAModule
+        self._loaded: dict = {}               # Device -> runtime.cuda_kernels.CUDAModule
         self._runnable = False                # the CPU kernels' modules said they run here
 
     @property
@@ -108,7 +108,7 @@ class Executable:
         if module is None:
             if self.cuda_code is None:
                 raise ValueError("the executable has CUDA kernels but no CUDA code (cuda_code) to load")
-            from .cuda import load_module
+            from .cuda_kernels import load_module
 
             module = self._loaded[dev] = load_module(self.cuda_code, dev)
         return module.kernels

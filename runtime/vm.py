@@ -15,7 +15,7 @@ On a CUDA device (``VirtualMachine(ex, tvms.cuda(0))``, for an executable compil
 ``target="cuda"``) the same generated code runs with the helpers of
 `vm_helpers.cuda_helpers`: tensors are `runtime.cuda` tensors of that GPU, new tensors take
 memory from its pool, constants and arena frames live in its memory, and kernels are
-`runtime.cuda.CUDAKernel`s launched on its stream. Arguments must already be on that
+`runtime.cuda_kernels.CUDAKernel`s launched on its stream. Arguments must already be on that
 GPU: the VM copies nothing behind the caller's back.
 
 An error of the program that a function raises (a `TVMScriptError`: `VMTypeError`,
