@@ -42,7 +42,7 @@ from typing import Optional
 
 from tvmscript import tir
 from tvmscript.diagnostics import TVMScriptError
-from tvmscript.runtime.kernel import INDEX_MARK, SIZE_MARK  # where the runtime writes the index and the size
+from tvmscript.runtime.kernel_abi import INDEX_MARK, SIZE_MARK  # where the runtime writes the index and the size
 from tvmscript.tir_visitor import reads_memory, vars_in
 
 from .arith.bound import const_int_bound

@@ -63,7 +63,7 @@ from tvmscript import tir
 from tvmscript.tir_visitor import TIRVisitor, calls_extern, vars_in
 
 from tvmscript.runtime.host_cpu import HostTarget, host_target, init_native_target
-from tvmscript.runtime.kernel import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, KernelInfo, ParamSpec
+from tvmscript.runtime.kernel_abi import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, KernelInfo, ParamSpec
 
 from . import progress
 from .bounds_check import CHECK_INDEX, CHECK_RANGE

@@ -9,9 +9,9 @@ with `PLACE_MARK` and a number instead: the index of the access's (or statement'
 the distinct spans of the PrimFunc's loads and stores, in program order (`numbered_spans`).
 Structurally equal PrimFuncs number their accesses alike, so the runtime finds the place in the
 PrimFunc the executable was built from when an error is raised, and only then: the build gives
-each kernel the `place_table` of that PrimFunc (`runtime.kernel.PlaceTable`), which lists its
-spans on first use. The marks and the parsing of a message are the runtime's
-(`runtime.kernel.PLACE_MARK`, `split_place`).
+each kernel the `place_table` of that PrimFunc (`runtime.kernel_abi.PlaceTable`), which lists
+its spans on first use. The marks and the parsing of a message are the runtime's
+(`runtime.kernel_abi.PLACE_MARK`, `split_place`).
 
 An error compiling a kernel is told its place directly (`at_span`): the build reports it there.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 
 from tvmscript import tir
-from tvmscript.runtime.kernel import PLACE_MARK, PlaceTable
+from tvmscript.runtime.kernel_abi import PLACE_MARK, PlaceTable
 from tvmscript.tir_visitor import TIRVisitor
 
 __all__ = ["numbered_spans", "place_table", "with_place", "at_span"]

@@ -38,7 +38,8 @@ import llvmlite.binding as llvm
 
 from . import kernel as kernel_mod
 from .host_cpu import HostTarget, host_target
-from .kernel import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, Kernel
+from .kernel import Kernel
+from .kernel_abi import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL
 
 __all__ = ["CPUModule", "load_object", "bind_kernels", "parallel_runtime", "wait_policy", "TVMS_SPINCOUNT"]
 
@@ -161,7 +162,7 @@ class CPUModule:
         self.parallel_runtime = parallel
         self.object_code = object_code
         self.opt_level = opt_level
-        self.infos = tuple(infos)  # runtime.kernel.KernelInfo of each kernel, for export_library
+        self.infos = tuple(infos)  # runtime.kernel_abi.KernelInfo of each kernel, for export_library
         self.from_disk_cache = False
         # why the code cannot run in this process (built for another CPU), or None
         self.unrunnable = None if target == host_target() else target.unrunnable_on(host_target())

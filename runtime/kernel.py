@@ -13,10 +13,10 @@ a scalar parameter of that name) and converts scalars; any mismatch raises a `Ty
 validated shapes already).
 
 The machine-code ABI (see `compiler.codegen_llvm`): buffer data pointers in parameter order,
-then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``. A kernel
-reports a failed check through the callbacks defined here (`KernelAssertionError`,
-`BoundsCheckError`), which the compiler's messages and symbol names are made for: the
-runtime owns that contract, and the compiler writes to it.
+then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``; the
+parameters' descriptions and the way a kernel reports a failed check are `runtime.kernel_abi`'s.
+A failed check reaches the callbacks defined here, and is raised after the call as a
+`KernelAssertionError` or `BoundsCheckError`.
 """
 
 from __future__ import annotations
@@ -25,52 +25,15 @@ import ast
 import copy
 import ctypes
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 
 from tvmscript.diagnostics import TVMScriptError
 
-__all__ = ["ParamSpec", "KernelInfo", "Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError", "PlaceTable",
-           "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "INDEX_MARK", "SIZE_MARK", "PLACE_MARK"]
+from .kernel_abi import INDEX_MARK, SIZE_MARK, ParamSpec, PlaceTable, split_place
 
-Dim = Union[int, str]
-
-
-@dataclass
-class ParamSpec:
-    """One kernel parameter. ``kind`` is ``"buffer"`` or ``"scalar"``; for buffers ``shape``
-    holds ints and symbol names (or, rarely, an expression over them such as ``"(n * 2)"``),
-    ``strides`` the declared strides in elements (None: C-contiguous), ``written`` whether the
-    kernel stores into it."""
-
-    kind: str
-    name: str
-    dtype: str
-    shape: list = field(default_factory=list)
-    strides: Optional[list] = None
-    written: bool = False
-    buffer_name: Optional[str] = None
-
-    def describe(self) -> str:
-        if self.kind == "scalar":
-            return f"{self.name}: {self.dtype}"
-        dims = ", ".join(str(d) for d in self.shape)
-        return f"{self.name}: Buffer(({dims}), {self.dtype})"
-
-
-@dataclass
-class KernelInfo:
-    """One kernel's exported symbol and its argument description, as the code generator made
-    them (`compiler.codegen_llvm`): what binds the kernel's machine code, JIT-loaded or in a
-    shared library, to a `Kernel`."""
-
-    name: str
-    symbol: str
-    params: list
-    sym_vars: list
-
+__all__ = ["Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError", "raise_pending", "pending_failures"]
 
 _CTYPES = {
     "bool": ctypes.c_uint8,
@@ -91,18 +54,9 @@ def ctype_of(dtype: str):
 
 # ----------------------------------------------------------------------------- failed checks
 #
-# A kernel reports a failed check by calling back into the process: ``tvms_assert_fail(message)``
-# for an assertion, ``tvms_bounds_fail(message, lowest, highest, size)`` for an access out of
-# bounds. The message is baked into the machine code by the compiler, which marks in it what
-# only the run knows (`INDEX_MARK`, `SIZE_MARK`) and the number of the place in the PrimFunc
-# the check is about (after `PLACE_MARK`; see `compiler.kernel_places`).
-
-ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
-BOUNDS_FAIL_SYMBOL = "tvms_bounds_fail"  # (message, lowest index, highest index, axis size)
-INDEX_MARK = "\x01"  # replaced by the index (or the range of indices) that fell outside
-SIZE_MARK = "\x02"   # replaced by the size of the axis
-PLACE_MARK = "\x03"  # followed by the number of the check's place in its PrimFunc
-
+# A kernel reports a failed check by calling back into the process (`runtime.kernel_abi`:
+# `ASSERT_FAIL_SYMBOL`, `BOUNDS_FAIL_SYMBOL`), with a message the compiler baked into its
+# machine code; the failure is raised after the call, placed in the kernel's PrimFunc.
 
 class KernelAssertionError(TVMScriptError, RuntimeError):
     """A check inside a kernel failed: a ``T.Assert``/``assert``, a division by zero, an
@@ -117,12 +71,6 @@ class KernelAssertionError(TVMScriptError, RuntimeError):
 class BoundsCheckError(KernelAssertionError, IndexError):
     """A kernel's buffer access fell outside its buffer (`compiler.bounds_check`); the call
     stopped before it read or wrote there. Its span is the access."""
-
-
-def split_place(text: str) -> tuple:
-    """(message, number or None): a kernel's failure message without its place number."""
-    message, mark, number = text.partition(PLACE_MARK)
-    return (message, int(number)) if mark and number.isdigit() else (text, None)
 
 
 # Assertion failures reported by generated code (possibly from a worker thread).
@@ -177,31 +125,6 @@ def raise_pending(kernel: Optional["Kernel"] = None) -> None:
     if kernel is not None:
         kernel.place(error)
     raise error
-
-
-class PlaceTable:
-    """The places a kernel's failures number (`PLACE_MARK`): the spans of its PrimFunc's
-    accesses, in the order `compiler.kernel_places` numbers them. The compiler hands over
-    ``find``, which lists them, and it runs only when a failure is placed; a table pickles as
-    the list (an exported library keeps it)."""
-
-    def __init__(self, find=None, spans: Optional[tuple] = None) -> None:
-        self._find = find
-        self._spans = spans
-
-    def spans(self) -> tuple:
-        if self._spans is None:
-            self._spans = tuple(self._find()) if self._find is not None else ()
-            self._find = None
-        return self._spans
-
-    def span(self, number: Optional[int]):
-        """The span numbered ``number`` (None when there is no such one)."""
-        spans = self.spans()
-        return spans[number] if number is not None and 0 <= number < len(spans) else None
-
-    def __reduce__(self):
-        return (PlaceTable, (None, self.spans()))
 
 
 def place_in(error: KernelAssertionError, places: Optional[PlaceTable]) -> None:

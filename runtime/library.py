@@ -208,7 +208,7 @@ class LibraryModule:
     def __init__(self, path: str, handle: ctypes.CDLL, infos: list) -> None:
         self.path = path
         self._handle = handle
-        self.infos = list(infos)  # runtime.kernel.KernelInfo of each kernel
+        self.infos = list(infos)  # runtime.kernel_abi.KernelInfo of each kernel
         self.kernels: dict = {}
 
     def get_source(self, fmt: str = "llvm") -> str:

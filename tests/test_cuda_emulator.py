@@ -28,7 +28,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import relax, tir
 from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
-from tvmscript.runtime.kernel import ParamSpec
+from tvmscript.runtime.kernel_abi import ParamSpec
 
 from cuda_emulator import (EmulatedModule, EmulationError, bfloat16_bits, bfloat16_to_float32, compare_with_cpu,
                            parse_kernels)
@@ -759,7 +759,7 @@ def _spill_kernel(monkeypatch, threads: int):
     from tvmscript.compiler import nvrtc
     from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
     from tvmscript.runtime import cuda_kernels
-    from tvmscript.runtime.kernel import ParamSpec
+    from tvmscript.runtime.kernel_abi import ParamSpec
 
     driver = EmulatedDriver()
     install_driver(monkeypatch, driver)

@@ -32,7 +32,7 @@ from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, Laun
 from tvmscript.compiler.vm_specs import value_spec
 from tvmscript.runtime import cuda, cuda_dlpack, cuda_kernels
 from tvmscript.runtime.executable import Executable
-from tvmscript.runtime.kernel import ParamSpec
+from tvmscript.runtime.kernel_abi import ParamSpec
 from tvmscript.runtime.value_checks import match_value
 
 from gpu_drivers import FakeDriver, install_driver
