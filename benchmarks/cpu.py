@@ -81,7 +81,7 @@ sys.path.insert(0, ROOT)
 
 import tvmscript as tvms  # noqa: E402
 from _timing import best_of  # noqa: E402
-from tvmscript.compiler.codegen_llvm import host_target  # noqa: E402
+from tvmscript.runtime.host_cpu import host_target  # noqa: E402
 from tvmscript.ir import structural_equal  # noqa: E402
 from tvmscript.runtime import cpu as tvms_cpu  # noqa: E402
 

@@ -145,7 +145,7 @@ def kernel_of(src: str, name: str):
 def nvrtc_rows(mlp) -> list:
     """NVRTC, cold and cached, over the MLP's kernels: needs NVRTC but no GPU."""
     from tvmscript import tir
-    from tvmscript.compiler.build import build_cuda, clear_cuda_cache
+    from tvmscript.compiler.build_cuda import build_cuda, clear_cuda_cache
 
     funcs = {gv.name_hint: f for gv, f in mlp.functions.items() if isinstance(f, tir.PrimFunc)}
     with tempfile.TemporaryDirectory() as cache:

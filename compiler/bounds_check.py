@@ -42,22 +42,20 @@ from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.diagnostics import TVMScriptError
+from tvmscript.runtime.kernel_abi import INDEX_MARK, SIZE_MARK  # where the runtime writes the index and the size
 from tvmscript.ir.tir_visitor import reads_memory, vars_in
 
 from tvmscript.ir.arith.bound import const_int_bound
 from tvmscript.ir.arith.canonical import INT_OPS, Canonical, widen
 from tvmscript.ir.arith.int_set import eval_range
 from .kernel_places import with_place
+from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir import Allocate
-from tvmscript.ir.mutator import IRMutator
-from tvmscript.ir.mutator import substitute
-__all__ = ["instrument_bounds_checks", "bounds_problems", "CHECK_INDEX", "CHECK_RANGE", "INDEX_MARK", "SIZE_MARK"]
+
+__all__ = ["instrument_bounds_checks", "bounds_problems", "CHECK_INDEX", "CHECK_RANGE"]
 
 CHECK_INDEX = "tvms.check_index"  # (index, extent, message) -> index
 CHECK_RANGE = "tvms.check_range"  # (lowest, highest, extent, message), evaluated as a statement
-# Where the runtime writes the index it found and the axis's size into a check's message.
-INDEX_MARK = "\x01"
-SIZE_MARK = "\x02"
 
 
 @dataclasses.dataclass

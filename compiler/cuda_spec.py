@@ -50,7 +50,7 @@ class LaunchSpec:
 
 @dataclass
 class CUDAFunction:
-    """A prim_func compiled for CUDA: its parameters (`runtime.kernel.ParamSpec`, as the CPU
+    """A prim_func compiled for CUDA: its parameters (`runtime.kernel_abi.ParamSpec`, as the CPU
     kernels have), its symbolic variables (values come from the buffer shapes, as on the
     CPU), the global scratch buffers the host allocates for one call (bytes, dimension texts)
     and the launches, run in order on one stream."""

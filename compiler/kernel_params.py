@@ -1,6 +1,6 @@
 """The parameters of generated functions, shared by the CPU and CUDA code generators.
 
-`kernel_signature` is a kernel's ABI as the runtime sees it: a `runtime.kernel.ParamSpec` per
+`kernel_signature` is a kernel's ABI as the runtime sees it: a `runtime.kernel_abi.ParamSpec` per
 parameter (buffer shapes as texts over the symbolic sizes, `dim_text`; whether the kernel
 writes the buffer, `written_data_vars`) and the symbolic shape/stride variables passed after
 them. `collect_free` finds the values an outlined statement takes: a parallel loop's body on
@@ -16,13 +16,13 @@ from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
 from tvmscript.ir.tir import Allocate
+from tvmscript.runtime.kernel_abi import ParamSpec
 
 __all__ = ["kernel_signature", "collect_free", "written_data_vars", "dim_text", "NameOf"]
 
 
 def kernel_signature(name: str, func: tir.PrimFunc):
     """The kernel's ABI: ParamSpecs, symbolic variable list and the Vars behind each argument."""
-    from tvmscript.runtime.kernel import ParamSpec
 
     buffers, scalars = [], []
     for p in func.params:

@@ -8,19 +8,23 @@ file edited above the function, or the same kernel fused for two calls). So a me
 with `PLACE_MARK` and a number instead: the index of the access's (or statement's) span among
 the distinct spans of the PrimFunc's loads and stores, in program order (`numbered_spans`).
 Structurally equal PrimFuncs number their accesses alike, so the runtime finds the place in the
-PrimFunc the executable was built from (`span_numbered`) when an error is raised, and only then.
+PrimFunc the executable was built from when an error is raised, and only then: the build gives
+each kernel the `place_table` of that PrimFunc (`runtime.kernel_abi.PlaceTable`), which lists
+its spans on first use. The marks and the parsing of a message are the runtime's
+(`runtime.kernel_abi.PLACE_MARK`, `split_place`).
 
 An error compiling a kernel is told its place directly (`at_span`): the build reports it there.
 """
 
 from __future__ import annotations
 
+import functools
+
 from tvmscript.ir import tir
+from tvmscript.runtime.kernel_abi import PLACE_MARK, PlaceTable
 from tvmscript.ir.tir_visitor import TIRVisitor
 
-__all__ = ["PLACE_MARK", "numbered_spans", "span_numbered", "with_place", "split_place", "at_span"]
-
-PLACE_MARK = "\x03"
+__all__ = ["numbered_spans", "place_table", "with_place", "at_span"]
 
 
 def _spans_in_order(func: tir.PrimFunc) -> list:
@@ -41,16 +45,16 @@ def _spans_in_order(func: tir.PrimFunc) -> list:
 
 def numbered_spans(func: tir.PrimFunc) -> dict:
     """``{span: number}`` for the spans of ``func``'s loads and stores (before any schedule:
-    the numbers must be those `span_numbered` finds in the PrimFunc the runtime has)."""
+    the numbers must be those `place_table` lists for the PrimFunc the runtime has)."""
     return {span: k for k, span in enumerate(_spans_in_order(func))}
 
 
-def span_numbered(func, number: int):
-    """The span numbered ``number`` in ``func`` (None when there is no such one)."""
-    if not isinstance(func, tir.PrimFunc) or number is None:
-        return None
-    spans = _spans_in_order(func)
-    return spans[number] if 0 <= number < len(spans) else None
+def place_table(func) -> PlaceTable:
+    """The places of ``func`` (the PrimFunc a kernel was built from, as the module being built
+    has it), numbered as its kernel's failures number them; listed when one is placed."""
+    if not isinstance(func, tir.PrimFunc):
+        return PlaceTable(spans=())
+    return PlaceTable(functools.partial(_spans_in_order, func))
 
 
 def with_place(message: str, places: dict | None, span) -> str:
@@ -58,12 +62,6 @@ def with_place(message: str, places: dict | None, span) -> str:
     it has one."""
     number = places.get(span) if places and span is not None else None
     return message if number is None else f"{message}{PLACE_MARK}{number}"
-
-
-def split_place(text: str) -> tuple:
-    """(message, number or None): a kernel's failure message without its place number."""
-    message, mark, number = text.partition(PLACE_MARK)
-    return (message, int(number)) if mark and number.isdigit() else (text, None)
 
 
 def at_span(err: Exception, span) -> Exception:

@@ -37,7 +37,7 @@ import sys
 from functools import lru_cache
 from typing import Optional
 
-from .codegen_llvm import HostTarget, host_target
+from tvmscript.runtime.host_cpu import HostTarget, host_target
 
 __all__ = ["cpu_target", "unrunnable_here", "llvm_cpus", "llvm_features"]
 

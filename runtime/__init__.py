@@ -1,6 +1,11 @@
 """tvmscript.runtime: everything that executes — tensors and devices, the extern function
-registry, JIT-compiled CPU kernels (`cpu.py`, `kernel.py`), the CUDA runtime (`cuda.py`:
-GPU tensors, memory pool and kernels, through pycuda), the executable and the Relax VM.
+registry, compiled CPU kernels loaded into the process (`cpu.py`, `kernel.py`), the CUDA
+runtime (`cuda.py`: GPU tensors and memory pool, through pycuda; `cuda_kernels.py`), the
+executable and the Relax VM.
+
+The runtime sits below the IR and the compiler and imports neither: what it needs of them
+(kernels' signatures and failure places, the VM's program, the annotations it checks values
+against, the text of its error messages) the compiler hands over as data in the `Executable`.
 
 TVM's runtime names are served from here on first use (``tvms.runtime.tensor(x)``,
 ``tvms.runtime.Tensor``, ``tvms.runtime.VirtualMachine``...), so importing the package does not

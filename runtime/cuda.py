@@ -1,5 +1,6 @@
-"""The CUDA runtime, through pycuda: tensors in GPU memory, a caching memory pool, CUBIN kernels
-launched on one stream per device, DLPack exchange with PyTorch and CuPy, and event timing.
+"""The CUDA runtime, through pycuda: the driver, a caching memory pool, one stream per device,
+tensors in GPU memory and event timing. The kernels loaded on a GPU are in `runtime.cuda_kernels`,
+the DLPack exchange with PyTorch and CuPy in `runtime.cuda_dlpack`.
 
 pycuda builds from source against a CUDA toolkit. On a machine without network, from the
 sdist and wheels kept in the repository's git-ignored ``.whl/`` folder (``nvcc`` on PATH tells
@@ -19,9 +20,7 @@ How tvms uses a GPU:
   blocks freed by tensors that die are kept and handed out again, so a VM call in a loop
   allocates nothing from the driver after the first one. `memory_stats` and `empty_cache`
   show and release it.
-* `CUDAKernel` runs a prim_func compiled by `compiler.codegen_cuda`: the launch dimensions of
-  each of its kernels are evaluated from the symbolic variables (once per distinct set of
-  values), and each launch is a prepared pycuda call.
+* Kernels (`runtime.cuda_kernels.CUDAKernel`) are launched on that stream too.
 
 Everything that needs pycuda or a GPU raises `CUDAUnavailableError` (a RuntimeError) saying in
 one line what is missing; `unavailable_reason()` says it without raising.
@@ -31,10 +30,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import functools
 import importlib.util
-import operator
 import re
 import sys
 import threading
@@ -43,13 +40,11 @@ import types
 import numpy as np
 
 from .devices import DEVICE_TYPES, Device, cuda as cuda_device, device as as_device, kDLCPU, kDLCUDA
-from .kernel import bind_scalars, check_arity, eval_dim_text
 from .ndarray import Tensor, _aligned_empty, _dtype_name, _np_dtype, _wrap
 
 __all__ = [
     "CUDAUnavailableError", "unavailable_reason", "device_arch", "runtime", "DeviceRuntime", "MemoryPool",
-    "memory_stats", "empty_cache", "CUDATensor", "tensor_class", "from_dlpack", "as_tensor_on", "load_module",
-    "CUDAModule", "CUDAKernel", "check_arch", "frame_factory",
+    "memory_stats", "empty_cache", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch", "frame_factory",
 ]
 
 PYCUDA_MISSING = 'pycuda is not installed (pip install -e ".[cuda]"; it builds from source against a CUDA toolkit)'
@@ -549,7 +544,9 @@ class CUDATensor(Tensor):
             return self.copyto(self._device).__dlpack__(stream=stream)
         if stream != -1:
             self._runtime.sync()
-        return _export(self)
+        from .cuda_dlpack import export
+
+        return export(self)
 
     to_dlpack = __dlpack__
 
@@ -594,6 +591,8 @@ def as_tensor_on(value, dev: Device, what: str, name: str = "x"):
     elif hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         dev_type, index = value.__dlpack_device__()
         if (dev_type, index) == (kDLCUDA, dev.index):
+            from .cuda_dlpack import from_dlpack
+
             return from_dlpack(value)
         where = ("the CPU" if dev_type == kDLCPU else str(Device(dev_type, index)) if dev_type in DEVICE_TYPES
                  else f"DLPack device ({dev_type}, {index})")
@@ -618,400 +617,6 @@ def frame_factory(layout: list, nbytes: int, dev: Device):
         return tuple(rt.view(block, block.ptr + offset, tuple(shape), dtype) for offset, shape, dtype in layout)
 
     return new_frame
-
-
-# ----------------------------------------------------------------------------- DLPack
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-_DLDeleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DLDeleter)]
-
-
-# dlpack.h's DLDataTypeCode
-_DL_CODES = {"int": 0, "uint": 1, "float": 2, "bfloat": 4}
-_DL_BOOL = 6
-_DL_NAMES = {code: name for name, code in _DL_CODES.items()}
-
-_DLTENSOR = b"dltensor"
-_USED_DLTENSOR = b"used_dltensor"
-
-_pyapi = ctypes.pythonapi
-_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-    ("PyCapsule_New", _pyapi))
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _pyapi))
-_capsule_rename = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", _pyapi))
-# The same two, on a capsule being destroyed (a bare address: it must not be revived).
-_capsule_is_valid_at = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _pyapi))
-_capsule_pointer_at = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _pyapi))
-
-
-def _dl_dtype(dtype: str) -> tuple:
-    if dtype == "bool":
-        return _DL_BOOL, 8
-    m = re.fullmatch(r"(u?int|float|bfloat)(\d+)", dtype)
-    if m is None:
-        raise BufferError(f"__dlpack__: no DLPack type for dtype {dtype!r}")
-    return _DL_CODES[m.group(1)], int(m.group(2))
-
-
-def _dtype_of_dl(t: _DLDataType) -> str:
-    if t.lanes != 1:
-        raise TypeError(f"from_dlpack: vector types ({t.lanes} lanes) are not supported")
-    if t.code == _DL_BOOL:
-        return "bool"
-    if t.code not in _DL_NAMES:
-        raise TypeError(f"from_dlpack: unsupported DLPack type code {t.code}")
-    return f"{_DL_NAMES[t.code]}{t.bits}"
-
-
-# Exported DLManagedTensors by address, with what they point into: kept until their deleter runs.
-_exports: dict = {}
-
-
-@_DLDeleter
-def _delete_export(address) -> None:
-    _exports.pop(address, None)
-
-
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule) -> None:
-    # A consumer renames the capsule "used_dltensor" and calls the deleter itself; a capsule
-    # still named "dltensor" was never consumed, and its tensor is ours to release.
-    if _capsule_is_valid_at(capsule, _DLTENSOR):
-        _exports.pop(_capsule_pointer_at(capsule, _DLTENSOR), None)
-
-
-_CAPSULE_DESTRUCTOR = ctypes.cast(_capsule_destructor, ctypes.c_void_p)
-
-
-def _export(t: CUDATensor):
-    """A "dltensor" capsule over ``t``'s memory; ``t`` stays alive until the consumer's
-    deleter call (or the capsule's destruction, if nobody consumed it)."""
-    managed = _DLManagedTensor()
-    shape = (ctypes.c_int64 * max(len(t._shape), 1))(*t._shape)
-    dl = managed.dl_tensor
-    dl.data = t._ptr
-    dl.device = _DLDevice(kDLCUDA, t._device.index)
-    dl.ndim = len(t._shape)
-    code, bits = _dl_dtype(t._dtype)
-    dl.dtype = _DLDataType(code, bits, 1)
-    dl.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-    dl.strides = None  # compact, row-major
-    dl.byte_offset = 0
-    managed.deleter = _delete_export
-    address = ctypes.addressof(managed)
-    _exports[address] = (managed, shape, t)
-    return _capsule_new(address, _DLTENSOR, _CAPSULE_DESTRUCTOR)
-
-
-class _ForeignMemory:
-    """Memory lent by a DLPack exporter: its deleter runs when the last tensor over it goes,
-    after the work tvms queued on it is done (the exporter may reuse it right away)."""
-
-    __slots__ = ("address", "deleter", "runtime")
-
-    def __init__(self, address: int, deleter) -> None:
-        self.address = address
-        self.deleter = deleter
-        self.runtime = None
-
-    def __del__(self) -> None:
-        try:
-            if self.runtime is not None:
-                self.runtime.sync()
-        finally:
-            if self.deleter:
-                self.deleter(self.address)
-
-
-def _consume(capsule) -> tuple:
-    """Take over a "dltensor" capsule: (owner, data address, shape, dtype, device index)."""
-    try:
-        address = _capsule_pointer(capsule, _DLTENSOR)
-    except ValueError:
-        raise TypeError("from_dlpack: expected an unused \"dltensor\" capsule") from None
-    managed = _DLManagedTensor.from_address(address)
-    _capsule_rename(capsule, _USED_DLTENSOR)
-    owner = _ForeignMemory(address, managed.deleter)
-    dl = managed.dl_tensor
-    if dl.device.device_type != kDLCUDA:
-        raise ValueError(f"from_dlpack: the tensor is on DLPack device type {dl.device.device_type}, not a CUDA GPU")
-    shape = tuple(dl.shape[i] for i in range(dl.ndim))
-    dtype = _dtype_of_dl(dl.dtype)
-    if dl.strides:
-        n = 1
-        for d in reversed(range(dl.ndim)):
-            if shape[d] > 1 and dl.strides[d] != n:
-                raise ValueError("from_dlpack: the tensor is not contiguous; make it so first (.contiguous())")
-            n *= shape[d]
-    return owner, (dl.data or 0) + dl.byte_offset, shape, dtype, dl.device.device_id
-
-
-def from_dlpack(obj) -> CUDATensor:
-    """A tensor sharing the memory of a CUDA DLPack exporter (a PyTorch or CuPy tensor on a
-    GPU), no copy. The exporter's pending work is ordered before tvms's (its ``__dlpack__``
-    gets tvms's stream), and it gets its memory back when the last tvms tensor over it goes."""
-    if isinstance(obj, CUDATensor):
-        return obj
-    dev_type, index = obj.__dlpack_device__()
-    if dev_type != kDLCUDA:
-        raise ValueError(f"from_dlpack: the {_type_name(obj)} is on DLPack device type {dev_type}, not a CUDA GPU")
-    rt = runtime(cuda_device(index))
-    try:
-        capsule = obj.__dlpack__(stream=rt.stream.handle)
-    except TypeError:  # an exporter from before the stream argument
-        capsule = obj.__dlpack__()
-    owner, ptr, shape, dtype, _ = _consume(capsule)
-    owner.runtime = rt
-    return rt.view(owner, ptr, shape, dtype)
-
-
-# ----------------------------------------------------------------------------- kernels
-
-
-def load_module(code, dev) -> "CUDAModule":
-    """Load a `compiler.cuda_spec.CUDACode` onto GPU ``dev``."""
-    return CUDAModule(code, runtime(dev))
-
-
-class CUDAModule:
-    """A `CUDACode` loaded onto one GPU: ``kernels`` maps each prim_func's name to its
-    `CUDAKernel`. CUBIN must suit the GPU (`check_arch`); PTX, when that is all the code has,
-    is compiled by the driver for it."""
-
-    def __init__(self, code, rt: DeviceRuntime) -> None:
-        if code.cubin is not None:
-            check_arch(code.arch, rt.compute_capability, rt.device)
-            image = code.cubin
-        elif code.ptx:
-            image = code.ptx.encode() + b"\0"
-        else:
-            raise ValueError("the CUDA code holds neither CUBIN nor PTX: it was built with kind='source'")
-        rt.activate()
-        try:
-            self.module = module = rt.drv.module_from_buffer(image)
-        except rt.drv.Error as err:
-            raise RuntimeError(f"cannot load the CUDA code ({code.arch}) on {rt.device} ({rt.name}, {rt.arch}): "
-                               f"{_one_line(err)}") from None
-
-        def get_function(symbol: str):
-            try:
-                return module.get_function(symbol)
-            except rt.drv.Error as err:
-                raise RuntimeError(f"the CUDA code has no kernel '{symbol}': {_one_line(err)}") from None
-
-        self.kernels = {name: CUDAKernel(func, get_function, rt) for name, func in code.functions.items()}
-
-
-def _picker(positions: list):
-    """A function taking the flat argument tuple to a kernel's arguments, in its order."""
-    if not positions:
-        return lambda args: ()
-    if len(positions) == 1:
-        i = positions[0]
-        return lambda args: (args[i],)
-    return operator.itemgetter(*positions)
-
-
-def _literal(text):
-    """A dimension text as an int when it is a literal, else the text (evaluated per call)."""
-    if isinstance(text, int):
-        return text
-    s = str(text).strip()
-    return int(s) if re.fullmatch(r"-?\d+", s) else s
-
-
-class _Launch:
-    """One ``__global__`` function of a `CUDAKernel`, prepared: the pycuda function (its
-    argument format given), its launch dimensions (ints where they are literals) and where
-    each of its arguments is in the flat argument tuple."""
-
-    __slots__ = ("symbol", "func", "grid", "block", "shared", "pick", "shared_allowed")
-
-    def __init__(self, spec, func, position) -> None:
-        self.symbol = spec.kernel
-        self.func = func
-        func.prepare("".join(a.ctype for a in spec.args))
-        self.grid = tuple(_literal(t) for t in spec.grid)
-        self.block = tuple(_literal(t) for t in spec.block)
-        self.shared = _literal(spec.dyn_shared_bytes)
-        self.pick = _picker([position(a) for a in spec.args])
-        self.shared_allowed = DEFAULT_DYNAMIC_SHARED_LIMIT
-
-
-class CUDAKernel:
-    """A prim_func compiled for CUDA, loaded on one GPU: its ``__global__`` functions,
-    launched in order on the device's stream.
-
-    Called like a CPU `runtime.kernel.Kernel`, destination-passing style: ``kernel(a, b, out)``
-    with tensors on this GPU (or PyTorch/CuPy GPU tensors, used without a copy) and numbers,
-    checked (count, device, dtype, rank, static dims, symbolic dims binding) before launching.
-    `launch` is the unchecked entry the VM calls, with the flat arguments of the CPU kernels'
-    ABI: buffer data addresses, scalar arguments, symbolic dim values. The launch dimensions
-    and workspace sizes for one set of symbolic values are evaluated once and kept."""
-
-    _MAX_PLANS = 256
-
-    def __init__(self, func, get_function, rt) -> None:
-        self.name = func.name
-        self.params = list(func.params)
-        self.sym_vars = list(func.sym_vars)
-        self.device = rt.device
-        self._rt = rt
-        self._buffer_idx = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
-        self._scalar_idx = [i for i, p in enumerate(self.params) if p.kind != "buffer"]
-        nb, ns = len(self._buffer_idx), len(self._scalar_idx)
-        self._sym_start = nb + ns
-        ws_start = nb + ns + len(self.sym_vars)
-        sym_pos = {name: nb + ns + k for k, name in enumerate(self.sym_vars)}
-
-        def position(arg) -> int:
-            if arg.kind == "buffer":
-                return arg.index
-            if arg.kind == "scalar":
-                return nb + arg.index
-            if arg.kind == "sym" and arg.name in sym_pos:
-                return sym_pos[arg.name]
-            if arg.kind == "workspace":
-                return ws_start + arg.index
-            raise ValueError(f"{self.name}: a kernel argument the runtime cannot supply: {arg}")
-
-        self._launches = [_Launch(spec, get_function(spec.kernel), position) for spec in func.launches]
-        self._workspaces = [_literal(t) for t in func.workspaces]
-        self._plans: dict = {}
-        # Integer scalar parameters the launch dimensions use (a fused kernel may take a
-        # symbolic size as an argument rather than from a buffer shape): (position, name).
-        texts = [t for ln in self._launches for t in (*ln.grid, *ln.block, ln.shared)] + self._workspaces
-        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(t for t in texts if isinstance(t, str))))
-        self._dim_scalars = [(nb + k, self.params[i].name) for k, i in enumerate(self._scalar_idx)
-                             if self.params[i].name in used and self.params[i].name not in sym_pos
-                             and self.params[i].dtype.startswith(("int", "uint"))]
-
-    def __repr__(self) -> str:
-        return f"CUDAKernel({self.name}({', '.join(p.describe() for p in self.params)}) on {self.device})"
-
-    # ---- unchecked
-    def launch(self, *args) -> None:
-        """Launch with buffer data addresses (parameter order), then the scalar arguments,
-        then the values of `sym_vars`: no checks."""
-        rt = self._rt
-        if _thread.runtime is not rt:
-            rt.activate()
-        syms = args[self._sym_start:]
-        if self._dim_scalars:
-            syms += tuple(args[i] for i, _ in self._dim_scalars)
-        plan = self._plans.get(syms)
-        if plan is None:
-            plan = self._plan(syms)
-        steps, workspace_sizes = plan
-        if workspace_sizes:
-            scratch = [rt.pool.malloc(n) for n in workspace_sizes]  # back to the pool on return
-            args += tuple(b.ptr for b in scratch)
-        stream = rt.stream
-        try:
-            for call, grid, block, shared, pick in steps:
-                call(grid, block, stream, *pick(args), shared_size=shared)
-        except Exception as err:
-            raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
-
-    def call_raw(self, pointers, syms=(), scalars=()) -> None:
-        """`launch` with the buffers' addresses, the values of `sym_vars` and the scalar
-        arguments given apart."""
-        self.launch(*pointers, *scalars, *syms)
-
-    def _plan(self, syms: tuple) -> tuple:
-        """The launches for these values of the symbolic variables (then of `_dim_scalars`):
-        (pycuda call, grid, block, shared bytes, argument picker) each, empty grids left out;
-        and the workspace sizes."""
-        env = dict(zip([*self.sym_vars, *(name for _, name in self._dim_scalars)], syms))
-        steps = []
-        for ln in self._launches:
-            grid = tuple(self._dim(d, env, ln, "grid") for d in ln.grid)
-            block = tuple(self._dim(d, env, ln, "block") for d in ln.block)
-            shared = self._dim(ln.shared, env, ln, "dynamic shared memory")
-            if 0 in grid or 0 in block:
-                continue  # nothing to run (a dimension of extent 0)
-            if shared > ln.shared_allowed:
-                ln.func.set_attribute(self._rt.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-                ln.shared_allowed = shared
-            steps.append((ln.func.prepared_async_call, grid, block, shared, ln.pick))
-        sizes = tuple(self._dim(w, env, None, "workspace") for w in self._workspaces)
-        if len(self._plans) >= self._MAX_PLANS:
-            self._plans.clear()
-        plan = self._plans[syms] = (steps, sizes)
-        return plan
-
-    def _dim(self, dim, env: dict, ln, what: str) -> int:
-        value = dim if isinstance(dim, int) else eval_dim_text(dim, env)
-        where = f"kernel '{ln.symbol}'" if ln is not None else "a workspace"
-        if value is None:
-            raise ValueError(f"{self.name}: the {what} size of {where}, {dim!r}, uses a symbol that is not one of "
-                             f"the kernel's symbolic variables ({', '.join(self.sym_vars) or 'none'})")
-        if value < 0:
-            raise ValueError(f"{self.name}: the {what} size of {where}, {dim}, is {value} for "
-                             f"{', '.join(f'{k} = {v}' for k, v in env.items())}")
-        return value
-
-    # ---- checked
-    def __call__(self, *args) -> None:
-        params = self.params
-        check_arity(self.name, params, args)
-        env: dict = {}
-        origin: dict = {}
-        deferred = []
-        tensors = []
-        for i in self._buffer_idx:
-            spec = params[i]
-            label = f"{self.name}: parameter '{spec.name}'"
-            t = as_tensor_on(args[i], self.device, label, spec.name)
-            if t is None:
-                raise TypeError(f"{label} is a buffer ({spec.describe()}); got {_type_name(args[i])}, expected a "
-                                f"tensor on {self.device}")
-            if t._dtype != spec.dtype:
-                raise TypeError(f"{label} expects dtype {spec.dtype}, got {t._dtype}")
-            if len(t._shape) != len(spec.shape):
-                raise ValueError(f"{label} expects a {len(spec.shape)}-d tensor (shape "
-                                 f"({', '.join(map(str, spec.shape))})), got shape {t._shape}")
-            dims = [(f"dimension {d}", want, got) for d, (want, got) in enumerate(zip(spec.shape, t._shape))]
-            if spec.strides is not None:  # the tensor is compact: its strides must be what is declared
-                dims += [(f"stride {d}", want, got) for d, (want, got) in enumerate(zip(spec.strides, t.strides))
-                         if t._shape[d] > 1]
-            for where, want, got in dims:
-                if isinstance(want, int):
-                    if want != got:
-                        raise ValueError(f"{label} expects {where} to be {want}, got {got} (shape {t._shape})")
-                elif not want.isidentifier():
-                    deferred.append((want, got, f"{where} of '{spec.name}'"))
-                elif want not in env:
-                    env[want] = got
-                    origin[want] = f"{where} of '{spec.name}'"
-                elif env[want] != got:
-                    raise ValueError(f"{label}: {where} is {got}, but symbol '{want}' is {env[want]} "
-                                     f"(from {origin[want]})")
-            tensors.append(t)
-        scalars, syms = bind_scalars(self.name, params, self._scalar_idx, self.sym_vars, args, env, origin,
-                                     deferred)
-        self.launch(*(t._ptr for t in tensors), *scalars, *syms)
 
 
 # ----------------------------------------------------------------------------- the module itself

@@ -3,9 +3,11 @@
 It holds the compiled kernels (one per ``T.prim_func``: CPU machine code, or for a ``cuda``
 target the `compiler.cuda_spec.CUDAFunction`s of ``cuda_code``, loaded onto a GPU only when
 something runs there) and, for each Relax function, the Python code the VM runs for it:
-`compiler.build` translates the function once into straight-line Python (validation of the
-arguments, then one line per binding, with the kernels, output shapes and allocations resolved
-at build time), so a call does no IR walking at all. ``ex.as_python()`` shows that code.
+`compiler.vm_codegen` translates the function once into straight-line Python (validation of
+the arguments, then one line per binding, with the kernels, output shapes and allocations
+resolved at build time), so a call does no IR walking at all. ``ex.as_python()`` shows that
+code. Everything the VM reads here is plain data (or code) the compiler made: the runtime
+never looks at the IR (``mod`` is kept for inspection only).
 """
 
 from __future__ import annotations
@@ -16,18 +18,18 @@ from typing import Any
 
 from .devices import Device, cuda, device as as_device, kDLCPU, kDLCUDA
 
-__all__ = ["Executable", "VMFunction", "FuncSig"]
+__all__ = ["Executable", "VMFunction", "FuncSig", "compile_source"]
 
 
 @dataclass(eq=False)
 class FuncSig:
     """What the VM needs to explain a bad call of a Relax function: its name, its parameters
-    (name and struct info), where each symbolic dimension gets its value and the range it
-    must lie in."""
+    (name, and struct info as a `runtime.value_specs` spec), where each symbolic dimension
+    gets its value and the range it must lie in."""
 
     name: str
     param_names: list
-    param_sinfos: list
+    param_specs: list
     # symbolic dim name -> (parameter index, path inside it such as "dimension 0")
     sym_origin: dict = field(default_factory=dict)
     # symbolic dim name -> (lowest, highest) allowed value, None where unbounded: the function's
@@ -38,6 +40,12 @@ class FuncSig:
         return ", ".join(self.param_names)
 
 
+def compile_source(source: str, filename: str):
+    """The code object of a VM function's Python ``source`` (``filename`` names it in
+    tracebacks): the build compiles what it generates, a loaded library what it kept."""
+    return compile(source, filename, "exec")
+
+
 @dataclass(eq=False)
 class VMFunction:
     """A Relax function compiled for the VM.
@@ -45,7 +53,7 @@ class VMFunction:
     ``code`` is a code object that, executed in the VM's globals, defines ``pyname``. The VM
     supplies the names it refers to: ``kernels`` (global name -> kernel name in the
     executable), ``constants`` (global name -> NumPy array, wrapped as tensors once per VM),
-    ``objects`` (global name -> any Python object: signatures, struct infos, kernels' specs)
+    ``objects`` (global name -> any Python object: signatures, value specs, kernels, sites)
     and, when the function has an arena, ``arena`` (list of (byte offset, shape, dtype)) with
     ``arena_bytes`` in total: intermediate tensors that never leave the function live there and
     are reused from call to call. ``sites`` say which binding each line computes, so an error
@@ -78,7 +86,7 @@ class Executable:
         self.kernels = dict(kernels)          # prim_func name -> runtime.kernel.Kernel / cuda_spec.CUDAFunction
         self.functions = dict(functions)      # Relax function name -> VMFunction
         self.cuda_code = cuda_code            # compiler.cuda_spec.CUDACode, for a cuda target
-        self._loaded: dict = {}               # Device -> runtime.cuda.CUDAModule
+        self._loaded: dict = {}               # Device -> runtime.cuda_kernels.CUDAModule
         self._runnable = False                # the CPU kernels' modules said they run here
 
     @property
@@ -100,7 +108,7 @@ class Executable:
         if module is None:
             if self.cuda_code is None:
                 raise ValueError("the executable has CUDA kernels but no CUDA code (cuda_code) to load")
-            from .cuda import load_module
+            from .cuda_kernels import load_module
 
             module = self._loaded[dev] = load_module(self.cuda_code, dev)
         return module.kernels

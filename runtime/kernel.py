@@ -13,7 +13,10 @@ a scalar parameter of that name) and converts scalars; any mismatch raises a `Ty
 validated shapes already).
 
 The machine-code ABI (see `compiler.codegen_llvm`): buffer data pointers in parameter order,
-then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``.
+then the scalar parameters, then one int64 per symbolic variable of ``sym_vars``; the
+parameters' descriptions and the way a kernel reports a failed check are `runtime.kernel_abi`'s.
+A failed check reaches the callbacks defined here, and is raised after the call as a
+`KernelAssertionError` or `BoundsCheckError`.
 """
 
 from __future__ import annotations
@@ -22,39 +25,15 @@ import ast
 import copy
 import ctypes
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 
 from tvmscript.diagnostics import TVMScriptError
 
-__all__ = ["ParamSpec", "Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError"]
+from .kernel_abi import INDEX_MARK, SIZE_MARK, ParamSpec, PlaceTable, split_place
 
-Dim = Union[int, str]
-
-
-@dataclass
-class ParamSpec:
-    """One kernel parameter. ``kind`` is ``"buffer"`` or ``"scalar"``; for buffers ``shape``
-    holds ints and symbol names (or, rarely, an expression over them such as ``"(n * 2)"``),
-    ``strides`` the declared strides in elements (None: C-contiguous), ``written`` whether the
-    kernel stores into it."""
-
-    kind: str
-    name: str
-    dtype: str
-    shape: list = field(default_factory=list)
-    strides: Optional[list] = None
-    written: bool = False
-    buffer_name: Optional[str] = None
-
-    def describe(self) -> str:
-        if self.kind == "scalar":
-            return f"{self.name}: {self.dtype}"
-        dims = ", ".join(str(d) for d in self.shape)
-        return f"{self.name}: Buffer(({dims}), {self.dtype})"
-
+__all__ = ["Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError", "raise_pending", "pending_failures"]
 
 _CTYPES = {
     "bool": ctypes.c_uint8,
@@ -72,6 +51,12 @@ def ctype_of(dtype: str):
     except KeyError:
         raise TypeError(f"no C type for dtype '{dtype}'") from None
 
+
+# ----------------------------------------------------------------------------- failed checks
+#
+# A kernel reports a failed check by calling back into the process (`runtime.kernel_abi`:
+# `ASSERT_FAIL_SYMBOL`, `BOUNDS_FAIL_SYMBOL`), with a message the compiler baked into its
+# machine code; the failure is raised after the call, placed in the kernel's PrimFunc.
 
 class KernelAssertionError(TVMScriptError, RuntimeError):
     """A check inside a kernel failed: a ``T.Assert``/``assert``, a division by zero, an
@@ -94,8 +79,6 @@ _errors: list = []
 
 
 def _failure(cls, text: str) -> KernelAssertionError:
-    from tvmscript.compiler.kernel_places import split_place
-
     message, place = split_place(text)
     return cls(message, place=place)
 
@@ -109,8 +92,6 @@ def _assert_fail(msg):
 
 @ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 def _bounds_fail(msg, lowest, highest, size):
-    from tvmscript.compiler.bounds_check import INDEX_MARK, SIZE_MARK
-
     text = msg.decode("utf-8", "replace") if msg else "out-of-bounds access"
     found = f"index {lowest} is" if lowest == highest else f"indices {lowest} to {highest} reach"
     error = _failure(BoundsCheckError, text.replace(INDEX_MARK, found).replace(SIZE_MARK, str(size)))
@@ -128,8 +109,14 @@ def assert_callback_address() -> int:
     return ctypes.cast(_assert_fail, ctypes.c_void_p).value
 
 
-def _raise_pending(kernel: Optional["Kernel"] = None) -> None:
-    """Raise the first failure a kernel reported (placed in ``kernel``'s source, when given)."""
+def pending_failures() -> list:
+    """The failures kernels reported and nobody raised yet: the VM's generated code tests this
+    list after each kernel call (`raise_pending` raises the first)."""
+    return _errors
+
+
+def raise_pending(kernel: Optional["Kernel"] = None) -> None:
+    """Raise the first failure a kernel reported (placed by ``kernel``, when given)."""
     with _errors_lock:
         if not _errors:
             return
@@ -140,13 +127,11 @@ def _raise_pending(kernel: Optional["Kernel"] = None) -> None:
     raise error
 
 
-def place_in(error: KernelAssertionError, source) -> None:
-    """Give ``error`` the span its place number has in ``source`` (the PrimFunc its kernel
-    was compiled from), if it has none yet."""
-    if error.span is None and error.place is not None and source is not None:
-        from tvmscript.compiler.kernel_places import span_numbered
-
-        error.span = span_numbered(source, error.place)
+def place_in(error: KernelAssertionError, places: Optional[PlaceTable]) -> None:
+    """Give ``error`` the span its place number has in ``places`` (those of the PrimFunc its
+    kernel was compiled from), if it has none yet."""
+    if error.span is None and error.place is not None and places is not None:
+        error.span = places.span(error.place)
 
 
 def eval_dim_text(text: str, env: dict) -> Optional[int]:
@@ -293,18 +278,18 @@ class Kernel:
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self._np_dtypes = {i: np.dtype(self.params[i].dtype) for i in self._buffer_idx}
         self._scalar_names = {self.params[i].name: i for i in self._scalar_idx}
-        self.source = None  # the PrimFunc it was compiled from, where its failures are placed
+        self.places: Optional[PlaceTable] = None  # where its failures are (`compiled_from`)
 
-    def compiled_from(self, source) -> "Kernel":
-        """This kernel (sharing its machine code) with ``source``, the PrimFunc of the module
-        being built, as the place of its failures: the machine code may come from the build
-        cache, compiled from an equal PrimFunc elsewhere in the file, or in another file."""
+    def compiled_from(self, places: PlaceTable) -> "Kernel":
+        """This kernel (sharing its machine code) with ``places``, those of the PrimFunc of the
+        module being built, as the places of its failures: the machine code may come from the
+        build cache, compiled from an equal PrimFunc elsewhere in the file, or in another file."""
         kernel = copy.copy(self)
-        kernel.source = source
+        kernel.places = places
         return kernel
 
     def place(self, error: KernelAssertionError) -> None:
-        place_in(error, self.source)
+        place_in(error, self.places)
 
     @property
     def module(self):
@@ -379,7 +364,7 @@ class Kernel:
                                      deferred)
         self.cfunc(*pointers, *scalars, *syms)
         if _errors:
-            _raise_pending(self)
+            raise_pending(self)
         del arrays
 
     def call_raw(self, pointers, syms=(), scalars=()) -> None:
@@ -387,4 +372,4 @@ class Kernel:
         parameter order, ``scalars`` the scalar arguments, ``syms`` the values of `sym_vars`."""
         self.cfunc(*pointers, *scalars, *syms)
         if _errors:
-            _raise_pending(self)
+            raise_pending(self)

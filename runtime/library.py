@@ -13,11 +13,12 @@ features, with no parsing, no pipeline, no schedule and no LLVM::
 What the library holds:
 
 * the kernels' machine code: the very object code the JIT loaded (`runtime.cpu.CPUModule.
-  object_code`; position-independent, see `codegen_llvm.HostTarget.target_machine`);
+  object_code`; position-independent, see `runtime.host_cpu.HostTarget.target_machine`);
 * the VM's program, in a read-only data section between the symbols
   ``tvms_library_program`` and ``tvms_library_program_end``: a pickle of each Relax
   function's Python code and what it refers to (signatures, constants, the kernels by name),
-  the lowered module, and the host the code was built for;
+  the places of the kernels' failures, the lowered module (to inspect: the loader does not
+  need it), and the host the code was built for;
 * two small C functions, ``tvms_assert_fail`` and ``tvms_bounds_fail``, that forward a failed
   check to the function pointers ``load_module`` sets: in the JIT those symbols are Python
   callbacks LLVM resolves, which a library loaded by the dynamic linker cannot see.
@@ -38,9 +39,11 @@ import subprocess
 import tempfile
 from typing import Optional
 
+from . import host_cpu
+
 __all__ = ["export_library", "load_module", "LibraryError", "LibraryModule"]
 
-PROGRAM_FORMAT = "tvms-library-1"
+PROGRAM_FORMAT = "tvms-library-2"
 _PROGRAM_START = "tvms_library_program"
 _PROGRAM_END = "tvms_library_program_end"
 
@@ -156,20 +159,19 @@ def _program_bytes(ex, owners: list) -> bytes:
     """The program: a plain pickle of the header and the kernels' descriptions, holding the
     pickle of the functions and the lowered module (whose kernel references the loader can
     resolve only once the kernels are bound)."""
-    from tvmscript.compiler.codegen_llvm import host_target
-
     from .kernel import Kernel
 
     kernels = {info.name: info for m in owners for info in m.infos}
     functions = {name: _function_state(f) for name, f in ex.functions.items()}
+    places = {name: k.places for name, k in ex.kernels.items() if k.places is not None}
     try:
-        body = _pickled({"functions": functions, "mod": ex.mod}, Kernel)
+        body = _pickled({"functions": functions, "places": places, "mod": ex.mod}, Kernel)
     except (pickle.PicklingError, TypeError, AttributeError):
         try:  # the lowered module is there to be inspected: the program runs without it
-            body = _pickled({"functions": functions, "mod": None}, Kernel)
+            body = _pickled({"functions": functions, "places": places, "mod": None}, Kernel)
         except (pickle.PicklingError, TypeError, AttributeError) as err:
             raise LibraryError(f"the executable's VM program cannot be saved: {err}") from None
-    built_for = {m.target for m in owners} or {host_target()}
+    built_for = {m.target for m in owners} or {host_cpu.host_target()}
     if len(built_for) > 1:
         raise LibraryError("the executable's kernels were compiled for different CPUs: "
                            f"{', '.join(sorted(t.cpu for t in built_for))}")
@@ -206,7 +208,7 @@ class LibraryModule:
     def __init__(self, path: str, handle: ctypes.CDLL, infos: list) -> None:
         self.path = path
         self._handle = handle
-        self.infos = list(infos)  # codegen_llvm.KernelInfo of each kernel
+        self.infos = list(infos)  # runtime.kernel_abi.KernelInfo of each kernel
         self.kernels: dict = {}
 
     def get_source(self, fmt: str = "llvm") -> str:
@@ -230,12 +232,9 @@ class _ProgramUnpickler(pickle.Unpickler):
 
 def load_module(path: str):
     """The `Executable` saved in the shared library ``path`` by ``export_library``."""
-    from tvmscript.compiler.build import compile_source
-    from tvmscript.compiler.codegen_llvm import host_target
-
     from . import kernel as kernel_mod
     from .cpu import bind_kernels, parallel_runtime
-    from .executable import Executable, VMFunction
+    from .executable import Executable, VMFunction, compile_source
 
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
@@ -246,7 +245,7 @@ def load_module(path: str):
     except OSError as err:
         raise LibraryError(f"cannot load {path}: {err}") from None
     program = _read_program(handle, path)
-    _check_host(program["host"], host_target(), path)
+    _check_host(program["host"], host_cpu.host_target(), path)
     if "gomp" in program["parallel"] and runtime != "gomp":
         raise LibraryError(f"{path} runs parallel loops on libgomp, which this process cannot load")
     # The kernels' check callbacks (the glue's forwarding functions call through these).
@@ -272,10 +271,10 @@ def load_module(path: str):
         state = dict(state)
         state["code"] = compile_source(state["source"], f"<tvms {os.path.basename(path)}:{name}>")
         functions[name] = VMFunction(**state)
-    mod = body["mod"]
-    kernels = {name: k.compiled_from(mod[name]) if mod is not None and name in mod else k  # places its failures
+    places = body["places"]
+    kernels = {name: k.compiled_from(places[name]) if name in places else k  # places its failures
                for name, k in holder.kernels.items()}
-    return Executable(mod, program["target"], kernels, functions)
+    return Executable(body["mod"], program["target"], kernels, functions)
 
 
 def _read_program(handle, path: str) -> dict:

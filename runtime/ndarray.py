@@ -231,7 +231,9 @@ def _gpu_tensor(arr):
         return arr if arr._device.device_type == kDLCUDA else None
     if hasattr(arr, "__dlpack_device__") and not isinstance(arr, np.ndarray):
         if arr.__dlpack_device__()[0] == kDLCUDA:
-            return _cuda().from_dlpack(arr)
+            from .cuda_dlpack import from_dlpack
+
+            return from_dlpack(arr)
     return None
 
 

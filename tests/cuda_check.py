@@ -8,7 +8,7 @@ schedules, prints it as CUDA C and compiles that with NVRTC for each architectur
 from __future__ import annotations
 
 from tvmscript import tir
-from tvmscript.compiler.build import build_cuda
+from tvmscript.compiler.build_cuda import build_cuda
 
 ARCHS = ("sm_80", "sm_90")
 

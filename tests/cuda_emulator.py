@@ -714,8 +714,8 @@ def compare_with_cpu(prim_funcs: dict, *, code=None, target: str = "cuda", sym_v
     included, so an output element the GPU code never writes shows up as a mismatch.
     ``given``: prim_func name -> {parameter name: argument} for inputs that must not be random
     (indices)."""
-    from tvmscript.compiler.build import build_cuda
-    from tvmscript.runtime.cpu import build_cpu
+    from tvmscript.compiler.build_cuda import build_cuda
+    from tvmscript.compiler.build_cpu import build_cpu
 
     if code is None:
         code = build_cuda(dict(prim_funcs), target, kind="source")

@@ -19,7 +19,7 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import IRModule, structural_equal
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 
 from schedule_cases import COMPUTE_LOCATION_DIR
 

@@ -214,7 +214,7 @@ def initial_output(case: Case, rng):
 def run(case: Case, inputs: list, out0, schedule: bool):
     """The kernel's output, built scheduled or not (cached builds are keyed by the thread count
     the schedule fits its tiles to)."""
-    from tvmscript.runtime.cpu import build_cpu
+    from tvmscript.compiler.build_cpu import build_cpu
 
     kernel = build_cpu({"kernel": case.func}, schedule=schedule)["kernel"]
     out = out0.copy()

@@ -119,7 +119,7 @@ assert tvms is tvmscript
 import tvms.relax.frontend.onnx as a, tvmscript.relax.frontend.onnx as b
 assert a is b
 from tvms.compiler import build
-from tvmscript.compiler.build import build_cuda
+from tvmscript.compiler.build_cuda import build_cuda
 assert build.build_cuda is build_cuda
 import tvms.runtime.vm
 assert tvms.runtime.vm is sys.modules["tvmscript.runtime.vm"]

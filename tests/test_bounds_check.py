@@ -161,7 +161,7 @@ def test_a_failing_check_in_a_parallel_loop_raises_once_and_the_process_lives():
 
 
 def test_bounds_check_false_compiles_without_checks():
-    from tvmscript.runtime.cpu import build_cpu
+    from tvmscript.compiler.build_cpu import build_cpu
 
     mod = tvms.parse(SYMBOLIC.format(extent="n + 1"))
     assert "tvms_bounds_fail" in build_cpu(mod).get_source("llvm")

@@ -19,7 +19,8 @@ from tvmscript import tir
 from tvmscript.compiler.lower_tir import lower
 from tvmscript.ir.tir import Allocate
 from tvmscript.runtime import cpu
-from tvmscript.runtime.cpu import build_cpu, structural_hash
+from tvmscript.compiler.build_cpu import build_cpu
+from tvmscript.ir.structural import structural_hash
 from tvmscript.runtime.kernel import Kernel, KernelAssertionError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -941,7 +942,8 @@ OPTIMIZE_AND_RUN = """
 import ctypes, json, sys
 import numpy as np
 import llvmlite.binding as llvm
-from tvmscript.compiler.codegen_llvm import host_target, optimize
+from tvmscript.compiler.codegen_llvm import optimize
+from tvmscript.runtime.host_cpu import host_target
 target = host_target()
 machine = target.target_machine(3)
 module = llvm.parse_assembly(sys.stdin.read())

@@ -13,7 +13,7 @@ from terminal import run_on_terminal
 
 import tvmscript as tvms
 from tvmscript.compiler import progress
-from tvmscript.runtime import cpu
+from tvmscript.compiler.build_cpu import clear_cache
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MLP = ROOT / "samples" / "mlp.tvms"
@@ -21,7 +21,7 @@ MLP = ROOT / "samples" / "mlp.tvms"
 
 def test_the_compiler_reports_its_stages_in_order():
     seen = []
-    cpu.clear_cache()
+    clear_cache()
     with progress.listen(lambda stage, done, total: seen.append((stage, done, total))):
         mod = tvms.relax.get_pipeline("zero")(tvms.parse(MLP.read_text()))
         tvms.compile(mod, target="llvm", bounds_check=False)

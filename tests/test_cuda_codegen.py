@@ -17,7 +17,8 @@ import pytest
 import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler import nvrtc
-from tvmscript.compiler.build import BuildError, build_cuda
+from tvmscript.compiler.build import BuildError
+from tvmscript.compiler.build_cuda import build_cuda
 
 from cuda_check import ARCHS, assert_compiles_for_cuda, prim_funcs_of
 
@@ -431,16 +432,16 @@ def test_whole_builds_are_cached_in_memory_and_on_disk(monkeypatch):
     """A rebuild of the same functions skips the schedules, the code generator and NVRTC: in
     this process from memory, in the next from the disk cache; another architecture, kind or
     function is a build of its own."""
-    from tvmscript.compiler import build
+    import tvmscript.compiler.build_cuda as cuda_build
 
     funcs = prim_funcs_of(tvms.parse(MATMUL))
     first = build_cuda(funcs, "cuda -arch=sm_90")
     assert build_cuda(funcs, "cuda -arch=sm_90") is first
     assert list(Path(tvms.cache.root(), "cuda-builds").iterdir())
-    build.clear_cuda_cache()                       # a new process, as far as memory goes
+    cuda_build.clear_cuda_cache()                  # a new process, as far as memory goes
     made = []
-    real = build._build_cuda
-    monkeypatch.setattr(build, "_build_cuda", lambda *a: made.append(a[2:]) or real(*a))
+    real = cuda_build._build_cuda
+    monkeypatch.setattr(cuda_build, "_build_cuda", lambda *a: made.append(a[2:]) or real(*a))
     again = build_cuda(funcs, "cuda -arch=sm_90")
     assert made == [] and again is not first
     assert (again.source, again.cubin, again.arch) == (first.source, first.cubin, first.arch)

@@ -28,7 +28,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import relax, tir
 from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
-from tvmscript.runtime.kernel import ParamSpec
+from tvmscript.runtime.kernel_abi import ParamSpec
 
 from cuda_emulator import (EmulatedModule, EmulationError, bfloat16_bits, bfloat16_to_float32, compare_with_cpu,
                            parse_kernels)
@@ -758,8 +758,8 @@ def _spill_kernel(monkeypatch, threads: int):
     from gpu_drivers import EmulatedDriver, install_driver
     from tvmscript.compiler import nvrtc
     from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
-    from tvmscript.runtime import cuda
-    from tvmscript.runtime.kernel import ParamSpec
+    from tvmscript.runtime import cuda_kernels
+    from tvmscript.runtime.kernel_abi import ParamSpec
 
     driver = EmulatedDriver()
     install_driver(monkeypatch, driver)
@@ -769,7 +769,7 @@ def _spill_kernel(monkeypatch, threads: int):
     func = CUDAFunction("spill", [ParamSpec("buffer", "out", "float32", ["n"], written=True)], ["n"], [], [launch])
     code = CUDACode(src, {"spill": func}, "sm_90", cubin=nvrtc.compile_cuda(src, "sm_90").binary)
     driver.sources[code.cubin] = src       # built by hand, not by build_cuda
-    return cuda.load_module(code, tvms.cuda()).kernels["spill"]
+    return cuda_kernels.load_module(code, tvms.cuda()).kernels["spill"]
 
 
 def test_the_emulated_gpu_runs_the_kernels_the_runtime_launches(monkeypatch):
@@ -790,9 +790,9 @@ def test_the_emulated_gpu_reports_a_write_outside_device_memory(monkeypatch):
 def test_the_emulated_gpu_refuses_an_image_it_has_no_source_for(monkeypatch):
     from gpu_drivers import EmulatedDriver, install_driver
     from tvmscript.compiler.cuda_spec import CUDACode
-    from tvmscript.runtime import cuda
+    from tvmscript.runtime import cuda_kernels
 
     install_driver(monkeypatch, EmulatedDriver())
     code = CUDACode("", {}, "sm_90", cubin=b"\x7fELF compiled elsewhere")
     with pytest.raises(RuntimeError, match="no CUDA source for this image"):
-        cuda.load_module(code, tvms.cuda())
+        cuda_kernels.load_module(code, tvms.cuda())

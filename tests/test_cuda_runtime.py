@@ -29,9 +29,11 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
-from tvmscript.runtime import cuda
+from tvmscript.compiler.vm_specs import value_spec
+from tvmscript.runtime import cuda, cuda_dlpack, cuda_kernels
 from tvmscript.runtime.executable import Executable
-from tvmscript.runtime.kernel import ParamSpec
+from tvmscript.runtime.kernel_abi import ParamSpec
+from tvmscript.runtime.value_checks import match_value
 
 from gpu_drivers import FakeDriver, install_driver
 
@@ -221,8 +223,8 @@ def test_a_cpu_vm_refuses_gpu_tensors():
                                         r"cuda:0 \(copy it with x.copyto\(tvms.cpu\(\)\)\)"):
         vm["main"](fake_tensor((3, 4)))
     with pytest.raises(TypeError, match=r"main\(\) argument 'x'\[0\]: expected a tensor on the CPU"):
-        tvms.runtime.vm.match_value((fake_tensor((3,)),), tvms.relax.TupleStructInfo(
-            [tvms.relax.TensorStructInfo([3], "float32")]), {}, "main() argument 'x'")
+        match_value((fake_tensor((3,)),), value_spec(tvms.relax.TupleStructInfo(
+            [tvms.relax.TensorStructInfo([3], "float32")])), {}, "main() argument 'x'")
 
 
 def test_tensor_classes_are_per_device():
@@ -371,7 +373,7 @@ SOFTMAX = CUDAFunction(
 
 def softmax_kernel(calls, log=None):
     rt = fake_runtime(log)
-    return cuda.CUDAKernel(SOFTMAX, lambda symbol: RecordingFunction(symbol, calls), rt), rt
+    return cuda_kernels.CUDAKernel(SOFTMAX, lambda symbol: RecordingFunction(symbol, calls), rt), rt
 
 
 def test_launch_arguments_and_dimensions_come_from_the_specs():
@@ -407,7 +409,7 @@ def test_static_dimensions_are_ints_from_the_start():
 def test_a_dimension_over_an_unknown_symbol_is_an_error():
     launch = LaunchSpec("f_kernel", ("m", "1", "1"), ("4", "1", "1"), "0", [KernelArg("buffer", "P", index=0)])
     bad = CUDAFunction("f", [ParamSpec("buffer", "A", "float32", [4])], [], [], [launch])
-    k = cuda.CUDAKernel(bad, lambda s: RecordingFunction(s, []), fake_runtime())
+    k = cuda_kernels.CUDAKernel(bad, lambda s: RecordingFunction(s, []), fake_runtime())
     with pytest.raises(ValueError, match=r"f: the grid size of kernel 'f_kernel', 'm', uses a symbol that is not one"):
         k.launch(0xA000)
 
@@ -420,7 +422,7 @@ def test_a_dimension_over_an_integer_scalar_parameter():
     func = CUDAFunction("f", [ParamSpec("buffer", "A", "float32", [1, 16, 16]), ParamSpec("scalar", "s", "int64")],
                         [], [], [launch])
     calls = []
-    k = cuda.CUDAKernel(func, lambda sym: RecordingFunction(sym, calls), fake_runtime())
+    k = cuda_kernels.CUDAKernel(func, lambda sym: RecordingFunction(sym, calls), fake_runtime())
     k.launch(0xA000, 12)
     k.launch(0xA000, 16)
     k.launch(0xA000, 12)
@@ -435,7 +437,7 @@ def test_a_failing_launch_names_the_kernel():
         def prepared_async_call(self, *args, **kwargs):
             raise RuntimeError("cuLaunchKernel failed: too many resources requested for launch")
 
-    k = cuda.CUDAKernel(SOFTMAX, lambda s: Failing(s, []), fake_runtime())
+    k = cuda_kernels.CUDAKernel(SOFTMAX, lambda s: Failing(s, []), fake_runtime())
     with pytest.raises(RuntimeError, match="softmax: launching a kernel on cuda:0 failed: cuLaunchKernel failed: too"):
         k.launch(1, 2, 0.5, 4)
 
@@ -470,28 +472,28 @@ def test_calling_a_kernel_checks_its_arguments():
 
 def test_dlpack_capsules_round_trip_and_release():
     t = fake_tensor((2, 3), "bfloat16", ptr=0xC000)
-    capsule = cuda._export(t)
-    assert len(cuda._exports) == 1
-    owner, ptr, shape, dtype, index = cuda._consume(capsule)
+    capsule = cuda_dlpack.export(t)
+    assert len(cuda_dlpack._exports) == 1
+    owner, ptr, shape, dtype, index = cuda_dlpack._consume(capsule)
     assert (ptr, shape, dtype, index) == (0xC000, (2, 3), "bfloat16", 0)
     with pytest.raises(TypeError, match="unused \"dltensor\" capsule"):
-        cuda._consume(capsule)             # renamed "used_dltensor": consumed once only
+        cuda_dlpack._consume(capsule)             # renamed "used_dltensor": consumed once only
     del capsule
-    assert len(cuda._exports) == 1         # the consumer owns it now ...
+    assert len(cuda_dlpack._exports) == 1         # the consumer owns it now ...
     del owner
     gc.collect()
-    assert cuda._exports == {}             # ... and its deleter released the tensor
-    capsule = cuda._export(fake_tensor((), "bool"))
-    assert len(cuda._exports) == 1
+    assert cuda_dlpack._exports == {}             # ... and its deleter released the tensor
+    capsule = cuda_dlpack.export(fake_tensor((), "bool"))
+    assert len(cuda_dlpack._exports) == 1
     del capsule                            # never consumed: the capsule's destructor releases it
     gc.collect()
-    assert cuda._exports == {}
+    assert cuda_dlpack._exports == {}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "uint64", "bool"])
 def test_dlpack_dtypes(dtype):
-    code, bits = cuda._dl_dtype(dtype)
-    assert cuda._dtype_of_dl(cuda._DLDataType(code, bits, 1)) == dtype
+    code, bits = cuda_dlpack._dl_dtype(dtype)
+    assert cuda_dlpack._dtype_of_dl(cuda_dlpack._DLDataType(code, bits, 1)) == dtype
 
 
 # ----------------------------------------------------------------------------- on a fake GPU
@@ -585,7 +587,7 @@ def test_fake_gpu_vm(fake_gpu):
     constants = [v for v in vm._globals.values() if isinstance(v, cuda.CUDATensor)]
     assert len(constants) == 2 and all(c.device == dev for c in constants)
     # Kernels: vm[...] and ex[...] are loaded kernels; a checked call works too.
-    assert isinstance(vm["scale_add"], cuda.CUDAKernel) and isinstance(ex["scale_add"], cuda.CUDAKernel)
+    assert isinstance(vm["scale_add"], cuda_kernels.CUDAKernel) and isinstance(ex["scale_add"], cuda_kernels.CUDAKernel)
     c = tvms.nd.empty((3, 4), "float32", dev)
     ex["scale_add"](tvms.nd.array(x, dev), tvms.nd.array(np.zeros(4, "float32"), dev), c)
     np.testing.assert_array_equal(c.numpy(), 2 * x)
@@ -640,7 +642,7 @@ def test_fake_gpu_vm_takes_dlpack_tensors_on_its_gpu_without_a_copy(fake_gpu):
     assert tvms.runtime.from_dlpack(owner) is owner
     del wrapped, owner
     gc.collect()
-    assert cuda._exports == {}
+    assert cuda_dlpack._exports == {}
 
 
 def test_fake_gpu_arch_mismatch(driver_state):

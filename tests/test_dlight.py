@@ -290,7 +290,7 @@ def test_op_table_covers_the_library():
     for fn, _, _ in OPS.values():
         covered.add(fn.__name__)
     covered.add("null_value")  # no kernel: the VM makes the value itself
-    # Never legalized (as in TVM): the VM runs them itself (compiler/build.py: _HOST_OPS).
+    # Never legalized (as in TVM): the VM runs them itself (compiler/vm_codegen.py: _HOST_OPS).
     covered.update(("shape_of", "shape_to_tensor", "sort", "argsort", "topk"))
     covered.update(("nonzero", "unique"))  # TVM's runtime functions (R.call_pure_packed), no kernel
     covered.add("dynamic_strided_slice")  # sliced on the host by the VM (_HOST_OPS)

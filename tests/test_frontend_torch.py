@@ -363,7 +363,7 @@ def test_gpt_symbolic_length_is_named_as_the_dim(gpt):
 
 
 def test_gpt_length_outside_the_dims_range_is_a_clear_error(gpt):
-    from tvmscript.runtime.vm import SizeOutOfRangeError
+    from tvmscript.runtime.vm_helpers import SizeOutOfRangeError
 
     _, _, _, compiled = gpt
     with pytest.raises(SizeOutOfRangeError, match=r"size 'seq' is 16 \(from argument 'idx', dimension 1\), "

@@ -1,4 +1,4 @@
-"""The CPU kernels' disk cache (runtime/cpu.py, tvmscript/cache.py): a second process building
+"""The CPU kernels' disk cache (compiler/build_cpu.py, tvmscript/cache.py): a second process building
 the same kernels loads their machine code instead of compiling; the folder is private, an
 entry is used only if whole and built from structurally equal functions with this compiler."""
 
@@ -15,8 +15,8 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript import tir
-from tvmscript.compiler import codegen_llvm
-from tvmscript.runtime import cpu
+from tvmscript.compiler import build_cache, codegen_llvm
+from tvmscript.compiler import build_cpu as cpu
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -144,16 +144,16 @@ def test_the_fingerprint_follows_the_compiler_sources():
     """An edited compiler never reuses machine code the old one made."""
     path = pathlib.Path(codegen_llvm.__file__)
     before = os.stat(path)
-    cpu.compiler_fingerprint.cache_clear()
-    old = cpu.compiler_fingerprint()
+    build_cache.compiler_fingerprint.cache_clear()
+    old = build_cache.compiler_fingerprint()
     try:
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        cpu.compiler_fingerprint.cache_clear()
-        assert cpu.compiler_fingerprint() != old
+        build_cache.compiler_fingerprint.cache_clear()
+        assert build_cache.compiler_fingerprint() != old
     finally:
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-        cpu.compiler_fingerprint.cache_clear()
-    assert cpu.compiler_fingerprint() == old
+        build_cache.compiler_fingerprint.cache_clear()
+    assert build_cache.compiler_fingerprint() == old
 
 
 def test_a_second_process_skips_llvm(cache_dir):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
+from tvmscript.compiler import build_cpu
 from tvmscript.runtime import cpu
 from tvmscript.runtime.kernel import BoundsCheckError, KernelAssertionError
 from tvmscript.runtime.library import LibraryError
@@ -102,7 +103,7 @@ def test_loading_compiles_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(llvm, "create_mcjit_compiler", refuse)
     monkeypatch.setattr(llvm, "parse_assembly", refuse)
-    monkeypatch.setattr(cpu, "_build", refuse)
+    monkeypatch.setattr(build_cpu, "_build", refuse)
     loaded = tvms.runtime.load_module(path)
     assert loaded.kernels
 
@@ -169,14 +170,13 @@ def test_what_is_not_a_tvms_library_is_refused(tmp_path):
 
 
 def test_a_library_for_a_cpu_with_more_features_is_refused(tmp_path, monkeypatch):
-    from tvmscript.compiler import codegen_llvm
-    from tvmscript.runtime import library
+    from tvmscript.runtime import host_cpu, library
 
     path = tvms.compile(_mlp(), target="llvm").export_library(tmp_path / "mlp.so")
-    host = codegen_llvm.host_target()
-    lesser = codegen_llvm.HostTarget(host.triple, "generic", ",".join(
+    host = host_cpu.host_target()
+    lesser = host_cpu.HostTarget(host.triple, "generic", ",".join(
         f for f in host.features.split(",") if f not in ("+avx2", "+sse2")))
-    monkeypatch.setattr(codegen_llvm, "host_target", lambda: lesser)
+    monkeypatch.setattr(host_cpu, "host_target", lambda: lesser)
     with pytest.raises(LibraryError, match=r"\+(avx2|sse2)"):
         library.load_module(path)
 

@@ -13,7 +13,7 @@ from tvmscript import tir
 from tvmscript.compiler import lower_tir as lt
 from tvmscript.ir.tir import Allocate
 from tvmscript.compiler.schedule_cpu import default_schedule, tile_bytes
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")

@@ -18,7 +18,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript.compiler.codegen_llvm import cost
 from tvmscript.runtime import cpu
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RNG = np.random.default_rng(0)
@@ -158,7 +158,8 @@ def run_python(code: str, env_changes: dict) -> dict:
 THREADS_CODE = f'''
 import json, os, numpy as np
 import tvmscript as tvms
-from tvmscript.runtime.cpu import build_cpu, parallel_runtime
+from tvmscript.compiler.build_cpu import build_cpu
+from tvmscript.runtime.cpu import parallel_runtime
 
 def threads():
     return len(os.listdir("/proc/self/task"))

@@ -75,7 +75,7 @@ def test_print_and_assert_run_in_the_vm(capsys):
     np.testing.assert_array_equal(out.numpy(), x * x)
     lines = capsys.readouterr().out.splitlines()
     assert lines == [f"values {x} and 7", "done"]
-    from tvmscript.runtime.vm import VMAssertionError
+    from tvmscript.runtime.vm_helpers import VMAssertionError
 
     with pytest.raises(VMAssertionError, match=r"x=\[ 1 -2  3\] y=\[1 4 9\]"):
         vm["main"](tvms.nd.array(x), tvms.nd.array(np.array(False)))
@@ -90,7 +90,7 @@ class Module:
         R.assert_op(c, x, R.prim_value(5))
         return x
 ''')
-    from tvmscript.runtime.vm import VMAssertionError
+    from tvmscript.runtime.vm_helpers import VMAssertionError
 
     vm = _vm(mod)
     with pytest.raises(VMAssertionError) as info:

@@ -16,7 +16,7 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.ir import structural_equal
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 from tvmscript.target import Target
 
 

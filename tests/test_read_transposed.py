@@ -44,7 +44,7 @@ def test_the_seed_mlp_runs_without_transposes(monkeypatch):
 def test_reading_in_place_computes_the_same_bits():
     """The pass itself changes no arithmetic: unscheduled, the kernel reading the weight in
     place gives the bits of the transpose followed by the original kernel."""
-    from tvmscript.runtime.cpu import build_cpu
+    from tvmscript.compiler.build_cpu import build_cpu
 
     mod = tvms.load(str(ROOT / "samples" / "mlp_zero.tvms"))
     opt = read_transposed_in_place(mod)

@@ -6,7 +6,7 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.schedule.common import blocks_under
 from tvmscript.compiler.schedule_cpu import default_schedule
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 
 TWO_NESTS_ONE_NAME = '''
 @T.prim_func
@@ -343,7 +343,7 @@ def test_merged_stages_with_int32_loops_over_int64_buffers():
     """A torch import's pad -> broadcast_to: int32 loops index the int64 pad buffer. Merging the
     pad into its consumer substitutes int32 variables for int64 ones; they are cast, so the
     kernel stays well typed (LLVM refused `i32 - i64`)."""
-    from tvmscript.runtime.cpu import build_cpu
+    from tvmscript.compiler.build_cpu import build_cpu
 
     x = np.random.default_rng(0).standard_normal((2, 6, 16)).astype("float32")
     out = np.full((2, 6, 19, 5), np.nan, "float32")

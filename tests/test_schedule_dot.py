@@ -12,7 +12,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.schedule_cpu import default_schedule, vector_bytes
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 
 RNG = np.random.default_rng(11)
 LANES = vector_bytes() // 4

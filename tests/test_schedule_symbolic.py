@@ -21,7 +21,7 @@ from tvmscript.compiler.lower_tir import VECTORIZE_ANN
 from tvmscript.ir.mutator import IRMutator
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.relax import op
-from tvmscript.runtime.cpu import build_cpu
+from tvmscript.compiler.build_cpu import build_cpu
 
 import schedule_corpus as sc
 

@@ -36,7 +36,7 @@ def check_text(func, expected: str) -> None:
 
 
 def build(func):
-    from tvmscript.runtime.cpu import build_cpu
+    from tvmscript.compiler.build_cpu import build_cpu
 
     return build_cpu({"f": func})["f"]
 

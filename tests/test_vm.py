@@ -354,7 +354,7 @@ def test_symbolic_dims_are_checked_against_the_functions_bounds():
     for batch, seq in ((1, 2), (4, 15)):
         x, y = rand(batch, seq), rand(seq)
         np.testing.assert_allclose(vm["main"](x, y).numpy(), x + y)
-    from tvmscript.runtime.vm import SizeOutOfRangeError
+    from tvmscript.runtime.vm_helpers import SizeOutOfRangeError
 
     with pytest.raises(SizeOutOfRangeError, match=r"main\(\): size 'seq' is 16 \(from argument 'x', dimension 1\), "
                        r"but seq must be between 2 and 15"):

@@ -10,10 +10,9 @@ from __future__ import annotations
 import importlib as _importlib
 import sys as _sys
 
-# Expression trees are as deep as the program's expressions, and the passes, the printer,
-# pickling and code generation recurse over them a few Python frames per level: every stage
-# gets room for the deepest program the parser accepts (MAX_NESTING). Only ever raised.
-from .parser.builder import MAX_NESTING  # noqa: E402
+# Every stage gets room for the deepest program the parser accepts (tvmscript/limits.py).
+# Only ever raised.
+from .limits import MAX_NESTING  # noqa: E402
 
 _sys.setrecursionlimit(max(_sys.getrecursionlimit(), 12 * MAX_NESTING))
 

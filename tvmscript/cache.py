@@ -1,7 +1,7 @@
 """The on-disk cache: one private folder for everything tvms keeps between runs.
 
 What goes in it: the parser's tables (`tvmscript.parser.lalr_tables`), CUBINs NVRTC compiled
-(`compiler.nvrtc`) and the CPU kernels' machine code (`runtime.cpu`), each kind in its own
+(`compiler.nvrtc`) and the CPU kernels' machine code (`compiler.build_cpu`), each kind in its own
 subfolder of ``$TVMS_CACHE_DIR``, else ``$XDG_CACHE_HOME/tvms``, else ``~/.cache/tvms``.
 
 Why so careful: what is read from here is executed (machine code) or drives the parser, so a

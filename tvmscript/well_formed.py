@@ -155,9 +155,9 @@ class _RelaxChecker:
         """The tensors a call_tir passes against the PrimFunc's buffers: first what contradicts
         its signature (`ir.op.call_tir.call_tir_mismatch`: kinds, dtypes, ranks and
         dimensions, with the PrimFunc's symbolic sizes solved from the arguments), then the
-        rules the build applies (`compiler.build._plan_kernel_args`), so that `tvms check`
+        rules the build applies (`compiler.kernel_args.plan_kernel_args`), so that `tvms check`
         finds what `tvms run` would refuse or stop at."""
-        from .compiler.build import _plan_kernel_args
+        from .compiler.kernel_args import plan_kernel_args
         from .compiler.kernel_params import kernel_signature
         from .ir.op.call_tir import call_tir_mismatch, describe_arg
 
@@ -177,7 +177,7 @@ class _RelaxChecker:
         tensors = [(None, sinfo, what) for sinfo, what in passed]
         tensors += [(None, s, f"output {k}") for k, s in enumerate(call.sinfo_args)
                     if inplace is None or inplace[k] < 0]  # an output written in place is an argument
-        _plan_kernel_args(kname, kernel, tensors, list(tir_vars or []),
+        plan_kernel_args(kname, kernel, tensors, list(tir_vars or []),
                           lambda message: TVMScriptError(f"in '{self.name}': {message}", span))
 
 
@@ -186,7 +186,7 @@ _CALL_TIR_OPS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_wit
 
 
 class _KernelSignature:
-    """What `_plan_kernel_args` reads of a compiled kernel, taken from the PrimFunc itself."""
+    """What `plan_kernel_args` reads of a compiled kernel, taken from the PrimFunc itself."""
 
     def __init__(self, params: list, sym_vars: list) -> None:
         self.params = params

@@ -3,12 +3,13 @@
 `codegen(funcs)` lowers each `tir.PrimFunc` (`compiler.lower_tir.lower`) and emits one LLVM
 function per kernel into one `llvmlite.ir.Module`, for the host CPU (its triple, CPU name and
 features, from `llvmlite.binding`) or the one an ``llvm -mcpu=...`` target names
-(`HostTarget`). `optimize` runs LLVM's new pass manager (its default pipeline at the level
-asked, with loop and SLP vectorization); `runtime.cpu` JIT-compiles the result with MCJIT.
+(`runtime.host_cpu.HostTarget`). `optimize` runs LLVM's new pass manager (its default pipeline
+at the level asked, with loop and SLP vectorization); `compiler.build_cpu` JIT-compiles the
+result with MCJIT.
 
 The modules, each with the why of its part in its docstring:
 
-- `target`       the CPU (`HostTarget`, `host_target`), LLVM's initialization and optimizer;
+- `target`       LLVM's initialization and optimizer (the CPU is `runtime.host_cpu.HostTarget`);
 - `kernel`       `codegen`, and each kernel's function with the ABI the runtime calls (its
                  parameters from `compiler.kernel_params`, which the CUDA backend shares);
 - `function`     the module and function being generated (`ModuleGen`, `FuncGen`), failed
@@ -23,12 +24,11 @@ The modules, each with the why of its part in its docstring:
 
 from .calls import INLINE_MATH, vectorizable_call
 from .cost import PARALLEL_MIN_WORK_PER_THREAD, UNROLL_BUDGET, UNROLL_MAX_EXTENT
-from .function import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL
-from .kernel import CodegenResult, KernelInfo, codegen, symbol_name
+from .kernel import CodegenResult, codegen, symbol_name
 from .statements import UNROLL_LIMIT
-from .target import LLVM_WORKAROUND_OPTIONS, HostTarget, avoid_llvm_aborts, host_target, init_llvm, optimize
+from .target import LLVM_WORKAROUND_OPTIONS, avoid_llvm_aborts, init_llvm, optimize
 
-__all__ = ["codegen", "CodegenResult", "KernelInfo", "HostTarget", "host_target", "optimize", "vectorizable_call",
+__all__ = ["codegen", "CodegenResult", "optimize", "vectorizable_call",
            "UNROLL_LIMIT", "UNROLL_BUDGET", "UNROLL_MAX_EXTENT", "symbol_name", "init_llvm", "avoid_llvm_aborts",
-           "LLVM_WORKAROUND_OPTIONS", "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "INLINE_MATH",
+           "LLVM_WORKAROUND_OPTIONS", "INLINE_MATH",
            "PARALLEL_MIN_WORK_PER_THREAD"]

@@ -18,6 +18,7 @@ from typing import Optional
 import llvmlite.ir as ir
 
 from tvmscript.ir import tir
+from tvmscript.runtime.kernel_abi import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL
 
 from ..kernel_places import with_place
 from .calls import CallGen
@@ -25,10 +26,8 @@ from .dtypes import I8, I64, PTR, VOID, dtype_bits, is_signed, is_unsigned, memo
 from .expressions import ExprGen
 from .parallel import ParallelGen
 from .statements import StmtGen
-from .target import HostTarget
+from tvmscript.runtime.host_cpu import HostTarget
 
-ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
-BOUNDS_FAIL_SYMBOL = "tvms_bounds_fail"  # (message, lowest index, highest index, axis size)
 
 
 class ModuleGen:

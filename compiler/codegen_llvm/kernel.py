@@ -29,22 +29,13 @@ from ..kernel_params import kernel_signature
 from ..lower_tir import lower
 from .dtypes import I8, I64, PTR, VOID, abi_type, constant, value_type
 from .function import FuncGen, ModuleGen
-from .target import HostTarget, host_target
+from tvmscript.runtime.host_cpu import HostTarget, host_target
+from tvmscript.runtime.kernel_abi import KernelInfo
 
 
 def symbol_name(name: str) -> str:
     """The exported symbol of the kernel for IRModule function ``name``."""
     return "tvms_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
-
-
-@dataclass
-class KernelInfo:
-    """One kernel's exported symbol and its argument description (`runtime.kernel.ParamSpec`)."""
-
-    name: str
-    symbol: str
-    params: list
-    sym_vars: list
 
 
 @dataclass

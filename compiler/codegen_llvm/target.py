@@ -1,58 +1,16 @@
 """LLVM itself: the CPU the kernels are for, LLVM's initialization, and its optimizer.
 
-`HostTarget` names the CPU (this machine's, `host_target`, or one an ``llvm -mcpu=...``
-target names, see `compiler.llvm_target`) and makes LLVM's target machine for it; `init_llvm`
-initializes LLVM once per process, with the options that keep it from aborting on valid IR
+The CPU is a `runtime.host_cpu.HostTarget` (this machine's, `host_target`, or one an
+``llvm -mcpu=...`` target names, see `compiler.llvm_target`): the runtime checks loaded code
+against it without the compiler. `init_llvm` initializes LLVM once per process, with the options that keep it from aborting on valid IR
 (`avoid_llvm_aborts`); `optimize` runs LLVM's new pass manager over a generated module.
-Nothing here knows TIR: the runtime uses it to load what was compiled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Optional
-
 import llvmlite.binding as llvm
 
-
-@dataclass(frozen=True)
-class HostTarget:
-    """The CPU kernels are generated for: LLVM's triple, CPU name and feature string. By
-    default the machine's own (`host_target`); an ``llvm -mcpu=... -mattr=...`` target names
-    another (`compiler.llvm_target`). ``complete``: ``features`` lists every feature of the
-    CPU, as LLVM detected them where the code was built (so another CPU with all of them runs
-    it); False when the CPU was named and ``features`` holds only the ``-mattr`` given on top
-    of it."""
-
-    triple: str
-    cpu: str
-    features: str
-    complete: bool = True
-
-    def unrunnable_on(self, host: "HostTarget") -> Optional[str]:
-        """Why code generated for this target cannot run on ``host`` (it could stop the
-        process with an illegal instruction), or None when it can."""
-        if self.triple.split("-")[0] != host.triple.split("-")[0]:
-            return f"the code is for {self.triple}, and this machine is {host.triple}"
-        if not self.complete and self.cpu != host.cpu:
-            return (f"the code is for -mcpu={self.cpu}, and this machine's CPU is a {host.cpu}, which may lack "
-                    f"instructions a {self.cpu} has")
-        have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
-        need = {f[1:] for f in self.features.split(",") if f.startswith("+")}
-        missing = sorted(need - have)
-        if missing:
-            return (f"the code is for a CPU with {', '.join('+' + m for m in missing[:6])}"
-                    f"{' ...' if len(missing) > 6 else ''}, which this one ({host.cpu}) lacks")
-        return None
-
-    def target_machine(self, opt: int = 3):
-        """Position-independent code: the same machine code is JIT-loaded, kept in the disk
-        cache and linked into a shared library by ``export_library`` (non-PIC code there
-        would need text relocations)."""
-        target = llvm.Target.from_triple(self.triple)
-        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt,
-                                            reloc="pic", codemodel="jitdefault")
+from tvmscript.runtime.host_cpu import init_native_target
 
 
 _initialized = False
@@ -65,8 +23,7 @@ LLVM_WORKAROUND_OPTIONS = ("-slp-copyable-elements=false",)
 def init_llvm() -> None:
     global _initialized
     if not _initialized:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
+        init_native_target()
         avoid_llvm_aborts()
         _initialized = True
 
@@ -92,18 +49,6 @@ def avoid_llvm_aborts() -> None:
     in this process (numba) compile without copyable elements too."""
     for option in LLVM_WORKAROUND_OPTIONS:
         llvm.set_option("tvms", option)
-
-
-@lru_cache(maxsize=None)
-def host_target() -> HostTarget:
-    """The machine we run on: its triple, CPU name (``znver3``, ``skylake-avx512``...) and
-    feature string (``+avx2,+fma,...``), as LLVM detects them."""
-    init_llvm()
-    try:
-        features = llvm.get_host_cpu_features().flatten()
-    except RuntimeError:  # some hosts cannot report features
-        features = ""
-    return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(), features)
 
 
 def optimize(llmod, tm, speed_level: int = 2) -> None:

@@ -1,7 +1,7 @@
 """Legalization of the sorting and searching ops (declared in ``tvmscript/ir/op/sort.py``):
 bucketize to TOPI's ``searchsorted`` (PrimFunc ``searchsorted``); nonzero and unique, whose
 output sizes depend on the data, to ``R.call_pure_packed`` of the runtime functions
-"relax.run.nonzero"/"relax.run.unique" (runtime/vm.py registers them), as TVM's. sort, argsort
+"relax.run.nonzero"/"relax.run.unique" (runtime/vm_helpers.py registers them), as TVM's. sort, argsort
 and topk have none: TVM's LegalizeOps leaves them alone, and the VM sorts on the host.
 """
 
@@ -20,7 +20,7 @@ def _bucketize_te(input_tensor, boundaries, out_int32, right):
 def _packed_legalizer(fname: str):
     """The legalizer of an op whose output size depends on the data: TVM calls its runtime
     function ``fname`` (``R.call_pure_packed("relax.run.nonzero", x, ...)``); so does this, the
-    function being registered by runtime/vm.py."""
+    function being registered by runtime/vm_helpers.py."""
 
     def legalize(bb, call):
         sinfo = call.struct_info

@@ -19,7 +19,7 @@ BLOCK_TILE_BYTES = 64  # each side of a block of a transposing copy: one cache l
 def vector_bytes() -> int:
     """Bytes of the host's widest vector registers (64 with AVX-512, 32 with AVX, else 16)."""
     try:
-        from ..codegen_llvm import host_target
+        from tvmscript.runtime.host_cpu import host_target
 
         features = host_target().features
     except Exception:  # noqa: BLE001 - no LLVM: assume AVX

@@ -2,7 +2,7 @@
 
 Why: weights baked into a module as ``R.const`` often pass through layout changes
 (transposes, reshapes) that would otherwise run on every inference; running those PrimFuncs
-once with the CPU backend (`runtime.cpu.build_cpu`) and binding the result as a
+once with the CPU backend (`compiler.build_cpu.build_cpu`) and binding the result as a
 `relax.Constant` removes them from the program. An argument that is a variable bound earlier
 to a constant counts as constant. Calls with symbolic output shapes, or whose PrimFunc
 fails to build, are left alone. The folded bindings stay (``lv = <constant>``) for
@@ -161,7 +161,7 @@ class FoldConstant:
         try:
             import numpy as np
 
-            from tvmscript.runtime.cpu import build_cpu
+            from ..build_cpu import build_cpu
 
             kernel = build_cpu({expr.args[0].name_hint: prim})[expr.args[0].name_hint]
             result = np.zeros([d.value for d in out.shape], dtype=_np_dtype(out.dtype))

@@ -120,7 +120,7 @@ def _cuda_text(program: Program, mod, target: str, emit: str) -> str:
     """The CUDA C (``emit="cuda"``) or PTX of ``mod``'s prim_funcs after the default GPU
     schedules; build errors are rendered at their place in the file."""
     from .. import tir
-    from ..compiler.build import build_cuda
+    from ..compiler.build_cuda import build_cuda
     from ..diagnostics import TVMScriptError
 
     prim_funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}

@@ -146,6 +146,6 @@ def _dim_str(d) -> str:
         return str(d.value)
     if isinstance(d, tir.Var):
         return d.name
-    from ..runtime.vm import _dim_text
+    from ..compiler.vm_specs import dim_text
 
-    return _dim_text(d)
+    return dim_text(d)

@@ -107,7 +107,7 @@ class Program:
         target = Target(target_text)
         if target.kind.name != "cuda":
             return
-        from ..compiler.build import default_gpu_schedule
+        from ..compiler.build_cuda import default_gpu_schedule
         from ..compiler.schedule import ScheduleError
 
         mod = self.module()
@@ -209,9 +209,9 @@ def load_program(path: str, check: bool = False) -> Program:
 
 
 def check_target(target: str, run_here: bool = False) -> str:
-    """The target's name, once tvms accepts every option of it (`compiler.build.checked_target`);
+    """The target's name, once tvms accepts every option of it (`compiler.build_target.checked_target`);
     ``run_here``: also a CPU this machine can run the code of."""
-    from ..compiler.build import target_name_of
+    from ..compiler.build_target import target_name_of
 
     try:
         name = target_name_of(target)

@@ -96,9 +96,10 @@ class Symbols:
                 raise fail(f"{what} has {e.name} = {v} (dimension {d}), but {self.origin[e.name]}")
 
     def value(self, e):
-        from ..runtime.vm import eval_dim
+        from ..compiler.vm_specs import dim_spec
+        from ..runtime.value_specs import eval_dim
 
-        return eval_dim(e, self.env)
+        return eval_dim(dim_spec(e), self.env)
 
 
 def missing_symbols_error(missing: dict, fname: str) -> Failure:

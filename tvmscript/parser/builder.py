@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..limits import MAX_NESTING
 from .. import ir
 from ..ir import relax, tir
 from ..diagnostics import Span, TVMScriptError
@@ -17,12 +18,6 @@ from . import ast
 from .arguments import bind_arguments, dotted_name, literal
 from .comments import attach_comments, comments_of, is_printer_artifact, merge_comments, source_header
 from .context import Context
-
-
-# How deeply a program may nest (a 900-term sum is a 900-deep Add chain). Deeper programs are
-# refused here with a diagnostic; ``import tvmscript`` raises Python's recursion limit so that
-# every later stage (passes, printer, pickling, code generation) has room for this depth.
-MAX_NESTING = 1000
 
 
 # ----------------------------------------------------------------------------- entry point

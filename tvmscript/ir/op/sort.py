@@ -2,12 +2,12 @@
 ``relax.op.sort``/``argsort``/``topk``, with its attributes, defaults and printing),
 ``R.bucketize`` (legalized, to TOPI's ``searchsorted``), ``R.nonzero`` and ``R.unique`` (whose
 output sizes depend on the data: legalized, as TVM's, to ``R.call_pure_packed`` of the runtime
-functions "relax.run.nonzero"/"relax.run.unique", which runtime/vm.py registers); the
+functions "relax.run.nonzero"/"relax.run.unique", which runtime/vm_helpers.py registers); the
 legalizations are ``compiler/op/sort.py``.
 
 TVM's LegalizeOps leaves sort, argsort and topk alone (its pipeline dispatches them to a sort library
 later), so here too they are never legalized; the VM runs them itself on the host
-(compiler/build.py emits the calls, runtime/vm.py's ``_sort``/``_argsort``/``_topk`` sort with
+(compiler/vm_codegen.py emits the calls, runtime/vm_helpers.py's ``_sort``/``_argsort``/``_topk`` sort with
 NumPy's stable sort, so equal elements keep their order, as TVM's sort does).
 """
 

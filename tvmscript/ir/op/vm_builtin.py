@@ -3,8 +3,8 @@ runtime shape as a Shape value) and ``R.shape_to_tensor`` (a Shape value as a 1-
 
 TVM lowers ``shape_of`` to its VM builtin ``vm.builtin.shape_of``; it legalizes
 ``shape_to_tensor`` into a PrimFunc taking the shape's symbolic dims as scalars, which our
-``call_tir`` cannot pass yet, so here the VM makes that tensor too (compiler/build.py emits both;
-runtime/vm.py holds the ``_shape_tensor`` helper). Their struct info follows TVM's: the shape of
+``call_tir`` cannot pass yet, so here the VM makes that tensor too (compiler/vm_codegen.py emits
+both; runtime/vm_helpers.py holds the ``_shape_tensor`` helper). Their struct info follows TVM's: the shape of
 the tensor, symbolic dims included; a tensor of the shape's rank.
 
 The memory ops of lowered Relax (``R.memory.alloc_storage``/``alloc_tensor``/``kill_*``, the

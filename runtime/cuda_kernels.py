@@ -1,0 +1,245 @@
+"""CUDA kernels on a GPU: a `compiler.cuda_spec.CUDACode` loaded onto one device
+(`load_module`, a `CUDAModule`), each prim_func's ``__global__`` functions a `CUDAKernel`.
+
+A `CUDAKernel` runs a prim_func compiled by `compiler.codegen_cuda`: the launch dimensions of
+each of its kernels are evaluated from the symbolic variables (once per distinct set of
+values), and each launch is a prepared pycuda call on the device's stream. The VM calls its
+unchecked `CUDAKernel.launch` with the flat arguments of the CPU kernels' ABI; called
+directly, it checks its arguments first, as a CPU `runtime.kernel.Kernel` does.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+
+from . import cuda
+from .cuda import DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRuntime, _one_line, _type_name, as_tensor_on, check_arch, runtime
+from .kernel import bind_scalars, check_arity, eval_dim_text
+
+__all__ = ["load_module", "CUDAModule", "CUDAKernel"]
+
+
+def load_module(code, dev) -> "CUDAModule":
+    """Load a `compiler.cuda_spec.CUDACode` onto GPU ``dev``."""
+    return CUDAModule(code, runtime(dev))
+
+
+class CUDAModule:
+    """A `CUDACode` loaded onto one GPU: ``kernels`` maps each prim_func's name to its
+    `CUDAKernel`. CUBIN must suit the GPU (`check_arch`); PTX, when that is all the code has,
+    is compiled by the driver for it."""
+
+    def __init__(self, code, rt: DeviceRuntime) -> None:
+        if code.cubin is not None:
+            check_arch(code.arch, rt.compute_capability, rt.device)
+            image = code.cubin
+        elif code.ptx:
+            image = code.ptx.encode() + b"\0"
+        else:
+            raise ValueError("the CUDA code holds neither CUBIN nor PTX: it was built with kind='source'")
+        rt.activate()
+        try:
+            self.module = module = rt.drv.module_from_buffer(image)
+        except rt.drv.Error as err:
+            raise RuntimeError(f"cannot load the CUDA code ({code.arch}) on {rt.device} ({rt.name}, {rt.arch}): "
+                               f"{_one_line(err)}") from None
+
+        def get_function(symbol: str):
+            try:
+                return module.get_function(symbol)
+            except rt.drv.Error as err:
+                raise RuntimeError(f"the CUDA code has no kernel '{symbol}': {_one_line(err)}") from None
+
+        self.kernels = {name: CUDAKernel(func, get_function, rt) for name, func in code.functions.items()}
+
+
+def _picker(positions: list):
+    """A function taking the flat argument tuple to a kernel's arguments, in its order."""
+    if not positions:
+        return lambda args: ()
+    if len(positions) == 1:
+        i = positions[0]
+        return lambda args: (args[i],)
+    return operator.itemgetter(*positions)
+
+
+def _literal(text):
+    """A dimension text as an int when it is a literal, else the text (evaluated per call)."""
+    if isinstance(text, int):
+        return text
+    s = str(text).strip()
+    return int(s) if re.fullmatch(r"-?\d+", s) else s
+
+
+class _Launch:
+    """One ``__global__`` function of a `CUDAKernel`, prepared: the pycuda function (its
+    argument format given), its launch dimensions (ints where they are literals) and where
+    each of its arguments is in the flat argument tuple."""
+
+    __slots__ = ("symbol", "func", "grid", "block", "shared", "pick", "shared_allowed")
+
+    def __init__(self, spec, func, position) -> None:
+        self.symbol = spec.kernel
+        self.func = func
+        func.prepare("".join(a.ctype for a in spec.args))
+        self.grid = tuple(_literal(t) for t in spec.grid)
+        self.block = tuple(_literal(t) for t in spec.block)
+        self.shared = _literal(spec.dyn_shared_bytes)
+        self.pick = _picker([position(a) for a in spec.args])
+        self.shared_allowed = DEFAULT_DYNAMIC_SHARED_LIMIT
+
+
+class CUDAKernel:
+    """A prim_func compiled for CUDA, loaded on one GPU: its ``__global__`` functions,
+    launched in order on the device's stream.
+
+    Called like a CPU `runtime.kernel.Kernel`, destination-passing style: ``kernel(a, b, out)``
+    with tensors on this GPU (or PyTorch/CuPy GPU tensors, used without a copy) and numbers,
+    checked (count, device, dtype, rank, static dims, symbolic dims binding) before launching.
+    `launch` is the unchecked entry the VM calls, with the flat arguments of the CPU kernels'
+    ABI: buffer data addresses, scalar arguments, symbolic dim values. The launch dimensions
+    and workspace sizes for one set of symbolic values are evaluated once and kept."""
+
+    _MAX_PLANS = 256
+
+    def __init__(self, func, get_function, rt) -> None:
+        self.name = func.name
+        self.params = list(func.params)
+        self.sym_vars = list(func.sym_vars)
+        self.device = rt.device
+        self._rt = rt
+        self._buffer_idx = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
+        self._scalar_idx = [i for i, p in enumerate(self.params) if p.kind != "buffer"]
+        nb, ns = len(self._buffer_idx), len(self._scalar_idx)
+        self._sym_start = nb + ns
+        ws_start = nb + ns + len(self.sym_vars)
+        sym_pos = {name: nb + ns + k for k, name in enumerate(self.sym_vars)}
+
+        def position(arg) -> int:
+            if arg.kind == "buffer":
+                return arg.index
+            if arg.kind == "scalar":
+                return nb + arg.index
+            if arg.kind == "sym" and arg.name in sym_pos:
+                return sym_pos[arg.name]
+            if arg.kind == "workspace":
+                return ws_start + arg.index
+            raise ValueError(f"{self.name}: a kernel argument the runtime cannot supply: {arg}")
+
+        self._launches = [_Launch(spec, get_function(spec.kernel), position) for spec in func.launches]
+        self._workspaces = [_literal(t) for t in func.workspaces]
+        self._plans: dict = {}
+        # Integer scalar parameters the launch dimensions use (a fused kernel may take a
+        # symbolic size as an argument rather than from a buffer shape): (position, name).
+        texts = [t for ln in self._launches for t in (*ln.grid, *ln.block, ln.shared)] + self._workspaces
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(t for t in texts if isinstance(t, str))))
+        self._dim_scalars = [(nb + k, self.params[i].name) for k, i in enumerate(self._scalar_idx)
+                             if self.params[i].name in used and self.params[i].name not in sym_pos
+                             and self.params[i].dtype.startswith(("int", "uint"))]
+
+    def __repr__(self) -> str:
+        return f"CUDAKernel({self.name}({', '.join(p.describe() for p in self.params)}) on {self.device})"
+
+    # ---- unchecked
+    def launch(self, *args) -> None:
+        """Launch with buffer data addresses (parameter order), then the scalar arguments,
+        then the values of `sym_vars`: no checks."""
+        rt = self._rt
+        if cuda._thread.runtime is not rt:  # the state `runtime.cuda` keeps per thread
+            rt.activate()
+        syms = args[self._sym_start:]
+        if self._dim_scalars:
+            syms += tuple(args[i] for i, _ in self._dim_scalars)
+        plan = self._plans.get(syms)
+        if plan is None:
+            plan = self._plan(syms)
+        steps, workspace_sizes = plan
+        if workspace_sizes:
+            scratch = [rt.pool.malloc(n) for n in workspace_sizes]  # back to the pool on return
+            args += tuple(b.ptr for b in scratch)
+        stream = rt.stream
+        try:
+            for call, grid, block, shared, pick in steps:
+                call(grid, block, stream, *pick(args), shared_size=shared)
+        except Exception as err:
+            raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
+
+    def call_raw(self, pointers, syms=(), scalars=()) -> None:
+        """`launch` with the buffers' addresses, the values of `sym_vars` and the scalar
+        arguments given apart."""
+        self.launch(*pointers, *scalars, *syms)
+
+    def _plan(self, syms: tuple) -> tuple:
+        """The launches for these values of the symbolic variables (then of `_dim_scalars`):
+        (pycuda call, grid, block, shared bytes, argument picker) each, empty grids left out;
+        and the workspace sizes."""
+        env = dict(zip([*self.sym_vars, *(name for _, name in self._dim_scalars)], syms))
+        steps = []
+        for ln in self._launches:
+            grid = tuple(self._dim(d, env, ln, "grid") for d in ln.grid)
+            block = tuple(self._dim(d, env, ln, "block") for d in ln.block)
+            shared = self._dim(ln.shared, env, ln, "dynamic shared memory")
+            if 0 in grid or 0 in block:
+                continue  # nothing to run (a dimension of extent 0)
+            if shared > ln.shared_allowed:
+                ln.func.set_attribute(self._rt.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+                ln.shared_allowed = shared
+            steps.append((ln.func.prepared_async_call, grid, block, shared, ln.pick))
+        sizes = tuple(self._dim(w, env, None, "workspace") for w in self._workspaces)
+        if len(self._plans) >= self._MAX_PLANS:
+            self._plans.clear()
+        plan = self._plans[syms] = (steps, sizes)
+        return plan
+
+    def _dim(self, dim, env: dict, ln, what: str) -> int:
+        value = dim if isinstance(dim, int) else eval_dim_text(dim, env)
+        where = f"kernel '{ln.symbol}'" if ln is not None else "a workspace"
+        if value is None:
+            raise ValueError(f"{self.name}: the {what} size of {where}, {dim!r}, uses a symbol that is not one of "
+                             f"the kernel's symbolic variables ({', '.join(self.sym_vars) or 'none'})")
+        if value < 0:
+            raise ValueError(f"{self.name}: the {what} size of {where}, {dim}, is {value} for "
+                             f"{', '.join(f'{k} = {v}' for k, v in env.items())}")
+        return value
+
+    # ---- checked
+    def __call__(self, *args) -> None:
+        params = self.params
+        check_arity(self.name, params, args)
+        env: dict = {}
+        origin: dict = {}
+        deferred = []
+        tensors = []
+        for i in self._buffer_idx:
+            spec = params[i]
+            label = f"{self.name}: parameter '{spec.name}'"
+            t = as_tensor_on(args[i], self.device, label, spec.name)
+            if t is None:
+                raise TypeError(f"{label} is a buffer ({spec.describe()}); got {_type_name(args[i])}, expected a "
+                                f"tensor on {self.device}")
+            if t._dtype != spec.dtype:
+                raise TypeError(f"{label} expects dtype {spec.dtype}, got {t._dtype}")
+            if len(t._shape) != len(spec.shape):
+                raise ValueError(f"{label} expects a {len(spec.shape)}-d tensor (shape "
+                                 f"({', '.join(map(str, spec.shape))})), got shape {t._shape}")
+            dims = [(f"dimension {d}", want, got) for d, (want, got) in enumerate(zip(spec.shape, t._shape))]
+            if spec.strides is not None:  # the tensor is compact: its strides must be what is declared
+                dims += [(f"stride {d}", want, got) for d, (want, got) in enumerate(zip(spec.strides, t.strides))
+                         if t._shape[d] > 1]
+            for where, want, got in dims:
+                if isinstance(want, int):
+                    if want != got:
+                        raise ValueError(f"{label} expects {where} to be {want}, got {got} (shape {t._shape})")
+                elif not want.isidentifier():
+                    deferred.append((want, got, f"{where} of '{spec.name}'"))
+                elif want not in env:
+                    env[want] = got
+                    origin[want] = f"{where} of '{spec.name}'"
+                elif env[want] != got:
+                    raise ValueError(f"{label}: {where} is {got}, but symbol '{want}' is {env[want]} "
+                                     f"(from {origin[want]})")
+            tensors.append(t)
+        scalars, syms = bind_scalars(self.name, params, self._scalar_idx, self.sym_vars, args, env, origin,
+                                     deferred)
+        self.launch(*(t._ptr for t in tensors), *scalars, *syms)
