@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from terminal import run_on_terminal
+from support.terminal import run_on_terminal
 
 from tvmscript.api import load
 from tvmscript.printer import to_script

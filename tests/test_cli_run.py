@@ -12,7 +12,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from terminal import run_on_terminal
+from support.terminal import run_on_terminal
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -532,7 +532,7 @@ def test_show_target_cuda_applies_the_default_gpu_schedules(tmp_path):
     """`tvms show FILE --pipeline zero --target cuda`: DLight's default schedules, printed; the
     result reads back, every kernel fits an H100 and computes what the CPU pipeline did."""
     import tvmscript as tvms_api
-    from schedule_check import assert_same_result
+    from support.schedule_check import assert_same_result
 
     sample = ROOT / "samples" / "mlp.tvms"
     gpu_text = ok("show", sample, "--pipeline", "zero", "--target", "cuda").out

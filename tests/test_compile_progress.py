@@ -9,7 +9,7 @@ import pathlib
 import subprocess
 import sys
 
-from terminal import run_on_terminal
+from support.terminal import run_on_terminal
 
 import tvmscript as tvms
 from tvmscript.compiler import progress

@@ -19,7 +19,7 @@ from tvmscript import tir
 from tvmscript.compiler import nvrtc
 from tvmscript.compiler.build import BuildError, build_cuda
 
-from cuda_check import ARCHS, assert_compiles_for_cuda, prim_funcs_of
+from support.cuda_check import ARCHS, assert_compiles_for_cuda, prim_funcs_of
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 

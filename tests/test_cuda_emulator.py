@@ -30,8 +30,8 @@ from tvmscript import relax, tir
 from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
 from tvmscript.runtime.kernel import ParamSpec
 
-from cuda_emulator import (EmulatedModule, EmulationError, bfloat16_bits, bfloat16_to_float32, compare_with_cpu,
-                           parse_kernels)
+from support.cuda_emulator import (EmulatedModule, EmulationError, bfloat16_bits, bfloat16_to_float32, compare_with_cpu,
+                                   parse_kernels)
 
 if shutil.which("g++") is None:
     pytest.skip("the CUDA emulator needs g++", allow_module_level=True)
@@ -755,7 +755,7 @@ def test_a_widened_load_in_a_narrowed_comparison_matches_the_cpu():
 def _spill_kernel(monkeypatch, threads: int):
     """A kernel writing ``out[threadIdx.x]`` for ``threads`` threads, loaded through the
     runtime on the emulated GPU (`gpu_drivers.EmulatedDriver`)."""
-    from gpu_drivers import EmulatedDriver, install_driver
+    from support.gpu_drivers import EmulatedDriver, install_driver
     from tvmscript.compiler import nvrtc
     from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
     from tvmscript.runtime import cuda
@@ -788,7 +788,7 @@ def test_the_emulated_gpu_reports_a_write_outside_device_memory(monkeypatch):
 
 
 def test_the_emulated_gpu_refuses_an_image_it_has_no_source_for(monkeypatch):
-    from gpu_drivers import EmulatedDriver, install_driver
+    from support.gpu_drivers import EmulatedDriver, install_driver
     from tvmscript.compiler.cuda_spec import CUDACode
     from tvmscript.runtime import cuda
 

@@ -21,7 +21,7 @@ import pytest
 
 import tvmscript as tvms
 
-from gpu_drivers import EmulatedDriver, install_driver
+from support.gpu_drivers import EmulatedDriver, install_driver
 from test_cuda_codegen import ELEMENTWISE_DYN, FP16, MATMUL, ROW_SUM, VECTORIZED, BIG_TILE, wmma_source
 
 
@@ -367,7 +367,7 @@ def gpt_module():
     detached: (model, the zero pipeline's module, weights)."""
     torch = pytest.importorskip("torch")
     from torch.export import Dim, export
-    from torch_models import GPT
+    from support.torch_models import GPT
     from tvmscript.relax.frontend import detach_params
     from tvmscript.relax.frontend.torch import from_exported_program
 
@@ -404,7 +404,7 @@ def _models():
     """(name, model, inputs) of the importer tests' models, small inputs."""
     import torch
     from test_frontend_torch import ConvZoo, MaskedAttention, ShapeZoo
-    from torch_models import import_torchvision
+    from support.torch_models import import_torchvision
 
     torch.manual_seed(0)
     yield "conv_zoo", ConvZoo(), [torch.randn(2, 4, 16)]
@@ -452,7 +452,7 @@ def test_imported_models_on_the_gpu(name, gpu):
 
 
 def _corpus():
-    import schedule_corpus as sc
+    from support import schedule_corpus as sc
 
     return sc.corpus()
 
@@ -465,7 +465,7 @@ def test_the_schedule_corpus_on_the_gpu(case, gpu):
     reductions add in another order)."""
     import zlib
 
-    import schedule_corpus as sc
+    from support import schedule_corpus as sc
 
     rng = np.random.default_rng(zlib.crc32(case.id.encode()))
     inputs = sc.make_inputs(case, rng)

@@ -33,7 +33,7 @@ from tvmscript.runtime import cuda
 from tvmscript.runtime.executable import Executable
 from tvmscript.runtime.kernel import ParamSpec
 
-from gpu_drivers import FakeDriver, install_driver
+from support.gpu_drivers import FakeDriver, install_driver
 
 
 # ----------------------------------------------------------------------------- fakes

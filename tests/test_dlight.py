@@ -32,9 +32,9 @@ from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.compiler.transform import LegalizeOps
 from tvmscript.compiler.verify_gpu_code import gpu_code_errors
 from tvmscript.target import Target
-from op_check import build_op_module
-from schedule_cases import dlight_cases, schedule_cases
-from schedule_check import assert_same_result, first_func_name
+from support.op_check import build_op_module
+from support.schedule_cases import dlight_cases, schedule_cases
+from support.schedule_check import assert_same_result, first_func_name
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "dlight"
@@ -469,7 +469,7 @@ def test_fallback_alone(name):
 def test_blocks_of_one_name_are_scheduled_each():
     """Two blocks named "T" (hand-written, or two modules merged): the rules find blocks by
     name, so the names are made unique first and each block gets its threads."""
-    import schedule_corpus as sc
+    from support import schedule_corpus as sc
     from tvmscript.compiler.lower_gpu import has_thread_bindings
 
     func = tvms.parse(sc.SHARED_NAME)

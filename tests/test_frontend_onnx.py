@@ -135,7 +135,7 @@ def torch():
 
 @pytest.fixture(scope="module")
 def torchvision(torch):
-    from torch_models import import_torchvision  # PyPI's torchvision on a CPU torch, see there
+    from support.torch_models import import_torchvision  # PyPI's torchvision on a CPU torch, see there
 
     try:
         return import_torchvision()

@@ -26,7 +26,7 @@ from tvmscript import relax  # noqa: E402
 from tvmscript.relax.frontend import detach_params  # noqa: E402
 from tvmscript.relax.frontend.common import FrontendError, UnsupportedOpError, UnsupportedOpsError  # noqa: E402
 from tvmscript.relax.frontend.torch import from_exported_program, from_fx  # noqa: E402
-from torch_models import GPT, import_torchvision  # noqa: E402
+from support.torch_models import GPT, import_torchvision  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "frontend"
 TOLERANCE = 1e-4

@@ -48,7 +48,7 @@ from tvmscript.api import decode_source
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.ir import structural_equal
 
-from fuzz_programs import MODULE_FLAWS, RELAX_FLAWS, TIR_FLAWS, Program, modules, prim_funcs, programs, relax_funcs
+from support.fuzz_programs import MODULE_FLAWS, RELAX_FLAWS, TIR_FLAWS, Program, modules, prim_funcs, programs, relax_funcs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCALE = int(os.environ.get("TVMS_HYPOTHESIS_SCALE", "1"))

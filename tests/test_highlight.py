@@ -12,7 +12,7 @@ import shutil
 
 import pygments.lexers
 import pytest
-from terminal import run_on_terminal
+from support.terminal import run_on_terminal
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String
 
 from tvmscript.highlight import TVMScriptLexer, TVMScriptStyle

@@ -6,19 +6,14 @@ diagnostics from text."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tvmscript as tvms
+from tvmscript import relax, tir
+from tvmscript.compiler.transform import LegalizeOps
 
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
-from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
-
-from op_check import assert_located, check_op, legalize_checked, run  # noqa: E402
+from support.op_check import assert_located, check_op, legalize_checked, run
 
 X = np.random.default_rng(3).standard_normal((2, 3)).astype("float32")
 

@@ -15,12 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tvmscript as tvms
+from tvmscript import relax
 
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax  # noqa: E402
-
-from op_check import assert_located, check_op  # noqa: E402
+from support.op_check import assert_located, check_op
 
 RNG = np.random.default_rng(9)
 
@@ -113,7 +111,7 @@ import numpy as np
 import tvmscript as tvms
 from tvmscript import relax
 from tvmscript.compiler.transform import LegalizeOps
-from op_check import build_op_module
+from support.op_check import build_op_module
 
 cases, inputs, other_cpu = json.loads(sys.argv[1]), np.load(sys.argv[2]), sys.argv[3]
 results = {}

@@ -5,20 +5,15 @@ attributes written in TVMScript text."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tvmscript as tvms
+from tvmscript import relax, tir
 
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
+from tvmscript.compiler.transform import LegalizeOps
 
-from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
-
-from op_check import assert_located, _compare, check_op, legalize_checked, run  # noqa: E402
+from support.op_check import assert_located, _compare, check_op, legalize_checked, run
 
 RNG = np.random.default_rng(7)
 

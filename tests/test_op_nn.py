@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import math
 import re
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
-from tvmscript.diagnostics import TVMScriptError  # noqa: E402
-from op_check import PATTERN_KINDS, assert_located, build_op_module, check_op, run  # noqa: E402
-from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern  # noqa: E402
+import tvmscript as tvms
+from tvmscript import relax, tir
+from tvmscript.diagnostics import TVMScriptError
+from support.op_check import PATTERN_KINDS, assert_located, build_op_module, check_op, run
+from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern
 
 RNG = np.random.default_rng(7)
 

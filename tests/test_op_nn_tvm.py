@@ -7,18 +7,13 @@ reference (tests/op_check.py)."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
-from op_check import assert_located, check_op  # noqa: E402
-from test_op_nn import np_adaptive_avg_pool2d, np_conv2d, np_conv_transpose, np_pool2d, _pool_out  # noqa: E402
+import tvmscript as tvms
+from tvmscript import relax, tir
+from support.op_check import assert_located, check_op
+from test_op_nn import np_adaptive_avg_pool2d, np_conv2d, np_conv_transpose, np_pool2d, _pool_out
 
 RNG = np.random.default_rng(11)
 

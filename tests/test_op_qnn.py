@@ -4,18 +4,13 @@ printed forms; located diagnostics."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tvmscript as tvms
+from tvmscript import relax
 
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax  # noqa: E402
-
-from op_check import assert_located, check_op  # noqa: E402
+from support.op_check import assert_located, check_op
 
 RNG = np.random.default_rng(5)
 

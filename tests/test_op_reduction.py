@@ -6,20 +6,15 @@ diagnostics for bad axes written in text."""
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from support.op_check import build_op_module, check_op, legalize_checked, run
 
-from op_check import build_op_module, check_op, legalize_checked, run  # noqa: E402
-
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
-from tvmscript.compiler.transform import AnnotateTIROpPattern, LegalizeOps  # noqa: E402
-from tvmscript.diagnostics import TVMScriptError  # noqa: E402
+import tvmscript as tvms
+from tvmscript import relax, tir
+from tvmscript.compiler.transform import AnnotateTIROpPattern, LegalizeOps
+from tvmscript.diagnostics import TVMScriptError
 
 RNG = np.random.default_rng(1)
 op = relax.op

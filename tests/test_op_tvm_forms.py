@@ -16,19 +16,14 @@ TVM 0.27's LegalizeOps prints for the same module:
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from support.op_check import assert_located, check_op, legalize_checked, run
 
-from op_check import assert_located, check_op, legalize_checked, run  # noqa: E402
-
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
-from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
+import tvmscript as tvms
+from tvmscript import relax, tir
+from tvmscript.compiler.transform import LegalizeOps
 
 RNG = np.random.default_rng(7)
 op = relax.op

@@ -11,20 +11,15 @@ shapes TVM 0.27 infers) and by TVM's printed form round-tripping.
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tvmscript as tvms
+from tvmscript import relax
+from tvmscript.diagnostics import TVMScriptError
+from tvmscript.ir import structural_equal
 
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax  # noqa: E402
-from tvmscript.diagnostics import TVMScriptError  # noqa: E402
-from tvmscript.ir import structural_equal  # noqa: E402
-
-from op_check import assert_located, check_op  # noqa: E402
+from support.op_check import assert_located, check_op
 
 RNG = np.random.default_rng(17)
 

@@ -7,20 +7,16 @@ parses back the same, and the numbers are checked by running the call."""
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tvmscript as tvms
+from tvmscript import relax, tir
+from tvmscript.compiler.transform import LegalizeOps
+from tvmscript.diagnostics import TVMScriptError
 
-import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
-from tvmscript.compiler.transform import LegalizeOps  # noqa: E402
-from tvmscript.diagnostics import TVMScriptError  # noqa: E402
-
-from op_check import run  # noqa: E402
+from support.op_check import run
 
 RNG = np.random.default_rng(3)
 

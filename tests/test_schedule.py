@@ -11,7 +11,7 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.ir import structural_equal
 
-from schedule_check import assert_same_result
+from support.schedule_check import assert_same_result
 
 MM_RELU = '''
 @T.prim_func

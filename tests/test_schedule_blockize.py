@@ -16,8 +16,8 @@ from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.compiler.schedule.iter_map import subspace_divide, trivial_divide
 from tvmscript.ir import structural_equal
 
-from schedule_cases import REDUCTION_DIR, cases_named, schedule_case
-from schedule_check import assert_same_result, check_golden_case, check_golden_rejected, module
+from support.schedule_cases import REDUCTION_DIR, cases_named, schedule_case
+from support.schedule_check import assert_same_result, check_golden_case, check_golden_rejected, module
 
 CASES = cases_named(("blockize_", "err_blockize_"), REDUCTION_DIR)
 OK = [c for c in CASES if not c.is_error]

@@ -17,9 +17,9 @@ import tvmscript as tvms
 from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import structural_equal
 
-from schedule_cases import cases_named, schedule_case
-from schedule_check import (assert_same_result, check_golden_case, check_golden_rejected, failing, module,
-                            producer_consumer)
+from support.schedule_cases import cases_named, schedule_case
+from support.schedule_check import (assert_same_result, check_golden_case, check_golden_rejected, failing, module,
+                                    producer_consumer)
 
 _PREFIXES = ("cache_read", "cache_write", "set_scope", "mlc_mm_relu_cache_write", "cl_cache", "cl_set_scope",
              "cl_gpu_matmul_shared_cache_read", "err_cache", "err_set_scope", "cl_err_cache", "cl_err_set_scope")

@@ -17,10 +17,10 @@ from tvmscript import tir
 from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import structural_equal
 
-from schedule_cases import COMPUTE_LOCATION_DIR as GOLDEN
-from schedule_cases import location_cases, schedule_case
-from schedule_check import (apply_golden, assert_same_result, assert_traces_as_golden, check_golden_rejected,
-                            check_location_case, module)
+from support.schedule_cases import COMPUTE_LOCATION_DIR as GOLDEN
+from support.schedule_cases import location_cases, schedule_case
+from support.schedule_check import (apply_golden, assert_same_result, assert_traces_as_golden, check_golden_rejected,
+                                    check_location_case, module)
 
 PRIMITIVES = ("sch.compute_at(", "sch.reverse_compute_at(")
 # Results that differ from TVM's only through another primitive (not this module's): TVM's
@@ -202,7 +202,7 @@ def test_fused_provided_index_across_rows_covers_the_region():
     out = assert_same_result(before, sch.mod)
     # Uninitialised memory could hide a gap: check against NumPy as well.
     import numpy as np
-    from schedule_check import random_args
+    from support.schedule_check import random_args
 
     a = random_args(before["main"])[0]
     np.testing.assert_allclose(out[1], a * 2 + 1, rtol=1e-6)

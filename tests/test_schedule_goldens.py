@@ -14,9 +14,9 @@ import pytest
 import tvmscript as tvms
 from tvmscript.printer.tir_printer import TIRPrinter
 
-from schedule_cases import schedule_cases
-from schedule_check import (apply_golden, assert_prints_as_golden, assert_same_result, assert_traces_as_golden,
-                            check_golden_rejected)
+from support.schedule_cases import schedule_cases
+from support.schedule_check import (apply_golden, assert_prints_as_golden, assert_same_result, assert_traces_as_golden,
+                                    check_golden_rejected)
 
 CASES = schedule_cases()
 OK = [c for c in CASES if not c.is_error]

@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 import tvmscript as tvms
-from schedule_cases import DLIGHT_DIR, SCHEDULE_DIR, dlight_cases, schedule_cases
+from support.schedule_cases import DLIGHT_DIR, SCHEDULE_DIR, dlight_cases, schedule_cases
 
 # TVM outputs tvms cannot read yet (the parser is not changed to fit the goldens).
 KNOWN_UNPARSEABLE = {

@@ -14,9 +14,9 @@ import tvmscript as tvms
 from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import structural_equal
 
-from schedule_cases import COMPUTE_LOCATION_DIR, SCHEDULE_DIR, location_cases, schedule_case
-from schedule_check import (apply_golden, assert_same_result, assert_traces_as_golden, check_golden_rejected,
-                            check_location_case, module)
+from support.schedule_cases import COMPUTE_LOCATION_DIR, SCHEDULE_DIR, location_cases, schedule_case
+from support.schedule_check import (apply_golden, assert_same_result, assert_traces_as_golden, check_golden_rejected,
+                                    check_location_case, module)
 
 PRIMITIVES = ("sch.compute_inline(", "sch.reverse_compute_inline(")
 ALL = location_cases(PRIMITIVES, ("compute_inline", "reverse_compute_inline", "err_compute_inline",

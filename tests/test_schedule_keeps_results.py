@@ -28,7 +28,7 @@ import pytest
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.ir import structural_equal
 
-import schedule_corpus as sc
+from support import schedule_corpus as sc
 
 CASES = sc.corpus()
 SEEDS = sc.seed_kernels()

@@ -20,9 +20,9 @@ import pytest
 import tvmscript as tvms
 from tvmscript.compiler.schedule import Schedule
 
-from schedule_cases import SCHEDULE_PARAMS_DIR, cases_named
-from schedule_check import (assert_same_result, check_golden_case, check_golden_rejected, failing, first_func_name,
-                            module, producer_consumer, random_args, run)
+from support.schedule_cases import SCHEDULE_PARAMS_DIR, cases_named
+from support.schedule_check import (assert_same_result, check_golden_case, check_golden_rejected, failing, first_func_name,
+                                    module, producer_consumer, random_args, run)
 
 _PREFIXES = ("storage_align", "transform_layout", "mlc_mm_relu_transform", "cl_storage_align", "cl_transform_layout",
              "err_storage_align", "err_transform_layout", "cl_err_storage_align", "cl_err_transform_layout",

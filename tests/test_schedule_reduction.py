@@ -18,8 +18,8 @@ from tvmscript.compiler.schedule.iter_map import detect_iter_map, is_affine_bind
 from tvmscript.compiler.schedule.reduction import match_reducer
 from tvmscript.ir import structural_equal
 
-from schedule_cases import REDUCTION_DIR, cases_named, schedule_case
-from schedule_check import assert_same_result, check_golden_case, check_golden_rejected, module, random_args, run
+from support.schedule_cases import REDUCTION_DIR, cases_named, schedule_case
+from support.schedule_check import assert_same_result, check_golden_case, check_golden_rejected, module, random_args, run
 
 CASES = cases_named(("decompose_", "rfactor_", "mlc_", "err_decompose_", "err_rfactor_"), REDUCTION_DIR)
 OK = [c for c in CASES if not c.is_error]

@@ -22,7 +22,7 @@ from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.relax import op
 from tvmscript.runtime.cpu import build_cpu
 
-import schedule_corpus as sc
+from support import schedule_corpus as sc
 
 N = tir.Var("int64", "n")
 SIZES = (1, 3, 4, 5, 37, 64, 100, 300)  # 300: the parallel loops start threads

@@ -29,7 +29,7 @@ from tvmscript.compiler.schedule.common import blocks_under
 from tvmscript.compiler.schedule_cpu import vector_bytes
 from tvmscript.relax import op
 
-SAMPLES = pathlib.Path(__file__).resolve().parent.parent / "samples"
+SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "samples"
 
 # ----------------------------------------------------------------------------- the rules
 #

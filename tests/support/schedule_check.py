@@ -21,7 +21,7 @@ from tvmscript.compiler.schedule import Schedule, ScheduleError
 from tvmscript.ir import IRModule, structural_equal
 from tvmscript.runtime.cpu import build_cpu
 
-from schedule_cases import COMPUTE_LOCATION_DIR
+from .schedule_cases import COMPUTE_LOCATION_DIR
 
 
 def _func(f, name: str = "main") -> tir.PrimFunc:

@@ -225,7 +225,7 @@ class EmulatedDriver(FakeDriver):
         return alloc
 
     def kernels_of(self, image: bytes) -> dict:
-        from cuda_emulator import EmulatedModule
+        from .cuda_emulator import EmulatedModule
 
         source = self.sources.get(image.rstrip(b"\0")) or self.sources.get(image)
         if source is None:
@@ -237,7 +237,7 @@ class EmulatedDriver(FakeDriver):
         return {name: module for name in module.kernels}
 
     def run_kernel(self, function, grid, block, args, shared_size) -> None:
-        from cuda_emulator import _LETTERS
+        from .cuda_emulator import _LETTERS
 
         values = [_LETTERS[letter](a) for letter, a in zip(function.arg_format, args)]
         t0 = time.perf_counter()
@@ -258,7 +258,7 @@ class _GuardedAllocation:
     might, between guard zones `EmulatedDriver.run_kernel` checks."""
 
     def __init__(self, driver, nbytes: int) -> None:
-        from cuda_emulator import _Staged
+        from .cuda_emulator import _Staged
 
         self.driver, self.nbytes = driver, nbytes
         self.buffer = _Staged(nbytes)

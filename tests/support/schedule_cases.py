@@ -2,7 +2,7 @@
 ``tests/golden/dlight/`` (made from real Apache TVM by ``tools/tvm_schedule_reference.py``; TVM
 is not imported here or anywhere in the tests).
 
-    from schedule_cases import schedule_cases, dlight_cases
+    from support.schedule_cases import schedule_cases, dlight_cases
 
     @pytest.mark.parametrize("case", schedule_cases(), ids=lambda c: c.name)
     def test_schedule(case):
@@ -26,7 +26,7 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-GOLDEN = pathlib.Path(__file__).parent / "golden"
+GOLDEN = pathlib.Path(__file__).parents[1] / "golden"
 SCHEDULE_DIR = GOLDEN / "schedule"
 DLIGHT_DIR = GOLDEN / "dlight"
 # Made by the other tools/tvm_*_reference.py scripts, in the same layout as SCHEDULE_DIR.

@@ -27,8 +27,8 @@ from tvmscript.compiler.op.registry import find_op
 from tvmscript.compiler.transform import LegalizeOps, analyze_op_pattern
 from tvmscript.diagnostics import TVMScriptError
 
-from cuda_check import assert_compiles_for_cuda
-from gpu_drivers import EmulatedDriver, install_driver
+from .cuda_check import assert_compiles_for_cuda
+from .gpu_drivers import EmulatedDriver, install_driver
 
 OP_GPUS = ("emulated", "real", "none")
 op_gpu = "emulated"   # conftest sets it from --op-gpu
