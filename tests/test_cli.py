@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import TVMS, UNPARSEABLE, WRONG_SHAPES, tvms
 from support.terminal import run_on_terminal
 
 from tvmscript.api import load
@@ -18,28 +19,9 @@ from tvmscript.printer import to_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
-UNPARSEABLE = {"fx_module", "fx_mlp_module", "fx_mlp_highlevel", "two_dataflow_blocks_fn"}
 GOOD_SAMPLES = [p for p in sorted(SAMPLES.glob("*.tvms")) if p.stem not in UNPARSEABLE]
 
-TVMS = shutil.which("tvms")
 pytestmark = pytest.mark.skipif(TVMS is None, reason="the tvms entry point is not installed")
-
-
-def tvms(*args, input: bytes | str | None = None, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
-    """Run ``tvms ARGS``; never a traceback, whatever happens."""
-    if isinstance(input, str):
-        input = input.encode()
-    full_env = dict(os.environ)
-    full_env.pop("NO_COLOR", None)
-    full_env.pop("TVMS_DEBUG", None)
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [TVMS, *map(str, args)], input=input, capture_output=True, env=full_env, cwd=cwd, timeout=120,
-    )
-    proc.out = proc.stdout.decode("utf-8", "replace")
-    proc.err = proc.stderr.decode("utf-8", "replace")
-    assert "Traceback" not in proc.out + proc.err, proc.out + proc.err
-    return proc
 
 
 # A hand-written module with a comment in every kind of place.
@@ -392,11 +374,6 @@ def test_fmt_with_a_comment_on_every_line(sample, tmp_path):
 
 
 # ----------------------------------------------------------------------------- check
-
-
-# Seed 004's hand-written program passes a (1, 128) tensor as linear1's (10, 128) weight: tvms
-# check reports it, as tvms run does (test_vm.py has the fixed program).
-WRONG_SHAPES = {"two_dataflow_blocks"}
 
 
 def test_check_good_files():

@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from test_cli_run import load_npz, ok, tvms
+from support.cli import load_npz, ok, tvms
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DIGITS = ROOT / "samples" / "digits"

@@ -7,38 +7,15 @@ import os
 import pathlib
 import platform
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from support.cli import TVMS, load_npz, ok, tvms
 from support.terminal import run_on_terminal
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
-TVMS = shutil.which("tvms")
 pytestmark = pytest.mark.skipif(TVMS is None, reason="the tvms entry point is not installed")
-
-
-def tvms(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TVMS_DEBUG")}
-    proc = subprocess.run([TVMS, *map(str, args)], capture_output=True, env=env, cwd=cwd, timeout=120)
-    proc.out = proc.stdout.decode("utf-8", "replace")
-    proc.err = proc.stderr.decode("utf-8", "replace")
-    assert "Traceback" not in proc.out + proc.err, proc.out + proc.err
-    return proc
-
-
-def ok(*args, cwd=None) -> subprocess.CompletedProcess:
-    proc = tvms(*args, cwd=cwd)
-    assert proc.returncode == 0, proc.err
-    assert "\x1b[" not in proc.out + proc.err  # piped: plain text
-    return proc
-
-
-def load_npz(path) -> dict:
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
 
 
 # A dynamic-shape module: n is bound by x, or by --shape n=... when x is made up.
@@ -144,7 +121,7 @@ method="linear", coordinate_transformation_mode="align_corners")
 
 
 def test_run_resize_that_aborted_llvm_matches_numpy(tmp_path):
-    from test_op_image import np_resize_linear
+    from support.resize_reference import np_resize_linear
 
     path = tmp_path / "resize.tvms"
     path.write_text(RESIZE_ALIGN_CORNERS)

@@ -470,7 +470,7 @@ def test_executable_for_cuda_holds_cubin_and_launches():
 
 
 def test_cli_compile_emits_cuda_and_ptx():
-    from test_cli import tvms as run_tvms
+    from support.cli import tvms as run_tvms
 
     mlp = str(SAMPLES / "mlp.tvms")
     cuda = run_tvms("compile", mlp, "--target", "cuda", "--emit", "cuda")

@@ -73,7 +73,7 @@ def test_every_sample_on_the_gpu_matches_the_cpu(name, gpu, tmp_path, capsys):
     """``tvms run SAMPLE --target cuda`` (in this process, so on the driver in use) writes what
     ``tvms run SAMPLE`` writes: the default GPU schedules, the CUDA C, the launches, the copies
     both ways and the extern functions given GPU tensors."""
-    from test_cli import UNPARSEABLE, WRONG_SHAPES
+    from support.cli import UNPARSEABLE, WRONG_SHAPES
     from tvmscript import cli
 
     stem = name[:-len(".tvms")]
@@ -334,7 +334,7 @@ def test_dlpack_exchange_with_torch():
 
 @pytest.mark.cuda
 def test_cli_run_on_the_gpu(tmp_path):
-    from test_cli import tvms as run_tvms
+    from support.cli import tvms as run_tvms
 
     mlp = str(SAMPLES / "mlp.tvms")
     gpu = run_tvms("run", mlp, "--target", "cuda", "--repeat", "3", "--out", tmp_path / "gpu.npz")
@@ -403,8 +403,7 @@ def test_a_gpt_with_a_symbolic_length_on_the_gpu(gpt_module, gpu):
 def _models():
     """(name, model, inputs) of the importer tests' models, small inputs."""
     import torch
-    from test_frontend_torch import ConvZoo, MaskedAttention, ShapeZoo
-    from support.torch_models import import_torchvision
+    from support.torch_models import ConvZoo, MaskedAttention, ShapeZoo, import_torchvision
 
     torch.manual_seed(0)
     yield "conv_zoo", ConvZoo(), [torch.randn(2, 4, 16)]

@@ -26,7 +26,7 @@ from tvmscript import relax  # noqa: E402
 from tvmscript.relax.frontend import detach_params  # noqa: E402
 from tvmscript.relax.frontend.common import FrontendError, UnsupportedOpError, UnsupportedOpsError  # noqa: E402
 from tvmscript.relax.frontend.torch import from_exported_program, from_fx  # noqa: E402
-from support.torch_models import GPT, import_torchvision  # noqa: E402
+from support.torch_models import GPT, ConvZoo, MaskedAttention, ShapeZoo, import_torchvision  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "frontend"
 TOLERANCE = 1e-4
@@ -413,12 +413,6 @@ def test_gpt_runs_at_two_lengths(gpt, length):
     assert rel_err(compiled(idx), torch_out(model, idx)) <= TOLERANCE
 
 
-class MaskedAttention(nn.Module):
-    def forward(self, q, k, v, mask):
-        return (F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                F.scaled_dot_product_attention(q, k, v, attn_mask=mask > 0, scale=0.3))
-
-
 def test_attention_with_float_and_boolean_masks():
     """A mask is R.nn.attention_bias's additive bias, broadcast to (batch, heads, q, k); a
     boolean one keeps the positions where it is True (0 there, -inf elsewhere)."""
@@ -431,45 +425,6 @@ def test_attention_with_float_and_boolean_masks():
 
 
 # ----------------------------------------------------------------------------- other converters
-
-
-class ConvZoo(nn.Module):
-    """Convolutions, norms, pads and activations the big models do not use."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1d = nn.Conv1d(4, 6, 3, padding=1)
-        self.gn = nn.GroupNorm(3, 6)
-        self.conv2d = nn.Conv2d(6, 8, 3, stride=2, padding="valid", groups=2)
-        self.bn = nn.BatchNorm2d(8)
-        self.rms = nn.RMSNorm(8, eps=1e-6)
-
-    def forward(self, x):
-        y = self.gn(self.conv1d(x))                        # (2, 6, 16)
-        y = F.pad(y, (1, 2)).unsqueeze(-1).expand(-1, -1, -1, 5)
-        y = self.bn(self.conv2d(y))                        # (2, 8, 8, 2)
-        y = F.hardswish(y) + F.hardsigmoid(y) - F.relu6(y) * torch.clamp(y, -0.5, 0.5)
-        y = F.avg_pool2d(F.max_pool2d(y, 2, 1), (2, 1), 1, ceil_mode=True)
-        z = self.rms(y.permute(0, 2, 3, 1))                # normalize over channels
-        return F.gelu(z), F.silu(y).flatten(1).log_softmax(-1)
-
-
-class ShapeZoo(nn.Module):
-    """Reshapes, indexing, reductions and element-wise ops."""
-
-    def forward(self, x, y):
-        a = torch.cat([x, y], dim=1).reshape(2, -1, 4)     # (2, 6, 4)
-        b = torch.stack([a[:, 0], a[:, -1]], dim=1)        # (2, 2, 4)
-        c, d = torch.chunk(a, 2, dim=1)
-        e = torch.where(c > 0, c, d * 0.5).sum(dim=-1, keepdim=True)
-        f = a.max(dim=1).values - a.min(dim=1)[0] + a.amax(dim=(0, 1))
-        g = torch.tril(a[0]) + torch.triu(a[1], diagonal=1)
-        h = a.var(dim=-1) + a.std(dim=-1, unbiased=False) + a.mean(-1) + a.prod(-1)
-        i = (x.exp() / (1 + x.abs())).sqrt().rsqrt().tanh().sigmoid()
-        j = x[:, 1:].transpose(0, 1).contiguous().view(-1) ** 2
-        k = torch.masked_fill(a, a < 0, -1.0).permute(2, 0, 1).to(torch.float64).float()
-        m = (x.argmax(dim=1) + x.argmin(dim=1)).float() + torch.ones_like(x[:, 0]) * x.sum(1)
-        return b, e, f, g, h, i, j, k, m, torch.floor_divide(x, 0.3) + torch.erf(x).neg()
 
 
 @pytest.mark.parametrize("model_cls, shapes", [(ConvZoo, [(2, 4, 16)]), (ShapeZoo, [(2, 4), (2, 8)])],
