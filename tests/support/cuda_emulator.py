@@ -1,7 +1,7 @@
 """A CPU emulator of the CUDA C that `compiler.codegen_cuda` prints, for tests without a GPU.
 
 The translation unit of a `cuda_spec.CUDACode` is compiled with g++ against
-``tests/cuda_emulator_shim.h`` (CUDA's qualifiers, built-in variables, ``half``,
+``tests/support/cuda_emulator_shim.h`` (CUDA's qualifiers, built-in variables, ``half``,
 ``nv_bfloat16``, vector types, math functions, ``__syncthreads`` and ``__shfl_xor_sync``), and
 each ``extern "C" __global__`` kernel gets a launcher ``tvms_emu_<kernel>(gx, gy, gz, bx, by, bz,
 void** args)`` (``args`` as ``cuLaunchKernel``'s ``kernelParams``: one pointer per kernel
@@ -210,7 +210,7 @@ def emulated_source(source: str, kernels: dict) -> str:
         if m:
             indent, ctype, name = m.groups()
             lines[i] = f"{indent}{ctype}* const {name} = ({ctype}*)tvms_emu__dynamic_smem;"
-    lines.append("// ---- launchers (tests/cuda_emulator.py)")
+    lines.append("// ---- launchers (tests/support/cuda_emulator.py)")
     for k in kernels.values():
         call = ", ".join(f"*({ctype}*)a[{n}]" for n, (ctype, _) in enumerate(k.params))
         lines.append(f"static void tvms_emu_body_{k.name}(void** a) {{ (void)a; {k.name}({call}); }}")

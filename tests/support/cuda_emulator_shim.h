@@ -1,5 +1,5 @@
 // CPU stand-ins for what generated CUDA C uses, so that a translation unit of
-// compiler/codegen_cuda.py compiles with g++ and runs on the CPU (tests/cuda_emulator.py).
+// compiler/codegen_cuda.py compiles with g++ and runs on the CPU (tests/support/cuda_emulator.py).
 //
 // Force-included before the kernels' source (g++ -include cuda_emulator_shim.h), after the
 // source's #include <cuda_fp16.h> / <cuda_bf16.h> lines are removed and its
@@ -252,7 +252,7 @@ static const int kMaxErrors = 8;
 static const unsigned long long kCanary = 0x7476'6d73'6361'6e61ULL;
 
 // The fibers' stacks: one region per process (tvms_emu__alloc_stacks), which every module
-// compiled by tests/cuda_emulator.py uses in turn (tvms_emu__use_stacks; launches are serialized).
+// compiled by tests/support/cuda_emulator.py uses in turn (tvms_emu__use_stacks; launches are serialized).
 static char* stack_base = nullptr;
 static size_t stack_bytes = 0;
 

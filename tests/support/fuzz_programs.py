@@ -1,6 +1,6 @@
 """Hypothesis strategies that write whole .tvms files as text, following grammar/tvmscript.lark.
 
-Used by tests/test_fuzz.py. Generating *text* (rather than IR, as tests/test_hypothesis.py does)
+Used by tests/language/test_fuzz.py. Generating *text* (rather than IR, as tests/language/test_hypothesis.py does)
 exercises the parser's whole front end: the forms the printer never writes (``T.Buffer[...]``,
 ``range``, ``T.sblock``, ``elif``, ``T.axis.spatial``, un-annotated bindings, nested calls), the
 comments and blank lines a person puts anywhere, and the builder's checks.

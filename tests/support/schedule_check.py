@@ -1,5 +1,5 @@
 """Test helpers for schedules: run a PrimFunc on the CPU before and after scheduling and compare;
-replay a golden case (tests/schedule_cases.py) and check a rejected primitive changed nothing.
+replay a golden case (tests/support/schedule_cases.py) and check a rejected primitive changed nothing.
 
 `assert_same_result(before, after)` builds both functions (without the CPU default schedule, so
 the loops run as written), calls them on the same random inputs and compares every buffer they

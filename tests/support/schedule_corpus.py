@@ -1,5 +1,5 @@
 """A corpus of real kernels for checking that the default CPU schedule keeps results
-(tests/test_schedule_keeps_results.py), and the tools that check it.
+(tests/schedules/test_schedule_keeps_results.py), and the tools that check it.
 
 The kernels come from where `tvms run` gets them: Relax ops built with `relax.BlockBuilder`
 and put through the zero pipeline (legalized, fused: `zero_kernels`), and the seed programs'
