@@ -12,7 +12,7 @@ Three measures, each printed with its reference from the same run, as a ratio:
 2. the imported resnet18, batch 1, through the zero pipeline and ``tvms.compile`` on the CPU
    (what ``tvms run`` does), against PyTorch eager (``torch.no_grad``) on the same input with
    the same number of threads. Goal: ≤ 3x PyTorch's time.
-3. a GPT-style model (tests/torch_models.py: embeddings, two blocks of causal self-attention
+3. a GPT-style model (tests/support/torch_models.py: embeddings, two blocks of causal self-attention
    and GELU MLP with residuals, d_model 256, 8 heads), sequence length 128, the same way.
    Goal: ≤ 3x PyTorch's time.
 
@@ -33,13 +33,13 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))  # torch_models: the models the tests import
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # support.torch_models: the models the tests import
 
 import torch  # noqa: E402
 
 import tvmscript as tvms  # noqa: E402
 from _timing import best_of  # noqa: E402
-from torch_models import GPT, import_torchvision  # noqa: E402
+from support.torch_models import GPT, import_torchvision  # noqa: E402
 from tvmscript.relax.frontend import detach_params  # noqa: E402
 from tvmscript.relax.frontend.torch import from_exported_program  # noqa: E402
 
@@ -48,7 +48,7 @@ TVM_SCRIPT = r'''
 import sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
-from torch_models import import_torchvision
+from support.torch_models import import_torchvision
 from tvm.relax.frontend.torch import from_exported_program
 tv = import_torchvision()
 torch.manual_seed(0)

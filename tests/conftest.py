@@ -54,7 +54,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    import op_check
+    from support import op_check
 
     op_check.op_gpu = config.getoption("--op-gpu")
 

@@ -10,7 +10,7 @@ inside loops, compact cache buffers, ``consumer_blocks``, scopes with tags (``sh
 repeated alignment, and the layout maps and errors.  The cases whose schedule changes the
 function's signature (a parameter's layout) go to ``tests/golden/schedule_params/``: the generic
 golden test cannot feed the scheduled function the original's inputs, so
-tests/test_schedule_layout.py checks them (re-laying the inputs out itself).
+tests/schedules/test_schedule_layout.py checks them (re-laying the inputs out itself).
 
 Run from the repository root with the TVM venv (see tools/tvm_oracle.py)::
 

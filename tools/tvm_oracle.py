@@ -3,7 +3,7 @@ TVM 0.27 and writing what it did as golden files for tvms's tests.
 
 A *developer tool* only, like ``tools/tvm_reference.py``: TVM is never a dependency of tvms, no
 test imports TVM or this module, the tests only read the files written here (through
-``tests/schedule_cases.py``).  Each script holds a case list and ends with
+``tests/support/schedule_cases.py``).  Each script holds a case list and ends with
 ``sys.exit(tvm_oracle.main(sys.argv[1:], CASES))``; run them from the repository root with the
 TVM venv::
 

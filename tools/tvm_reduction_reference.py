@@ -2,7 +2,7 @@
 
 A *developer tool* (TVM is never a dependency of tvms; tests only read the files it writes).
 It complements ``tools/tvm_schedule_reference.py`` with the cases that
-``tests/test_schedule_reduction.py`` and ``tests/test_schedule_blockize.py`` need: more
+``tests/schedules/test_schedule_reduction.py`` and ``tests/schedules/test_schedule_blockize.py`` need: more
 ``decompose_reduction``, ``rfactor`` and ``blockize`` situations, and their rejections.
 
 Run (from the repository root, with TVM 0.27 in /work/tvmref, see tools/tvm_oracle.py)::

@@ -1,7 +1,7 @@
 """Generate golden files for ``tvms.tir.Schedule`` and ``tvms.dlight`` from real Apache TVM.
 
 A *developer tool* only (TVM is never a dependency of tvms; tests only read the files written
-here, through ``tests/schedule_cases.py``).  It holds the schedule cases of every primitive
+here, through ``tests/support/schedule_cases.py``).  It holds the schedule cases of every primitive
 family (an input module as TVMScript text + schedule steps as Python code, run and written by
 ``tools/tvm_oracle.py`` into ``tests/golden/schedule/``) and DLight cases (an input module + a
 rule list + a target, written into ``tests/golden/dlight/``).

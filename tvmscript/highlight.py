@@ -7,7 +7,7 @@ in ``"float32"`` the quotes are ``String.Double`` and the dtype between them is 
 because it names a type, while a string that is not a dtype (``"SSR"``, ``"global"``) stays a
 string. The token kinds follow the VS Code TextMate grammar
 (editors/vscode/syntaxes/tvmscript.tmLanguage.json) rule for rule, so a file looks the same in
-the editor and in ``tvms show``: tests/test_textmate_grammar.py checks that on every sample.
+the editor and in ``tvms show``: tests/language/test_textmate_grammar.py checks that on every sample.
 """
 
 from __future__ import annotations

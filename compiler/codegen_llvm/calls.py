@@ -41,7 +41,7 @@ _TYPE_SUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
 # there. The same code runs in scalar and vector loops, so results do not depend on
 # vectorization. Coefficients: minimax fits (iteratively reweighted least squares in float64
 # against mpmath, rounded to float32), measured on dense grids against mpmath in float32
-# arithmetic and in tests/test_codegen_llvm.py: exp within 1.01 ulp, erf within 2.4 ulp.
+# arithmetic and in tests/compiler/test_codegen_llvm.py: exp within 1.01 ulp, erf within 2.4 ulp.
 INLINE_MATH = frozenset(("tir.exp", "tir.erf"))
 # Float intrinsics LLVM vectorizes (one vector instruction, or `INLINE_MATH` arithmetic).
 _VECTOR_FLOAT_CALLS = frozenset(("tir.sqrt", "tir.fabs", "tir.floor", "tir.ceil", "tir.round", "tir.nearbyint",

@@ -61,7 +61,7 @@ register. Inlining and folding an epilogue compute each element by the same expr
 Results are bit-for-bit the same, except in dot-product nests: there the terms of each float
 sum are added in another order (lane ``l`` of the partial sums takes terms ``l, l + L, ...``,
 then the lanes are added in order), whose rounding error has the same bound as the
-sequential sum's, ``gamma_K * sum |terms|`` (tests/test_schedule_dot.py checks it against
+sequential sum's, ``gamma_K * sum |terms|`` (tests/schedules/test_schedule_dot.py checks it against
 float64). The sequential order would leave the vector units idle: a matrix-vector product with
 its matrix in rows ran 4.5x slower. (Requiring an associative and commutative combiner is
 stricter than bit-exactness needs; the dot product relies on it.) Nests

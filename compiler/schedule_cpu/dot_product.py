@@ -39,7 +39,7 @@ class DotProduct:
     The only schedule here that changes the order of additions (the sequential order would
     leave the vector units idle: one scalar multiply-add per load of a matrix row spread
     over 16 rows); the bound of the rounding error is the same as the sequential sum's
-    (``K`` additions of the same terms), tested in tests/test_schedule_dot.py. It is built
+    (``K`` additions of the same terms), tested in tests/schedules/test_schedule_dot.py. It is built
     directly, not through schedule primitives (an rfactor would allocate the partial sums
     for the whole output, in the layout of the loops)."""
 

@@ -2,7 +2,7 @@
 whose source is not already canonical (old-dialect and hand-written programs, see
 samples/README.md).
 
-Run it only after checking the diff by eye: these files are what tests/test_roundtrip.py holds
+Run it only after checking the diff by eye: these files are what tests/language/test_roundtrip.py holds
 the printer to, so regenerating them after a printer change accepts that change. Compare each
 changed file with what Apache TVM's classic printer writes (tools/tvm_reference_out_0.25/ shows
 real TVM printouts of most constructs) before committing it.

@@ -1,5 +1,5 @@
 """Write nn_<model>.tvm027.txt: what Apache TVM 0.27's ``relax.frontend.nn`` prints for the
-models of tests/test_frontend_nn.py. Run it with TVM's Python, never from the tests:
+models of tests/frontends/test_frontend_nn.py. Run it with TVM's Python, never from the tests:
 
     /work/tvmref/bin/python tests/golden/frontend/nn_tvm027_reference.py
 
@@ -22,7 +22,7 @@ from tvm.relax.frontend.nn import op
 from tvm.relax.frontend.nn.core import wrap_nested
 
 HERE = pathlib.Path(__file__).resolve().parent
-TEST_FILE = HERE.parents[1] / "test_frontend_nn.py"
+TEST_FILE = HERE.parents[1] / "frontends" / "test_frontend_nn.py"
 MODELS = {  # golden name -> (classes to take from the test file, model class, spec)
     "nn_cnn": (["CNN"], "CNN", {"forward": {"x": nn.spec.Tensor((2, 3, 6, 6), "float32")}}),
     "nn_transformer": (["Attention", "Block"], "Block", {"forward": {"ids": nn.spec.Tensor((1, "n"), "int32")}}),

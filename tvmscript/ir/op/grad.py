@@ -79,7 +79,7 @@ register_op(
     infer_nll_loss_backward,
     attrs=(Attr("reduction", "mean", nll_reduction_attr), Attr("ignore_index", -100, int_attr("ignore_index"))),
     # The default reduction's ("mean": the weights' sum, then a gather); "sum" broadcasts the
-    # scalar gradient, "none" gathers it (see tests/test_op_nn_tvm.py).
+    # scalar gradient, "none" gathers it (see tests/compiler/test_op_nn_tvm.py).
     pattern="out_ewise_fusable",
 )
 

@@ -260,7 +260,7 @@ register_op(
            Attr("center", True, bool_attr("center")), Attr("scale", True, bool_attr("scale")),
            Attr("momentum", 0.1, _float_attr("momentum")), Attr("training", True, bool_attr("training"))),
     # training=True (the default) reduces: out-elementwise-fusable as TVM's; the inference form
-    # (training=False) is a broadcast of the moving statistics (see tests/test_op_nn.py).
+    # (training=False) is a broadcast of the moving statistics (see tests/compiler/test_op_nn.py).
     pattern="out_ewise_fusable",
 )
 

@@ -1,0 +1,275 @@
+"""Stand-ins for ``pycuda.driver``, so that runtime/cuda.py and the VM's GPU path run without a GPU.
+
+* `FakeDriver`: "device memory" is host memory, and a loaded image's kernels are whatever
+  Python callables the test gives (the CPU backend's kernels, usually). It tests the runtime's
+  bookkeeping: the pool, copies, contexts, events, argument assembly.
+* `EmulatedDriver`: the same memory model, but an image loads as the CUDA C it was compiled
+  from, run by `cuda_emulator` (g++ with the shim, the threads of a block as fibers). The
+  kernels tvms generates then run for real, launched by the real runtime with the grids,
+  blocks, shared memory and argument formats it computed, so a test can take a module from
+  ``tvms.compile(mod, target="cuda")`` through ``relax.VirtualMachine(ex, tvms.cuda())`` and
+  compare with the CPU backend. Fresh allocations hold 0xff bytes (NaN as floats) between guard
+  zones, which are checked after every launch: a kernel that writes outside its buffers fails
+  there, naming the kernel.
+
+`install_driver` puts either in place of pycuda for one test (through ``monkeypatch``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib
+import importlib.machinery
+import sys
+import time
+import types
+import weakref
+
+from tvmscript.runtime import cuda
+
+_REAL_DETECTION = cuda._driver_or_reason
+
+class FakeDriver(types.ModuleType):
+    """The part of ``pycuda.driver`` that runtime/cuda.py uses, over host memory: device
+    pointers are host addresses, a CUBIN loads as the CPU kernels given in ``kernels``
+    (symbol -> callable taking the launch's arguments), events read the wall clock."""
+
+    def __init__(self, count=1, capability=(9, 0), init_error=None, kernels=None, memory_limit=None) -> None:
+        super().__init__("pycuda.driver")
+        driver = self
+
+        class Error(Exception):
+            pass
+
+        class MemoryError(Error):  # noqa: A001 - pycuda's name
+            pass
+
+        class Context:
+            def push(self):
+                driver.context_stack.append(self)
+
+            @staticmethod
+            def pop():
+                driver.context_stack.pop()
+
+        class Device:
+            def __init__(self, index):
+                self.index = index
+
+            @staticmethod
+            def count():
+                return count
+
+            def name(self):
+                return "Fake GPU"
+
+            def compute_capability(self):
+                return capability
+
+            def retain_primary_context(self):
+                return Context()
+
+        class Stream:
+            handle = 0x5EED
+
+            def synchronize(self):
+                driver.syncs += 1
+
+        class Event:
+            def record(self, stream=None):
+                driver.events.append(stream)
+                self.t = time.perf_counter()
+                return self
+
+            def synchronize(self):
+                return self
+
+            def time_till(self, end):
+                return (end.t - self.t) * 1000.0
+
+        class Allocation:
+            def __init__(self, nbytes):
+                self.buf = ctypes.create_string_buffer(nbytes + 256)
+                self.ptr = (ctypes.addressof(self.buf) + 255) & ~255
+
+            def __int__(self):
+                return self.ptr
+
+            def free(self):
+                driver.freed += 1
+                self.buf = None
+
+        class Function:
+            def __init__(self, symbol, run):
+                self.symbol, self.run, self.attributes = symbol, run, {}
+
+            def prepare(self, arg_format):
+                self.arg_format = "".join(arg_format)
+                return self
+
+            def set_attribute(self, attribute, value):
+                self.attributes[attribute] = value
+
+            def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
+                assert isinstance(grid, tuple) and isinstance(block, tuple) and stream is not None
+                assert len(args) == len(self.arg_format)
+                driver.launches.append((self.symbol, grid, block, args, shared_size))
+                driver.run_kernel(self, grid, block, args, shared_size)
+
+        class Module:
+            def __init__(self, kernels):
+                self.kernels = kernels
+
+            def get_function(self, symbol):
+                if symbol not in self.kernels:
+                    raise Error(f"cuModuleGetFunction failed: named symbol not found ({symbol})")
+                return Function(symbol, self.kernels[symbol])
+
+        self.Error, self.MemoryError, self.Device, self.Stream, self.Event = Error, MemoryError, Device, Stream, Event
+        self.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
+        self.kernels = dict(kernels or {})
+        self.context_stack, self.launches, self.events = [], [], []
+        self.syncs = self.freed = self.allocations = 0
+        self.loaded = []
+
+        def init():
+            if init_error is not None:
+                raise Error(init_error)
+
+        def mem_alloc(nbytes):
+            if memory_limit is not None and nbytes > memory_limit:
+                raise MemoryError("cuMemAlloc failed: out of memory")
+            driver.allocations += 1
+            return driver.allocate(Allocation, nbytes)
+
+        def memcpy_htod_async(dst, src, stream=None):
+            ctypes.memmove(dst, src.ctypes.data, src.nbytes)
+
+        def memcpy_dtoh_async(dst, src, stream=None):
+            ctypes.memmove(dst.ctypes.data, src, dst.nbytes)
+
+        def memcpy_dtod_async(dst, src, nbytes, stream=None):
+            ctypes.memmove(dst, src, nbytes)
+
+        def module_from_buffer(image):
+            driver.loaded.append(bytes(image))
+            return Module(driver.kernels_of(bytes(image)))
+
+        self.init, self.mem_alloc, self.module_from_buffer = init, mem_alloc, module_from_buffer
+        self.memcpy_htod_async, self.memcpy_dtoh_async = memcpy_htod_async, memcpy_dtoh_async
+        self.memcpy_dtod_async = memcpy_dtod_async
+
+    # What the emulated GPU below replaces.
+    def allocate(self, allocation_class, nbytes):
+        return allocation_class(nbytes)
+
+    def kernels_of(self, image: bytes) -> dict:
+        """The kernels (symbol -> what `run_kernel` runs) of a loaded image."""
+        return self.kernels
+
+    def run_kernel(self, function, grid, block, args, shared_size) -> None:
+        function.run(*args)
+
+
+def install_driver(monkeypatch, driver) -> None:
+    """Make ``import pycuda.driver`` give ``driver`` (None: pycuda not installed), with the
+    runtime's per-process state reset for the test."""
+    if driver is None:
+        monkeypatch.setitem(sys.modules, "pycuda", None)
+    else:
+        pkg = types.ModuleType("pycuda")
+        pkg.__spec__ = importlib.machinery.ModuleSpec("pycuda", None, is_package=True)
+        pkg.__path__ = []
+        pkg.driver = driver
+        monkeypatch.setitem(sys.modules, "pycuda", pkg)
+        monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+        if isinstance(driver, EmulatedDriver):
+            driver.record_sources(monkeypatch)
+    monkeypatch.setattr(cuda, "_RUNTIMES", {})
+    monkeypatch.setattr(cuda, "_thread", cuda._ThreadState())
+    # A detection of its own, so that the process's (of the real pycuda) is back afterwards.
+    monkeypatch.setattr(cuda, "_driver_or_reason", functools.lru_cache(maxsize=None)(_REAL_DETECTION.__wrapped__))
+
+
+class EmulatedDriver(FakeDriver):
+    """A GPU of compute capability 9.0 whose kernels run in the CUDA emulator.
+
+    A CUBIN carries no source, so the driver learns each one's CUDA C as it is built
+    (`record_sources` wraps ``compiler.build.build_cuda`` while the driver is installed); an
+    image built some other way is refused with an error saying so (`sources` can be given it)."""
+
+    def __init__(self, count: int = 1, capability=(9, 0), **kwargs) -> None:
+        super().__init__(count=count, capability=capability, **kwargs)
+        self.sources: dict = {}          # CUBIN or PTX bytes -> the CUDA C they came from
+        self._modules: dict = {}         # the CUDA C -> its EmulatedModule
+        self._live = weakref.WeakValueDictionary()   # address -> _GuardedAllocation
+        self.kernel_seconds = 0.0
+
+    def record_sources(self, monkeypatch) -> None:
+        build = importlib.import_module("tvmscript.compiler.build")   # the module, not tvms.compiler.build()
+        build_cuda = build.build_cuda
+
+        def recording(*args, **kwargs):
+            code = build_cuda(*args, **kwargs)
+            for image in (code.cubin, code.ptx.encode() if code.ptx else None):
+                if image:
+                    self.sources[bytes(image)] = code.source
+            return code
+
+        monkeypatch.setattr(build, "build_cuda", recording)
+
+    def allocate(self, allocation_class, nbytes):
+        alloc = _GuardedAllocation(self, nbytes)
+        self._live[alloc.ptr] = alloc
+        return alloc
+
+    def kernels_of(self, image: bytes) -> dict:
+        from .cuda_emulator import EmulatedModule
+
+        source = self.sources.get(image.rstrip(b"\0")) or self.sources.get(image)
+        if source is None:
+            raise self.Error("cuModuleLoadData failed: the emulated GPU has no CUDA source for this image (it was "
+                             "not built by build_cuda while the emulated driver was installed)")
+        module = self._modules.get(source)
+        if module is None:
+            module = self._modules[source] = EmulatedModule(source)
+        return {name: module for name in module.kernels}
+
+    def run_kernel(self, function, grid, block, args, shared_size) -> None:
+        from .cuda_emulator import _LETTERS
+
+        values = [_LETTERS[letter](a) for letter, a in zip(function.arg_format, args)]
+        t0 = time.perf_counter()
+        function.run._launch(function.symbol, grid, block, values, shared_size)
+        self.kernel_seconds += time.perf_counter() - t0
+        damaged = []
+        for alloc in list(self._live.values()):
+            bad = alloc.guard_damage()
+            if bad is not None:
+                damaged.append(f"the {alloc.nbytes}-byte allocation at {alloc.ptr:#x}: {bad[1]} byte(s) written "
+                               f"outside it, the first at byte offset {bad[0]}")
+        if damaged:
+            raise self.Error(f"kernel '{function.symbol}' wrote outside device memory: " + "; ".join(damaged))
+
+
+class _GuardedAllocation:
+    """Device memory of the emulated GPU: host bytes holding 0xff, as uninitialized memory
+    might, between guard zones `EmulatedDriver.run_kernel` checks."""
+
+    def __init__(self, driver, nbytes: int) -> None:
+        from .cuda_emulator import _Staged
+
+        self.driver, self.nbytes = driver, nbytes
+        self.buffer = _Staged(nbytes)
+        self.ptr = self.buffer.address
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    def guard_damage(self):
+        return None if self.buffer is None else self.buffer.guard_damage()
+
+    def free(self) -> None:
+        self.driver.freed += 1
+        self.buffer = None
