@@ -20,6 +20,7 @@ import ctypes as _ctypes
 import numpy as np
 
 from .devices import Device, cpu, device as _as_device, kDLCPU, kDLCUDA
+from .tensor_base import TensorBase
 
 __all__ = ["Tensor", "NDArray", "array", "tensor", "empty", "from_dlpack", "data_ptr", "ALIGNMENT"]
 
@@ -58,7 +59,7 @@ else:  # pragma: no cover
         return arr.__array_interface__["data"][0]
 
 
-class Tensor:
+class Tensor(TensorBase):
     """An n-dimensional array on a device. ``shape`` is a tuple of ints, ``dtype`` a string
     (``"float32"``), ``device`` a `Device`; ``numpy()`` shares memory with the tensor."""
 

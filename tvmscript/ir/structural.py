@@ -15,6 +15,7 @@ import hashlib
 import struct
 import sys
 
+from ..runtime.tensor_base import TensorBase
 from . import relax, tir
 from .module import GlobalVar, IRModule
 
@@ -40,9 +41,8 @@ _DEFINING_FIELDS = {
 
 def _as_array(x):
     """A tvms tensor's NumPy array (importers keep weights as tensors in function attributes),
-    else `x` itself; the runtime is looked up only if it was imported."""
-    rt = sys.modules.get("tvmscript.runtime.ndarray")
-    return x.numpy() if rt is not None and isinstance(x, rt.Tensor) else x
+    else `x` itself."""
+    return x.numpy() if isinstance(x, TensorBase) else x
 
 
 def _is_ndarray(x) -> bool:

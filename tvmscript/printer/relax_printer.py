@@ -8,11 +8,10 @@ are written as strings in the signature (``R.Tensor(("n", 784), ...)``) and decl
 
 from __future__ import annotations
 
-import sys
-
 from .. import ir
 from ..ir import relax, tir
 from ..metadata import Tables, is_inline
+from ..runtime.tensor_base import TensorBase
 from .doc import Doc
 from .tir_printer import Names, TIRPrinter, format_float, format_string, printed_attrs, same_node
 
@@ -401,10 +400,8 @@ def _py_value(data) -> str:
 
 
 def _is_tensor(v) -> bool:
-    """Whether `v` is a `tvms.nd` tensor, without importing the runtime (and NumPy) to know:
-    a tensor can only exist once its module is loaded."""
-    nd = sys.modules.get("tvmscript.runtime.ndarray")
-    return nd is not None and isinstance(v, nd.Tensor)
+    """Whether `v` is a `tvms.nd` tensor (known without loading NumPy)."""
+    return isinstance(v, TensorBase)
 
 
 def _tuple(items: list) -> str:
