@@ -18,7 +18,6 @@ from tvmscript import ir
 from tvmscript.ir import relax, tir
 from tvmscript.runtime.executable import Executable
 from tvmscript.runtime.sites import Site, locate
-from tvmscript.well_formed import return_annotation_problem
 
 from . import progress
 from .build_cpu import build_cpu
@@ -27,6 +26,7 @@ from .build_error import BuildError, NotLoweredError, where
 from .build_target import cpu_build_options, target_name_of
 from .kernel_places import place_table
 from .vm_codegen import VM_OPS, FunctionCodegen
+from .well_formed import return_annotation_problem
 
 __all__ = ["build", "compile", "BuildError", "NotLoweredError"]
 

@@ -230,7 +230,7 @@ def tvms_roundtrip(text: str) -> dict:
 def tvms_flags(text: str) -> dict:
     """For a program TVM rejects: does tvms reject it, or does ``tvms check`` flag it?"""
     import tvmscript as tvms
-    from tvmscript.well_formed import check_well_formed
+    from tvmscript.compiler.well_formed import check_well_formed
 
     try:
         node = tvms.parse(text)

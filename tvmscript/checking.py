@@ -14,7 +14,7 @@ from .diagnostics import TVMScriptError
 from .ir import IRModule
 from .parser import parse_source
 from .ir.tir import PrimFunc
-from .well_formed import well_formed_errors
+from .compiler.well_formed import well_formed_errors
 
 __all__ = ["file_errors", "function_units"]
 

@@ -12,7 +12,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript.checking import file_errors
 from tvmscript.diagnostics import TVMScriptError
-from tvmscript.well_formed import check_well_formed, well_formed_errors
+from tvmscript.compiler.well_formed import check_well_formed, well_formed_errors
 
 HEADER = """# from tvm.script import ir as I
 # from tvm.script import tir as T

@@ -346,7 +346,7 @@ def test_returning_a_dataflow_variable_runs_as_in_tvm_and_check_names_it():
     import numpy as np
 
     import tvmscript as tvms
-    from tvmscript.well_formed import well_formed_errors
+    from tvmscript.compiler.well_formed import well_formed_errors
 
     x = op.make_var("x", tensor((1, 4)))
     bb = BlockBuilder()

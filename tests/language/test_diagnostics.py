@@ -333,7 +333,7 @@ def test_annotation_contradicts_inferred_struct_info():
 
 def test_return_annotation_contradicting_the_body_is_read_and_checked():
     # TVM takes a return annotation as written; `tvms check` reports the contradiction.
-    from tvmscript.well_formed import well_formed_errors
+    from tvmscript.compiler.well_formed import well_formed_errors
 
     src = replace(MODULE, '-> R.Tensor((1, 10), "float32")', '-> R.Tensor((1, 10), "int32")')
     mod = parse(src)

@@ -206,7 +206,7 @@ def _unwrap(value, method: str):
 
 
 def _check(mod, spec) -> None:
-    from ....well_formed import check_well_formed
+    from ....compiler.well_formed import check_well_formed
 
     try:
         check_well_formed(mod)

@@ -9,10 +9,10 @@ TensorIR function touches is a parameter or allocated in an enclosing block.
 
 from __future__ import annotations
 
-from . import ir
-from .ir import relax, tir
-from .diagnostics import TVMScriptError
-from .ir.tir_visitor import TIRVisitor, vars_in
+from tvmscript import ir
+from tvmscript.diagnostics import TVMScriptError
+from tvmscript.ir import relax, tir
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 
 def check_well_formed(node) -> None:
@@ -66,8 +66,8 @@ def return_annotation_problem(func: relax.Function) -> str | None:
     """Why ``func``'s declared return cannot describe what its body returns (None if it can).
     The parser takes a return annotation as written, as TVM does; `tvms check` and the build
     report a contradiction, so a wrong annotation is never silently trusted."""
-    from .parser.relax_sinfo import sinfo_conflict
-    from .printer import sinfo_text
+    from tvmscript.parser.relax_sinfo import sinfo_conflict
+    from tvmscript.printer import sinfo_text
 
     ret, body = func.ret_struct_info, relax.struct_info_of(func.body.body)
     problem = sinfo_conflict(ret, body) if ret is not None and body is not None else None
@@ -157,9 +157,10 @@ class _RelaxChecker:
         dimensions, with the PrimFunc's symbolic sizes solved from the arguments), then the
         rules the build applies (`compiler.kernel_args.plan_kernel_args`), so that `tvms check`
         finds what `tvms run` would refuse or stop at."""
-        from .compiler.kernel_args import plan_kernel_args
-        from .compiler.kernel_params import kernel_signature
-        from .ir.op.call_tir import call_tir_mismatch, describe_arg
+        from tvmscript.ir.op.call_tir import call_tir_mismatch, describe_arg
+
+        from .kernel_args import plan_kernel_args
+        from .kernel_params import kernel_signature
 
         args = call.args[1] if len(call.args) > 1 else None
         if not isinstance(args, relax.Tuple):
