@@ -48,9 +48,10 @@ from tvmscript.ir.tir_visitor import reads_memory, vars_in
 from tvmscript.ir.arith.bound import const_int_bound
 from tvmscript.ir.arith.canonical import INT_OPS, Canonical, widen
 from tvmscript.ir.arith.int_set import eval_range
-from .kernel_places import with_place
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir import Allocate
+
+from .kernel_places import with_place
 
 __all__ = ["instrument_bounds_checks", "bounds_problems", "CHECK_INDEX", "CHECK_RANGE"]
 

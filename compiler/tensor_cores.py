@@ -27,9 +27,10 @@ from __future__ import annotations
 from tvmscript.ir import tir
 
 from tvmscript.ir.arith.canonical import simplify
-from .lower_tir import _row_major_strides
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_add, make_cast, make_mul
+
+from .lower_tir import _row_major_strides
 
 __all__ = ["WMMA_ANN", "tensorize_wmma"]
 

@@ -58,9 +58,10 @@ from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor
 
 from tvmscript.ir.arith import NEG_INF, POS_INF, const_int_bound, expr_key, relax_region, simplify
-from .lower_tir import dtype_bytes
-from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.mutator import substitute
+from tvmscript.ir.tir_arith import const_int
+
+from .lower_tir import dtype_bytes
 __all__ = ["verify_gpu_code", "gpu_code_errors", "constraints_of", "CONSTRAINT_NAMES"]
 
 CONSTRAINT_NAMES = (

@@ -33,6 +33,7 @@ import re
 
 from tvmscript import ir
 from tvmscript.ir import relax, tir
+from tvmscript.ir.op.call_tir import describe_arg
 from tvmscript.runtime import vm_helpers as helpers
 from tvmscript.runtime.executable import FuncSig, VMFunction, compile_source
 from tvmscript.runtime.sites import Site
@@ -40,7 +41,6 @@ from tvmscript.runtime.sites import Site
 from .build_error import BuildError, where
 from .kernel_args import plan_kernel_args
 from .memory_plan import arena_candidates, arena_layout, static_shape
-from tvmscript.ir.op.call_tir import describe_arg
 from .vm_specs import value_spec
 
 __all__ = ["FunctionCodegen", "py_function_name", "VM_OPS", "symbol_bounds"]

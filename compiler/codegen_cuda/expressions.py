@@ -16,11 +16,11 @@ it prints one lane of a vector.
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import substitute
 
 from ...ir.arith import const_int_bound
 from ..lower_gpu import THREAD_VARS, GPULoweringError
 from ..lower_tir import dtype_bytes
-from tvmscript.ir.mutator import substitute
 from .literals import CTYPES, HALF_TYPES, NARROW_INTS, ctype, float_literal, int_literal, limit_literal
 from .wmma import WMMA_OPS
 

@@ -16,12 +16,12 @@ intrinsics (`wmma.WmmaGen`) and expressions (`expressions.ExprGen`).
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir import Allocate
 from tvmscript.ir.tir_visitor import TIRVisitor
 
 from ..lower_gpu import (ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared,
                          pointer_targets)
 from ..lower_tir import THREAD_SYNC_OPS, dtype_bytes
-from tvmscript.ir.tir import Allocate
 from .allreduce import AllreduceGen
 from .expressions import ExprGen
 from .literals import ctype, ident, is_zero

@@ -15,11 +15,11 @@ reads while a lane is printed.
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import substitute
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ...ir.arith.canonical import Canonical
 from ..lower_tir import dtype_bytes
-from tvmscript.ir.mutator import substitute
 from .literals import is_zero, is_zero_literal
 
 _VECTOR_TYPES = {  # (dtype, lanes) -> (vector type, lane members)

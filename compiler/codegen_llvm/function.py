@@ -18,6 +18,7 @@ from typing import Optional
 import llvmlite.ir as ir
 
 from tvmscript.ir import tir
+from tvmscript.runtime.host_cpu import HostTarget
 from tvmscript.runtime.kernel_abi import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL
 
 from ..kernel_places import with_place
@@ -26,7 +27,6 @@ from .dtypes import I8, I64, PTR, VOID, dtype_bits, is_signed, is_unsigned, memo
 from .expressions import ExprGen
 from .parallel import ParallelGen
 from .statements import StmtGen
-from tvmscript.runtime.host_cpu import HostTarget
 
 
 

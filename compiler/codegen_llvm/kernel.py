@@ -23,14 +23,14 @@ import llvmlite.ir as ir
 
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
+from tvmscript.runtime.host_cpu import HostTarget, host_target
+from tvmscript.runtime.kernel_abi import KernelInfo
 
 from .. import progress
 from ..kernel_params import kernel_signature
 from ..lower_tir import lower
 from .dtypes import I8, I64, PTR, VOID, abi_type, constant, value_type
 from .function import FuncGen, ModuleGen
-from tvmscript.runtime.host_cpu import HostTarget, host_target
-from tvmscript.runtime.kernel_abi import KernelInfo
 
 
 def symbol_name(name: str) -> str:

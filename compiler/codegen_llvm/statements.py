@@ -25,11 +25,11 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir import Allocate
 
 from ..kernel_params import NameOf, dim_text
 from ..kernel_places import at_span
 from ..lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN
-from tvmscript.ir.tir import Allocate
 from .cost import UNROLL_BUDGET, unroll_cost
 from .dtypes import (I1, I8, I32, I64, PTR, VOID, constant, dtype_bits, elem_align, is_unsigned, memory_type,
                      value_type)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import IRMutator
+from tvmscript.ir.tir import Allocate
 from tvmscript.ir.tir_visitor import vars_in
 
 from ..lower_tir import _with_body
 
-from tvmscript.ir.tir import Allocate
 
-from tvmscript.ir.mutator import IRMutator
 from .common import ON_CHIP_SCOPES, buffer_accesses, buffers_accessed
 
 

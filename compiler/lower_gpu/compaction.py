@@ -12,13 +12,13 @@ import dataclasses
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir import Allocate
+from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.tir_visitor import TIRVisitor
 
 from ...ir.arith import const_int_bound, eval_range
 from ...ir.arith.canonical import Canonical
-from tvmscript.ir.tir import Allocate
-from tvmscript.ir.mutator import IRMutator, substitute
-from tvmscript.ir.tir_arith import make_cast
 from .common import ON_CHIP_SCOPES, THREAD_TAGS, THREAD_VARS, buffer_accesses, is_shared
 
 

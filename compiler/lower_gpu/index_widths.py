@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import IRMutator
 
 from ...ir.arith import const_int_bound
-from tvmscript.ir.mutator import IRMutator
 from .common import THREAD_VARS
 
 _INDEX_OPS = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Min, tir.Max, tir.Div, tir.Mod)

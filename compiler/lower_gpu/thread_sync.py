@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir import Allocate
 from tvmscript.ir.tir_visitor import TIRVisitor
 
 from ..lower_tir import THREAD_SYNC_OPS
-
-from tvmscript.ir.tir import Allocate
 from .common import SYNC_OP, buffer_accesses, is_shared
 
 

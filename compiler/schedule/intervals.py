@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import substitute
+from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...ir.arith import const_int_bound, eval_range, simplify
-from tvmscript.ir.tir_arith import make_cast
-from tvmscript.ir.mutator import substitute
 from .common import const_value
 
 # An interval is (lo, hi), inclusive, with None for an unbounded side; NOTHING is the empty

@@ -11,10 +11,10 @@ iterators (a fused index ``v0 * 4 + v1``) is inverted first, as TVM does (`_affi
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir_arith import make_cast
 
 from ...ir.arith import const_int_bound, simplify
 from ...ir.arith.canonical import Canonical
-from tvmscript.ir.tir_arith import make_cast
 from .common import const_value
 from .intervals import (NOTHING, can_prove_equal, exact_zero, interval_intersect, interval_simplified, interval_union,
                         last_of, max_bound, min_bound, simplify_in)

@@ -12,11 +12,10 @@ import dataclasses
 
 from tvmscript.ir import tir
 
+from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_visitor import vars_in
 
 from ..lower_tir import INTERLEAVE_ANN, VECTORIZE_ANN
-
-from tvmscript.ir.mutator import IRMutator, substitute
 from ..schedule.common import blocks_under
 from .analysis import access_strides, buffer_loads, count_buffer_loads, impure, only_blocks, vectorizable
 from .block_edits import load_swapper

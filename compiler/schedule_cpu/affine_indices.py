@@ -11,11 +11,11 @@ import dataclasses
 
 from tvmscript.ir import tir
 
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.ir.tir_visitor import contains, vars_in
 
 from ...ir.arith.canonical import Canonical
 from ...ir.arith.symbolic_divmod import simplify_divmod
-from tvmscript.ir.mutator import IRMutator
 
 
 class AffineSymbolicIndices(IRMutator):

@@ -11,10 +11,9 @@ import dataclasses
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import substitute
 
 from ..lower_tir import VECTORIZE_ANN
-
-from tvmscript.ir.mutator import substitute
 from .analysis import reduction_rhs
 from .host import vector_bytes
 from .nest import Nest

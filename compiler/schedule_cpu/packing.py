@@ -10,10 +10,9 @@ buffer of the operand's full shape and layout, allocated once outside the parall
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import substitute
 
 from ..lower_tir import VECTORIZE_ANN, dtype_bytes
-
-from tvmscript.ir.mutator import substitute
 from .host import BLOCK_TILE_BYTES
 from .plan import Plan
 from .symbolic import symbolic_extents_small

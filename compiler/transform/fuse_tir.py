@@ -33,13 +33,13 @@ import dataclasses
 import re
 
 from tvmscript import ir
-from tvmscript.ir import relax, tir
 from tvmscript.diagnostics import FusedSpan, plain_span
+from tvmscript.ir import relax, tir
+from tvmscript.ir.mutator import substitute
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..block_builder import BlockBuilder
 from ..kernel_places import numbered_spans
-from tvmscript.ir.mutator import substitute
 from ._common import call_tir_args, call_tir_tir_vars, copy_module, replace_fields
 from .dead_code_elimination import DeadCodeElimination
 

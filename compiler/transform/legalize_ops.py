@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from tvmscript import ir
 from tvmscript.ir import relax
-
-from ..block_builder import BlockBuilder, _BlockFrame, _FunctionFrame
 from tvmscript.ir.op import find_op
 
+from ..block_builder import BlockBuilder, _BlockFrame, _FunctionFrame
 from .. import op as _legalizations  # noqa: F401  (attaches every op's legalization)
 
 
