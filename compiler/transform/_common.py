@@ -7,6 +7,7 @@ import dataclasses
 
 from tvmscript import ir
 from tvmscript.ir import relax, tir
+from tvmscript.ir.mutator import substitute
 
 # TVM's OpPatternKind.
 kElemWise = 0
@@ -142,13 +143,12 @@ def sinfo_tir_vars(sinfo, out: dict) -> dict:
     return out
 
 
-def substitute(node, var_map: dict, tir_map: dict | None = None):
+def substitute_relax(node, var_map: dict, tir_map: dict | None = None):
     """``node`` (any Relax expression, binding, block or struct info) with the Relax variables in
     ``var_map`` replaced by their expressions and the TIR variables in ``tir_map`` (symbolic
     dims) by theirs. Variables whose struct info mentions a substituted dim are re-created with
     the new struct info, consistently at their definition and every use. Unchanged subtrees are
-    shared."""
-    from tvmscript.ir.mutator import substitute
+    shared. (TIR alone: `tvmscript.ir.mutator.substitute`.)"""
     tir_map = tir_map or {}
     var_map = dict(var_map)
 

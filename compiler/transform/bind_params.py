@@ -16,7 +16,7 @@ import numpy as np
 from tvmscript import ir
 from tvmscript.ir import relax, tir
 
-from ._common import copy_module, substitute
+from ._common import copy_module, substitute_relax
 
 
 class BindParams:
@@ -59,7 +59,7 @@ def bind_params(func: relax.Function, params: dict) -> relax.Function:
         _bind_dims(var, const.data.shape, symbols)
     new_params = [p for p in func.params if p not in binding]
     new_func = dataclasses.replace(func, params=new_params, struct_info=None)
-    return substitute(new_func, binding, symbols)
+    return substitute_relax(new_func, binding, symbols)
 
 
 def _constant_for(var: relax.Var, value) -> relax.Constant:
