@@ -85,6 +85,10 @@ class Program:
         try:
             if options.bind:
                 mod = self._bind(mod, options.params, func_name)
+                if options.pipeline == "zero":
+                    # Bound weights mean inference: batch norms become arithmetic on them, which
+                    # FoldConstant folds and FuseOps fuses into the op before (docs/commands.md).
+                    mod = T.DecomposeOpsForInference(func_name or "main")(mod)
             if options.pipeline == "legalize":
                 mod = T.LegalizeOps()(mod)
             elif options.pipeline == "zero":
