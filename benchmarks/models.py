@@ -171,9 +171,11 @@ def row(label, how, t, t_eager, t_ort, goal, met, error) -> str:
 def print_profile(imported, example, repeat: int) -> None:
     """The kernels of the torch import's call at the example input, the three heaviest first."""
     import tvmscript as tvms
+    from _timing import SWITCH_PAUSE
 
     if imported.vm is None:
         return
+    time.sleep(SWITCH_PAUSE)  # onnxruntime's workers spin after its last call: 1.8 ms read 5.2 ms
     report = imported.vm.profile("main", tvms.nd.array(example.numpy()), repeat=repeat)
     calls = sum(n for _, n, _ in report.rows)
     top = ", ".join(f"{k} {t * 1e3:.2f} ms ({100 * t / report.total:.0f}%, {n} call{'s' * (n != 1)})"
