@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -80,7 +79,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import tvmscript as tvms  # noqa: E402
-from _timing import best_of  # noqa: E402
+from _timing import best_of, interleaved  # noqa: E402
 from tvmscript.runtime.host_cpu import host_target  # noqa: E402
 from tvmscript.ir import structural_equal  # noqa: E402
 from tvmscript.runtime import cpu as tvms_cpu  # noqa: E402
@@ -202,37 +201,6 @@ def mlp_inputs(batch: int, rng) -> list:
 
 def mlp_numpy(x, w0, b0, w1, b1):
     return np.maximum(x @ w0.T + b0, 0) @ w1.T + b1
-
-
-SWITCH_PAUSE = 0.15  # seconds between one function's calls and the next one's (`interleaved`)
-
-
-def interleaved(fns: list, calls: int, warmup: int, rounds: int = 5) -> list:
-    """Time of one call of each function: ``calls`` calls of each are timed in ``rounds``
-    alternating rounds (f, g, f, g, ...), and the best of the rounds' medians is reported: a
-    burst of load from other processes (on a shared machine, another guest can take a core
-    for milliseconds, which stalls every parallel region) spoils a round, not the figure.
-
-    Each function's calls start `SWITCH_PAUSE` after the previous one's: OpenBLAS's worker
-    threads (NumPy's, PyTorch's) keep spinning for about 0.1 s after a call, so a parallel
-    kernel run right after one finds the other cores taken (a 1024^3 matmul measured at 110
-    instead of 196 GFLOP/s), which measures the neighbour, not the kernel."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    per = max(1, calls // rounds)
-    best = [float("inf")] * len(fns)
-    clock = time.perf_counter
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            time.sleep(SWITCH_PAUSE)
-            times = []
-            for _ in range(per):
-                t0 = clock()
-                fn()
-                times.append(clock() - t0)
-            best[i] = min(best[i], statistics.median(times))
-    return best
 
 
 def fmt_time(s: float) -> str:

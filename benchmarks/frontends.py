@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
-
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -38,7 +35,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # support.torch_models: the mod
 import torch  # noqa: E402
 
 import tvmscript as tvms  # noqa: E402
-from _timing import best_of  # noqa: E402
+from _models import export, relative_error  # noqa: E402
+from _timing import alternated, best_of  # noqa: E402
 from support.torch_models import GPT, import_torchvision  # noqa: E402
 from tvmscript.relax.frontend import detach_params  # noqa: E402
 from tvmscript.relax.frontend.torch import from_exported_program  # noqa: E402
@@ -64,11 +62,6 @@ print(best)
 '''
 
 
-def export(model, *args):
-    with torch.no_grad():
-        return torch.export.export(model, args)
-
-
 def compile_for_cpu(mod):
     """What `tvms run` does: the zero pipeline, then compile for the host CPU."""
     mod, params = detach_params(mod)
@@ -80,19 +73,6 @@ def compile_for_cpu(mod):
     return vm["main"], [tvms.nd.array(p.numpy()) for p in params["main"]], compile_s
 
 
-def interleaved(tvms_call, torch_call, rounds: int) -> tuple[float, float]:
-    """Median seconds of each, timed in alternating rounds after a warm-up call."""
-    tvms_call()
-    torch_call()
-    a, b = [], []
-    for _ in range(rounds):
-        for fn, out in ((tvms_call, a), (torch_call, b)):
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-    return statistics.median(a), statistics.median(b)
-
-
 def run_vs_torch(name: str, model, example, rounds: int, goal: float) -> None:
     mod = from_exported_program(export(model, example), keep_params_as_input=True, unwrap_unit_return_tuple=True)
     func, params, compile_s = compile_for_cpu(mod)
@@ -100,14 +80,14 @@ def run_vs_torch(name: str, model, example, rounds: int, goal: float) -> None:
     with torch.no_grad():
         expected = model(example).numpy()
     got = func(x, *params).numpy()
-    error = float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30))
+    error = relative_error(got, expected)
     assert error <= 1e-4, f"{name}: tvms differs from PyTorch by {error:.2e}"
 
     def torch_call():
         with torch.no_grad():
             model(example)
 
-    t_tvms, t_torch = interleaved(lambda: func(x, *params), torch_call, rounds)
+    t_tvms, t_torch = alternated([lambda: func(x, *params), torch_call], rounds)
     ratio = t_tvms / t_torch
     print(f"{name:<28} tvms {t_tvms * 1e3:8.2f} ms   PyTorch eager {t_torch * 1e3:8.2f} ms   "
           f"ratio {ratio:5.2f}x   goal <= {goal:g}x {'ok' if ratio <= goal else 'MISSED'}   "
