@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir_arith import is_one, make_cast
 from tvmscript.ir.tir_visitor import TIRVisitor
 
-from tvmscript.ir.tir_arith import make_cast
 
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -176,11 +176,6 @@ def same_expr(a, b) -> bool:
     from tvmscript.ir import structural_equal
 
     return a is b or structural_equal(a, b)
-
-
-def is_one(e) -> bool:
-    """Whether ``e`` is the constant 1 (a loop of one iteration)."""
-    return isinstance(e, tir.IntImm) and e.value == 1
 
 
 def thread_value(loop: tir.For):

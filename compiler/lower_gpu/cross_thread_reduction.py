@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir import Allocate
+from tvmscript.ir.tir_arith import is_one
 from tvmscript.ir.tir_visitor import vars_in
 
 from ..lower_tir import _with_body
 
-
-from .common import ALLREDUCE_OP, THREAD_VARS, GPULoweringError, is_one, is_thread_loop, same_expr, thread_value
+from .common import ALLREDUCE_OP, THREAD_VARS, GPULoweringError, is_thread_loop, same_expr, thread_value
 
 
 def _conjuncts(e) -> list:

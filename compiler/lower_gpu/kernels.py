@@ -14,14 +14,12 @@ import dataclasses
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir import Allocate
-from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.tir_arith import is_one, make_cast
 
 from ..lower_tir import _e
 
-
-
 from .common import (ON_CHIP_SCOPES, THREAD_VARS, DeviceProgram, GPULoweringError, Kernel, all_loops, buffer_accesses,
-                     is_one, is_thread_loop, same_expr, thread_value)
+                     is_thread_loop, same_expr, thread_value)
 
 
 def _unbound_error(what: str) -> GPULoweringError:

@@ -29,10 +29,6 @@ def const_like(value, dtype: str) -> tir.PrimExpr:
     return tir.const(value, dtype) if dtype != "bool" else tir.IntImm("bool", int(bool(value)))
 
 
-def is_one(d) -> bool:
-    return isinstance(d, tir.IntImm) and d.value == 1
-
-
 def same_dim(a, b) -> bool:
     if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
         return a.value == b.value

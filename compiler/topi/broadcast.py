@@ -8,9 +8,10 @@ equals the output's, and 0 where the operand's extent is 1 (a broadcast dimensio
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir_arith import is_one
 
 from .. import te
-from ._util import compute, is_one, same_dim
+from ._util import compute, same_dim
 
 __all__ = [
     "broadcast_shape", "broadcast_binary", "add", "subtract", "multiply", "divide", "floor_divide",

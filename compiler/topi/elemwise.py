@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir_arith import is_one
 
 from .. import te
-from ._util import compute, is_one
+from ._util import compute
 from .broadcast import add, multiply
 
 __all__ = [

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 from tvmscript.ir.op.einsum import einsum_dims, parse_einsum
+from tvmscript.ir.tir_arith import is_one
 
 from .. import te
 from .broadcast import broadcast_shape
-from ._util import is_one
 
 __all__ = ["matmul", "einsum"]
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 from tvmscript.ir.op.shape_arith import floordiv, product, sub
+from tvmscript.ir.tir_arith import is_one
 
 from .. import te
-from ._util import axis_names, is_one
+from ._util import axis_names
 from .broadcast import divide, multiply, subtract
 from .transform import _cast_index
 

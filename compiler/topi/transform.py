@@ -17,10 +17,10 @@ from tvmscript.ir import tir
 from tvmscript.ir.arith.index_map import inverse_indices, map_shape
 from tvmscript.ir.op.shape_arith import (add, as_int, dim_expr, floordiv, floormod, int_imm, mul, product, ravel,
                                          slice_bounds, split_bounds, sub, unify_dtypes, unravel)
+from tvmscript.ir.tir_arith import is_one
 
 from .. import te
-from ...ir.arith.index_map import inverse_indices, map_shape
-from ._util import compute, is_one
+from ._util import compute
 
 __all__ = [
     "transpose", "reshape", "expand_dims", "squeeze", "concatenate", "split", "strided_slice", "take",

@@ -10,12 +10,17 @@ from typing import Optional
 
 from . import tir
 
-__all__ = ["const_int", "make_cast", "make_add", "make_sub", "make_mul", "make_floordiv", "make_floormod",
+__all__ = ["const_int", "is_one", "make_cast", "make_add", "make_sub", "make_mul", "make_floordiv", "make_floormod",
            "make_and"]
 
 
 def const_int(e) -> Optional[int]:
     return e.value if isinstance(e, tir.IntImm) else None
+
+
+def is_one(e) -> bool:
+    """Whether ``e`` is the constant 1: a unit dimension, a loop of one iteration."""
+    return isinstance(e, tir.IntImm) and e.value == 1
 
 
 def make_cast(e, dtype: str):

@@ -8,6 +8,7 @@ import inspect
 
 from tvmscript.ir import relax, tir
 from tvmscript.ir.structural import StructuralEqual
+from tvmscript.ir.tir_arith import is_one
 
 from .registry import OpError
 
@@ -43,10 +44,6 @@ def same_dtype(sinfo: relax.TensorStructInfo, what: str, data: relax.TensorStruc
     as TVM's inference requires."""
     if sinfo.dtype and data.dtype and sinfo.dtype != data.dtype:
         raise OpError(f"{what} has dtype {sinfo.dtype} but {data_what} has {data.dtype}; they must be the same", what)
-
-
-def is_one(d) -> bool:
-    return isinstance(d, tir.IntImm) and d.value == 1
 
 
 def broadcast_shapes(a: list, b: list, what: str = "operands") -> list | None:

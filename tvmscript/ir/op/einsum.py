@@ -7,7 +7,7 @@ definition (``compiler/topi/linalg.py``), so both read a subscripts string the s
 from __future__ import annotations
 
 from .. import tir
-from .common import is_one
+from ..tir_arith import is_one
 
 __all__ = ["EinsumError", "parse_einsum", "einsum_dims"]
 
