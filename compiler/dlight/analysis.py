@@ -20,10 +20,10 @@ import dataclasses
 from typing import Optional
 
 from tvmscript.ir import tir
-from tvmscript.ir.tir_visitor import vars_in
-
 from tvmscript.ir.arith import simplify
 from tvmscript.ir.arith.canonical import Canonical
+from tvmscript.ir.tir_visitor import vars_in
+
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import blocks_under
 from ..schedule.tree import stmt_children

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from tvmscript.ir import tir
 from tvmscript.ir import structural_equal
-from tvmscript.ir.tir_visitor import vars_in
-
+from tvmscript.ir import tir
 from tvmscript.ir.arith import eval_range, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_add, make_sub
+from tvmscript.ir.tir_visitor import vars_in
+
 from .common import const_value
 from .iter_map import conjuncts, subspace_divide, trivial_divide
 from .state import Schedule, primitive

@@ -26,10 +26,10 @@ import dataclasses
 from typing import Optional
 
 from tvmscript.ir import tir
-
 from tvmscript.ir.arith import const_int_bound, relax_region, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
+
 from .common import blocks_under, const_value, loop_ranges_above, record_call
 from .state import BlockRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, collect_names, fresh_name, replace, stmt_children

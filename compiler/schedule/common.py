@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript.ir import tir
-from tvmscript.ir.tir_visitor import vars_in
-
 from tvmscript.ir.arith.canonical import Canonical
 from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_visitor import vars_in
+
 from .tree import FuncIndex, stmt_children
 
 __all__ = ["loop_ranges_above", "rewrite_bindings", "iter_kinds_of_loop", "int_imm", "const_value",

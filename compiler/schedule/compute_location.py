@@ -29,11 +29,10 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript.ir import tir
-
-from tvmscript.ir.arith import const_int_bound, eval_range, simplify
-from tvmscript.ir.arith.canonical import Canonical
-from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.arith import simplify
 from tvmscript.ir.mutator import substitute
+from tvmscript.ir.tir_arith import make_cast
+
 from .block_scope import (as_block_rv, check_complete_or_reduction, check_not_output, leaf_removal_plan, scope_of,
                           takes_block_name)
 from .common import const_value, quoted_name

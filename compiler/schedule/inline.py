@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript.ir import tir
-from tvmscript.ir.tir_analysis import infer_access_regions
-from tvmscript.ir.structural import StructuralEqual
-from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
-
 from tvmscript.ir.arith import const_int_bound, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.structural import StructuralEqual
+from tvmscript.ir.tir_analysis import infer_access_regions
 from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
+
 from .block_scope import (as_block_rv, check_complete, check_not_output, complete_code, leaf_removal_plan, scope_of,
                           takes_block_name)
 from .common import const_value, quoted_name

@@ -25,11 +25,11 @@ import functools
 from typing import Optional
 
 from tvmscript.ir import tir
-from tvmscript.ir.tir_visitor import vars_in
-
 from tvmscript.ir.arith import simplify
 from tvmscript.ir.arith.canonical import Canonical, Sum, expr_key
 from tvmscript.ir.tir_arith import make_and
+from tvmscript.ir.tir_visitor import vars_in
+
 from .common import const_value
 
 __all__ = ["Mark", "Piece", "PSum", "IterMap", "detect_iter_map", "subspace_divide", "trivial_divide",

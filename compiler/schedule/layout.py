@@ -23,11 +23,11 @@ import inspect
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.arith import eval_range, simplify
+from tvmscript.ir.mutator import substitute
+from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.tir_visitor import vars_in
 
-from tvmscript.ir.arith import eval_range, simplify
-from tvmscript.ir.tir_arith import make_cast
-from tvmscript.ir.mutator import substitute
 from ...ir.tir_analysis import collect_accesses
 from .cache import buffer_defining_site, check_allocated, nth_access_buffer, normalize_block
 from .common import LoopRangeMutator, const_value, record_call

@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript.ir import tir
-from tvmscript.ir.tir_visitor import vars_in
-
 from tvmscript.ir.arith import simplify
 from tvmscript.ir.tir_arith import make_add, make_cast, make_floordiv, make_floormod, make_mul
+from tvmscript.ir.tir_visitor import vars_in
+
 from .common import blocks_under, const_value, iter_kinds_of_loop, loop_ranges_above, rewrite_bindings
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import child_block_realizes, replace

@@ -26,9 +26,9 @@ import operator
 import weakref
 
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import substitute
 from tvmscript.ir.tir_visitor import vars_in
 
-from tvmscript.ir.mutator import substitute
 from .blockize import substitute_block
 from .common import const_value
 from .iter_map import conjuncts, is_affine_binding

@@ -17,13 +17,13 @@ import dataclasses
 from typing import Optional
 
 from tvmscript.ir import tir
-from tvmscript.ir.index_map import IndexMap
-from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
-
 from tvmscript.ir.arith import simplify
 from tvmscript.ir.arith.index_map import inverse_indices, map_indices, map_shape
+from tvmscript.ir.index_map import IndexMap
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
+
 from ...ir.tir_analysis import collect_accesses
 from .common import const_value
 from .state import BlockRV, LoopRV, Schedule, primitive

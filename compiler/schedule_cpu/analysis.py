@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Optional
 
 from tvmscript.ir import tir
-
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.ir.tir_visitor import vars_in
 
-from tvmscript.ir.mutator import IRMutator
 from ..schedule.common import blocks_under
 
 

@@ -6,8 +6,8 @@ each loop nest in order (`plan_nest`), and carries out the plans (`apply_plan`, 
 from __future__ import annotations
 
 from tvmscript.ir import tir
-
 from tvmscript.ir.mutator import IRMutator
+
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import with_unique_block_names
 from .affine_indices import AffineSymbolicIndices

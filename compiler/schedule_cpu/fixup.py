@@ -17,8 +17,8 @@ import dataclasses
 from typing import Callable
 
 from tvmscript.ir import tir
-
 from tvmscript.ir.mutator import IRMutator
+
 from .accumulators import accumulator_tile, foldable_epilogue, reads_own_output
 from .analysis import only_blocks
 from .block_edits import load_swapper, rebinder

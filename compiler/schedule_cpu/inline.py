@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 from tvmscript.ir import tir
-
 from tvmscript.ir.mutator import IRMutator
+
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import blocks_under
 from .analysis import count_buffer_loads, impure

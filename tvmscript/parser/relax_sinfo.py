@@ -311,8 +311,6 @@ def _is_callee(name: ast.Name, root) -> bool:
 
 def sinfo_conflict(ann, inferred) -> str | None:
     """Why an annotation cannot describe a value of the inferred struct info (None if it can)."""
-    from ..ir.op.common import dim_equal
-
     if isinstance(inferred, relax.ObjectStructInfo) or isinstance(ann, relax.ObjectStructInfo):
         return None
     if type(ann) is not type(inferred):

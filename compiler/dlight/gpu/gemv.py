@@ -18,8 +18,8 @@ from __future__ import annotations
 from functools import reduce
 
 from tvmscript.ir import tir
-
 from tvmscript.ir.arith import simplify
+
 from ...lower_tir import dtype_bytes
 from ..analysis import (get_max_shared_memory_per_block, is_broadcast_epilogue, is_gemv, normalize_gemv,
                         normalize_prim_func)

@@ -12,10 +12,10 @@ to ``threadIdx.x``); the last block runs over the row with the same threads.
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.arith import Analyzer
 from tvmscript.ir.index_map import IndexMap
 from tvmscript.ir.tir_visitor import vars_in
 
-from tvmscript.ir.arith import Analyzer
 from ..analysis import get_root_block, normalize_prim_func
 from ..base import try_inline_contiguous_spatial
 from .base import GPUScheduleRule

@@ -11,8 +11,8 @@ padded by one element (`storage_align`) so reading it by columns does not hit on
 from __future__ import annotations
 
 from tvmscript.ir import tir
-
 from tvmscript.ir.arith import expr_key
+
 from ..analysis import detect_dominant_read, normalize_prim_func, normalize_to_iter_sum
 from ..base import try_inline_contiguous_spatial
 from .base import GPUScheduleRule

@@ -27,6 +27,7 @@ iterator), as TVM's scan kernels are.
 from __future__ import annotations
 
 from tvmscript.ir import relax, tir
+
 from . import shape_arith
 
 from .common import bool_attr, is_int, normalize_axis, tensor_arg
