@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 from support.cli import TVMS, load_npz, ok, tvms
+from support.conv_bn import conv_bn_program, conv_bn_weights
 from support.terminal import run_on_terminal
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -466,29 +467,11 @@ def test_run_with_bound_params(hl_mlp):
     np.testing.assert_allclose(load_npz(d / "b.npz")["output"], hl_mlp["ref"], rtol=1e-4, atol=1e-3)
 
 
-CONV_BN = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((1, 4, 8, 8), "float32"), w: R.Tensor((4, 4, 3, 3), "float32"),
-             gamma: R.Tensor((4,), "float32"), beta: R.Tensor((4,), "float32"),
-             mean: R.Tensor((4,), "float32"), var: R.Tensor((4,), "float32")):
-        with R.dataflow():
-            c = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
-            bn = R.nn.batch_norm(c, gamma, beta, mean, var, axis=1, epsilon=1e-5, training=False)
-            y = bn[0]
-            R.output(y)
-        return y
-"""
-
-
 def test_bind_decomposes_batch_norm_into_the_convolution(tmp_path):
     """--bind means inference: the batch norm folds into constants and fuses into the conv2d."""
     rng = np.random.default_rng(5)
-    (tmp_path / "cbn.tvms").write_text(CONV_BN)
-    np.savez(tmp_path / "w.npz", w=rng.standard_normal((4, 4, 3, 3)).astype("float32"),
-             gamma=rng.standard_normal(4).astype("float32"), beta=rng.standard_normal(4).astype("float32"),
-             mean=rng.standard_normal(4).astype("float32"), var=(rng.random(4) + 0.5).astype("float32"))
+    (tmp_path / "cbn.tvms").write_text(conv_bn_program(channels=4, size=8))
+    np.savez(tmp_path / "w.npz", **conv_bn_weights(rng, channels=4))
     np.savez(tmp_path / "x.npz", x=rng.standard_normal((1, 4, 8, 8)).astype("float32"))
     shown = ok("show", tmp_path / "cbn.tvms", "--pipeline", "zero", "--params", tmp_path / "w.npz", "--bind").out
     assert "fused_conv2d_subtract_divide_multiply_add" in shown and "batch_norm" not in shown.replace("bn:", "")

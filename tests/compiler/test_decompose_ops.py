@@ -10,6 +10,8 @@ import tvmscript as tvms
 from tvmscript import relax
 from tvmscript.compiler.transform import BindParams, DecomposeOpsForInference, get_pipeline
 
+from support.conv_bn import conv_bn_program, conv_bn_weights
+
 BEFORE = '''
 @I.ir_module
 class Module:
@@ -179,22 +181,6 @@ class Module:
         np.testing.assert_allclose(_run(decomposed, args)[0], _reference(*args, 1, True, True), rtol=1e-5, atol=1e-5)
 
 
-CONV_BN = '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((1, 8, 16, 16), "float32"), w: R.Tensor((8, 8, 3, 3), "float32"),
-             gamma: R.Tensor((8,), "float32"), beta: R.Tensor((8,), "float32"),
-             mean: R.Tensor((8,), "float32"), var: R.Tensor((8,), "float32")):
-        with R.dataflow():
-            c = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
-            bn = R.nn.batch_norm(c, gamma, beta, mean, var, axis=1, epsilon=1e-5, training=False)
-            y = bn[0]
-            R.output(y)
-        return y
-'''
-
-
 def _kernel_calls(mod):
     """The calls of main that run a kernel: call_tir, or a fused function's call."""
     return [b for blk in mod["main"].body.blocks for b in blk.bindings if isinstance(b.value, relax.Call)
@@ -203,10 +189,8 @@ def _kernel_calls(mod):
 
 def test_bound_conv2d_batch_norm_folds_and_fuses_into_one_kernel():
     rng = np.random.default_rng(1)
-    weights = {"w": rng.standard_normal((8, 8, 3, 3)).astype("float32"),
-               "gamma": rng.standard_normal(8).astype("float32"), "beta": rng.standard_normal(8).astype("float32"),
-               "mean": rng.standard_normal(8).astype("float32"), "var": (rng.random(8) + 0.5).astype("float32")}
-    bound = BindParams("main", weights)(tvms.parse(CONV_BN))
+    program = tvms.parse(conv_bn_program(channels=8, size=16))
+    bound = BindParams("main", conv_bn_weights(rng, channels=8))(program)
     plain = get_pipeline("zero")(bound)
     folded = get_pipeline("zero")(DecomposeOpsForInference()(bound))
     assert len(_kernel_calls(plain)) == 2  # conv2d, then batch_norm
