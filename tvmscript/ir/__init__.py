@@ -17,7 +17,16 @@ from __future__ import annotations
 from ..diagnostics import Span
 from .module import DummyGlobalInfo, GlobalVar, GlobalVarList, IRModule, VDevice, vdevice_kind, vdevice_name
 from .node import Comments, Node, register_printer
-from .structural import assert_structural_equal, structural_equal
 
 __all__ = ["Node", "Span", "GlobalVar", "GlobalVarList", "IRModule", "structural_equal", "assert_structural_equal",
            "Comments", "register_printer", "VDevice", "DummyGlobalInfo", "vdevice_kind", "vdevice_name"]
+
+
+def __getattr__(name: str):
+    """``structural_equal`` and ``assert_structural_equal`` (`structural`), loaded on first use:
+    reading, printing and running a program do not need them (a few ms of every start-up)."""
+    if name in ("structural_equal", "assert_structural_equal"):
+        from . import structural
+
+        return getattr(structural, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
