@@ -26,7 +26,7 @@ def __getattr__(name: str):
         from ..compiler import transform
 
         value = transform if name == "transform" else transform.get_pipeline
-    elif name in ("BlockBuilder",):
+    elif name == "BlockBuilder":
         from ..compiler.block_builder import BlockBuilder as value
     elif name in ("op", "const", "DynTensorType"):
         from ..ir.op import api
