@@ -82,6 +82,7 @@ import tvmscript as tvms  # noqa: E402
 from _timing import best_of, interleaved  # noqa: E402
 from tvmscript.runtime.host_cpu import host_target  # noqa: E402
 from tvmscript.ir import structural_equal  # noqa: E402
+from tvmscript.compiler import build_cpu  # noqa: E402
 from tvmscript.runtime import cpu as tvms_cpu  # noqa: E402
 
 # samples/mlp_zero.tvms with the batch dimension as a parameter: {b} is every batch extent
@@ -275,11 +276,11 @@ def bench_compile(repeat: int):
 
         def cold():
             os.environ["TVMS_CACHE_DIR"] = os.path.join(folder, str(next(fresh)))
-            tvms_cpu.clear_cache()
+            build_cpu.clear_cache()
             tvms.compile(mod, target="llvm")
 
         def from_disk():
-            tvms_cpu.clear_cache()
+            build_cpu.clear_cache()
             tvms.compile(mod, target="llvm")
 
         try:
@@ -290,7 +291,7 @@ def bench_compile(repeat: int):
                 os.environ.pop("TVMS_CACHE_DIR", None)
             else:
                 os.environ["TVMS_CACHE_DIR"] = saved
-    tvms_cpu.clear_cache()
+    build_cpu.clear_cache()
     tvms.compile(mod, target="llvm")
     t_warm = best_of(lambda: tvms.compile(mod, target="llvm"), repeat)
     return t_cold, t_disk, t_warm
