@@ -22,14 +22,21 @@ from .block_edits import load_swapper
 from .plan import Plan
 
 
-def accumulator_tile(plan: Plan, sch, parts: dict, realize, binding: dict, base: dict, epilogue=None):
+def accumulator_tile(plan: Plan, sch, parts: dict, realize, binding: dict, base: dict, epilogue=None,
+                     unshifted: dict | None = None):
     """The accumulators of a register tile: a ``rows x tile`` buffer (``<output>_local``)
     that the update block reads and writes instead of the output, filled before the reduce
     loops (with the init value, or from the output when the reduction is split or has no
     init) and stored to the output after them. Its indices are constants once the rows are
     unrolled and the vector loop vectorized, so LLVM keeps it in registers. Returns the
     function wrapping the tile (the statement below the tile's outer loops) and the edit of
-    the update block."""
+    the update block.
+
+    ``unshifted``: iterator -> the tile's origin before the shift, for the loops of constant
+    extent whose last tile is shifted back (`shifted_start`): its stores skip the outputs that
+    lie before that origin, which the tile before stored. So the overlap is never stored
+    twice: a tile may start from the output (a split reduction) or fold an epilogue that reads
+    its own output, and no two threads store one element."""
     block = realize.block
     store = block.body
     out_buf = store.buffer
@@ -58,10 +65,12 @@ def accumulator_tile(plan: Plan, sch, parts: dict, realize, binding: dict, base:
         value = substitute(substitute(block.init.value, binding), to_tile)
         start = _over_tile(plan, tile_vars, tir.BufferStore(acc, value, list(tile_vars)), True)
     result = tir.BufferLoad(out_buf.dtype, acc, list(tile_vars))
+    fresh = _fresh_outputs(tiled, tile_vars, base, unshifted or {})
     if epilogue is None:
-        finish = _over_tile(plan, tile_vars, tir.BufferStore(out_buf, result, out_idx, store.span), out_contiguous)
+        finish = _over_tile(plan, tile_vars, tir.BufferStore(out_buf, result, out_idx, store.span), out_contiguous,
+                            fresh)
     else:
-        finish = _folded_epilogue(plan, tile_vars, epilogue, out_buf, result, out_idx, base)
+        finish = _folded_epilogue(plan, tile_vars, epilogue, out_buf, result, out_idx, base, fresh)
 
     def wrap(stmt):
         tile_block = tir.Block(plan.block_name + "_tile", [], [], [], tir.seq([start, stmt, finish]),
@@ -73,20 +82,38 @@ def accumulator_tile(plan: Plan, sch, parts: dict, realize, binding: dict, base:
     return wrap, _accumulating_update(out_buf, acc, block_idx)
 
 
-def _over_tile(plan: Plan, tile_vars: list, stmt, vectorize: bool):
+def _fresh_outputs(tiled: list, tile_vars: list, base: dict, unshifted: dict) -> dict:
+    """Tile variable -> the condition that its output was not stored by the tile before (a
+    shifted tile's overlap, see `accumulator_tile`), for the loops in ``unshifted``."""
+    fresh = {}
+    for lp, var in zip(tiled, tile_vars):
+        if lp.iv.var in unshifted:
+            origin = unshifted[lp.iv.var]
+            fresh[var] = tir.GE("bool", tir.Add(lp.dtype, base[lp.iv.var], var), origin)
+    return fresh
+
+
+def _over_tile(plan: Plan, tile_vars: list, stmt, vectorize: bool, fresh: dict | None = None):
     """``stmt`` in the loops over the tile (rows, then the vector loop, vectorized when asked
-    and the tile has vectors)."""
+    and the tile has vectors); with ``fresh`` (`_fresh_outputs`), only where its conditions
+    hold: a row's condition outside the vector loop."""
     vec, rows = plan.inner, plan.rows
+    fresh = fresh or {}
     vector = vectorize and plan.lanes > 1
     ann = {VECTORIZE_ANN: plan.lanes, INTERLEAVE_ANN: plan.tile // plan.lanes} if vector else {}
+    if tile_vars[-1] in fresh:
+        stmt = tir.IfThenElse(fresh[tile_vars[-1]], stmt)
     stmt = tir.For(tile_vars[-1], tir.IntImm(vec.dtype, 0), tir.IntImm(vec.dtype, plan.tile), "serial", stmt,
                    annotations=ann)
     if rows is not None:
+        if tile_vars[0] in fresh:
+            stmt = tir.IfThenElse(fresh[tile_vars[0]], stmt)
         stmt = tir.For(tile_vars[0], tir.IntImm(rows.dtype, 0), tir.IntImm(rows.dtype, plan.mr), "serial", stmt)
     return stmt
 
 
-def _folded_epilogue(plan: Plan, tile_vars: list, epilogue, out_buf, result, out_idx: list, base: dict):
+def _folded_epilogue(plan: Plan, tile_vars: list, epilogue, out_buf, result, out_idx: list, base: dict,
+                     fresh: dict):
     """The tile's final stores with the epilogue folded in: the epilogue's element, computed
     from the accumulator instead of the output buffer."""
     ep = epilogue.block.body
@@ -97,7 +124,7 @@ def _folded_epilogue(plan: Plan, tile_vars: list, epilogue, out_buf, result, out
     ep_strides = access_strides(ep.buffer, ep_idx, shift_vars) or {}
     value = substitute(value, to_out)
     return _over_tile(plan, tile_vars, tir.BufferStore(ep.buffer, value, ep_idx, ep.span),
-                      ep_strides.get(tile_vars[-1], 0) == 1 and vectorizable(value))
+                      ep_strides.get(tile_vars[-1], 0) == 1 and vectorizable(value), fresh)
 
 
 class _AccumulatorAccess(IRMutator):

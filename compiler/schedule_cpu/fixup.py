@@ -72,22 +72,24 @@ def _fix_nest(edits: _Edits, plan: Plan, brv, parts: dict, new: list, small_nest
     sch = edits.sch
     realize = sch.resolve_block(brv)[1]
     binding = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
-    base = _tile_origins(sch, plan, parts)
+    base, unshifted = _tile_origins(sch, plan, parts)
     if plan.shifted:
         values = {lp.iv.var: tir.Add(lp.dtype, base[lp.iv.var], sch.get(parts[(id(lp), "inner")]).loop_var)
                   for lp in plan.info if id(lp) in plan.shifted}
         binding.update(values)
         edits.edit_block(realize.block.name, rebinder(values))
     if plan.register_tile:
-        _fix_register_tile(edits, plan, parts, new, realize, binding, base, small_nest)
+        _fix_register_tile(edits, plan, parts, new, realize, binding, base, unshifted, small_nest)
     if plan.pack is not None:
         _fix_packing(edits, plan, parts, new, realize, binding, base)
 
 
-def _tile_origins(sch, plan: Plan, parts: dict) -> dict:
+def _tile_origins(sch, plan: Plan, parts: dict) -> tuple:
     """Iterator of each split loop -> its value at the split's innermost part 0 (the tile's
-    origin; for a shifted tile, shifted back at the last one)."""
-    base = {}
+    origin; for a shifted tile, shifted back at the last one); and, for each loop of constant
+    extent tiled with shifting, the origin before the shift (the tile's stores skip what lies
+    before it, the outputs of the tile before)."""
+    base, unshifted = {}, {}
     for lp, part, factor in plan.entries:
         if part == "outer":
             outer = sch.get(parts[(id(lp), "outer")])
@@ -97,27 +99,29 @@ def _tile_origins(sch, plan: Plan, parts: dict) -> dict:
                 first = tir.Add(lp.dtype, tir.Mul(lp.dtype, chunk, outer.extent), first)
             base[lp.iv.var] = tir.Mul(lp.dtype, first, tir.IntImm(lp.dtype, factor))
             if id(lp) in plan.shifted:
+                if lp.const_extent is not None:
+                    unshifted[lp.iv.var] = base[lp.iv.var]
                 base[lp.iv.var] = shifted_start(base[lp.iv.var], lp.extent, factor)
-    return base
+    return base, unshifted
 
 
 def _fix_register_tile(edits: _Edits, plan: Plan, parts: dict, new: list, realize, binding: dict, base: dict,
-                       small_nest: Callable) -> None:
+                       unshifted: dict, small_nest: Callable) -> None:
     """The tile's accumulators around its reduce loops, the epilogue folded into their final
-    stores (its own nest and intermediate buffer dropped), and, for shifted tiles, the nest
-    run when an extent is below its tile."""
+    stores (its own nest and intermediate buffer dropped), and, for shifted tiles of symbolic
+    extent, the nest run when an extent is below its tile."""
     sch = edits.sch
     current = sch.func("main").body
     epilogue = None if plan.acc_from_output else foldable_epilogue(current, realize)
-    if epilogue is not None and plan.shifted and reads_own_output(epilogue.block):
+    if epilogue is not None and plan.shifted_symbolic() and reads_own_output(epilogue.block):
         epilogue = None  # overlapping tiles would apply it twice
-    wrap, edit = accumulator_tile(plan, sch, parts, realize, binding, base, epilogue)
+    wrap, edit = accumulator_tile(plan, sch, parts, realize, binding, base, epilogue, unshifted)
     edits.edit_block(realize.block.name, edit)
     edits.wrap_below(plan.tile_at, new, wrap)
     if epilogue is not None:
         edits.dropped_blocks.add(epilogue.block.name)
         edits.dropped_buffers.add(realize.block.body.buffer)
-    if plan.shifted:
+    if plan.big_enough is not None:
         edits.fallbacks[sch.get(new[0]).loop_var] = (
             plan.big_enough, small_nest(plan, sch.func("main"), epilogue, realize.block.body.buffer))
 

@@ -58,9 +58,17 @@ class Plan:
         # Symbolic extents (`NestLoop.shiftable`): id(loop) -> static tile size of each loop tiled
         # with the last tile shifted back; the nest they need (extent >= tile for each) and the
         # nest as it was, run otherwise (`shifted_start`).
+        # A loop of constant extent its tile does not divide is tiled the same way (`_pick_tile_shape`):
+        # no fallback nest, and the shifted tile's stores skip the outputs of the tile before it.
         self.shifted: dict = {}
         self.big_enough = None
         self.original = None
+
+    def shifted_symbolic(self) -> bool:
+        """Whether a loop of symbolic extent is tiled with its last tile shifted back: its
+        overlapping tiles store the same outputs twice, so they must start from the init value."""
+        return any(lp is not None and id(lp) in self.shifted and lp.const_extent is None
+                   for lp in (self.inner, self.rows))  # the loops a register tile shifts
 
 
 def worth_parallel(info) -> bool:

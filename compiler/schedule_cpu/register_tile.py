@@ -77,7 +77,8 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
             packed = _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads)
         nvecs = vec.const_extent // lanes if vec.const_extent is not None else SYMBOLIC_VECTORS
         row_extent = (rows.const_extent or SYMBOLIC_ROWS) if rows is not None else 1
-        nv, mr = _pick_tile_shape(nvecs, row_extent)
+        shift_rows = rows is not None and rows.const_extent is not None and _starts_at_zero(rows)
+        nv, mr = _pick_tile_shape(nvecs, row_extent, shift_rows)
         if rows is not None and rows.const_extent is None and mr == 1:
             rows = None  # one row along a symbolic loop: it stays outside the tile
     plan = Plan()
@@ -87,7 +88,7 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
     plan.ebytes = ebytes
     if vec.const_extent is None:
         plan.shifted[id(vec)] = plan.tile
-    if rows is not None and rows.const_extent is None:
+    if rows is not None and (rows.const_extent is None or rows.const_extent % mr):
         plan.shifted[id(rows)] = mr
     if packed is not None:
         plan.pack, plan.pack_strides = packed
@@ -194,11 +195,17 @@ def _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads):
     return best[1] if best else None
 
 
-def _pick_tile_shape(nvecs: int, row_extent: int) -> tuple:
-    """``(nv, mr)``: vectors per row (a divisor of ``nvecs``, at most 4) and rows (a divisor
-    of ``row_extent``) of the register tile. Most accumulators within three quarters of the
-    vector registers (the rest hold the operands), then fewest loads per multiply-add
-    (``nv`` vector loads and ``mr`` broadcasts feed ``nv * mr`` of them)."""
+def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False) -> tuple:
+    """``(nv, mr)``: vectors per row (a divisor of ``nvecs``, at most 4) and rows of the
+    register tile. Most accumulators within three quarters of the vector registers (the rest
+    hold the operands), then fewest loads per multiply-add (``nv`` vector loads and ``mr``
+    broadcasts feed ``nv * mr`` of them).
+
+    Rows divide ``row_extent``, unless ``shift_rows``: then any count up to it will do, the
+    last tile shifted back to end at the extent (`shifted_start`). A prime extent (ViT's 197
+    tokens) would otherwise get one row, a tile of ``nv`` accumulators that each load feeds
+    once; the shifted tile recomputes at most ``mr - 1`` rows (its stores skip them,
+    `accumulators`), which counts against it here."""
     budget = vector_registers() * 3 // 4
     if row_extent <= 1:
         nv = max(d for d in range(1, min(nvecs, VECTOR_REGISTERS_PER_TILE) + 1) if nvecs % d == 0)
@@ -207,14 +214,20 @@ def _pick_tile_shape(nvecs: int, row_extent: int) -> tuple:
     for nv in range(1, min(nvecs, 4) + 1):
         if nvecs % nv:
             continue
-        fitting = [d for d in range(1, row_extent + 1) if row_extent % d == 0 and d * nv <= budget]
-        if not fitting:
-            continue
-        mr = max(fitting)
-        key = (nv * mr, -(nv + mr) / (nv * mr))
-        if best is None or key > best[0]:
-            best = (key, nv, mr)
+        for mr in range(1, min(row_extent, budget // nv) + 1):
+            if row_extent % mr and not shift_rows:
+                continue
+            useful = nv * mr * row_extent / (-(-row_extent // mr) * mr)  # the shifted tile's repeats lost
+            key = (round(useful, 6), -(nv + mr) / (nv * mr))
+            if best is None or key > best[0]:
+                best = (key, nv, mr)
     return best[1], best[2]
+
+
+def _starts_at_zero(lp) -> bool:
+    """Whether a loop's last tile can be shifted back (`shifted_start`): it starts at 0 and
+    binds a block iterator."""
+    return tir.is_const_int(lp.min, 0) and lp.iv is not None
 
 
 def _order_register_tile(plan: Plan, parallel: bool) -> None:
@@ -253,7 +266,7 @@ def _order_register_tile(plan: Plan, parallel: bool) -> None:
     ext = _entry_extent(first_above) if first_above is not None else 1
     wide = ext is None or ext >= threads and (ext % threads == 0 or ext >= 4 * threads)
     plan.pack_upfront = parallel and not wide and first_below is not None and vec.const_extent is not None
-    if plan.pack is not None and not plan.pack_upfront and not plan.shifted:
+    if plan.pack is not None and not plan.pack_upfront and not plan.shifted_symbolic():
         plan.ksplit = _panel_split(plan)
     entries = [(lp, "full", None) for lp in plan.unit]
     if plan.pack_upfront:
@@ -325,13 +338,13 @@ def finish_register_tile(plan: Plan, nest: Nest) -> Optional[Plan]:
     plan.acc_from_output = bool(plan.ksplit) or init is None
     plan.init_parallel = plan.decompose and plan.par_index is not None
     plan.guard = reduce_guard(plan.others_r)
-    if plan.shifted and plan.acc_from_output:
+    if plan.shifted_symbolic() and plan.acc_from_output:
         return None  # overlapping tiles would add their terms to the output twice
     plan.big_enough = None
     for lp in info:
-        if id(lp) in plan.shifted:
+        if id(lp) in plan.shifted and lp.const_extent is None:
             cond = tir.GE("bool", lp.extent, tir.IntImm(lp.extent.dtype, plan.shifted[id(lp)]))
             plan.big_enough = cond if plan.big_enough is None else tir.And("bool", plan.big_enough, cond)
-    if plan.shifted:
+    if plan.big_enough is not None:
         plan.original = nest.top  # run instead when an extent is below its tile (`driver.small_nest`)
     return plan

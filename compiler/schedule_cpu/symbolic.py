@@ -22,6 +22,8 @@ def shifted_start(start, extent, factor: int):
     stores the same values again; no tile needs a predicate or a tail loop. The nest runs
     only when ``extent >= factor`` (`small_nest` otherwise)."""
     dtype = start.dtype
+    if isinstance(extent, tir.IntImm):  # a constant extent its tile does not divide
+        return tir.Min(dtype, start, tir.IntImm(dtype, extent.value - factor))
     return tir.Min(dtype, start, tir.Sub(dtype, extent, tir.IntImm(dtype, factor)))
 
 

@@ -1,0 +1,146 @@
+"""The default CPU schedule on matrix products whose row count no good tile divides (ViT's 197
+tokens, a prime batch): the register tile keeps its full height, the last tile shifted back to
+end at the last row (`schedule_cpu.symbolic.shifted_start`), and its stores skip the rows the
+tile before it stored (`accumulators._fresh_outputs`). Without that, a prime row count got
+one-row tiles, a third of the speed of a square matmul.
+
+Each case is checked twice: the scheduled PrimFunc has the intended tile (several rows, a
+shifted start, no fallback nest), and the scheduled kernel gives the unscheduled kernel's bits,
+including where the tile starts from the output (a split reduction, a reduction without
+``T.init``) and where the row tiles run in parallel, so that a row stored twice, or a shifted
+tile adding its terms twice, would show.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tvmscript as tvms
+from tvmscript import tir
+from tvmscript.compiler.lower_tir import VECTORIZE_ANN
+from tvmscript.compiler.schedule_cpu import default_schedule
+from tvmscript.ir.mutator import IRMutator
+from tvmscript.relax import op
+
+from support import schedule_corpus as sc
+
+F32 = "float32"
+
+
+def _dense(m: int, k: int, n: int, epilogue: bool = False) -> tir.PrimFunc:
+    """``x[m, k] @ w[n, k]^T`` (+ bias, ReLU) through the zero pipeline."""
+    if epilogue:
+        return sc.zero_kernel(lambda x, w, b: [op.nn.relu(op.add(op.nn.dense(x, w), b))],
+                              [((m, k), F32), ((n, k), F32), ((n,), F32)])
+    return sc.zero_kernel(lambda x, w: [op.nn.dense(x, w)], [((m, k), F32), ((n, k), F32)])
+
+
+def _matmul(m: int, k: int, n: int) -> tir.PrimFunc:
+    """``a[m, k] @ b[k, n]``: the operand read along the vector loop is in rows."""
+    return sc.zero_kernel(lambda a, b: [op.matmul(a, b)], [((m, k), F32), ((k, n), F32)])
+
+
+ACCUMULATE = """
+@T.prim_func
+def main(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer(({k}, {n}), "float32"), C: T.Buffer(({m}, {n}), "float32")):
+    T.func_attr({{"tir.noalias": True}})
+    for i, j, r in T.grid({m}, {n}, {k}):
+        with T.block("acc"):
+            vi, vj, vr = T.axis.remap("SSR", [i, j, r])
+            C[vi, vj] = C[vi, vj] + A[vi, vr] * B[vr, vj]
+"""
+
+
+def _accumulate(m: int, k: int, n: int) -> tir.PrimFunc:
+    """``C += A @ B`` without ``T.init``: every tile starts from the output."""
+    return tvms.parse(ACCUMULATE.format(m=m, k=k, n=n))
+
+
+class _Walk(IRMutator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loops, self.blocks, self.ifs, self.mins = [], [], [], []
+
+    def visit_stmt(self, s):
+        if isinstance(s, tir.For):
+            self.loops.append(s)
+        elif isinstance(s, tir.Block):
+            self.blocks.append(s)
+        elif isinstance(s, tir.IfThenElse):
+            self.ifs.append(s)
+        return super().visit_stmt(s)
+
+    def visit_expr(self, e):
+        if isinstance(e, tir.Min):
+            self.mins.append(e)
+        return super().visit_expr(e)
+
+
+def _walk(func: tir.PrimFunc) -> _Walk:
+    w = _Walk()
+    w.visit_stmt(func.body)
+    return w
+
+
+def _tile_rows(func: tir.PrimFunc) -> int:
+    """Rows of the register tile's accumulators in the scheduled ``func``."""
+    w = _walk(func)
+    tiles = [b for blk in w.blocks if blk.name.endswith("_tile") for b in blk.alloc_buffers if b.scope == "local"]
+    assert tiles, "no register tile"
+    assert any(lp.annotations.get(VECTORIZE_ANN, 1) > 1 for lp in w.loops), "no vectorized loop"
+    return tiles[0].shape[0].value
+
+
+@pytest.mark.parametrize("m", [197, 37, 13])
+def test_a_prime_row_count_gets_a_full_height_shifted_tile(m):
+    scheduled = default_schedule(_dense(m, 64, 64))
+    rows = _tile_rows(scheduled)
+    assert rows >= 4 and m % rows, f"{rows}-row tile for {m} rows"
+    w = _walk(scheduled)
+    assert any(isinstance(x.b, tir.IntImm) and x.b.value == m - rows for x in w.mins), "no tile shifted back"
+    assert not any(s.else_case is not None for s in w.ifs), "a constant extent needs no fallback nest"
+
+
+def test_a_row_count_a_good_tile_divides_is_not_shifted():
+    scheduled = default_schedule(_dense(192, 64, 64))
+    assert 192 % _tile_rows(scheduled) == 0
+    assert not _walk(scheduled).mins
+
+
+def _same_bits(func: tir.PrimFunc, initial=None, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    inputs = [sc.random_array(rng, sc._shape(func.buffer_map[p], {}), F32) for p in func.params[:-1]]
+    shape = sc._shape(func.buffer_map[func.params[-1]], {})
+    out0 = np.full(shape, np.nan, F32) if initial is None else initial(rng, shape)
+    case = sc.Case(id="odd", func=func)
+    plain, fast = sc.run(case, inputs, out0, False), sc.run(case, inputs, out0, True)
+    assert sc.same_bits(fast, plain), f"max |difference| {np.nanmax(np.abs(fast - plain))}"
+
+
+@pytest.mark.parametrize("m,k,n", [(197, 64, 64), (13, 32, 48), (37, 20, 96), (293, 48, 32), (7, 16, 64)])
+def test_dense_same_bits(m, k, n):
+    _same_bits(_dense(m, k, n))
+
+
+@pytest.mark.parametrize("m", [197, 11])
+def test_folded_epilogue_same_bits(m):
+    func = _dense(m, 48, 64, epilogue=True)
+    assert _tile_rows(default_schedule(func)) > 1
+    _same_bits(func)
+
+
+def test_split_reduction_starts_each_tile_from_the_output():
+    """A panel over `PACKED_PANEL_BYTES` splits the reduction: the tiles start from the partial
+    sums in the output, so a shifted tile that stored its overlap would add those rows twice."""
+    func = _matmul(13, 1200, 128)
+    scheduled = default_schedule(func)
+    assert any(blk.name.endswith("_init") for blk in _walk(scheduled).blocks), "the reduction was not split"
+    assert _tile_rows(scheduled) > 1
+    _same_bits(func)
+
+
+def test_reduction_without_init_adds_to_the_output_once():
+    func = _accumulate(29, 40, 64)
+    assert _tile_rows(default_schedule(func)) > 1
+    _same_bits(func, initial=lambda rng, shape: rng.standard_normal(shape).astype(F32))
