@@ -95,7 +95,8 @@ def build_cpu(funcs, *, schedule: bool = True, opt_level: int = 3, use_cache: bo
             raise RuntimeError("libgomp is not available in this process")
         runtime = parallel
     target = target or host_target()
-    # The default schedule fits its tiles to the threads parallel loops run on.
+    # The default schedule fits its tiles to the threads parallel loops run on, and to the
+    # target's vector registers: `target` (its CPU and features) is in the key.
     from .schedule_cpu import parallel_threads
 
     options = (bool(schedule), int(opt_level), runtime, target, parallel_threads() if schedule else 0,
@@ -111,12 +112,13 @@ def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: Ho
     # Numbered before the schedule moves them: the runtime numbers the PrimFuncs it was given.
     places = {n: numbered_spans(f) for n, f in funcs.items()}
     if schedule:
-        from .schedule_cpu import default_schedule
+        from .schedule_cpu import default_schedule, scheduling_for
 
         scheduled = {}
-        for i, (n, f) in enumerate(funcs.items()):
-            progress.report("scheduling kernels", i, len(funcs))
-            scheduled[n] = default_schedule(f)
+        with scheduling_for(target):  # tiles sized by the target's vector registers, not this machine's
+            for i, (n, f) in enumerate(funcs.items()):
+                progress.report("scheduling kernels", i, len(funcs))
+                scheduled[n] = default_schedule(f)
         funcs = scheduled
     result = codegen_llvm.codegen(funcs, parallel_runtime=runtime, target=target, bounds_check=bounds_check,
                                   places=places)

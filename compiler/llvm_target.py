@@ -24,6 +24,9 @@ and a target without ``-mcpu``/``-mattr``/``-mtriple`` (the default) pays nothin
 Code generated for another CPU is there to print (``tvms compile --emit asm``) and to export
 (``export_library``), and refuses to run in this process unless this CPU can run it
 (`HostTarget.unrunnable_on`).
+
+`vector_unit` says what the default CPU schedule sizes its tiles by for a target: the width
+of its widest vector registers and how many there are, asked of LLVM for the CPU named.
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
 from tvmscript.runtime.host_cpu import HostTarget, host_target
 
-__all__ = ["cpu_target", "unrunnable_here", "llvm_cpus", "llvm_features"]
+__all__ = ["cpu_target", "unrunnable_here", "llvm_cpus", "llvm_features", "VectorUnit", "vector_unit"]
 
 
 def cpu_target(target) -> HostTarget:
@@ -85,6 +89,57 @@ def _cpu_target(mtriple: Optional[str], mcpu: Optional[str], mattr: tuple) -> Ho
     if built_for != host:
         _check_llvm_compiles(built_for, mcpu, mattr)
     return built_for
+
+
+# ----------------------------------------------------------------------------- vector registers
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    """The vector registers of a CPU: the bytes of the widest and how many there are."""
+
+    bytes: int
+    registers: int
+
+
+@lru_cache(maxsize=64)
+def vector_unit(target: HostTarget) -> VectorUnit:
+    """The vector registers LLVM generates ``target``'s code with.
+
+    On x86-64 LLVM is asked: the widths of the registers it selects for a 64-byte float
+    vector (zmm with AVX-512: 32 registers of 64 bytes; ymm with AVX: 16 of 32; else xmm, 16
+    of 16). Asking, rather than reading ``+avx512f`` in the feature string, also covers a CPU
+    given by name (``-mcpu=haswell``: its features are LLVM's, not in the string) and features
+    switched off with the ones that depend on them (``-mattr=-avx``). AArch64 has 32 NEON
+    registers of 16 bytes (tvms generates fixed-width vectors, never SVE's); elsewhere 16 of
+    16 bytes is assumed."""
+    arch = target.triple.split("-")[0]
+    if arch in ("x86_64", "amd64"):
+        asm = target.target_machine().emit_assembly(_parsed_probe(target.triple))
+        if "zmm" in asm:
+            return VectorUnit(64, 32)
+        return VectorUnit(32 if "ymm" in asm else 16, 16)
+    if arch in ("aarch64", "arm64"):
+        return VectorUnit(16, 32)
+    return VectorUnit(16, 16)
+
+
+# A 64-byte float vector loaded, added and stored: LLVM keeps it in one register as wide as
+# the CPU has (up to 64 bytes), or splits it over narrower ones.
+_VECTOR_PROBE = """target triple = "{triple}"
+define void @probe(ptr %p) {{
+  %a = load <16 x float>, ptr %p
+  %b = fadd <16 x float> %a, %a
+  store <16 x float> %b, ptr %p
+  ret void
+}}
+"""
+
+
+def _parsed_probe(triple: str):
+    import llvmlite.binding as llvm
+
+    return llvm.parse_assembly(_VECTOR_PROBE.format(triple=triple))
 
 
 # ----------------------------------------------------------------------------- the checks

@@ -47,8 +47,8 @@ register tile's accumulators, `accumulators`, and the guard that keeps the init 
 when a symbolic reduce loop is empty). A nest the primitives refuse is left as it was. The
 dot product is built directly.
 
-Where the rest lives: `host` (vector width, registers, threads, cache budgets), `analysis`
-(strides, loads, and other questions the rules ask of expressions), `affine_indices`
+Where the rest lives: `host` (the target CPU's vector width and registers, threads, cache
+budgets), `analysis` (strides, loads, and other questions the rules ask of expressions), `affine_indices`
 (indices dividing by a symbolic extent, made affine first), `packing` (panels),
 `block_edits` (edits of blocks no primitive makes).
 
@@ -71,7 +71,7 @@ that do not match are left alone, as are loops a user already annotated (``T.par
 
 from .driver import default_schedule
 from .host import (BLOCK_TILE_BYTES, PACKED_PANEL_BYTES, PANEL_BYTES, PARALLEL_MIN_WORK, parallel_threads,
-                   tile_bytes, vector_bytes, vector_registers)
+                   scheduling_for, target_cpu, tile_bytes, vector_bytes, vector_registers)
 
-__all__ = ["default_schedule", "tile_bytes", "vector_bytes", "vector_registers", "parallel_threads", "PANEL_BYTES",
-           "PACKED_PANEL_BYTES", "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]
+__all__ = ["default_schedule", "scheduling_for", "target_cpu", "tile_bytes", "vector_bytes", "vector_registers",
+           "parallel_threads", "PANEL_BYTES", "PACKED_PANEL_BYTES", "PARALLEL_MIN_WORK", "BLOCK_TILE_BYTES"]

@@ -1,5 +1,10 @@
-"""What the default CPU schedule sizes its tiles and threads by: the host's vector width and
-vector registers, the threads a parallel loop runs on, and the byte budgets of the caches.
+"""What the default CPU schedule sizes its tiles and threads by: the target CPU's vector width
+and vector registers, the threads a parallel loop runs on, and the byte budgets of the caches.
+
+The target CPU is the one the kernels are being compiled for: the CPU build schedules them
+inside ``scheduling_for(target)`` (``llvm -mcpu=haswell`` gets 32-byte vectors and 16
+registers on any machine), and outside one it is this machine's (`host_target`). A context
+variable rather than an argument because every rule reads it, several calls deep.
 
 Separate from the rules because every rule reads them and importers outside the package do
 too (`runtime.cpu` and the benchmarks ask `parallel_threads`; tests size kernels by
@@ -8,6 +13,13 @@ too (`runtime.cpu` and the benchmarks ask `parallel_threads`; tests size kernels
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator, Optional
+
+from tvmscript.runtime.host_cpu import HostTarget, host_target
+
+from ..llvm_target import vector_unit
 
 VECTOR_REGISTERS_PER_TILE = 8  # accumulators: enough to keep two FMA pipes busy
 PACKED_PANEL_BYTES = 256 * 1024  # reduce extent x tile of a packed operand, kept in L2
@@ -16,19 +28,28 @@ PARALLEL_MIN_WORK = 1 << 17  # iterations below which starting threads costs mor
 BLOCK_TILE_BYTES = 64  # each side of a block of a transposing copy: one cache line
 
 
-def vector_bytes() -> int:
-    """Bytes of the host's widest vector registers (64 with AVX-512, 32 with AVX, else 16)."""
-    try:
-        from tvmscript.runtime.host_cpu import host_target
+_scheduled_for: ContextVar[Optional[HostTarget]] = ContextVar("tvms_cpu_schedule_target", default=None)
 
-        features = host_target().features
-    except Exception:  # noqa: BLE001 - no LLVM: assume AVX
-        features = "+avx"
-    if "+avx512f" in features:
-        return 64
-    if "+avx" in features:
-        return 32
-    return 16
+
+@contextmanager
+def scheduling_for(target: HostTarget) -> Iterator[None]:
+    """Within it, the default schedule sizes tiles for ``target``'s vector registers."""
+    token = _scheduled_for.set(target)
+    try:
+        yield
+    finally:
+        _scheduled_for.reset(token)
+
+
+def target_cpu() -> HostTarget:
+    """The CPU the kernels being scheduled are for: ``scheduling_for``'s, else this machine's."""
+    return _scheduled_for.get() or host_target()
+
+
+def vector_bytes() -> int:
+    """Bytes of the target CPU's widest vector registers (64 with AVX-512, 32 with AVX, else
+    16; `compiler.llvm_target.vector_unit`)."""
+    return vector_unit(target_cpu()).bytes
 
 
 def parallel_threads() -> int:
@@ -44,12 +65,11 @@ def parallel_threads() -> int:
 
 
 def vector_registers() -> int:
-    """Vector registers of the host: 32 with AVX-512, else 16 (AVX, SSE on x86-64, and the
-    NEON registers' count halved as a conservative guess elsewhere)."""
-    return 32 if vector_bytes() == 64 else 16
+    """Vector registers of the target CPU: 32 with AVX-512 and on AArch64 (NEON), else 16."""
+    return vector_unit(target_cpu()).registers
 
 
 def tile_bytes() -> int:
-    """Bytes of one output row tile: `VECTOR_REGISTERS_PER_TILE` vectors of the host's widest
+    """Bytes of one output row tile: `VECTOR_REGISTERS_PER_TILE` vectors of the target's widest
     vector registers (`vector_bytes`)."""
     return VECTOR_REGISTERS_PER_TILE * vector_bytes()
