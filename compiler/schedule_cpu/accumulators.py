@@ -65,7 +65,11 @@ def accumulator_tile(plan: Plan, sch, parts: dict, realize, binding: dict, base:
         value = substitute(substitute(block.init.value, binding), to_tile)
         start = _over_tile(plan, tile_vars, tir.BufferStore(acc, value, list(tile_vars)), True)
     result = tir.BufferLoad(out_buf.dtype, acc, list(tile_vars))
-    fresh = _fresh_outputs(tiled, tile_vars, base, unshifted or {})
+    # Along the vector loop, a tile starting from the init value stores the overlap's values
+    # again, the same bits: only a tile that adds to the output, or an epilogue reading it,
+    # needs its stores predicated there (masked vector stores).
+    again_differs = plan.acc_from_output or (epilogue is not None and reads_own_output(epilogue.block))
+    fresh = _fresh_outputs(tiled if again_differs else tiled[:-1], tile_vars, base, unshifted or {})
     if epilogue is None:
         finish = _over_tile(plan, tile_vars, tir.BufferStore(out_buf, result, out_idx, store.span), out_contiguous,
                             fresh)

@@ -36,7 +36,9 @@ def inline_elementwise(func: tir.PrimFunc, body):
     change. A stage computing an expensive intrinsic (`EXPENSIVE_CALLS`) is inlined only
     into a single read by a stage of as many elements (it would otherwise be computed several
     times per element); a stage read by a reduction (a convolution's padding, softmax's
-    exponentials) stays, since the reduction would recompute it for each of its steps.
+    exponentials) stays, since the reduction would recompute it for each of its steps,
+    unless it is a plain copy (`_plain_copy`: a convolution's padding by zero, which TVM's
+    legalization emits too), which costs the reduction nothing and saves a pass over memory.
     `compute_inline` checks the rest (and refuses what it cannot prove)."""
     root = body.block if isinstance(body, tir.BlockRealize) else None
     if root is None or not root.alloc_buffers:
@@ -55,8 +57,8 @@ def inline_elementwise(func: tir.PrimFunc, body):
         current = sch.func("main").body
         readers = [(r, n) for r in blocks_under(current) if r.block.name != block.name
                    for n in [count_buffer_loads(r.block, store.buffer)] if n]
-        if not readers or any(r.block.init is not None or any(iv.kind != "S" for iv in r.block.iter_vars)
-                              for r, _ in readers):
+        if not readers or not _plain_copy(block) and any(
+                r.block.init is not None or any(iv.kind != "S" for iv in r.block.iter_vars) for r, _ in readers):
             continue
         if has_expensive_call(store.value):
             if len(readers) != 1 or readers[0][1] != 1 or _domain_size(readers[0][0].block) != _domain_size(block):
@@ -84,6 +86,17 @@ class _RoundedProducts(IRMutator):
                 and tir.is_float(s.value.dtype):
             return dataclasses.replace(s, value=tir.Cast(s.value.dtype, s.value))
         return super().visit_stmt(s)
+
+
+def _plain_copy(block: tir.Block) -> bool:
+    """Whether a stage copies a buffer of its own shape element for element (``P[i, j] =
+    X[i, j]``, its iterators in order): read in its place, the readers' indices stay as they
+    were."""
+    store = block.body
+    load = store.value
+    ivars = [iv.var for iv in block.iter_vars]
+    return (isinstance(load, tir.BufferLoad) and load.dtype == store.buffer.dtype and list(load.indices) == ivars
+            and list(store.indices) == ivars and len(load.buffer.shape) == len(ivars))
 
 
 def has_expensive_call(e) -> bool:

@@ -15,7 +15,7 @@ from tvmscript.ir.mutator import substitute
 from ..lower_tir import VECTORIZE_ANN, dtype_bytes
 from .host import BLOCK_TILE_BYTES
 from .plan import Plan
-from .symbolic import symbolic_extents_small
+from .symbolic import shifted_start, symbolic_extents_small
 
 SMALL_SYMBOLIC_REUSE = 1  # what `pack_reuse` counts a symbolic extent as, in a small nest
 
@@ -57,7 +57,7 @@ def packed_panel(plan: Plan, binding, base):
             lead.append((lp.iv.var if tir.is_const_int(lp.min, 0) else tir.Sub(lp.dtype, lp.iv.var, lp.min),
                          lp.extent, plan.pack_strides.get(lp.iv.var, 0), lp))
         if plan.vec_outer is not None:
-            lead.append((plan.vec_outer, tir.IntImm(inner.dtype, inner.const_extent // plan.tile),
+            lead.append((plan.vec_outer, tir.IntImm(inner.dtype, -(-inner.const_extent // plan.tile)),
                          plan.pack_strides.get(inner.iv.var, 0) * plan.tile, inner))
     panel = tir.Buffer(ld.buffer.name + "_panel", [x[1] for x in lead] + [d[1] for d in dims], ld.buffer.dtype)
     panel.data = tir.Var("handle", panel.name)
@@ -72,8 +72,11 @@ def packed_panel(plan: Plan, binding, base):
         mapping[v] = pv if origin is None else tir.Add(v.dtype, origin, pv)
     for x, pv in zip(lead, lead_vars):
         lp = x[3]
-        if lp is inner:  # vector iterator = tile index * tile + position in the tile
-            mapping[lp.iv.var] = tir.Add(lp.dtype, tir.Mul(lp.dtype, pv, tir.IntImm(lp.dtype, plan.tile)), pvars[-1])
+        if lp is inner:  # vector iterator = tile index * tile (the last shifted back) + position in the tile
+            start = tir.Mul(lp.dtype, pv, tir.IntImm(lp.dtype, plan.tile))
+            if id(lp) in plan.shifted:
+                start = shifted_start(start, lp.extent, plan.tile)
+            mapping[lp.iv.var] = tir.Add(lp.dtype, start, pvars[-1])
         else:
             mapping[lp.iv.var] = pv if tir.is_const_int(lp.min, 0) else tir.Add(lp.dtype, lp.min, pv)
     src = substitute(ld, mapping)

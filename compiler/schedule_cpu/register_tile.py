@@ -78,7 +78,8 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
         nvecs = vec.const_extent // lanes if vec.const_extent is not None else SYMBOLIC_VECTORS
         row_extent = (rows.const_extent or SYMBOLIC_ROWS) if rows is not None else 1
         shift_rows = rows is not None and rows.const_extent is not None and _starts_at_zero(rows)
-        nv, mr = _pick_tile_shape(nvecs, row_extent, shift_rows)
+        shift_vecs = vec.const_extent / lanes if vec.const_extent is not None and _starts_at_zero(vec) else None
+        nv, mr = _pick_tile_shape(nvecs, row_extent, shift_rows, shift_vecs)
         if rows is not None and rows.const_extent is None and mr == 1:
             rows = None  # one row along a symbolic loop: it stays outside the tile
     plan = Plan()
@@ -86,7 +87,7 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
     plan.lanes, plan.tile, plan.rows, plan.mr = lanes, nv * lanes, rows, mr
     plan.inner, plan.others_r = vec, reduce_
     plan.ebytes = ebytes
-    if vec.const_extent is None:
+    if vec.const_extent is None or vec.const_extent % plan.tile:
         plan.shifted[id(vec)] = plan.tile
     if rows is not None and (rows.const_extent is None or rows.const_extent % mr):
         plan.shifted[id(rows)] = mr
@@ -108,23 +109,29 @@ def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, eb
     (broadcast), contiguous, or, for at most one read, packable into a panel contiguous along
     it (it must depend on every reduce loop and be reused across other spatial loops).
     Preferred: the widest vectors, then a contiguous output (vector stores), then no packing,
-    then the innermost loop. Narrower vectors (half, quarter width) are tried only when no
-    loop fits the widest. With ``symbolic``, a loop of symbolic extent (`NestLoop.shiftable`)
-    fits any width, after the loops of constant extent."""
+    then a multiple of the width, then the innermost loop. Narrower vectors (half, quarter
+    width) are tried only when no loop fits the widest. A loop of constant extent that is
+    not a multiple fits when it holds a vector and its last tile can be shifted back
+    (`shifted_start`: a 14 x 14 feature map's 196 pixels, a 1000-class layer). With
+    ``symbolic``, a loop of symbolic extent (`NestLoop.shiftable`) fits any width, after
+    the loops of constant extent."""
     full = max(1, vector_bytes() // ebytes)
     lanes = full
     while lanes >= 4:
         best = None
         for pos, lp in enumerate(spatial):
             extent = lp.const_extent
-            if extent is None and not (symbolic and lp.shiftable) or extent is not None and extent % lanes:
+            if extent is None and not (symbolic and lp.shiftable):
+                continue
+            if extent is not None and extent % lanes and (extent < lanes or not _starts_at_zero(lp)):
                 continue
             strided = [(ld, st) for ld, st in loads if st.get(lp.iv.var, 0) not in (0, 1)]
             if len(strided) > 1:
                 continue
             if strided and not _panel_packable(strided[0], lp, reduce_, nontrivial, rhs_loads, 2):
                 continue
-            key = (out_st.get(lp.iv.var, 0) == 1, not strided, extent is not None, pos)
+            key = (out_st.get(lp.iv.var, 0) == 1, not strided, extent is not None and extent % lanes == 0,
+                   extent is not None, pos)
             if best is None or key > best[0]:
                 best = (key, lp, strided[0] if strided else None)
         if best is not None:
@@ -195,7 +202,7 @@ def _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads):
     return best[1] if best else None
 
 
-def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False) -> tuple:
+def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False, shift_vecs=None) -> tuple:
     """``(nv, mr)``: vectors per row (a divisor of ``nvecs``, at most 4) and rows of the
     register tile. Most accumulators within three quarters of the vector registers (the rest
     hold the operands), then fewest loads per multiply-add (``nv`` vector loads and ``mr``
@@ -205,23 +212,31 @@ def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False) -> t
     last tile shifted back to end at the extent (`shifted_start`). A prime extent (ViT's 197
     tokens) would otherwise get one row, a tile of ``nv`` accumulators that each load feeds
     once; the shifted tile recomputes at most ``mr - 1`` rows (its stores skip them,
-    `accumulators`), which counts against it here."""
+    `accumulators`), which counts against it here. Likewise ``shift_vecs``, the vector
+    loop's extent in vectors when its last tile may be shifted: then ``nv`` need not divide
+    ``nvecs`` (the whole vectors in it)."""
     budget = vector_registers() * 3 // 4
-    if row_extent <= 1:
-        nv = max(d for d in range(1, min(nvecs, VECTOR_REGISTERS_PER_TILE) + 1) if nvecs % d == 0)
-        return nv, 1
+    nv_limit = VECTOR_REGISTERS_PER_TILE if row_extent <= 1 else 4
     best = None
-    for nv in range(1, min(nvecs, 4) + 1):
-        if nvecs % nv:
+    for nv in range(1, min(nvecs, nv_limit) + 1):
+        if nvecs % nv and shift_vecs is None:
             continue
         for mr in range(1, min(row_extent, budget // nv) + 1):
             if row_extent % mr and not shift_rows:
                 continue
-            useful = nv * mr * row_extent / (-(-row_extent // mr) * mr)  # the shifted tile's repeats lost
+            useful = nv * mr * _covered(row_extent, mr) * _covered(shift_vecs or nvecs, nv)
             key = (round(useful, 6), -(nv + mr) / (nv * mr))
             if best is None or key > best[0]:
                 best = (key, nv, mr)
     return best[1], best[2]
+
+
+def _covered(extent, tile: int) -> float:
+    """The fraction of the work of tiles of ``tile`` over ``extent`` that is not repeated
+    (1 when the tile divides it; the last tile, shifted back, repeats part of the one
+    before)."""
+    tiles = -(-extent // tile)
+    return extent / (tiles * tile)
 
 
 def _starts_at_zero(lp) -> bool:
@@ -307,7 +322,7 @@ def _entry_extent(entry) -> Optional[int]:
     lp, part, factor = entry
     if lp.const_extent is None:
         return None
-    return lp.const_extent // factor if part == "outer" else lp.const_extent
+    return -(-lp.const_extent // factor) if part == "outer" else lp.const_extent
 
 
 def _panel_split(plan: Plan) -> Optional[int]:

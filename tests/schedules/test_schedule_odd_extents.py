@@ -144,3 +144,40 @@ def test_reduction_without_init_adds_to_the_output_once():
     func = _accumulate(29, 40, 64)
     assert _tile_rows(default_schedule(func)) > 1
     _same_bits(func, initial=lambda rng, shape: rng.standard_normal(shape).astype(F32))
+
+
+def _vector_widths(func: tir.PrimFunc) -> set:
+    return {lp.annotations.get(VECTORIZE_ANN, 1) for lp in _walk(func).loops}
+
+
+@pytest.mark.parametrize("n", [1000, 40, 20])
+def test_columns_not_a_multiple_of_the_vector_get_full_vectors(n):
+    """A 1000-class layer's columns: full-width vectors, the last tile shifted back, rather
+    than half-width ones that divide 1000."""
+    from tvmscript.compiler.schedule_cpu import vector_bytes
+
+    func = _dense(9, 64, n)
+    scheduled = default_schedule(func)
+    assert max(_vector_widths(scheduled)) == vector_bytes() // 4
+    assert _walk(scheduled).mins, "no tile shifted back"
+    _same_bits(func)
+
+
+@pytest.mark.parametrize("m,n", [(29, 40), (8, 20)])
+def test_shifted_vectors_add_to_the_output_once(m, n):
+    """Without ``T.init`` the tiles start from the output: the shifted vector tile's stores are
+    masked to the columns the tile before did not store."""
+    func = _accumulate(m, 24, n)
+    scheduled = default_schedule(func)
+    assert _walk(scheduled).mins
+    _same_bits(func, initial=lambda rng, shape: rng.standard_normal(shape).astype(F32))
+
+
+def test_pointwise_convolution_reads_its_input_in_place():
+    """A 1x1 convolution's padding by zero is a plain copy: inlined, the convolution reads its
+    input in place, with no pass over memory to copy it."""
+    func = sc.zero_kernel(lambda x, w: [op.nn.conv2d(x, w)], [((1, 24, 14, 14), F32), ((40, 24, 1, 1), F32)])
+    assert any(b.name == "pad_temp" for b in _walk(func).blocks)
+    scheduled = default_schedule(func)
+    assert not any(b.name == "pad_temp" for b in _walk(scheduled).blocks)
+    _same_bits(func)

@@ -584,9 +584,12 @@ def corpus() -> list:
          [_t(64, 128), _t(128, 96), _t(96)],
          {"register_tile", "tile_rows", "pack_rows", "fold_epilogue", "inline", "parallel"})
     zero("matmul_7x33x48", mm, [_t(7, 33), _t(33, 48)], {"register_tile", "tile_rows"})
-    zero("matmul_7x33x40_half_lanes", mm, [_t(7, 33), _t(33, 40)], {"register_tile", "narrow_lanes"})
-    zero("matmul_5x33x36_quarter_lanes", mm, [_t(5, 33), _t(33, 36)], {"register_tile", "narrow_lanes"})
-    zero("matmul_7x33x7_scalar", mm, [_t(7, 33), _t(33, 7)], {"scalar_tile"})
+    # 40 and 36 columns: full-width vectors, the last tile shifted back; 12 and 4: narrower ones.
+    zero("matmul_7x33x40_shifted_vectors", mm, [_t(7, 33), _t(33, 40)], {"register_tile", "tile_rows"})
+    zero("matmul_5x33x36_shifted_vectors", mm, [_t(5, 33), _t(33, 36)], {"register_tile", "tile_rows"})
+    zero("matmul_7x33x12_half_lanes", mm, [_t(7, 33), _t(33, 12)], {"register_tile", "narrow_lanes"})
+    zero("matmul_5x33x4_quarter_lanes", mm, [_t(5, 33), _t(33, 4)], {"register_tile", "narrow_lanes"})
+    zero("matmul_7x33x7_shifted_quarter_lanes", mm, [_t(7, 33), _t(33, 7)], {"register_tile", "narrow_lanes"})
     zero("matmul_3x5x3_tiny", mm, [_t(3, 5), _t(5, 3)], {"decompose"})
     zero("matmul_batch1_129x64", mm, [_t(1, 129), _t(129, 64)], {"register_tile"})
     zero("matmul_1x1x1", mm, [_t(1, 1), _t(1, 1)])
