@@ -10,7 +10,8 @@ leaves the graph the later passes pattern-match on.
 What it does, in TVM's two steps, planned over a whole function before anything changes:
 
 - A binding is *trivial* when its value is a variable (``y = x``), a field of a tuple literal
-  bound in scope (``y = t[0]`` with ``t = (x, w)``: the field, when it is a variable), or a match
+  bound in scope (``y = t[0]`` with ``t = (x, w)``: the field, when it is a variable), a tuple
+  rebuilt from every field of a tuple variable in order (``(t[0], t[1])``: ``t``), or a match
   cast whose struct info equals its value's. Its uses read the variable it is bound to (through
   chains of trivial bindings) and the binding goes.
 - Uses of a variable bound to a constant read the constant (``n = R.const(1)``; ``return n``
@@ -140,7 +141,7 @@ class _Planner:
         var, value = binding.var, binding.value
         same_sinfo = (not isinstance(binding, relax.MatchCast)
                       or structural_equal(var.struct_info, relax.struct_info_of(value)))
-        value = self.unwrap_tuple_item(value)
+        value = self.rewrapped_tuple(self.unwrap_tuple_item(value))
         if isinstance(value, relax.Var) and same_sinfo:
             self.trivial[var] = value
         if isinstance(value, relax.Constant):
@@ -159,6 +160,24 @@ class _Planner:
         while isinstance(tup, relax.Var) and tup in self.known:
             tup = self.known[tup]
         return tup.fields[value.index] if isinstance(tup, relax.Tuple) else value
+
+    def rewrapped_tuple(self, value):
+        """``t`` for ``(t[0], t[1], ..., t[n-1])`` built from every field of ``t`` in order
+        (through the variables bound to the reads), else ``value``."""
+        if not isinstance(value, relax.Tuple) or not value.fields:
+            return value
+        source = None
+        for i, field in enumerate(value.fields):
+            read = self.known.get(field) if isinstance(field, relax.Var) else field
+            if not isinstance(read, relax.TupleGetItem) or read.index != i:
+                return value
+            if source is None:
+                source = read.tuple_value
+            if read.tuple_value is not source or not isinstance(source, relax.Var):
+                return value
+        sinfo = relax.struct_info_of(source)
+        whole = isinstance(sinfo, relax.TupleStructInfo) and len(sinfo.fields) == len(value.fields)
+        return source if whole else value
 
     def uses(self, expr) -> None:
         """Records the variables ``expr`` reads; nested functions and branches are walked too."""

@@ -446,6 +446,26 @@ CASES = {
             R.output(C)
         return C
 '''),
+    "tuple_round_trip": ('''
+    @R.function
+    def main(param_tuple: R.Tuple([R.Tensor, R.Tensor, R.Tensor])):
+        with R.dataflow():
+            A = param_tuple[0]
+            B = param_tuple[1]
+            C = param_tuple[2]
+            output = (A, B, C)
+            R.output(output)
+        return output
+''', '''
+    @R.function
+    def main(param_tuple: R.Tuple([R.Tensor, R.Tensor, R.Tensor])):
+        with R.dataflow():
+            A = param_tuple[0]
+            B = param_tuple[1]
+            C = param_tuple[2]
+            R.output()
+        return param_tuple
+'''),
     "partial_tuple_round_trip_kept": ('''
     @R.function
     def main(param_tuple: R.Tuple([R.Tensor, R.Tensor, R.Tensor])):
