@@ -283,8 +283,9 @@ class _Applier:
         if not isinstance(block, relax.DataflowBlock):
             return replace_fields(block, bindings=bindings)
         bindings = _forward_output_definitions(bindings)
-        outputs = [b.var for b in bindings if not isinstance(b.var, relax.DataflowVar)]
-        return replace_fields(block, bindings=bindings, outputs=outputs)
+        defined = [b.var for b in bindings if not isinstance(b.var, relax.DataflowVar)]
+        kept = [v for v in block.outputs if v in defined]  # in the order R.output gave them
+        return replace_fields(block, bindings=bindings, outputs=kept + [v for v in defined if v not in kept])
 
     def binding(self, binding):
         return replace_fields(binding, var=self.plan.definition(binding.var), value=self.expr(binding.value))

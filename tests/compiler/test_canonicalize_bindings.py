@@ -551,3 +551,46 @@ def test_decomposed_batch_norm_same_numbers():
     s = (gamma / np.sqrt(var + 1e-5))[None, :, None, None]
     expected = np.maximum((x - mean[None, :, None, None]) * s + beta[None, :, None, None], 0)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+INNER_FUNCTION = '''
+    @R.function(pure=False)
+    def main(x: R.Tensor, y: R.Tensor) -> R.Tensor:
+        with R.dataflow():
+            @R.function(pure=False)
+            def inner_func(x: R.Tensor, y: R.Tensor) -> R.Tensor:
+                with R.dataflow():
+                    z = R.add(x, y)
+                    w = R.multiply(x, z)
+                    v = R.add(y, w)
+                    R.output({inner_first})
+                _ = R.print(format="oops")
+                with R.dataflow():
+                    a = R.multiply(v, v)
+                    b = R.add(a, a)
+                    c = R.multiply(a, b)
+                    R.output({inner_second})
+                return c
+
+            z = R.add(x, y)
+            w = R.multiply(z, z)
+            v = R.divide(w, z)
+            R.output({outer_first})
+        q = inner_func(w, v)
+        with R.dataflow():
+            a = R.multiply(q, q)
+            b = R.add(a, a)
+            c = R.multiply(b, a)
+            R.output({outer_second})
+        return c
+'''
+
+
+def test_inner_function():
+    """TVM's test_inner_function: outputs used only in their block become DataflowVars, in the
+    nested function too; what the nested function reads from outside stays exposed."""
+    before = INNER_FUNCTION.format(inner_first="z, w, v", inner_second="a, b, c",
+                                   outer_first="inner_func, z, v, w", outer_second="a, b, c")
+    expected = INNER_FUNCTION.format(inner_first="v", inner_second="c", outer_first="inner_func, v, w",
+                                     outer_second="c")
+    check(before, expected)
