@@ -137,11 +137,11 @@ def onnx_model(case: Case, model, example):
 def compile_bound(mod):
     """``main`` of ``mod`` (weights bound as constants) compiled for the host CPU as
     ``tvms.compile`` does by default, and the VM running it. Bound weights mean inference, so
-    batch norms are decomposed first, as ``tvms run --bind`` does: FoldConstant then folds
-    them into their weights and FuseOps into the convolution before them."""
+    the module first takes the passes ``tvms run --bind`` runs (``bound_inference_passes``):
+    batch norms folded into the convolutions' weights, the bn[0] reads after them removed."""
     import tvmscript as tvms
 
-    mod = tvms.relax.transform.DecomposeOpsForInference("main")(mod)
+    mod = tvms.relax.transform.bound_inference_passes("main")(mod)
     vm = tvms.relax.VirtualMachine(tvms.compile(mod, "llvm"), tvms.cpu())
     return vm
 

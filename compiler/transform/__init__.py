@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from .annotate_tir_op_pattern import AnnotateTIROpPattern, analyze_op_pattern
 from .bind_params import BindParams
+from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import DeadCodeElimination
 from .decompose_ops import DecomposeOpsForInference
+from .fold_batchnorm import FoldBatchnormToConv2D
 from .fold_constant import FoldConstant
 from .fuse_ops import FuseOps
 from .fuse_tir import FuseTIR
 from .legalize_ops import LegalizeOps
-from .pipeline import Sequential, get_pipeline
+from .pipeline import Sequential, bound_inference_passes, get_pipeline
 
-__all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "DeadCodeElimination",
-           "DecomposeOpsForInference", "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "Sequential", "get_pipeline"]
+__all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "DeadCodeElimination",
+           "DecomposeOpsForInference", "FoldBatchnormToConv2D", "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "Sequential", "bound_inference_passes",
+           "get_pipeline"]
 

@@ -37,6 +37,25 @@ def zero_pipeline() -> Sequential:
     return Sequential(passes, "zero")
 
 
+def bound_inference_passes(func_name: str = "main") -> Sequential:
+    """What a module whose weights are bound (BindParams) goes through before the zero pipeline,
+    in the one place `tvms run --bind` and the benchmarks take it from. Bound weights mean
+    inference: batch norms after a convolution fold into its weights (FoldBatchnormToConv2D),
+    the others become elementwise arithmetic on constants (DecomposeOpsForInference) that
+    FoldConstant folds, CanonicalizeBindings removes the ``bn[0]`` reads their tuples leave, and
+    DeadCodeElimination the tuples: a read in between, or a tuple still holding the convolution's
+    result, is a second consumer that keeps FuseOps from fusing what follows (a ReLU) into the
+    convolution's kernel."""
+    from .canonicalize_bindings import CanonicalizeBindings
+    from .dead_code_elimination import DeadCodeElimination
+    from .decompose_ops import DecomposeOpsForInference
+    from .fold_batchnorm import FoldBatchnormToConv2D
+
+    passes = [FoldBatchnormToConv2D(), DecomposeOpsForInference(func_name), CanonicalizeBindings(),
+              DeadCodeElimination()]
+    return Sequential(passes, "bound inference")
+
+
 # TVM's "default" pipeline (what tvm.compile runs) also legalizes and fuses; tvms's is zero's.
 _PIPELINES = {"zero": zero_pipeline, "default": zero_pipeline}
 

@@ -467,14 +467,15 @@ def test_run_with_bound_params(hl_mlp):
     np.testing.assert_allclose(load_npz(d / "b.npz")["output"], hl_mlp["ref"], rtol=1e-4, atol=1e-3)
 
 
-def test_bind_decomposes_batch_norm_into_the_convolution(tmp_path):
-    """--bind means inference: the batch norm folds into constants and fuses into the conv2d."""
+def test_bind_folds_batch_norm_into_the_convolution(tmp_path):
+    """--bind means inference: the batch norm folds into the conv2d's weights and a bias add
+    fused into its kernel (no per-element normalization left)."""
     rng = np.random.default_rng(5)
     (tmp_path / "cbn.tvms").write_text(conv_bn_program(channels=4, size=8))
     np.savez(tmp_path / "w.npz", **conv_bn_weights(rng, channels=4))
     np.savez(tmp_path / "x.npz", x=rng.standard_normal((1, 4, 8, 8)).astype("float32"))
     shown = ok("show", tmp_path / "cbn.tvms", "--pipeline", "zero", "--params", tmp_path / "w.npz", "--bind").out
-    assert "fused_conv2d_subtract_divide_multiply_add" in shown and "batch_norm" not in shown.replace("bn:", "")
+    assert "fused_conv2d_add" in shown and "subtract" not in shown and "batch_norm" not in shown.replace("bn:", "")
     ok("run", tmp_path / "cbn.tvms", "--params", tmp_path / "w.npz", "--bind", "--inputs", tmp_path / "x.npz",
        "--out", tmp_path / "bound.npz")
     ok("run", tmp_path / "cbn.tvms", "--params", tmp_path / "w.npz", "--inputs", tmp_path / "x.npz",

@@ -86,9 +86,9 @@ class Program:
             if options.bind:
                 mod = self._bind(mod, options.params, func_name)
                 if options.pipeline == "zero":
-                    # Bound weights mean inference: batch norms become arithmetic on them, which
-                    # FoldConstant folds and FuseOps fuses into the op before (docs/commands.md).
-                    mod = T.DecomposeOpsForInference(func_name or "main")(mod)
+                    # Bound weights mean inference: batch norms fold into the convolution before
+                    # them or become arithmetic FoldConstant folds (docs/commands.md).
+                    mod = T.bound_inference_passes(func_name or "main")(mod)
             if options.pipeline == "legalize":
                 mod = T.LegalizeOps()(mod)
             elif options.pipeline == "zero":
