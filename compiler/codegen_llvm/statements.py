@@ -204,8 +204,15 @@ class StmtGen:
         if width is not None and _int_value(width) > 1 and s.kind == "serial":
             props.append(("llvm.loop.vectorize.enable", ir.Constant(I1, 1)))
             props.append(("llvm.loop.vectorize.width", ir.Constant(I32, _int_value(width))))
-            count = _int_value(ann.get(INTERLEAVE_ANN, 1))
-            props.append(("llvm.loop.interleave.count", ir.Constant(I32, max(1, count))))
+            count = max(1, _int_value(ann.get(INTERLEAVE_ANN, 1)))
+            if count & (count - 1):
+                # LLVM ignores an interleave count that is not a power of two: three vectors
+                # (a 48-float tile) then stayed a loop, and a register tile's accumulators,
+                # indexed by it, went to memory (half the speed). Unrolled whole instead.
+                props.append(("llvm.loop.vectorize.followup_vectorized",
+                              self.mg.module.add_metadata([ir.MetaDataString(self.mg.module, "llvm.loop.unroll.full")])))
+            else:
+                props.append(("llvm.loop.interleave.count", ir.Constant(I32, count)))
         elif width is not None and _int_value(width) == 1:
             props.append(("llvm.loop.vectorize.enable", ir.Constant(I1, 0)))
         unroll = ann.get(UNROLL_ANN)

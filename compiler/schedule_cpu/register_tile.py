@@ -78,7 +78,9 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
         nvecs = vec.const_extent // lanes if vec.const_extent is not None else SYMBOLIC_VECTORS
         row_extent = (rows.const_extent or SYMBOLIC_ROWS) if rows is not None else 1
         shift_rows = rows is not None and rows.const_extent is not None and _starts_at_zero(rows)
-        shift_vecs = vec.const_extent / lanes if vec.const_extent is not None and _starts_at_zero(vec) else None
+        # Whole vectors in the loop: tiles of a divisor of them, as many per thread; else the
+        # last tile is shifted back anyway, and any count of vectors will do.
+        shift_vecs = vec.const_extent / lanes if vec.const_extent is not None and vec.const_extent % lanes else None
         nv, mr = _pick_tile_shape(nvecs, row_extent, shift_rows, shift_vecs)
         if rows is not None and rows.const_extent is None and mr == 1:
             rows = None  # one row along a symbolic loop: it stays outside the tile
@@ -108,13 +110,13 @@ def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, eb
     whose constant extent is a multiple of the width, along which every read is invariant
     (broadcast), contiguous, or, for at most one read, packable into a panel contiguous along
     it (it must depend on every reduce loop and be reused across other spatial loops).
-    Preferred: the widest vectors, then a contiguous output (vector stores), then no packing,
-    then a multiple of the width, then the innermost loop. Narrower vectors (half, quarter
-    width) are tried only when no loop fits the widest. A loop of constant extent that is
-    not a multiple fits when it holds a vector and its last tile can be shifted back
-    (`shifted_start`: a 14 x 14 feature map's 196 pixels, a 1000-class layer). With
-    ``symbolic``, a loop of symbolic extent (`NestLoop.shiftable`) fits any width, after
-    the loops of constant extent."""
+    Preferred: the widest vectors, then a multiple of the width, then a contiguous output
+    (vector stores), then no packing, then the innermost loop. Narrower vectors (half,
+    quarter width) are tried only when no loop fits the widest. A loop of constant extent
+    that is not a multiple fits when it holds a vector and its last tile can be shifted back
+    (`shifted_start`: a 1000-class layer's columns), after the multiples. With ``symbolic``,
+    a loop of symbolic extent (`NestLoop.shiftable`) fits any width, as a multiple does,
+    after the loops of constant extent."""
     full = max(1, vector_bytes() // ebytes)
     lanes = full
     while lanes >= 4:
@@ -130,7 +132,7 @@ def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, eb
                 continue
             if strided and not _panel_packable(strided[0], lp, reduce_, nontrivial, rhs_loads, 2):
                 continue
-            key = (out_st.get(lp.iv.var, 0) == 1, not strided, extent is not None and extent % lanes == 0,
+            key = (extent is None or extent % lanes == 0, out_st.get(lp.iv.var, 0) == 1, not strided,
                    extent is not None, pos)
             if best is None or key > best[0]:
                 best = (key, lp, strided[0] if strided else None)
@@ -208,13 +210,31 @@ def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False, shif
     hold the operands), then fewest loads per multiply-add (``nv`` vector loads and ``mr``
     broadcasts feed ``nv * mr`` of them).
 
-    Rows divide ``row_extent``, unless ``shift_rows``: then any count up to it will do, the
-    last tile shifted back to end at the extent (`shifted_start`). A prime extent (ViT's 197
-    tokens) would otherwise get one row, a tile of ``nv`` accumulators that each load feeds
-    once; the shifted tile recomputes at most ``mr - 1`` rows (its stores skip them,
+    Rows divide ``row_extent``, unless ``shift_rows`` and no divisor gives a tile of even
+    two thirds the work (`SHIFTED_ROWS_GAIN`): then any count up to it will do, the last tile
+    shifted back to end at the extent (`shifted_start`). A prime extent (ViT's 197 tokens)
+    would otherwise get one row, a tile of ``nv`` accumulators that each load feeds once;
+    the shifted tile recomputes at most ``mr - 1`` rows (its stores skip them,
     `accumulators`), which counts against it here. Likewise ``shift_vecs``, the vector
-    loop's extent in vectors when its last tile may be shifted: then ``nv`` need not divide
-    ``nvecs`` (the whole vectors in it)."""
+    loop's extent in vectors when its last tile is shifted anyway (not a whole number of
+    vectors): then ``nv`` need not divide ``nvecs`` (the whole vectors in it)."""
+    exact = _best_tile_shape(nvecs, row_extent, False, shift_vecs)
+    if not shift_rows:
+        return exact[1], exact[2]
+    shifted = _best_tile_shape(nvecs, row_extent, True, shift_vecs)
+    best = shifted if shifted[0][0] >= SHIFTED_ROWS_GAIN * exact[0][0] else exact
+    return best[1], best[2]
+
+
+# How much more work per tile shifted rows must do than the best tile whose rows divide the
+# extent: a shifted tile repeats rows, and its larger tile measured slower on 3x3
+# convolutions whose widths (14, 28, 56) divisors cover well (x1.34 to x1.4 the work).
+SHIFTED_ROWS_GAIN = 1.5
+
+
+def _best_tile_shape(nvecs: int, row_extent: int, shift_rows: bool, shift_vecs) -> tuple:
+    """``(key, nv, mr)`` of the best tile (see `_pick_tile_shape`); ``key[0]``: the
+    multiply-adds per step that are not repeated work."""
     budget = vector_registers() * 3 // 4
     nv_limit = VECTOR_REGISTERS_PER_TILE if row_extent <= 1 else 4
     best = None
@@ -224,11 +244,11 @@ def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False, shif
         for mr in range(1, min(row_extent, budget // nv) + 1):
             if row_extent % mr and not shift_rows:
                 continue
-            useful = nv * mr * _covered(row_extent, mr) * _covered(shift_vecs or nvecs, nv)
-            key = (round(useful, 6), -(nv + mr) / (nv * mr))
+            covered = _covered(row_extent, mr) * _covered(shift_vecs or nvecs, nv)
+            key = (round(nv * mr * covered, 6), covered == 1, -(nv + mr) / (nv * mr))
             if best is None or key > best[0]:
                 best = (key, nv, mr)
-    return best[1], best[2]
+    return best
 
 
 def _covered(extent, tile: int) -> float:

@@ -970,3 +970,31 @@ def test_optimize_survives_ir_that_aborted_the_slp_vectorizer():
     s = 1.5 * d  # every value is exact in float32, fused or not
     assert json.loads(proc.stdout) == [0.5 * s + (w * 0.5 + a), 1.5 * (w * 0.5 + b), 1.5 * (w * 0.5 + 0.5 * c),
                                        1.5 * s]
+
+
+def test_three_vector_tile_is_unrolled_not_interleaved():
+    """LLVM ignores an interleave count that is not a power of two: a register tile of three
+    vectors (48 floats) asks for the vectorized loop to be unrolled whole instead, so its
+    accumulators stay in registers."""
+    src = '''
+@T.prim_func
+def f(A: T.Buffer((7, 64), "float32"), B: T.Buffer((64, 48), "float32"), C: T.Buffer((7, 48), "float32")):
+    T.func_attr({"tir.noalias": True})
+    for i in range(7):
+        acc = T.alloc_buffer((48,), scope="local")
+        for j in T.serial(48, annotations={"tvms.vectorize_width": 16, "tvms.interleave": 3}):
+            acc[j] = T.float32(0)
+        for k in range(64):
+            for j in T.serial(48, annotations={"tvms.vectorize_width": 16, "tvms.interleave": 3}):
+                acc[j] = acc[j] + A[i, k] * B[k, j]
+        for j in T.serial(48, annotations={"tvms.vectorize_width": 16, "tvms.interleave": 3}):
+            C[i, j] = acc[j]
+'''
+    module = build_cpu({"f": tvms.parse(src)}, schedule=False)
+    unopt = module.get_source("llvm-unopt")
+    assert "llvm.loop.vectorize.followup_vectorized" in unopt
+    assert "llvm.loop.interleave.count" not in unopt
+    a, b = rand(7, 64), rand(64, 48)
+    c = np.zeros((7, 48), "float32")
+    module["f"](a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
