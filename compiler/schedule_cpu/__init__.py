@@ -1,7 +1,9 @@
 """A default CPU schedule: makes naive TensorIR loop nests fast without changing results.
 
 `default_schedule(func)` first inlines a function's intermediate elementwise and injective
-stages into the stages that read them (`inline`: a fused GELU's six passes become one), then
+stages into the stages that read them (`inline`: a fused GELU's six passes become one),
+merges two loops that every access walks as one contiguous dimension (`merge_dims`: a
+pointwise convolution's pixel rows and columns, through views of its buffers), then
 looks for loop nests of the simplest, most common form (`nest.match_nest`): serial loops,
 perfectly nested, around one block that stores one buffer element per spatial point (an
 elementwise op, or a reduction ``C[s] = C[s] <op> f(...)``, usually with ``T.init``, where

@@ -18,6 +18,7 @@ from .dot_product import DotProduct, plan_dot_product
 from .fixup import fixup
 from .inline import inline_elementwise
 from .loop_tile import plan_loop_tile
+from .merge_dims import merge_contiguous_loops
 from .nest import match_nest
 from .plan import Plan
 from .register_tile import finish_register_tile, plan_register_tile
@@ -36,6 +37,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = with_unique_block_names(func.body)  # schedules find blocks by name
     body = AffineSymbolicIndices().visit_stmt(body)
     body = inline_elementwise(func, body)
+    body = merge_contiguous_loops(body)
     body = schedule_nests(func, body)
     attrs = dict(func.attrs)
     attrs[SCHEDULED_ATTR] = True

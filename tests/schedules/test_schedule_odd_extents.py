@@ -181,3 +181,49 @@ def test_pointwise_convolution_reads_its_input_in_place():
     scheduled = default_schedule(func)
     assert not any(b.name == "pad_temp" for b in _walk(scheduled).blocks)
     _same_bits(func)
+
+
+def _pointwise(ci: int, co: int, hw: int, kernel: int = 1) -> tir.PrimFunc:
+    """conv2d (NCHW) + bias + ReLU6, as mobilenet_v2's layers are after batch norm folds."""
+    pad = [kernel // 2] * 4
+    return sc.zero_kernel(lambda x, w, b: [op.clip(op.add(op.nn.conv2d(x, w, padding=pad), b), 0, 6)],
+                          [((1, ci, hw, hw), F32), ((co, ci, kernel, kernel), F32), ((1, co, 1, 1), F32)],
+                          "conv2d")
+
+
+@pytest.mark.parametrize("ci,co,hw", [(24, 40, 14), (16, 24, 7), (8, 16, 12)])
+def test_pointwise_convolution_vectorizes_the_pixels(ci, co, hw):
+    """A 1x1 convolution's pixel rows and columns are one contiguous loop (`merge_dims`): the
+    register tile's vectors run along the pixels (the output stores are vector stores), its
+    rows along the output channels, and the epilogue folds into its stores."""
+    from tvmscript.compiler.schedule_cpu import vector_bytes
+
+    func = _pointwise(ci, co, hw)
+    scheduled = default_schedule(func)
+    w = _walk(scheduled)
+    stores = [s for s in _stores(scheduled.body) if s.buffer.name.startswith("compute")]
+    assert stores and all(len(s.buffer.shape) == 3 and s.buffer.shape[-1].value == hw * hw for s in stores)
+    tiles = [b for blk in w.blocks if blk.name.endswith("_tile") for b in blk.alloc_buffers if b.scope == "local"]
+    assert tiles and tiles[0].shape[-1].value % (vector_bytes() // 4) == 0
+    assert not any(b.name.startswith("compute") for b in w.blocks), "the epilogue did not fold"
+    _same_bits(func)
+
+
+def test_a_padded_convolution_keeps_its_rows():
+    func = _pointwise(8, 16, 14, kernel=3)
+    stores = [s for s in _stores(default_schedule(func).body) if s.buffer.name.startswith("compute")]
+    assert stores and all(len(s.buffer.shape) == 4 for s in stores)
+    _same_bits(func)
+
+
+def _stores(stmt) -> list:
+    found = []
+
+    class Stores(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.BufferStore):
+                found.append(s)
+            return super().visit_stmt(s)
+
+    Stores().visit_stmt(stmt)
+    return found
