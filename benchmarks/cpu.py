@@ -80,6 +80,7 @@ before timing. The goals from the issue are printed beside the figures.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -90,7 +91,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import tvmscript as tvms  # noqa: E402
-from _timing import best_of, interleaved  # noqa: E402
+from _timing import best_of, interleaved, interleaved_rounds, median_call, warmed_rounds  # noqa: E402
 from tvmscript.runtime.host_cpu import host_target  # noqa: E402
 from tvmscript.ir import structural_equal  # noqa: E402
 from tvmscript.compiler import build_cpu  # noqa: E402
@@ -250,8 +251,9 @@ def mlp_torch(torch):
     return run
 
 
-def bench_mlp(batch: int, calls: int, rounds: int, rng, torch=None):
-    """(tvms, NumPy, PyTorch or None) seconds per call, and tvms's max error."""
+def bench_mlp(batch: int, calls: int, rounds: int, rng, torch=None, best_numpy=None):
+    """(tvms, NumPy, PyTorch or None) seconds per call, tvms's max error, and NumPy's on its
+    best kernel (`BestKernelNumPy`, timed in the same rounds) or None without ``best_numpy``."""
     mod = mlp_module(batch)
     if batch == 1:
         sample = tvms.load(os.path.join(ROOT, "samples", "mlp_zero.tvms"))
@@ -269,13 +271,19 @@ def bench_mlp(batch: int, calls: int, rounds: int, rng, torch=None):
         run_torch, torch_args = mlp_torch(torch), [torch.from_numpy(a) for a in args]
         np.testing.assert_allclose(run_torch(*torch_args).numpy(), ref, rtol=1e-4, atol=1e-3)
         fns.append(lambda: run_torch(*torch_args))
-    times = interleaved(fns, calls, warmup=max(20, calls // 10), rounds=rounds)
-    return times[0], times[1], (times[2] if torch is not None else None), float(np.abs(out - ref).max())
+    warmup = max(20, calls // 10)
+    round_fns = warmed_rounds(fns, warmup)
+    if best_numpy is not None:
+        round_fns.append(best_numpy.mlp_rounds(batch, warmup))
+    times = interleaved_rounds(round_fns, calls, rounds)
+    return (times[0], times[1], (times[2] if torch is not None else None), float(np.abs(out - ref).max()),
+            times[-1] if best_numpy is not None else None)
 
 
-def bench_matmul(m: int, k: int, n: int, repeat: int, rng, torch=None):
-    """GFLOP/s of tvms, NumPy and PyTorch (or None) for an M x K times K x N matmul, and
-    tvms's max error."""
+def bench_matmul(m: int, k: int, n: int, repeat: int, rng, torch=None, best_numpy=None):
+    """GFLOP/s of tvms, NumPy and PyTorch (or None) for an M x K times K x N matmul, tvms's
+    max error, and NumPy's GFLOP/s on its best kernel (`BestKernelNumPy`, timed in the same
+    rounds; a square matmul only) or None without ``best_numpy``."""
     kernel = build(matmul_func(m, k, n))["main"]
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
@@ -289,9 +297,14 @@ def bench_matmul(m: int, k: int, n: int, repeat: int, rng, torch=None):
     if torch is not None:
         ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.empty((m, n))
         fns.append(lambda: torch.matmul(ta, tb, out=tc))
-    times = interleaved(fns, repeat, warmup=1, rounds=repeat)
+    round_fns = warmed_rounds(fns, 1)
+    if best_numpy is not None:
+        assert m == n == k, "the best-kernel NumPy process times square matmuls"
+        round_fns.append(best_numpy.matmul_rounds(n))
+    times = interleaved_rounds(round_fns, repeat, rounds=repeat)
     gflops = [2.0 * m * n * k / t / 1e9 for t in times]
-    return gflops[0], gflops[1], (gflops[2] if torch is not None else None), err
+    return (gflops[0], gflops[1], (gflops[2] if torch is not None else None), err,
+            gflops[-1] if best_numpy is not None else None)
 
 
 def bench_compile(repeat: int):
@@ -388,38 +401,72 @@ def numpy_blas() -> str:
         f"{lib.get('num_threads')} threads" for lib in blas)
 
 
-def numpy_figures(n: int, calls64: int, rounds: int) -> dict:
-    """NumPy alone, timed as in the main table (`interleaved`): GFLOP/s of the n^3 matmul,
-    seconds per batch-64 MLP, and its BLAS (`numpy_blas`). Run in a process of its own by
-    `numpy_best_kernel`."""
+class BestKernelNumPy:
+    """NumPy in a process of its own without OPENBLAS_CORETYPE, where OpenBLAS picks its own
+    (best) kernel for this CPU: the reference of the matmul and batch-64 goals when this
+    process runs a forced one (the kernel is chosen when OpenBLAS loads, hence the process).
+    It times rounds on request (`serve_numpy_rounds`), so that they alternate with this
+    process's in `interleaved_rounds` and the load of the moment hits both alike.
+    `start` gives None when OPENBLAS_CORETYPE is not set: this process's NumPy is the best."""
+
+    def __init__(self) -> None:
+        import subprocess
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        code = f"import sys; sys.path.insert(0, {here!r}); import cpu; cpu.serve_numpy_rounds()"
+        env = {k: v for k, v in os.environ.items() if k != CORETYPE}
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        self.blas = self._ask(["blas"])
+
+    @classmethod
+    def start(cls):
+        return cls() if CORETYPE in os.environ else None
+
+    def _ask(self, request: list):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"NumPy without {CORETYPE} exited (code {self.proc.wait()}); its stderr is above")
+        return json.loads(line)
+
+    def matmul_rounds(self, n: int):
+        """A round function (`interleaved_rounds`) of ``np.matmul`` at n x n x n; warms up first."""
+        self._ask(["matmul", n, 1])
+        return lambda calls: self._ask(["matmul", n, calls])
+
+    def mlp_rounds(self, batch: int, warmup: int):
+        """A round function of the MLP's NumPy expression (`mlp_numpy`) at ``batch``."""
+        self._ask(["mlp", batch, warmup])
+        return lambda calls: self._ask(["mlp", batch, calls])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def serve_numpy_rounds() -> None:
+    """`BestKernelNumPy`'s process: one JSON request a line on stdin, ``["blas"]`` (answered
+    with `numpy_blas`) or ``[workload, size, calls]``, answered with the median seconds of
+    ``calls`` calls (`median_call`) on inputs made once per workload and size."""
     rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
-    c = np.empty((n, n), np.float32)
-    args = mlp_inputs(64, rng)
-    (t_matmul,) = interleaved([lambda: np.matmul(a, b, out=c)], rounds, warmup=1, rounds=rounds)
-    (t_mlp,) = interleaved([lambda: mlp_numpy(*args)], calls64, warmup=max(20, calls64 // 10), rounds=rounds)
-    return {"matmul_gflops": 2.0 * n ** 3 / t_matmul / 1e9, "mlp64": t_mlp, "blas": numpy_blas()}
-
-
-def numpy_best_kernel(n: int, calls64: int, rounds: int):
-    """`numpy_figures` from a fresh process without OPENBLAS_CORETYPE, where OpenBLAS picks
-    its own (best) kernel for this CPU: the reference for the matmul and batch-64 goals when
-    this process runs a forced one. None when OPENBLAS_CORETYPE is not set (this process's
-    NumPy already runs its best kernel). The kernel is chosen when OpenBLAS loads, hence
-    the process of its own; it runs alone, not interleaved with tvms."""
-    import json
-    import subprocess
-
-    if CORETYPE not in os.environ:
-        return None
-    here = os.path.dirname(os.path.abspath(__file__))
-    code = (f"import json, sys; sys.path.insert(0, {here!r}); import cpu; "
-            f"print(json.dumps(cpu.numpy_figures({n}, {calls64}, {rounds})))")
-    env = {k: v for k, v in os.environ.items() if k != CORETYPE}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"NumPy without {CORETYPE} failed: {proc.stderr[-500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    workloads = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request[0] == "blas":
+            print(json.dumps(numpy_blas()), flush=True)
+            continue
+        kind, size, calls = request
+        if (kind, size) not in workloads:
+            if kind == "matmul":
+                a, b = (rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+                c = np.empty((size, size), np.float32)
+                workloads[kind, size] = lambda a=a, b=b, c=c: np.matmul(a, b, out=c)
+            else:
+                args = mlp_inputs(size, rng)
+                workloads[kind, size] = lambda args=args: mlp_numpy(*args)
+        print(json.dumps(median_call(workloads[kind, size], calls)), flush=True)
 
 
 def target_line(avx2: bool) -> str:
@@ -598,11 +645,17 @@ def main() -> None:
     t_cold, t_disk, t_warm = bench_compile(args.repeat)
     starts = bench_cold_start(args.repeat)
     b1 = bench_mlp(1, args.calls, args.repeat, rng, torch)
-    b64 = bench_mlp(64, calls64, args.repeat, rng, torch)
-    matmuls = [(n, bench_matmul(n, n, n, args.repeat if n <= 2048 else min(args.repeat, 3), rng, torch))
-               for n in (args.matmul, args.big_matmul) if n]
+    best_numpy = BestKernelNumPy.start()  # the goals' reference where OPENBLAS_CORETYPE forces a kernel
+    try:
+        b64 = bench_mlp(64, calls64, args.repeat, rng, torch, best_numpy)
+        matmuls = [(n, bench_matmul(n, n, n, args.repeat if n <= 2048 else min(args.repeat, 3), rng, torch,
+                                    best_numpy if i == 0 else None))
+                   for i, n in enumerate(n for n in (args.matmul, args.big_matmul) if n)]
+        best_blas = best_numpy.blas if best_numpy else None
+    finally:
+        if best_numpy is not None:
+            best_numpy.close()
     odd = bench_matmul(*ODD_MATMUL, args.repeat, rng, torch)
-    best = numpy_best_kernel(args.matmul, calls64, args.repeat)
     layers = bench_layers(args.model_rounds, rng) if models else []
 
     def verdict(ok: bool) -> str:
@@ -613,12 +666,13 @@ def main() -> None:
 
     # The references of the issue's goals: NumPy on OpenBLAS's best kernel. With
     # OPENBLAS_CORETYPE set, the better of this process's NumPy and one without it.
-    best_label = f"NumPy, {CORETYPE} unset" if best else ""
-    matmul_ref = max(matmuls[0][1][1], best["matmul_gflops"]) if best else matmuls[0][1][1]
-    mlp64_ref = min(b64[1], best["mlp64"]) if best else b64[1]
+    best_label = f"NumPy, {CORETYPE} unset"
+    best_gflops, best_mlp64 = matmuls[0][1][4], b64[4]
+    matmul_ref = max(matmuls[0][1][1], best_gflops) if best_blas else matmuls[0][1][1]
+    mlp64_ref = min(b64[1], best_mlp64) if best_blas else b64[1]
 
     def reference_name(in_process_is_better: bool) -> str:
-        if best is None:
+        if best_blas is None:
             return "NumPy"
         return "NumPy (this process)" if in_process_is_better else best_label
 
@@ -631,19 +685,19 @@ def main() -> None:
     rows.append(("seed MLP, batch 64, VM call", fmt_time(b64[0]), fmt_time(b64[1]), torch_cell(b64[2]),
                  f"{b64[0] / b64[1]:.2f}x NumPy's time" + (f", {b64[0] / b64[2]:.2f}x PyTorch's" if b64[2] else ""),
                  f"<= 0.8x {reference_name(b64[1] <= mlp64_ref)}: {verdict(r <= 0.8)}"))
-    if best:
-        rows.append((f"  {best_label} (own process)", "", fmt_time(best["mlp64"]), "",
-                     f"tvms: {b64[0] / best['mlp64']:.2f}x its time", ""))
-    for i, (n, (gf_tvms, gf_np, gf_torch, _)) in enumerate(matmuls):
+    if best_blas:
+        rows.append((f"  {best_label} (own process)", "", fmt_time(best_mlp64), "",
+                     f"tvms: {b64[0] / best_mlp64:.2f}x its time", ""))
+    for i, (n, (gf_tvms, gf_np, gf_torch, *_)) in enumerate(matmuls):
         ref = matmul_ref if i == 0 else gf_np
         pct = gf_tvms / ref * 100
         goal = (f">= 90% of {reference_name(gf_np >= matmul_ref)}: {verdict(pct >= 90)}" if i == 0
                 else f">= 70% of NumPy: {verdict(pct >= 70)}")
         rows.append((f"matmul {n}^3 fp32, GFLOP/s (default schedule)", f"{gf_tvms:,.1f}", f"{gf_np:,.1f}",
                      "" if gf_torch is None else f"{gf_torch:,.1f}", f"{gf_tvms / gf_np * 100:.0f}% of NumPy's", goal))
-        if i == 0 and best:
-            rows.append((f"  {best_label} (own process)", "", f"{best['matmul_gflops']:,.1f}", "",
-                         f"tvms: {gf_tvms / best['matmul_gflops'] * 100:.0f}% of it", ""))
+        if i == 0 and best_blas:
+            rows.append((f"  {best_label} (own process)", "", f"{best_gflops:,.1f}", "",
+                         f"tvms: {gf_tvms / best_gflops * 100:.0f}% of it", ""))
     m, k, n = ODD_MATMUL
     pct = odd[0] / matmuls[0][1][0] * 100
     rows.append((f"matmul M={m} K=N={k} fp32, GFLOP/s", f"{odd[0]:,.1f}", f"{odd[1]:,.1f}",
@@ -675,7 +729,8 @@ def main() -> None:
           f"best median of {args.model_rounds} rounds; start-up and compile: best of {args.repeat}")
     print(f"NumPy's BLAS: {numpy_blas()}; " + (
         f"{CORETYPE}={os.environ[CORETYPE]} (set: the goals' NumPy is the better of this process and one "
-        f"without it, where OpenBLAS picks its kernel: {best['blas']})" if best else f"{CORETYPE} not set"))
+        f"without it, where OpenBLAS picks its kernel, timed in the same rounds: {best_blas})" if best_blas
+        else f"{CORETYPE} not set"))
     print(f"checked before timing: the batch-1 template equals samples/mlp_zero.tvms; max |tvms - NumPy|: "
           f"{b1[3]:.1e} (MLP batch 1), {b64[3]:.1e} (batch 64), "
           + ", ".join(f"{m[1][3]:.1e} (matmul {m[0]})" for m in matmuls)
