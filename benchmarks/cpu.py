@@ -280,9 +280,10 @@ def bench_mlp(batch: int, calls: int, rounds: int, rng, torch=None, best_numpy=N
             times[-1] if best_numpy is not None else None)
 
 
-def bench_matmul(m: int, k: int, n: int, repeat: int, rng, torch=None, best_numpy=None):
-    """GFLOP/s of tvms, NumPy and PyTorch (or None) for an M x K times K x N matmul, tvms's
-    max error, and NumPy's GFLOP/s on its best kernel (`BestKernelNumPy`, timed in the same
+def bench_matmul(m: int, k: int, n: int, calls: int, rounds: int, rng, torch=None, best_numpy=None):
+    """GFLOP/s of tvms, NumPy and PyTorch (or None) for an M x K times K x N matmul (the
+    best median of ``rounds`` alternating rounds of ``calls`` calls in all), tvms's max
+    error, and NumPy's GFLOP/s on its best kernel (`BestKernelNumPy`, timed in the same
     rounds; a square matmul only) or None without ``best_numpy``."""
     kernel = build(matmul_func(m, k, n))["main"]
     a = rng.standard_normal((m, k), dtype=np.float32)
@@ -301,7 +302,7 @@ def bench_matmul(m: int, k: int, n: int, repeat: int, rng, torch=None, best_nump
     if best_numpy is not None:
         assert m == n == k, "the best-kernel NumPy process times square matmuls"
         round_fns.append(best_numpy.matmul_rounds(n))
-    times = interleaved_rounds(round_fns, repeat, rounds=repeat)
+    times = interleaved_rounds(round_fns, calls, rounds)
     gflops = [2.0 * m * n * k / t / 1e9 for t in times]
     return (gflops[0], gflops[1], (gflops[2] if torch is not None else None), err,
             gflops[-1] if best_numpy is not None else None)
@@ -648,14 +649,18 @@ def main() -> None:
     best_numpy = BestKernelNumPy.start()  # the goals' reference where OPENBLAS_CORETYPE forces a kernel
     try:
         b64 = bench_mlp(64, calls64, args.repeat, rng, torch, best_numpy)
-        matmuls = [(n, bench_matmul(n, n, n, args.repeat if n <= 2048 else min(args.repeat, 3), rng, torch,
-                                    best_numpy if i == 0 else None))
-                   for i, n in enumerate(n for n in (args.matmul, args.big_matmul) if n)]
+        matmuls = []
+        for i, n in enumerate(n for n in (args.matmul, args.big_matmul) if n):
+            rounds = args.repeat if n <= 2048 else min(args.repeat, 3)  # one call a round
+            matmuls.append((n, bench_matmul(n, n, n, rounds, rounds, rng, torch, best_numpy if i == 0 else None)))
         best_blas = best_numpy.blas if best_numpy else None
     finally:
         if best_numpy is not None:
             best_numpy.close()
-    odd = bench_matmul(*ODD_MATMUL, args.repeat, rng, torch)
+    # As many flops per round as the n^3 matmul's round (one call), so that one stalled call
+    # does not make a round's median: about 9 calls of the 197 x 768 x 768 matmul.
+    odd_calls = args.repeat * max(1, round(args.matmul ** 3 / np.prod(ODD_MATMUL)))
+    odd = bench_matmul(*ODD_MATMUL, odd_calls, args.repeat, rng, torch)
     layers = bench_layers(args.model_rounds, rng) if models else []
 
     def verdict(ok: bool) -> str:
@@ -717,7 +722,8 @@ def main() -> None:
     rows += [("tvms.compile of the MLP: nothing cached", fmt_time(t_cold), "", "", "", ""),
              ("  kernels from the disk cache", fmt_time(t_disk), "", "", "", ""),
              ("  in-memory cache hit", fmt_time(t_warm), "", "", "", "")]
-    header = ("measure", "tvms", "NumPy", "PyTorch eager" if torch is not None else "PyTorch (not installed)",
+    no_torch = "PyTorch (--no-models)" if args.models is False else "PyTorch (not installed)"
+    header = ("measure", "tvms", "NumPy", "PyTorch eager" if torch is not None else no_torch,
               "ratio", "goal")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -725,7 +731,8 @@ def main() -> None:
     versions = f"NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch is not None else "")
     print(f"{host_target().cpu}, {threads} threads ({tvms_cpu.parallel_runtime()}), {versions}; "
           f"MLP: best median of {args.repeat} alternating rounds of {args.calls // args.repeat} (batch 1) / "
-          f"{calls64 // args.repeat} (batch 64) calls; matmul: best of {args.repeat} (of 3 from 4096); layers: "
+          f"{calls64 // args.repeat} (batch 64) calls; matmul: best of {args.repeat} (of 3 from 4096), {'x'.join(map(str, ODD_MATMUL))}: "
+          f"best median of {args.repeat} rounds of {odd_calls // args.repeat} calls; layers: "
           f"best median of {args.model_rounds} rounds; start-up and compile: best of {args.repeat}")
     print(f"NumPy's BLAS: {numpy_blas()}; " + (
         f"{CORETYPE}={os.environ[CORETYPE]} (set: the goals' NumPy is the better of this process and one "
@@ -739,7 +746,8 @@ def main() -> None:
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     if not models:
-        print("(conv2d and attention are measured against PyTorch: install it for those rows)")
+        print("(conv2d and attention are measured against PyTorch: "
+              + ("drop --no-models" if args.models is False else "install it") + " for those rows)")
     print()
     bench_bounds_check(args.calls, args.repeat, args.matmul, models, rng)
     print()
