@@ -280,11 +280,13 @@ def bench_mlp(batch: int, calls: int, rounds: int, rng, torch=None, best_numpy=N
             times[-1] if best_numpy is not None else None)
 
 
-def bench_matmul(m: int, k: int, n: int, calls: int, rounds: int, rng, torch=None, best_numpy=None):
-    """GFLOP/s of tvms, NumPy and PyTorch (or None) for an M x K times K x N matmul (the
-    best median of ``rounds`` alternating rounds of ``calls`` calls in all), tvms's max
-    error, and NumPy's GFLOP/s on its best kernel (`BestKernelNumPy`, timed in the same
-    rounds; a square matmul only) or None without ``best_numpy``."""
+def bench_matmul(m: int, k: int, n: int, repeat: int, rng, torch=None, best_numpy=None, batch: int = 1):
+    """GFLOP/s of tvms, NumPy and PyTorch (or None) for an M x K times K x N matmul, tvms's
+    max error, and NumPy's GFLOP/s on its best kernel (`BestKernelNumPy`, timed in the same
+    rounds; a square matmul only) or None without ``best_numpy``. Each of the ``repeat``
+    alternating rounds times one sample of ``batch`` calls back-to-back (the best sample
+    counts): a small matmul's sample holds as many flops as a large one's single call, so
+    that their GFLOP/s compare like with like."""
     kernel = build(matmul_func(m, k, n))["main"]
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
@@ -298,12 +300,13 @@ def bench_matmul(m: int, k: int, n: int, calls: int, rounds: int, rng, torch=Non
     if torch is not None:
         ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.empty((m, n))
         fns.append(lambda: torch.matmul(ta, tb, out=tc))
-    round_fns = warmed_rounds(fns, 1)
+    samples = [lambda fn=fn: [fn() for _ in range(batch)] for fn in fns]
+    round_fns = warmed_rounds(samples, 1)
     if best_numpy is not None:
-        assert m == n == k, "the best-kernel NumPy process times square matmuls"
+        assert m == n == k and batch == 1, "the best-kernel NumPy process times one square matmul a sample"
         round_fns.append(best_numpy.matmul_rounds(n))
-    times = interleaved_rounds(round_fns, calls, rounds)
-    gflops = [2.0 * m * n * k / t / 1e9 for t in times]
+    times = interleaved_rounds(round_fns, repeat, repeat)
+    gflops = [2.0 * m * n * k * batch / t / 1e9 for t in times]
     return (gflops[0], gflops[1], (gflops[2] if torch is not None else None), err,
             gflops[-1] if best_numpy is not None else None)
 
@@ -652,15 +655,14 @@ def main() -> None:
         matmuls = []
         for i, n in enumerate(n for n in (args.matmul, args.big_matmul) if n):
             rounds = args.repeat if n <= 2048 else min(args.repeat, 3)  # one call a round
-            matmuls.append((n, bench_matmul(n, n, n, rounds, rounds, rng, torch, best_numpy if i == 0 else None)))
+            matmuls.append((n, bench_matmul(n, n, n, rounds, rng, torch, best_numpy if i == 0 else None)))
         best_blas = best_numpy.blas if best_numpy else None
     finally:
         if best_numpy is not None:
             best_numpy.close()
-    # As many flops per round as the n^3 matmul's round (one call), so that one stalled call
-    # does not make a round's median: about 9 calls of the 197 x 768 x 768 matmul.
-    odd_calls = args.repeat * max(1, round(args.matmul ** 3 / np.prod(ODD_MATMUL)))
-    odd = bench_matmul(*ODD_MATMUL, odd_calls, args.repeat, rng, torch)
+    # A sample of the odd matmul holds the flops of one n^3 call: about 9 calls at 197x768x768.
+    odd_batch = max(1, round(args.matmul ** 3 / np.prod(ODD_MATMUL)))
+    odd = bench_matmul(*ODD_MATMUL, args.repeat, rng, torch, batch=odd_batch)
     layers = bench_layers(args.model_rounds, rng) if models else []
 
     def verdict(ok: bool) -> str:
@@ -732,7 +734,7 @@ def main() -> None:
     print(f"{host_target().cpu}, {threads} threads ({tvms_cpu.parallel_runtime()}), {versions}; "
           f"MLP: best median of {args.repeat} alternating rounds of {args.calls // args.repeat} (batch 1) / "
           f"{calls64 // args.repeat} (batch 64) calls; matmul: best of {args.repeat} (of 3 from 4096), {'x'.join(map(str, ODD_MATMUL))}: "
-          f"best median of {args.repeat} rounds of {odd_calls // args.repeat} calls; layers: "
+          f"best of {args.repeat} samples of {odd_batch} calls; layers: "
           f"best median of {args.model_rounds} rounds; start-up and compile: best of {args.repeat}")
     print(f"NumPy's BLAS: {numpy_blas()}; " + (
         f"{CORETYPE}={os.environ[CORETYPE]} (set: the goals' NumPy is the better of this process and one "
