@@ -64,8 +64,9 @@ into the kernels' layouts is part of each call, as it is of PyTorch's.
 NumPy's BLAS is stated first (threadpoolctl, the ``bench`` extra: library, version, the
 OpenBLAS kernel, threads), and whether ``OPENBLAS_CORETYPE`` forces a kernel. The issue's
 goals are against NumPy on OpenBLAS's best kernel: where ``OPENBLAS_CORETYPE`` is set, NumPy's
-1024^3 matmul and batch-64 MLP are also timed in a process without it, and the better of the
-two is the goals' reference (named in the goal column).
+1024^3 matmul and batch-64 MLP are also timed in a process without it (`BestKernelNumPy`), in
+the same alternating rounds as tvms, and the better of the two is the goals' reference (named
+in the goal column).
 
 ``--avx2`` builds every tvms kernel of the run, the ``tvms run`` processes' too, for this CPU
 with AVX-512 off (``llvm -mattr=-avx512f``): the AVX2 code path, 8-lane vectors in 16
