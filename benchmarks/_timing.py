@@ -30,22 +30,41 @@ def interleaved(fns: list, calls: int, warmup: int, rounds: int = 5) -> list:
     threads (NumPy's, PyTorch's) keep spinning for about 0.1 s after a call, so a parallel
     kernel run right after one finds the other cores taken (a 1024^3 matmul measured at 110
     instead of 196 GFLOP/s), which measures the neighbour, not the kernel."""
+    return interleaved_rounds(warmed_rounds(fns, warmup), calls, rounds)
+
+
+def warmed_rounds(fns: list, warmup: int) -> list:
+    """Round functions (`interleaved_rounds`) of functions run here, each called ``warmup``
+    times first."""
     for fn in fns:
         for _ in range(warmup):
             fn()
+    return [lambda calls, fn=fn: median_call(fn, calls) for fn in fns]
+
+
+def interleaved_rounds(round_fns: list, calls: int, rounds: int = 5) -> list:
+    """`interleaved` of rounds: each of ``round_fns`` takes a call count and returns the
+    median seconds of that many calls of its function, timed wherever it runs (another
+    process: one with other environment variables); the rounds alternate as in `interleaved`,
+    so that the load of the moment hits all alike, and the best median of each is returned."""
     per = max(1, calls // rounds)
-    best = [float("inf")] * len(fns)
-    clock = time.perf_counter
+    best = [float("inf")] * len(round_fns)
     for _ in range(rounds):
-        for i, fn in enumerate(fns):
+        for i, round_fn in enumerate(round_fns):
             time.sleep(SWITCH_PAUSE)
-            times = []
-            for _ in range(per):
-                t0 = clock()
-                fn()
-                times.append(clock() - t0)
-            best[i] = min(best[i], statistics.median(times))
+            best[i] = min(best[i], round_fn(per))
     return best
+
+
+def median_call(fn, calls: int) -> float:
+    """The median seconds of ``calls`` calls of ``fn``."""
+    clock = time.perf_counter
+    times = []
+    for _ in range(calls):
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    return statistics.median(times)
 
 
 def alternated(fns: list, rounds: int, round_s: float = 0.05) -> list:
