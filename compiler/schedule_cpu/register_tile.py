@@ -240,13 +240,17 @@ SHIFTED_ROWS_GAIN = 1.5
 def _best_tile_shape(nvecs: int, row_extent: int, shift_rows: bool, shift_vecs) -> tuple:
     """``(key, nv, mr)`` of the best tile (see `_pick_tile_shape`); ``key[0]``: the
     multiply-adds per step that are not repeated work."""
-    budget = vector_registers() * 3 // 4
+    registers = vector_registers()
+    budget = registers * 3 // 4
     nv_limit = VECTOR_REGISTERS_PER_TILE if row_extent <= 1 else 4
     best = None
     for nv in range(1, min(nvecs, nv_limit) + 1):
         if nvecs % nv and shift_vecs is None:
             continue
-        for mr in range(1, min(row_extent, budget // nv) + 1):
+        # The accumulators, a row's nv operand vectors and a broadcast in registers at once:
+        # with AVX2's 16, 3 x 4 vectors would spill, 6 x 2 does not.
+        rows_fit = min(budget // nv, (registers - nv - 1) // nv)
+        for mr in range(1, min(row_extent, rows_fit) + 1):
             if row_extent % mr and not shift_rows:
                 continue
             covered = _covered(row_extent, mr) * _covered(shift_vecs or nvecs, nv)

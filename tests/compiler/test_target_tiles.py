@@ -177,3 +177,16 @@ def test_host_and_avx2_tiles_run_here_and_match_numpy(name, target):
     out = np.full_like(arrays[-1], np.nan)
     module["main"](*arrays[:-1], out)
     np.testing.assert_allclose(out, _reference(name, arrays[:-1]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cpu, registers", [("haswell", 16), ("skylake-avx512", 32)])
+def test_tile_shapes_keep_operands_in_registers(cpu, registers):
+    """A register tile's accumulators, the row's operand vectors and a broadcast fit the
+    target's vector registers: with AVX2's 16, a 3 x 4-vector tile (17) would spill."""
+    from tvmscript.compiler.schedule_cpu.register_tile import _pick_tile_shape
+
+    with scheduling_for(cpu_target(Target(f"llvm -mcpu={cpu}"))):
+        for nvecs, rows, shift_rows in [(64, 1024, False), (64, 1024, True), (48, 197, True), (8, 7, False)]:
+            nv, mr = _pick_tile_shape(nvecs, rows, shift_rows)
+            assert nv * mr + nv + 1 <= registers, (nvecs, rows, nv, mr)
+            assert nv * mr >= 6, (nvecs, rows, nv, mr)
