@@ -23,12 +23,15 @@ class AffineSymbolicIndices(IRMutator):
     block iterators' ranges resolve (`arith.symbolic_divmod`: a reshape over a symbolic
     sequence length indexes ``x[(... ) // (256 * n), (...) // 256 % n, ...]`` where the static
     reshape has ``x[v0, v2, ...]``): the same values, but affine, so the nest can be
-    vectorized and run in parallel as its static twin is. Static kernels have no such
-    indices and are left as they are."""
+    vectorized and run in parallel as its static twin is. Static indices are left as they
+    are, unless ``static``: once stages are inlined (`inline`), a reshape's and a transpose's
+    indices compose into nests of ``//`` and ``%`` by constants that the iterators' ranges
+    also resolve (ViT's split of the attention heads reads ``x[v1, 0, v2 * 64 + v3]``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, static: bool = False) -> None:
         super().__init__()
         self.ranges: dict = {}
+        self.static = static  # constant divisors too (`index`)
 
     def visit_stmt(self, s):
         if isinstance(s, tir.Block) and s.iter_vars:
@@ -59,9 +62,10 @@ class AffineSymbolicIndices(IRMutator):
 
     def index(self, e):
         """``e`` resolved (`simplify_divmod`) and put in canonical form, if it divides and
-        mentions a symbolic dimension; else ``e`` itself (static indices are not touched)."""
+        mentions a symbolic dimension (or, with ``static``, divides at all); else ``e`` itself.
+        Only a result that no longer divides replaces it."""
         if not contains(e, lambda x: isinstance(x, (tir.FloorDiv, tir.FloorMod))) or \
-                all(v in self.ranges for v in vars_in([e])):
+                not self.static and all(v in self.ranges for v in vars_in([e])):
             return e
         new = Canonical(self.ranges).simplify(simplify_divmod(e, self.ranges))
         return e if contains(new, lambda x: isinstance(x, (tir.FloorDiv, tir.FloorMod))) else new

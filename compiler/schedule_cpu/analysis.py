@@ -22,7 +22,7 @@ _BIG = 1 << 30  # the stride of an access through a symbolic dimension: assume i
 def affine(e, atoms: frozenset = frozenset()) -> Optional[dict]:
     """``e`` as {Var: coefficient, None: constant} if it is affine in its Vars, else None.
     A ``min`` of only the Vars in ``atoms`` (a shifted tile's start, `shifted_start`) is one
-    more term, with itself as key."""
+    more term, with itself as key, and so is a load at constant indices (a scalar buffer)."""
     if isinstance(e, tir.IntImm):
         return {None: e.value}
     if isinstance(e, tir.Var):
@@ -40,6 +40,8 @@ def affine(e, atoms: frozenset = frozenset()) -> Optional[dict]:
         return out
     if isinstance(e, tir.Min) and atoms and set(vars_in([e])) <= atoms:
         return {e: 1, None: 0}
+    if isinstance(e, tir.BufferLoad) and not vars_in(list(e.indices)):
+        return {e: 1, None: 0}  # a scalar read (a ``take``'s index): the same at every iteration
     if isinstance(e, tir.Mul):
         a, b = affine(e.a, atoms), affine(e.b, atoms)
         if a is None or b is None:

@@ -37,6 +37,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = with_unique_block_names(func.body)  # schedules find blocks by name
     body = AffineSymbolicIndices().visit_stmt(body)
     body = inline_elementwise(func, body)
+    body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
     body = merge_contiguous_loops(body)
     body = schedule_nests(func, body)
     attrs = dict(func.attrs)

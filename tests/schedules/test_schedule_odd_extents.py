@@ -108,9 +108,10 @@ def test_a_row_count_a_good_tile_divides_is_not_shifted():
     assert not _walk(scheduled).mins
 
 
-def _same_bits(func: tir.PrimFunc, initial=None, seed: int = 0) -> None:
+def _same_bits(func: tir.PrimFunc, initial=None, seed: int = 0, inputs=None) -> None:
     rng = np.random.default_rng(seed)
-    inputs = [sc.random_array(rng, sc._shape(func.buffer_map[p], {}), F32) for p in func.params[:-1]]
+    if inputs is None:
+        inputs = [sc.random_array(rng, sc._shape(func.buffer_map[p], {}), F32) for p in func.params[:-1]]
     shape = sc._shape(func.buffer_map[func.params[-1]], {})
     out0 = np.full(shape, np.nan, F32) if initial is None else initial(rng, shape)
     case = sc.Case(id="odd", func=func)
@@ -227,3 +228,22 @@ def _stores(stmt) -> list:
 
     Stores().visit_stmt(stmt)
     return found
+
+
+def test_split_heads_after_inlining_runs_in_parallel():
+    """ViT's split of the packed Q/K/V into heads (take, reshape, transpose, reshape,
+    transpose) inlines into one copy whose indices compose into ``//`` and ``%`` by constants;
+    resolved by the iterators' ranges, the copy reads ``x[i, 0, h * 64 + d]`` and is scheduled
+    (in parallel) like any elementwise nest. Same bits."""
+    func = sc.zero_kernel(
+        lambda x: [op.permute_dims(op.reshape(op.permute_dims(op.reshape(op.take(x, op.const(np.int64(1)), axis=0),
+                                                                        [197, 12, 64]), [1, 0, 2]), [1, 12, 197, 64]),
+                                   [0, 2, 1, 3])],
+        [((3, 197, 1, 768), F32)])
+    scheduled = default_schedule(func)
+    from tvmscript.ir.tir_visitor import contains
+
+    assert not contains(scheduled.body, lambda x: isinstance(x, (tir.FloorDiv, tir.FloorMod)))
+    assert any(lp.kind == "parallel" for lp in _walk(scheduled).loops)
+    x = np.random.default_rng(1).standard_normal((3, 197, 1, 768)).astype(F32)
+    _same_bits(func, inputs=[x, np.array(1, "int64")][:len(func.params) - 1])
