@@ -104,13 +104,18 @@ def _plain_loops(loops: list) -> bool:
     return True
 
 
+# Block annotations that describe what a block computes and ask nothing of a schedule: TOPI's
+# softmax and log-softmax blocks carry the axis they normalize ({"axis": 3}).
+DESCRIPTIVE_BLOCK_ATTRS = frozenset(("axis",))
+
+
 def _plain_block(realize: tir.BlockRealize) -> bool:
-    """Whether the block always runs, allocates and matches nothing, carries no annotation,
-    and its body is one store."""
+    """Whether the block always runs, allocates and matches nothing, carries no annotation
+    but descriptive ones (`DESCRIPTIVE_BLOCK_ATTRS`), and its body is one store."""
     if not (isinstance(realize.predicate, tir.IntImm) and realize.predicate.value == 1):
         return False
     block = realize.block
-    if block.alloc_buffers or block.match_buffers or block.annotations:
+    if block.alloc_buffers or block.match_buffers or set(block.annotations) - DESCRIPTIVE_BLOCK_ATTRS:
         return False
     return isinstance(block.body, tir.BufferStore)
 

@@ -298,6 +298,29 @@ def test_gelu_chain_is_one_nest_and_softmax_keeps_its_exponentials():
     assert any("exp" in n and "sum" not in n for n in names)
 
 
+
+def test_softmax_normalization_runs_in_parallel():
+    """TOPI's softmax marks its blocks with the axis they normalize (``T.block_attr({"axis":
+    3})``): a description, not a request, so the normalization is scheduled like any nest."""
+    mod = _zero_module(lambda x: [op.nn.softmax(x)], [(8, 128, 128)])
+    (func,) = _prim_funcs(mod).values()
+    scheduled = default_schedule(func)
+    norm = [r for r in blocks_under(scheduled.body) if r.block.name == "T_softmax_norm"]
+    assert norm and norm[0].block.annotations == {"axis": 2}
+
+    parallel = []
+
+    class Loops(tvms.ir.mutator.IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.For) and s.kind == "parallel":
+                parallel.append(s)
+            return super().visit_stmt(s)
+
+    last = scheduled.body.block.body.seq[-1]
+    Loops().visit_stmt(last)
+    assert parallel, "the normalization nest was left serial"
+
+
 EXPENSIVE_TWICE = '''
 @T.prim_func
 def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
