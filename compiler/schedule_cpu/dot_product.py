@@ -1,6 +1,8 @@
 """The dot product: a float sum along a loop every operand reads contiguously, with no
 spatial loop to vectorize (a matrix-vector product whose matrix is in rows, a row sum), built
-as vectors of partial sums (`DotProduct`).
+as vectors of partial sums (`DotProduct`); a maximum or minimum (softmax's row maximum) the
+same way, as vectors of partial maxima, which round nothing: the same bits on numbers (which
+of two NaNs or signed zeros comes out may differ, as with the order of the inputs).
 
 Its own module because it is the one schedule here that changes the order of additions, and
 it is built directly rather than through schedule primitives (see `DotProduct`)."""
@@ -14,7 +16,7 @@ from tvmscript.ir import tir
 from tvmscript.ir.mutator import substitute
 
 from ..lower_tir import VECTORIZE_ANN
-from .analysis import reduction_rhs
+from .analysis import buffer_loads, impure, reduction_rhs
 from .host import vector_bytes
 from .nest import Nest
 from .plan import worth_parallel
@@ -74,9 +76,13 @@ class DotProduct:
         indices = [substitute(i, mapping) for i in self.store.indices]
         cell = [r, lane]
         vector = {VECTORIZE_ANN: lanes}
-        start = _loop(r, rows, _loop(lane, lanes, tir.BufferStore(acc, tir.const(0, dt), cell), annotations=vector),
+        combine = type(self.store.value)
+        # Partial sums start at 0 (the init is added once, in `_totals`); partial maxima and
+        # minima at the init value, which taking it again does not change.
+        first = tir.const(0, dt) if combine is tir.Add else substitute(self.init.value, mapping)
+        start = _loop(r, rows, _loop(lane, lanes, tir.BufferStore(acc, first, cell), annotations=vector),
                       kind="unroll")
-        update = tir.BufferStore(acc, tir.Add(dt, tir.BufferLoad(dt, acc, cell), rhs), cell, self.store.span)
+        update = tir.BufferStore(acc, combine(dt, tir.BufferLoad(dt, acc, cell), rhs), cell, self.store.span)
         accumulate = _loop(ko, k.const_extent // lanes,
                            _loop(r, rows, _loop(lane, lanes, update, annotations=vector), kind="unroll"))
         finish, allocs = self._totals(acc, r, lane, rows, mapping, indices, shifted)
@@ -111,8 +117,9 @@ class DotProduct:
         out = self.store.buffer
         dt = out.dtype
         cell = [r, lane]
+        combine = type(self.store.value)
         if not shifted:
-            total = tir.BufferStore(out, tir.Add(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
+            total = tir.BufferStore(out, combine(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
                                     indices, self.store.span)
             finish = _loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices,
                                                              self.store.span),
@@ -120,7 +127,7 @@ class DotProduct:
             return finish, [acc]
         one = tir.Buffer(f"{out.name}_total", [tir.IntImm("int64", 1)], dt, scope="local")
         at = [tir.IntImm("int64", 0)]
-        total = tir.BufferStore(one, tir.Add(dt, tir.BufferLoad(dt, one, at), tir.BufferLoad(dt, acc, cell)), at)
+        total = tir.BufferStore(one, combine(dt, tir.BufferLoad(dt, one, at), tir.BufferLoad(dt, acc, cell)), at)
         finish = _loop(r, rows, tir.seq([tir.BufferStore(one, substitute(self.init.value, mapping), at),
                                          _loop(lane, self.lanes, total),
                                          tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices, self.store.span)]))
@@ -163,18 +170,26 @@ def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
     return dataclasses.replace(stmt, kind="parallel")
 
 
+def _reads_loops(e) -> bool:
+    """Whether ``e`` reads a buffer (a load may differ per point; a constant does not)."""
+    return bool(buffer_loads(e, []))
+
+
 def plan_dot_product(nest: Nest, symbolic: bool = True) -> Optional[DotProduct]:
-    """A `DotProduct` for this nest, or None: a float sum (``+``, with an init) along one
+    """A `DotProduct` for this nest, or None: a float sum, maximum or minimum (``+``,
+    ``max``, ``min``, with an init) along one
     reduce loop of constant extent, a multiple of the vector width, along which every read is
     contiguous or invariant (and one at least contiguous); the innermost spatial loop of
     constant extent gives the rows; with ``symbolic``, one of symbolic extent may
     (`DotProduct.build`: tiles of rows, the last one shifted back)."""
     info, block, store, init, ebytes = nest.info, nest.block, nest.store, nest.init, nest.ebytes
     nontrivial, accesses = nest.nontrivial, nest.accesses
-    if not isinstance(store.value, tir.Add) or init is None or not isinstance(init, tir.BufferStore):
+    if not isinstance(store.value, (tir.Add, tir.Max, tir.Min)) or init is None or not isinstance(init, tir.BufferStore):
         return None
     if not tir.is_float(store.buffer.dtype) or any(not tir.is_const_int(lp.min, 0) for lp in info):
         return None
+    if not isinstance(store.value, tir.Add) and (impure(init.value) or _reads_loops(init.value)):
+        return None  # the lanes start from the init value: it must be a value, the same for all
     reduce_ = [lp for lp in nontrivial if lp.kind == "R"]
     spatial = [lp for lp in nontrivial if lp.kind == "S"]
     if len(reduce_) != 1 or not spatial:

@@ -55,6 +55,7 @@ RULES = {
     "acc_from_output": "accumulators.accumulator_tile: accumulators start from the output (no T.init)",
     "guard": "plan.reduce_guard: an empty symbolic reduction leaves the output alone",
     "dot_product": "dot_product.DotProduct: vector partial sums (reorders float additions)",
+    "dot_extremum": "dot_product.DotProduct: vector partial maxima or minima (exact)",
     "loop_tile": "loop_tile.plan_loop_tile/_plan_packing: the one-dimensional tile (no register tile)",
     "decompose": "loop_tile._finish_loop_tile, apply.apply_plan: T.init moved to a nest of its own "
                  "(decompose_reduction)",
@@ -353,8 +354,11 @@ def applied_rules(original: tir.PrimFunc, scheduled: tir.PrimFunc) -> set:
     inits = [b for b in after.blocks if b.name.endswith("_init")]
     if any(b.name[:-len("_init")] in tiled for b in inits):
         rules.add("k_split")  # a register tile's reduction split: the output initialized first
-    if any(b.name.endswith("_dot") for blk in after.blocks for b in blk.alloc_buffers):
-        rules.add("dot_product")
+    for blk in after.blocks:
+        if any(b.name.endswith("_dot") for b in blk.alloc_buffers):
+            # Partial sums reorder additions; partial maxima or minima round nothing.
+            sums = any(isinstance(s.value, tir.Add) for s in _stores(blk.body) if s.buffer.name.endswith("_dot"))
+            rules.add("dot_product" if sums else "dot_extremum")
     tile_names = {t.name for t in tiles}
     if any(lp.annotations.get(INTERLEAVE_ANN) and not (set(encl) & tile_names) for lp, encl in after.loops):
         rules.add("loop_tile")
@@ -642,7 +646,7 @@ def corpus() -> list:
     zero("sum_outer_33x48", lambda x: [op.sum(x, axis=[0])], [_t(33, 48)], {"register_tile"})
     zero("sum_middle_4x33x16", lambda x: [op.sum(x, axis=[1])], [_t(4, 33, 16)], {"register_tile"})
     zero("sum_all_7x9", lambda x: [op.sum(x)], [_t(7, 9)])
-    zero("max_inner_8x64", lambda x: [op.max(x, axis=[-1])], [_t(8, 64)], {"scalar_tile"})
+    zero("max_inner_8x64", lambda x: [op.max(x, axis=[-1])], [_t(8, 64)], {"dot_extremum"})
     zero("min_outer_9x32", lambda x: [op.min(x, axis=[0])], [_t(9, 32)], {"register_tile"})
     zero("prod_inner_f64_6x8", lambda x: [op.prod(x, axis=[-1])], [_t(6, 8, dtype="float64")], {"scalar_tile"})
     zero("mean_inner_4x7x64", lambda x: [op.mean(x, axis=[-1])], [_t(4, 7, 64)], {"dot_product"},
@@ -651,7 +655,7 @@ def corpus() -> list:
     zero("sum_inner_f64_5x32", lambda x: [op.sum(x, axis=[-1])], [_t(5, 32, dtype="float64")], {"dot_product"},
          sums=lambda f: linear_sums(f, "a float64 row sum is a dot-product nest"))
     zero("softmax_2x64x48", lambda x: [op.nn.softmax(x)], [_t(2, 64, 48)],
-         {"dot_product", "scalar_tile", "keep_expensive_stage"}, sums=softmax_sums)
+         {"dot_product", "keep_expensive_stage"}, sums=softmax_sums)
     zero("softmax_3x7x33", lambda x: [op.nn.softmax(x)], [_t(3, 7, 33)], {"scalar_tile", "keep_expensive_stage"})
     zero("softmax_axis0_33x16", lambda x: [op.nn.softmax(x, axis=0)], [_t(33, 16)], {"register_tile"})
     zero("log_softmax_5x129", lambda x: [op.nn.log_softmax(x)], [_t(5, 129)])
