@@ -104,9 +104,17 @@ def _plain_loops(loops: list) -> bool:
     return True
 
 
-# Block annotations that describe what a block computes and ask nothing of a schedule: TOPI's
-# softmax and log-softmax blocks carry the axis they normalize ({"axis": 3}).
+# Block annotations that describe what a block computes and ask nothing of this schedule:
+# TOPI's softmax and log-softmax blocks carry the axis they normalize ({"axis": 3}); its
+# pooling blocks name the MetaSchedule rule that would tune them ({"schedule_rule":
+# "meta_schedule.pool_max"}), which tvms does not have ("None" asks for no schedule: kept).
 DESCRIPTIVE_BLOCK_ATTRS = frozenset(("axis",))
+
+
+def _descriptive(key: str, value) -> bool:
+    if key == "schedule_rule":
+        return isinstance(value, str) and value.startswith("meta_schedule.")
+    return key in DESCRIPTIVE_BLOCK_ATTRS
 
 
 def _plain_block(realize: tir.BlockRealize) -> bool:
@@ -115,7 +123,7 @@ def _plain_block(realize: tir.BlockRealize) -> bool:
     if not (isinstance(realize.predicate, tir.IntImm) and realize.predicate.value == 1):
         return False
     block = realize.block
-    if block.alloc_buffers or block.match_buffers or set(block.annotations) - DESCRIPTIVE_BLOCK_ATTRS:
+    if block.alloc_buffers or block.match_buffers or not all(_descriptive(k, v) for k, v in block.annotations.items()):
         return False
     return isinstance(block.body, tir.BufferStore)
 

@@ -113,3 +113,26 @@ def test_the_corpus_is_broad():
     dtypes = {c.func.buffer_map[c.func.params[-1]].dtype for c in CASES}
     assert {"float32", "float64", "float16", "int32", "int64", "int8"} <= dtypes
     assert len(CASES) + len(SEEDS) >= 80
+
+
+SCHEDULE_RULE_NONE = '''
+@T.prim_func
+def f(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64,), "float32")):
+    T.func_attr({"tir.noalias": True})
+    for i, k in T.grid(64, 64):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            T.block_attr({"schedule_rule": "None"})
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk]
+'''
+
+
+def test_a_block_asking_for_no_schedule_is_left_alone():
+    """``schedule_rule: "None"`` asks for no schedule (a MetaSchedule rule's name is only a
+    description, and is scheduled)."""
+    import tvmscript as tvms
+
+    func = tvms.parse(SCHEDULE_RULE_NONE)
+    assert structural_equal(default_schedule(func).body, func.body)

@@ -666,7 +666,7 @@ def corpus() -> list:
          {"dot_product"}, sums=lambda f: rms_norm_sums(64))
     # Pooling.
     zero("max_pool2d_8x15_k3s2", lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2])],
-         [_t(1, 8, 15, 15)], untouched=True)  # the block carries a schedule_rule attribute: left alone
+         [_t(1, 8, 15, 15)], {"scalar_tile"})  # its schedule_rule names a MetaSchedule rule: scheduled
     zero("avg_pool2d_2x16x14", lambda x: [op.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2])],
          [_t(2, 16, 14, 14)], {"scalar_tile", "fold_epilogue"})
     zero("global_avg_pool_32x7", lambda x: [op.nn.adaptive_avg_pool2d(x, output_size=[1, 1])],
