@@ -420,6 +420,10 @@ class BestKernelNumPy:
         here = os.path.dirname(os.path.abspath(__file__))
         code = f"import sys; sys.path.insert(0, {here!r}); import cpu; cpu.serve_numpy_rounds()"
         env = {k: v for k, v in os.environ.items() if k != CORETYPE}
+        # OpenBLAS's threads spin ~0.1 s after a call (2^28 cycles) before they sleep: on 2
+        # cores they then hold one while tvms's next round runs (its batch-64 MLP read 650 us
+        # for 100). 2^4 cycles: they sleep at once once a round is over.
+        env.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         self.blas = self._ask(["blas"])

@@ -27,7 +27,7 @@ import dataclasses
 from typing import Optional
 
 from tvmscript.ir import tir
-from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.ir.tir_analysis import infer_access_regions
 from tvmscript.ir.tir_visitor import vars_in
 
