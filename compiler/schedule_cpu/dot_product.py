@@ -36,6 +36,7 @@ class DotProduct:
             acc[r, l] = 0                              # r < rows (unrolled), l < L (vector)
             for ko: acc[r, l] += f(j = jo * rows + r, k = ko * L + l)
             out[j] = init; for l: out[j] += acc[r, l]
+            for t < K % L: out[j] += f(j, k = (K // L) * L + t)   # the terms past the last vector
 
     The only schedule here that changes the order of additions (the sequential order would
     leave the vector units idle: one scalar multiply-add per load of a matrix row spread
@@ -51,7 +52,9 @@ class DotProduct:
     def build(self) -> tir.Stmt:
         """The statement that replaces the nest."""
         if self.j.const_extent is not None:
-            return self._build(self.rows, False, self.block.name)
+            # Rows no tile of `DOT_ROWS` divides (ViT's 197): tiles of that many, the last
+            # shifted back, rather than one row at a time.
+            return self._build(self.rows, self.j.const_extent % self.rows != 0, self.block.name)
         # Rows of symbolic count: tiles of `rows` outputs, the last one shifted back to end at
         # the last row (`shifted_start`), when there are that many rows; else one at a time.
         return tir.IfThenElse(tir.GE("bool", self.j.extent, tir.IntImm(self.j.dtype, self.rows)),
@@ -85,10 +88,11 @@ class DotProduct:
         update = tir.BufferStore(acc, combine(dt, tir.BufferLoad(dt, acc, cell), rhs), cell, self.store.span)
         accumulate = _loop(ko, k.const_extent // lanes,
                            _loop(r, rows, _loop(lane, lanes, update, annotations=vector), kind="unroll"))
-        finish, allocs = self._totals(acc, r, lane, rows, mapping, indices, shifted)
+        tail = self._tail(rhs, ko, lane)
+        finish, allocs = self._totals(acc, r, lane, rows, mapping, indices, shifted, tail)
         body = tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(
             name, [], [], [], tir.seq([start, accumulate, finish]), alloc_buffers=allocs))
-        return self._around(body, jo, rows)
+        return self._around(body, jo, rows, shifted)
 
     def _iterator_values(self, jo, r, ko, lane, rows: int, shifted: bool) -> dict:
         """Each block iterator's value in the new loops: the row ``j`` from the row tile
@@ -110,7 +114,17 @@ class DotProduct:
                 mapping[lp.iv.var] = lp.var
         return mapping
 
-    def _totals(self, acc, r, lane, rows: int, mapping: dict, indices: list, shifted: bool) -> tuple:
+    def _tail(self, rhs, ko, lane):
+        """``(t, term)``: the terms past the last whole vector (``K % L`` of them), term ``t``
+        as the rhs at ``k = (K // L) * L + t``; None when ``L`` divides ``K``."""
+        k, lanes = self.k, self.lanes
+        extra = k.const_extent % lanes
+        if not extra:
+            return None
+        t = tir.Var(k.dtype, f"{k.var.name}_t")
+        return t, extra, substitute(rhs, {ko: tir.IntImm(k.dtype, k.const_extent // lanes), lane: t})
+
+    def _totals(self, acc, r, lane, rows: int, mapping: dict, indices: list, shifted: bool, tail=None) -> tuple:
         """The loop storing each output: the init value plus the lanes of its partial sums,
         in order; with ``shifted``, added up in a one-element buffer (a register) first.
         Returns the loop and the buffers the nest allocates."""
@@ -121,24 +135,29 @@ class DotProduct:
         if not shifted:
             total = tir.BufferStore(out, combine(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
                                     indices, self.store.span)
-            finish = _loop(r, rows, tir.seq([tir.BufferStore(out, substitute(self.init.value, mapping), indices,
-                                                             self.store.span),
-                                             _loop(lane, self.lanes, total)]))
-            return finish, [acc]
+            steps = [tir.BufferStore(out, substitute(self.init.value, mapping), indices, self.store.span),
+                     _loop(lane, self.lanes, total)]
+            if tail is not None:
+                t, extra, term = tail
+                steps.append(_loop(t, extra, tir.BufferStore(
+                    out, combine(dt, tir.BufferLoad(dt, out, indices), term), indices, self.store.span)))
+            return _loop(r, rows, tir.seq(steps)), [acc]
         one = tir.Buffer(f"{out.name}_total", [tir.IntImm("int64", 1)], dt, scope="local")
         at = [tir.IntImm("int64", 0)]
         total = tir.BufferStore(one, combine(dt, tir.BufferLoad(dt, one, at), tir.BufferLoad(dt, acc, cell)), at)
-        finish = _loop(r, rows, tir.seq([tir.BufferStore(one, substitute(self.init.value, mapping), at),
-                                         _loop(lane, self.lanes, total),
-                                         tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices, self.store.span)]))
-        return finish, [acc, one]
+        steps = [tir.BufferStore(one, substitute(self.init.value, mapping), at), _loop(lane, self.lanes, total)]
+        if tail is not None:
+            t, extra, term = tail
+            steps.append(_loop(t, extra, tir.BufferStore(one, combine(dt, tir.BufferLoad(dt, one, at), term), at)))
+        steps.append(tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices, self.store.span))
+        return _loop(r, rows, tir.seq(steps)), [acc, one]
 
-    def _around(self, body: tir.Stmt, jo, rows: int) -> tir.Stmt:
+    def _around(self, body: tir.Stmt, jo, rows: int, shifted: bool = False) -> tir.Stmt:
         """``body`` (one tile of rows) in the loop over the row tiles ``jo`` and the other
         spatial loops, the outermost worth it parallel."""
         j, k = self.j, self.k
         if j.const_extent is not None:
-            body = _loop(jo, j.const_extent // rows, body)
+            body = _loop(jo, -(-j.const_extent // rows) if shifted else j.const_extent // rows, body)
         else:  # tiles of rows, the last one shifted back; or, with one row each, every row
             count = j.extent if rows == 1 else tir.FloorDiv(
                 j.dtype, tir.Add(j.dtype, j.extent, tir.IntImm(j.dtype, rows - 1)), tir.IntImm(j.dtype, rows))
@@ -177,8 +196,8 @@ def _reads_loops(e) -> bool:
 
 def plan_dot_product(nest: Nest, symbolic: bool = True) -> Optional[DotProduct]:
     """A `DotProduct` for this nest, or None: a float sum, maximum or minimum (``+``,
-    ``max``, ``min``, with an init) along one
-    reduce loop of constant extent, a multiple of the vector width, along which every read is
+    ``max``, ``min``, with an init) along one reduce loop of constant extent, at least two
+    vectors long, along which every read is
     contiguous or invariant (and one at least contiguous); the innermost spatial loop of
     constant extent gives the rows; with ``symbolic``, one of symbolic extent may
     (`DotProduct.build`: tiles of rows, the last one shifted back)."""
@@ -196,8 +215,8 @@ def plan_dot_product(nest: Nest, symbolic: bool = True) -> Optional[DotProduct]:
         return None
     k, j = reduce_[0], spatial[-1]
     lanes = max(1, vector_bytes() // ebytes)
-    if k.const_extent is None or k.const_extent % lanes or k.const_extent < 2 * lanes:
-        return None
+    if k.const_extent is None or k.const_extent < 2 * lanes:
+        return None  # (a remainder of K % L terms is added after the lanes: `DotProduct._tail`)
     if j.const_extent is None:
         if not (symbolic and j.shiftable):
             return None
@@ -206,4 +225,6 @@ def plan_dot_product(nest: Nest, symbolic: bool = True) -> Optional[DotProduct]:
     if any(st not in (0, 1) for st in strides) or 1 not in strides:
         return None
     rows = max(d for d in range(1, min(j.const_extent, DOT_ROWS) + 1) if j.const_extent % d == 0)
+    if rows < DOT_ROWS // 2 and j.const_extent >= DOT_ROWS and tir.is_const_int(j.min, 0) and j.iv is not None:
+        rows = DOT_ROWS  # the last tile shifted back (`DotProduct.build`)
     return DotProduct(info, j, k, rows, lanes, block, store, init, worth_parallel(info))

@@ -254,7 +254,7 @@ def _best_tile_shape(nvecs: int, row_extent: int, shift_rows: bool, shift_vecs) 
             if row_extent % mr and not shift_rows:
                 continue
             covered = _covered(row_extent, mr) * _covered(shift_vecs or nvecs, nv)
-            key = (round(nv * mr * covered, 6), covered == 1, -(nv + mr) / (nv * mr))
+            key = (round(nv * mr * covered, 6), round(covered, 6), -(nv + mr) / (nv * mr))  # then less repeated
             if best is None or key > best[0]:
                 best = (key, nv, mr)
     return best
