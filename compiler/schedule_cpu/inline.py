@@ -3,7 +3,10 @@ inlined into the stages that read them (`inline_elementwise`: a fused GELU's six
 memory become one), before any nest is planned.
 
 A rewrite of the whole function with `compute_inline`, not a rule of one nest, so it lives
-apart from the rules; the nests it leaves are what the rules see."""
+apart from the rules; the nests it leaves are what the rules see. A convolution's padding
+(``if_then_else`` of comparisons) is inlined only into a reduction that reads each padded
+element a few times, along a loop the register tile vectorizes (a depthwise convolution with
+stride 1): LLVM if-converts the branch into masked loads (`analysis.vectorizable` lets it)."""
 
 from __future__ import annotations
 
@@ -38,7 +41,9 @@ def inline_elementwise(func: tir.PrimFunc, body):
     times per element); a stage read by a reduction (a convolution's padding, softmax's
     exponentials) stays, since the reduction would recompute it for each of its steps,
     unless it is a plain copy (`_plain_copy`: a convolution's padding by zero, which TVM's
-    legalization emits too), which costs the reduction nothing and saves a pass over memory.
+    legalization emits too), which costs the reduction nothing and saves a pass over memory,
+    or a padding a depthwise convolution reads contiguously (`_padding_read_few_times`: its
+    comparisons, computed per read, cost less than the pass that wrote the padded copy).
     `compute_inline` checks the rest (and refuses what it cannot prove)."""
     root = body.block if isinstance(body, tir.BlockRealize) else None
     if root is None or not root.alloc_buffers:
