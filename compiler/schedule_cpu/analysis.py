@@ -156,7 +156,9 @@ def reduction_rhs(store: tir.BufferStore):
 
 
 class _VectorizableCalls(IRMutator):
-    """Walks a node; `ok` stays True while every call seen is one LLVM vectorizes."""
+    """Walks a node; `ok` stays True while every call seen is one LLVM vectorizes. An
+    ``if_then_else`` is generated as a branch, which LLVM's vectorizer if-converts into a
+    masked load and a select (an inlined padding: `inline._padding_read_few_times`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -166,7 +168,7 @@ class _VectorizableCalls(IRMutator):
         self.ok = True
 
     def visit_expr(self, e):
-        if isinstance(e, tir.Call) and not self.vectorizable_call(e.op, e.dtype):
+        if isinstance(e, tir.Call) and e.op != "tir.if_then_else" and not self.vectorizable_call(e.op, e.dtype):
             self.ok = False
         return super().visit_expr(e)
 

@@ -3,7 +3,10 @@ inlined into the stages that read them (`inline_elementwise`: a fused GELU's six
 memory become one), before any nest is planned.
 
 A rewrite of the whole function with `compute_inline`, not a rule of one nest, so it lives
-apart from the rules; the nests it leaves are what the rules see."""
+apart from the rules; the nests it leaves are what the rules see. A convolution's padding
+(``if_then_else`` of comparisons) is inlined only into a reduction that reads each padded
+element a few times, along a loop the register tile vectorizes (a depthwise convolution with
+stride 1): LLVM if-converts the branch into masked loads (`analysis.vectorizable` lets it)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from tvmscript.ir.mutator import IRMutator
 
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import blocks_under
-from .analysis import count_buffer_loads, impure
+from .analysis import access_strides, buffer_loads, count_buffer_loads, impure
 
 
 # Intrinsics costing far more than a load: a producer computing one is inlined only where
@@ -38,7 +41,9 @@ def inline_elementwise(func: tir.PrimFunc, body):
     times per element); a stage read by a reduction (a convolution's padding, softmax's
     exponentials) stays, since the reduction would recompute it for each of its steps,
     unless it is a plain copy (`_plain_copy`: a convolution's padding by zero, which TVM's
-    legalization emits too), which costs the reduction nothing and saves a pass over memory.
+    legalization emits too), which costs the reduction nothing and saves a pass over memory,
+    or a padding a depthwise convolution reads contiguously (`_padding_read_few_times`: its
+    comparisons, computed per read, cost less than the pass that wrote the padded copy).
     `compute_inline` checks the rest (and refuses what it cannot prove)."""
     root = body.block if isinstance(body, tir.BlockRealize) else None
     if root is None or not root.alloc_buffers:
@@ -57,7 +62,7 @@ def inline_elementwise(func: tir.PrimFunc, body):
         current = sch.func("main").body
         readers = [(r, n) for r in blocks_under(current) if r.block.name != block.name
                    for n in [count_buffer_loads(r.block, store.buffer)] if n]
-        if not readers or not _plain_copy(block) and any(
+        if not readers or not (_plain_copy(block) or _padding_read_few_times(block, readers)) and any(
                 r.block.init is not None or any(iv.kind != "S" for iv in r.block.iter_vars) for r, _ in readers):
             continue
         if has_expensive_call(store.value):
@@ -97,6 +102,45 @@ def _plain_copy(block: tir.Block) -> bool:
     ivars = [iv.var for iv in block.iter_vars]
     return (isinstance(load, tir.BufferLoad) and load.dtype == store.buffer.dtype and list(load.indices) == ivars
             and list(store.indices) == ivars and len(load.buffer.shape) == len(ivars))
+
+
+# Reads of each padded element by a reduction, at most, for its padding to be inlined into it
+# (`_padding_read_few_times`): a depthwise 3x3 convolution reads each element of its padded
+# input up to 9 times; an ordinary convolution reads it once per output channel.
+PADDING_MAX_READS = 9
+
+
+def _padding_read_few_times(block: tir.Block, readers: list) -> bool:
+    """Whether a stage pads a buffer (``P[i] = if_then_else(cond, X[i - lo], 0)``, ``cond`` of
+    comparisons of the iterators, no load) read by one reduction that reads each of its
+    elements at most `PADDING_MAX_READS` times on average (a depthwise convolution). Inlined,
+    each read computes the comparisons instead of loading a padded copy that one more pass
+    over memory wrote: a depthwise convolution does little work per element it reads, and
+    that pass took about as long as the convolution (mobilenet_v2)."""
+    value = block.body.value
+    if not (isinstance(value, tir.Call) and value.op == "tir.if_then_else"):
+        return False
+    cond, then, other = value.args
+    if not isinstance(then, tir.BufferLoad) or not isinstance(other, (tir.FloatImm, tir.IntImm)):
+        return False
+    if buffer_loads(cond, []) or has_expensive_call(cond):
+        return False
+    if len(readers) != 1 or readers[0][1] != 1:
+        return False
+    reader, own = readers[0][0].block, _domain_size(block)
+    reads = _domain_size(reader)
+    return (own is not None and reads is not None and reads <= PADDING_MAX_READS * own
+            and _read_contiguously(reader, block.body.buffer))
+
+
+def _read_contiguously(reader: tir.Block, buf) -> bool:
+    """Whether ``reader`` reads ``buf`` contiguously along one of its spatial iterators: the
+    register tile then vectorizes along it, LLVM turning the inlined padding's condition into
+    masked loads. Read with a stride (a convolution with stride 2), the tile takes scalar
+    accumulators, and a branch per scalar read measured slower than the padding's own pass."""
+    (load,) = [ld for ld in buffer_loads(reader.body.value, []) if ld.buffer is buf]
+    strides = access_strides(buf, list(load.indices))
+    return strides is not None and any(strides.get(iv.var) == 1 for iv in reader.iter_vars if iv.kind == "S")
 
 
 def has_expensive_call(e) -> bool:

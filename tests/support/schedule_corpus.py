@@ -38,6 +38,7 @@ SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "samples"
 # that carries it out (module.function in that package).
 RULES = {
     "inline": "inline.inline_elementwise: an intermediate elementwise stage computed in its reader",
+    "inline_padding": "inline._padding_read_few_times: a padding computed where a depthwise convolution reads it",
     "keep_expensive_stage": "inline.inline_elementwise: a stage computing exp/erf/... read by a reduction stays",
     "unique_names": "schedule.common.with_unique_block_names: blocks sharing a name renamed before scheduling",
     "register_tile": "register_tile.plan_register_tile: accumulators in a <out>_local tile, vectorized",
@@ -378,6 +379,12 @@ def applied_rules(original: tir.PrimFunc, scheduled: tir.PrimFunc) -> set:
     if removed > folded:
         rules.add("inline")
     kept = set(scheduled.body.block.alloc_buffers) if isinstance(scheduled.body, tir.BlockRealize) else set()
+    kept_names = {b.name for b in kept}
+    intermediates = set(original.body.block.alloc_buffers) if isinstance(original.body, tir.BlockRealize) else set()
+    if any(isinstance(b.body, tir.BufferStore) and b.body.buffer in intermediates
+           and isinstance(b.body.value, tir.Call) and b.body.value.op == "tir.if_then_else"
+           and b.body.buffer.name not in kept_names for b in before.blocks):
+        rules.add("inline_padding")
     if any(isinstance(b.body, tir.BufferStore) and b.body.buffer in kept and b.init is None
            and _calls_expensive(b.body.value) for b in after.blocks):
         rules.add("keep_expensive_stage")
@@ -647,6 +654,14 @@ def corpus() -> list:
          {"register_tile", "pack_transposing", "fold_epilogue", "parallel"})
     zero("conv2d_batch2_3to8_9_stride2", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2])],
          [_t(2, 3, 9, 9), _t(8, 3, 3, 3)], {"register_tile", "narrow_lanes", "pack_transposing"})
+    # Depthwise (groups = channels), as in mobilenet_v2: with stride 1 the padding is computed
+    # where the tile reads it (vectorized along the width); with stride 2 it stays a pass.
+    dw = lambda s: lambda x, w, b: [op.clip(op.add(op.nn.conv2d(x, w, strides=[s, s], padding=[1] * 4,  # noqa: E731
+                                                                 groups=12), b), 0, 6)]
+    zero("depthwise_12x19_stride1", dw(1), [_t(1, 12, 19, 19), _t(12, 1, 3, 3), _t(1, 12, 1, 1)],
+         {"inline_padding", "register_tile", "tile_rows", "fold_epilogue", "inline"})
+    zero("depthwise_12x19_stride2", dw(2), [_t(1, 12, 19, 19), _t(12, 1, 3, 3), _t(1, 12, 1, 1)],
+         {"scalar_tile", "fold_epilogue", "inline"})
     zero("conv2d_1x1_7to5", lambda x, w: [op.nn.conv2d(x, w)], [_t(1, 7, 5, 5), _t(5, 7, 1, 1)])
     # Reductions.
     zero("sum_inner_8x64", lambda x: [op.sum(x, axis=[-1])], [_t(8, 64)], {"dot_product"},
