@@ -37,7 +37,9 @@ the tile before it by the same operations and stores the same values again, so n
 a predicate or a tail loop, and loads stay in bounds. The nest runs under ``if n >= tile``;
 otherwise the nest as it was runs, scheduled as its static twin with a few rows is
 (`driver.small_nest`: a decode step's dense layer becomes a dot product over the weight's
-rows, in parallel over them, instead of packing a panel for one row). Register tiles tile a
+rows, in parallel over them, instead of packing a panel for one row). A tile that copies a
+contiguous operand into panels only for cache locality does so along a symbolic row count
+from `symbolic.LOCALITY_PACK_ROWS` rows; below, the same tiles read it in place. Register tiles tile a
 symbolic loop only when they start from the init value (an overlapping tile starting from the
 output would add its terms twice), and a dot product's shifted rows add up each total in a
 register and store it once (two threads may compute the same output).

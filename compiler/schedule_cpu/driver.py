@@ -22,7 +22,7 @@ from .merge_dims import merge_contiguous_loops
 from .nest import match_nest
 from .plan import Plan
 from .register_tile import finish_register_tile, plan_register_tile
-from .symbolic import symbolic_extents_small
+from .symbolic import no_locality_pack, symbolic_extents_small
 
 
 SCHEDULED_ATTR = "tvms.default_scheduled"
@@ -124,6 +124,14 @@ def small_nest(plan: Plan, func: tir.PrimFunc, epilogue, intermediate):
                       alloc_buffers=[intermediate] if epilogue is not None else [])
     small = tir.PrimFunc(func.params, func.buffer_map, tir.BlockRealize([], tir.IntImm("bool", 1), scope),
                          func.ret_type, dict(func.attrs), func.private, func.span)
+    if plan.pack_rows:
+        # Below the rows the panels need: the same tiles reading the operand in place, and,
+        # below a tile, the nest for a few rows (that schedule's own fallback).
+        unpacked = no_locality_pack.set(True)
+        try:
+            return renamed_blocks(schedule_nests(small, small.body, symbolic=True), "_unpacked")
+        finally:
+            no_locality_pack.reset(unpacked)
     known_small = symbolic_extents_small.set(True)
     try:
         return renamed_blocks(schedule_nests(small, small.body, symbolic=False), "_small")

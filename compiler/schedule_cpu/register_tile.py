@@ -41,6 +41,7 @@ from .host import PACKED_PANEL_BYTES, VECTOR_REGISTERS_PER_TILE, parallel_thread
 from .nest import Nest
 from .packing import pack_reuse
 from .plan import Plan, reduce_guard, split_by, worth_parallel
+from .symbolic import LOCALITY_PACK_ROWS, no_locality_pack
 
 
 SYMBOLIC_VECTORS = 4  # vectors a register tile's row takes along a loop of symbolic extent
@@ -69,12 +70,14 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
     if choice is None:
         return None
     vec, lanes, packed = choice
+    locality = False  # the pack is only for locality (`_locality_pack`), not to vectorize
     if lanes == 1:
         rows, nv, mr = None, _scalar_tile(vec.const_extent), 1
     else:
         rows = _pick_row_loop(spatial, vec, loads, packed, symbolic)
-        if packed is None:
+        if packed is None and not no_locality_pack.get():
             packed = _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads)
+            locality = packed is not None
         nvecs = vec.const_extent // lanes if vec.const_extent is not None else SYMBOLIC_VECTORS
         row_extent = (rows.const_extent or SYMBOLIC_ROWS) if rows is not None else 1
         shift_rows = rows is not None and rows.const_extent is not None and _starts_at_zero(rows)
@@ -95,6 +98,9 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
         plan.shifted[id(rows)] = mr
     if packed is not None:
         plan.pack, plan.pack_strides = packed
+        # Along rows of symbolic count, the panels need that many rows to pay off: below
+        # them the nest runs without (`driver.small_nest`).
+        plan.pack_rows = LOCALITY_PACK_ROWS if locality and rows is not None and rows.const_extent is None else 0
     plan.outer_s = [lp for lp in spatial if lp is not vec and lp is not rows and plan.pack is not None
                     and plan.pack_strides.get(lp.iv.var, 0)]
     plan.inner_s = [lp for lp in spatial if lp is not vec and lp not in plan.outer_s]
@@ -387,7 +393,8 @@ def finish_register_tile(plan: Plan, nest: Nest) -> Optional[Plan]:
     plan.big_enough = None
     for lp in info:
         if id(lp) in plan.shifted and lp.const_extent is None:
-            cond = tir.GE("bool", lp.extent, tir.IntImm(lp.extent.dtype, plan.shifted[id(lp)]))
+            least = max(plan.shifted[id(lp)], plan.pack_rows if lp is plan.rows else 0)
+            cond = tir.GE("bool", lp.extent, tir.IntImm(lp.extent.dtype, least))
             plan.big_enough = cond if plan.big_enough is None else tir.And("bool", plan.big_enough, cond)
     if plan.big_enough is not None:
         plan.original = nest.top  # run instead when an extent is below its tile (`driver.small_nest`)

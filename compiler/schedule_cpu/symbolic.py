@@ -32,3 +32,14 @@ def shifted_start(start, extent, factor: int):
 # nest is planned as its constant-extent twin with that few rows is (a dense layer at batch 1
 # becomes a dot product over the weight's rows, not a packed register tile).
 symbolic_extents_small = contextvars.ContextVar("symbolic_extents_small", default=False)
+
+
+# Scheduling the nest run when a symbolic row count is below `LOCALITY_PACK_ROWS`: a register
+# tile reads its contiguous operand in place rather than through panels (`register_tile`).
+no_locality_pack = contextvars.ContextVar("no_locality_pack", default=False)
+
+# Rows of symbolic count from which a register tile copies its contiguous operand into panels
+# (`register_tile._locality_pack`): the copy is the whole operand on every call, worth it over
+# many rows (ViT's 197, a 300-token GPT: 2.5x faster with it), not over a decode step's few
+# (7 tokens: a fifth faster without it).
+LOCALITY_PACK_ROWS = 32
