@@ -20,10 +20,10 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.lower_tir import VECTORIZE_ANN
 from tvmscript.compiler.schedule_cpu import default_schedule
-from tvmscript.ir.mutator import IRMutator
 from tvmscript.relax import op
 
 from support import schedule_corpus as sc
+from support import tir_walk
 
 F32 = "float32"
 
@@ -57,30 +57,8 @@ def _accumulate(m: int, k: int, n: int) -> tir.PrimFunc:
     return tvms.parse(ACCUMULATE.format(m=m, k=k, n=n))
 
 
-class _Walk(IRMutator):
-    def __init__(self) -> None:
-        super().__init__()
-        self.loops, self.blocks, self.ifs, self.mins = [], [], [], []
-
-    def visit_stmt(self, s):
-        if isinstance(s, tir.For):
-            self.loops.append(s)
-        elif isinstance(s, tir.Block):
-            self.blocks.append(s)
-        elif isinstance(s, tir.IfThenElse):
-            self.ifs.append(s)
-        return super().visit_stmt(s)
-
-    def visit_expr(self, e):
-        if isinstance(e, tir.Min):
-            self.mins.append(e)
-        return super().visit_expr(e)
-
-
-def _walk(func: tir.PrimFunc) -> _Walk:
-    w = _Walk()
-    w.visit_stmt(func.body)
-    return w
+def _walk(func: tir.PrimFunc):
+    return tir_walk.walk(func.body)
 
 
 def _tile_rows(func: tir.PrimFunc) -> int:
@@ -202,7 +180,7 @@ def test_pointwise_convolution_vectorizes_the_pixels(ci, co, hw):
     func = _pointwise(ci, co, hw)
     scheduled = default_schedule(func)
     w = _walk(scheduled)
-    stores = [s for s in _stores(scheduled.body) if s.buffer.name.startswith("compute")]
+    stores = [s for s in tir_walk.stores(scheduled.body) if s.buffer.name.startswith("compute")]
     assert stores and all(len(s.buffer.shape) == 3 and s.buffer.shape[-1].value == hw * hw for s in stores)
     tiles = [b for blk in w.blocks if blk.name.endswith("_tile") for b in blk.alloc_buffers if b.scope == "local"]
     assert tiles and tiles[0].shape[-1].value % (vector_bytes() // 4) == 0
@@ -212,38 +190,6 @@ def test_pointwise_convolution_vectorizes_the_pixels(ci, co, hw):
 
 def test_a_padded_convolution_keeps_its_rows():
     func = _pointwise(8, 16, 14, kernel=3)
-    stores = [s for s in _stores(default_schedule(func).body) if s.buffer.name.startswith("compute")]
+    stores = [s for s in tir_walk.stores(default_schedule(func).body) if s.buffer.name.startswith("compute")]
     assert stores and all(len(s.buffer.shape) == 4 for s in stores)
     _same_bits(func)
-
-
-def _stores(stmt) -> list:
-    found = []
-
-    class Stores(IRMutator):
-        def visit_stmt(self, s):
-            if isinstance(s, tir.BufferStore):
-                found.append(s)
-            return super().visit_stmt(s)
-
-    Stores().visit_stmt(stmt)
-    return found
-
-
-def test_split_heads_after_inlining_runs_in_parallel():
-    """ViT's split of the packed Q/K/V into heads (take, reshape, transpose, reshape,
-    transpose) inlines into one copy whose indices compose into ``//`` and ``%`` by constants;
-    resolved by the iterators' ranges, the copy reads ``x[i, 0, h * 64 + d]`` and is scheduled
-    (in parallel) like any elementwise nest. Same bits."""
-    func = sc.zero_kernel(
-        lambda x: [op.permute_dims(op.reshape(op.permute_dims(op.reshape(op.take(x, op.const(np.int64(1)), axis=0),
-                                                                        [197, 12, 64]), [1, 0, 2]), [1, 12, 197, 64]),
-                                   [0, 2, 1, 3])],
-        [((3, 197, 1, 768), F32)])
-    scheduled = default_schedule(func)
-    from tvmscript.ir.tir_visitor import contains
-
-    assert not contains(scheduled.body, lambda x: isinstance(x, (tir.FloorDiv, tir.FloorMod)))
-    assert any(lp.kind == "parallel" for lp in _walk(scheduled).loops)
-    x = np.random.default_rng(1).standard_normal((3, 197, 1, 768)).astype(F32)
-    _same_bits(func, inputs=[x, np.array(1, "int64")][:len(func.params) - 1])

@@ -24,6 +24,7 @@ from tvmscript.relax import op
 from tvmscript.compiler.build_cpu import build_cpu
 
 from support import schedule_corpus as sc
+from support import tir_walk
 
 N = tir.Var("int64", "n")
 SIZES = (1, 3, 4, 5, 37, 64, 100, 300)  # 300: the parallel loops start threads
@@ -53,32 +54,8 @@ def kernels() -> dict:
 # ----------------------------------------------------------------------------- structure
 
 
-class _Walk(IRMutator):
-    """Collects the loops, blocks, ifs and expressions of a scheduled body."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.loops, self.blocks, self.ifs, self.mins = [], [], [], []
-
-    def visit_stmt(self, s):
-        if isinstance(s, tir.For):
-            self.loops.append(s)
-        elif isinstance(s, tir.Block):
-            self.blocks.append(s)
-        elif isinstance(s, tir.IfThenElse):
-            self.ifs.append(s)
-        return super().visit_stmt(s)
-
-    def visit_expr(self, e):
-        if isinstance(e, tir.Min):
-            self.mins.append(e)
-        return super().visit_expr(e)
-
-
-def _walk(stmt) -> _Walk:
-    w = _Walk()
-    w.visit_stmt(stmt)
-    return w
+def _walk(stmt):
+    return tir_walk.walk(stmt)
 
 
 def _uses_n(e) -> bool:
