@@ -14,9 +14,10 @@ from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import substitute
+from tvmscript.ir.tir_visitor import reads_memory
 
 from ..lower_tir import VECTORIZE_ANN
-from .analysis import buffer_loads, impure, reduction_rhs
+from .analysis import impure, reduction_rhs
 from .host import vector_bytes
 from .nest import Nest
 from .plan import worth_parallel
@@ -189,11 +190,6 @@ def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
     return dataclasses.replace(stmt, kind="parallel")
 
 
-def _reads_loops(e) -> bool:
-    """Whether ``e`` reads a buffer (a load may differ per point; a constant does not)."""
-    return bool(buffer_loads(e, []))
-
-
 def plan_dot_product(nest: Nest, symbolic: bool = True) -> Optional[DotProduct]:
     """A `DotProduct` for this nest, or None: a float sum, maximum or minimum (``+``,
     ``max``, ``min``, with an init) along one reduce loop of constant extent, at least two
@@ -207,7 +203,7 @@ def plan_dot_product(nest: Nest, symbolic: bool = True) -> Optional[DotProduct]:
         return None
     if not tir.is_float(store.buffer.dtype) or any(not tir.is_const_int(lp.min, 0) for lp in info):
         return None
-    if not isinstance(store.value, tir.Add) and (impure(init.value) or _reads_loops(init.value)):
+    if not isinstance(store.value, tir.Add) and (impure(init.value) or reads_memory(init.value)):
         return None  # the lanes start from the init value: it must be a value, the same for all
     reduce_ = [lp for lp in nontrivial if lp.kind == "R"]
     spatial = [lp for lp in nontrivial if lp.kind == "S"]

@@ -29,10 +29,12 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator
 from tvmscript.ir.tir_analysis import infer_access_regions
-from tvmscript.ir.tir_visitor import vars_in
+from tvmscript.ir.tir_arith import make_add, make_sub
+from tvmscript.ir.tir_visitor import contains, vars_in
 
+from ..schedule.common import blocks_under
 from .analysis import buffer_loads
-from .nest import NestLoop, match_nest
+from .nest import NestLoop, match_nest, perfect_nest
 
 
 def merge_contiguous_loops(body):
@@ -115,8 +117,8 @@ def _accesses_buffer(block: tir.Block, buf) -> bool:
 
 
 def _plain_spatial(lp: NestLoop) -> bool:
-    return (lp.kind == "S" and lp.iv is not None and lp.const_extent is not None and lp.const_extent > 1
-            and tir.is_const_int(lp.min, 0) and tir.is_const_int(lp.iv.dom.min, 0))
+    return (lp.kind == "S" and lp.shifts_back and lp.const_extent is not None and lp.const_extent > 1
+            and tir.is_const_int(lp.iv.dom.min, 0))
 
 
 def _without_unit_iterators(block: tir.Block, info: list) -> tir.Block:
@@ -132,7 +134,7 @@ def _without_unit_iterators(block: tir.Block, info: list) -> tir.Block:
 
 
 class _FoldZero(IRMutator):
-    """Substitutes constants for variables and drops the ``+ 0`` that leaves."""
+    """Substitutes constants for variables and folds the sums that leaves (``y + 0``)."""
 
     def __init__(self, values: dict) -> None:
         super().__init__()
@@ -142,10 +144,10 @@ class _FoldZero(IRMutator):
         if isinstance(e, tir.Var) and e in self.values:
             return self.values[e]
         e = super().visit_expr(e)
-        if isinstance(e, (tir.Add, tir.Sub)) and tir.is_const_int(e.b, 0):
-            return e.a
-        if isinstance(e, tir.Add) and tir.is_const_int(e.a, 0):
-            return e.b
+        if isinstance(e, tir.Add):
+            return make_add(e.a, e.b)
+        if isinstance(e, tir.Sub):
+            return make_sub(e.a, e.b)
         return e
 
 
@@ -257,7 +259,7 @@ def _rebuild(top: tir.For, nest, block: tir.Block, p: int, dims: dict, views: di
     reads, writes = infer_access_regions(body, init, block.alloc_buffers)
     new_block = dataclasses.replace(block, iter_vars=iter_vars, body=body, init=init, reads=reads, writes=writes)
     stmt = dataclasses.replace(nest.realize, block=new_block, iter_values=values)
-    loops = [lp for lp in _loops(top)]
+    loops, _ = perfect_nest(top)
     for k in reversed(range(len(loops))):
         lp = loops[k]
         if k == p + 1:
@@ -269,15 +271,6 @@ def _rebuild(top: tir.For, nest, block: tir.Block, p: int, dims: dict, views: di
     return stmt
 
 
-def _loops(top: tir.For) -> list:
-    out = []
-    cur = top
-    while isinstance(cur, tir.For):
-        out.append(cur)
-        cur = cur.body
-    return out
-
-
 def _allocate_views(body, views: dict):
     """The root block allocating, for each buffer of its own that is now accessed only through
     its view, the view instead."""
@@ -287,27 +280,12 @@ def _allocate_views(body, views: dict):
     if not by_buffer:
         return body
     # A buffer still accessed as it was stays allocated so; its view shares the memory.
-    still_used = _used_buffers(root.body)
-    alloc = [by_buffer[b] if b in by_buffer and b not in still_used else b for b in root.alloc_buffers]
+    alloc = [by_buffer[b] if b in by_buffer and not _still_accessed(root.body, b) else b for b in root.alloc_buffers]
     return dataclasses.replace(body, block=dataclasses.replace(root, alloc_buffers=alloc))
 
 
-def _used_buffers(stmt) -> set:
-    found: set = set()
-
-    class _Find(IRMutator):
-        def visit_expr(self, e):
-            if isinstance(e, tir.BufferLoad):
-                found.add(e.buffer)
-            return super().visit_expr(e)
-
-        def visit_stmt(self, s):
-            if isinstance(s, tir.BufferStore):
-                found.add(s.buffer)
-            if isinstance(s, tir.Block):
-                for r in list(s.reads) + list(s.writes):
-                    found.add(r.buffer)
-            return super().visit_stmt(s)
-
-    _Find().visit_stmt(stmt)
-    return found
+def _still_accessed(stmt, buf) -> bool:
+    """Whether ``stmt`` loads or stores ``buf`` itself, or a block in it names it in its regions."""
+    if contains(stmt, lambda n: isinstance(n, (tir.BufferLoad, tir.BufferStore)) and n.buffer is buf):
+        return True
+    return any(r.buffer is buf for b in blocks_under(stmt) for r in (*b.block.reads, *b.block.writes))

@@ -35,11 +35,16 @@ class NestLoop:
         return self.extent.value if isinstance(self.extent, tir.IntImm) else None
 
     @property
+    def shifts_back(self) -> bool:
+        """Whether the last of this loop's tiles can be shifted back to end at its extent
+        (`shifted_start`): it starts at 0 and is a block iterator."""
+        return tir.is_const_int(self.min, 0) and self.iv is not None
+
+    @property
     def shiftable(self) -> bool:
         """Whether a register tile may cover this loop with tiles of a static size although its
-        extent is symbolic: it starts at 0 and is a block iterator, so the last tile can be
-        shifted back to end at the extent (`shifted_start`)."""
-        return self.const_extent is None and tir.is_const_int(self.min, 0) and self.iv is not None
+        extent is symbolic (`shifts_back`)."""
+        return self.const_extent is None and self.shifts_back
 
 
 class Nest:
@@ -67,7 +72,7 @@ class Nest:
 def match_nest(top: tir.For) -> Optional[Nest]:
     """The nest under ``top`` if it has the form every rule takes (see the module docstring)
     and at least one loop of more than one iteration; else None."""
-    loops, realize = _perfect_nest(top)
+    loops, realize = perfect_nest(top)
     if realize is None or not _plain_loops(loops) or not _plain_block(realize):
         return None
     info = _nest_loops(loops, realize)
@@ -83,7 +88,7 @@ def match_nest(top: tir.For) -> Optional[Nest]:
     return nest if nest.nontrivial else None
 
 
-def _perfect_nest(top: tir.For) -> tuple:
+def perfect_nest(top: tir.For) -> tuple:
     """The loops from ``top`` down, each the body of the one before, and the BlockRealize
     below the last (None if something else is)."""
     loops = []

@@ -80,7 +80,7 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
             locality = packed is not None
         nvecs = vec.const_extent // lanes if vec.const_extent is not None else SYMBOLIC_VECTORS
         row_extent = (rows.const_extent or SYMBOLIC_ROWS) if rows is not None else 1
-        shift_rows = rows is not None and rows.const_extent is not None and _starts_at_zero(rows)
+        shift_rows = rows is not None and rows.const_extent is not None and rows.shifts_back
         # Whole vectors in the loop: tiles of a divisor of them, as many per thread; else the
         # last tile is shifted back anyway, and any count of vectors will do.
         shift_vecs = vec.const_extent / lanes if vec.const_extent is not None and vec.const_extent % lanes else None
@@ -117,10 +117,11 @@ def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, eb
     (broadcast), contiguous, or, for at most one read, packable into a panel contiguous along
     it (it must depend on every reduce loop and be reused across other spatial loops).
     Preferred: the widest vectors, then a multiple of the width (or nearly, `WELL_COVERED`),
-    then a contiguous output (vector stores), then no packing, then the innermost loop. Narrower vectors (half,
-    quarter width) are tried only when no loop fits the widest. A loop of constant extent
-    that is not a multiple fits when it holds a vector and its last tile can be shifted back
-    (`shifted_start`: a 1000-class layer's columns), after the multiples. With ``symbolic``,
+    then a contiguous output (vector stores), then no packing, then the innermost loop.
+    Narrower vectors (half, quarter width) are tried only when no loop fits the widest. A
+    loop of constant extent that is not a multiple fits when it holds a vector and its last
+    tile can be shifted back (`NestLoop.shifts_back`: a 1000-class layer's columns), after
+    the multiples. With ``symbolic``,
     a loop of symbolic extent (`NestLoop.shiftable`) fits any width, as a multiple does,
     after the loops of constant extent."""
     full = max(1, vector_bytes() // ebytes)
@@ -131,7 +132,7 @@ def _pick_vector_loop(spatial, reduce_, nontrivial, loads, out_st, rhs_loads, eb
             extent = lp.const_extent
             if extent is None and not (symbolic and lp.shiftable):
                 continue
-            if extent is not None and extent % lanes and (extent < lanes or not _starts_at_zero(lp)):
+            if extent is not None and extent % lanes and (extent < lanes or not lp.shifts_back):
                 continue
             strided = [(ld, st) for ld, st in loads if st.get(lp.iv.var, 0) not in (0, 1)]
             if len(strided) > 1:
@@ -273,11 +274,6 @@ def _covered(extent, tile: int) -> float:
     tiles = -(-extent // tile)
     return extent / (tiles * tile)
 
-
-def _starts_at_zero(lp) -> bool:
-    """Whether a loop's last tile can be shifted back (`shifted_start`): it starts at 0 and
-    binds a block iterator."""
-    return tir.is_const_int(lp.min, 0) and lp.iv is not None
 
 
 def _order_register_tile(plan: Plan, parallel: bool) -> None:
