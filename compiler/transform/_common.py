@@ -23,7 +23,8 @@ _SKIP = frozenset(("struct_info", "sinfo_args", "ret_struct_info", "span", "comm
 
 def walk_relax(node, visit) -> None:
     """Calls ``visit(n)`` on every Relax expression (and GlobalVar) below ``node``, in order.
-    Binding variables and function parameters (definitions) are not visited."""
+    Binding variables and function parameters (definitions) are not visited. A ``visit``
+    returning False leaves out what is below that expression."""
     if isinstance(node, (relax.Var, ir.GlobalVar)):
         visit(node)
         return
@@ -33,8 +34,8 @@ def walk_relax(node, visit) -> None:
         return
     if not isinstance(node, (relax.Expr, relax.Binding, relax.BindingBlock)):
         return
-    if isinstance(node, relax.Expr):
-        visit(node)
+    if isinstance(node, relax.Expr) and visit(node) is False:
+        return
     if isinstance(node, relax.Function):
         walk_relax(node.body, visit)
         return

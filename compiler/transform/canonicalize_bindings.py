@@ -214,35 +214,11 @@ def _walk_shallow(expr, visit, nested) -> None:
     def on(n):
         if n is not expr and isinstance(n, (relax.Function, relax.If, relax.SeqExpr)):
             nested(n)
-            raise _Skip
+            return False
         visit(n)
+        return None
 
-    _walk_skipping(expr, on)
-
-
-class _Skip(Exception):
-    pass
-
-
-def _walk_skipping(node, visit) -> None:
-    import dataclasses
-
-    if isinstance(node, list):
-        for item in node:
-            _walk_skipping(item, visit)
-        return
-    if isinstance(node, (relax.Var, ir.GlobalVar)):
-        visit(node)
-        return
-    if not isinstance(node, relax.Expr):
-        return
-    try:
-        visit(node)
-    except _Skip:
-        return
-    for f in dataclasses.fields(node):
-        if f.name not in ("struct_info", "sinfo_args", "span", "attrs"):
-            _walk_skipping(getattr(node, f.name), visit)
+    walk_relax(expr, on)
 
 
 def _free_vars(func: relax.Function) -> list:
