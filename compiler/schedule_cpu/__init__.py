@@ -3,8 +3,11 @@
 `default_schedule(func)` first inlines a function's intermediate elementwise and injective
 stages into the stages that read them (`inline`: a fused GELU's six passes become one),
 merges two loops that every access walks as one contiguous dimension (`merge_dims`: a
-pointwise convolution's pixel rows and columns, through views of its buffers), then
-looks for loop nests of the simplest, most common form (`nest.match_nest`): serial loops,
+pointwise convolution's pixel rows and columns, through views of its buffers), runs the
+stages of a row-wise op (softmax, layer norm) block of rows by block of rows in one parallel
+loop (`row_fusion`: each block's statistics in buffers of its own, every stage reading its
+rows while they are in L1; the rules below then schedule each stage's nest for the block),
+then looks for loop nests of the simplest, most common form (`nest.match_nest`): serial loops,
 perfectly nested, around one block that stores one buffer element per spatial point (an
 elementwise op, or a reduction ``C[s] = C[s] <op> f(...)``, usually with ``T.init``, where
 ``<op>`` is ``+``, ``*``, ``max`` or ``min``), and gives each to the rules in order

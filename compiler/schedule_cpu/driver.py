@@ -20,8 +20,9 @@ from .inline import inline_elementwise
 from .loop_tile import plan_loop_tile
 from .merge_dims import merge_contiguous_loops
 from .nest import match_nest
-from .plan import Plan
+from .plan import Plan, under_parallel
 from .register_tile import finish_register_tile, plan_register_tile
+from .row_fusion import fuse_row_stages
 from .symbolic import no_locality_pack, symbolic_extents_small
 
 
@@ -39,6 +40,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = inline_elementwise(func, body)
     body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
     body = merge_contiguous_loops(body)
+    body = fuse_row_stages(body)
     body = schedule_nests(func, body)
     attrs = dict(func.attrs)
     attrs[SCHEDULED_ATTR] = True
@@ -66,6 +68,12 @@ class _NestPlanner(IRMutator):
         self.plans: list = []
 
     def visit_stmt(self, s):
+        if isinstance(s, tir.For) and s.kind == "parallel":
+            inside = under_parallel.set(True)
+            try:
+                return super().visit_stmt(s)
+            finally:
+                under_parallel.reset(inside)
         if isinstance(s, tir.For):
             plan = plan_nest(s, self.symbolic)
             if isinstance(plan, DotProduct):

@@ -9,6 +9,8 @@ symbolic reduce loop is empty."""
 
 from __future__ import annotations
 
+import contextvars
+
 from typing import Optional
 
 from tvmscript.ir import tir
@@ -72,9 +74,17 @@ class Plan:
                    for lp in (self.inner, self.rows))  # the loops a register tile shifts
 
 
+# Set while planning the nests under a loop that already runs in parallel (the blocks of rows
+# of `row_fusion`): their own loops stay serial, since nested parallel loops would only add
+# the threads' start-up to every block.
+under_parallel = contextvars.ContextVar("under_parallel", default=False)
+
+
 def worth_parallel(info) -> bool:
     """Whether a nest of these loops does enough work to run in parallel (a symbolic extent
-    may be large: yes)."""
+    may be large: yes); never under a parallel loop (`under_parallel`)."""
+    if under_parallel.get():
+        return False
     work = 1
     for lp in info:
         if lp.const_extent is None:

@@ -65,6 +65,7 @@ RULES = {
     "parallel": "loop_tile._parallel_entry, register_tile._order_register_tile, dot_product.DotProduct: the outer "
                 "loop T.parallel",
     "not_vectorized": "analysis.vectorizable: a tile's stores calling a libm function are not vectorized",
+    "row_fusion": "row_fusion.fuse_row_stages: a row-wise op's stages run block of rows by block of rows",
 }
 
 
@@ -375,10 +376,16 @@ def applied_rules(original: tir.PrimFunc, scheduled: tir.PrimFunc) -> set:
         rules.add("block_tiles")
     if after.ifs > before.ifs:
         rules.add("guard")
-    removed = _root_buffers(original) - _root_buffers(scheduled)
+    row_blocks = [b for b in after.blocks if b.name.endswith("_rows")]
+    row_copies = {x for b in row_blocks for x in b.alloc_buffers if x.name.endswith("_rows")}
+    if row_blocks:
+        rules.add("row_fusion")
+    moved = len({x.name for x in row_copies})  # root buffers that became the blocks' copies
+    removed = _root_buffers(original) - _root_buffers(scheduled) - moved
     if removed > folded:
         rules.add("inline")
     kept = set(scheduled.body.block.alloc_buffers) if isinstance(scheduled.body, tir.BlockRealize) else set()
+    kept |= row_copies
     kept_names = {b.name for b in kept}
     intermediates = set(original.body.block.alloc_buffers) if isinstance(original.body, tir.BlockRealize) else set()
     if any(isinstance(b.body, tir.BufferStore) and b.body.buffer in intermediates
@@ -680,18 +687,24 @@ def corpus() -> list:
     zero("sum_inner_f64_5x32", lambda x: [op.sum(x, axis=[-1])], [_t(5, 32, dtype="float64")], {"dot_product"},
          sums=lambda f: linear_sums(f, "a float64 row sum is a dot-product nest"))
     zero("softmax_2x64x48", lambda x: [op.nn.softmax(x)], [_t(2, 64, 48)],
-         {"dot_product", "keep_expensive_stage"}, sums=softmax_sums)
-    zero("softmax_3x7x33", lambda x: [op.nn.softmax(x)], [_t(3, 7, 33)], {"dot_product", "keep_expensive_stage"},
-         sums=softmax_sums)
+         {"dot_product", "keep_expensive_stage", "row_fusion"}, sums=softmax_sums)
+    zero("softmax_3x7x33", lambda x: [op.nn.softmax(x)], [_t(3, 7, 33)],
+         {"dot_product", "keep_expensive_stage", "row_fusion"}, sums=softmax_sums)
+    # Rows no block of 8 divides: blocks, then the last 5 rows (ViT's 197 rows, its attention's 197 keys).
+    zero("softmax_2x37x197", lambda x: [op.nn.softmax(x)], [_t(2, 37, 197)],
+         {"dot_product", "keep_expensive_stage", "row_fusion"}, sums=softmax_sums)
     zero("softmax_axis0_33x16", lambda x: [op.nn.softmax(x, axis=0)], [_t(33, 16)], {"register_tile"})
-    zero("log_softmax_5x129", lambda x: [op.nn.log_softmax(x)], [_t(5, 129)], {"dot_product"},
+    zero("log_softmax_5x129", lambda x: [op.nn.log_softmax(x)], [_t(5, 129)], {"dot_product", "row_fusion"},
          sums=log_softmax_sums)
     zero("layer_norm_4x64", lambda x, g, b: [op.nn.layer_norm(x, g, b, axes=[-1])], [_t(4, 64), _t(64), _t(64)],
-         {"dot_product"}, sums=lambda f: layer_norm_sums(64))
+         {"dot_product", "row_fusion"}, sums=lambda f: layer_norm_sums(64))
     zero("layer_norm_3x33", lambda x, g, b: [op.nn.layer_norm(x, g, b, axes=[-1])], [_t(3, 33), _t(33), _t(33)],
-         {"dot_product"}, sums=lambda f: layer_norm_sums(33))
+         {"dot_product", "row_fusion"}, sums=lambda f: layer_norm_sums(33))
+    zero("layer_norm_197x256", lambda x, g, b: [op.nn.layer_norm(x, g, b, axes=[-1])],
+         [_t(1, 197, 256), _t(256), _t(256)], {"dot_product", "row_fusion"},
+         sums=lambda f: layer_norm_sums(256))
     zero("rms_norm_4x64", lambda x, g: [op.nn.rms_norm(x, g, axes=[-1])], [_t(4, 64), _t(64)],
-         {"dot_product"}, sums=lambda f: rms_norm_sums(64))
+         {"dot_product", "row_fusion"}, sums=lambda f: rms_norm_sums(64))
     # Pooling.
     zero("max_pool2d_8x15_k3s2", lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2])],
          [_t(1, 8, 15, 15)], {"scalar_tile"})  # its schedule_rule names a MetaSchedule rule: scheduled

@@ -1,0 +1,153 @@
+"""Row fusion (`schedule_cpu.row_fusion.fuse_row_stages`): the stages of softmax and the norms
+run block of rows by block of rows in one parallel loop, each block's statistics in buffers
+of its own. Each element is computed as before: results are the same bits as the per-stage
+schedule's, and the stages that must not be fused (rows read across, a symbolic row count, a
+pooling's epilogue) are left as they were."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tvmscript as tvms
+from tvmscript.compiler.build_cpu import build_cpu
+from tvmscript.compiler.schedule.common import blocks_under
+from tvmscript.compiler.schedule_cpu import default_schedule
+from tvmscript.compiler.schedule_cpu import driver
+from tvmscript.ir import tir
+from tvmscript.relax import op
+
+from support import schedule_corpus as sc
+from support.tir_walk import walk
+
+RNG = np.random.default_rng(5)
+
+
+def _loops(func) -> list:
+    return [lp for lp in walk(func.body).loops]
+
+
+def _row_blocks(func) -> list:
+    return [r.block for r in blocks_under(func.body) if r.block.name.endswith(("_rows", "_rows_tail"))]
+
+
+def _run(func, arrays, monkeypatch=None, fuse: bool = True):
+    if not fuse:
+        monkeypatch.setattr(driver, "fuse_row_stages", lambda body: body)
+    try:
+        kernel = build_cpu({"f": func}, use_cache=False)["f"]
+    finally:
+        if monkeypatch is not None:
+            monkeypatch.undo()
+    out = np.full(arrays[0].shape, np.nan, "float32")
+    kernel(*arrays, out)
+    return out
+
+
+SOFTMAX = (lambda x: [op.nn.softmax(x)], [((1, 8, 128, 128), "float32")])
+LAYER_NORM = (lambda x, g, b: [op.nn.layer_norm(x, g, b, axes=[-1])],
+              [((1, 197, 768), "float32"), ((768,), "float32"), ((768,), "float32")])
+
+
+def test_softmax_stages_run_per_block_of_rows_in_one_parallel_loop():
+    scheduled = default_schedule(sc.zero_kernel(*SOFTMAX))
+    (rows,) = _row_blocks(scheduled)
+    assert {b.name for b in rows.alloc_buffers} == {"T_softmax_maxelem_rows", "T_softmax_exp_rows",
+                                                    "T_softmax_expsum_rows"}
+    assert all(int(b.shape[0].value) == 8 for b in rows.alloc_buffers)  # a block of rows, not the tensor
+    assert not scheduled.body.block.alloc_buffers
+    parallel = [lp for lp in _loops(scheduled) if lp.kind == "parallel"]
+    assert len(parallel) == 1  # one parallel loop for every stage; none nested in it
+    stages = {r.block.name for r in blocks_under(parallel[0])}
+    assert {"T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"} <= stages
+
+
+@pytest.mark.parametrize("case", [SOFTMAX, LAYER_NORM], ids=["softmax", "layer_norm_197_rows"])
+def test_row_fusion_keeps_the_bits_of_the_per_stage_schedule(case, monkeypatch):
+    func = sc.zero_kernel(*case)
+    arrays = [RNG.standard_normal(shape).astype(dtype) for shape, dtype in case[1]]
+    fused = _run(func, arrays)
+    staged = _run(func, arrays, monkeypatch, fuse=False)
+    assert np.array_equal(fused, staged)
+    if len(arrays) == 1:
+        x = arrays[0].astype("float64")
+        e = np.exp(x - x.max(-1, keepdims=True))
+        np.testing.assert_allclose(fused, e / e.sum(-1, keepdims=True), rtol=2e-6, atol=1e-7)
+    else:
+        x, g, b = (a.astype("float64") for a in arrays)
+        ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+        np.testing.assert_allclose(fused, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_rows_no_block_divides_end_with_a_serial_block_of_the_rest():
+    scheduled = default_schedule(sc.zero_kernel(*LAYER_NORM))
+    names = [b.name for b in _row_blocks(scheduled)]
+    assert names == ["T_layer_norm_rows", "T_layer_norm_rows_tail"]
+    tail = _row_blocks(scheduled)[1]
+    assert all(int(b.shape[0].value) == 197 % 8 for b in tail.alloc_buffers)
+
+
+STAGGERED = '''
+@T.prim_func
+def f(A: T.Buffer((16, 32), "float32"), B: T.Buffer((16, 32), "float32")):
+    T.func_attr({"tir.noalias": True})
+    S = T.alloc_buffer((16,))
+    for i, k in T.grid(16, 32):
+        with T.block("S"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                S[vi] = T.float32(0)
+            S[vi] = S[vi] + A[vi, vk]
+    for i, j in T.grid(16, 32):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] - S[15 - vi]
+'''
+
+
+def test_a_stage_reading_another_rows_statistic_is_not_fused():
+    func = tvms.parse(STAGGERED)
+    scheduled = default_schedule(func)
+    assert not _row_blocks(scheduled)
+    a = RNG.standard_normal((16, 32)).astype("float32")
+    out = _run(func, [a])
+    np.testing.assert_allclose(out, a - a.sum(1)[::-1, None], rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_rows_keep_the_per_stage_nests():
+    n = tir.Var("int64", "n")
+    func = sc.zero_kernel(lambda x: [op.nn.softmax(x)], [((n, 64), "float32")])
+    assert not _row_blocks(default_schedule(func))
+
+
+@pytest.mark.parametrize("build,specs", [
+    (lambda x: [op.nn.softmax(x, axis=0)], [((33, 16), "float32")]),
+    (lambda x: [op.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2])], [((2, 16, 14, 14), "float32")]),
+], ids=["softmax_axis0", "avg_pool_epilogue"])
+def test_other_chains_are_left_to_the_per_stage_rules(build, specs):
+    funcs = sc.zero_kernels(build, specs)
+    for func in funcs.values():
+        assert not _row_blocks(default_schedule(func))
+
+
+CONTRACTION = '''
+@T.prim_func
+def f(A: T.Buffer((16, 32), "float32"), W: T.Buffer((32,), "float32"), B: T.Buffer((16, 32), "float32")):
+    T.func_attr({"tir.noalias": True})
+    S = T.alloc_buffer((16,))
+    for i, k in T.grid(16, 32):
+        with T.block("S"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                S[vi] = T.float32(0)
+            S[vi] = S[vi] + A[vi, vk] * W[vk]
+    for i, j in T.grid(16, 32):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] - S[vi]
+'''
+
+
+def test_a_matrix_product_stage_is_left_to_its_own_rules():
+    """``S = A @ W`` reads ``W`` the same for every row: a contraction, tiled by its own rules."""
+    assert not _row_blocks(default_schedule(tvms.parse(CONTRACTION)))
