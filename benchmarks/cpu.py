@@ -26,6 +26,8 @@ rounds' medians, so that load from other processes hits both alike).
 * the 3x3 convolution of resnet18's first stage (1x64x56x56, 64 out, with its bias and ReLU)
   and ``softmax(Q K^T / 8) V`` over 1x4x128x64 tensors as a Relax function, against
   PyTorch (needs PyTorch);
+* the ``R.nn.attention`` kernel (ViT-B/16's 1x197x12x64, a causal 1x128x8x32) as the flash
+  nest, against the generic schedule, NumPy and PyTorch's SDPA (benchmarks/attention.py);
 * a fresh ``tvms run samples/mlp.tvms`` process, start to exit (`bench_cold_start`): with the
   disk cache a first run left (the goal), with an empty cache folder, and ``tvms run`` of the
   model exported as a shared library;
@@ -755,6 +757,9 @@ def main() -> None:
     if not models:
         print("(conv2d and attention are measured against PyTorch: "
               + ("drop --no-models" if args.models is False else "install it") + " for those rows)")
+    print()
+    from attention import attention_rows  # benchmarks/attention.py: the flash kernel, per shape
+    print("\n".join(attention_rows(args.repeat)))
     print()
     bench_bounds_check(args.calls, args.repeat, args.matmul, models, rng)
     print()

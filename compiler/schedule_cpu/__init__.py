@@ -1,7 +1,11 @@
 """A default CPU schedule: makes naive TensorIR loop nests fast without changing results.
 
-`default_schedule(func)` first inlines a function's intermediate elementwise and injective
-stages into the stages that read them (`inline`: a fused GELU's six passes become one),
+`default_schedule(func)` first looks for attention (`attention`): a function that is exactly
+the stage chain ``R.nn.attention`` legalizes to (scores, scale, bias, causal mask, softmax,
+product with V; `attention_match`) becomes one flash-structured nest, an online softmax over
+key blocks that never stores the score tensor (its sums are added in another order: within
+float rounding of the unfused chain, not the same bits). Otherwise it inlines a function's
+intermediate elementwise and injective stages into the stages that read them (`inline`: a fused GELU's six passes become one),
 merges two loops that every access walks as one contiguous dimension (`merge_dims`: a
 pointwise convolution's pixel rows and columns, through views of its buffers), runs the
 stages of a row-wise op (softmax, layer norm) block of rows by block of rows in one parallel

@@ -13,6 +13,7 @@ from ..schedule.common import with_unique_block_names
 from .affine_indices import AffineSymbolicIndices
 from .analysis import only_blocks
 from .apply import apply_plan
+from .attention import flash_attention
 from .block_edits import renamed_blocks
 from .dot_product import DotProduct, plan_dot_product
 from .fixup import fixup
@@ -35,13 +36,20 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     if func.attrs.get("tvms.lowered") or func.attrs.get(SCHEDULED_ATTR) or func.attrs.get("tvms.no_default_schedule"):
         return func
 
+    body = flash_attention(func)  # the whole function, when it is an attention chain
+    if body is not None:
+        return _scheduled(func, tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block("root", [], [], [], body)))
     body = with_unique_block_names(func.body)  # schedules find blocks by name
     body = AffineSymbolicIndices().visit_stmt(body)
     body = inline_elementwise(func, body)
     body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
     body = merge_contiguous_loops(body)
     body = fuse_row_stages(body)
-    body = schedule_nests(func, body)
+    return _scheduled(func, schedule_nests(func, body))
+
+
+def _scheduled(func: tir.PrimFunc, body) -> tir.PrimFunc:
+    """``func`` with the scheduled ``body``, marked scheduled."""
     attrs = dict(func.attrs)
     attrs[SCHEDULED_ATTR] = True
     return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, attrs, func.private, func.span)
