@@ -21,6 +21,7 @@ from .loop_tile import plan_loop_tile
 from .merge_dims import merge_contiguous_loops
 from .nest import match_nest
 from .plan import Plan
+from .prepack import frozen, prepacking, with_packed_params
 from .register_tile import finish_register_tile, plan_register_tile
 from .symbolic import no_locality_pack, symbolic_extents_small
 
@@ -39,10 +40,11 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = inline_elementwise(func, body)
     body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
     body = merge_contiguous_loops(body)
-    body = schedule_nests(func, body)
-    attrs = dict(func.attrs)
+    with prepacking(func):  # weights bound as constants: packed by the build (`prepack`)
+        body = schedule_nests(func, body)
+        buffer_map, body, attrs = with_packed_params(func, body)
     attrs[SCHEDULED_ATTR] = True
-    return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, attrs, func.private, func.span)
+    return tir.PrimFunc(func.params, buffer_map, body, func.ret_type, attrs, func.private, func.span)
 
 
 def schedule_nests(func: tir.PrimFunc, body, symbolic: bool = True):
@@ -129,11 +131,13 @@ def small_nest(plan: Plan, func: tir.PrimFunc, epilogue, intermediate):
         # below a tile, the nest for a few rows (that schedule's own fallback).
         unpacked = no_locality_pack.set(True)
         try:
-            return renamed_blocks(schedule_nests(small, small.body, symbolic=True), "_unpacked")
+            with frozen():  # a packed weight keeps the layout this nest's tiles gave it
+                return renamed_blocks(schedule_nests(small, small.body, symbolic=True), "_unpacked")
         finally:
             no_locality_pack.reset(unpacked)
     known_small = symbolic_extents_small.set(True)
     try:
-        return renamed_blocks(schedule_nests(small, small.body, symbolic=False), "_small")
+        with frozen():
+            return renamed_blocks(schedule_nests(small, small.body, symbolic=False), "_small")
     finally:
         symbolic_extents_small.reset(known_small)
