@@ -114,7 +114,21 @@ def test_batched_matmul_shares_the_constant(monkeypatch):
     w, x = _rand(64, 96), _rand(4, 7, 64)
     mod = _module('x: R.Tensor((4, 7, 64), "float32"), w: R.Tensor((64, 96), "float32")',
                   "            y = R.matmul(x, w)\n            R.output(y)")
-    _check(mod, {"w": w}, [x], x @ w, monkeypatch)
+    ex = _check(mod, {"w": w}, [x], x @ w, monkeypatch)
+    assert any(len(s) == 3 for s in _constant_shapes(ex))
+
+
+def test_conv2d_with_a_bound_weight(monkeypatch):
+    """A convolution's weight (O, I, kh, kw) read whole by its nest, packed over the output
+    channels, the reduce axes (I, kh, kw) in its panels."""
+    import torch
+
+    w, x = _rand(32, 16, 3, 3), _rand(1, 16, 14, 14)
+    mod = _module('x: R.Tensor((1, 16, 14, 14), "float32"), w: R.Tensor((32, 16, 3, 3), "float32")',
+                  "            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])\n            R.output(y)")
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+    ex = _check(mod, {"w": w}, [x], expected, monkeypatch)
+    assert [len(s) for s in _constant_shapes(ex)] == [5]  # [O tiles, I, kh, kw, tile]
 
 
 def test_fused_matmul_add_gelu(monkeypatch):
@@ -246,8 +260,13 @@ def test_the_disk_cache_keeps_the_layouts(tmp_path, monkeypatch):
     try:
         first = tvms.compile(bound, "llvm")
         cpu.clear_cache()  # a new process, as far as the in-memory cache goes
-        again = tvms.compile(bound, "llvm")
-        assert again.kernels["mm"].module.from_disk_cache if hasattr(again.kernels["mm"], "module") else True
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("compiled although the disk cache holds the kernels")
+
+        monkeypatch.setattr(cpu, "_build", refuse)
+        again = tvms.compile(bound, "llvm")  # the layouts come from the disk entry
+        monkeypatch.undo()
         assert _constant_shapes(again) == _constant_shapes(first) and len(_constant_shapes(again)[0]) == 3
         got = relax.VirtualMachine(again, tvms.cpu())["main"](tvms.nd.array(x)).numpy()
         np.testing.assert_allclose(got, x @ w.T, rtol=1e-4, atol=1e-4)
