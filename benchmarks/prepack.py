@@ -1,9 +1,10 @@
 """Bound weights packed once at compile time, beside the same build packing them on every call.
 
-    python benchmarks/prepack.py [--rounds 20] [--threads 2]
+    python benchmarks/prepack.py [--models gpt,gpt_dynamic] [--rounds 20] [--threads 2]
 
-The GPT blocks of benchmarks/models.py (``gpt`` at 128 tokens; ``gpt_dynamic`` compiled once,
-run at 7, 128 and 300 tokens), imported with ``from_exported_program`` and compiled as
+Models of benchmarks/models.py (by default the GPT blocks: ``gpt`` at 128 tokens;
+``gpt_dynamic`` compiled once, run at 7, 128 and 300 tokens; also resnet18, mobilenet_v2,
+vit_b_16), imported with ``from_exported_program`` and compiled as
 ``compile_bound`` does (weights bound as constants), twice: as ``tvms.compile`` builds them
 (its kernels read the weights in the panel layout the build packed them into,
 compiler/prepack_constants.py), and with that step left out (`mark_layout_free` skipped: the
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="gpt,gpt_dynamic", help="comma-separated names of benchmarks/models.py's cases")
     ap.add_argument("--rounds", type=int, default=20, help="alternated rounds per input")
     ap.add_argument("--threads", type=int, default=2, help="threads of tvms's parallel loops")
     args = ap.parse_args(argv)
@@ -39,7 +41,7 @@ def main(argv=None) -> int:
 
     print(f"threads: {args.threads}; medians of {args.rounds} alternated rounds")
     print(f"{'model':12s} {'tokens':>6s} {'compile-time ms':>16s} {'each-call ms':>13s} {'ratio':>7s}")
-    for case in [c for c in CASES if c.name in ("gpt", "gpt_dynamic")]:
+    for case in [c for c in CASES if c.name in args.models.split(",")]:
         model, example = case.make()
         mod = from_exported_program(export_case(case, model, example), unwrap_unit_return_tuple=True)
         packed_once, packed_each_call = compile_bound(mod), _without_prepacking(lambda: compile_bound(mod))
@@ -51,7 +53,8 @@ def main(argv=None) -> int:
                 return 1
             t_once, t_each = alternated([lambda: packed_once["main"](arg), lambda: packed_each_call["main"](arg)],
                                         args.rounds)
-            print(f"{case.name:12s} {x.shape[1]:6d} {t_once * 1e3:16.3f} {t_each * 1e3:13.3f} {t_once / t_each:6.2f}x")
+            tokens = x.shape[1] if case.dynamic or case.name == "gpt" else ""
+            print(f"{case.name:12s} {tokens:>6} {t_once * 1e3:16.3f} {t_each * 1e3:13.3f} {t_once / t_each:6.2f}x")
     return 0
 
 

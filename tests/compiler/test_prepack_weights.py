@@ -13,10 +13,12 @@ import tvmscript as tvms
 import tvmscript.compiler.build as build_module
 from tvmscript import relax
 from tvmscript.compiler import build_cpu as cpu
-from tvmscript.compiler.prepack_constants import mark_layout_free
+from tvmscript.compiler.prepack_constants import gather_index, mark_layout_free
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.compiler.schedule_cpu.prepack import LAYOUT_FREE_ATTR, PACKED_LAYOUTS_ATTR
+from tvmscript.compiler.transform._common import walk_relax
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.compiler.transform import BindParams
 
 RNG = np.random.default_rng(27)
@@ -62,8 +64,6 @@ def _constant_shapes(ex) -> list:
     def visit(n):
         if isinstance(n, relax.Constant):
             shapes.append(tuple(n.data.shape))
-
-    from tvmscript.compiler.transform._common import walk_relax
 
     walk_relax(ex.mod["main"], visit)
     return shapes
@@ -222,7 +222,7 @@ def test_a_kernel_also_called_with_a_variable_keeps_its_layout(monkeypatch):
 def _blocks(stmt) -> list:
     names = []
 
-    class _Names(tvms.compiler.schedule_cpu.driver.IRMutator):
+    class _Names(IRMutator):
         def visit_stmt(self, s):
             if isinstance(s, tir.Block):
                 names.append(s.name)
@@ -243,8 +243,6 @@ def test_the_scheduled_kernel_fills_no_panel():
     assert [d.value for d in free.buffer_map[free.params[1]].shape] == list(layout.shape)
     assert layout.shape[1] == 64 and layout.shape[0] * layout.shape[2] >= 96
     # the build gathers the constant by the layout's map: every weight element is held
-    from tvmscript.compiler.prepack_constants import gather_index
-
     w = np.arange(96 * 64, dtype=np.float32).reshape(96, 64)
     packed = w[gather_index(layout)]
     assert set(packed.ravel().tolist()) == set(w.ravel().tolist())
