@@ -32,7 +32,8 @@ __all__ = ["mark_layout_free", "pack_constants"]
 def mark_layout_free(mod: ir.IRModule) -> ir.IRModule:
     """``mod`` with each PrimFunc's parameters that every one of its calls passes a constant
     listed in its `LAYOUT_FREE_ATTR` (``mod`` itself unchanged). A kernel referenced other
-    than by ``R.call_tir`` keeps its layouts."""
+    than by ``R.call_tir`` keeps its layouts, and a list written in the source is replaced:
+    the build packs only the constants it passes."""
     calls: dict = {}  # GlobalVar -> (call, its function's constant bindings) for each call_tir
     refs: dict = {}  # GlobalVar -> references of any kind
 
@@ -49,14 +50,17 @@ def mark_layout_free(mod: ir.IRModule) -> ir.IRModule:
             walk_relax(func, visit)
     out = None
     for gv, func in mod.functions.items():
-        sites = calls.get(gv, [])
-        if not isinstance(func, tir.PrimFunc) or not sites or refs.get(gv, 0) != len(sites):
+        if not isinstance(func, tir.PrimFunc):
             continue
-        free = [i for i, p in enumerate(func.params) if p in func.buffer_map and all(
-            i < len(call_tir_args(c)) and _constant(call_tir_args(c)[i], bound) is not None for c, bound in sites)]
-        if free:
+        sites = calls.get(gv, [])
+        free = []
+        if sites and refs.get(gv, 0) == len(sites):
+            free = [i for i, p in enumerate(func.params) if p in func.buffer_map and all(
+                i < len(call_tir_args(c)) and _constant(call_tir_args(c)[i], bound) is not None for c, bound in sites)]
+        if free or LAYOUT_FREE_ATTR in func.attrs:  # the build's finding replaces one written in the source
+            attrs = {k: v for k, v in func.attrs.items() if k != LAYOUT_FREE_ATTR}
             out = out or copy_module(mod)
-            out[gv] = replace_fields(func, attrs={**func.attrs, LAYOUT_FREE_ATTR: free})
+            out[gv] = replace_fields(func, attrs={**attrs, LAYOUT_FREE_ATTR: free} if free else attrs)
     return out if out is not None else mod
 
 

@@ -219,6 +219,20 @@ def test_a_kernel_also_called_with_a_variable_keeps_its_layout(monkeypatch):
     assert not [s for s in _constant_shapes(ex) if len(s) == 3]
 
 
+def test_a_layout_free_list_in_the_source_is_the_builds_to_decide():
+    """Only constants are packed: a kernel the source marks layout-free but calls with a
+    variable reads it as it is."""
+    v, x = _rand(96, 64), _rand(7, 64)
+    mod = _calling("""            y = R.call_tir(cls.mm, (x, v), out_sinfo=R.Tensor((7, 96), "float32"))
+            R.output(y)""", 'v: R.Tensor((96, 64), "float32")')
+    mm = mod["mm"]
+    mod["mm"] = tir.PrimFunc(mm.params, mm.buffer_map, mm.body, mm.ret_type, {**mm.attrs, LAYOUT_FREE_ATTR: [1]},
+                             mm.private, mm.span)
+    assert LAYOUT_FREE_ATTR not in mark_layout_free(mod)["mm"].attrs
+    got = relax.VirtualMachine(tvms.compile(mod, "llvm"), tvms.cpu())["main"](tvms.nd.array(x), tvms.nd.array(v))
+    np.testing.assert_allclose(got.numpy(), x @ v.T, rtol=1e-4, atol=1e-4)
+
+
 def _blocks(stmt) -> list:
     names = []
 
