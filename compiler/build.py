@@ -25,6 +25,8 @@ from .build_cuda import build_cuda
 from .build_error import BuildError, NotLoweredError, where
 from .build_target import cpu_build_options, target_name_of
 from .kernel_places import place_table
+from .prepack_constants import mark_layout_free, pack_constants
+from .transform._common import copy_module
 from .vm_codegen import VM_OPS, FunctionCodegen
 from .well_formed import return_annotation_problem
 
@@ -61,6 +63,9 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
 
         progress.report("reading transposed operands in place")
         mod = read_transposed_in_place(mod)
+        # Weights bound as constants: the kernels' schedule may choose their layout, and the
+        # build packs them into it once (compiler/prepack_constants.py).
+        mod = mark_layout_free(mod)
 
     prim_funcs = {}
     relax_funcs = {}
@@ -85,7 +90,15 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     if gpu:
         kernels = dict(cuda_code.functions) if cuda_code is not None else {}
     else:
-        kernels = _compile_kernels(prim_funcs, relax_funcs, bounds_check, cpu_build_options(target)) if prim_funcs else {}
+        kernels, layouts = _compile_kernels(prim_funcs, relax_funcs, bounds_check, cpu_build_options(target)) \
+            if prim_funcs else ({}, {})
+        packed = pack_constants(relax_funcs, layouts)
+        if any(packed[n] is not f for n, f in relax_funcs.items()):
+            mod = copy_module(mod)
+            for gv in list(mod.functions):
+                if gv.name_hint in packed:
+                    mod[gv] = packed[gv.name_hint]
+            relax_funcs = packed
 
     functions = {}
     for index, (name, func) in enumerate(relax_funcs.items()):
@@ -116,10 +129,11 @@ def _as_module(mod) -> ir.IRModule:
 # ----------------------------------------------------------------------------- kernels
 
 
-def _compile_kernels(prim_funcs: dict, relax_funcs: dict, bounds_check: bool, options: dict) -> dict:
+def _compile_kernels(prim_funcs: dict, relax_funcs: dict, bounds_check: bool, options: dict) -> tuple:
     """The CPU kernels of ``prim_funcs`` for the CPU ``options`` name (`cpu_build_options`),
-    each placing its run-time failures in its PrimFunc here (`Kernel.compiled_from`). A kernel
-    the code generator cannot compile is a BuildError at its place in the source
+    each placing its run-time failures in its PrimFunc here (`Kernel.compiled_from`), and the
+    layouts their schedule gave constant parameters (kernel -> {index: `PackedLayout`}). A
+    kernel the code generator cannot compile is a BuildError at its place in the source
     (`_kernel_error`)."""
     try:
         built = build_cpu(prim_funcs, bounds_check=bounds_check, **options)
@@ -129,7 +143,8 @@ def _compile_kernels(prim_funcs: dict, relax_funcs: dict, bounds_check: bool, op
             raise
         raise _kernel_error(err, kernel, prim_funcs[kernel], relax_funcs) from None
     # .kernels: those of another CPU are kept (to print or export) though they refuse to run here
-    return {name: kernel.compiled_from(place_table(prim_funcs[name])) for name, kernel in built.kernels.items()}
+    kernels = {name: kernel.compiled_from(place_table(prim_funcs[name])) for name, kernel in built.kernels.items()}
+    return kernels, getattr(built, "packed_layouts", {})
 
 
 def _kernel_error(err: Exception, kernel: str, func: tir.PrimFunc, relax_funcs: dict) -> BuildError:

@@ -135,7 +135,18 @@ def _build(funcs: dict, schedule: bool, opt_level: int, runtime: str, target: Ho
     module = CPUModule(engine, tm, {}, llmod, text, target, runtime, b"".join(objects[:1]), opt_level,
                        result.kernels, reoptimize=optimized)
     bind_kernels(module, engine.get_function_address)
+    module.packed_layouts = packed_layouts(funcs)
     return module
+
+
+def packed_layouts(scheduled: dict) -> dict:
+    """Kernel -> {parameter index: `PackedLayout`}: the layouts the default schedule gave
+    parameters bound to constants, which the build packs the constants into
+    (`compiler.prepack_constants`); a module carries them, its disk cache entry too."""
+    from .schedule_cpu.prepack import PACKED_LAYOUTS_ATTR
+
+    return {name: dict(f.attrs[PACKED_LAYOUTS_ATTR]) for name, f in scheduled.items()
+            if f.attrs.get(PACKED_LAYOUTS_ATTR)}
 
 
 def optimized(text: str, tm, target: HostTarget, opt_level: int):
@@ -163,7 +174,7 @@ def _disk_entry(module: CPUModule) -> Optional[dict]:
     if not module.object_code:
         return None
     return {"infos": list(module.infos), "object": module.object_code, "llvm_ir_unopt": module.llvm_ir_unopt,
-            "parallel": module.parallel_runtime}
+            "parallel": module.parallel_runtime, "packed_layouts": module.packed_layouts}
 
 
 def _from_disk_entry(entry: dict, target: HostTarget, opt_level: int, runtime: str) -> Optional[CPUModule]:
@@ -173,4 +184,5 @@ def _from_disk_entry(entry: dict, target: HostTarget, opt_level: int, runtime: s
     module = load_object(entry["object"], tm, entry["infos"], entry["llvm_ir_unopt"], target, runtime, opt_level,
                          reoptimize=optimized)
     module.from_disk_cache = True
+    module.packed_layouts = entry.get("packed_layouts", {})
     return module

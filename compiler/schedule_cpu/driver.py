@@ -22,6 +22,7 @@ from .loop_tile import plan_loop_tile
 from .merge_dims import merge_contiguous_loops
 from .nest import match_nest
 from .plan import Plan, under_parallel
+from .prepack import frozen, prepacking, with_packed_params
 from .register_tile import finish_register_tile, plan_register_tile
 from .row_fusion import fuse_row_stages
 from .symbolic import no_locality_pack, symbolic_extents_small
@@ -45,14 +46,19 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
     body = merge_contiguous_loops(body)
     body = fuse_row_stages(body)
-    return _scheduled(func, schedule_nests(func, body))
+    with prepacking(func):  # weights bound as constants: packed by the build (`prepack`)
+        body = schedule_nests(func, body)
+        buffer_map, body, attrs = with_packed_params(func, body)
+    return _scheduled(func, body, buffer_map, attrs)
 
 
-def _scheduled(func: tir.PrimFunc, body) -> tir.PrimFunc:
-    """``func`` with the scheduled ``body``, marked scheduled."""
-    attrs = dict(func.attrs)
+def _scheduled(func: tir.PrimFunc, body, buffer_map=None, attrs=None) -> tir.PrimFunc:
+    """``func`` with the scheduled ``body`` (and its parameters' packed layouts, `prepack`),
+    marked scheduled."""
+    attrs = dict(func.attrs if attrs is None else attrs)
+    buffer_map = func.buffer_map if buffer_map is None else buffer_map
     attrs[SCHEDULED_ATTR] = True
-    return tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, attrs, func.private, func.span)
+    return tir.PrimFunc(func.params, buffer_map, body, func.ret_type, attrs, func.private, func.span)
 
 
 def schedule_nests(func: tir.PrimFunc, body, symbolic: bool = True):
@@ -145,11 +151,13 @@ def small_nest(plan: Plan, func: tir.PrimFunc, epilogue, intermediate):
         # below a tile, the nest for a few rows (that schedule's own fallback).
         unpacked = no_locality_pack.set(True)
         try:
-            return renamed_blocks(schedule_nests(small, small.body, symbolic=True), "_unpacked")
+            with frozen():  # a packed weight keeps the layout this nest's tiles gave it
+                return renamed_blocks(schedule_nests(small, small.body, symbolic=True), "_unpacked")
         finally:
             no_locality_pack.reset(unpacked)
     known_small = symbolic_extents_small.set(True)
     try:
-        return renamed_blocks(schedule_nests(small, small.body, symbolic=False), "_small")
+        with frozen():
+            return renamed_blocks(schedule_nests(small, small.body, symbolic=False), "_small")
     finally:
         symbolic_extents_small.reset(known_small)

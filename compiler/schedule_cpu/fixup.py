@@ -24,6 +24,7 @@ from .analysis import only_blocks
 from .block_edits import load_swapper, rebinder
 from .packing import packed_panel
 from .plan import Plan
+from .prepack import prepacked_panel
 from .symbolic import shifted_start
 
 
@@ -78,10 +79,14 @@ def _fix_nest(edits: _Edits, plan: Plan, brv, parts: dict, new: list, small_nest
                   for lp in plan.info if id(lp) in plan.shifted}
         binding.update(values)
         edits.edit_block(realize.block.name, rebinder(values))
+    if plan.pack is not None and (id(plan.inner), "outer") in parts:
+        plan.vec_outer = sch.get(parts[(id(plan.inner), "outer")]).loop_var
+    # A weight's layout is settled before the nest for few rows is scheduled, which reads it.
+    prepacked = prepacked_panel(plan, base) if plan.pack is not None and plan.prepack else None
     if plan.register_tile:
         _fix_register_tile(edits, plan, parts, new, realize, binding, base, unshifted, small_nest)
     if plan.pack is not None:
-        _fix_packing(edits, plan, parts, new, realize, binding, base)
+        _fix_packing(edits, plan, parts, new, realize, binding, base, prepacked)
 
 
 def _tile_origins(sch, plan: Plan, parts: dict) -> tuple:
@@ -126,12 +131,11 @@ def _fix_register_tile(edits: _Edits, plan: Plan, parts: dict, new: list, realiz
             plan.big_enough, small_nest(plan, sch.func("main"), epilogue, realize.block.body.buffer))
 
 
-def _fix_packing(edits: _Edits, plan: Plan, parts: dict, new: list, realize, binding: dict, base: dict) -> None:
-    """The panel, allocated and filled at the packing point, read instead of the planned load."""
-    sch = edits.sch
-    if (id(plan.inner), "outer") in parts:
-        plan.vec_outer = sch.get(parts[(id(plan.inner), "outer")]).loop_var
-    wrap, swap = packed_panel(plan, binding, base)
+def _fix_packing(edits: _Edits, plan: Plan, parts: dict, new: list, realize, binding: dict, base: dict,
+                 prepacked=None) -> None:
+    """The panel, allocated and filled at the packing point, read instead of the planned load
+    (or ``prepacked``: the parameter itself, packed by the build, `prepack.prepacked_panel`)."""
+    wrap, swap = prepacked if prepacked is not None else packed_panel(plan, binding, base)
     edits.edit_block(realize.block.name, load_swapper(*swap))
     if plan.register_tile:
         edits.wrap_below(plan.pack_at, new, wrap)

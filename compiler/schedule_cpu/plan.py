@@ -29,6 +29,7 @@ class Plan:
         self.ksplit: Optional[int] = None  # the single reduce loop split by this factor
         self.pack = None  # the BufferLoad copied into a contiguous panel
         self.pack_rows = 0  # symbolic rows from which the (locality) panels run, else 0
+        self.prepack = False  # the packed read is a layout-free parameter: the panels are its layout
         self.pack_strides: dict = {}  # its element stride along each iterator
         self.outer_s: list = []  # spatial loops above the packing point
         self.inner_s: list = []  # spatial loops below it (the panel is reused across them)

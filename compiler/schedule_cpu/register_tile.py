@@ -41,6 +41,7 @@ from .host import PACKED_PANEL_BYTES, VECTOR_REGISTERS_PER_TILE, parallel_thread
 from .nest import Nest
 from .packing import pack_reuse
 from .plan import Plan, reduce_guard, split_by, worth_parallel
+from .prepack import prepackable, prepacked_tile
 from .symbolic import LOCALITY_PACK_ROWS, no_locality_pack
 
 
@@ -85,6 +86,10 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
         # last tile is shifted back anyway, and any count of vectors will do.
         shift_vecs = vec.const_extent / lanes if vec.const_extent is not None and vec.const_extent % lanes else None
         nv, mr = _pick_tile_shape(nvecs, row_extent, shift_rows, shift_vecs)
+        given = prepacked_tile(packed[0]) if packed is not None else None
+        if given is not None and given % lanes == 0:  # a fallback nest reads the panels given
+            nv = given // lanes
+            mr = min(mr, max(1, (vector_registers() * 3 // 4) // nv))
         if rows is not None and rows.const_extent is None and mr == 1:
             rows = None  # one row along a symbolic loop: it stays outside the tile
     plan = Plan()
@@ -98,9 +103,12 @@ def plan_register_tile(nest: Nest, symbolic: bool = False) -> Optional[Plan]:
         plan.shifted[id(rows)] = mr
     if packed is not None:
         plan.pack, plan.pack_strides = packed
-        # Along rows of symbolic count, the panels need that many rows to pay off: below
-        # them the nest runs without (`driver.small_nest`).
-        plan.pack_rows = LOCALITY_PACK_ROWS if locality and rows is not None and rows.const_extent is None else 0
+        # A weight bound as a constant is packed once, when the build binds it (`prepack`).
+        plan.prepack = prepackable(plan.pack, nontrivial)
+        # Along rows of symbolic count, panels packed on each call need that many rows to pay
+        # off: below them the nest runs without (`driver.small_nest`).
+        plan.pack_rows = LOCALITY_PACK_ROWS if locality and not plan.prepack and rows is not None \
+            and rows.const_extent is None else 0
     plan.outer_s = [lp for lp in spatial if lp is not vec and lp is not rows and plan.pack is not None
                     and plan.pack_strides.get(lp.iv.var, 0)]
     plan.inner_s = [lp for lp in spatial if lp is not vec and lp not in plan.outer_s]
@@ -170,6 +178,8 @@ def _panel_packable(load, vec, reduce_, nontrivial, rhs_loads, min_reuse: int) -
     ld, st = load
     if any(lp.const_extent is None or not st.get(lp.iv.var, 0) for lp in reduce_):
         return False
+    if prepackable(ld, nontrivial):  # packed once by the build: any reuse pays
+        return pack_reuse(ld, st, vec, nontrivial, rhs_loads) >= 1
     return pack_reuse(ld, st, vec, nontrivial, rhs_loads) >= min_reuse
 
 
