@@ -17,7 +17,7 @@ RNG = np.random.default_rng(0)
 
 
 def attention_module(n="16", m=None, scale="R.multiply(s, R.const(0.25, \"float32\"))", mask=None,
-                     extra_params="", softmax_axis=-1, returns="o"):
+                     extra_params="", softmax_axis=-1, returns="o", kv_heads=H):
     """``main(q, k, v, ...)``: q (1, n, H, D), k (1, H, m, D) (heads first: no permute to look
     through), v (1, m, H, D); scores ``q @ k^T``, ``scale`` of ``s``, then ``mask`` of ``l``
     (lines computing ``l`` from ``s2``), softmax, matmul, permuted back to (1, n, H, D)."""
@@ -32,8 +32,8 @@ def attention_module(n="16", m=None, scale="R.multiply(s, R.const(0.25, \"float3
 @I.ir_module
 class Module:
     @R.function
-    def main(q: R.Tensor((1, {n}, {H}, {D}), "float32"), k: R.Tensor((1, {H}, {m}, {D}), "float32"),
-             v: R.Tensor((1, {m}, {H}, {D}), "float32"){extra_params}):
+    def main(q: R.Tensor((1, {n}, {H}, {D}), "float32"), k: R.Tensor((1, {kv_heads}, {m}, {D}), "float32"),
+             v: R.Tensor((1, {m}, {kv_heads}, {D}), "float32"){extra_params}):
 {decl}        with R.dataflow():
             qt = R.permute_dims(q, axes=[0, 2, 1, 3])
             kt = R.permute_dims(k, axes=[0, 1, 3, 2])
@@ -68,10 +68,11 @@ def run(mod, *args):
     return vm["main"](*(tvms.nd.array(a) for a in args)).numpy()
 
 
-def inputs(n, m=None):
+def inputs(n, m=None, kv_heads=H):
     m = m or n
-    return (RNG.standard_normal((1, n, H, D)).astype("float32"), RNG.standard_normal((1, H, m, D)).astype("float32"),
-            RNG.standard_normal((1, m, H, D)).astype("float32"))
+    return (RNG.standard_normal((1, n, H, D)).astype("float32"),
+            RNG.standard_normal((1, kv_heads, m, D)).astype("float32"),
+            RNG.standard_normal((1, m, kv_heads, D)).astype("float32"))
 
 
 def reference(q, k, v, scale=0.25, hidden=None, bias=None):
@@ -184,6 +185,16 @@ def test_no_scale_and_no_mask():
     assert attention_call(RewriteAttention()(mod)).attrs["scale"] == 1.0
     q, k, v = inputs(16)
     np.testing.assert_allclose(run(mod, q, k, v), reference(q, k, v, scale=1.0), rtol=1e-5, atol=1e-5)
+
+
+def test_one_key_head_broadcast_by_matmul():
+    """Key and value with one head, which matmul broadcasts to all: grouped-query attention
+    with one group."""
+    mod = attention_module(kv_heads=1)
+    assert attention_call(RewriteAttention()(mod)).op.name == "relax.nn.attention"
+    q, k, v = inputs(16, kv_heads=1)
+    expected = reference(q, np.repeat(k, H, axis=1), np.repeat(v, H, axis=2))
+    np.testing.assert_allclose(run(mod, q, k, v), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("variant", [
