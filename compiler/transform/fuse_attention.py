@@ -210,7 +210,7 @@ class _AttentionRewriter(_Rewriter):
             return None
         if not _heads_match(*shapes):
             return None
-        n, m = shapes[0][2], shapes[1][3]
+        m = shapes[1][3]  # the keys' sequence length
         causal, bias = (None, None) if mask is None else self.mask_kind(mask, shapes[0], m, _dtype(q))
         if mask is not None and causal is None and bias is None:
             return None
@@ -247,7 +247,7 @@ class _AttentionRewriter(_Rewriter):
             pairs = [call.args] if invert else [call.args, call.args[::-1]]
             for scores, c in pairs:
                 value = _scalar(c)
-                if isinstance(value, float) and isinstance(scores, relax.Var) and value != 0:
+                if isinstance(value, float) and value != 0 and _same_shape(scores, scaled):
                     return scores, (1.0 / value if invert else value)
         return scaled, 1.0
 
