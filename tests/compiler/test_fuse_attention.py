@@ -96,8 +96,13 @@ CAUSAL = '''mask = R.equal(tril, R.const(0.0, "float32"))
 TRIL_PARAM = ', tril: R.Tensor((1, 1, 16, 16), "float32")'
 
 
-def test_static_causal_mask_becomes_causal_attention_with_no_permutes():
-    mod = BindParams("main", {"tril": tril(16)})(attention_module(mask=CAUSAL, extra_params=TRIL_PARAM))
+CAUSAL_KEPT = '''keep = R.not_equal(tril, R.const(0.0, "float32"))
+            l = R.where(keep, s2, R.const("-inf", "float32"))'''
+
+
+@pytest.mark.parametrize("mask", [CAUSAL, CAUSAL_KEPT], ids=["hidden-where-true", "kept-where-true"])
+def test_static_causal_mask_becomes_causal_attention(mask):
+    mod = BindParams("main", {"tril": tril(16)})(attention_module(mask=mask, extra_params=TRIL_PARAM))
     new = bound_inference_passes()(mod)
     assert "relax.nn.softmax" not in ops_in(new) and ops_in(new).count("relax.matmul") == 0
     call = attention_call(new)
