@@ -13,12 +13,13 @@ from .dead_code_elimination import DeadCodeElimination
 from .decompose_ops import DecomposeOpsForInference
 from .fold_batchnorm import FoldBatchnormToConv2D
 from .fold_constant import FoldConstant
+from .fuse_attention import ComposePermutes, RewriteAttention
 from .fuse_ops import FuseOps
 from .fuse_tir import FuseTIR
 from .legalize_ops import LegalizeOps
 from .pipeline import Sequential, bound_inference_passes, get_pipeline
 
-__all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "DeadCodeElimination",
-           "DecomposeOpsForInference", "FoldBatchnormToConv2D", "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "Sequential", "bound_inference_passes",
-           "get_pipeline"]
+__all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "ComposePermutes",
+           "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D", "FoldConstant", "FuseOps",
+           "FuseTIR", "LegalizeOps", "RewriteAttention", "Sequential", "bound_inference_passes", "get_pipeline"]
 

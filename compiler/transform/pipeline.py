@@ -45,14 +45,17 @@ def bound_inference_passes(func_name: str = "main") -> Sequential:
     FoldConstant folds, CanonicalizeBindings removes the ``bn[0]`` reads their tuples leave, and
     DeadCodeElimination the tuples: a read in between, or a tuple still holding the convolution's
     result, is a second consumer that keeps FuseOps from fusing what follows (a ReLU) into the
-    convolution's kernel."""
+    convolution's kernel. Attention written out by hand (matmul, softmax, matmul) becomes
+    ``R.nn.attention`` (RewriteAttention), whose kernel never writes the scores out, once its
+    causal mask is a bound constant the pass can read."""
     from .canonicalize_bindings import CanonicalizeBindings
     from .dead_code_elimination import DeadCodeElimination
     from .decompose_ops import DecomposeOpsForInference
     from .fold_batchnorm import FoldBatchnormToConv2D
+    from .fuse_attention import RewriteAttention
 
-    passes = [FoldBatchnormToConv2D(), DecomposeOpsForInference(func_name), CanonicalizeBindings(),
-              DeadCodeElimination()]
+    passes = [FoldBatchnormToConv2D(), DecomposeOpsForInference(func_name), RewriteAttention(),
+              CanonicalizeBindings(), DeadCodeElimination()]
     return Sequential(passes, "bound inference")
 
 
