@@ -29,6 +29,9 @@ elementwise op, or a reduction ``C[s] = C[s] <op> f(...)``, usually with ``T.ini
   below). Other such reductions (a maximum, integers, other extents) get a register tile of
   a few scalar accumulators along the innermost spatial loop: the dependent chain of each
   element is kept, several run side by side;
+* `strided_window`: a pooling window read with a stride along the outputs (max pooling of
+  stride 2 reads ``X[2x + rx]``) keeps a vector of outputs, the window's last loop unrolled
+  inside the vector loop so that its taps are one interleaved load LLVM shuffles apart;
 * `loop_tile`: other reductions (a type the register tile does not take, shapes it cannot
   split) and the elementwise nests keep the first schedule this package had: the loop of
   unit stride made innermost and vectorized, a reduction's output tiled in vector registers

@@ -25,6 +25,7 @@ from .plan import Plan, under_parallel
 from .prepack import frozen, prepacking, with_packed_params
 from .register_tile import finish_register_tile, plan_register_tile
 from .row_fusion import fuse_row_stages
+from .strided_window import StridedWindow, plan_strided_window
 from .symbolic import no_locality_pack, symbolic_extents_small
 
 
@@ -90,7 +91,7 @@ class _NestPlanner(IRMutator):
                 under_parallel.reset(inside)
         if isinstance(s, tir.For):
             plan = plan_nest(s, self.symbolic)
-            if isinstance(plan, DotProduct):
+            if isinstance(plan, (DotProduct, StridedWindow)):
                 return plan.build()
             if plan is not None:
                 self.plans.append(plan)
@@ -101,7 +102,8 @@ class _NestPlanner(IRMutator):
 def plan_nest(top: tir.For, symbolic: bool = True):
     """The plan for the nest under ``top``: the first rule that takes it, in order, the
     register tile (a reduction with a loop to vectorize), the dot product (a float sum with
-    none), the loop tile (the rest); or None when the nest is not of the form the rules take
+    none), the strided window (a pooling window read with a stride along the outputs), the
+    loop tile (the rest); or None when the nest is not of the form the rules take
     (`match_nest`) or no rule would change it. ``symbolic``: as for `schedule_nests`."""
     nest = match_nest(top)
     if nest is None:
@@ -112,6 +114,9 @@ def plan_nest(top: tir.For, symbolic: bool = True):
             dot = plan_dot_product(nest, symbolic)
             if dot is not None:
                 return dot
+            window = plan_strided_window(nest)
+            if window is not None:
+                return window
         if tile is not None:
             return finish_register_tile(tile, nest)
     return plan_loop_tile(nest)

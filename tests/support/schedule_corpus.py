@@ -66,6 +66,7 @@ RULES = {
                 "loop T.parallel",
     "not_vectorized": "analysis.vectorizable: a tile's stores calling a libm function are not vectorized",
     "row_fusion": "row_fusion.fuse_row_stages: a row-wise op's stages run block of rows by block of rows",
+    "strided_window": "strided_window.StridedWindow: a pooling window's taps unrolled in the outputs' vector loop",
 }
 
 
@@ -376,6 +377,8 @@ def applied_rules(original: tir.PrimFunc, scheduled: tir.PrimFunc) -> set:
         rules.add("block_tiles")
     if after.ifs > before.ifs:
         rules.add("guard")
+    if any(b.name.endswith("_window") for b in after.blocks):
+        rules.add("strided_window")
     row_blocks = [b for b in after.blocks if b.name.endswith("_rows")]
     row_copies = {x for b in row_blocks for x in b.alloc_buffers if x.name.endswith("_rows")}
     if row_blocks:
@@ -710,6 +713,16 @@ def corpus() -> list:
          [_t(1, 8, 15, 15)], {"scalar_tile"})  # its schedule_rule names a MetaSchedule rule: scheduled
     zero("avg_pool2d_2x16x14", lambda x: [op.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2])],
          [_t(2, 16, 14, 14)], {"scalar_tile", "fold_epilogue"})
+    # Outputs a vector wide or more: the window's taps unrolled in the vector loop.
+    zero("max_pool2d_4x75_k3s2p1", lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2],
+                                                                padding=[1, 1, 1, 1])],
+         [_t(1, 4, 75, 75)], {"strided_window"})
+    zero("avg_pool2d_3x64_k2s2", lambda x: [op.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2])],
+         [_t(1, 3, 64, 64)], {"strided_window"})
+    zero("max_pool1d_4x99_k4s3", lambda x: [op.nn.max_pool1d(x, pool_size=[4], strides=[3])],
+         [_t(2, 4, 99)], {"strided_window"})
+    zero("dw_conv2d_s2_8x40", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2], padding=[1, 1, 1, 1], groups=8)],
+         [_t(1, 8, 40, 40), _t(8, 1, 3, 3)], {"scalar_tile"})  # a convolution keeps the register tile
     zero("global_avg_pool_32x7", lambda x: [op.nn.adaptive_avg_pool2d(x, output_size=[1, 1])],
          [_t(1, 32, 7, 7)], {"fold_epilogue"})
     # Transposes and copies.
