@@ -14,7 +14,7 @@ reductions of a type or shape those cannot take): the first schedule this packag
    row; that operand's panel (``reduce extent x tile``) is packed into a contiguous buffer
    once per tile when it is reused across other spatial loops (rows of a wide matrix lie
    4 KiB or more apart and compete for a few cache sets, `_plan_packing`); a single reduce
-   loop is split when the panel would exceed `PACKED_PANEL_BYTES` (`PANEL_BYTES` unpacked);
+   loop is split when the panel would exceed `packed_panel_bytes` (`PANEL_BYTES` unpacked);
    the tile loop is annotated to be vectorized as one iteration of ``tile / lanes`` vectors
    (see `lower_tir.VECTORIZE_ANN`), which LLVM then holds in registers across the
    reduction; without reduce loops, when the innermost loop still reads an operand with a
@@ -34,7 +34,7 @@ from tvmscript.ir import tir
 from ..lower_tir import INTERLEAVE_ANN, VECTORIZE_ANN
 from .analysis import pick_tile
 from .block_tiles import plan_block_tiles
-from .host import PACKED_PANEL_BYTES, PANEL_BYTES, PARALLEL_MIN_WORK, tile_bytes, vector_bytes
+from .host import PANEL_BYTES, PARALLEL_MIN_WORK, packed_panel_bytes, tile_bytes, vector_bytes
 from .nest import Nest, NestLoop
 from .packing import pack_reuse
 from .plan import Plan, reduce_guard, worth_parallel
@@ -142,7 +142,7 @@ def _plan_packing(plan: Plan, rhs_loads, accesses, inner, others_s, others_r, eb
             inner_s = [lp for lp in others_s if not st.get(lp.iv.var, 0)]
             candidates.append((abs(st[inner.iv.var]) > 1, reuse, ld, outer, inner_s, st))
     k = others_r[0].const_extent if len(others_r) == 1 else None
-    limit = PACKED_PANEL_BYTES if candidates else PANEL_BYTES
+    limit = packed_panel_bytes() if candidates else PANEL_BYTES
     panel = plan.tile * ebytes
     for lp in others_r:
         panel *= lp.const_extent if lp.const_extent is not None else 1 << 20

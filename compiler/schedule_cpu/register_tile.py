@@ -21,7 +21,7 @@ spatial loop can be vectorized (`plan_register_tile`).
    outermost and parallel, each thread packing its panels, when they share evenly among the
    threads (`parallel_threads`); else the first other spatial loop goes outermost in
    parallel and the operand is packed before the nest by all threads. A panel over
-   `PACKED_PANEL_BYTES` has its first reduce loop split (the output then holds partial sums
+   `packed_panel_bytes` has its first reduce loop split (the output then holds partial sums
    between the parts, initialized by a nest of its own, TVM's ``decompose_reduction``).
 
 Without a loop to vectorize, a tile of scalar accumulators along the innermost spatial loop
@@ -37,7 +37,7 @@ from tvmscript.ir import tir
 
 from ..lower_tir import INTERLEAVE_ANN, VECTORIZE_ANN
 from .analysis import pick_tile
-from .host import PACKED_PANEL_BYTES, VECTOR_REGISTERS_PER_TILE, parallel_threads, vector_bytes, vector_registers
+from .host import VECTOR_REGISTERS_PER_TILE, packed_panel_bytes, parallel_threads, vector_bytes, vector_registers
 from .nest import Nest
 from .packing import pack_reuse
 from .plan import Plan, reduce_guard, split_by, worth_parallel
@@ -295,7 +295,7 @@ def _order_register_tile(plan: Plan, parallel: bool) -> None:
       packing the panels of its own iterations there, then the other spatial loops (the panel
       is reused across them): when the first of those outer loops shares evenly among the
       threads (`parallel_threads`: as many iterations or a multiple, or at least four per
-      thread), or nothing runs in parallel. A panel larger than `PACKED_PANEL_BYTES` has the
+      thread), or nothing runs in parallel. A panel larger than `packed_panel_bytes` has the
       first reduce loop split, the outer part above the other spatial loops, so the part of
       the panel they reuse stays in L2;
     * otherwise (a few vector tiles: few output channels, a narrow matrix) the first other
@@ -368,14 +368,14 @@ def _entry_extent(entry) -> Optional[int]:
 
 def _panel_split(plan: Plan) -> Optional[int]:
     """The factor the first reduce loop is split by when the panel would exceed
-    `PACKED_PANEL_BYTES` (None when it fits, or no factor does)."""
+    `packed_panel_bytes` (None when it fits, or no factor does)."""
     panel = plan.tile * plan.ebytes
     for lp in plan.others_r:
         panel *= lp.const_extent
-    if panel <= PACKED_PANEL_BYTES:
+    if panel <= packed_panel_bytes():
         return None
     rest = panel // plan.others_r[0].const_extent
-    return pick_tile(plan.others_r[0].const_extent, max(1, PACKED_PANEL_BYTES // rest), allow_small=True)
+    return pick_tile(plan.others_r[0].const_extent, max(1, packed_panel_bytes() // rest), allow_small=True)
 
 
 def finish_register_tile(plan: Plan, nest: Nest) -> Optional[Plan]:

@@ -20,6 +20,7 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.lower_tir import VECTORIZE_ANN
 from tvmscript.compiler.schedule_cpu import default_schedule
+from tvmscript.compiler.schedule_cpu.host import packed_panel_bytes
 from tvmscript.relax import op
 
 from support import schedule_corpus as sc
@@ -110,9 +111,9 @@ def test_folded_epilogue_same_bits(m):
 
 
 def test_split_reduction_starts_each_tile_from_the_output():
-    """A panel over `PACKED_PANEL_BYTES` splits the reduction: the tiles start from the partial
+    """A panel over `packed_panel_bytes` splits the reduction: the tiles start from the partial
     sums in the output, so a shifted tile that stored its overlap would add those rows twice."""
-    func = _matmul(37, 1200, 128)
+    func = _matmul(37, 3 * packed_panel_bytes() // (128 * 4), 128)
     scheduled = default_schedule(func)
     assert any(blk.name.endswith("_init") for blk in _walk(scheduled).blocks), "the reduction was not split"
     assert _tile_rows(scheduled) > 1

@@ -50,7 +50,7 @@ RULES = {
     "pack_rows": "register_tile._locality_pack, packing._fill_nest: a contiguous operand packed (rows copied)",
     "pack_upfront": "register_tile._order_register_tile: the whole operand packed before the nest, in parallel",
     "row_chunks": "register_tile._order_register_tile: the tile rows split into one chunk per thread",
-    "k_split": "register_tile._order_register_tile: the reduction split (panel over PACKED_PANEL_BYTES), init nest "
+    "k_split": "register_tile._order_register_tile: the reduction split (panel over packed_panel_bytes), init nest "
                "of its own",
     "fold_epilogue": "accumulators.foldable_epilogue: the elementwise stage after a tile computed in its stores",
     "acc_from_output": "accumulators.accumulator_tile: accumulators start from the output (no T.init)",
@@ -636,13 +636,13 @@ def corpus() -> list:
     zero("matmul_i8_17x40x64", mm, [_t(17, 40, dtype="int8"), _t(40, 64, dtype="int8")], {"decompose"})
     zero("batch_matmul_2x4x33x16x48", mm, [_t(2, 4, 33, 16), _t(2, 4, 16, 48)],
          {"register_tile", "tile_rows", "parallel"})
-    # 24x2048 @ 2048x64: one vector tile of 64 columns. One thread: the panel (2048 x 64
-    # floats) exceeds PACKED_PANEL_BYTES, the reduction is split. Two: the weights are packed
-    # up front, the rows chunked per thread.
-    ksplit = lambda: zero_kernel(mm, [_t(24, 2048), _t(2048, 64)])  # noqa: E731
-    cases.append(Case("matmul_24x2048x64_threads1", ksplit(), frozenset({"register_tile", "k_split"})))
+    # 24x16384 @ 16384x64: one vector tile of 64 columns. One thread: the panel (16384 x 64
+    # floats, 4 MB) exceeds what stays in L2 (`host.packed_panel_bytes`), the reduction is
+    # split. Two: the weights are packed up front, the rows chunked per thread.
+    ksplit = lambda: zero_kernel(mm, [_t(24, 16384), _t(16384, 64)])  # noqa: E731
+    cases.append(Case("matmul_24x16384x64_threads1", ksplit(), frozenset({"register_tile", "k_split"})))
     cases[-1].threads = ("1",)
-    cases.append(Case("matmul_24x2048x64_threads2", ksplit(), frozenset({"pack_upfront", "row_chunks"})))
+    cases.append(Case("matmul_24x16384x64_threads2", ksplit(), frozenset({"pack_upfront", "row_chunks"})))
     cases[-1].threads = ("2",)
     zero("matmul_129x512x64_upfront", mm, [_t(129, 512), _t(512, 64)], {"pack_upfront", "parallel"},
          threads=("2",))
