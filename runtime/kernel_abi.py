@@ -12,6 +12,9 @@ nothing (no NumPy, no LLVM): the compiler's modules that only write to it stay c
   with marks for what only the run knows (`INDEX_MARK`, `SIZE_MARK`) and, after `PLACE_MARK`,
   the number of the place in the PrimFunc the check is about (`compiler.kernel_places`),
   which a `PlaceTable` the compiler hands over turns into a span.
+* How many threads a parallel loop may use: the i32 the runtime provides as
+  `THREADS_SYMBOL` (`runtime.cpu.num_threads`), not libgomp's ``omp_get_max_threads()``,
+  which the libgomp the process shares with PyTorch lets ``torch.set_num_threads`` change.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-__all__ = ["ParamSpec", "KernelInfo", "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "INDEX_MARK", "SIZE_MARK",
+__all__ = ["ParamSpec", "KernelInfo", "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "THREADS_SYMBOL", "INDEX_MARK",
+           "SIZE_MARK",
            "PLACE_MARK", "split_place", "PlaceTable"]
 
 Dim = Union[int, str]  # a buffer dimension: a size, a symbol's name or an expression's text
@@ -63,6 +67,7 @@ class KernelInfo:
 
 ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
 BOUNDS_FAIL_SYMBOL = "tvms_bounds_fail"  # (message, lowest index, highest index, axis size)
+THREADS_SYMBOL = "tvms_num_threads"  # i32: the most threads a parallel loop runs on
 INDEX_MARK = "\x01"  # replaced by the index (or the range of indices) that fell outside
 SIZE_MARK = "\x02"   # replaced by the size of the axis
 PLACE_MARK = "\x03"  # followed by the number of the check's place in its PrimFunc

@@ -21,7 +21,9 @@ What the library holds:
   need it), and the host the code was built for;
 * two small C functions, ``tvms_assert_fail`` and ``tvms_bounds_fail``, that forward a failed
   check to the function pointers ``load_module`` sets: in the JIT those symbols are Python
-  callbacks LLVM resolves, which a library loaded by the dynamic linker cannot see.
+  callbacks LLVM resolves, which a library loaded by the dynamic linker cannot see; and the
+  thread count the parallel loops read (``tvms_num_threads``), which ``load_module`` sets to
+  the runtime's (`runtime.cpu.num_threads`).
 
 Linking needs a C compiler (``$CC``, else ``cc``), as TVM's ``export_library`` does; loading
 needs only the dynamic linker. A library is code: load only libraries you trust, as with any
@@ -43,7 +45,7 @@ from . import host_cpu
 
 __all__ = ["export_library", "load_module", "LibraryError", "LibraryModule"]
 
-PROGRAM_FORMAT = "tvms-library-2"
+PROGRAM_FORMAT = "tvms-library-3"  # 3: the kernels read tvms_num_threads
 _PROGRAM_START = "tvms_library_program"
 _PROGRAM_END = "tvms_library_program_end"
 
@@ -51,6 +53,7 @@ _PROGRAM_END = "tvms_library_program_end"
 # the VM program (assembled from a file with .incbin: no size limit, no escaping).
 _GLUE_C = r"""
 #include <stdint.h>
+int32_t tvms_num_threads = 1;
 void (*tvms_assert_fail_ptr)(const char *) = 0;
 void (*tvms_bounds_fail_ptr)(const char *, int64_t, int64_t, int64_t) = 0;
 void tvms_assert_fail(const char *message) { tvms_assert_fail_ptr(message); }
@@ -233,7 +236,8 @@ class _ProgramUnpickler(pickle.Unpickler):
 def load_module(path: str):
     """The `Executable` saved in the shared library ``path`` by ``export_library``."""
     from . import kernel as kernel_mod
-    from .cpu import bind_kernels, parallel_runtime
+    from .cpu import bind_kernels, num_threads, parallel_runtime
+    from .kernel_abi import THREADS_SYMBOL
     from .executable import Executable, VMFunction, compile_source
 
     path = os.path.abspath(os.fspath(path))
@@ -253,6 +257,7 @@ def load_module(path: str):
                  "tvms_bounds_fail_ptr": kernel_mod.bounds_callback_address()}
     for pointer, address in callbacks.items():
         ctypes.c_void_p.in_dll(handle, pointer).value = address
+    ctypes.c_int32.in_dll(handle, THREADS_SYMBOL).value = num_threads()
 
     def address_of(symbol: str) -> int:
         try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tvmscript.ir import tir
+from tvmscript.runtime.kernel_abi import THREADS_SYMBOL
 from tvmscript.ir.tir_visitor import vars_in
 
 from ..kernel_params import collect_free
@@ -43,7 +44,7 @@ class ParallelGen:
         one), while a kernel doing less work than that cannot gain from a second thread. The
         team size (`team_size`) follows the loop's work: its extent (a symbolic one is read at
         run time) times an estimate of one iteration's (`estimated_work`), one thread per
-        `PARALLEL_MIN_WORK_PER_THREAD`, at most ``omp_get_max_threads()``; below two threads
+        `PARALLEL_MIN_WORK_PER_THREAD`, at most the runtime's thread count; below two threads
         the body function is called directly. A constant extent too small for two threads
         gets no team code at all."""
         free = collect_free(s)
@@ -129,10 +130,17 @@ class ParallelGen:
         self.b.branch(end_bb)
         self.b.position_at_end(end_bb)
 
+    def _threads_global(self) -> ir.GlobalVariable:
+        """The runtime's thread count (`THREADS_SYMBOL`), declared once per module."""
+        existing = self.module.globals.get(THREADS_SYMBOL)
+        if existing is not None:
+            return existing
+        return ir.GlobalVariable(self.module, I32, name=THREADS_SYMBOL)
+
     def team_size(self, extent, dtype: str, iters_per_thread: int, work=None):
         """Threads (i32) to run a parallel loop of ``extent`` iterations on: one per
-        ``iters_per_thread`` iterations, at most ``omp_get_max_threads()`` (``OMP_NUM_THREADS``,
-        else the CPUs); below 2, the caller runs the loop on its own thread. ``work``: one
+        ``iters_per_thread`` iterations, at most the runtime's thread count (`THREADS_SYMBOL`:
+        ``OMP_NUM_THREADS``, else the CPUs; not libgomp's, which PyTorch changes); below 2, the caller runs the loop on its own thread. ``work``: one
         iteration's work computed at run time (i64, `runtime_work_expr`), instead: one thread per
         `PARALLEL_MIN_WORK_PER_THREAD` units of the loop's."""
         n = self.to_i64(extent, dtype)
@@ -143,7 +151,7 @@ class ParallelGen:
             teams = self.b.sdiv(n, ir.Constant(I64, iters_per_thread))
         else:
             teams = self.b.udiv(n, ir.Constant(I64, iters_per_thread))
-        most = self.b.sext(self.b.call(self.mg.declare("omp_get_max_threads", I32, []), []), I64)
+        most = self.b.sext(self.b.load(self._threads_global()), I64)
         threads = self.b.select(self.b.icmp_signed("<", teams, most), teams, most)
         threads = self.b.select(self.b.icmp_signed("<", threads, ir.Constant(I64, 0)), ir.Constant(I64, 0), threads)
         return self.b.trunc(threads, I32)

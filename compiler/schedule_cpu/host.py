@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator, Optional
 
+from tvmscript.runtime.cpu import default_threads
 from tvmscript.runtime.host_cpu import HostTarget, host_target
 
 from ..llvm_target import vector_unit
@@ -53,15 +54,9 @@ def vector_bytes() -> int:
 
 
 def parallel_threads() -> int:
-    """Threads a parallel loop runs on: ``OMP_NUM_THREADS`` (its first value) when set, as
-    libgomp reads it, else the CPUs this process may run on."""
-    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """Threads a parallel loop runs on (`runtime.cpu.default_threads`: ``OMP_NUM_THREADS``,
+    else the CPUs this process may run on), read again at each call: tiles are fitted to it."""
+    return default_threads()
 
 
 def vector_registers() -> int:

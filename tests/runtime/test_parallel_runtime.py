@@ -5,6 +5,7 @@ checked against NumPy."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
@@ -18,6 +19,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript.compiler.codegen_llvm import cost
 from tvmscript.runtime import cpu
+from tvmscript.runtime.kernel_abi import THREADS_SYMBOL
 from tvmscript.compiler.build_cpu import build_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,7 +86,7 @@ def test_small_parallel_loop_runs_on_calling_thread():
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
     # 16 iterations are far below a thread's share of work: no team code at all.
     unopt = module.get_source("llvm-unopt")
-    assert "GOMP_parallel" not in unopt and "omp_get_max_threads" not in unopt
+    assert "GOMP_parallel" not in unopt and THREADS_SYMBOL not in unopt
 
 
 def test_large_parallel_loop_runs_on_several_threads():
@@ -102,11 +104,30 @@ def test_large_parallel_loop_runs_on_several_threads():
     assert len(set(ids.tolist())) >= 2
 
 
+def test_torch_setting_libgomps_thread_count_does_not_make_kernels_serial():
+    """PyTorch shares the process's libgomp and sets its thread count (torch.set_num_threads
+    calls omp_set_num_threads): the kernels take their team size from tvms's runtime instead,
+    so they still run on several threads."""
+    if not teams_possible():
+        pytest.skip("needs libgomp and two CPUs")
+    module = build(LARGE)
+    gomp = ctypes.CDLL("libgomp.so.1")  # the copy already loaded into the process
+    before = gomp.omp_get_max_threads()
+    gomp.omp_set_num_threads(1)
+    try:
+        ids = np.full(64, -1, "int32")
+        module["large"](RNG.standard_normal((64, 1024)).astype("float32"), np.zeros((64, 1024), "float32"), ids)
+    finally:
+        gomp.omp_set_num_threads(before)
+    assert len(set(ids.tolist())) >= 2
+    assert cpu.num_threads() == cpu.default_threads()
+
+
 def test_team_size_follows_the_work():
     """The team's size is computed from the extent at run time (a guarded call), not left to
-    libgomp's default, and capped at omp_get_max_threads."""
+    libgomp's default, and capped at the runtime's thread count (`THREADS_SYMBOL`)."""
     unopt = build(ROWS).get_source("llvm-unopt")
-    assert "omp_get_max_threads" in unopt and "GOMP_parallel" in unopt
+    assert THREADS_SYMBOL in unopt and "GOMP_parallel" in unopt and "omp_get_max_threads" not in unopt
     call = [line for line in unopt.splitlines() if "call void @\"GOMP_parallel\"" in line]
     assert call and not call[0].rstrip().endswith("i32 0, i32 0)")
     per_row = cost.iterations_per_thread(parallel_loop(ROWS).body)
@@ -191,6 +212,7 @@ def test_small_runtime_extent_starts_no_threads():
 POLICY_CODE = '''
 import ctypes, json, os
 from tvmscript.runtime import cpu
+from tvmscript.runtime.kernel_abi import THREADS_SYMBOL
 runtime = cpu.parallel_runtime()
 shown = False
 if runtime == "gomp":
