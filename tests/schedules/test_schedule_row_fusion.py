@@ -87,22 +87,25 @@ def test_rows_no_block_divides_end_with_a_serial_block_of_the_rest():
     assert all(int(b.shape[0].value) == 197 % 8 for b in tail.alloc_buffers)
 
 
-STAGGERED = '''
+# A row statistic S and a stage reading it: ``{term}`` is what S sums, ``{read}`` where B reads it.
+TWO_STAGES = '''
 @T.prim_func
-def f(A: T.Buffer((16, 32), "float32"), B: T.Buffer((16, 32), "float32")):
-    T.func_attr({"tir.noalias": True})
+def f(A: T.Buffer((16, 32), "float32"), W: T.Buffer((32,), "float32"), B: T.Buffer((16, 32), "float32")):
+    T.func_attr({{"tir.noalias": True}})
     S = T.alloc_buffer((16,))
     for i, k in T.grid(16, 32):
         with T.block("S"):
             vi, vk = T.axis.remap("SR", [i, k])
             with T.init():
                 S[vi] = T.float32(0)
-            S[vi] = S[vi] + A[vi, vk]
+            S[vi] = S[vi] + {term}
     for i, j in T.grid(16, 32):
         with T.block("B"):
             vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] - S[15 - vi]
+            B[vi, vj] = A[vi, vj] - S[{read}]
 '''
+STAGGERED = TWO_STAGES.format(term="A[vi, vk]", read="15 - vi")
+CONTRACTION = TWO_STAGES.format(term="A[vi, vk] * W[vk]", read="vi")
 
 
 def test_a_stage_reading_another_rows_statistic_is_not_fused():
@@ -110,7 +113,7 @@ def test_a_stage_reading_another_rows_statistic_is_not_fused():
     scheduled = default_schedule(func)
     assert not _row_blocks(scheduled)
     a = RNG.standard_normal((16, 32)).astype("float32")
-    out = _run(func, [a])
+    out = _run(func, [a, np.zeros(32, "float32")])
     np.testing.assert_allclose(out, a - a.sum(1)[::-1, None], rtol=1e-5, atol=1e-5)
 
 
@@ -128,24 +131,6 @@ def test_other_chains_are_left_to_the_per_stage_rules(build, specs):
     funcs = sc.zero_kernels(build, specs)
     for func in funcs.values():
         assert not _row_blocks(default_schedule(func))
-
-
-CONTRACTION = '''
-@T.prim_func
-def f(A: T.Buffer((16, 32), "float32"), W: T.Buffer((32,), "float32"), B: T.Buffer((16, 32), "float32")):
-    T.func_attr({"tir.noalias": True})
-    S = T.alloc_buffer((16,))
-    for i, k in T.grid(16, 32):
-        with T.block("S"):
-            vi, vk = T.axis.remap("SR", [i, k])
-            with T.init():
-                S[vi] = T.float32(0)
-            S[vi] = S[vi] + A[vi, vk] * W[vk]
-    for i, j in T.grid(16, 32):
-        with T.block("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] - S[vi]
-'''
 
 
 def test_a_matrix_product_stage_is_left_to_its_own_rules():
