@@ -18,7 +18,8 @@ import tvmscript as tvms
 from tvmscript import relax
 from tvmscript.compiler.transform._common import (kBroadcast, kCommReduce, kElemWise, kInjective, kOpaque,
                                                   kOutEWiseFusable)
-from tvmscript.compiler.transform.fusion_partition import FusionGraph, partition, post_dominator_tree
+from tvmscript.compiler.transform.fusion_partition import (MAX_FUSED_OPS, FusionGraph, partition,
+                                                           post_dominator_tree)
 
 HEADER = "# from tvm.script import ir as I\n# from tvm.script import relax as R\n\n"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -184,3 +185,13 @@ def test_the_onnx_gpt_has_no_kernel_of_its_own_for_gelu():
     kernels = re.findall(r"call_tir\((?:cls\.)?(\w+)", mod["main"].script())
     erf = [k for k in kernels if "erf" in k]
     assert len(erf) == 2 and all(k.startswith("fused_matmul") for k in erf), kernels
+
+
+def test_a_group_holds_at_most_max_fused_ops_nodes():
+    """A chain of 300 elementwise ops: the first 256 (TVM's relax.FuseOps.max_depth) are one
+    group, the rest another."""
+    n = 300
+    graph = FusionGraph([kElemWise] * n, [[(i + 1, kElemWise)] for i in range(n - 1)] + [[]],
+                        [False] * (n - 1) + [True])
+    assert MAX_FUSED_OPS == 256
+    assert partition(graph) == [255] * 256 + [n - 1] * (n - 256)
