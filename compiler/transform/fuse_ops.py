@@ -3,18 +3,13 @@
 Why: every separate PrimFunc call materializes its output in memory; fusing a matmul with
 the bias add and activation that follow it (and elementwise chains generally) lets FuseTIR
 emit one loop nest per group. This is TVM's operator-fusion algorithm on the dataflow graph,
-driven by the ``"op_pattern"`` attributes AnnotateTIROpPattern set:
-
-* an out-ewise-fusable producer (matmul) absorbs its consumer when the edge is elementwise
-  (a broadcast op whose argument already has the output's shape counts as elementwise) and
-  the consumer's group is at most broadcast;
-* an elementwise/broadcast group is fused into a consumer that is injective or a reduction;
-* injective producers (second phase) only fuse into injective consumers — so a transpose
-  feeding a matmul stays separate.
-
-A producer fuses only into its post-dominator, which here is the unique consumer of its
-result within the block (a value also used elsewhere is not fused). Each group of two or
-more calls becomes a private Relax function ``fused_<prim names>`` with attribute
+driven by the ``"op_pattern"`` attributes AnnotateTIROpPattern set. Which bindings form a
+group is TVM's graph partitioner (`fusion_partition`): each node fuses into its immediate
+post-dominator within the block when every node on every path there fits the phase's pattern
+limit, so a diamond (a matmul's result used by ``erf(x / c) + 1`` and by the multiply that
+ends GELU) is one kernel. A value seen outside the block, or used by a binding that is not a
+fusable call, has no post-dominator and is not fused past. Each group of two or more calls
+becomes a private Relax function ``fused_<prim names>`` with attribute
 ``"Primitive": 1``, called from the block; FuseTIR then turns it into one PrimFunc. Calls to
 PrimFuncs without a known pattern, or with tensors of unknown shape, are left alone. Running the
 pass again changes nothing: the group calls are not ``call_tir`` calls.
@@ -37,8 +32,9 @@ from tvmscript.ir import relax, tir
 from tvmscript.diagnostics import FusedPart, FusedSpan, plain_span
 
 from ._common import (call_tir_args, call_tir_tir_vars, copy_module, is_call_tir, kBroadcast,
-                      kCommReduce, kElemWise, kInjective, kOpaque, kOutEWiseFusable, known_shape,
-                      replace_fields, same_dim, sinfo_tir_vars, var_use_counts)
+                      kElemWise, kOpaque, known_shape, replace_fields, same_dim, sinfo_tir_vars,
+                      var_use_counts)
+from .fusion_partition import FusionGraph, partition
 
 
 def _same_shape(a, b) -> bool:
@@ -61,83 +57,50 @@ def _fusable_call(value) -> bool:
         for a in call_tir_args(value))
 
 
-class _Groups:
-    def __init__(self, n, patterns):
-        self.parent = list(range(n))
-        self.pattern = list(patterns)
+def _binding_pattern(mod, binding) -> int:
+    """The op pattern of a binding: its PrimFunc's ``"op_pattern"`` for a call FuseOps can
+    group, ``kOpaque`` for anything else (which is then never fused, nor fused past)."""
+    value = binding.value
+    if isinstance(binding, relax.VarBinding) and _fusable_call(value):
+        func = mod.functions.get(value.args[0])
+        if isinstance(func, tir.PrimFunc) and "op_pattern" in func.attrs:
+            return int(func.attrs["op_pattern"])
+    return kOpaque
 
-    def find(self, i):
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
 
-    def merge(self, child, parent):
-        c, p = self.find(child), self.find(parent)
-        if c == p:
-            return
-        self.parent[c] = p
-        self.pattern[p] = max(self.pattern[p], self.pattern[c])
+def _edge_pattern(producer, consumer, consumer_pattern: int) -> int:
+    """The pattern of the edge from a producer's value to a binding using it: the consumer's
+    pattern, except that a broadcast op whose argument already has the output's shape is
+    elementwise to that argument (so a matmul fuses with a bias add after it)."""
+    if consumer_pattern == kBroadcast and \
+            _same_shape(producer.var.struct_info, consumer.value.sinfo_args[0]):
+        return kElemWise
+    return consumer_pattern
+
+
+def _fusion_graph(mod, block: relax.DataflowBlock, outside_uses: dict) -> FusionGraph:
+    """The block as a `FusionGraph`: its bindings, an edge for each use of one's value by a
+    later one, and which values escape the block (TVM's extern references: a variable that is
+    not a DataflowVar, one of the block's outputs, or one used after the block)."""
+    bindings = block.bindings
+    index = {b.var: i for i, b in enumerate(bindings)}
+    pattern = [_binding_pattern(mod, b) for b in bindings]
+    outputs = [[] for _ in bindings]
+    for j, b in enumerate(bindings):
+        for v, n in var_use_counts(b).items():
+            if v in index:
+                i = index[v]
+                outputs[i].extend([(j, _edge_pattern(bindings[i], b, pattern[j]))] * n)
+    extern = [not isinstance(b.var, relax.DataflowVar) or b.var in block.outputs
+              or outside_uses.get(b.var, 0) > 0 for b in bindings]
+    return FusionGraph(pattern, outputs, extern)
 
 
 def _partition(mod, block: relax.DataflowBlock, outside_uses: dict):
     """Group ids (union-find roots) for the bindings of ``block`` (None: not fusable)."""
-    bindings = block.bindings
-    index = {b.var: i for i, b in enumerate(bindings)}
-    pattern = []
-    for b in bindings:
-        k = kOpaque
-        if _fusable_call(b.value):
-            func = mod.functions.get(b.value.args[0])
-            if isinstance(func, tir.PrimFunc) and "op_pattern" in func.attrs:
-                k = int(func.attrs["op_pattern"])
-        pattern.append(k)
-    # consumers of each binding's value
-    consumers = [[] for _ in bindings]
-    uses = [0] * len(bindings)
-    for j, b in enumerate(bindings):
-        for v, n in var_use_counts(b).items():
-            if v in index:
-                consumers[index[v]].append(j)
-                uses[index[v]] += n
-    for i, b in enumerate(bindings):
-        uses[i] += outside_uses.get(b.var, 0) + (1 if b.var in block.outputs else 0)
-
-    def dom(i):
-        """The post-dominator of node i and the edge pattern to it, or None."""
-        if uses[i] != 1 or len(consumers[i]) != 1:
-            return None
-        j = consumers[i][0]
-        if pattern[j] == kOpaque:
-            return None
-        edge = pattern[j]
-        if edge == kBroadcast and _same_shape(bindings[i].var.struct_info, bindings[j].value.sinfo_args[0]):
-            edge = kElemWise
-        return j, edge
-
-    groups = _Groups(len(bindings), pattern)
-    for phase in (0, 1):
-        for i in range(len(bindings)):
-            if pattern[i] == kOpaque:
-                continue
-            d = dom(i)
-            if d is None:
-                continue
-            j, edge = d
-            gp = groups.pattern[groups.find(i)]
-            sink = groups.pattern[groups.find(j)]
-            if gp == kOutEWiseFusable:
-                if phase == 0 and edge == kElemWise and sink <= kBroadcast:
-                    groups.merge(i, j)
-            elif gp <= kBroadcast:
-                if (edge <= kInjective or edge == kCommReduce) and \
-                        (sink <= kInjective or sink in (kCommReduce, kOutEWiseFusable)):
-                    groups.merge(i, j)
-            elif gp == kInjective:
-                if phase == 1 and edge <= kInjective and sink <= kInjective:
-                    groups.merge(i, j)
-    roots = [groups.find(i) if pattern[i] != kOpaque else None for i in range(len(bindings))]
-    return roots
+    graph = _fusion_graph(mod, block, outside_uses)
+    roots = partition(graph)
+    return [r if graph.pattern[i] != kOpaque else None for i, r in enumerate(roots)]
 
 
 def _unique_name(mod, name, taken):
