@@ -136,3 +136,18 @@ def test_other_chains_are_left_to_the_per_stage_rules(build, specs):
 def test_a_matrix_product_stage_is_left_to_its_own_rules():
     """``S = A @ W`` reads ``W`` the same for every row: a contraction, tiled by its own rules."""
     assert not _row_blocks(default_schedule(tvms.parse(CONTRACTION)))
+
+
+def test_a_symbolic_batch_above_constant_rows_is_fused_and_exact():
+    """Rows of constant count under a symbolic batch: the batch loop runs the blocks (13 rows:
+    a block of 8, then the last 5), each batch's rows as before."""
+    n = tir.Var("int64", "n")
+    func = sc.zero_kernel(lambda x: [op.nn.softmax(x)], [((n, 13, 37), "float32")])
+    assert _row_blocks(default_schedule(func))
+    kernel = build_cpu({"f": func}, use_cache=False)["f"]
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 13, 37)).astype("float32")
+        out = np.full(x.shape, np.nan, "float32")
+        kernel(x, out)
+        e = np.exp(x.astype("float64") - x.max(-1, keepdims=True))
+        np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=2e-6, atol=1e-7)
