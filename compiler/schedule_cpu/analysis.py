@@ -106,6 +106,19 @@ def buffer_loads(e, out: list) -> list:
     return out
 
 
+def block_accesses(block: tir.Block) -> list:
+    """``(buffer, indices)`` of every store and load in a block's store statements (init
+    first, loads inside indices included)."""
+    out = []
+    for stmt in (block.init, block.body):
+        if stmt is None:
+            continue
+        out.append((stmt.buffer, stmt.indices))
+        for ld in buffer_loads(stmt.value, []) + [x for i in stmt.indices for x in buffer_loads(i, [])]:
+            out.append((ld.buffer, ld.indices))
+    return out
+
+
 def impure(e) -> bool:
     """Whether ``e`` calls out (an extern, packed or LLVM intrinsic call): it may have side
     effects, so a nest computing it must keep its order."""

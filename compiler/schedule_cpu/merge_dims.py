@@ -33,7 +33,7 @@ from tvmscript.ir.tir_arith import make_add, make_sub
 from tvmscript.ir.tir_visitor import contains, vars_in
 
 from ..schedule.common import blocks_under
-from .analysis import buffer_loads
+from .analysis import block_accesses
 from .nest import NestLoop, match_nest, perfect_nest
 
 
@@ -113,7 +113,7 @@ def _merge_plan(nest, required: dict) -> Optional[tuple]:
 
 
 def _accesses_buffer(block: tir.Block, buf) -> bool:
-    return any(b is buf for b, _ in _accesses(block))
+    return any(b is buf for b, _ in block_accesses(block))
 
 
 def _plain_spatial(lp: NestLoop) -> bool:
@@ -151,24 +151,12 @@ class _FoldZero(IRMutator):
         return e
 
 
-def _accesses(block: tir.Block) -> list:
-    """(buffer, indices) of every store and load in the block (init included)."""
-    out = []
-    for stmt in (block.init, block.body):
-        if stmt is None:
-            continue
-        out.append((stmt.buffer, stmt.indices))
-        for ld in buffer_loads(stmt.value, []) + [x for i in stmt.indices for x in buffer_loads(i, [])]:
-            out.append((ld.buffer, ld.indices))
-    return out
-
-
 def _merged_dims(block: tir.Block, vo, vi, n_outer: int, n_inner: int) -> Optional[dict]:
     """buffer -> the dimension ``d`` at which its accesses index ``[vo, vi]`` as ``d, d + 1``
     (each covering the whole dimension), when every access in the block either does so or
     uses neither; None otherwise (or when no access uses them)."""
     dims: dict = {}
-    for buf, indices in _accesses(block):
+    for buf, indices in block_accesses(block):
         used = [k for k, idx in enumerate(indices) if {vo, vi} & set(vars_in([idx]))]
         if not used:
             continue

@@ -35,7 +35,7 @@ from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_analysis import infer_access_regions
 from tvmscript.ir.tir_visitor import contains
 
-from .analysis import buffer_loads
+from .analysis import block_accesses
 from .block_edits import renamed_blocks
 from .dot_product import DOT_ROWS
 from .host import PARALLEL_MIN_WORK
@@ -149,15 +149,7 @@ def _prefix_depth(nests: list) -> int:
 
 def _accesses(nest: Nest, buf) -> list:
     """The index lists of every access of ``buf`` in the nest's block (store, loads, init)."""
-    block = nest.block
-    out = []
-    for stmt in (block.body, block.init):
-        if stmt is None:
-            continue
-        if stmt.buffer is buf:
-            out.append(stmt.indices)
-        out += [ld.indices for ld in buffer_loads(stmt.value, []) if ld.buffer is buf]
-    return out
+    return [indices for b, indices in block_accesses(nest.block) if b is buf]
 
 
 def _placements(nests: list, shared: dict, depth: int) -> Optional[dict]:
