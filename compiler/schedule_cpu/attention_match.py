@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from tvmscript.ir import tir
-from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.mutator import substitute
 from tvmscript.ir.structural import structural_equal
 from tvmscript.ir.tir_visitor import contains, vars_in
 
 from .analysis import buffer_loads
+from .block_edits import replaced_loads
 from .nest import perfect_nest
 
 _FLOAT_DTYPES = ("float32", "float64")
@@ -208,20 +209,7 @@ def _pointwise(stage: _Stage, prev: tir.Buffer, logit, canon_vars: tuple, params
     _require(store.buffer.dtype == prev.dtype and _loads_at(store.value, prev, stage.spatial))
     _require(all(ld.buffer is prev or ld.buffer in params for ld in buffer_loads(store.value, [])))
     canon = dict(zip(stage.spatial, canon_vars))
-    return substitute(_ReplaceLoads(prev, logit).visit_expr(store.value), canon)
-
-
-class _ReplaceLoads(IRMutator):
-    """Replaces every load of ``buf`` by ``value``."""
-
-    def __init__(self, buf: tir.Buffer, value) -> None:
-        super().__init__()
-        self.buf, self.value = buf, value
-
-    def visit_expr(self, e):
-        if isinstance(e, tir.BufferLoad) and e.buffer is self.buf:
-            return self.value
-        return super().visit_expr(e)
+    return substitute(replaced_loads(store.value, prev, logit), canon)
 
 
 def _softmax(row_max: _Stage, exps: _Stage, row_sum: _Stage, norm: _Stage, logits: tir.Buffer, canon_vars: tuple):

@@ -25,6 +25,11 @@ class _LoadReplacer(IRMutator):
         return super().visit_expr(e)
 
 
+def replaced_loads(expr, buf, value):
+    """``expr`` with every load of ``buf`` replaced by ``value``."""
+    return _LoadReplacer(buf, value).visit_expr(expr)
+
+
 def load_swapper(buf, new_load):
     """A block edit replacing every load of ``buf`` in the block's body by ``new_load``."""
     def edit(realize):
