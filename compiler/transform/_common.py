@@ -120,6 +120,15 @@ def same_dim(a, b) -> bool:
     return Analyzer().can_prove_equal(a, b)
 
 
+def same_shape(a, b) -> bool:
+    """Whether two tensor struct infos have known shapes that are the same, dim by dim
+    (`same_dim`: equal ints, the same symbolic variable, or expressions the analyzer proves
+    equal, ``n * 2`` and ``2 * n``)."""
+    if not (known_shape(a) and known_shape(b)) or len(a.shape) != len(b.shape):
+        return False
+    return all(same_dim(x, y) for x, y in zip(a.shape, b.shape))
+
+
 def call_tir_tir_vars(expr) -> list:
     """The ``tir_vars=R.shape([...])`` values of a call_tir (empty when it passes none)."""
     if len(expr.args) > 2 and isinstance(expr.args[2], relax.ShapeExpr):

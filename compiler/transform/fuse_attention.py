@@ -41,7 +41,7 @@ from tvmscript import ir
 from tvmscript.ir import relax, tir
 from tvmscript.ir.op import api as op
 
-from ._common import known_shape, same_dim, var_use_counts
+from ._common import known_shape, same_dim, same_shape, var_use_counts
 from ._rewrite_calls import CallRewriter, rewrite_functions
 from .dead_code_elimination import remove_unused_bindings
 
@@ -85,8 +85,7 @@ def _shape(expr):
 
 
 def _same_shape(a, b) -> bool:
-    sa, sb = _shape(a), _shape(b)
-    return sa is not None and sb is not None and len(sa) == len(sb) and all(map(same_dim, sa, sb))
+    return same_shape(relax.struct_info_of(a), relax.struct_info_of(b))
 
 
 def _dtype(expr) -> str:

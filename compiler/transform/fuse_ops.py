@@ -32,17 +32,9 @@ from tvmscript.ir import relax, tir
 from tvmscript.diagnostics import FusedPart, FusedSpan, plain_span
 
 from ._common import (call_tir_args, call_tir_tir_vars, copy_module, is_call_tir, kBroadcast,
-                      kElemWise, kOpaque, known_shape, replace_fields, same_dim, sinfo_tir_vars,
+                      kElemWise, kOpaque, known_shape, replace_fields, same_shape, sinfo_tir_vars,
                       var_use_counts)
 from .fusion_partition import FusionGraph, partition
-
-
-def _same_shape(a, b) -> bool:
-    """Whether two tensor struct infos have the same shape, dim by dim: equal ints, the same
-    symbolic variable, or expressions the analyzer proves equal (``n * 2`` and ``2 * n``)."""
-    if not (known_shape(a) and known_shape(b)) or len(a.shape) != len(b.shape):
-        return False
-    return all(same_dim(x, y) for x, y in zip(a.shape, b.shape))
 
 
 def _fusable_call(value) -> bool:
@@ -73,7 +65,7 @@ def _edge_pattern(producer, consumer, consumer_pattern: int) -> int:
     pattern, except that a broadcast op whose argument already has the output's shape is
     elementwise to that argument (so a matmul fuses with a bias add after it)."""
     if consumer_pattern == kBroadcast and \
-            _same_shape(producer.var.struct_info, consumer.value.sinfo_args[0]):
+            same_shape(producer.var.struct_info, consumer.value.sinfo_args[0]):
         return kElemWise
     return consumer_pattern
 

@@ -18,7 +18,8 @@ import pytest
 import tvmscript as tvms
 from tvmscript import relax, tir
 from tvmscript.compiler.transform._common import same_dim
-from tvmscript.compiler.transform.fuse_ops import FuseOps, _same_shape
+from tvmscript.compiler.transform._common import same_shape as _same_shape
+from tvmscript.compiler.transform.fuse_ops import FuseOps
 from tvmscript.compiler.transform.fuse_tir import FuseTIR
 from tvmscript.ir import structural_equal
 from tvmscript.relax import op
