@@ -749,8 +749,7 @@ def main() -> None:
     header = ("measure", "tvms", "NumPy", "PyTorch eager" if torch is not None else no_torch,
               "ratio", "goal")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = os.environ.get("OMP_NUM_THREADS") or str(cpus)
+    threads = tvms_cpu.num_threads()  # what the kernels' parallel loops run on
     versions = f"NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch is not None else "")
     print(f"{host_target().cpu}, {threads} threads ({tvms_cpu.parallel_runtime()}), {versions}; "
           f"MLP: best median of {args.repeat} alternating rounds of {args.calls // args.repeat} (batch 1) / "

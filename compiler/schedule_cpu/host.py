@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import lru_cache
 from typing import Iterator, Optional
 
 from tvmscript.runtime.cpu import default_threads
@@ -80,23 +81,19 @@ def packed_panel_bytes() -> int:
     return max(PACKED_PANEL_BYTES, _host_l2_bytes() * 3 // 4)
 
 
+@lru_cache(maxsize=None)
 def _host_l2_bytes() -> int:
     """This machine's per-core unified L2 in bytes (Linux sysfs), or 0 when unknown."""
-    global _L2_BYTES
-    if _L2_BYTES is None:
-        _L2_BYTES = 0
-        base = "/sys/devices/system/cpu/cpu0/cache"
-        try:
-            for index in sorted(os.listdir(base)):
-                with open(f"{base}/{index}/level") as f:
-                    level = f.read().strip()
-                with open(f"{base}/{index}/size") as f:
-                    size = f.read().strip()
-                if level == "2" and size[:-1].isdigit():
-                    _L2_BYTES = int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 0)
-        except OSError:
-            pass
-    return _L2_BYTES
-
-
-_L2_BYTES: Optional[int] = None
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    size = 0
+    try:
+        for index in sorted(os.listdir(base)):
+            with open(f"{base}/{index}/level") as f:
+                level = f.read().strip()
+            with open(f"{base}/{index}/size") as f:
+                text = f.read().strip()
+            if level == "2" and text[:-1].isdigit():
+                size = int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}.get(text[-1], 0)
+    except OSError:
+        pass
+    return size
