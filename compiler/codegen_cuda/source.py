@@ -1,13 +1,13 @@
 """The CUDA translation unit: one ``extern "C" __global__`` function per kernel, and launches.
 
 `codegen_cuda(funcs)` lowers each prim_func with `compiler.lower_gpu` into its kernels and
-prints them after one prelude (the headers, and ``tvms_floordiv``/``tvms_floormod``), with a
-`cuda_spec.CUDAFunction` per prim_func telling the runtime how to launch them: the grid and
-block dimensions from the thread bindings (texts over the function's symbolic variables,
-evaluated at launch), each kernel's arguments and the global scratch buffers. A kernel's
-parameters are the buffers it touches (in parameter order, then scratch buffers) and then the
-scalars and symbolic sizes it uses, TVM's order; ``__restrict__`` marks every pointer of a
-function with ``tir.noalias``.
+prints them after one prelude (the headers, ``tvms_floordiv``/``tvms_floormod`` and the exact
+integer power ``tvms_ipow``), with a `cuda_spec.CUDAFunction` per prim_func telling the runtime
+how to launch them: the grid and block dimensions from the thread bindings (texts over the
+function's symbolic variables, evaluated at launch), each kernel's arguments and the global
+scratch buffers. A kernel's parameters are the buffers it touches (in parameter order, then
+scratch buffers) and then the scalars and symbolic sizes it uses, TVM's order; ``__restrict__``
+marks every pointer of a function with ``tir.noalias``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,15 @@ template <typename T> __device__ __forceinline__ T tvms_floordiv(T a, T b) {
 template <typename T> __device__ __forceinline__ T tvms_floormod(T a, T b) {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> __device__ __forceinline__ T tvms_ipow(T base, T exp) {
+  if (exp < 0) return base == 1 ? T(1) : base == T(-1) ? ((exp & 1) ? T(-1) : T(1)) : T(0);
+  T result = 1;
+  for (; exp; exp >>= 1) {
+    if (exp & 1) result *= base;
+    base *= base;
+  }
+  return result;
 }
 """
 

@@ -48,6 +48,52 @@ _VECTOR_FLOAT_CALLS = frozenset(("tir.sqrt", "tir.fabs", "tir.floor", "tir.ceil"
                                  "tir.trunc", "tir.copysign", "tir.fma", "tir.rsqrt", "tir.sigmoid"))
 
 
+def _int_power_function(mg, dtype: str) -> ir.Function:
+    """The module's ``base ** exp`` for integers of ``dtype``, defined on first use.
+
+    Repeated squaring in the integer type, wrapping on overflow as NumPy's integer power does:
+    a double's ``pow`` cannot hold int64's results and turns an overflow into poison. A negative
+    exponent gives ``1 / base ** -exp`` truncated, what a float power cast back gives: 1 for a
+    base of 1, -1 or 1 for -1 by the exponent's parity, 0 otherwise."""
+    ty = value_type(dtype)
+    signed = not is_unsigned(dtype)
+    name = f"tvms.ipow.{'i' if signed else 'u'}{ty.width}"
+    fn = mg.module.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(mg.module, ir.FunctionType(ty, [ty, ty]), name=name)
+    fn.linkage = "internal"
+    base, exp = fn.args
+    entry, negative, head, step, done = (fn.append_basic_block(n) for n in
+                                         ("entry", "negative", "head", "step", "done"))
+    one, zero = ir.Constant(ty, 1), ir.Constant(ty, 0)
+    b = ir.IRBuilder(entry)
+    if signed:
+        b.cbranch(b.icmp_signed("<", exp, zero), negative, head)
+    else:
+        b.branch(head)
+    b.position_at_end(negative)
+    minus_one = ir.Constant(ty, -1)
+    odd = b.icmp_unsigned("!=", b.and_(exp, one), zero)
+    b.ret(b.select(b.icmp_signed("==", base, one), one,
+                   b.select(b.icmp_signed("==", base, minus_one), b.select(odd, minus_one, one), zero)))
+    b.position_at_end(head)
+    result, square, rest = b.phi(ty), b.phi(ty), b.phi(ty)
+    b.cbranch(b.icmp_unsigned("==", rest, zero), done, step)
+    b.position_at_end(step)
+    odd = b.icmp_unsigned("!=", b.and_(rest, one), zero)
+    next_result = b.select(odd, b.mul(result, square), result)
+    next_square = b.mul(square, square)
+    next_rest = b.lshr(rest, one)
+    b.branch(head)
+    for phi, first, again in ((result, one, next_result), (square, base, next_square), (rest, exp, next_rest)):
+        phi.add_incoming(first, entry)
+        phi.add_incoming(again, step)
+    b.position_at_end(done)
+    b.ret(result)
+    return fn
+
+
 def vectorizable_call(op: str, dtype: str) -> bool:
     """Whether a loop calling intrinsic ``op`` on ``dtype`` values can still be vectorized by
     LLVM: the calls that become vector instructions, and float32 ``exp``/``erf`` (inline
@@ -120,10 +166,7 @@ class CallGen:
         if tir.is_int(dt):
             ty = value_type(dt)
             if op == "tir.pow":
-                f64 = ir.DoubleType()
-                conv = [self.cast(a, adt, "float64") for a in args]
-                r = self.b.call(self.intrinsic("llvm.pow.f64", f64, [f64, f64]), conv)
-                return self.cast(r, "float64", dt)
+                return self.b.call(_int_power_function(self.mg, dt), args)
             if op == "tir.bitwise_and":
                 return self.b.and_(args[0], args[1])
             if op == "tir.bitwise_or":

@@ -23,6 +23,8 @@ from tvmscript.compiler.build_cpu import build_cpu
 from tvmscript.ir.structural import structural_hash
 from tvmscript.runtime.kernel import Kernel, KernelAssertionError
 
+from support import int_power
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples")
 RNG = np.random.default_rng(0)
@@ -297,6 +299,15 @@ def f(A: T.Buffer((64,), "{dtype}"), B: T.Buffer((64,), "{dtype}"), C: T.Buffer(
     np.testing.assert_array_equal(c[5], [int(math.fmod(x, y)) for x, y in zip(ai, bi)])
     np.testing.assert_array_equal(c[6], ai // 4)
     np.testing.assert_array_equal(c[7], ai % 4)
+
+
+@pytest.mark.parametrize("dtype", int_power.DTYPES)
+def test_integer_power_is_exact_and_wraps(dtype):
+    k = build_cpu({"ipow": tvms.parse(int_power.source(dtype, len(int_power.operands(dtype)[0])))})["ipow"]
+    a, b = int_power.operands(dtype)
+    c = np.zeros_like(a)
+    k(a, b, c)
+    np.testing.assert_array_equal(c, int_power.reference(a, b))
 
 
 def dtype_lit(dtype: str, v: int) -> str:

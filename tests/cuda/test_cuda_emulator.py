@@ -12,7 +12,7 @@ What is checked:
   memory, a launch beyond __launch_bounds__, an argument passed as the wrong C type;
 * `EmulatedModule.run` on `build_cuda`'s output matches the CPU backend for the seed MLP's
   kernels, a 256x256x256 matmul, a row sum and a softmax, and on a hand-made `CUDACode` with a
-  workspace and symbolic dimensions;
+  workspace and symbolic dimensions; integer powers are exact and wrap as NumPy's do;
 * the hand-written kernels are valid CUDA (NVRTC compiles them, when it is installed).
 """
 
@@ -30,6 +30,7 @@ from tvmscript import relax, tir
 from tvmscript.compiler.cuda_spec import CUDACode, CUDAFunction, KernelArg, LaunchSpec
 from tvmscript.runtime.kernel_abi import ParamSpec
 
+from support import int_power
 from support.cuda_emulator import (EmulatedModule, EmulationError, bfloat16_bits, bfloat16_to_float32, compare_with_cpu,
                                    parse_kernels)
 
@@ -698,6 +699,18 @@ class Module:
 
 def test_matmul_and_row_sum_match_the_cpu():
     _assert_all_ok(compare_with_cpu(_prim_funcs(tvms.parse(KERNELS))))
+
+
+@pytest.mark.parametrize("dtype", int_power.DTYPES)
+def test_integer_power_is_exact_and_wraps(dtype):
+    """By repeated squaring (an H200's double pow(3.0, 1.0) truncated to 2), as the CPU's."""
+    from tvmscript.compiler.build_cuda import build_cuda
+
+    a, b = int_power.operands(dtype)
+    code = build_cuda({"ipow": tvms.parse(int_power.source(dtype, len(a)))}, kind="source")
+    c = np.zeros_like(a)
+    EmulatedModule(code).run("ipow", a, b, c)
+    np.testing.assert_array_equal(c, int_power.reference(a, b))
 
 
 def _one_op(op_fn, shape, **attrs):
