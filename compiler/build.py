@@ -27,6 +27,7 @@ from .build_target import cpu_build_options, target_name_of
 from .kernel_places import place_table
 from .prepack_constants import mark_layout_free, pack_constants
 from .transform._common import copy_module
+from .transform.rewrite_reshape import RewriteDataflowReshape
 from .vm_codegen import VM_OPS, FunctionCodegen
 from .well_formed import return_annotation_problem
 
@@ -56,6 +57,8 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     target_name = target_name_of(target)
     if relax_pipeline is not None and _has_high_level_ops(mod):
         mod = _pipeline(relax_pipeline)(mod)
+    # Kernels that only reshape become views of their input (compiler/transform/rewrite_reshape.py).
+    mod = RewriteDataflowReshape()(mod)
     if target_name.split()[0] != "cuda":
         # The build's own pipeline: kernels read transposed weights in place instead of a
         # transpose kernel copying them on every call (compiler/transform/read_transposed.py).

@@ -2,9 +2,9 @@
 arena, and where each lies in it.
 
 A tensor made by the VM (an ``R.call_tir`` output, an ``R.alloc_tensor``) with a static shape
-and dtype, and only ever read by kernels, is dead when its function returns: it can take a
-fixed slot of one aligned block, the function's *arena*, which the VM allocates once per frame
-and reuses from call to call (`runtime.vm`). `arena_candidates` finds those tensors (an escape
+and dtype, and only ever read by kernels (itself or through an ``R.reshape`` view of it), is
+dead when its function returns: it can take a fixed slot of one aligned block, the function's
+*arena*, which the VM allocates once per frame and reuses from call to call (`runtime.vm`). `arena_candidates` finds those tensors (an escape
 analysis over the function's body), `arena_layout` lays them out.
 """
 
@@ -63,6 +63,9 @@ def arena_candidates(func: relax.Function, kernels: dict) -> dict:
                 if isinstance(b, relax.VarBinding) and isinstance(value, relax.Var):
                     alias[b.var] = value
                     continue
+                if isinstance(b, relax.VarBinding) and _is_view(value):
+                    alias[b.var] = value.args[0]  # R.reshape: the same memory under another name
+                    continue
                 if isinstance(b, relax.VarBinding) and _is_kernel_call(value, kernels):
                     kernel_args(value)
                     if len(value.sinfo_args) == 1 and static_tensor(value.sinfo_args[0]):
@@ -88,6 +91,11 @@ def arena_candidates(func: relax.Function, kernels: dict) -> dict:
     seq(func.body)
     # var -> its (static) struct info, in program order
     return {v: s for v, s in candidates.items() if root(v) not in escaped and v not in escaped}
+
+
+def _is_view(value) -> bool:
+    return (isinstance(value, relax.Call) and isinstance(value.op, relax.Op) and value.op.name == "relax.reshape"
+            and isinstance(value.args[0], relax.Var))
 
 
 def _is_kernel_call(value, kernels) -> bool:

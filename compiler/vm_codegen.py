@@ -50,7 +50,7 @@ VM_OPS = frozenset((
     "relax.call_tir", "relax.call_dps_packed", "relax.call_pure_packed", "relax.builtin.alloc_tensor",
     "relax.call_tir_inplace", "relax.call_tir_with_grad",
     "relax.null_value", "relax.shape_of", "relax.shape_to_tensor", "relax.sort", "relax.argsort", "relax.topk",
-    "relax.dynamic_strided_slice", "relax.print", "relax.assert_op",
+    "relax.dynamic_strided_slice", "relax.print", "relax.assert_op", "relax.reshape",
 ))
 
 # Impure builtins the VM runs for their effect: the op's name, its helper. Their arguments (the
@@ -389,6 +389,8 @@ class FunctionCodegen:
             if isinstance(op, relax.Op) and op.name in ("relax.call_tir", "relax.call_dps_packed",
                                                           "relax.builtin.alloc_tensor"):
                 return value.struct_info
+            if isinstance(op, relax.Op) and op.name == "relax.reshape":  # as sure as its input
+                return value.struct_info if self.trusted(value.args[0]) is not None else None
             if (isinstance(op, relax.ExternFunc) or isinstance(op, relax.Op)) and value.sinfo_args:
                 return value.struct_info  # call_packed results are checked against it
         return None
@@ -489,6 +491,10 @@ class FunctionCodegen:
                 return None
             if name == "relax.shape_of":  # TVM's vm.builtin.shape_of: a Shape is a tuple of ints here
                 self.emit(f"{local} = tuple({self.atom(call.args[0], var)}._shape)")
+                return None
+            if name == "relax.reshape":  # TVM's vm.builtin.reshape: a view (transform/rewrite_reshape.py)
+                shape = self.shape_literal(call.struct_info or relax.struct_info_of(var), var)
+                self.emit(f"{local} = {helpers.RESHAPE}({self.atom(call.args[0], var)}, {shape})")
                 return None
             if name == "relax.shape_to_tensor":
                 self.emit(f"{local} = {helpers.SHAPE_TENSOR}({self.atom(call.args[0], var)})")

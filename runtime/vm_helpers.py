@@ -35,6 +35,7 @@ OUT_OF_RANGE = "_out_of_range"      # (sig, name, value): the error for a symbol
 MATCH = "_match"                    # (value, spec, env, what): a value checked against any annotation
 TRUTH = "_truth"                    # (value): an if's condition as a bool
 EMPTY = "_empty"                    # (shape, dtype): a new tensor
+RESHAPE = "_reshape"                # (tensor, shape): R.reshape, a view of the tensor's memory
 EXTERN = "_extern"                  # (name): the function registered under that name
 KCHECK = "_kcheck"                  # (kernel, tensors, site, scalars): a call's tensors checked against a kernel
 STRIDE = "_stride"                  # (tensor, d): the stride of dimension d of a compact tensor
@@ -50,8 +51,8 @@ DYNAMIC_STRIDED_SLICE = "_dynamic_strided_slice"  # R.dynamic_strided_slice
 PRINT = "_vm_print"                 # R.print
 ASSERT = "_vm_assert"               # R.assert_op
 
-NAMES = frozenset((TENSOR, COERCE, ARITY, BAD, OUT_OF_RANGE, MATCH, TRUTH, EMPTY, EXTERN, KCHECK, STRIDE, KERR, KRAISE,
-                   TRUNCDIV, TRUNCMOD, SHAPE_TENSOR, SORT, ARGSORT, TOPK, DYNAMIC_STRIDED_SLICE, PRINT, ASSERT))
+NAMES = frozenset((TENSOR, COERCE, ARITY, BAD, OUT_OF_RANGE, MATCH, TRUTH, EMPTY, RESHAPE, EXTERN, KCHECK, STRIDE,
+                   KERR, KRAISE, TRUNCDIV, TRUNCMOD, SHAPE_TENSOR, SORT, ARGSORT, TOPK, DYNAMIC_STRIDED_SLICE, PRINT, ASSERT))
 
 
 # ----------------------------------------------------------------------------- the helpers
@@ -93,6 +94,9 @@ def _make_cpu_helpers() -> dict:
         t._dtype = dtype
         t._device = cpu0
         return t
+
+    def _reshape(x, shape):
+        return wrap(x._array.reshape(shape), x._device)
 
     def _extern(name):
         f = get(name)
@@ -154,8 +158,8 @@ def _make_cpu_helpers() -> dict:
         return a - b * _truncdiv(a, b)
 
     return {
-        TENSOR: Tensor, EMPTY: _empty, EXTERN: _extern, COERCE: _coerce, BAD: _bad, ARITY: _arity, MATCH: _match,
-        TRUTH: _truth, KCHECK: _kcheck, TRUNCDIV: _truncdiv, TRUNCMOD: _truncmod, STRIDE: _stride,
+        TENSOR: Tensor, EMPTY: _empty, RESHAPE: _reshape, EXTERN: _extern, COERCE: _coerce, BAD: _bad, ARITY: _arity,
+        MATCH: _match, TRUTH: _truth, KCHECK: _kcheck, TRUNCDIV: _truncdiv, TRUNCMOD: _truncmod, STRIDE: _stride,
         OUT_OF_RANGE: _out_of_range, KERR: pending_failures(), KRAISE: raise_pending,
         **_host_op_helpers(lambda t: t._array, wrap),
         **_effect_helpers(lambda v: isinstance(v, Tensor), lambda t: t._array),
@@ -197,13 +201,23 @@ def cuda_helpers(dev: Device) -> dict:
     def _kcheck(kernel, tensors, site, scalars=()):
         check_kernel_args(kernel, tensors, site, cls, scalars)
 
+    def _reshape(x, shape):
+        n = old = 1
+        for d in shape:
+            n *= d
+        for d in x._shape:
+            old *= d
+        if n != old:
+            raise VMValueError(f"R.reshape: a tensor of shape {x._shape} cannot be viewed as {shape}")
+        return rt.view(x._mem, x._ptr, shape, x._dtype)
+
     from .ndarray import array
 
     g = dict(cpu_helpers())
     g.update(_host_op_helpers(lambda t: t.numpy(), lambda a: array(a, device=dev)))
     g.update(_effect_helpers(lambda v: isinstance(v, Tensor), lambda t: t.numpy()))
-    g.update({TENSOR: cls, EMPTY: rt.empty, COERCE: _coerce, BAD: _bad, MATCH: _match, TRUTH: _truth,
-              KCHECK: _kcheck, KERR: []})
+    g.update({TENSOR: cls, EMPTY: rt.empty, RESHAPE: _reshape, COERCE: _coerce, BAD: _bad, MATCH: _match,
+              TRUTH: _truth, KCHECK: _kcheck, KERR: []})
     return g
 
 
