@@ -1,7 +1,7 @@
 """RewriteDataflowReshape: which PrimFuncs are reshapes (the legalized forms, static and
 symbolic, and copies that only look like one), and what the build does with their calls (a
 view instead of a kernel, results against NumPy, an arena tensor returned through a view, the
-calls left alone), on the CPU and on the emulated GPU."""
+calls left alone), on the CPU and on the GPU (emulated, unless ``--op-gpu real``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import tvmscript as tvms
 from tvmscript import relax, tir
 from tvmscript.compiler.transform.rewrite_reshape import RewriteDataflowReshape, is_reshape
 
+from support import op_check
 from support.gpu_drivers import EmulatedDriver, install_driver
 
 RNG = np.random.default_rng(0)
@@ -214,8 +215,12 @@ class Module:
     np.testing.assert_allclose(vm["main"](x).numpy(), np.exp(x).reshape(2, 3), rtol=1e-6)
 
 
-def test_views_on_the_emulated_gpu(monkeypatch):
-    install_driver(monkeypatch, EmulatedDriver())
+def test_views_on_the_gpu(monkeypatch):
+    """On the emulated GPU, or on GPU 0 with ``--op-gpu real`` (test_cuda_gpu runs this file so)."""
+    if op_check.op_gpu == "none":
+        pytest.skip("--op-gpu none")
+    if op_check.op_gpu == "emulated":
+        install_driver(monkeypatch, EmulatedDriver())
     dev = tvms.cuda(0)
     vm = relax.VirtualMachine(tvms.compile(legalized(), target="cuda"), dev)
     x = RNG.standard_normal((4, 6), dtype=np.float32)

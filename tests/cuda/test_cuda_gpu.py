@@ -353,10 +353,14 @@ def test_every_op_on_the_gpu():
     import subprocess
     import sys
 
+    import importlib.util
+
     tests = Path(__file__).resolve().parents[1]
     files = sorted(str(p) for p in (tests / "compiler").glob("test_op_*.py"))
-    files.append(str(tests / "schedules" / "test_dlight.py"))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "--op-gpu", "real", *files],
+    files += [str(tests / "schedules" / "test_dlight.py"), str(tests / "compiler" / "test_rewrite_reshape.py")]
+    # About 1100 tests: 4 workers where pytest-xdist is installed (serially, over 200 s on an H200).
+    workers = ["-n", "4"] if importlib.util.find_spec("xdist") else []
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", *workers, "--op-gpu", "real", *files],
                           capture_output=True, text=True, cwd=tests.parent)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
