@@ -172,6 +172,31 @@ def test_conv_is_a_register_tile_with_its_epilogue_folded():
     assert acc.scope == "local" and len(acc.shape) == 2  # rows x vector lanes
 
 
+@pytest.mark.parametrize("stride, vectorized", [(2, True), (3, False)])
+def test_a_stride_2_panel_is_filled_along_its_tile(stride, vectorized):
+    """The input panel of a stride-2 convolution is copied with the tile's loop innermost, which
+    LLVM vectorizes (two loads and a shuffle per vector); a larger stride keeps the transposing
+    scalar copy (the tile's loop outside a block of contiguous reads, marked scalar)."""
+    from tvmscript.compiler.lower_tir import VECTORIZE_ANN
+
+    mod = _zero_module(lambda x, w: [op.nn.conv2d(x, w, strides=[stride] * 2, padding=[3] * 4)],
+                       [(1, 3, 64, 64), (32, 3, 7, 7)])
+    (func,) = _prim_funcs(mod).values()
+    g = default_schedule(func)
+    pack = next(r for r in blocks_under(g.body) if r.block.name == "conv2d_nchw_pack").block
+    fill = pack.body.seq[0]
+    loops = []
+    while isinstance(fill, tir.For):
+        loops.append(fill)
+        fill = fill.body
+    panel = fill.buffer
+    tile_var = fill.indices[-1]
+    tile_loop = next(lp for lp in loops if lp.loop_var is tile_var)
+    assert panel.name.endswith("_panel")
+    assert (tile_loop is loops[-1]) is vectorized
+    assert (tile_loop.annotations.get(VECTORIZE_ANN) == 1) is not vectorized
+
+
 ATTENTION = [  # batched matmuls of a 4-head block over 64 tokens, head size 16
     (lambda q, k: [op.matmul(q, op.permute_dims(k, [0, 1, 3, 2]))], [(1, 4, 64, 16), (1, 4, 64, 16)],
      lambda q, k: q @ k.transpose(0, 1, 3, 2)),
