@@ -117,13 +117,7 @@ def _padding_read_few_times(block: tir.Block, readers: list) -> bool:
     each read computes the comparisons instead of loading a padded copy that one more pass
     over memory wrote: a depthwise convolution does little work per element it reads, and
     that pass took about as long as the convolution (mobilenet_v2)."""
-    value = block.body.value
-    if not (isinstance(value, tir.Call) and value.op == "tir.if_then_else"):
-        return False
-    cond, then, other = value.args
-    if not isinstance(then, tir.BufferLoad) or not isinstance(other, (tir.FloatImm, tir.IntImm)):
-        return False
-    if buffer_loads(cond, []) or has_expensive_call(cond):
+    if not is_padding(block):
         return False
     if len(readers) != 1 or readers[0][1] != 1:
         return False
@@ -131,6 +125,18 @@ def _padding_read_few_times(block: tir.Block, readers: list) -> bool:
     reads = _domain_size(reader)
     return (own is not None and reads is not None and reads <= PADDING_MAX_READS * own
             and _read_contiguously(reader, block.body.buffer))
+
+
+def is_padding(block: tir.Block) -> bool:
+    """Whether a stage pads a buffer: ``P[i] = if_then_else(cond, X[i - lo], c)``, ``cond`` of
+    comparisons of the iterators (no load, nothing expensive), ``c`` a constant."""
+    value = block.body.value if isinstance(block.body, tir.BufferStore) else None
+    if not (isinstance(value, tir.Call) and value.op == "tir.if_then_else"):
+        return False
+    cond, then, other = value.args
+    if not isinstance(then, tir.BufferLoad) or not isinstance(other, (tir.FloatImm, tir.IntImm)):
+        return False
+    return not buffer_loads(cond, []) and not has_expensive_call(cond)
 
 
 def _read_contiguously(reader: tir.Block, buf) -> bool:

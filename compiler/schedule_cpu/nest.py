@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import contains
 
 from ..lower_tir import dtype_bytes
 from .analysis import access_strides, buffer_loads, impure, reduction_rhs, same_indices
@@ -164,12 +165,14 @@ def _nest_loops(loops: list, realize: tir.BlockRealize) -> Optional[list]:
 
 def _stores_own_element(block: tir.Block) -> bool:
     """Whether the block's store writes one element per spatial point (its indices are the
-    spatial iterators, each once, or constants) and nothing in it has side effects."""
+    spatial iterators, each once, or values fixed outside the nest: constants, or a fused
+    block's row, `row_fusion`) and nothing in it has side effects."""
     store = block.body
     spatial = [iv.var for iv in block.iter_vars if iv.kind == "S"]
+    own = {iv.var for iv in block.iter_vars}
     seen = []
     for idx in store.indices:
-        if isinstance(idx, tir.IntImm):
+        if isinstance(idx, tir.IntImm) or not contains(idx, lambda n: n in own):
             continue
         if not isinstance(idx, tir.Var) or idx not in spatial or idx in seen:
             return False

@@ -23,6 +23,16 @@ each element from the same values as before, in the same order: results do not c
 When: at least one stage is a row reduction that a later stage reads (a statistic), and no
 stage is a contraction (a matrix product, whose rows share operands: its own rules tile it).
 Anything else is left alone.
+
+Padded windows take the same path, one channel per block (`_padded_window`): a max pooling or
+depthwise convolution of stride 2 reads a padded copy of its input that a stage of its own
+writes, a whole pass over memory (resnet18's pooling: 3.3 MB written and read back; mobilenet_v2's
+first depthwise convolution: 5 MB), since `inline_elementwise` does not inline padding read
+with a stride. Fused, each channel's padded plane lives in a buffer of one plane's size that
+the window reads while it is in cache, filled as two plain nests that vectorize, the padding
+value everywhere and then the interior (`_filled_then_copied`), rather than one load under a
+condition per element; the window then gets `strided_window`. Only where a row of outputs
+fills a vector, which the strided window needs.
 """
 
 from __future__ import annotations
@@ -38,10 +48,12 @@ from tvmscript.ir.tir_visitor import contains
 from .analysis import block_accesses
 from .block_edits import renamed_blocks
 from .dot_product import DOT_ROWS
-from .host import PARALLEL_MIN_WORK
+from .host import PARALLEL_MIN_WORK, vector_bytes
+from .inline import is_padding
 from .nest import Nest, match_nest, perfect_nest
 
 ROW_BLOCK = DOT_ROWS  # rows a block takes through every stage: a dot product's tile of rows
+WINDOW_BLOCK = 1  # channels a block of a padded window takes: one padded plane, in L2 or L1
 
 
 def fuse_row_stages(body):
@@ -54,11 +66,14 @@ def fuse_row_stages(body):
     if len(stmts) < 2 or not all(isinstance(s, tir.For) for s in stmts):
         return body
     nests = [match_nest(s) for s in stmts]
-    if any(n is None for n in nests) or any(_contraction(n) for n in nests):
+    if any(n is None for n in nests):
         return body
     allocated = set(root.alloc_buffers)
     shared = _shared_buffers(nests, allocated)
-    if shared is None or not _has_statistic(nests, shared):
+    if shared is None:
+        return body
+    padding = _padded_window(nests, shared)
+    if padding is None and (any(_contraction(n) for n in nests) or not _has_statistic(nests, shared)):
         return body
     depth = _prefix_depth(nests)
     while depth and _placements(nests, shared, depth) is None:
@@ -69,7 +84,7 @@ def fuse_row_stages(body):
     if rows.const_extent is None or rows.const_extent < 2 or rows.iv is None:
         return body  # (rows of symbolic count keep the per-stage nests)
     placements = _placements(nests, shared, depth)
-    fused = _Fusion(nests, depth, placements).build()
+    fused = _Fusion(nests, depth, placements, padding).build()
     keep = [b for b in root.alloc_buffers if b not in placements]
     return dataclasses.replace(body, block=dataclasses.replace(root, body=fused, alloc_buffers=keep))
 
@@ -125,6 +140,27 @@ def _has_statistic(nests: list, shared: dict) -> bool:
     return False
 
 
+def _padded_window(nests: list, shared: dict) -> Optional[Nest]:
+    """The padding stage (`inline.is_padding`) whose buffer a later reduction reads with a
+    stride of 2 or more along its output's contiguous loop, a vector or more of outputs long:
+    a pooling or depthwise convolution of stride 2 that `strided_window` vectorizes (its
+    padding is not inlined: see `inline._read_contiguously`); else None."""
+    for buf, w in shared.items():
+        if not is_padding(nests[w].block):
+            continue
+        for reader in nests[w + 1:]:
+            x = next((lp for lp in reader.nontrivial if lp.kind == "S" and lp.iv is not None
+                      and reader.accesses[0].get(lp.iv.var, 0) == 1), None)
+            if not reader.reduce_loops or x is None or x.const_extent is None:
+                continue
+            if x.const_extent * reader.ebytes < vector_bytes():
+                continue
+            if any(ld.buffer is buf and strides.get(x.iv.var, 0) >= 2
+                   for ld, strides in zip(reader.rhs_loads, reader.accesses[1:])):
+                return nests[w]
+    return None
+
+
 def _same_extent(a, b) -> bool:
     if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
         return a.value == b.value
@@ -173,12 +209,22 @@ def _placements(nests: list, shared: dict, depth: int) -> Optional[dict]:
             for indices in _accesses(nest, buf):
                 for t, idx in enumerate(indices):
                     if t in dims:
-                        if idx is not prefix[dims.index(t)]:
+                        if _without_unit_iterators(nest, idx) is not prefix[dims.index(t)]:
                             return None
                     elif any(v is not None and contains(idx, lambda n, v=v: n is v) for v in prefix):
                         return None
         out[buf] = dims
     return out
+
+
+def _without_unit_iterators(nest: Nest, index):
+    """``index`` without the nest's iterators of one value added to it (a depthwise
+    convolution reads its input channel ``ff + rc``, ``rc`` of extent 1)."""
+    unit = {iv.var for iv in nest.block.iter_vars
+            if tir.is_const_int(iv.dom.min, 0) and tir.is_const_int(iv.dom.extent, 1)}
+    while isinstance(index, tir.Add) and (index.a in unit or index.b in unit):
+        index = index.a if index.b in unit else index.b
+    return index
 
 
 # ----------------------------------------------------------------------------- how
@@ -188,14 +234,14 @@ class _Fusion:
     """Builds the fused loops: blocks of `ROW_BLOCK` rows in a parallel loop, then the rows
     left over, each block taking every nest in turn."""
 
-    def __init__(self, nests: list, depth: int, placements: dict) -> None:
-        self.nests, self.depth, self.placements = nests, depth, placements
+    def __init__(self, nests: list, depth: int, placements: dict, padding: Optional[Nest] = None) -> None:
+        self.nests, self.depth, self.placements, self.padding = nests, depth, placements, padding
         self.name = f"{nests[-1].block.name}_rows"
         self.rows = nests[0].info[depth - 1]
 
     def build(self) -> tir.Stmt:
         extent = self.rows.const_extent
-        block = min(ROW_BLOCK, extent)
+        block = min(ROW_BLOCK if self.padding is None else WINDOW_BLOCK, extent)
         stmts = [self._loops(block, extent // block, 0, "")]
         if extent % block:
             tail = renamed_blocks(self._loops(extent % block, 1, extent - extent % block, "_tail"), "_tail")
@@ -210,6 +256,7 @@ class _Fusion:
         first = tir.Mul(dtype, rb, tir.IntImm(dtype, block)) if count > 1 else tir.IntImm(dtype, start)
         local = {buf: self._local(buf, block) for buf in self.placements}
         stages = [self._stage(n, outer, first, block, local) for n in self.nests]
+        stages = [_filled_then_copied(st) if n is self.padding else st for n, st in zip(self.nests, stages)]
         inner = tir.Block(self.name, [], [], [], tir.seq(stages), alloc_buffers=list(local.values()))
         stmt = tir.BlockRealize([], tir.IntImm("bool", 1), inner)
         loops = [(rb, tir.IntImm(dtype, count))] if count > 1 else []
@@ -260,6 +307,12 @@ class _Fusion:
             if id(iv) in prefix_ivs:
                 continue
             var = tir.Var(iv.var.dtype, iv.var.name)
+            if iv is rows.iv and block == 1:
+                # One row (a padded window's channel): its index is the block's, no iterator
+                # of one value that would keep the nest from the rules (`nest.match_nest`).
+                mapping[iv.var] = tir.Cast(var.dtype, first) if first.dtype != var.dtype else first
+                row_var = tir.IntImm(var.dtype, 0)
+                continue
             if iv is rows.iv:
                 row_var = var
                 dom = tir.Range(tir.IntImm(var.dtype, 0), tir.IntImm(var.dtype, block))
@@ -279,6 +332,8 @@ class _Fusion:
         stmt = dataclasses.replace(nest.realize, block=new_block, iter_values=values)
         for lp in reversed(loops[self.depth:]):
             stmt = dataclasses.replace(lp, loop_var=fresh_loop[lp.loop_var], body=stmt)
+        if block == 1:
+            return stmt
         row_loop = fresh_loop[loops[self.depth - 1].loop_var]
         return tir.For(row_loop, tir.IntImm(row_loop.dtype, 0), tir.IntImm(row_loop.dtype, block), "serial", stmt)
 
@@ -305,3 +360,77 @@ class _Localize(IRMutator):
             return tir.BufferStore(self.local[s.buffer], self.visit_expr(s.value), self._indices(s.buffer, s.indices),
                                    s.span)
         return super().visit_stmt(s)
+
+
+def _filled_then_copied(stage: tir.For) -> tir.Stmt:
+    """A padding stage's nest for one block as two plain nests: every element set to the
+    padding value, then the elements inside the bounds its condition names copied, each loop
+    of the copy restricted to them. Both vectorize (`loop_tile`); the stage as it was loads
+    under a condition per element, which stays scalar. The stage is returned as it was when
+    its condition is not a conjunction of constant bounds on iterators the loops bind."""
+    loops, realize = perfect_nest(stage)
+    block = realize.block
+    cond, then, other = block.body.value.args
+    bounds = _bounds(cond)
+    loop_of = {}
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        lp = next((lp for lp in loops if value is lp.loop_var), None)
+        if lp is not None:
+            loop_of[iv.var] = lp
+    if bounds is None or any(v not in loop_of for v in bounds):
+        return stage
+
+    def nest(name: str, value, ranges: dict) -> tir.Stmt:
+        """The stage storing ``value``, its loops (variables of its own) within ``ranges``."""
+        fresh = {lp.loop_var: tir.Var(lp.loop_var.dtype, lp.loop_var.name) for lp in loops}
+        body = dataclasses.replace(block.body, value=value)
+        reads, writes = infer_access_regions(body, None, block.alloc_buffers)
+        new_block = dataclasses.replace(block, name=name, body=body, reads=reads, writes=writes)
+        stmt = dataclasses.replace(realize, block=new_block,
+                                   iter_values=[substitute(v, fresh) for v in realize.iter_values])
+        for lp in reversed(loops):
+            lo, hi = ranges.get(lp.loop_var, (None, None))
+            if lo is None:
+                stmt = dataclasses.replace(lp, loop_var=fresh[lp.loop_var], body=stmt)
+            else:
+                stmt = dataclasses.replace(lp, loop_var=fresh[lp.loop_var], min=tir.IntImm(lp.min.dtype, lo),
+                                           extent=tir.IntImm(lp.extent.dtype, hi - lo), body=stmt)
+        return stmt
+
+    ranges = {}
+    for var, (lo, hi) in bounds.items():
+        lp = loop_of[var]
+        start, stop = lp.min.value, lp.min.value + lp.extent.value
+        lo, hi = max(lo, start), min(hi, stop)
+        if hi <= lo:
+            return nest(block.name, other, {})  # all padding
+        ranges[lp.loop_var] = (lo, hi)
+    return tir.seq([nest(block.name + "_fill", other, {}), nest(block.name, then, ranges)])
+
+
+def _bounds(cond) -> Optional[dict]:
+    """``{iterator: (lo, hi)}`` for a conjunction of ``lo <= v``, ``v < hi`` (and ``v >= lo``,
+    ``hi > v``, ``<=``/``>`` forms) with integer constants; None for anything else."""
+    out: dict = {}
+
+    def add(var, lo=None, hi=None) -> bool:
+        if not isinstance(var, tir.Var):
+            return False
+        cur = out.get(var, (-(1 << 62), 1 << 62))
+        out[var] = (max(cur[0], lo) if lo is not None else cur[0], min(cur[1], hi) if hi is not None else cur[1])
+        return True
+
+    def visit(e) -> bool:
+        if isinstance(e, tir.And):
+            return visit(e.a) and visit(e.b)
+        a, b = getattr(e, "a", None), getattr(e, "b", None)
+        if isinstance(e, (tir.LE, tir.LT, tir.GE, tir.GT)):
+            if isinstance(a, tir.IntImm):  # c <= v, c < v, c >= v, c > v
+                c = a.value
+                return add(b, lo={tir.LE: c, tir.LT: c + 1}.get(type(e)), hi={tir.GE: c + 1, tir.GT: c}.get(type(e)))
+            if isinstance(b, tir.IntImm):  # v < c, v <= c, v >= c, v > c
+                c = b.value
+                return add(a, lo={tir.GE: c, tir.GT: c + 1}.get(type(e)), hi={tir.LT: c, tir.LE: c + 1}.get(type(e)))
+        return False
+
+    return out if visit(cond) else None

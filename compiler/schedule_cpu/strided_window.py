@@ -4,10 +4,11 @@ of outputs whose window taps are loaded together (`StridedWindow`).
 
 Why: the register tile vectorizes a loop its operands are read along with unit stride, so a
 stride-2 window got scalar accumulators, one strided load per tap and output (resnet18's
-max pooling: 0.9 ms of its 11). Here the window's last loop (``rx``) is unrolled inside the
-vector loop over the outputs, so the taps ``2x, 2x + 1, 2x + 2`` of a vector of outputs are
-one interleaved access group, which LLVM loads as whole vectors and shuffles apart (two
-vector loads and a permute per tap on AVX-512) instead of gathering lanes one by one::
+max pooling: 0.9 ms of its 11; a depthwise convolution of stride 2 likewise). Here the
+window's last loop (``rx``) is unrolled inside the vector loop over the outputs, so the taps
+``2x, 2x + 1, 2x + 2`` of a vector of outputs are one interleaved access group, which LLVM
+loads as whole vectors and shuffles apart (two vector loads and a permute per tap on
+AVX-512) instead of gathering lanes one by one::
 
     for <the other spatial loops>:                          # the outermost one parallel
         acc[x] = init                                        # x < X, vectorized
@@ -87,9 +88,9 @@ def plan_strided_window(nest: Nest) -> Optional[StridedWindow]:
     vector), whose last reduce loop ``r`` has a constant extent of at most `MAX_TAPS`, and
     that reads some operand with a stride ``s`` (2 to `MAX_STRIDE`, at most ``r``'s extent, so
     the taps of a vector of outputs cover whole vectors of it) along ``x`` and unit stride
-    along ``r``; no other read varies with the window (a pooling: a strided depthwise
-    convolution measured no faster this way than with the register tile's scalar
-    accumulators, which also compute its bias and activation in their stores)."""
+    along ``r``; no other read varies along both the window and ``x`` (a pooling, or a
+    depthwise convolution, whose weights vary with the window only: one per tap, broadcast
+    to the vector of outputs)."""
     store, init = nest.store, nest.init
     if not isinstance(store.value, (tir.Add, tir.Max, tir.Min)) or not isinstance(init, tir.BufferStore):
         return None
@@ -109,9 +110,9 @@ def plan_strided_window(nest: Nest) -> Optional[StridedWindow]:
     for strides in nest.accesses[1:]:
         along = strides.get(x.iv.var, 0)
         if along in (0, 1):
-            if any(strides.get(v, 0) for v in window):
-                return None  # a convolution's weights: the register tile folds its epilogue
-            continue
+            if along == 1 and any(strides.get(v, 0) for v in window):
+                return None  # a window read contiguously: the register tile vectorizes it
+            continue  # (a depthwise convolution's weights: one per tap, the same for every x)
         if not 2 <= along <= min(MAX_STRIDE, r.const_extent) or strides.get(r.iv.var, 0) != 1:
             return None
         strided = True

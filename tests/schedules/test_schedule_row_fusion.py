@@ -151,3 +151,80 @@ def test_a_symbolic_batch_above_constant_rows_is_fused_and_exact():
         kernel(x, out)
         e = np.exp(x.astype("float64") - x.max(-1, keepdims=True))
         np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=2e-6, atol=1e-7)
+
+
+# ----------------------------------------------------------------------------- padded windows
+
+
+def _pool_ref(x, k, s, pad, fill=-np.inf):
+    """NumPy max pooling of NCHW ``x``: window ``k``, stride ``s``, ``pad`` = (top, left, bottom, right)."""
+    t, left, b, r = pad
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (left, r)), constant_values=fill)
+    oh, ow = (xp.shape[2] - k) // s + 1, (xp.shape[3] - k) // s + 1
+    out = np.full(x.shape[:2] + (oh, ow), -np.inf, x.dtype)
+    for dy in range(k):
+        for dx in range(k):
+            out = np.maximum(out, xp[:, :, dy:dy + s * oh:s, dx:dx + s * ow:s])
+    return out
+
+
+def test_a_padded_window_runs_one_channel_at_a_time():
+    """A stride-2 max pooling with padding: per channel (the parallel loop), its padded plane
+    in a buffer of one channel's size, filled with the padding value then the interior copied
+    (both plain, vectorizable nests, no condition per element), then the strided window."""
+    build = lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1])]  # noqa: E731
+    func = sc.zero_kernel(build, [((1, 16, 75, 75), "float32")])
+    scheduled = default_schedule(func)
+    (rows,) = _row_blocks(scheduled)
+    (plane,) = rows.alloc_buffers
+    assert [int(d.value) for d in plane.shape] == [1, 77, 77]
+    assert not scheduled.body.block.alloc_buffers  # no padded copy of the whole tensor
+    parallel = [lp for lp in _loops(scheduled) if lp.kind == "parallel"]
+    assert [int(lp.extent.value) for lp in parallel] == [16]
+    names = [r.block.name for r in blocks_under(scheduled.body)]
+    assert names.index("pad_temp_fill") < names.index("pad_temp") < names.index("pool_max_window")
+    copy = next(r for r in blocks_under(scheduled.body) if r.block.name == "pad_temp")
+    assert not any(isinstance(v, tir.Call) for v in [copy.block.body.value])  # no if_then_else left
+    copy_loops = [lp for lp in _loops(scheduled) if lp.loop_var in {v for v in copy.iter_values}]
+    assert sorted((int(lp.min.value), int(lp.extent.value)) for lp in copy_loops) == [(1, 75), (1, 75)]
+    x = RNG.standard_normal((1, 16, 75, 75)).astype("float32")
+    out = np.full((1, 16, 38, 38), np.nan, "float32")
+    build_cpu({"f": func}, use_cache=False)["f"](x, out)
+    np.testing.assert_array_equal(out, _pool_ref(x, 3, 2, (1, 1, 1, 1)))
+
+
+@pytest.mark.parametrize("shape, k, s, pad", [
+    ((2, 3, 40, 37), 3, 2, (0, 1, 2, 1)),    # batch 2, uneven padding
+    ((1, 5, 64, 64), 2, 2, (1, 1, 1, 1)),
+    ((1, 3, 70, 70), 4, 3, (1, 2, 1, 2)),    # stride 3
+])
+def test_padded_windows_match_numpy(shape, k, s, pad):
+    build = lambda x: [op.nn.max_pool2d(x, pool_size=[k, k], strides=[s, s], padding=list(pad))]  # noqa: E731
+    func = sc.zero_kernel(build, [(shape, "float32")])
+    scheduled = default_schedule(func)
+    expected = _pool_ref(np.zeros(shape, "float32"), k, s, pad)
+    x = RNG.standard_normal(shape).astype("float32")
+    out = np.full(expected.shape, np.nan, "float32")
+    build_cpu({"f": func}, use_cache=False)["f"](x, out)
+    np.testing.assert_array_equal(out, _pool_ref(x, k, s, pad))
+    assert _row_blocks(scheduled) or expected.shape[-1] < 16  # fused where a row of outputs fills a vector
+
+
+def test_a_depthwise_convolution_of_stride_2_matches_numpy_one_channel_at_a_time():
+    def build(x, w, b):
+        return [op.clip(op.add(op.nn.conv2d(x, w, strides=[2, 2], padding=[1] * 4, groups=16), b), 0.0, 6.0)]
+
+    shapes = [(1, 16, 67, 67), (16, 1, 3, 3), (1, 16, 1, 1)]
+    func = sc.zero_kernel(build, [(sh, "float32") for sh in shapes])
+    scheduled = default_schedule(func)
+    assert _row_blocks(scheduled)
+    assert any(r.block.name.endswith("_window") for r in blocks_under(scheduled.body))
+    x, w, b = (RNG.standard_normal(sh).astype("float32") for sh in shapes)
+    out = np.full((1, 16, 34, 34), np.nan, "float32")
+    build_cpu({"f": func}, use_cache=False)["f"](x, w, b, out)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).astype("float64")
+    ref = np.zeros((1, 16, 34, 34))
+    for dy in range(3):
+        for dx in range(3):
+            ref += xp[:, :, dy:dy + 68:2, dx:dx + 68:2] * w[None, :, 0, dy, dx, None, None]
+    np.testing.assert_allclose(out, np.clip(ref + b, 0, 6), rtol=1e-5, atol=1e-5)
