@@ -228,3 +228,23 @@ def test_a_depthwise_convolution_of_stride_2_matches_numpy_one_channel_at_a_time
         for dx in range(3):
             ref += xp[:, :, dy:dy + 68:2, dx:dx + 68:2] * w[None, :, 0, dy, dx, None, None]
     np.testing.assert_allclose(out, np.clip(ref + b, 0, 6), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("extent, lanes, width", [
+    (28, 16, 8), (56, 16, 16), (38, 16, 16), (112, 16, 16), (16, 16, 8), (28, 8, 8), (12, 8, 8), (8, 8, 4),
+])
+def test_a_window_row_takes_the_vector_width_that_leaves_the_least_work(extent, lanes, width):
+    from tvmscript.compiler.schedule_cpu.strided_window import _row_width
+
+    assert _row_width(extent, lanes) == width
+
+
+def test_a_row_of_28_strided_outputs_is_vectorized_at_the_narrower_width():
+    from tvmscript.compiler.lower_tir import VECTORIZE_ANN
+    from tvmscript.compiler.schedule_cpu.host import vector_bytes
+    from tvmscript.compiler.schedule_cpu.strided_window import _row_width
+
+    build = lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1])]  # noqa: E731
+    func = sc.zero_kernel(build, [((1, 8, 56, 56), "float32")])
+    widths = {lp.annotations.get(VECTORIZE_ANN) for lp in _loops(default_schedule(func))} - {None}
+    assert widths == {_row_width(28, vector_bytes() // 4)}
