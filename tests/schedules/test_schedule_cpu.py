@@ -399,3 +399,32 @@ def test_merged_stages_with_int32_loops_over_int64_buffers():
     build_cpu({"f": tvms.parse(MIXED_INDEX_TYPES)})["f"](x, out)
     expected = np.broadcast_to(np.pad(x, [(0, 0), (0, 0), (1, 2)])[..., None], (2, 6, 19, 5))
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("size", [28, 14])
+def test_a_depthwise_convolution_runs_its_channels_in_parallel(size):
+    """No panel to pack: the 192 channels run in parallel, not the row's two vector tiles
+    (which split every row of outputs between the threads), and results keep their bits."""
+    build = lambda x, w: [op.nn.conv2d(x, w, padding=[1] * 4, groups=192)]  # noqa: E731
+    shapes = [(1, 192, size, size), (192, 1, 3, 3)]
+    mod = _zero_module(build, shapes)
+    (func,) = _prim_funcs(mod).values()
+    g = default_schedule(func)
+    parallel = []
+
+    def visit(s):
+        if isinstance(s, tir.For):
+            if s.kind == "parallel":
+                parallel.append(int(s.extent.value))
+            visit(s.body)
+        elif isinstance(s, tir.SeqStmt):
+            for c in s.seq:
+                visit(c)
+        elif isinstance(s, tir.BlockRealize):
+            visit(s.block.body)
+
+    visit(g.body)
+    assert parallel == [192]
+    arrays = [RNG.standard_normal(sh).astype("float32") for sh in shapes]
+    (fast,), (plain,) = _run_both(mod, arrays)
+    np.testing.assert_array_equal(fast, plain)
