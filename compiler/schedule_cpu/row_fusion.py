@@ -365,9 +365,10 @@ class _Localize(IRMutator):
 def _filled_then_copied(stage: tir.For) -> tir.Stmt:
     """A padding stage's nest for one block as two plain nests: every element set to the
     padding value, then the elements inside the bounds its condition names copied, each loop
-    of the copy restricted to them. Both vectorize (`loop_tile`); the stage as it was loads
-    under a condition per element, which stays scalar. The stage is returned as it was when
-    its condition is not a conjunction of constant bounds on iterators the loops bind."""
+    of the copy restricted to them: plain loops LLVM vectorizes (no rule plans them here),
+    where the stage as it was loads under a condition per element, which stays scalar. The
+    stage is returned as it was when its condition is not a conjunction of constant bounds on
+    iterators the loops bind."""
     loops, realize = perfect_nest(stage)
     block = realize.block
     cond, then, other = block.body.value.args
