@@ -76,6 +76,21 @@ def is_call_tir(expr) -> bool:
             and expr.op.name == "relax.call_tir" and isinstance(expr.args[0], ir.GlobalVar))
 
 
+def single_block_nest(func: tir.PrimFunc):
+    """``(loops, realize)``: the loops and the one BlockRealize of a function whose body is a
+    loop nest around one block (a root block with nothing else is looked through), else None.
+    What a kernel that only moves elements looks like (a transpose, a reshape)."""
+    s = func.body
+    if isinstance(s, tir.BlockRealize) and not s.iter_values and s.block.name == "root" \
+            and not s.block.alloc_buffers and not s.block.match_buffers and s.block.init is None:
+        s = s.block.body
+    loops = []
+    while isinstance(s, tir.For):
+        loops.append(s)
+        s = s.body
+    return (loops, s) if isinstance(s, tir.BlockRealize) else None
+
+
 def call_tir_args(expr) -> list:
     args = expr.args[1]
     return list(args.fields) if isinstance(args, relax.Tuple) else [args]

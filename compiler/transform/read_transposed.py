@@ -22,24 +22,10 @@ from tvmscript import ir
 from tvmscript.ir import relax, tir
 from tvmscript.ir.tir_visitor import TIRVisitor, contains
 
-from ._common import call_tir_args, copy_module, is_call_tir, replace_fields, var_use_counts
+from ._common import call_tir_args, copy_module, is_call_tir, replace_fields, single_block_nest, var_use_counts
 from .dead_code_elimination import remove_unused_bindings
 
 __all__ = ["ReadTransposedInPlace", "read_transposed_in_place", "permutation_of"]
-
-
-def _single_block(func: tir.PrimFunc):
-    """The loops and the one BlockRealize of a function whose body is a loop nest around one
-    block (a root block with nothing else is looked through), else None."""
-    s = func.body
-    if isinstance(s, tir.BlockRealize) and not s.iter_values and s.block.name == "root" \
-            and not s.block.alloc_buffers and not s.block.match_buffers and s.block.init is None:
-        s = s.block.body
-    loops = []
-    while isinstance(s, tir.For):
-        loops.append(s)
-        s = s.body
-    return (loops, s) if isinstance(s, tir.BlockRealize) else None
 
 
 def permutation_of(func: tir.PrimFunc) -> Optional[tuple]:
@@ -50,7 +36,7 @@ def permutation_of(func: tir.PrimFunc) -> Optional[tuple]:
     src, dst = (func.buffer_map[p] for p in func.params)
     if src.dtype != dst.dtype or len(src.shape) != len(dst.shape) or src.strides or dst.strides:
         return None
-    found = _single_block(func)
+    found = single_block_nest(func)
     if found is None:
         return None
     loops, realize = found

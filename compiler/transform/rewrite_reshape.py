@@ -32,7 +32,7 @@ from tvmscript.ir import relax, tir
 from tvmscript.ir.arith.analyzer import Analyzer
 from tvmscript.ir.mutator import substitute
 
-from ._common import call_tir_args, global_vars_used, is_call_tir, walk_relax
+from ._common import call_tir_args, global_vars_used, is_call_tir, single_block_nest, walk_relax
 
 __all__ = ["RewriteDataflowReshape", "is_reshape"]
 
@@ -117,8 +117,13 @@ def is_reshape(func: tir.PrimFunc) -> bool:
     if len(func.params) != 2 or len(func.buffer_map) != 2:
         return False
     x, y = (func.buffer_map[p] for p in func.params)
-    block = _only_block(func.body)
-    if block is None or not isinstance(block.body, tir.BufferStore) or block.alloc_buffers:
+    found = single_block_nest(func)
+    if found is None:
+        return False
+    loops, realize = found
+    block = realize.block
+    if not isinstance(block.body, tir.BufferStore) or block.alloc_buffers or block.match_buffers \
+            or not (isinstance(realize.predicate, tir.IntImm) and realize.predicate.value == 1):
         return False
     store = block.body
     load = store.value
@@ -129,10 +134,16 @@ def is_reshape(func: tir.PrimFunc) -> bool:
     ivars = [iv.var for iv in block.iter_vars]
     if [i for i in store.indices] != ivars or len(ivars) != len(y.shape):
         return False
+    if len(loops) != len(ivars):
+        return False
     an = Analyzer()
     unit = {}
-    for iv, dim in zip(block.iter_vars, y.shape):
+    # Each iterator sweeps its output axis, bound to a loop of its own over the axis.
+    for iv, value, loop, dim in zip(block.iter_vars, realize.iter_values, loops, y.shape):
         if iv.kind != "S" or not (tir.is_const_int(iv.dom.min, 0) and an.can_prove_equal(iv.dom.extent, dim)):
+            return False
+        if value is not loop.loop_var or loop.step is not None or not tir.is_const_int(loop.min, 0) \
+                or not an.can_prove_equal(loop.extent, dim):
             return False
         an.bind(iv.var, iv.dom)
         if tir.is_const_int(iv.dom.extent, 1):
@@ -145,28 +156,6 @@ def is_reshape(func: tir.PrimFunc) -> bool:
         return True  # each index an iterator (expand_dims, squeeze) or a product of a few
     linear = _unraveled(indices, list(x.shape), an)
     return linear is not None and an.can_prove_equal(linear, position)
-
-
-def _only_block(stmt) -> Optional[tir.Block]:
-    """The one block under the root block and its loops, or None."""
-    blocks = []
-
-    def walk(s):
-        if isinstance(s, tir.BlockRealize):
-            if s.block.name == "root":
-                walk(s.block.body)
-                return
-            blocks.append(s.block)
-        elif isinstance(s, tir.For):
-            walk(s.body)
-        elif isinstance(s, tir.SeqStmt):
-            for c in s.seq:
-                walk(c)
-        else:
-            blocks.append(None)
-
-    walk(stmt)
-    return blocks[0] if len(blocks) == 1 else None
 
 
 def _unraveled(indices: list, shape: list, an: Analyzer):

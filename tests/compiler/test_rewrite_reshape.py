@@ -84,6 +84,25 @@ def test_hand_written_copies(x_shape, index, expected):
     assert is_reshape(tvms.parse(COPY_TO_2x3.format(x_shape=x_shape, index=index))) is expected
 
 
+PART_OF_THE_OUTPUT = '''
+@T.prim_func
+def copy(X: T.Buffer((6,), "float32"), Y: T.Buffer((2, 3), "float32")):
+    for i, j in T.grid(2, {columns}):
+        with T.block("Y"):
+            vi = T.axis.spatial(2, i)
+            vj = T.axis.spatial(3, j)
+            {where}
+            Y[vi, vj] = X[vi * 3 + vj]
+'''
+
+
+@pytest.mark.parametrize("columns, where", [(3, "T.where(vj < 2)"), (2, "")], ids=["predicated", "partial-loop"])
+def test_a_copy_of_part_of_the_output_is_not_a_reshape(columns, where):
+    text = PART_OF_THE_OUTPUT.format(columns=columns, where=where or "T.reads(X[vi * 3 + vj])")
+    assert not is_reshape(tvms.parse(text))
+    assert is_reshape(tvms.parse(PART_OF_THE_OUTPUT.format(columns=3, where="T.reads(X[vi * 3 + vj])")))
+
+
 # ----------------------------------------------------------------------------- the build
 
 THROUGH_A_VIEW = '''
