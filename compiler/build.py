@@ -147,7 +147,7 @@ def _compile_kernels(prim_funcs: dict, relax_funcs: dict, bounds_check: bool, op
         raise _kernel_error(err, kernel, prim_funcs[kernel], relax_funcs) from None
     # .kernels: those of another CPU are kept (to print or export) though they refuse to run here
     kernels = {name: kernel.compiled_from(place_table(prim_funcs[name])) for name, kernel in built.kernels.items()}
-    return kernels, getattr(built, "packed_layouts", {})
+    return kernels, built.packed_layouts
 
 
 def _kernel_error(err: Exception, kernel: str, func: tir.PrimFunc, relax_funcs: dict) -> BuildError:

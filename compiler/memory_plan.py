@@ -4,8 +4,9 @@ arena, and where each lies in it.
 A tensor made by the VM (an ``R.call_tir`` output, an ``R.alloc_tensor``) with a static shape
 and dtype, and only ever read by kernels (itself or through an ``R.reshape`` view of it), is
 dead when its function returns: it can take a fixed slot of one aligned block, the function's
-*arena*, which the VM allocates once per frame and reuses from call to call (`runtime.vm`). `arena_candidates` finds those tensors (an escape
-analysis over the function's body), `arena_layout` lays them out.
+*arena*, which the VM allocates once per frame and reuses from call to call (`runtime.vm`).
+`arena_candidates` finds those tensors (an escape analysis over the function's body),
+`arena_layout` lays them out.
 """
 
 from __future__ import annotations

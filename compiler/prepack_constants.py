@@ -69,21 +69,15 @@ def constant_bindings(func: relax.Function) -> dict:
     binds a folded weight so: ``lv = metadata["relax.expr.Constant"][0]``)."""
     bound = {}
 
-    def visit(n):
-        if isinstance(n, relax.BindingBlock):
-            for b in n.bindings:
-                if isinstance(getattr(b, "value", None), relax.Constant):
-                    bound[b.var] = b.value
-
-    def walk(node):
-        if isinstance(node, relax.SeqExpr):
-            for block in node.blocks:
-                visit(block)
-                for b in block.bindings:
-                    value = getattr(b, "value", None)
-                    if isinstance(value, relax.If):
-                        walk(value.true_branch)
-                        walk(value.false_branch)
+    def walk(seq: relax.SeqExpr):
+        for block in seq.blocks:
+            for b in block.bindings:
+                value = getattr(b, "value", None)
+                if isinstance(value, relax.Constant):
+                    bound[b.var] = value
+                elif isinstance(value, relax.If):
+                    walk(value.true_branch)
+                    walk(value.false_branch)
 
     walk(func.body)
     return bound

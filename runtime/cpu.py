@@ -195,6 +195,9 @@ class CPUModule:
         self.opt_level = opt_level
         self.infos = tuple(infos)  # runtime.kernel_abi.KernelInfo of each kernel, for export_library
         self.from_disk_cache = False
+        # kernel -> {parameter index: layout} the compiler's schedule gave constant parameters
+        # (compiler.prepack_constants packs the constants into them)
+        self.packed_layouts: dict = {}
         # why the code cannot run in this process (built for another CPU), or None
         self.unrunnable = None if target == host_target() else target.unrunnable_on(host_target())
 

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 __all__ = ["ParamSpec", "KernelInfo", "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "THREADS_SYMBOL", "INDEX_MARK",
-           "SIZE_MARK",
-           "PLACE_MARK", "split_place", "PlaceTable"]
+           "SIZE_MARK", "PLACE_MARK", "split_place", "PlaceTable"]
 
 Dim = Union[int, str]  # a buffer dimension: a size, a symbol's name or an expression's text
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tvmscript.ir import tir
-from tvmscript.runtime.kernel_abi import THREADS_SYMBOL
 from tvmscript.ir.tir_visitor import vars_in
+from tvmscript.runtime.kernel_abi import THREADS_SYMBOL
 
 from ..kernel_params import collect_free
 from .cost import PARALLEL_MIN_WORK_PER_THREAD, UNKNOWN_WORK, estimated_work, iterations_per_thread, runtime_work_expr
@@ -140,8 +140,9 @@ class ParallelGen:
     def team_size(self, extent, dtype: str, iters_per_thread: int, work=None):
         """Threads (i32) to run a parallel loop of ``extent`` iterations on: one per
         ``iters_per_thread`` iterations, at most the runtime's thread count (`THREADS_SYMBOL`:
-        ``OMP_NUM_THREADS``, else the CPUs; not libgomp's, which PyTorch changes); below 2, the caller runs the loop on its own thread. ``work``: one
-        iteration's work computed at run time (i64, `runtime_work_expr`), instead: one thread per
+        ``OMP_NUM_THREADS``, else the CPUs; not libgomp's, which PyTorch changes); below 2,
+        the caller runs the loop on its own thread. ``work``: one iteration's work computed at
+        run time (i64, `runtime_work_expr`), instead: one thread per
         `PARALLEL_MIN_WORK_PER_THREAD` units of the loop's."""
         n = self.to_i64(extent, dtype)
         if work is not None:
