@@ -143,16 +143,21 @@ def test_fused_matmul_add_gelu(monkeypatch):
     assert any(len(s) == 3 for s in _constant_shapes(ex))
 
 
-MM = """
+def _mm(name: str, term: str) -> str:
+    """``C = A @ B.T`` over ``term`` (a product of ``A[vi, vk]`` and ``B[vj, vk]``), 7 x 64 x 96."""
+    return f"""
     @T.prim_func(private=True)
-    def mm(A: T.Buffer((7, 64), "float32"), B: T.Buffer((96, 64), "float32"), C: T.Buffer((7, 96), "float32")):
+    def {name}(A: T.Buffer((7, 64), "float32"), B: T.Buffer((96, 64), "float32"), C: T.Buffer((7, 96), "float32")):
         for i, j, k in T.grid(7, 96, 64):
             with T.block("C"):
                 vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                 with T.init():
                     C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+                C[vi, vj] = C[vi, vj] + {term}
 """
+
+
+MM = _mm("mm", "A[vi, vk] * B[vj, vk]")
 
 
 def _calling(body: str, params: str):
@@ -160,15 +165,7 @@ def _calling(body: str, params: str):
 @I.ir_module
 class Module:
 {MM}
-    @T.prim_func(private=True)
-    def mm_relu(A: T.Buffer((7, 64), "float32"), B: T.Buffer((96, 64), "float32"), C: T.Buffer((7, 96), "float32")):
-        for i, j, k in T.grid(7, 96, 64):
-            with T.block("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk] * T.float32(2)
-
+{_mm("mm_doubled", "A[vi, vk] * B[vj, vk] * T.float32(2)")}
     @R.function
     def main(x: R.Tensor((7, 64), "float32"), {params}):
         cls = Module
@@ -192,7 +189,7 @@ def test_a_kernel_called_with_two_constants(monkeypatch):
 def test_a_constant_used_by_two_kernels(monkeypatch):
     w, x = _rand(96, 64), _rand(7, 64)
     mod = _calling("""            a = R.call_tir(cls.mm, (x, w), out_sinfo=R.Tensor((7, 96), "float32"))
-            b = R.call_tir(cls.mm_relu, (x, w), out_sinfo=R.Tensor((7, 96), "float32"))
+            b = R.call_tir(cls.mm_doubled, (x, w), out_sinfo=R.Tensor((7, 96), "float32"))
             y = (a, b)
             R.output(y)""", 'w: R.Tensor((96, 64), "float32")')
     ex = _check(mod, {"w": w}, [x], x @ w.T + (x * 2) @ w.T, monkeypatch)
