@@ -84,11 +84,11 @@ class DotProduct:
         # Partial sums start at 0 (the init is added once, in `_totals`); partial maxima and
         # minima at the init value, which taking it again does not change.
         first = tir.const(0, dt) if combine is tir.Add else substitute(self.init.value, mapping)
-        start = _loop(r, rows, _loop(lane, lanes, tir.BufferStore(acc, first, cell), annotations=vector),
-                      kind="unroll")
+        start = loop_from_zero(r, rows, loop_from_zero(lane, lanes, tir.BufferStore(acc, first, cell),
+                                                       annotations=vector), kind="unroll")
         update = tir.BufferStore(acc, combine(dt, tir.BufferLoad(dt, acc, cell), rhs), cell, self.store.span)
-        accumulate = _loop(ko, k.const_extent // lanes,
-                           _loop(r, rows, _loop(lane, lanes, update, annotations=vector), kind="unroll"))
+        accumulate = loop_from_zero(ko, k.const_extent // lanes, loop_from_zero(
+            r, rows, loop_from_zero(lane, lanes, update, annotations=vector), kind="unroll"))
         tail = self._tail(rhs, ko, lane)
         finish, allocs = self._totals(acc, r, lane, rows, mapping, indices, shifted, tail)
         body = tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(
@@ -137,28 +137,30 @@ class DotProduct:
             total = tir.BufferStore(out, combine(dt, tir.BufferLoad(dt, out, indices), tir.BufferLoad(dt, acc, cell)),
                                     indices, self.store.span)
             steps = [tir.BufferStore(out, substitute(self.init.value, mapping), indices, self.store.span),
-                     _loop(lane, self.lanes, total)]
+                     loop_from_zero(lane, self.lanes, total)]
             if tail is not None:
                 t, extra, term = tail
-                steps.append(_loop(t, extra, tir.BufferStore(
+                steps.append(loop_from_zero(t, extra, tir.BufferStore(
                     out, combine(dt, tir.BufferLoad(dt, out, indices), term), indices, self.store.span)))
-            return _loop(r, rows, tir.seq(steps)), [acc]
+            return loop_from_zero(r, rows, tir.seq(steps)), [acc]
         one = tir.Buffer(f"{out.name}_total", [tir.IntImm("int64", 1)], dt, scope="local")
         at = [tir.IntImm("int64", 0)]
         total = tir.BufferStore(one, combine(dt, tir.BufferLoad(dt, one, at), tir.BufferLoad(dt, acc, cell)), at)
-        steps = [tir.BufferStore(one, substitute(self.init.value, mapping), at), _loop(lane, self.lanes, total)]
+        steps = [tir.BufferStore(one, substitute(self.init.value, mapping), at),
+                 loop_from_zero(lane, self.lanes, total)]
         if tail is not None:
             t, extra, term = tail
-            steps.append(_loop(t, extra, tir.BufferStore(one, combine(dt, tir.BufferLoad(dt, one, at), term), at)))
+            add = tir.BufferStore(one, combine(dt, tir.BufferLoad(dt, one, at), term), at)
+            steps.append(loop_from_zero(t, extra, add))
         steps.append(tir.BufferStore(out, tir.BufferLoad(dt, one, at), indices, self.store.span))
-        return _loop(r, rows, tir.seq(steps)), [acc, one]
+        return loop_from_zero(r, rows, tir.seq(steps)), [acc, one]
 
     def _around(self, body: tir.Stmt, jo, rows: int, shifted: bool = False) -> tir.Stmt:
         """``body`` (one tile of rows) in the loop over the row tiles ``jo`` and the other
         spatial loops, the outermost worth it parallel."""
         j, k = self.j, self.k
         if j.const_extent is not None:
-            body = _loop(jo, -(-j.const_extent // rows) if shifted else j.const_extent // rows, body)
+            body = loop_from_zero(jo, -(-j.const_extent // rows) if shifted else j.const_extent // rows, body)
         else:  # tiles of rows, the last one shifted back; or, with one row each, every row
             count = j.extent if rows == 1 else tir.FloorDiv(
                 j.dtype, tir.Add(j.dtype, j.extent, tir.IntImm(j.dtype, rows - 1)), tir.IntImm(j.dtype, rows))
@@ -167,17 +169,17 @@ class DotProduct:
         for lp in reversed(outer):
             body = tir.For(lp.var, lp.min, lp.extent, "serial", body)
         if self.parallel:
-            body = _parallel_outermost(body)
+            body = parallel_outermost(body)
         return body
 
 
-def _loop(var, extent: int, body, kind="serial", annotations=None) -> tir.For:
+def loop_from_zero(var, extent: int, body, kind="serial", annotations=None) -> tir.For:
     """A loop of ``var`` from 0 to the constant ``extent``."""
     return tir.For(var, tir.IntImm(var.dtype, 0), tir.IntImm(var.dtype, extent), kind, body,
                    annotations=dict(annotations or {}))
 
 
-def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
+def parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
     """``stmt`` (a loop nest) with its outermost loop of more than one iteration parallel (in
     a `small_nest`, a loop of symbolic extent counts as one of a few iterations: the loop
     inside it goes parallel, as in the nest's static twin)."""
@@ -186,7 +188,7 @@ def _parallel_outermost(stmt: tir.Stmt) -> tir.Stmt:
     few = tir.is_const_int(stmt.extent, 1) or (
         symbolic_extents_small.get() and not isinstance(stmt.extent, tir.IntImm) and isinstance(stmt.body, tir.For))
     if few:
-        return dataclasses.replace(stmt, body=_parallel_outermost(stmt.body))
+        return dataclasses.replace(stmt, body=parallel_outermost(stmt.body))
     return dataclasses.replace(stmt, kind="parallel")
 
 

@@ -29,7 +29,7 @@ from tvmscript.ir.mutator import substitute
 
 from ..lower_tir import VECTORIZE_ANN
 from .analysis import reduction_rhs
-from .dot_product import _loop, _parallel_outermost
+from .dot_product import loop_from_zero, parallel_outermost
 from .host import vector_bytes
 from .nest import Nest
 from .plan import worth_parallel
@@ -67,19 +67,19 @@ class StridedWindow:
             tap = {**mapping, r.iv.var: tir.Add(r.dtype, r.min, tir.IntImm(r.dtype, t)) if not tir.is_const_int(
                 r.min, 0) else tir.IntImm(r.iv.var.dtype, t)}
             value = combine(dt, value, substitute(rhs, tap))
-        update = _loop(xv, x.const_extent, tir.BufferStore(acc, value, cell, store.span), annotations=vector)
+        update = loop_from_zero(xv, x.const_extent, tir.BufferStore(acc, value, cell, store.span), annotations=vector)
         for lp in reversed([lp for lp in nest.reduce_loops if lp is not r]):
             update = tir.For(lp.var, lp.min, lp.extent, "serial", update)
-        start = _loop(xv, x.const_extent, tir.BufferStore(acc, substitute(init.value, mapping), cell),
-                      annotations=vector)
+        start = loop_from_zero(xv, x.const_extent, tir.BufferStore(acc, substitute(init.value, mapping), cell),
+                               annotations=vector)
         indices = [substitute(i, mapping) for i in store.indices]
-        finish = _loop(xv, x.const_extent, tir.BufferStore(out, tir.BufferLoad(dt, acc, cell), indices, store.span),
-                       annotations=vector)
+        final = tir.BufferStore(out, tir.BufferLoad(dt, acc, cell), indices, store.span)
+        finish = loop_from_zero(xv, x.const_extent, final, annotations=vector)
         body = tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(
             nest.block.name + "_window", [], [], [], tir.seq([start, update, finish]), alloc_buffers=[acc]))
         for lp in reversed([lp for lp in nest.nontrivial if lp.kind == "S" and lp is not x]):
             body = tir.For(lp.var, lp.min, lp.extent, "serial", body)
-        return _parallel_outermost(body) if self.parallel else body
+        return parallel_outermost(body) if self.parallel else body
 
 
 def plan_strided_window(nest: Nest) -> Optional[StridedWindow]:
