@@ -226,3 +226,31 @@ def pick_tile(extent: int, target: int, allow_small: bool = False) -> Optional[i
             return t
         t //= 2
     return None
+
+
+def constant_bounds(cond) -> Optional[dict]:
+    """``{iterator: (lo, hi)}`` for a conjunction of ``lo <= v``, ``v < hi`` (and ``v >= lo``,
+    ``hi > v``, ``<=``/``>`` forms) with integer constants; None for anything else."""
+    out: dict = {}
+
+    def add(var, lo=None, hi=None) -> bool:
+        if not isinstance(var, tir.Var):
+            return False
+        cur = out.get(var, (-(1 << 62), 1 << 62))
+        out[var] = (max(cur[0], lo) if lo is not None else cur[0], min(cur[1], hi) if hi is not None else cur[1])
+        return True
+
+    def visit(e) -> bool:
+        if isinstance(e, tir.And):
+            return visit(e.a) and visit(e.b)
+        a, b = getattr(e, "a", None), getattr(e, "b", None)
+        if isinstance(e, (tir.LE, tir.LT, tir.GE, tir.GT)):
+            if isinstance(a, tir.IntImm):  # c <= v, c < v, c >= v, c > v
+                c = a.value
+                return add(b, lo={tir.LE: c, tir.LT: c + 1}.get(type(e)), hi={tir.GE: c + 1, tir.GT: c}.get(type(e)))
+            if isinstance(b, tir.IntImm):  # v < c, v <= c, v >= c, v > c
+                c = b.value
+                return add(a, lo={tir.GE: c, tir.GT: c + 1}.get(type(e)), hi={tir.LT: c, tir.LE: c + 1}.get(type(e)))
+        return False
+
+    return out if visit(cond) else None

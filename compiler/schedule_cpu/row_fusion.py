@@ -28,11 +28,12 @@ Padded windows take the same path, one channel per block (`_padded_window`): a m
 depthwise convolution of stride 2 reads a padded copy of its input that a stage of its own
 writes, a whole pass over memory (resnet18's pooling: 3.3 MB written and read back; mobilenet_v2's
 first depthwise convolution: 5 MB), since `inline_elementwise` does not inline padding read
-with a stride. Fused, each channel's padded plane lives in a buffer of one plane's size that
-the window reads while it is in cache, filled as two plain nests that vectorize, the padding
-value everywhere and then the interior (`_filled_then_copied`), rather than one load under a
-condition per element; the window then gets `strided_window`. Only where a row of outputs
-fills a vector, which the strided window needs.
+with a stride. Fused, each channel's padded plane lives in a buffer that the window reads
+while it is in cache, split in the stride's phases so that the window is one vector loop over
+the plane with every tap a contiguous read (`phase_window`). Where that does not apply, the
+plane is filled as two plain nests that vectorize, the padding value everywhere and then the
+interior (`_filled_then_copied`), rather than one load under a condition per element, and
+the window gets `strided_window` if its rows of outputs fill a vector.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_analysis import infer_access_regions
 from tvmscript.ir.tir_visitor import contains
 
-from .analysis import block_accesses
+from .analysis import block_accesses, constant_bounds
 from .block_edits import renamed_blocks
 from .dot_product import DOT_ROWS
-from .host import PARALLEL_MIN_WORK, vector_bytes
+from .host import PARALLEL_MIN_WORK
 from .inline import is_padding
 from .nest import Nest, match_nest, perfect_nest
+from .phase_window import phase_split
 
 ROW_BLOCK = DOT_ROWS  # rows a block takes through every stage: a dot product's tile of rows
 WINDOW_BLOCK = 1  # channels a block of a padded window takes: one padded plane, in L2 or L1
@@ -142,9 +144,10 @@ def _has_statistic(nests: list, shared: dict) -> bool:
 
 def _padded_window(nests: list, shared: dict) -> Optional[Nest]:
     """The padding stage (`inline.is_padding`) whose buffer a later reduction reads with a
-    stride of 2 or more along its output's contiguous loop, a vector or more of outputs long:
-    a pooling or depthwise convolution of stride 2 that `strided_window` vectorizes (its
-    padding is not inlined: see `inline._read_contiguously`); else None."""
+    stride of 2 or more along its output's contiguous loop: a pooling or depthwise
+    convolution of stride 2 that `phase_window` (or, its rows a vector or more long,
+    `strided_window`) vectorizes (its padding is not inlined: see
+    `inline._read_contiguously`); else None."""
     for buf, w in shared.items():
         if not is_padding(nests[w].block):
             continue
@@ -152,8 +155,6 @@ def _padded_window(nests: list, shared: dict) -> Optional[Nest]:
             x = next((lp for lp in reader.nontrivial if lp.kind == "S" and lp.iv is not None
                       and reader.accesses[0].get(lp.iv.var, 0) == 1), None)
             if not reader.reduce_loops or x is None or x.const_extent is None:
-                continue
-            if x.const_extent * reader.ebytes < vector_bytes():
                 continue
             if any(ld.buffer is buf and strides.get(x.iv.var, 0) >= 2
                    for ld, strides in zip(reader.rhs_loads, reader.accesses[1:])):
@@ -256,8 +257,13 @@ class _Fusion:
         first = tir.Mul(dtype, rb, tir.IntImm(dtype, block)) if count > 1 else tir.IntImm(dtype, start)
         local = {buf: self._local(buf, block) for buf in self.placements}
         stages = [self._stage(n, outer, first, block, local) for n in self.nests]
-        stages = [_filled_then_copied(st) if n is self.padding else st for n, st in zip(self.nests, stages)]
-        inner = tir.Block(self.name, [], [], [], tir.seq(stages), alloc_buffers=list(local.values()))
+        allocs = list(local.values())
+        split = phase_split(stages, self.nests.index(self.padding), allocs) if self.padding is not None else None
+        if split is not None:
+            stages, allocs = split
+        else:
+            stages = [_filled_then_copied(st) if n is self.padding else st for n, st in zip(self.nests, stages)]
+        inner = tir.Block(self.name, [], [], [], tir.seq(stages), alloc_buffers=allocs)
         stmt = tir.BlockRealize([], tir.IntImm("bool", 1), inner)
         loops = [(rb, tir.IntImm(dtype, count))] if count > 1 else []
         loops = [(v, lp.extent) for v, lp in zip(outer, self.nests[-1].info)] + loops
@@ -275,13 +281,20 @@ class _Fusion:
                 work = None
                 break
             work *= ext.value
-        if work is not None:
-            row = 1
-            for lp in self.nests[-1].info[self.depth:]:
-                row *= lp.const_extent if lp.const_extent is not None else 1 << 10
-            if work * row < PARALLEL_MIN_WORK:
-                return None
+        if work is not None and work * self._row_work() < PARALLEL_MIN_WORK:
+            return None
         return next((i for i, (_, ext) in enumerate(loops) if not tir.is_const_int(ext, 1)), None)
+
+    def _row_work(self) -> int:
+        """Iterations a row takes through every stage, reductions included: a padded window's
+        plane costs its fill and a multiply-add per tap, not one store per output."""
+        total = 0
+        for nest in self.nests:
+            row = 1
+            for lp in nest.info[self.depth:]:
+                row *= lp.const_extent if lp.const_extent is not None else 1 << 10
+            total += row
+        return total
 
     def _local(self, buf: tir.Buffer, block: int) -> tir.Buffer:
         """The block's own copy of ``buf``: its rows, then the dimensions no prefix loop indexes."""
@@ -372,7 +385,7 @@ def _filled_then_copied(stage: tir.For) -> tir.Stmt:
     loops, realize = perfect_nest(stage)
     block = realize.block
     cond, then, other = block.body.value.args
-    bounds = _bounds(cond)
+    bounds = constant_bounds(cond)
     loop_of = {}
     for iv, value in zip(block.iter_vars, realize.iter_values):
         lp = next((lp for lp in loops if value is lp.loop_var), None)
@@ -407,31 +420,3 @@ def _filled_then_copied(stage: tir.For) -> tir.Stmt:
             return nest(block.name, other, {})  # all padding
         ranges[lp.loop_var] = (lo, hi)
     return tir.seq([nest(block.name + "_fill", other, {}), nest(block.name, then, ranges)])
-
-
-def _bounds(cond) -> Optional[dict]:
-    """``{iterator: (lo, hi)}`` for a conjunction of ``lo <= v``, ``v < hi`` (and ``v >= lo``,
-    ``hi > v``, ``<=``/``>`` forms) with integer constants; None for anything else."""
-    out: dict = {}
-
-    def add(var, lo=None, hi=None) -> bool:
-        if not isinstance(var, tir.Var):
-            return False
-        cur = out.get(var, (-(1 << 62), 1 << 62))
-        out[var] = (max(cur[0], lo) if lo is not None else cur[0], min(cur[1], hi) if hi is not None else cur[1])
-        return True
-
-    def visit(e) -> bool:
-        if isinstance(e, tir.And):
-            return visit(e.a) and visit(e.b)
-        a, b = getattr(e, "a", None), getattr(e, "b", None)
-        if isinstance(e, (tir.LE, tir.LT, tir.GE, tir.GT)):
-            if isinstance(a, tir.IntImm):  # c <= v, c < v, c >= v, c > v
-                c = a.value
-                return add(b, lo={tir.LE: c, tir.LT: c + 1}.get(type(e)), hi={tir.GE: c + 1, tir.GT: c}.get(type(e)))
-            if isinstance(b, tir.IntImm):  # v < c, v <= c, v >= c, v > c
-                c = b.value
-                return add(a, lo={tir.GE: c, tir.GT: c + 1}.get(type(e)), hi={tir.LT: c, tir.LE: c + 1}.get(type(e)))
-        return False
-
-    return out if visit(cond) else None

@@ -11,10 +11,14 @@ import pytest
 
 import tvmscript as tvms
 from tvmscript.compiler.build_cpu import build_cpu
+from tvmscript.compiler.lower_tir import VECTORIZE_ANN
 from tvmscript.compiler.schedule.common import blocks_under
+from tvmscript.compiler.schedule_cpu.analysis import buffer_loads
+from tvmscript.compiler.schedule_cpu.host import vector_bytes
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.compiler.schedule_cpu import driver
 from tvmscript.ir import tir
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.relax import op
 
 from support import schedule_corpus as sc
@@ -168,29 +172,71 @@ def _pool_ref(x, k, s, pad, fill=-np.inf):
     return out
 
 
-def test_a_padded_window_runs_one_channel_at_a_time():
+def _calls(stmt, op_name: str) -> int:
+    found = []
+
+    class Calls(IRMutator):
+        def visit_expr(self, e):
+            if isinstance(e, tir.Call) and e.op == op_name:
+                found.append(e)
+            return super().visit_expr(e)
+
+    Calls().visit_stmt(stmt)
+    return len(found)
+
+
+def test_a_padded_window_runs_one_channel_at_a_time_on_its_planes_phases():
     """A stride-2 max pooling with padding: per channel (the parallel loop), its padded plane
-    in a buffer of one channel's size, filled with the padding value then the interior copied
-    (both plain, vectorizable nests, no condition per element), then the strided window."""
+    in a buffer of one channel's size, split in the four phases of the stride (phase (py, px)
+    holds the padded elements (2r + py, 2q + px) at r * 39 + q), copied with no condition per
+    element; then the window as one vector loop over the plane's outputs at that pitch, every
+    tap a read at a constant offset; then the outputs stored from it."""
     build = lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1])]  # noqa: E731
     func = sc.zero_kernel(build, [((1, 16, 75, 75), "float32")])
     scheduled = default_schedule(func)
     (rows,) = _row_blocks(scheduled)
-    (plane,) = rows.alloc_buffers
-    assert [int(d.value) for d in plane.shape] == [1, 77, 77]
+    phases, flat = rows.alloc_buffers
+    lanes = vector_bytes() // 4
+    outputs = -(-(37 * 39 + 38) // lanes) * lanes  # 38 rows of 38 outputs at a pitch of 39, whole vectors
+    assert [int(d.value) for d in flat.shape] == [outputs]
+    assert [int(d.value) for d in phases.shape] == [4, max(39 * 39, outputs + 39 + 1)]
     assert not scheduled.body.block.alloc_buffers  # no padded copy of the whole tensor
     parallel = [lp for lp in _loops(scheduled) if lp.kind == "parallel"]
     assert [int(lp.extent.value) for lp in parallel] == [16]
-    names = [r.block.name for r in blocks_under(scheduled.body)]
-    assert names.index("pad_temp_fill") < names.index("pad_temp") < names.index("pool_max_window")
-    copy = next(r for r in blocks_under(scheduled.body) if r.block.name == "pad_temp")
-    assert not any(isinstance(v, tir.Call) for v in [copy.block.body.value])  # no if_then_else left
-    copy_loops = [lp for lp in _loops(scheduled) if lp.loop_var in {v for v in copy.iter_values}]
-    assert sorted((int(lp.min.value), int(lp.extent.value)) for lp in copy_loops) == [(1, 75), (1, 75)]
+    assert _calls(scheduled.body, "tir.if_then_else") == 0  # the padding's condition became loop bounds
+    (window,) = [lp for lp in _loops(scheduled) if isinstance(lp.body, tir.BufferStore) and lp.body.buffer is flat]
+    assert window.annotations[VECTORIZE_ANN] == lanes and int(window.extent.value) == outputs
+    taps = []
+    buffer_loads(window.body.value, taps)
+    offsets = sorted((int(ld.indices[0].value), 0 if ld.indices[1] is window.loop_var else int(ld.indices[1].b.value))
+                     for ld in taps)
+    assert offsets == [(0, 0), (0, 1), (0, 39), (0, 40), (1, 0), (1, 39), (2, 0), (2, 1), (3, 0)]
     x = RNG.standard_normal((1, 16, 75, 75)).astype("float32")
     out = np.full((1, 16, 38, 38), np.nan, "float32")
     build_cpu({"f": func}, use_cache=False)["f"](x, out)
     np.testing.assert_array_equal(out, _pool_ref(x, 3, 2, (1, 1, 1, 1)))
+
+
+def test_a_padded_window_of_a_stride_past_the_phase_limit_is_filled_then_copied():
+    """Stride 5, past `phase_window.MAX_STRIDE`: the padded plane per channel as it is, filled
+    with the padding value then the interior copied (both plain nests, no condition per
+    element), then the window."""
+    build = lambda x: [op.nn.max_pool2d(x, pool_size=[5, 5], strides=[5, 5], padding=[1, 1, 1, 1])]  # noqa: E731
+    func = sc.zero_kernel(build, [((1, 16, 98, 98), "float32")])
+    scheduled = default_schedule(func)
+    (rows,) = _row_blocks(scheduled)
+    (plane,) = rows.alloc_buffers
+    assert [int(d.value) for d in plane.shape] == [1, 100, 100]
+    names = [r.block.name for r in blocks_under(scheduled.body)]
+    assert names.index("pad_temp_fill") < names.index("pad_temp")
+    copy = next(r for r in blocks_under(scheduled.body) if r.block.name == "pad_temp")
+    assert not isinstance(copy.block.body.value, tir.Call)  # no if_then_else left
+    copy_loops = [lp for lp in _loops(scheduled) if lp.loop_var in {v for v in copy.iter_values}]
+    assert sorted((int(lp.min.value), int(lp.extent.value)) for lp in copy_loops) == [(1, 98), (1, 98)]
+    x = RNG.standard_normal((1, 16, 98, 98)).astype("float32")
+    out = np.full((1, 16, 20, 20), np.nan, "float32")
+    build_cpu({"f": func}, use_cache=False)["f"](x, out)
+    np.testing.assert_array_equal(out, _pool_ref(x, 5, 5, (1, 1, 1, 1)))
 
 
 @pytest.mark.parametrize("shape, k, s, pad", [
@@ -207,7 +253,7 @@ def test_padded_windows_match_numpy(shape, k, s, pad):
     out = np.full(expected.shape, np.nan, "float32")
     build_cpu({"f": func}, use_cache=False)["f"](x, out)
     np.testing.assert_array_equal(out, _pool_ref(x, k, s, pad))
-    assert _row_blocks(scheduled) or expected.shape[-1] < 16  # fused where a row of outputs fills a vector
+    assert _row_blocks(scheduled)
 
 
 def test_a_depthwise_convolution_of_stride_2_matches_numpy_one_channel_at_a_time():
@@ -217,8 +263,8 @@ def test_a_depthwise_convolution_of_stride_2_matches_numpy_one_channel_at_a_time
     shapes = [(1, 16, 67, 67), (16, 1, 3, 3), (1, 16, 1, 1)]
     func = sc.zero_kernel(build, [(sh, "float32") for sh in shapes])
     scheduled = default_schedule(func)
-    assert _row_blocks(scheduled)
-    assert any(r.block.name.endswith("_window") for r in blocks_under(scheduled.body))
+    (rows,) = _row_blocks(scheduled)
+    assert [b.name for b in rows.alloc_buffers] == ["pad_temp_rows_phases", "group_conv2d_nchw_intermediate_rows_flat"]
     x, w, b = (RNG.standard_normal(sh).astype("float32") for sh in shapes)
     out = np.full((1, 16, 34, 34), np.nan, "float32")
     build_cpu({"f": func}, use_cache=False)["f"](x, w, b, out)
@@ -240,11 +286,9 @@ def test_a_window_row_takes_the_vector_width_that_leaves_the_least_work(extent, 
 
 
 def test_a_row_of_28_strided_outputs_is_vectorized_at_the_narrower_width():
-    from tvmscript.compiler.lower_tir import VECTORIZE_ANN
-    from tvmscript.compiler.schedule_cpu.host import vector_bytes
     from tvmscript.compiler.schedule_cpu.strided_window import _row_width
 
-    build = lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1])]  # noqa: E731
-    func = sc.zero_kernel(build, [((1, 8, 56, 56), "float32")])
+    build = lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2])]  # noqa: E731
+    func = sc.zero_kernel(build, [((1, 8, 57, 57), "float32")])
     widths = {lp.annotations.get(VECTORIZE_ANN) for lp in _loops(default_schedule(func))} - {None}
     assert widths == {_row_width(28, vector_bytes() // 4)}

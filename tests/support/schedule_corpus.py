@@ -67,6 +67,8 @@ RULES = {
     "not_vectorized": "analysis.vectorizable: a tile's stores calling a libm function are not vectorized",
     "row_fusion": "row_fusion.fuse_row_stages: a row-wise op's stages run block of rows by block of rows",
     "strided_window": "strided_window.StridedWindow: a pooling window's taps unrolled in the outputs' vector loop",
+    "phase_window": "phase_window.phase_split: a padded plane split in its stride's phases, the window one vector "
+                    "loop over the plane",
 }
 
 
@@ -383,6 +385,8 @@ def applied_rules(original: tir.PrimFunc, scheduled: tir.PrimFunc) -> set:
     row_copies = {x for b in row_blocks for x in b.alloc_buffers if x.name.endswith("_rows")}
     if row_blocks:
         rules.add("row_fusion")
+    if any(x.name.endswith("_phases") for b in row_blocks for x in b.alloc_buffers):
+        rules.add("phase_window")
     moved = len({x.name for x in row_copies})  # root buffers that became the blocks' copies
     removed = _root_buffers(original) - _root_buffers(scheduled) - moved
     if removed > folded:
@@ -665,14 +669,14 @@ def corpus() -> list:
     zero("conv2d_batch2_3to8_9_stride2", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2])],
          [_t(2, 3, 9, 9), _t(8, 3, 3, 3)], {"register_tile", "narrow_lanes", "pack_transposing"})
     # Depthwise (groups = channels), as in mobilenet_v2: with stride 1 the padding is computed
-    # where the tile reads it (vectorized along the width); with stride 2 and rows of outputs
-    # narrower than a vector (7, under AVX2's 8 lanes) it stays a pass (wider: see the pooling).
+    # where the tile reads it (vectorized along the width); with stride 2, one channel at a time,
+    # its padded plane split in phases and the window one vector loop (more: see the pooling).
     dw = lambda s: lambda x, w, b: [op.clip(op.add(op.nn.conv2d(x, w, strides=[s, s], padding=[1] * 4,  # noqa: E731
                                                                  groups=12), b), 0, 6)]
     zero("depthwise_12x19_stride1", dw(1), [_t(1, 12, 19, 19), _t(12, 1, 3, 3), _t(1, 12, 1, 1)],
          {"inline_padding", "register_tile", "tile_rows", "fold_epilogue", "inline"})
     zero("depthwise_12x13_stride2", dw(2), [_t(1, 12, 13, 13), _t(12, 1, 3, 3), _t(1, 12, 1, 1)],
-         {"scalar_tile", "fold_epilogue", "inline"})
+         {"phase_window", "row_fusion", "inline"})
     zero("conv2d_1x1_7to5", lambda x, w: [op.nn.conv2d(x, w)], [_t(1, 7, 5, 5), _t(5, 7, 1, 1)])
     # Reductions.
     zero("sum_inner_8x64", lambda x: [op.sum(x, axis=[-1])], [_t(8, 64)], {"dot_product"},
@@ -715,19 +719,37 @@ def corpus() -> list:
     zero("avg_pool2d_2x16x14", lambda x: [op.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2])],
          [_t(2, 16, 14, 14)], {"scalar_tile", "fold_epilogue"})
     # Outputs a vector wide or more: the window's taps unrolled in the vector loop.
-    # Padded, one channel at a time: its padded plane filled in cache, then the window.
-    zero("max_pool2d_4x75_k3s2p1", lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2],
-                                                                padding=[1, 1, 1, 1])],
-         [_t(1, 4, 75, 75)], {"strided_window", "row_fusion"})
     zero("avg_pool2d_3x64_k2s2", lambda x: [op.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2])],
          [_t(1, 3, 64, 64)], {"strided_window"})
     zero("max_pool1d_4x99_k4s3", lambda x: [op.nn.max_pool1d(x, pool_size=[4], strides=[3])],
          [_t(2, 4, 99)], {"strided_window"})
+    # Padded, one channel at a time: its padded plane split in the stride's phases in cache,
+    # then the window as one vector loop over the plane, every tap a contiguous read.
+    zero("max_pool2d_4x75_k3s2p1", lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[2, 2],
+                                                                padding=[1, 1, 1, 1])],
+         [_t(1, 4, 75, 75)], {"phase_window", "row_fusion"})
+    zero("max_pool2d_2x23_k3s3p1", lambda x: [op.nn.max_pool2d(x, pool_size=[3, 3], strides=[3, 3],
+                                                                padding=[1, 1, 1, 1])],
+         [_t(1, 2, 23, 23)], {"phase_window", "row_fusion"})
+    zero("avg_pool2d_3x17_k3s2p1", lambda x: [op.nn.avg_pool2d(x, pool_size=[3, 3], strides=[2, 2],
+                                                                padding=[1, 1, 1, 1], count_include_pad=True)],
+         [_t(1, 3, 17, 17)], {"phase_window", "row_fusion"})
     zero("dw_conv2d_s2_8x40", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2], padding=[1, 1, 1, 1], groups=8)],
-         [_t(1, 8, 40, 40), _t(8, 1, 3, 3)], {"strided_window", "row_fusion"})
+         [_t(1, 8, 40, 40), _t(8, 1, 3, 3)], {"phase_window", "row_fusion"})
     zero("dw_conv2d_s2_bias_relu6_6x34", lambda x, w, b: [op.clip(op.add(op.nn.conv2d(
         x, w, strides=[2, 2], padding=[1, 1, 1, 1], groups=6), b), 0.0, 6.0)],
-         [_t(1, 6, 34, 34), _t(6, 1, 3, 3), _t(1, 6, 1, 1)], {"strided_window", "row_fusion"})
+         [_t(1, 6, 34, 34), _t(6, 1, 3, 3), _t(1, 6, 1, 1)], {"phase_window", "row_fusion"})
+    zero("dw_conv2d_k5s2p2_5x17", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2], padding=[2, 2, 2, 2], groups=5)],
+         [_t(1, 5, 17, 17), _t(5, 1, 5, 5)], {"phase_window", "row_fusion"})
+    zero("dw_conv2d_s2_dilated_4x21", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2], padding=[2, 2, 2, 2],
+                                                                  dilation=[2, 2], groups=4)],
+         [_t(1, 4, 21, 21), _t(4, 1, 3, 3)], {"phase_window", "row_fusion"})
+    zero("dw_conv2d_s2_asymmetric_3x16", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2], padding=[0, 1, 1, 0],
+                                                                     groups=3)],
+         [_t(1, 3, 16, 16), _t(3, 1, 3, 3)], {"phase_window", "row_fusion"})
+    zero("dw_conv2d_s2_tiny_f64_4x4", lambda x, w: [op.nn.conv2d(x, w, strides=[2, 2], padding=[1, 1, 1, 1],
+                                                                  groups=2)],
+         [_t(1, 2, 4, 4, dtype="float64"), _t(2, 1, 3, 3, dtype="float64")], {"phase_window", "row_fusion"})
     zero("global_avg_pool_32x7", lambda x: [op.nn.adaptive_avg_pool2d(x, output_size=[1, 1])],
          [_t(1, 32, 7, 7)], {"fold_epilogue"})
     # Transposes and copies.
