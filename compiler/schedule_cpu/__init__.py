@@ -10,7 +10,9 @@ merges two loops that every access walks as one contiguous dimension (`merge_dim
 pointwise convolution's pixel rows and columns, through views of its buffers), runs the
 stages of a row-wise op (softmax, layer norm) block of rows by block of rows in one parallel
 loop (`row_fusion`: each block's statistics in buffers of its own, every stage reading its
-rows while they are in L1; the rules below then schedule each stage's nest for the block),
+rows while they are in L1; the rules below then schedule each stage's nest for the block; a
+padded window of stride 2, channel by channel, its plane split in the stride's phases and
+the window one vector loop of contiguous taps over it: `phase_window`),
 then looks for loop nests of the simplest, most common form (`nest.match_nest`): serial loops,
 perfectly nested, around one block that stores one buffer element per spatial point (an
 elementwise op, or a reduction ``C[s] = C[s] <op> f(...)``, usually with ``T.init``, where
