@@ -179,43 +179,34 @@ def _window(nest: Nest, padded: tir.Buffer) -> Optional[_Window]:
 
 
 def _loads_of(stmt, buf: tir.Buffer) -> bool:
-    found = []
-    _Loads(buf, found).visit_stmt(stmt)
-    return bool(found)
+    return bool(_Accesses(buf, stmt).loads)
 
 
 def _stores_to(stmt, buf: tir.Buffer) -> bool:
-    found = []
-    _Stores(buf, found).visit_stmt(stmt)
-    return bool(found)
+    return bool(_Accesses(buf, stmt).stores)
 
 
 def _plane_reads(stmt, buf: tir.Buffer) -> bool:
     """Whether every load of ``buf`` in ``stmt`` is at ``[0.., i, j]``."""
-    found = []
-    _Loads(buf, found).visit_stmt(stmt)
-    return all(all(tir.is_const_int(i, 0) for i in ld.indices[:-2]) for ld in found)
+    return all(all(tir.is_const_int(i, 0) for i in ld.indices[:-2]) for ld in _Accesses(buf, stmt).loads)
 
 
-class _Loads(IRMutator):
-    def __init__(self, buf, found: list) -> None:
+class _Accesses(IRMutator):
+    """The loads of one buffer in a statement, and its stores."""
+
+    def __init__(self, buf: tir.Buffer, stmt) -> None:
         super().__init__()
-        self.buf, self.found = buf, found
+        self.buf, self.loads, self.stores = buf, [], []
+        self.visit_stmt(stmt)
 
     def visit_expr(self, e):
         if isinstance(e, tir.BufferLoad) and e.buffer is self.buf:
-            self.found.append(e)
+            self.loads.append(e)
         return super().visit_expr(e)
-
-
-class _Stores(IRMutator):
-    def __init__(self, buf, found: list) -> None:
-        super().__init__()
-        self.buf, self.found = buf, found
 
     def visit_stmt(self, s):
         if isinstance(s, tir.BufferStore) and s.buffer is self.buf:
-            self.found.append(s)
+            self.stores.append(s)
         return super().visit_stmt(s)
 
 

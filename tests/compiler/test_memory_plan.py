@@ -12,14 +12,16 @@ import tvmscript as tvms
 from tvmscript.compiler.memory_plan import ArenaTensor, arena_layout
 from tvmscript.ir import relax, tir
 
-ADD1 = '''
+INCREMENT = '''
     @T.prim_func
     def add1(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
         for i in range(64):
             with T.block("b"):
                 vi = T.axis.spatial(64, i)
                 B[vi] = A[vi] + T.float32(1)
+'''
 
+ADD1 = INCREMENT + '''
     @T.prim_func
     def add(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
         for i in range(64):
@@ -92,13 +94,7 @@ def test_a_view_keeps_the_tensor_it_views_alive():
     text = '''
 @I.ir_module
 class Module:
-    @T.prim_func
-    def add1(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
-        for i in range(64):
-            with T.block("b"):
-                vi = T.axis.spatial(64, i)
-                B[vi] = A[vi] + T.float32(1)
-
+''' + INCREMENT + '''
     @T.prim_func
     def add2d(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
         for i, j in T.grid(8, 8):
