@@ -17,6 +17,7 @@ turns and stay in the caches.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -170,8 +171,7 @@ def arena_layout(candidates: dict) -> tuple:
                 continue
             offset = offsets[j] + sizes[j]
         offsets[i] = offset
-        placed.append(i)
-        placed.sort(key=lambda j: offsets[j])
+        bisect.insort(placed, i, key=offsets.__getitem__)
     layout = [(offsets[i], static_shape(t.sinfo), t.sinfo.dtype) for i, t in enumerate(tensors)]
     return layout, max((offsets[i] + sizes[i] for i in range(len(tensors))), default=0)
 
