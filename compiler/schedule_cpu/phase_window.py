@@ -107,9 +107,10 @@ def phase_split(stages: list, pad_at: int, local: list) -> Optional[tuple]:
 
 
 def _padded_plane(pad: Nest) -> Optional[tuple]:
-    """``(h, w, bounds)`` for a padding stage storing a plane ``P[0.., i, j]`` (leading
-    dimensions of one element): the block iterators ``i``, ``j`` of its two loops, constant
-    extents ``h``, ``w``, and the interior its condition names (`analysis.constant_bounds`)."""
+    """``(i, j, bounds)`` for a padding stage storing a plane ``P[0.., i, j]`` (leading
+    dimensions of one element): the block iterators ``i``, ``j`` of its two loops, of the
+    plane's constant extents, and the interior its condition names
+    (`analysis.constant_bounds`); else None."""
     store = pad.store
     value = store.value
     if not (isinstance(value, tir.Call) and value.op == "tir.if_then_else"):
