@@ -35,6 +35,7 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_analysis import infer_access_regions
+from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.tir_visitor import vars_in
 
 from ..lower_tir import VECTORIZE_ANN
@@ -42,6 +43,7 @@ from .analysis import affine, buffer_loads, constant_bounds, reduction_rhs
 from .dot_product import loop_from_zero
 from .host import vector_bytes
 from .nest import Nest, match_nest, perfect_nest
+from .symbolic import shifted_start
 
 MAX_TAPS = 49  # window taps unrolled into the vector loop's body (a 7 x 7 window)
 MAX_STRIDE = 4  # phases per dimension: a plane split in more is mostly copies
@@ -219,8 +221,12 @@ class _Split:
 
     def __init__(self, pad: Nest, plane: tuple, window: _Window) -> None:
         self.pad, self.window = pad, window
-        self.i, self.j, self.bounds = plane
+        self.i, self.j, bounds = plane
         self.h, self.w = (s.value for s in pad.out_buf.shape[-2:])
+        # The interior the padding's condition names, within the plane: rows, then columns.
+        lo_i, hi_i = bounds.get(self.i, (0, self.h))
+        lo_j, hi_j = bounds.get(self.j, (0, self.w))
+        self.rows_in, self.cols_in = (max(lo_i, 0), min(hi_i, self.h)), (max(lo_j, 0), min(hi_j, self.w))
 
     def build(self) -> Optional[tuple]:
         win = self.window
@@ -267,9 +273,7 @@ class _Split:
         element ``(r * sy + py, q * sx + px)`` is in the interior the padding's condition
         names (empty ranges where none is)."""
         sy, sx = self.window.sy, self.window.sx
-        lo_i, hi_i = self.bounds.get(self.i, (0, self.h))
-        lo_j, hi_j = self.bounds.get(self.j, (0, self.w))
-        lo_i, hi_i, lo_j, hi_j = max(lo_i, 0), min(hi_i, self.h), max(lo_j, 0), min(hi_j, self.w)
+        (lo_i, hi_i), (lo_j, hi_j) = self.rows_in, self.cols_in
         return -(-(lo_i - py) // sy), -(-(hi_i - py) // sy), -(-(lo_j - px) // sx), -(-(hi_j - px) // sx)
 
     def _fill(self, phases: tir.Buffer, pitch: int, length: int) -> list:
@@ -310,8 +314,7 @@ class _Split:
         the ``sx`` phases; the columns no group covers follow, one loop each."""
         sy, sx = self.window.sy, self.window.sx
         then = self.pad.store.value.args[1]
-        lo_j, hi_j = self.bounds.get(self.j, (0, self.w))
-        lo_j, hi_j = max(lo_j, 0), min(hi_j, self.w)
+        lo_j, hi_j = self.cols_in
         groups, left = divmod(max(hi_j - lo_j, 0), sx)
         nests = []
         for py in range(sy):
@@ -324,7 +327,7 @@ class _Split:
                 """Column ``lo + group * sx + t`` of the rows ``r`` of phase ``py``."""
                 col = tir.Add("int64", tir.Mul("int64", group, tir.IntImm("int64", sx)), tir.IntImm("int64", lo_j + t))
                 row = tir.Add("int64", tir.Mul("int64", r, tir.IntImm("int64", sy)), tir.IntImm("int64", py))
-                at = {self.i: _as(self.i.dtype, row), self.j: _as(self.j.dtype, col)}
+                at = {self.i: make_cast(row, self.i.dtype), self.j: make_cast(col, self.j.dtype)}
                 phase, shift = py * sx + (lo_j + t) % sx, (lo_j + t) // sx
                 flat = tir.Add("int64", tir.Mul("int64", r, tir.IntImm("int64", pitch)),
                                tir.Add("int64", group, tir.IntImm("int64", shift)) if shift else group)
@@ -380,7 +383,8 @@ def _stored_at_pitch(window: _Window, flat: tir.Buffer, pitch: int) -> tir.Stmt:
 
     def element(col) -> tir.Stmt:
         at = {**others, window.y.iv.var: y, window.x.iv.var: col}
-        index = tir.Add("int64", tir.Mul("int64", _as_int64(y), tir.IntImm("int64", pitch)), _as_int64(col))
+        row = tir.Mul("int64", make_cast(y, "int64"), tir.IntImm("int64", pitch))
+        index = tir.Add("int64", row, make_cast(col, "int64"))
         value = tir.BufferLoad(store.buffer.dtype, flat, [index])
         return tir.BufferStore(store.buffer, value, [substitute(i, at) for i in store.indices], store.span)
 
@@ -413,7 +417,7 @@ class _ReadAtPitch(IRMutator):
 
     def visit_expr(self, e):
         if isinstance(e, tir.BufferLoad) and e.buffer is self.plane:
-            y, x = (_as_int64(self.visit_expr(i)) for i in e.indices[-2:])
+            y, x = (make_cast(self.visit_expr(i), "int64") for i in e.indices[-2:])
             at = tir.Add("int64", tir.Mul("int64", y, tir.IntImm("int64", self.pitch)), x)
             return tir.BufferLoad(e.dtype, self.flat, [at], e.span)
         return super().visit_expr(e)
@@ -439,7 +443,7 @@ def vector_row(var: tir.Var, extent: int, lanes: int, body) -> tir.Stmt:
     outer, inner = tir.Var(var.dtype, f"{var.name}_0"), tir.Var(var.dtype, f"{var.name}_1")
     start = tir.Mul(var.dtype, outer, tir.IntImm(var.dtype, lanes))
     if extent % lanes:
-        start = tir.Min(var.dtype, start, tir.IntImm(var.dtype, extent - lanes))
+        start = shifted_start(start, tir.IntImm(var.dtype, extent), lanes)
     row = loop_from_zero(inner, lanes, body(tir.Add(var.dtype, start, inner)), annotations={VECTORIZE_ANN: lanes})
     return loop_from_zero(outer, count, row) if count > 1 else substitute(row, {outer: tir.IntImm(var.dtype, 0)})
 
@@ -450,10 +454,3 @@ def _buffer(name: str, shape: list, dtype: str) -> tir.Buffer:
     return buf
 
 
-def _as(dtype: str, e):
-    """``e`` (int64) in ``dtype`` (a block iterator's type)."""
-    return e if dtype == "int64" else tir.Cast(dtype, e)
-
-
-def _as_int64(e):
-    return e if e.dtype == "int64" else tir.Cast("int64", e)

@@ -44,6 +44,7 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir_analysis import infer_access_regions
+from tvmscript.ir.tir_arith import make_cast
 from tvmscript.ir.tir_visitor import contains
 
 from .analysis import block_accesses, constant_bounds
@@ -323,7 +324,7 @@ class _Fusion:
             if iv is rows.iv and block == 1:
                 # One row (a padded window's channel): its index is the block's, no iterator
                 # of one value that would keep the nest from the rules (`nest.match_nest`).
-                mapping[iv.var] = tir.Cast(var.dtype, first) if first.dtype != var.dtype else first
+                mapping[iv.var] = make_cast(first, var.dtype)
                 row_var = tir.IntImm(var.dtype, 0)
                 continue
             if iv is rows.iv:
