@@ -418,6 +418,23 @@ def test_conv2d_nhwc_oihw_kernel_as_tvm_tests():
     check_op(relax.op.nn.conv2d, [x, w], expected, rtol=1e-4, atol=1e-4, data_layout="NHWC")
 
 
+@pytest.mark.parametrize("kernel_layout", ["HWIO", "OHWI"])
+def test_conv2d_nhwc_in_place(kernel_layout):
+    """One group in NHWC with an HWIO or OHWI kernel: ``conv2d_nhwc`` reads the operands in place
+    (no transposes in the kernel), with strides, dilation and uneven padding."""
+    x, w = rand(2, 9, 8, 5), rand(6, 5, 3, 2)  # OIHW
+    kernel = w.transpose([{"O": 0, "I": 1, "H": 2, "W": 3}[a] for a in kernel_layout]).copy()
+    expected = _nhwc(np_conv2d(_nchw(x), w, [2, 1], [1, 0, 2, 1], [1, 2], 1))
+    check_op(relax.op.nn.conv2d, [x, kernel], expected, rtol=1e-4, atol=1e-4, strides=[2, 1], padding=[1, 0, 2, 1],
+             dilation=[1, 2], data_layout="NHWC", kernel_layout=kernel_layout)
+    bb = tvms.relax.BlockBuilder()
+    with bb.function("main", [xv := _var("x", x.shape), wv := _var("w", kernel.shape)]):
+        out = bb.emit(relax.op.nn.conv2d(xv, wv, data_layout="NHWC", kernel_layout=kernel_layout))
+        bb.emit_func_output(out)
+    text = tvms.relax.transform.LegalizeOps()(bb.get()).script()
+    assert "Conv2dOutput" in text and "T_layout_trans" not in text
+
+
 def test_conv2d_packed_data_and_out_layout():
     x, w = rand(1, 8, 5, 5), rand(8, 8, 3, 3)
     expected = _nhwc(np_conv2d(x, w, [1, 1], [1, 1, 1, 1], [1, 1], 1))

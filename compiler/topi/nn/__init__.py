@@ -13,7 +13,7 @@ reshapes) the stages here are fewer but compute the same values. The shapes they
 (window extents, layouts) are `tvmscript.ir.op.nn_shapes`, shared with the ops' inference.
 """
 
-from .conv import (conv1d, conv1d_ncw, conv1d_transpose, conv2d, conv2d_nchw, conv2d_transpose, conv3d,
+from .conv import (conv1d, conv1d_ncw, conv1d_transpose, conv2d, conv2d_nchw, conv2d_nhwc, conv2d_transpose, conv3d,
                    conv3d_transpose, conv_transpose, edge_pad, group_conv1d_ncw, group_conv2d_nchw, pad, reflect_pad)
 from .dense import attention, dense, dropout
 from .layout import from_primal, in_layouts, to_primal
@@ -23,7 +23,7 @@ from .pool import adaptive_pool2d, avg_pool_divisor, pool, pool1d, pool2d
 
 __all__ = [
     "softmax", "log_softmax", "layer_norm", "batch_norm", "rms_norm", "group_norm", "pad", "reflect_pad", "edge_pad",
-    "conv1d", "conv1d_ncw", "group_conv1d_ncw", "conv2d", "conv2d_nchw", "group_conv2d_nchw", "conv3d",
+    "conv1d", "conv1d_ncw", "group_conv1d_ncw", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d_nchw", "conv3d",
     "conv_transpose", "conv1d_transpose", "conv2d_transpose", "conv3d_transpose", "pool", "pool1d", "pool2d",
     "adaptive_pool2d", "avg_pool_divisor", "dropout", "dense", "attention", "nll_loss", "cross_entropy_with_logits",
     "batch_flatten", "to_primal", "from_primal", "in_layouts",

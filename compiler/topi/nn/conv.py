@@ -1,5 +1,6 @@
 """Padding and convolution: ``PadInput``/``ReflectPadInput``/``EdgePadInput``; ``pad_temp``
-+ ``conv2d_nchw``/``group_conv2d_nchw`` (loops ``nn, ff, yy, xx, rc, ry, rx``),
++ ``conv2d_nchw``/``group_conv2d_nchw`` (loops ``nn, ff, yy, xx, rc, ry, rx``), ``PaddedInput``
++ ``Conv2dOutput`` in NHWC (``conv2d_nhwc``, loops ``nn, yy, xx, ff, ry, rx, rc``),
 ``conv1d_ncw``/``group_conv1d_ncw``, ``conv3d_ncdhw`` (loops ``nn, ff, zz, yy, xx, rc, rz, ry,
 rx``), and the transposed convolutions. Index arithmetic with a constant 1 (unit stride or
 dilation, one channel per group) is folded as TVM's simplifier would, so the printed indices
@@ -177,11 +178,48 @@ def group_conv2d_nchw(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilatio
     return _conv(data, kernel, stride, padding, dilation, groups, out_dtype, "group_conv2d_nchw")
 
 
+def conv2d_nhwc(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None,
+                kernel_layout: str = "HWIO"):
+    """``conv2d_nhwc``: NHWC data, an ``HWIO`` or ``OHWI`` kernel, padding (top, left, bottom,
+    right); ``PaddedInput``, then ``Conv2dOutput`` (loops ``nn, yy, xx, ff, ry, rx, rc``), as
+    TVM's. The operands are indexed in place: the output and the padded input are contiguous
+    along the channels, which the CPU schedule's register tile vectorizes (its stores are whole
+    vectors, where an NCHW output takes one store per pixel and channel)."""
+    dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
+    padded = pad(data, [0, padding[0], padding[1], 0], [0, padding[2], padding[3], 0], name="PaddedInput")
+    kh, kw, kc = (kernel.shape[kernel_layout.index(a)] for a in "HWI")
+    out_h = conv_out_dim(data.shape[1], static_int(kh), stride[0], dilation[0], padding[0], padding[2])
+    out_w = conv_out_dim(data.shape[2], static_int(kw), stride[1], dilation[1], padding[1], padding[3])
+    ry, rx, rc = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx"), te.reduce_axis((0, kc), name="rc")
+
+    def weight(ff):
+        at = {"H": ry, "W": rx, "I": rc, "O": ff}
+        return kernel[tuple(at[a] for a in kernel_layout)]
+
+    def f(nn, yy, xx, ff):
+        a = te.cast(padded[nn, _window_index(yy, stride[0], ry, dilation[0]),
+                           _window_index(xx, stride[1], rx, dilation[1]), rc], dtype)
+        return te.sum(a * te.cast(weight(ff), dtype), axis=[ry, rx, rc])
+
+    out_c = kernel.shape[kernel_layout.index("O")]
+    return te.compute([data.shape[0], out_h, out_w, out_c], lambda *i: f(*i), name="Conv2dOutput",
+                      varargs_names=["nn", "yy", "xx", "ff"])
+
+
+# The kernel layouts `conv2d_nhwc` reads in place (TVM's NHWC convolutions take these two).
+NHWC_KERNELS = ("HWIO", "OHWI")
+
+
 def conv2d(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, data_layout="NCHW",
            kernel_layout="OIHW", out_layout="NCHW", out_dtype="void"):
     """Relax's ``nn.conv2d`` legalization: ``conv2d_nchw`` for one group, else
-    ``group_conv2d_nchw`` (as TVM's), on operands in any layout (`in_layouts`; TVM's own
-    NHWC kernels index the operands in place, with the same sums)."""
+    ``group_conv2d_nchw`` (as TVM's), on operands in any layout (`in_layouts`). One group in
+    NHWC with an ``HWIO`` or ``OHWI`` kernel is `conv2d_nhwc`, indexing the operands in place
+    as TVM's NHWC kernels do."""
+    if groups == 1 and data_layout == "NHWC" and (out_layout or data_layout) == "NHWC" \
+            and kernel_layout in NHWC_KERNELS:
+        return conv2d_nhwc(data, weight, strides, padding, dilation, out_dtype, kernel_layout)
+
     def conv(x, w):
         if groups == 1:
             return conv2d_nchw(x, w, strides, padding, dilation, out_dtype)

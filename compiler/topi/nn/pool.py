@@ -29,14 +29,16 @@ def _taps(start, lo: int, hi, kernel: int, dilation: int):
 
 
 def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
-         count_include_pad: bool = False) -> te.Tensor:
+         count_include_pad: bool = False, channels_last: bool = False) -> te.Tensor:
     """N-C-spatial max/avg pooling (1-D or 2-D) as TVM's ``topi.nn.pool1d``/``pool2d``:
     ``pad_temp`` (minimum value or zero; ceil mode pads ``stride - 1`` more at the end), then
     ``pool_max``, or ``pool_sum`` and ``pool_avg``. ``padding`` is the pads before each spatial
     axis, then those after. The average divides by the number of taps inside the input (inside
-    the explicitly padded input with ``count_include_pad``), at least 1."""
+    the explicitly padded input with ``count_include_pad``), at least 1. ``channels_last``:
+    the data is N-spatial-C (``NHWC``), pooled in place, as TVM's pooling reads any layout."""
     nsp = len(data.shape) - 2
-    spatial = list(data.shape[2:])
+    axes = list(range(1, 1 + nsp)) if channels_last else list(range(2, 2 + nsp))
+    spatial = [data.shape[a] for a in axes]
     before_pads, after_pads = list(padding[:nsp]), list(padding[nsp:])
     out = []
     for a in range(nsp):
@@ -45,19 +47,24 @@ def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil
             raise ValueError(f"pool{nsp}d: the ceil-mode output extent of a symbolic input is not known")
         out.append(o)
     extra = [s - 1 if ceil_mode else 0 for s in strides]
-    before = [0, 0] + before_pads
-    after = [0, 0] + [p + e for p, e in zip(after_pads, extra)]
+    before, after = [0] * len(data.shape), [0] * len(data.shape)
+    for a, axis in enumerate(axes):
+        before[axis], after[axis] = before_pads[a], after_pads[a] + extra[a]
     if any(before) or any(after):
         value = te.min_value(data.dtype) if kind == "max" else tir.const(0, data.dtype)
         src = pad(data, before, after, value, name="pad_temp", prefix="ax")
     else:
         src = data
     taps = [te.reduce_axis((0, tir.IntImm(spatial[a].dtype, pool_size[a])), name=f"rv{a}") for a in range(nsp)]
-    oshape = list(data.shape[:2]) + out
+    oshape = list(data.shape)
+    for a, axis in enumerate(axes):
+        oshape[axis] = out[a]
 
     def window(idx):
-        return src[tuple(idx[:2]) + tuple(_window_index(idx[2 + a], strides[a], taps[a], dilation[a])
-                                          for a in range(nsp))]
+        at = list(idx)
+        for a, axis in enumerate(axes):
+            at[axis] = _window_index(idx[axis], strides[a], taps[a], dilation[a])
+        return src[tuple(at)]
 
     if kind == "max":
         return compute(oshape, lambda idx: te.max(window(idx), axis=taps), name="pool_max",
@@ -65,7 +72,8 @@ def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil
     total = compute(oshape, lambda idx: te.sum(window(idx), axis=taps), name="pool_sum")
 
     def avg(idx):
-        count = avg_pool_divisor(idx[2:], spatial, pool_size, strides, dilation, padding, count_include_pad)
+        count = avg_pool_divisor([idx[a] for a in axes], spatial, pool_size, strides, dilation, padding,
+                                 count_include_pad)
         return total[tuple(idx)] / te.cast(count, data.dtype)
 
     return compute(oshape, avg, name="pool_avg", attrs={"schedule_rule": "meta_schedule.pool_avg"})
@@ -90,8 +98,10 @@ def avg_pool_divisor(out_idx, spatial, pool_size, strides, dilation, padding, co
 def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
            count_include_pad: bool = False, layout: str = "NCHW", out_layout=None) -> te.Tensor:
     """2-D pooling (``padding`` is top, left, bottom, right): `pool` on two spatial axes, the
-    data in ``layout`` (``NHWC``, ``NCHW16c``: brought to NCHW first) and the result written in
-    ``out_layout`` (the data's by default)."""
+    data in ``layout`` (``NHWC`` pooled in place; others, ``NCHW16c``, brought to NCHW first)
+    and the result written in ``out_layout`` (the data's by default)."""
+    if layout == "NHWC" and (out_layout or layout) == "NHWC":
+        return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, True)
     out = pool(to_primal(data, layout, "NCHW"), kind, pool_size, strides, dilation, padding, ceil_mode,
                count_include_pad)
     return from_primal(out, out_layout or layout, "NCHW")
@@ -134,31 +144,39 @@ def _static_uniform(size, out: int) -> bool:
 
 def adaptive_pool2d(data: te.Tensor, output_size, kind: str = "avg", layout: str = "NCHW",
                     out_layout=None) -> te.Tensor:
-    """Adaptive average pooling of ``data`` in ``layout`` (brought to NCHW first), the result
-    in ``out_layout`` (the data's by default); ``output_size`` None keeps the input's H, W."""
+    """Adaptive average pooling of ``data`` in ``layout`` (``NHWC`` pooled in place, others
+    brought to NCHW first), the result in ``out_layout`` (the data's by default);
+    ``output_size`` None keeps the input's H, W."""
     if kind != "avg":
         raise ValueError("adaptive_pool2d: only average pooling is implemented")
+    if layout == "NHWC" and (out_layout or layout) == "NHWC":
+        size = output_size if output_size is not None else [int(d) for d in data.shape[1:3]]
+        return _adaptive_avg_pool2d(data, size, (1, 2))
     x = to_primal(data, layout, "NCHW")
     size = output_size if output_size is not None else [int(d) for d in x.shape[2:]]
-    return from_primal(_adaptive_avg_pool2d_nchw(x, size), out_layout or layout, "NCHW")
+    return from_primal(_adaptive_avg_pool2d(x, size, (2, 3)), out_layout or layout, "NCHW")
 
 
-def _adaptive_avg_pool2d_nchw(data: te.Tensor, output_size) -> te.Tensor:
-    """NCHW adaptive average pooling: output ``(i, j)`` averages the window
+def _adaptive_avg_pool2d(data: te.Tensor, output_size, axes) -> te.Tensor:
+    """Adaptive average pooling over the spatial ``axes`` of ``data`` (``(2, 3)`` in NCHW,
+    ``(1, 2)`` in NHWC): output ``(i, j)`` averages the window
     ``[floor(i*H/oh), ceil((i+1)*H/oh)) x [floor(j*W/ow), ceil((j+1)*W/ow))`` (TVM's
     ``adaptive_pool_sum`` and ``adaptive_pool_avg``). The sum loops over the widest window and
     guards the taps beyond a narrower one, where TVM loops over each window's own extent."""
-    n, c, h, w = data.shape
+    ah, aw = axes
+    h, w = data.shape[ah], data.shape[aw]
     oh, ow = (int(o) for o in output_size)
-    out_shape = (n, c, tir.IntImm(h.dtype, oh), tir.IntImm(w.dtype, ow))
+    out_shape = list(data.shape)
+    out_shape[ah], out_shape[aw] = tir.IntImm(h.dtype, oh), tir.IntImm(w.dtype, ow)
     rv0 = te.reduce_axis((0, _widest_window(h, oh)), name="rv0")
     rv1 = te.reduce_axis((0, _widest_window(w, ow)), name="rv1")
 
     def summand(idx):
-        a0, a1, a2, a3 = idx
-        sh, eh = _adaptive_window(a2, h, oh)
-        sw, ew = _adaptive_window(a3, w, ow)
-        load = data[a0, a1, sh + rv0, sw + rv1]
+        sh, eh = _adaptive_window(idx[ah], h, oh)
+        sw, ew = _adaptive_window(idx[aw], w, ow)
+        at = list(idx)
+        at[ah], at[aw] = sh + rv0, sw + rv1
+        load = data[tuple(at)]
         conds = []
         if not _static_uniform(h, oh):
             conds.append(rv0 < eh)
@@ -170,8 +188,8 @@ def _adaptive_avg_pool2d_nchw(data: te.Tensor, output_size) -> te.Tensor:
     total = compute(out_shape, summand, name="adaptive_pool_sum")
 
     def avg(idx):
-        eh = _adaptive_window(idx[2], h, oh)[1]
-        ew = _adaptive_window(idx[3], w, ow)[1]
+        eh = _adaptive_window(idx[ah], h, oh)[1]
+        ew = _adaptive_window(idx[aw], w, ow)[1]
         if static_int(eh) is not None and static_int(ew) is not None:
             count = static_int(eh) * static_int(ew)
             return total[tuple(idx)] if count == 1 else total[tuple(idx)] / float_const(count, data.dtype)
