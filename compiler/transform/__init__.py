@@ -9,6 +9,7 @@ from __future__ import annotations
 from .annotate_tir_op_pattern import AnnotateTIROpPattern, analyze_op_pattern
 from .bind_params import BindParams
 from .canonicalize_bindings import CanonicalizeBindings
+from .convert_layout import ConvertLayout
 from .dead_code_elimination import DeadCodeElimination
 from .decompose_ops import DecomposeOpsForInference
 from .fold_batchnorm import FoldBatchnormToConv2D
@@ -17,9 +18,10 @@ from .fuse_attention import ComposePermutes, RewriteAttention
 from .fuse_ops import FuseOps
 from .fuse_tir import FuseTIR
 from .legalize_ops import LegalizeOps
-from .pipeline import Sequential, bound_inference_passes, get_pipeline
+from .pipeline import Sequential, bound_inference_passes, channels_last_for_cpu, get_pipeline
 
 __all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "ComposePermutes",
-           "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D", "FoldConstant", "FuseOps",
-           "FuseTIR", "LegalizeOps", "RewriteAttention", "Sequential", "bound_inference_passes", "get_pipeline"]
+           "ConvertLayout", "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D", "FoldConstant", "FuseOps",
+           "FuseTIR", "LegalizeOps", "RewriteAttention", "Sequential", "bound_inference_passes",
+           "channels_last_for_cpu", "get_pipeline"]
 

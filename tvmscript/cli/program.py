@@ -88,7 +88,7 @@ class Program:
                 if options.pipeline == "zero":
                     # Bound weights mean inference: batch norms fold into the convolution before
                     # them or become arithmetic FoldConstant folds (docs/commands.md).
-                    mod = T.bound_inference_passes(func_name or "main")(mod)
+                    mod = T.bound_inference_passes(func_name or "main", target)(mod)
             if options.pipeline == "legalize":
                 mod = T.LegalizeOps()(mod)
             elif options.pipeline == "zero":

@@ -33,7 +33,7 @@ def show_command(args) -> int:
     node = parsed.node
     if args.pipeline != "none" or args.bind or args.params or args.target:
         program = Program(node, parsed.text, "<stdin>" if args.file == "-" else args.file)
-        program.transform(pipeline_options(args), args.func or "main")
+        program.transform(pipeline_options(args), args.func or "main", args.target or "llvm")
         if args.target:
             program.gpu_schedule(args.target)
         node = program.node
