@@ -64,7 +64,8 @@ def bound_inference_passes(func_name: str = "main", target: str = "llvm") -> Seq
 
 def channels_last_for_cpu(mod: ir.IRModule) -> ir.IRModule:
     """ConvertLayout to NHWC (``HWIO`` kernels) when the module's 2-D convolutions are all NCHW
-    and dense (one group); else the module as it is.
+    and dense (one group), with constant weights (their transposes fold at compile time; a
+    weight passed in would be transposed on every call); else the module as it is.
 
     Why only then: the CPU schedule vectorizes a dense convolution over its output channels,
     contiguous in NHWC (resnet18's 3x3 convolutions take 0.83-0.93x their NCHW time, its first
@@ -81,7 +82,8 @@ def channels_last_for_cpu(mod: ir.IRModule) -> ir.IRModule:
         if isinstance(func, relax.Function):
             walk_relax(func, lambda n: convs.append(n) if isinstance(n, relax.Call) and isinstance(n.op, relax.Op)
                        and n.op.name == "relax.nn.conv2d" else None)
-    if not convs or any(c.attrs["groups"] != 1 or c.attrs["data_layout"] != "NCHW" for c in convs):
+    if not convs or any(c.attrs["groups"] != 1 or c.attrs["data_layout"] != "NCHW"
+                        or not isinstance(c.args[1], relax.Constant) for c in convs):
         return mod
     return ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(mod)
 

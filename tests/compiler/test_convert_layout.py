@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tvmscript as tvms
-from tvmscript.compiler.transform import ConvertLayout, bound_inference_passes, channels_last_for_cpu
+from tvmscript.compiler.transform import BindParams, ConvertLayout, bound_inference_passes, channels_last_for_cpu
 from test_op_nn import np_adaptive_avg_pool2d, np_conv2d, np_pool2d
 
 NHWC = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
@@ -165,13 +165,19 @@ class Module:
 
 
 def test_cpu_policy_converts_only_modules_of_dense_convolutions():
-    """bound_inference_passes puts dense convolutions in NHWC on the CPU, never on CUDA, and
-    leaves a module with a depthwise convolution in NCHW (its schedule is NCHW's)."""
-    grouped = tvms.parse(GROUPED)
+    """bound_inference_passes puts dense convolutions with bound weights in NHWC on the CPU,
+    never on CUDA; it leaves a module with a depthwise convolution in NCHW (its schedule is
+    NCHW's), and weights passed in (they would be transposed on every call)."""
+    rng = np.random.default_rng(3)
+    grouped = BindParams("main", {"w": rand(rng, 4, 4, 3, 3), "d": rand(rng, 4, 1, 3, 3)})(tvms.parse(GROUPED))
     assert channels_last_for_cpu(grouped) is grouped
-    dense = tvms.parse(BLOCK)
+    unbound = tvms.parse(BLOCK)
+    assert channels_last_for_cpu(unbound) is unbound
+    dense = BindParams("main", {"w": rand(rng, 8, 8, 3, 3)})(unbound)
     assert "NHWC" in bound_inference_passes()(dense).script()
     assert "NHWC" not in bound_inference_passes(target="cuda")(dense).script()
+    x, b = rand(rng, 1, 8, 12, 12), rand(rng, 1, 8, 1, 1)
+    np.testing.assert_allclose(run(bound_inference_passes()(dense), x, b), run(dense, x, b), rtol=1e-4, atol=1e-4)
 
 
 @settings(max_examples=12, deadline=None)
