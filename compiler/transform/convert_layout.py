@@ -21,7 +21,9 @@ care about it, as TVM's does:
 
 The layouts are plain permutations of the op's own (``NCHW`` to ``NHWC``, ``OIHW`` to
 ``HWIO``); packed ones (``NCHW16c``) are refused. A kernel that is a bound constant is permuted
-by FoldConstant at build time. Calls inside ``R.If`` branches are left in their layout.
+by FoldConstant at build time. Calls in the branches of an ``R.If`` bound inside a block are left
+in their layout (the branches of a function body that is an ``R.If`` are converted as blocks of
+their own).
 """
 
 from __future__ import annotations
