@@ -25,6 +25,7 @@ from tvmscript import ir
 from tvmscript.ir import relax, tir
 
 from .build_error import BuildError
+from .transform._common import op_name
 
 __all__ = ["ArenaTensor", "arena_candidates", "arena_layout", "static_tensor", "static_shape"]
 
@@ -100,8 +101,7 @@ def arena_candidates(func: relax.Function, kernels: dict) -> dict:
                     if len(value.sinfo_args) == 1 and static_tensor(value.sinfo_args[0]):
                         candidates[b.var], made[b.var] = value.sinfo_args[0], pos
                     continue
-                if (isinstance(b, relax.VarBinding) and isinstance(value, relax.Call)
-                        and isinstance(value.op, relax.Op) and value.op.name == "relax.builtin.alloc_tensor"):
+                if isinstance(b, relax.VarBinding) and op_name(value) == "relax.builtin.alloc_tensor":
                     if static_tensor(value.struct_info):
                         candidates[b.var], made[b.var] = value.struct_info, pos
                     continue
@@ -126,8 +126,7 @@ def arena_candidates(func: relax.Function, kernels: dict) -> dict:
 
 
 def _is_view(value) -> bool:
-    return (isinstance(value, relax.Call) and isinstance(value.op, relax.Op) and value.op.name == "relax.reshape"
-            and isinstance(value.args[0], relax.Var))
+    return op_name(value) == "relax.reshape" and isinstance(value.args[0], relax.Var)
 
 
 def _is_kernel_call(value, kernels) -> bool:

@@ -71,9 +71,16 @@ def global_vars_used(func) -> list:
     return list(found)
 
 
+def op_name(expr):
+    """The name of the Relax op ``expr`` calls (``"relax.nn.conv2d"``), or None when ``expr`` is
+    not a call of an op."""
+    if isinstance(expr, relax.Call) and isinstance(expr.op, relax.Op):
+        return expr.op.name
+    return None
+
+
 def is_call_tir(expr) -> bool:
-    return (isinstance(expr, relax.Call) and isinstance(expr.op, relax.Op)
-            and expr.op.name == "relax.call_tir" and isinstance(expr.args[0], ir.GlobalVar))
+    return op_name(expr) == "relax.call_tir" and isinstance(expr.args[0], ir.GlobalVar)
 
 
 def single_block_nest(func: tir.PrimFunc):

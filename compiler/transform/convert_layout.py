@@ -34,7 +34,7 @@ from tvmscript.ir.op import api as op
 from tvmscript.ir.op.elementwise import BINARY_OPS, COMPARE_OPS, LOGICAL_OPS, UNARY_OPS
 
 from ..block_builder import _BlockFrame
-from ._common import substitute_relax, walk_relax
+from ._common import op_name, substitute_relax, walk_relax
 from ._rewrite_calls import CallRewriter, rewrite_functions
 
 # The ops whose layout attributes this pass rewrites: the attribute naming the data layout, and
@@ -95,12 +95,6 @@ def _permutation(src: str, dst: str):
 def _ndim(expr) -> int:
     sinfo = relax.struct_info_of(expr)
     return sinfo.ndim if isinstance(sinfo, relax.TensorStructInfo) else -1
-
-
-def _op_name(expr):
-    if isinstance(expr, relax.Call) and isinstance(expr.op, relax.Op):
-        return expr.op.name
-    return None
 
 
 class _LayoutRewriter(CallRewriter):
@@ -174,7 +168,7 @@ class _LayoutRewriter(CallRewriter):
     def convert(self, binding: relax.VarBinding):
         """A `_Converted` for the binding's value computed in another layout, or None."""
         call = binding.value
-        name = _op_name(call)
+        name = op_name(call)
         if name in _LAYOUT_OPS:
             return self.layout_op(call, name)
         if name in _ELEMENTWISE or name in _BROADCAST:

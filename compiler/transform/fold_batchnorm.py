@@ -32,7 +32,7 @@ from tvmscript import ir
 from tvmscript.ir import relax
 from tvmscript.ir.op import api as op
 
-from ._common import var_use_counts
+from ._common import op_name, var_use_counts
 from ._rewrite_calls import CallRewriter, rewrite_functions
 
 
@@ -44,10 +44,6 @@ class FoldBatchnormToConv2D:
 
     def __repr__(self) -> str:
         return "FoldBatchnormToConv2D()"
-
-
-def _is_op(expr, name: str) -> bool:
-    return isinstance(expr, relax.Call) and isinstance(expr.op, relax.Op) and expr.op.name == name
 
 
 def _channel_axes(conv: relax.Call):
@@ -100,11 +96,11 @@ class _Folder(CallRewriter):
         return _drop_bindings(new, self.folded) if self.folded else new
 
     def rule(self, call):
-        if not _is_op(call, "relax.nn.batch_norm"):
+        if op_name(call) != "relax.nn.batch_norm":
             return None
         data = call.args[0]
         conv = self.bindings.get(data)
-        if not _is_op(conv, "relax.nn.conv2d") or self.uses.get(data) != 1:
+        if op_name(conv) != "relax.nn.conv2d" or self.uses.get(data) != 1:
             return None
         return lambda bb, bn: self.fold(bb, data, conv, bn)
 

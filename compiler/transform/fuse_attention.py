@@ -41,7 +41,7 @@ from tvmscript import ir
 from tvmscript.ir import relax, tir
 from tvmscript.ir.op import api as op
 
-from ._common import known_shape, same_dim, same_shape, var_use_counts
+from ._common import known_shape, op_name, same_dim, same_shape, var_use_counts
 from ._rewrite_calls import CallRewriter, rewrite_functions
 from .dead_code_elimination import remove_unused_bindings
 
@@ -72,10 +72,6 @@ class ComposePermutes:
 
     def __repr__(self) -> str:
         return "ComposePermutes()"
-
-
-def _is_op(expr, name: str) -> bool:
-    return isinstance(expr, relax.Call) and isinstance(expr.op, relax.Op) and expr.op.name == name
 
 
 def _shape(expr):
@@ -135,7 +131,7 @@ class _Rewriter(CallRewriter):
     def only_use(self, expr, name: str):
         """The call ``expr`` is bound to when it is an op ``name`` and ``expr`` has no other use."""
         value = self.value(expr)
-        return value if _is_op(value, name) and self.uses.get(expr) == 1 else None
+        return value if op_name(value) == name and self.uses.get(expr) == 1 else None
 
     def source_of(self, expr, perm: list):
         """A variable equal to ``permute_dims(expr, perm)`` found along the permute_dims chain
@@ -144,7 +140,7 @@ class _Rewriter(CallRewriter):
             if perm == sorted(perm):
                 return expr if self.visible(expr) else None
             value = self.value(expr)
-            if not _is_op(value, "relax.permute_dims"):
+            if op_name(value) != "relax.permute_dims":
                 return None
             inner = _axes(value, len(perm))
             perm, expr = [inner[i] for i in perm], value.args[0]
@@ -152,10 +148,10 @@ class _Rewriter(CallRewriter):
 
 class _PermuteComposer(_Rewriter):
     def rule(self, call):
-        if not _is_op(call, "relax.permute_dims") or _shape(call.args[0]) is None:
+        if op_name(call) != "relax.permute_dims" or _shape(call.args[0]) is None:
             return None
         inner = self.value(call.args[0])
-        if not _is_op(inner, "relax.permute_dims") or not self.visible(inner.args[0]):
+        if op_name(inner) != "relax.permute_dims" or not self.visible(inner.args[0]):
             return None
         ndim = len(_shape(call.args[0]))
         p, q = _axes(inner, ndim), _axes(call, ndim)
@@ -169,7 +165,7 @@ class _AttentionRewriter(_Rewriter):
         return False  # a chain's links are bindings of their own: nested calls are no chain
 
     def rule(self, call):
-        if not _is_op(call, "relax.matmul"):
+        if op_name(call) != "relax.matmul":
             return None
         return lambda bb, c: self.rewrite(bb, c)
 
@@ -299,7 +295,7 @@ class _AttentionRewriter(_Rewriter):
     def is_prefix_range(self, expr) -> bool:
         """Whether ``expr`` is bound to ``arange(0, T, 1)`` (T anything)."""
         value = self.value(expr)
-        if not _is_op(value, "relax.arange") or len(value.args) != 3:
+        if op_name(value) != "relax.arange" or len(value.args) != 3:
             return False
         start, _, step = value.args
         return _prim_int(start) == 0 and _prim_int(step) == 1

@@ -74,14 +74,13 @@ def channels_last_for_cpu(mod: ir.IRModule) -> ir.IRModule:
     model mixing both would transpose between them."""
     from tvmscript.ir import relax
 
-    from ._common import walk_relax
+    from ._common import op_name, walk_relax
     from .convert_layout import ConvertLayout
 
     convs = []
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
-            walk_relax(func, lambda n: convs.append(n) if isinstance(n, relax.Call) and isinstance(n.op, relax.Op)
-                       and n.op.name == "relax.nn.conv2d" else None)
+            walk_relax(func, lambda n: convs.append(n) if op_name(n) == "relax.nn.conv2d" else None)
     if not convs or any(c.attrs["groups"] != 1 or c.attrs["data_layout"] != "NCHW"
                         or not isinstance(c.args[1], relax.Constant) for c in convs):
         return mod

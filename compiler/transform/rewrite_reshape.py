@@ -32,7 +32,7 @@ from tvmscript.ir import relax, tir
 from tvmscript.ir.arith.analyzer import Analyzer
 from tvmscript.ir.mutator import substitute
 
-from ._common import call_tir_args, global_vars_used, is_call_tir, single_block_nest, walk_relax
+from ._common import call_tir_args, global_vars_used, is_call_tir, op_name, single_block_nest, walk_relax
 
 __all__ = ["RewriteDataflowReshape", "is_reshape"]
 
@@ -212,7 +212,7 @@ def _has_inplace_call(func: relax.Function) -> bool:
     found = []
 
     def visit(x):
-        if isinstance(x, relax.Call) and isinstance(x.op, relax.Op) and x.op.name == "relax.call_tir_inplace":
+        if op_name(x) == "relax.call_tir_inplace":
             found.append(x)
     walk_relax(func, visit)
     return bool(found)
