@@ -63,19 +63,26 @@ class CallRewriter:
         frame = _BlockFrame(dataflow)
         self.bb._block = frame
         for binding in block.bindings:
-            value = binding.value
-            if isinstance(value, relax.If):
-                value = self.if_(value)
-            else:
-                value = self.expr(value)
-            if value is not binding.value:
-                binding = (relax.VarBinding(binding.var, value) if isinstance(binding, relax.VarBinding)
-                           else relax.MatchCast(binding.var, value, binding.struct_info))
-            frame.bindings.append(binding)
+            self.binding(binding)
         self.bb._block = None
         if dataflow:
             return relax.DataflowBlock(frame.bindings, list(block.outputs))
         return relax.BindingBlock(frame.bindings)
+
+    def binding(self, binding) -> None:
+        """Append ``binding`` to the current block, its calls rewritten (after the helper
+        bindings a rule emits)."""
+        frame = self.bb._block
+        value = binding.value
+        if isinstance(value, relax.If):
+            value = self.if_(value)
+            self.bb._block = frame  # the branches' blocks were current meanwhile
+        else:
+            value = self.expr(value)
+        if value is not binding.value:
+            binding = (relax.VarBinding(binding.var, value) if isinstance(binding, relax.VarBinding)
+                       else relax.MatchCast(binding.var, value, binding.struct_info))
+        frame.bindings.append(binding)
 
     def expr(self, e):
         """``e`` with its calls rewritten (nested ones first, emitted as bindings of their own)."""

@@ -33,7 +33,6 @@ from tvmscript.ir import relax
 from tvmscript.ir.op import api as op
 from tvmscript.ir.op.elementwise import BINARY_OPS, COMPARE_OPS, LOGICAL_OPS, UNARY_OPS
 
-from ..block_builder import _BlockFrame
 from ._common import op_name, substitute_relax, walk_relax
 from ._rewrite_calls import CallRewriter, rewrite_functions
 
@@ -109,27 +108,22 @@ class _LayoutRewriter(CallRewriter):
         self.permuted: dict = {}  # (variable, layout) -> the variable permuted into it
 
     def block(self, block: relax.BindingBlock) -> relax.BindingBlock:
-        dataflow = isinstance(block, relax.DataflowBlock)
-        # What this block converts stays in it: a value seen after it is restored where it is
-        # bound, and the variables emitted here are the block's own.
+        # What a block converts stays in it: a value seen after it is restored where it is
+        # bound, and the variables emitted in it are its own.
         self.converted, self.restored, self.permuted = {}, {}, {}
-        frame = _BlockFrame(dataflow)
-        self.bb._block = frame
-        for binding in block.bindings:
-            new = self.convert(binding) if isinstance(binding, relax.VarBinding) else None
-            if new is None:
-                self.keep(binding)
-                continue
-            self.changed = True
-            self.converted[binding.var] = new
-            if not isinstance(binding.var, relax.DataflowVar):
-                # Seen after the block: the variable keeps its meaning, in its own layout.
-                frame.bindings.append(relax.VarBinding(binding.var, self.bb.normalize(new.restore())))
-                self.restored[binding.var] = binding.var
-        self.bb._block = None
-        if dataflow:
-            return relax.DataflowBlock(frame.bindings, list(block.outputs))
-        return relax.BindingBlock(frame.bindings)
+        return super().block(block)
+
+    def binding(self, binding) -> None:
+        new = self.convert(binding) if isinstance(binding, relax.VarBinding) else None
+        if new is None:
+            self.keep(binding)
+            return
+        self.changed = True
+        self.converted[binding.var] = new
+        if not isinstance(binding.var, relax.DataflowVar):
+            # Seen after the block: the variable keeps its meaning, in its own layout.
+            self.bb._block.bindings.append(relax.VarBinding(binding.var, self.bb.normalize(new.restore())))
+            self.restored[binding.var] = binding.var
 
     # ---- bindings left in their layout
 
