@@ -29,15 +29,16 @@ def _taps(start, lo: int, hi, kernel: int, dilation: int):
 
 
 def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
-         count_include_pad: bool = False, channels_last: bool = False) -> te.Tensor:
+         count_include_pad: bool = False, spatial_axes=None) -> te.Tensor:
     """N-C-spatial max/avg pooling (1-D or 2-D) as TVM's ``topi.nn.pool1d``/``pool2d``:
     ``pad_temp`` (minimum value or zero; ceil mode pads ``stride - 1`` more at the end), then
     ``pool_max``, or ``pool_sum`` and ``pool_avg``. ``padding`` is the pads before each spatial
     axis, then those after. The average divides by the number of taps inside the input (inside
-    the explicitly padded input with ``count_include_pad``), at least 1. ``channels_last``:
-    the data is N-spatial-C (``NHWC``), pooled in place, as TVM's pooling reads any layout."""
+    the explicitly padded input with ``count_include_pad``), at least 1. ``spatial_axes``: where
+    the pooled axes are in ``data`` (after N and C by default; ``NHWC`` data is pooled in place,
+    as TVM's pooling reads any layout)."""
     nsp = len(data.shape) - 2
-    axes = list(range(1, 1 + nsp)) if channels_last else list(range(2, 2 + nsp))
+    axes = list(spatial_axes) if spatial_axes is not None else list(range(2, 2 + nsp))
     spatial = [data.shape[a] for a in axes]
     before_pads, after_pads = list(padding[:nsp]), list(padding[nsp:])
     out = []
@@ -98,19 +99,32 @@ def avg_pool_divisor(out_idx, spatial, pool_size, strides, dilation, padding, co
 def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
            count_include_pad: bool = False, layout: str = "NCHW", out_layout=None) -> te.Tensor:
     """2-D pooling (``padding`` is top, left, bottom, right): `pool` on two spatial axes, the
-    data in ``layout`` (``NHWC`` pooled in place; others, ``NCHW16c``, brought to NCHW first)
-    and the result written in ``out_layout`` (the data's by default)."""
-    if layout == "NHWC" and (out_layout or layout) == "NHWC":
-        return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, True)
+    data in ``layout`` (an unpacked one, ``NHWC``, pooled in place; a packed one, ``NCHW16c``,
+    brought to NCHW first) and the result written in ``out_layout`` (the data's by default)."""
+    axes = _in_place_axes(layout, out_layout, "HW")
+    if axes is not None:
+        return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, axes)
     out = pool(to_primal(data, layout, "NCHW"), kind, pool_size, strides, dilation, padding, ceil_mode,
                count_include_pad)
     return from_primal(out, out_layout or layout, "NCHW")
+
+
+def _in_place_axes(layout: str, out_layout, spatial: str):
+    """Where the ``spatial`` axes are in ``layout`` when the pooling can read and write it in
+    place (an unpacked layout, the output's the same), else None (brought to the primal layout
+    and back: a packed ``NCHW16c``)."""
+    if layout.isalpha() and layout.isupper() and (out_layout or layout) == layout:
+        return [layout.index(a) for a in spatial]
+    return None
 
 
 def pool1d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
            count_include_pad: bool = False, layout: str = "NCW", out_layout=None) -> te.Tensor:
     """1-D pooling (``padding`` is left, right): `pool` on one spatial axis, in any layout as
     `pool2d`."""
+    axes = _in_place_axes(layout, out_layout, "W")
+    if axes is not None:
+        return pool(data, kind, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, axes)
     out = pool(to_primal(data, layout, "NCW"), kind, pool_size, strides, dilation, padding, ceil_mode,
                count_include_pad)
     return from_primal(out, out_layout or layout, "NCW")
@@ -144,22 +158,23 @@ def _static_uniform(size, out: int) -> bool:
 
 def adaptive_pool2d(data: te.Tensor, output_size, kind: str = "avg", layout: str = "NCHW",
                     out_layout=None) -> te.Tensor:
-    """Adaptive average pooling of ``data`` in ``layout`` (``NHWC`` pooled in place, others
-    brought to NCHW first), the result in ``out_layout`` (the data's by default);
+    """Adaptive average pooling of ``data`` in ``layout`` (an unpacked one pooled in place, a
+    packed one brought to NCHW first), the result in ``out_layout`` (the data's by default);
     ``output_size`` None keeps the input's H, W."""
     if kind != "avg":
         raise ValueError("adaptive_pool2d: only average pooling is implemented")
-    if layout == "NHWC" and (out_layout or layout) == "NHWC":
-        size = output_size if output_size is not None else [int(d) for d in data.shape[1:3]]
-        return _adaptive_avg_pool2d(data, size, (1, 2))
+    axes = _in_place_axes(layout, out_layout, "HW")
+    if axes is not None:
+        size = output_size if output_size is not None else [int(data.shape[a]) for a in axes]
+        return _adaptive_avg_pool2d(data, size, axes)
     x = to_primal(data, layout, "NCHW")
     size = output_size if output_size is not None else [int(d) for d in x.shape[2:]]
-    return from_primal(_adaptive_avg_pool2d(x, size, (2, 3)), out_layout or layout, "NCHW")
+    return from_primal(_adaptive_avg_pool2d(x, size, [2, 3]), out_layout or layout, "NCHW")
 
 
 def _adaptive_avg_pool2d(data: te.Tensor, output_size, axes) -> te.Tensor:
-    """Adaptive average pooling over the spatial ``axes`` of ``data`` (``(2, 3)`` in NCHW,
-    ``(1, 2)`` in NHWC): output ``(i, j)`` averages the window
+    """Adaptive average pooling over the spatial ``axes`` of ``data`` (``[2, 3]`` in NCHW,
+    ``[1, 2]`` in NHWC): output ``(i, j)`` averages the window
     ``[floor(i*H/oh), ceil((i+1)*H/oh)) x [floor(j*W/ow), ceil((j+1)*W/ow))`` (TVM's
     ``adaptive_pool_sum`` and ``adaptive_pool_avg``). The sum loops over the widest window and
     guards the taps beyond a narrower one, where TVM loops over each window's own extent."""
