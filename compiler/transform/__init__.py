@@ -21,7 +21,6 @@ from .legalize_ops import LegalizeOps
 from .pipeline import Sequential, bound_inference_passes, channels_last_for_cpu, get_pipeline
 
 __all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "ComposePermutes",
-           "ConvertLayout", "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D", "FoldConstant", "FuseOps",
-           "FuseTIR", "LegalizeOps", "RewriteAttention", "Sequential", "bound_inference_passes",
-           "channels_last_for_cpu", "get_pipeline"]
-
+           "ConvertLayout", "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D",
+           "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "RewriteAttention", "Sequential",
+           "bound_inference_passes", "channels_last_for_cpu", "get_pipeline"]

@@ -190,7 +190,7 @@ def conv2d_nhwc(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 
     kh, kw, kc = (kernel.shape[kernel_layout.index(a)] for a in "HWI")
     out_h = conv_out_dim(data.shape[1], static_int(kh), stride[0], dilation[0], padding[0], padding[2])
     out_w = conv_out_dim(data.shape[2], static_int(kw), stride[1], dilation[1], padding[1], padding[3])
-    ry, rx, rc = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx"), te.reduce_axis((0, kc), name="rc")
+    ry, rx, rc = (te.reduce_axis((0, extent), name=name) for extent, name in ((kh, "ry"), (kw, "rx"), (kc, "rc")))
 
     def weight(ff):
         at = {"H": ry, "W": rx, "I": rc, "O": ff}
