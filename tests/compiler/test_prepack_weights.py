@@ -131,6 +131,21 @@ def test_conv2d_with_a_bound_weight(monkeypatch):
     assert [len(s) for s in _constant_shapes(ex)] == [5]  # [O tiles, I, kh, kw, tile]
 
 
+@pytest.mark.parametrize("cin, cout, packed", [(192, 32, True), (16, 96, False)])
+def test_pointwise_conv2d_vectorizes_channels_over_a_long_reduction(cin, cout, packed, monkeypatch):
+    """A 1x1 convolution summing 192 channels (mobilenet's projections) is vectorized over its
+    output channels, its weight packed (`register_tile.LONG_REDUCTION`); one summing 16 (the
+    expansions) over the map's pixels, its weight read as it is (broadcast)."""
+    import torch
+
+    w, x = _rand(cout, cin, 1, 1), _rand(1, cin, 14, 14)
+    mod = _module(f'x: R.Tensor((1, {cin}, 14, 14), "float32"), w: R.Tensor(({cout}, {cin}, 1, 1), "float32")',
+                  "            y = R.nn.conv2d(x, w)\n            R.output(y)")
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    ex = _check(mod, {"w": w}, [x], expected, monkeypatch)
+    assert [len(s) for s in _constant_shapes(ex)] == ([3] if packed else [4])
+
+
 def test_fused_matmul_add_gelu(monkeypatch):
     w, b, x = _rand(192, 64), _rand(192), _rand(7, 64)
     mod = _module('x: R.Tensor((7, 64), "float32"), w: R.Tensor((192, 64), "float32"), b: R.Tensor((192,), "float32")',
