@@ -14,6 +14,7 @@ from .affine_indices import AffineSymbolicIndices
 from .analysis import only_blocks
 from .apply import apply_plan
 from .attention import flash_attention
+from .balance import collapse_parallel
 from .block_edits import renamed_blocks
 from .dot_product import DotProduct, plan_dot_product
 from .fixup import fixup
@@ -48,7 +49,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = merge_contiguous_loops(body)
     body = fuse_row_stages(body)
     with prepacking(func):  # weights bound as constants: packed by the build (`prepack`)
-        body = schedule_nests(func, body)
+        body = collapse_parallel(schedule_nests(func, body))
         buffer_map, body, attrs = with_packed_params(func, body)
     return _scheduled(func, body, buffer_map, attrs)
 
