@@ -28,6 +28,7 @@ from tvmscript.ir import tir
 from tvmscript.ir.tir import Allocate
 
 from ..kernel_params import NameOf, dim_text
+from ..written_first import needs_zero_fill
 from ..kernel_places import at_span
 from ..lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN
 from .cost import UNROLL_BUDGET, unroll_cost
@@ -115,7 +116,8 @@ class StmtGen:
             if not isinstance(size, tir.IntImm):
                 raise ValueError(f"stack allocation of '{buf.name}' needs a constant size")
             ptr = self.alloca(ir.ArrayType(ety, max(1, size.value)), align=max(64, buf.align or 0), name=buf.name)
-            self.zero_fill(ptr, ir.Constant(I64, max(1, size.value) * elem_align(buf.dtype)))
+            if needs_zero_fill(s.body, buf):
+                self.zero_fill(ptr, ir.Constant(I64, max(1, size.value) * elem_align(buf.dtype)))
             self.env[buf.data] = ptr
             self.noalias.add(buf.data)
             self.stmt(s.body)
@@ -130,7 +132,8 @@ class StmtGen:
         ptr = self.b.call(alloc, [ir.Constant(I64, 64), nbytes], name=buf.name)
         self.fail_if(self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)),
                      f"cannot allocate '{buf.name}' ({buf.dtype}, {dim_text(size, NameOf())} elements): out of memory")
-        self.zero_fill(ptr, nbytes)
+        if needs_zero_fill(s.body, buf):
+            self.zero_fill(ptr, nbytes)
         self.env[buf.data] = ptr
         self.noalias.add(buf.data)
         self.heap.append(ptr)
@@ -143,8 +146,9 @@ class StmtGen:
         """Zeros over a new allocation. Why: a kernel may read an element it never wrote; LLVM
         takes such a load as undefined and may then compile the kernel into anything, an
         endless loop included (found by the fuzzer). Zeros make the read defined and the result
-        reproducible, and they leak nothing of earlier calls. Where every element is written
-        before it is read (nearly always), LLVM deletes the fill as dead stores."""
+        reproducible, and they leak nothing of earlier calls. Left out where the allocation's
+        first statements provably write every element before any is read, for all but small
+        ones (`written_first.needs_zero_fill`); LLVM deletes what straight-line stores overwrite."""
         memset = self.mg.declare("llvm.memset.p0.i64", VOID, [PTR, I8, I64, I1])
         self.b.call(memset, [ptr, ir.Constant(I8, 0), nbytes, ir.Constant(I1, 0)])
 

@@ -1,0 +1,162 @@
+"""Whether every element of a new allocation is written before any is read
+(`written_before_read`): then the code generator leaves out the zero fill that otherwise
+makes reading an element never written defined (`codegen_llvm.statements.zero_fill`).
+
+Why: LLVM deletes the fill only where straight-line stores overwrite it; a loop that writes
+every element does not count, so each call of a kernel cleared its scratch buffers before
+filling them: 65 KB per channel for the phase-split windows of mobilenet_v2's stride-2
+depthwise convolutions (17% of their time), packed panels on every tile, 3% of the model's
+samples in all.
+
+How: the statements the allocation's scope runs first are followed in program order while
+none of them reads the buffer. Each store to it whose index is an expression of the enclosing
+loops' iterators (loops of constant bounds) marks the elements it writes, evaluated with NumPy
+over the loops' whole iteration space. A store under an ``if`` marks nothing (it may not run),
+nor does one in a loop of symbolic extent. The walk stops at the first statement that reads
+the buffer (or uses its address in any other way), or where a loop nest's iteration space
+exceeds `MAX_POINTS`; the answer is whether every element has been marked by then. Anything
+not understood leaves the fill in place: it can only cost time, never correctness."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from tvmscript.ir import tir
+from tvmscript.ir.tir_visitor import contains
+
+from .lower_tir import dtype_bytes
+
+__all__ = ["needs_zero_fill", "written_before_read", "MAX_POINTS", "MIN_BYTES"]
+
+MAX_POINTS = 1 << 22  # iterations of a loop nest whose stores are enumerated
+
+# Allocations smaller than this keep their fill, written or not. Why: LLVM 22.1's SLP
+# vectorizer (llvmlite 0.50) emits a function that fails its own verifier ("Instruction does
+# not dominate all uses", then an abort) for small scratch buffers whose stores are all fully
+# unrolled and left unfilled: a 3x3 max pooling's 9 phases of 16 elements (the fill hides the
+# pattern). What a fill of a few hundred bytes costs is lost in the kernel's time; the
+# buffers whose fill took time (a 52 KB phase plane per channel, a 4-8 KB panel per tile) are
+# written by loops LLVM does not unroll.
+MIN_BYTES = 4096
+
+
+class _Stop(Exception):
+    """The walk reached a statement it cannot follow past."""
+
+
+def needs_zero_fill(body: tir.Stmt, buf: tir.Buffer) -> bool:
+    """Whether the allocation of ``buf`` over ``body`` keeps its zero fill: unless it holds
+    `MIN_BYTES` or more, all written before any is read."""
+    size = buf.shape[0] if len(buf.shape) == 1 else None
+    if not isinstance(size, tir.IntImm) or size.value * dtype_bytes(buf.dtype) < MIN_BYTES:
+        return True
+    return not written_before_read(body, buf)
+
+
+def written_before_read(body: tir.Stmt, buf: tir.Buffer) -> bool:
+    """Whether ``body``, the scope of the allocation of the 1-D ``buf``, writes every element
+    of it before reading any (see the module docstring)."""
+    if len(buf.shape) != 1 or not isinstance(buf.shape[0], tir.IntImm):
+        return False
+    walk = _Coverage(buf.data, buf.shape[0].value)
+    try:
+        walk.stmt(body, {}, ())
+    except _Stop:
+        pass
+    return bool(walk.covered.all())
+
+
+class _Coverage:
+    """The elements of one allocation written so far (`covered`), statement by statement."""
+
+    def __init__(self, data: tir.Var, size: int) -> None:
+        self.data = data
+        self.covered = np.zeros(max(size, 1), dtype=bool)
+        self.covered[size:] = True  # a zero-size allocation (given one element) has nothing to write
+
+    def uses(self, node) -> bool:
+        """Whether ``node`` reads the buffer or mentions its address outside a store's target."""
+        return contains(node, lambda n: (isinstance(n, tir.BufferLoad) and n.buffer.data is self.data)
+                        or n is self.data)
+
+    def stmt(self, s, env: dict, shape: tuple) -> None:
+        """Mark what ``s`` writes, run with the loop iterators ``env`` (NumPy arrays over an
+        iteration space of ``shape``); raise `_Stop` where the walk must end."""
+        if isinstance(s, tir.SeqStmt):
+            for child in s.seq:
+                self.stmt(child, env, shape)
+        elif isinstance(s, tir.For):
+            self.loop(s, env, shape)
+        elif isinstance(s, tir.BufferStore):
+            if self.uses(s.value) or any(self.uses(i) for i in s.indices):
+                raise _Stop
+            if s.buffer.data is self.data and len(s.indices) == 1:
+                self.mark(_value(s.indices[0], env), shape)
+        elif isinstance(s, tir.LetStmt):
+            if self.uses(s.value):
+                raise _Stop
+            value = _value(s.value, env)
+            inner = dict(env)
+            if value is None:
+                inner.pop(s.var, None)
+            else:
+                inner[s.var] = value
+            self.stmt(s.body, inner, shape)
+        elif isinstance(s, tir.Allocate):
+            self.stmt(s.body, env, shape)
+        elif self.uses(s):
+            raise _Stop
+        # Anything else that leaves the buffer alone (an ``if``'s stores may not run) marks nothing.
+
+    def loop(self, s: tir.For, env: dict, shape: tuple) -> None:
+        if self.uses(s.body) or self.uses(s.min) or self.uses(s.extent):
+            raise _Stop  # a loop that reads what it may have written: not followed
+        lo, n = _value(s.min, env), _value(s.extent, env)
+        step = 1 if s.step is None else _value(s.step, env)
+        if not all(isinstance(v, (int, np.integer)) for v in (lo, n, step)) or step <= 0:
+            return  # a symbolic or varying range: its stores are not enumerated
+        count = max(0, -(-int(n) // int(step)))
+        if count == 0:
+            return
+        if int(np.prod(shape, dtype=np.int64)) * count > MAX_POINTS:
+            raise _Stop
+        iters = np.arange(int(lo), int(lo) + count * int(step), int(step), dtype=np.int64)
+        inner = dict(env)
+        inner[s.loop_var] = iters.reshape((count,) + (1,) * len(shape))
+        self.stmt(s.body, inner, (count,) + shape)
+
+    def mark(self, index, shape: tuple) -> None:
+        if index is None:
+            return
+        flat = np.broadcast_to(np.asarray(index, dtype=np.int64), shape).ravel() if shape else \
+            np.asarray([index], dtype=np.int64)
+        size = self.covered.size
+        self.covered[flat[(flat >= 0) & (flat < size)]] = True
+
+
+_BINARY = {tir.Add: np.add, tir.Sub: np.subtract, tir.Mul: np.multiply, tir.Min: np.minimum,
+           tir.Max: np.maximum}
+
+
+def _value(e, env: dict) -> Optional[object]:
+    """The integer value of ``e`` over the iteration space (an int or a NumPy array), or None
+    where it is not an integer expression of the loops' iterators."""
+    if isinstance(e, tir.IntImm):
+        return int(e.value)
+    if isinstance(e, tir.Var):
+        return env.get(e)
+    if isinstance(e, tir.Cast):
+        return _value(e.value, env) if e.dtype.startswith(("int", "uint")) else None
+    op = _BINARY.get(type(e))
+    if op is None and not isinstance(e, (tir.FloorDiv, tir.FloorMod)):
+        return None
+    a, b = _value(e.a, env), _value(e.b, env)
+    if a is None or b is None:
+        return None
+    if op is not None:
+        return op(a, b)
+    if np.any(np.asarray(b) == 0):
+        return None
+    return np.floor_divide(a, b) if isinstance(e, tir.FloorDiv) else np.mod(a, b)
