@@ -274,6 +274,33 @@ def test_the_scheduled_kernel_fills_no_panel():
     assert set(packed.ravel().tolist()) == set(w.ravel().tolist())
 
 
+def test_a_large_weight_is_split_between_the_threads(monkeypatch):
+    """960 -> 320 channels over 7 x 7 pixels (mobilenet_v2's last projection): 5 tiles of
+    output channels, but the weight (1.2 MB) is larger than the output, so the tiles run in
+    parallel (collapsed with the rows inside them, 5 x 9) and each thread reads its share of
+    the weight, not all of it. Results stay NumPy's and the unpacked build's bits."""
+    import torch
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    w, x = _rand(320, 960, 1, 1), _rand(1, 960, 7, 7)
+    mod = _module('x: R.Tensor((1, 960, 7, 7), "float32"), w: R.Tensor((320, 960, 1, 1), "float32")',
+                  "            y = R.nn.conv2d(x, w)\n            R.output(y)")
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    _check(mod, {"w": w}, [x], expected, monkeypatch)
+    legal = tvms.relax.get_pipeline("zero")(BindParams("main", {"w": w})(mod))
+    (kernel,) = [f for f in mark_layout_free(legal).functions.values() if isinstance(f, tir.PrimFunc)]
+    parallel = []
+
+    class Loops(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.For) and s.kind == "parallel":
+                parallel.append((s.loop_var.name, int(s.extent.value)))
+            return super().visit_stmt(s)
+
+    Loops().visit_stmt(default_schedule(kernel).body)
+    assert len(parallel) == 1 and parallel[0][0].startswith("ff_0") and parallel[0][1] == 45
+
+
 def test_the_disk_cache_keeps_the_layouts(tmp_path, monkeypatch):
     monkeypatch.setenv("TVMS_CACHE_DIR", str(tmp_path / "cache"))
     cpu.clear_cache()
