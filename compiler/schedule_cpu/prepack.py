@@ -114,14 +114,14 @@ def prepacked_tile(load: tir.BufferLoad) -> Optional[int]:
 
 
 def _index_loops(load: tir.BufferLoad, loops: list) -> Optional[list]:
-    """For each index of ``load``: the loop (`NestLoop`) whose iterator it is, or None for a
-    0 on an axis of one; None when the nest does not read the buffer that simply and whole."""
+    """For each index of ``load``: the loop (`NestLoop`) whose iterator it is, or None on an
+    axis of one; None when the nest does not read the buffer that simply and whole."""
     by_var = {lp.iv.var: lp for lp in loops if lp.iv is not None}
     found, seen = [], set()
     for index, dim in zip(load.indices, load.buffer.shape):
         if not isinstance(dim, tir.IntImm):
             return None
-        if tir.is_const_int(index, 0) and dim.value == 1:
+        if dim.value == 1:  # index 0 (or the iterator of a loop of one iteration, a 1x1 kernel's)
             found.append(None)
             continue
         lp = by_var.get(index) if isinstance(index, tir.Var) else None

@@ -131,6 +131,21 @@ def test_conv2d_with_a_bound_weight(monkeypatch):
     assert [len(s) for s in _constant_shapes(ex)] == [5]  # [O tiles, I, kh, kw, tile]
 
 
+def test_a_1x1_nhwc_kernel_read_through_unit_loops_is_packed(monkeypatch):
+    """resnet18's downsample convolutions in NHWC: the HWIO weight's two axes of one are
+    indexed by the kernel window's loops of one iteration, which do not stop its packing."""
+    import torch
+
+    w, x = _rand(1, 1, 64, 128), _rand(1, 14, 14, 64)
+    mod = _module('x: R.Tensor((1, 14, 14, 64), "float32"), w: R.Tensor((1, 1, 64, 128), "float32")',
+                  '            y = R.nn.conv2d(x, w, strides=[2, 2], data_layout="NHWC", kernel_layout="HWIO")\n'
+                  "            R.output(y)")
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2),
+                                          torch.from_numpy(w).permute(3, 2, 0, 1), stride=2).permute(0, 2, 3, 1)
+    ex = _check(mod, {"w": w}, [x], expected.numpy(), monkeypatch)
+    assert [len(s) for s in _constant_shapes(ex)] == [3]
+
+
 @pytest.mark.parametrize("cin, cout, packed", [(192, 32, True), (16, 96, False)])
 def test_pointwise_conv2d_vectorizes_channels_over_a_long_reduction(cin, cout, packed, monkeypatch):
     """A 1x1 convolution summing 192 channels (mobilenet's projections) is vectorized over its
