@@ -22,6 +22,7 @@ import numpy as np
 
 from tvmscript import ir
 from tvmscript.ir import relax, tir
+from tvmscript.ir.tir_numpy import evaluate_on_arrays
 
 from .schedule_cpu.prepack import LAYOUT_FREE_ATTR, PackedLayout
 from .transform._common import call_tir_args, copy_module, is_call_tir, replace_fields, walk_relax
@@ -168,17 +169,9 @@ def gather_index(layout: PackedLayout) -> tuple:
     return tuple(np.broadcast_to(_evaluate(e, env), layout.shape) for e in layout.source.final_indices)
 
 
-_OPS = {tir.Add: np.add, tir.Sub: np.subtract, tir.Mul: np.multiply, tir.FloorDiv: np.floor_divide,
-        tir.FloorMod: np.mod, tir.Min: np.minimum, tir.Max: np.maximum}
-
-
 def _evaluate(e, env: dict):
     """The integer expression ``e`` of the packed indices, over arrays of them."""
-    if isinstance(e, tir.Var):
-        return env[e]
-    if isinstance(e, tir.IntImm):
-        return np.int64(e.value)
-    op = _OPS.get(type(e))
-    if op is None:
+    value = evaluate_on_arrays(e, env)
+    if value is None:
         raise NotImplementedError(f"packing a constant: {type(e).__name__} in a layout")
-    return op(_evaluate(e.a, env), _evaluate(e.b, env))
+    return value

@@ -19,11 +19,10 @@ not understood leaves the fill in place: it can only cost time, never correctnes
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir_numpy import evaluate_on_arrays
 from tvmscript.ir.tir_visitor import contains
 
 from .lower_tir import dtype_bytes
@@ -93,11 +92,11 @@ class _Coverage:
             if self.uses(s.value) or any(self.uses(i) for i in s.indices):
                 raise _Stop
             if s.buffer.data is self.data and len(s.indices) == 1:
-                self.mark(_value(s.indices[0], env), shape)
+                self.mark(evaluate_on_arrays(s.indices[0], env), shape)
         elif isinstance(s, tir.LetStmt):
             if self.uses(s.value):
                 raise _Stop
-            value = _value(s.value, env)
+            value = evaluate_on_arrays(s.value, env)
             inner = dict(env)
             if value is None:
                 inner.pop(s.var, None)
@@ -113,8 +112,8 @@ class _Coverage:
     def loop(self, s: tir.For, env: dict, shape: tuple) -> None:
         if self.uses(s.body) or self.uses(s.min) or self.uses(s.extent):
             raise _Stop  # a loop that reads what it may have written: not followed
-        lo, n = _value(s.min, env), _value(s.extent, env)
-        step = 1 if s.step is None else _value(s.step, env)
+        lo, n = evaluate_on_arrays(s.min, env), evaluate_on_arrays(s.extent, env)
+        step = 1 if s.step is None else evaluate_on_arrays(s.step, env)
         if not all(isinstance(v, (int, np.integer)) for v in (lo, n, step)) or step <= 0:
             return  # a symbolic or varying range: its stores are not enumerated
         count = max(0, -(-int(n) // int(step)))
@@ -134,29 +133,3 @@ class _Coverage:
             np.asarray([index], dtype=np.int64)
         size = self.covered.size
         self.covered[flat[(flat >= 0) & (flat < size)]] = True
-
-
-_BINARY = {tir.Add: np.add, tir.Sub: np.subtract, tir.Mul: np.multiply, tir.Min: np.minimum,
-           tir.Max: np.maximum}
-
-
-def _value(e, env: dict) -> Optional[object]:
-    """The integer value of ``e`` over the iteration space (an int or a NumPy array), or None
-    where it is not an integer expression of the loops' iterators."""
-    if isinstance(e, tir.IntImm):
-        return int(e.value)
-    if isinstance(e, tir.Var):
-        return env.get(e)
-    if isinstance(e, tir.Cast):
-        return _value(e.value, env) if e.dtype.startswith(("int", "uint")) else None
-    op = _BINARY.get(type(e))
-    if op is None and not isinstance(e, (tir.FloorDiv, tir.FloorMod)):
-        return None
-    a, b = _value(e.a, env), _value(e.b, env)
-    if a is None or b is None:
-        return None
-    if op is not None:
-        return op(a, b)
-    if np.any(np.asarray(b) == 0):
-        return None
-    return np.floor_divide(a, b) if isinstance(e, tir.FloorDiv) else np.mod(a, b)

@@ -26,6 +26,7 @@ from tvmscript.ir import tir
 from tvmscript.ir.arith import eval_range, simplify
 from tvmscript.ir.mutator import substitute
 from tvmscript.ir.tir_arith import make_cast
+from tvmscript.ir.tir_numpy import evaluate_on_arrays
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...ir.tir_analysis import collect_accesses
@@ -179,47 +180,6 @@ def _as_expr(x, dtype):
 # ----------------------------------------------------------------------------- bijectivity
 
 
-def _np_eval(e, env: dict):
-    """``e`` evaluated on NumPy integer arrays (``env``: Var -> array); None if ``e`` uses
-    something this evaluator does not know."""
-    import numpy as np
-
-    if isinstance(e, tir.Var):
-        return env.get(e)
-    if isinstance(e, tir.IntImm):
-        return np.int64(e.value)
-    if isinstance(e, tir.Cast):
-        return _np_eval(e.value, env)
-    if isinstance(e, tir.BinaryOp):
-        a, b = _np_eval(e.a, env), _np_eval(e.b, env)
-        if a is None or b is None:
-            return None
-        if isinstance(e, tir.Add):
-            return a + b
-        if isinstance(e, tir.Sub):
-            return a - b
-        if isinstance(e, tir.Mul):
-            return a * b
-        if isinstance(e, (tir.FloorDiv, tir.FloorMod, tir.Div, tir.Mod)):
-            if np.any(b == 0):
-                return None
-            if isinstance(e, tir.FloorDiv):
-                return np.floor_divide(a, b)
-            if isinstance(e, tir.FloorMod):
-                return np.mod(a, b)
-            q = np.trunc(a / b).astype(np.int64)
-            return q if isinstance(e, tir.Div) else a - q * b
-        if isinstance(e, tir.Min):
-            return np.minimum(a, b)
-        if isinstance(e, tir.Max):
-            return np.maximum(a, b)
-        return None
-    if isinstance(e, tir.Select):
-        c, t, f = (_np_eval(x, env) for x in (e.condition, e.true_value, e.false_value))
-        return None if c is None or t is None or f is None else np.where(c, t, f)
-    return None
-
-
 def _is_permutation(m: _Map, dims: list, new_dims: list) -> bool:
     """Whether ``m`` only reorders the axes (a transpose), each new axis as long as the old
     axis it takes: a bijection, decided without enumerating the elements."""
@@ -251,7 +211,7 @@ def _check_bijective(m: _Map, old_shape: list, new_shape: list) -> Optional[str]
             flat = np.zeros(total, dtype=np.int64)
             ok = True
             for f, nd in zip(m.final, new_dims):
-                val = _np_eval(f, env)
+                val = evaluate_on_arrays(f, env)
                 if val is None:
                     ok = False
                     break
