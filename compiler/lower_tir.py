@@ -7,12 +7,15 @@
 2. `lower_init`               a block's ``T.init()`` becomes an ``if`` on its first reduction step
 3. `convert_blocks_to_loops`  blocks disappear: iterators are replaced by their bindings,
                               ``T.where`` becomes an ``if``, ``T.alloc_buffer`` an `tir.Allocate`
+4. `loop_partition.partition_guarded_loops`  a loop whose padding guards
+                              (``T.if_then_else`` conditions) hold on a middle range of it runs
+                              that range without them, its edges with them
    (`bounds_check.instrument_bounds_checks`, when asked: accesses not proven in bounds are
                               checked at run time)
-4. `flatten_buffers`          N-d buffer accesses become 1-D element offsets
-5. `lower_intrinsics`         intrinsics with a simple definition in others (``rsqrt``,
+5. `flatten_buffers`          N-d buffer accesses become 1-D element offsets
+6. `lower_intrinsics`         intrinsics with a simple definition in others (``rsqrt``,
                               ``sigmoid``, integer ``abs``) are rewritten into it
-6. `plan_allocations`         each `tir.Allocate` is placed on the stack or on the heap by its size
+7. `plan_allocations`         each `tir.Allocate` is placed on the stack or on the heap by its size
 
 GPU-scheduled code runs on the CPU. In TensorIR a thread binding is an annotation on a loop:
 ``for tx in T.thread_binding(128, thread="threadIdx.x")`` still means "for tx in range(128)",
@@ -374,10 +377,13 @@ def lower(func: tir.PrimFunc, bounds_check: bool = False, places: dict | None = 
     ``bounds_check``: after blocks become loops, every buffer access not proven in bounds gets
     a run-time check (`compiler.bounds_check`); ``places`` numbers the accesses' spans for its
     messages (`compiler.kernel_places`)."""
+    # (imported here: it reads `schedule_cpu.analysis`, whose package imports this module)
+    from .loop_partition import partition_guarded_loops
+
     if func.attrs.get(LOWERED_ATTR):
         return func
     _reject_uncompilable(func)
-    for p in (lower_thread_bindings, lower_init, convert_blocks_to_loops):
+    for p in (lower_thread_bindings, lower_init, convert_blocks_to_loops, partition_guarded_loops):
         func = p(func)
     if bounds_check:
         from .bounds_check import instrument_bounds_checks
