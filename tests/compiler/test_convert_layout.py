@@ -150,27 +150,35 @@ def test_layouts_it_cannot_apply_are_refused(layouts, message):
         ConvertLayout(layouts)
 
 
-GROUPED = '''
+def grouped_module(groups: int) -> str:
+    return f'''
 @I.ir_module
 class Module:
     @R.function
     def main(x: R.Tensor((1, 4, 8, 8), "float32"), w: R.Tensor((4, 4, 3, 3), "float32"),
-             d: R.Tensor((4, 1, 3, 3), "float32")):
+             d: R.Tensor((4, {4 // groups}, 3, 3), "float32")):
         with R.dataflow():
             y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
-            z = R.nn.conv2d(y, d, padding=[1, 1, 1, 1], groups=4)
+            z = R.nn.conv2d(y, d, strides=[2, 2], padding=[1, 1, 1, 1], groups={groups})
             R.output(z)
         return z
 '''
 
 
-def test_cpu_policy_converts_only_modules_of_dense_convolutions():
-    """bound_inference_passes puts dense convolutions with bound weights in NHWC on the CPU,
-    never on CUDA; it leaves a module with a depthwise convolution in NCHW (its schedule is
-    NCHW's), and weights passed in (they would be transposed on every call)."""
+def test_cpu_policy_converts_only_modules_of_dense_and_depthwise_convolutions():
+    """bound_inference_passes puts dense and depthwise convolutions with bound weights in NHWC
+    on the CPU, never on CUDA; it leaves a module with another grouped convolution in NCHW (it
+    has no NHWC kernel), and weights passed in (they would be transposed on every call)."""
     rng = np.random.default_rng(3)
-    grouped = BindParams("main", {"w": rand(rng, 4, 4, 3, 3), "d": rand(rng, 4, 1, 3, 3)})(tvms.parse(GROUPED))
+    grouped = BindParams("main", {"w": rand(rng, 4, 4, 3, 3), "d": rand(rng, 4, 2, 3, 3)})(
+        tvms.parse(grouped_module(2)))
     assert channels_last_for_cpu(grouped) is grouped
+    depthwise = BindParams("main", {"w": rand(rng, 4, 4, 3, 3), "d": rand(rng, 4, 1, 3, 3)})(
+        tvms.parse(grouped_module(4)))
+    converted = bound_inference_passes()(depthwise)
+    assert converted.script().count('data_layout="NHWC"') == 2
+    x = rand(rng, 1, 4, 8, 8)
+    np.testing.assert_allclose(run(converted, x), run(depthwise, x), rtol=1e-5, atol=1e-5)
     unbound = tvms.parse(BLOCK)
     assert channels_last_for_cpu(unbound) is unbound
     dense = BindParams("main", {"w": rand(rng, 8, 8, 3, 3)})(unbound)
@@ -181,8 +189,8 @@ def test_cpu_policy_converts_only_modules_of_dense_convolutions():
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.lists(st.sampled_from(["conv3", "conv1s2", "relu", "bias", "clip", "maxpool", "avgpool", "residual",
-                                 "sum"]), min_size=1, max_size=5),
+@given(st.lists(st.sampled_from(["conv3", "conv1s2", "dw3", "dw3s2", "relu", "bias", "clip", "maxpool", "avgpool",
+                                 "residual", "sum"]), min_size=1, max_size=5),
        st.integers(0, 2 ** 16))
 def test_any_chain_computes_what_the_original_does(ops, seed):
     """Random chains of convolutions, pools and elementwise ops (and an op with no layout rule)
@@ -195,6 +203,11 @@ def test_any_chain_computes_what_the_original_does(ops, seed):
         elif kind == "conv1s2" and shape[2] >= 2:
             lines.append(f"{v} = R.nn.conv2d({cur}, w1, strides=[2, 2])")
             shape = [1, 4, (shape[2] + 1) // 2, (shape[3] + 1) // 2]
+        elif kind == "dw3":
+            lines.append(f"{v} = R.nn.conv2d({cur}, wd, padding=[1, 1, 1, 1], groups=4)")
+        elif kind == "dw3s2" and shape[2] >= 2:
+            lines.append(f"{v} = R.nn.conv2d({cur}, wd, strides=[2, 2], padding=[0, 1, 1, 0], groups=4)")
+            shape = [1, 4, shape[2] // 2, shape[3] // 2]
         elif kind == "relu":
             lines.append(f"{v} = R.nn.relu({cur})")
         elif kind == "bias":
@@ -221,12 +234,14 @@ def test_any_chain_computes_what_the_original_does(ops, seed):
 class Module:
     @R.function
     def main(x: R.Tensor((1, 4, 8, 8), "float32"), w3: R.Tensor((4, 4, 3, 3), "float32"),
-             w1: R.Tensor((4, 4, 1, 1), "float32"), b: R.Tensor((1, 4, 1, 1), "float32")):
+             w1: R.Tensor((4, 4, 1, 1), "float32"), b: R.Tensor((1, 4, 1, 1), "float32"),
+             wd: R.Tensor((4, 1, 3, 3), "float32")):
         with R.dataflow():
             {body}
         return {cur}
 '''
     mod = tvms.parse(src)
     rng = np.random.default_rng(seed)
-    args = [rand(rng, 1, 4, 8, 8), rand(rng, 4, 4, 3, 3), rand(rng, 4, 4, 1, 1), rand(rng, 1, 4, 1, 1)]
+    args = [rand(rng, 1, 4, 8, 8), rand(rng, 4, 4, 3, 3), rand(rng, 4, 4, 1, 1), rand(rng, 1, 4, 1, 1),
+            rand(rng, 4, 1, 3, 3)]
     np.testing.assert_allclose(run(ConvertLayout(NHWC)(mod), *args), run(mod, *args), rtol=1e-4, atol=1e-4)

@@ -124,10 +124,9 @@ def test_same_numbers_as_numpy_and_one_kernel_with_the_relu(groups, c_in, c_out)
     decomposed = get_pipeline("zero")(DecomposeOpsForInference()(bound(mod, params)))
     folded = get_pipeline("zero")(bound_inference_passes()(bound(mod, params)))
     assert kernel_names(decomposed) == ["fused_conv2d_subtract_divide_multiply_add", "relu"]
-    # A dense convolution computes in NHWC on the CPU (bound_inference_passes): the input and
-    # the result are transposed around the one kernel.
-    layout = ["transpose"] if groups == 1 else []
-    assert kernel_names(folded) == layout + ["fused_conv2d_add_relu"] + layout
+    # Dense and depthwise convolutions compute in NHWC on the CPU (bound_inference_passes): the
+    # input and the result are transposed around the one kernel.
+    assert kernel_names(folded) == ["transpose", "fused_conv2d_add_relu", "transpose"]
     want = reference(x, params, groups)
     np.testing.assert_allclose(run(folded, x), want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(run(folded, x), run(decomposed, x), rtol=1e-4, atol=1e-4)

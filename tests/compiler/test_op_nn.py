@@ -234,6 +234,35 @@ def test_conv2d(dshape, wshape, strides, padding, dilation, groups):
     assert ('T.block("conv2d_nchw")' if groups == 1 else 'T.block("group_conv2d_nchw")') in text
 
 
+DEPTHWISE_NHWC_CASES = [
+    # data (NHWC), kernel (kh, kw), strides, padding, dilation, kernel layout
+    ((1, 9, 9, 16), (3, 3), 1, 1, 1, "HWIO"),
+    ((2, 8, 7, 5), (3, 3), 2, (0, 1, 1, 0), 1, "HWOI"),
+    ((1, 12, 11, 24), (5, 5), (2, 1), 2, 1, "HWIO"),
+    ((1, 10, 10, 8), (3, 3), 1, 2, 2, "HWIO"),
+    ((1, 7, 7, 40), (3, 3), 1, 1, 1, "HWIO"),
+]
+
+
+@pytest.mark.parametrize("dshape,ksize,strides,padding,dilation,kernel_layout", DEPTHWISE_NHWC_CASES)
+def test_depthwise_conv2d_nhwc(dshape, ksize, strides, padding, dilation, kernel_layout):
+    """A depthwise convolution in NHWC (one filter per channel) is computed in place
+    (``DepthwiseConv2d``, channels innermost), not transposed to NCHW and back; the CPU build
+    partitions its padding guards (`compiler.loop_partition`), and the NumPy reference checks
+    the borders as well as the interior."""
+    c = dshape[3]
+    x = rand(*dshape)
+    w_oihw = rand(c, 1, *ksize)
+    w = w_oihw.transpose(2, 3, 1, 0) if kernel_layout == "HWIO" else w_oihw.transpose(2, 3, 0, 1)
+    expected = np_conv2d(x.transpose(0, 3, 1, 2), w_oihw, _pair(strides), _pad4(padding), _pair(dilation),
+                         c).transpose(0, 2, 3, 1)
+    legal = check_op(relax.op.nn.conv2d, [x, np.ascontiguousarray(w)], expected, rtol=1e-4, atol=1e-4,
+                     strides=strides, padding=padding, dilation=dilation, groups=c, data_layout="NHWC",
+                     kernel_layout=kernel_layout)
+    text = legal.script()
+    assert 'T.block("DepthwiseConv2d")' in text and "permute" not in text and "T_transpose" not in text
+
+
 def test_conv2d_prints_normalized_attrs():
     x = relax.Var("x", relax.TensorStructInfo([1, 4, 9, 9], "float32"))
     w = relax.Var("w", relax.TensorStructInfo([6, 2, 3, 3], "float32"))

@@ -206,8 +206,49 @@ def conv2d_nhwc(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 
                       varargs_names=["nn", "yy", "xx", "ff"])
 
 
-# The kernel layouts `conv2d_nhwc` reads in place (TVM's NHWC convolutions take these two).
+def depthwise_conv2d_nhwc(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None,
+                          kernel_layout: str = "HWIO"):
+    """``depthwise_conv2d_nhwc``: NHWC data and one filter per channel (a grouped convolution
+    with as many groups as channels, one output channel each), its kernel ``HWIO`` (``I`` of
+    one) or ``HWOI``; ``PaddedInput``, then ``DepthwiseConv2d`` (loops ``nn, yy, xx, c, ry,
+    rx``), as TVM's. Output channel ``c`` reads input channel ``c`` only, so the channels stay
+    the innermost, contiguous dimension of every operand: the CPU's register tile vectorizes
+    them, rows of pixels by vectors of channels, where in NCHW each channel's plane is a small
+    problem of its own (its padding guards are partitioned away from the interior by
+    `compiler.loop_partition`)."""
+    dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
+    padded = pad(data, [0, padding[0], padding[1], 0], [0, padding[2], padding[3], 0], name="PaddedInput")
+    kh, kw = (kernel.shape[kernel_layout.index(a)] for a in "HW")
+    out_h = conv_out_dim(data.shape[1], static_int(kh), stride[0], dilation[0], padding[0], padding[2])
+    out_w = conv_out_dim(data.shape[2], static_int(kw), stride[1], dilation[1], padding[1], padding[3])
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    zero = tir.IntImm("int64", 0)
+
+    def f(nn, yy, xx, c):
+        at = {"H": ry, "W": rx, "I": zero, "O": c}
+        a = te.cast(padded[nn, _window_index(yy, stride[0], ry, dilation[0]),
+                           _window_index(xx, stride[1], rx, dilation[1]), c], dtype)
+        return te.sum(a * te.cast(kernel[tuple(at[k] for k in kernel_layout)], dtype), axis=[ry, rx])
+
+    return te.compute([data.shape[0], out_h, out_w, data.shape[3]], lambda *i: f(*i), name="DepthwiseConv2d",
+                      varargs_names=["nn", "yy", "xx", "c"])
+
+
+def _is_depthwise_nhwc(data, weight, groups, kernel_layout) -> bool:
+    """One filter per channel: ``groups`` equal to the input's channels and to the kernel's
+    output channels (a channel multiplier of one), the kernel's input-channel axis one."""
+    if kernel_layout not in DEPTHWISE_NHWC_KERNELS:
+        return False
+    channels = static_int(data.shape[3])
+    return (channels is not None and groups == channels and groups > 1
+            and static_int(weight.shape[kernel_layout.index("O")]) == channels
+            and static_int(weight.shape[kernel_layout.index("I")]) == 1)
+
+
+# The kernel layouts `conv2d_nhwc` reads in place (TVM's NHWC convolutions take these two),
+# and those `depthwise_conv2d_nhwc` does (TVM's NHWC depthwise convolutions take HWOI).
 NHWC_KERNELS = ("HWIO", "OHWI")
+DEPTHWISE_NHWC_KERNELS = ("HWIO", "HWOI", "OHWI")
 
 
 def conv2d(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, data_layout="NCHW",
@@ -215,10 +256,13 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), 
     """Relax's ``nn.conv2d`` legalization: ``conv2d_nchw`` for one group, else
     ``group_conv2d_nchw`` (as TVM's), on operands in any layout (`in_layouts`). One group in
     NHWC with an ``HWIO`` or ``OHWI`` kernel is `conv2d_nhwc`, indexing the operands in place
-    as TVM's NHWC kernels do."""
+    as TVM's NHWC kernels do; so is a depthwise one (`depthwise_conv2d_nhwc`)."""
     if groups == 1 and data_layout == "NHWC" and (out_layout or data_layout) == "NHWC" \
             and kernel_layout in NHWC_KERNELS:
         return conv2d_nhwc(data, weight, strides, padding, dilation, out_dtype, kernel_layout)
+    if data_layout == "NHWC" and (out_layout or data_layout) == "NHWC" \
+            and _is_depthwise_nhwc(data, weight, groups, kernel_layout):
+        return depthwise_conv2d_nhwc(data, weight, strides, padding, dilation, out_dtype, kernel_layout)
 
     def conv(x, w):
         if groups == 1:
