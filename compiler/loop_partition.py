@@ -66,12 +66,11 @@ def _partition(loop: tir.For, copies: int) -> Optional[tir.Stmt]:
     """``loop`` partitioned around the guards that hold on a middle range of it, the pieces'
     bodies partitioned in turn; None when nothing would change."""
     lo, ext = _const(loop.min), _const(loop.extent)
-    if lo is None or ext is None or ext < 2 or not contains(loop.body, lambda n: isinstance(n, tir.For)):
+    if lo is None or ext is None or ext < 2 or not (loop.step is None or _const(loop.step) == 1) \
+            or not contains(loop.body, lambda n: isinstance(n, tir.For)):
         return None
     hi = lo + ext
     inner = _inner_ranges(loop.body)
-    if inner is None:
-        return None
     proven, a, b = [], lo, hi
     for conj in _guard_conjuncts(loop.body, loop.loop_var):
         got = _holds_from(conj, loop.loop_var, inner)
@@ -112,18 +111,26 @@ def _const(e) -> Optional[int]:
     return e.value if isinstance(e, tir.IntImm) else None
 
 
-def _inner_ranges(body) -> Optional[dict]:
-    """{Var: (first, last)} of the loops inside ``body`` with constant ranges (unit step)."""
+def _inner_ranges(body) -> dict:
+    """{Var: (first, last)} of the loops inside ``body`` with constant ranges (unit step); a
+    variable several loops define (a tile's loop in its init, update and store nests) gets
+    the union of their ranges, and one also defined with another range is left out."""
     out: dict = {}
+    unknown: set = set()
 
     def visit(n) -> None:
         if isinstance(n, tir.For):
             lo, ext = _const(n.min), _const(n.extent)
-            if lo is not None and ext is not None and ext > 0 and (n.step is None or _const(n.step) == 1):
-                out[n.loop_var] = (lo, lo + ext - 1)
+            v = n.loop_var
+            if lo is None or ext is None or ext <= 0 or not (n.step is None or _const(n.step) == 1):
+                unknown.add(v)
+            elif v in out:
+                out[v] = (min(out[v][0], lo), max(out[v][1], lo + ext - 1))
+            else:
+                out[v] = (lo, lo + ext - 1)
 
     contains(body, lambda n: visit(n) or False)
-    return out
+    return {v: r for v, r in out.items() if v not in unknown}
 
 
 def _guard_conjuncts(body, var: tir.Var) -> list:
