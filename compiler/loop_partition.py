@@ -30,10 +30,12 @@ vectorizer's business, and a loop around one statement gains nothing from three 
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import conjuncts, make_and
 from tvmscript.ir.tir_visitor import contains, vars_in
 
 from .schedule_cpu.analysis import affine
@@ -44,6 +46,8 @@ MAX_COPIES = 8  # copies of one innermost statement that partitions of nested lo
 
 def partition_guarded_loops(func: tir.PrimFunc) -> tir.PrimFunc:
     """``func`` with each loop partitioned around its padding guards (module docstring)."""
+    if not contains(func.body, _is_guard):  # most kernels: nothing to look at
+        return func
     body = _Partitioner().visit_stmt(func.body)
     if body is func.body:
         return func
@@ -70,9 +74,12 @@ def _partition(loop: tir.For, copies: int) -> Optional[tir.Stmt]:
             or not contains(loop.body, lambda n: isinstance(n, tir.For)):
         return None
     hi = lo + ext
+    guards = _guard_conjuncts(loop.body, loop.loop_var)
+    if not guards:
+        return None
     inner = _inner_ranges(loop.body)
     proven, a, b = [], lo, hi
-    for conj in _guard_conjuncts(loop.body, loop.loop_var):
+    for conj in guards:
         got = _holds_from(conj, loop.loop_var, inner)
         if got is None:
             continue
@@ -92,7 +99,7 @@ def _partition(loop: tir.For, copies: int) -> Optional[tir.Stmt]:
         return tir.For(loop.loop_var, loop.min, loop.extent, loop.kind, mid, loop.thread_tag, {}, loop.step)
     if loop.kind == "parallel":
         v = loop.loop_var
-        cond = _and(tir.LE("bool", tir.IntImm(v.dtype, a), v), tir.LT("bool", v, tir.IntImm(v.dtype, b)))
+        cond = make_and(tir.LE("bool", tir.IntImm(v.dtype, a), v), tir.LT("bool", v, tir.IntImm(v.dtype, b)))
         return tir.For(v, loop.min, loop.extent, loop.kind, tir.IfThenElse(cond, mid, edge), loop.thread_tag, {},
                        loop.step)
     parts = [(lo, a, edge), (a, b, mid), (b, hi, edge)]
@@ -133,25 +140,23 @@ def _inner_ranges(body) -> dict:
     return {v: r for v, r in out.items() if v not in unknown}
 
 
+def _is_guard(n) -> bool:
+    return isinstance(n, tir.Call) and n.op == IF_THEN_ELSE
+
+
 def _guard_conjuncts(body, var: tir.Var) -> list:
     """The conjuncts of every ``if_then_else`` condition in ``body`` that mention ``var``."""
     found: list = []
 
     def visit(n) -> bool:
-        if isinstance(n, tir.Call) and n.op == IF_THEN_ELSE:
-            for c in _conjuncts(n.args[0]):
+        if _is_guard(n):
+            for c in conjuncts(n.args[0]):
                 if any(u is var for u in vars_in([c])):
                     found.append(c)
         return False
 
     contains(body, visit)
     return found
-
-
-def _conjuncts(cond) -> list:
-    if isinstance(cond, tir.And):
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
-    return [cond]
 
 
 def _holds_from(conj, var: tir.Var, inner: dict) -> Optional[tuple]:
@@ -192,12 +197,12 @@ class _Dropper(IRMutator):
         self.proven = proven
 
     def visit_expr(self, e):
-        if isinstance(e, tir.Call) and e.op == IF_THEN_ELSE:
-            kept = [c for c in _conjuncts(e.args[0]) if id(c) not in self.proven]
+        if _is_guard(e):
+            kept = [c for c in conjuncts(e.args[0]) if id(c) not in self.proven]
             then, other = self.visit_expr(e.args[1]), self.visit_expr(e.args[2])
             if not kept:
                 return then
-            cond = self.visit_expr(_and_all(kept))
+            cond = self.visit_expr(functools.reduce(make_and, kept))
             return tir.Call(e.dtype, e.op, [cond, then, other])
         return super().visit_expr(e)
 
@@ -205,13 +210,3 @@ class _Dropper(IRMutator):
 def _drop(body, proven: set):
     return _Dropper(proven).visit_stmt(body)
 
-
-def _and(a, b):
-    return tir.And("bool", a, b)
-
-
-def _and_all(conds: list):
-    out = conds[0]
-    for c in conds[1:]:
-        out = _and(out, c)
-    return out

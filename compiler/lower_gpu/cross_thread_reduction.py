@@ -13,21 +13,12 @@ from dataclasses import dataclass
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir import Allocate
-from tvmscript.ir.tir_arith import is_one
+from tvmscript.ir.tir_arith import conjuncts, is_one
 from tvmscript.ir.tir_visitor import vars_in
 
 from ..lower_tir import _with_body
 
 from .common import ALLREDUCE_OP, THREAD_VARS, GPULoweringError, is_thread_loop, same_expr, thread_value
-
-
-def _conjuncts(e) -> list:
-    """The terms of a conjunction (none for ``True``)."""
-    if isinstance(e, tir.And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    if isinstance(e, tir.IntImm) and e.value == 1:
-        return []
-    return [e]
 
 
 def _all_of(conds: list):
@@ -156,7 +147,7 @@ def lower_cross_thread_reduction(func: tir.PrimFunc) -> tir.PrimFunc:
         # share; a thread's own (local) buffer is written by each, for the code after it.
         guard = [] if buf.scope in ("local", "warp") else [
             tir.EQ("bool", THREAD_VARS[loop.thread_tag], tir.IntImm("int32", 0)) for loop in cross]
-        for c in _conjuncts(br.predicate):  # spatial conditions (a tail of the output)
+        for c in conjuncts(br.predicate):  # spatial conditions (a tail of the output)
             c2 = substitute(substitute(c, binding), inner_threads)
             if not any(v in inner_vars for v in vars_in([c2])):
                 guard.append(c2)

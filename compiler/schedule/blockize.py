@@ -24,11 +24,11 @@ from tvmscript.ir import structural_equal
 from tvmscript.ir import tir
 from tvmscript.ir.arith import eval_range, simplify
 from tvmscript.ir.mutator import IRMutator, substitute
-from tvmscript.ir.tir_arith import make_add, make_sub
+from tvmscript.ir.tir_arith import conjuncts, make_add, make_sub
 from tvmscript.ir.tir_visitor import vars_in
 
 from .common import const_value
-from .iter_map import conjuncts, subspace_divide, trivial_divide
+from .iter_map import subspace_divide, trivial_divide
 from .state import Schedule, primitive
 from .tree import child_block_realizes, collect_names, fresh_name, replace
 

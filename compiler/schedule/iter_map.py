@@ -27,7 +27,7 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.arith import simplify
 from tvmscript.ir.arith.canonical import Canonical, Sum, expr_key
-from tvmscript.ir.tir_arith import make_and
+from tvmscript.ir.tir_arith import conjuncts, make_and
 from tvmscript.ir.tir_visitor import vars_in
 
 from .common import const_value
@@ -78,15 +78,6 @@ class PSum:
 
 def _is_zero(e) -> bool:
     return e is None or (isinstance(e, int) and e == 0) or (isinstance(e, tir.IntImm) and e.value == 0)
-
-
-def conjuncts(pred) -> list:
-    """The terms of an ``and`` chain (none for a true predicate)."""
-    if pred is None or (isinstance(pred, tir.IntImm) and pred.value):
-        return []
-    if isinstance(pred, tir.And):
-        return conjuncts(pred.a) + conjuncts(pred.b)
-    return [pred]
 
 
 class IterMap:

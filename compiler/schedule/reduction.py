@@ -27,11 +27,12 @@ import weakref
 
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import substitute
+from tvmscript.ir.tir_arith import conjuncts
 from tvmscript.ir.tir_visitor import vars_in
 
 from .blockize import substitute_block
 from .common import const_value
-from .iter_map import conjuncts, is_affine_binding
+from .iter_map import is_affine_binding
 from .state import BlockRV, LoopRV, Schedule, primitive
 from .tree import FuncIndex, child_block_realizes, collect_names, fresh_name, replace, stmt_children
 

@@ -93,3 +93,13 @@ def make_and(a, b):
     if a is None:
         return b
     return tir.And("bool", a, b)
+
+
+def conjuncts(pred) -> list:
+    """The terms of an ``and`` chain (none for a true or missing predicate): the inverse of
+    folding them back with `make_and`."""
+    if pred is None or (isinstance(pred, tir.IntImm) and pred.value):
+        return []
+    if isinstance(pred, tir.And):
+        return conjuncts(pred.a) + conjuncts(pred.b)
+    return [pred]
