@@ -178,6 +178,23 @@ def group_conv2d_nchw(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilatio
     return _conv(data, kernel, stride, padding, dilation, groups, out_dtype, "group_conv2d_nchw")
 
 
+def _nhwc_window(data, kernel, stride, padding, dilation, kernel_layout: str) -> tuple:
+    """What the NHWC convolutions share: the output's height and width, the window's reduce
+    axes ``ry`` and ``rx``, and ``tap(nn, yy, xx, c)``, the element of the padded input
+    (``PaddedInput``) that tap ``(ry, rx)`` of output ``(yy, xx)`` reads in channel ``c``."""
+    padded = pad(data, [0, padding[0], padding[1], 0], [0, padding[2], padding[3], 0], name="PaddedInput")
+    kh, kw = (kernel.shape[kernel_layout.index(a)] for a in "HW")
+    out_h = conv_out_dim(data.shape[1], static_int(kh), stride[0], dilation[0], padding[0], padding[2])
+    out_w = conv_out_dim(data.shape[2], static_int(kw), stride[1], dilation[1], padding[1], padding[3])
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+
+    def tap(nn, yy, xx, c):
+        return padded[nn, _window_index(yy, stride[0], ry, dilation[0]),
+                      _window_index(xx, stride[1], rx, dilation[1]), c]
+
+    return out_h, out_w, ry, rx, tap
+
+
 def conv2d_nhwc(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None,
                 kernel_layout: str = "HWIO"):
     """``conv2d_nhwc``: NHWC data, an ``HWIO`` or ``OHWI`` kernel, padding (top, left, bottom,
@@ -186,20 +203,15 @@ def conv2d_nhwc(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 
     along the channels, which the CPU schedule's register tile vectorizes (its stores are whole
     vectors, where an NCHW output takes one store per pixel and channel)."""
     dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
-    padded = pad(data, [0, padding[0], padding[1], 0], [0, padding[2], padding[3], 0], name="PaddedInput")
-    kh, kw, kc = (kernel.shape[kernel_layout.index(a)] for a in "HWI")
-    out_h = conv_out_dim(data.shape[1], static_int(kh), stride[0], dilation[0], padding[0], padding[2])
-    out_w = conv_out_dim(data.shape[2], static_int(kw), stride[1], dilation[1], padding[1], padding[3])
-    ry, rx, rc = (te.reduce_axis((0, extent), name=name) for extent, name in ((kh, "ry"), (kw, "rx"), (kc, "rc")))
+    out_h, out_w, ry, rx, tap = _nhwc_window(data, kernel, stride, padding, dilation, kernel_layout)
+    rc = te.reduce_axis((0, kernel.shape[kernel_layout.index("I")]), name="rc")
 
     def weight(ff):
         at = {"H": ry, "W": rx, "I": rc, "O": ff}
         return kernel[tuple(at[a] for a in kernel_layout)]
 
     def f(nn, yy, xx, ff):
-        a = te.cast(padded[nn, _window_index(yy, stride[0], ry, dilation[0]),
-                           _window_index(xx, stride[1], rx, dilation[1]), rc], dtype)
-        return te.sum(a * te.cast(weight(ff), dtype), axis=[ry, rx, rc])
+        return te.sum(te.cast(tap(nn, yy, xx, rc), dtype) * te.cast(weight(ff), dtype), axis=[ry, rx, rc])
 
     out_c = kernel.shape[kernel_layout.index("O")]
     return te.compute([data.shape[0], out_h, out_w, out_c], lambda *i: f(*i), name="Conv2dOutput",
@@ -217,18 +229,13 @@ def depthwise_conv2d_nhwc(data, kernel, stride=(1, 1), padding=(0, 0, 0, 0), dil
     problem of its own (its padding guards are partitioned away from the interior by
     `compiler.loop_partition`)."""
     dtype = data.dtype if out_dtype in (None, "", "void") else out_dtype
-    padded = pad(data, [0, padding[0], padding[1], 0], [0, padding[2], padding[3], 0], name="PaddedInput")
-    kh, kw = (kernel.shape[kernel_layout.index(a)] for a in "HW")
-    out_h = conv_out_dim(data.shape[1], static_int(kh), stride[0], dilation[0], padding[0], padding[2])
-    out_w = conv_out_dim(data.shape[2], static_int(kw), stride[1], dilation[1], padding[1], padding[3])
-    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    out_h, out_w, ry, rx, tap = _nhwc_window(data, kernel, stride, padding, dilation, kernel_layout)
     zero = tir.IntImm("int64", 0)
 
     def f(nn, yy, xx, c):
         at = {"H": ry, "W": rx, "I": zero, "O": c}
-        a = te.cast(padded[nn, _window_index(yy, stride[0], ry, dilation[0]),
-                           _window_index(xx, stride[1], rx, dilation[1]), c], dtype)
-        return te.sum(a * te.cast(kernel[tuple(at[k] for k in kernel_layout)], dtype), axis=[ry, rx])
+        return te.sum(te.cast(tap(nn, yy, xx, c), dtype) * te.cast(kernel[tuple(at[k] for k in kernel_layout)], dtype),
+                      axis=[ry, rx])
 
     return te.compute([data.shape[0], out_h, out_w, data.shape[3]], lambda *i: f(*i), name="DepthwiseConv2d",
                       varargs_names=["nn", "yy", "xx", "c"])
