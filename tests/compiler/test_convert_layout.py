@@ -188,45 +188,40 @@ def test_cpu_policy_converts_only_modules_of_dense_and_depthwise_convolutions():
     np.testing.assert_allclose(run(bound_inference_passes()(dense), x, b), run(dense, x, b), rtol=1e-4, atol=1e-4)
 
 
+# The ops of the random chains below: the binding each makes of ``{x}``, and how it changes
+# the spatial size (None: kept; a function: applied, and the op left out below a size of 2).
+CHAIN_OPS = {
+    "conv3": ("R.nn.conv2d({x}, w3, padding=[1, 1, 1, 1])", None),
+    "conv1s2": ("R.nn.conv2d({x}, w1, strides=[2, 2])", lambda n: (n + 1) // 2),
+    "dw3": ("R.nn.conv2d({x}, wd, padding=[1, 1, 1, 1], groups=4)", None),
+    "dw3s2": ("R.nn.conv2d({x}, wd, strides=[2, 2], padding=[0, 1, 1, 0], groups=4)", lambda n: n // 2),
+    "relu": ("R.nn.relu({x})", None),
+    "bias": ("R.add({x}, b)", None),
+    "clip": ("R.clip({x}, R.prim_value(0), R.prim_value(6))", None),
+    "maxpool": ("R.nn.max_pool2d({x}, pool_size=[3, 3], padding=[1, 1, 1, 1])", None),
+    "avgpool": ("R.nn.avg_pool2d({x}, pool_size=[2, 2], strides=[2, 2])", lambda n: n // 2),
+    "residual": ("R.add({x}, {x})", None),
+    "sum": ("R.sum({x}, axis=[1], keepdims=True)", None),  # then added to {x}: an op with no layout rule
+}
+
+
 @settings(max_examples=12, deadline=None)
-@given(st.lists(st.sampled_from(["conv3", "conv1s2", "dw3", "dw3s2", "relu", "bias", "clip", "maxpool", "avgpool",
-                                 "residual", "sum"]), min_size=1, max_size=5),
-       st.integers(0, 2 ** 16))
+@given(st.lists(st.sampled_from(list(CHAIN_OPS)), min_size=1, max_size=5), st.integers(0, 2 ** 16))
 def test_any_chain_computes_what_the_original_does(ops, seed):
     """Random chains of convolutions, pools and elementwise ops (and an op with no layout rule)
     compute the same numbers after the conversion as before it."""
-    lines, cur, shape = [], "x", [1, 4, 8, 8]
+    lines, cur, size = [], "x", 8
     for i, kind in enumerate(ops):
         v = f"v{i}"
-        if kind == "conv3":
-            lines.append(f"{v} = R.nn.conv2d({cur}, w3, padding=[1, 1, 1, 1])")
-        elif kind == "conv1s2" and shape[2] >= 2:
-            lines.append(f"{v} = R.nn.conv2d({cur}, w1, strides=[2, 2])")
-            shape = [1, 4, (shape[2] + 1) // 2, (shape[3] + 1) // 2]
-        elif kind == "dw3":
-            lines.append(f"{v} = R.nn.conv2d({cur}, wd, padding=[1, 1, 1, 1], groups=4)")
-        elif kind == "dw3s2" and shape[2] >= 2:
-            lines.append(f"{v} = R.nn.conv2d({cur}, wd, strides=[2, 2], padding=[0, 1, 1, 0], groups=4)")
-            shape = [1, 4, shape[2] // 2, shape[3] // 2]
-        elif kind == "relu":
-            lines.append(f"{v} = R.nn.relu({cur})")
-        elif kind == "bias":
-            lines.append(f"{v} = R.add({cur}, b)")
-        elif kind == "clip":
-            lines.append(f"{v} = R.clip({cur}, R.prim_value(0), R.prim_value(6))")
-        elif kind == "maxpool":
-            lines.append(f"{v} = R.nn.max_pool2d({cur}, pool_size=[3, 3], padding=[1, 1, 1, 1])")
-        elif kind == "avgpool" and shape[2] >= 2:
-            lines.append(f"{v} = R.nn.avg_pool2d({cur}, pool_size=[2, 2], strides=[2, 2])")
-            shape = [1, 4, shape[2] // 2, shape[3] // 2]
-        elif kind == "residual":
-            lines.append(f"{v} = R.add({cur}, {cur})")
-        elif kind == "sum":
-            lines.append(f"{v} = R.sum({cur}, axis=[1], keepdims=True)")
+        binding, resize = CHAIN_OPS[kind]
+        if resize is not None:
+            if size < 2:
+                continue
+            size = resize(size)
+        lines.append(f"{v} = {binding.format(x=cur)}")
+        if kind == "sum":
             lines.append(f"{v}b = R.add({v}, {cur})")
             v = f"{v}b"
-        else:
-            continue
         cur = v
     body = "\n            ".join(lines + [f"R.output({cur})"])
     src = f'''
