@@ -11,8 +11,11 @@ samples in all.
 How: the statements the allocation's scope runs first are followed in program order while
 none of them reads the buffer. Each store to it whose index is an expression of the enclosing
 loops' iterators (loops of constant bounds) marks the elements it writes, evaluated with NumPy
-over the loops' whole iteration space. A store under an ``if`` marks nothing (it may not run),
-nor does one in a loop of symbolic extent. The walk stops at the first statement that reads
+over the loops' whole iteration space. A store under an ``if`` marks the points where its
+condition, evaluated the same way, holds: a partitioned loop (`loop_partition`) branches
+between its guarded and unguarded copies, which together write every element. Under a
+condition that cannot be evaluated it marks nothing (it may not run), nor does a store in a
+loop of symbolic extent. The walk stops at the first statement that reads
 the buffer (or uses its address in any other way), or where a loop nest's iteration space
 exceeds `MAX_POINTS`; the answer is whether every element has been marked by then. Anything
 not understood leaves the fill in place: it can only cost time, never correctness."""
@@ -80,19 +83,22 @@ class _Coverage:
         return contains(node, lambda n: (isinstance(n, tir.BufferLoad) and n.buffer.data is self.data)
                         or n is self.data)
 
-    def stmt(self, s, env: dict, shape: tuple) -> None:
+    def stmt(self, s, env: dict, shape: tuple, runs=True) -> None:
         """Mark what ``s`` writes, run with the loop iterators ``env`` (NumPy arrays over an
-        iteration space of ``shape``); raise `_Stop` where the walk must end."""
+        iteration space of ``shape``) at the points where ``runs`` (a boolean array
+        broadcasting to ``shape``) holds; raise `_Stop` where the walk must end."""
         if isinstance(s, tir.SeqStmt):
             for child in s.seq:
-                self.stmt(child, env, shape)
+                self.stmt(child, env, shape, runs)
         elif isinstance(s, tir.For):
-            self.loop(s, env, shape)
+            self.loop(s, env, shape, runs)
+        elif isinstance(s, tir.IfThenElse):
+            self.branches(s, env, shape, runs)
         elif isinstance(s, tir.BufferStore):
             if self.uses(s.value) or any(self.uses(i) for i in s.indices):
                 raise _Stop
             if s.buffer.data is self.data and len(s.indices) == 1:
-                self.mark(evaluate_on_arrays(s.indices[0], env), shape)
+                self.mark(evaluate_on_arrays(s.indices[0], env), shape, runs)
         elif isinstance(s, tir.LetStmt):
             if self.uses(s.value):
                 raise _Stop
@@ -102,14 +108,27 @@ class _Coverage:
                 inner.pop(s.var, None)
             else:
                 inner[s.var] = value
-            self.stmt(s.body, inner, shape)
+            self.stmt(s.body, inner, shape, runs)
         elif isinstance(s, tir.Allocate):
-            self.stmt(s.body, env, shape)
+            self.stmt(s.body, env, shape, runs)
         elif self.uses(s):
             raise _Stop
         # Anything else that leaves the buffer alone (an ``if``'s stores may not run) marks nothing.
 
-    def loop(self, s: tir.For, env: dict, shape: tuple) -> None:
+    def branches(self, s: tir.IfThenElse, env: dict, shape: tuple, runs) -> None:
+        """Each branch of an ``if`` marks where it runs. Either reading the buffer ends the walk
+        first: the other branch's stores ran at other points, not before that read."""
+        if self.uses(s.condition) or self.uses(s.then_case) or (s.else_case is not None and self.uses(s.else_case)):
+            raise _Stop
+        cond = evaluate_on_arrays(s.condition, env)
+        if cond is None:
+            return
+        cond = np.asarray(cond, dtype=bool)
+        self.stmt(s.then_case, env, shape, np.logical_and(runs, cond))
+        if s.else_case is not None:
+            self.stmt(s.else_case, env, shape, np.logical_and(runs, np.logical_not(cond)))
+
+    def loop(self, s: tir.For, env: dict, shape: tuple, runs) -> None:
         if self.uses(s.body) or self.uses(s.min) or self.uses(s.extent):
             raise _Stop  # a loop that reads what it may have written: not followed
         lo, n = evaluate_on_arrays(s.min, env), evaluate_on_arrays(s.extent, env)
@@ -124,12 +143,12 @@ class _Coverage:
         iters = np.arange(int(lo), int(lo) + count * int(step), int(step), dtype=np.int64)
         inner = dict(env)
         inner[s.loop_var] = iters.reshape((count,) + (1,) * len(shape))
-        self.stmt(s.body, inner, (count,) + shape)
+        self.stmt(s.body, inner, (count,) + shape, runs)
 
-    def mark(self, index, shape: tuple) -> None:
+    def mark(self, index, shape: tuple, runs) -> None:
         if index is None:
             return
-        flat = np.broadcast_to(np.asarray(index, dtype=np.int64), shape).ravel() if shape else \
-            np.asarray([index], dtype=np.int64)
+        flat = np.broadcast_to(np.asarray(index, dtype=np.int64), shape).ravel()
+        ran = np.broadcast_to(np.asarray(runs, dtype=bool), shape).ravel()
         size = self.covered.size
-        self.covered[flat[(flat >= 0) & (flat < size)]] = True
+        self.covered[flat[ran & (flat >= 0) & (flat < size)]] = True

@@ -18,11 +18,16 @@ from . import tir
 __all__ = ["evaluate_on_arrays"]
 
 
+_COMPARE = {tir.EQ: np.equal, tir.NE: np.not_equal, tir.LT: np.less, tir.LE: np.less_equal, tir.GT: np.greater,
+            tir.GE: np.greater_equal, tir.And: np.logical_and, tir.Or: np.logical_or}
+
+
 def evaluate_on_arrays(e, env: dict) -> Optional[object]:
     """``e`` evaluated with each variable its NumPy integer array (or integer) in ``env``
     (arrays broadcast against each other); None where ``e`` uses a variable not in ``env``,
     a division by zero, or anything but integer arithmetic (``+ - * // % min max``, TIR's
-    truncating ``Div``/``Mod``, casts, ``Select``)."""
+    truncating ``Div``/``Mod``, casts, ``Select``) and conditions over it (comparisons,
+    ``and``, ``or``, ``not``: boolean arrays)."""
     if isinstance(e, tir.Var):
         return env.get(e)
     if isinstance(e, tir.IntImm):
@@ -52,7 +57,11 @@ def evaluate_on_arrays(e, env: dict) -> Optional[object]:
             return np.minimum(a, b)
         if isinstance(e, tir.Max):
             return np.maximum(a, b)
-        return None
+        compare = _COMPARE.get(type(e))
+        return None if compare is None else compare(a, b)
+    if isinstance(e, tir.Not):
+        a = evaluate_on_arrays(e.a, env)
+        return None if a is None else np.logical_not(a)
     if isinstance(e, tir.Select):
         c, t, f = (evaluate_on_arrays(x, env) for x in (e.condition, e.true_value, e.false_value))
         return None if c is None or t is None or f is None else np.where(c, t, f)
