@@ -4,7 +4,8 @@ Two decisions of the CPU code generator follow these estimates: whether a small 
 nest is unrolled in full (`unroll_cost`: its loads and stores once unrolled, at most
 `UNROLL_BUDGET`, as LLVM's own heuristics would at O3), and how many threads a parallel loop
 starts (`estimated_work` and `runtime_work_expr`: the loads and stores of one iteration, one
-thread per `PARALLEL_MIN_WORK_PER_THREAD`; `iterations_per_thread` says why that many). They
+thread per `PARALLEL_MIN_WORK_PER_THREAD`; `iterations_per_thread` says why that many; fewer
+in a kernel that `starts_a_team` anyway). They
 are pure functions of the IR, kept apart from the code that emits LLVM so that they can be
 read, and tested, on their own.
 """
@@ -43,7 +44,29 @@ PARALLEL_MIN_WORK_PER_THREAD = 1 << 19  # work units (`estimated_work`) each thr
 UNKNOWN_WORK = 1 << 40  # the work of a loop nest with a symbolic extent: maybe large
 
 
-def iterations_per_thread(body) -> int:
+# Work units each thread must get in a kernel that starts a team anyway (`starts_a_team`).
+# Why smaller: the idle workers are woken once per kernel, by whichever parallel loop comes
+# first; the kernel's other parallel loops then find them spinning, and a team costs about a
+# microsecond. resnet18's 3x3 convolutions copy their input into a padded buffer (4e5 units,
+# ~25 us on one thread) before their big loop: with this, both threads copy it.
+PARALLEL_MIN_WORK_BESIDE_TEAM = 1 << 15
+
+
+def starts_a_team(body) -> bool:
+    """Whether a kernel of this lowered body surely starts a thread team: one of its outermost
+    parallel loops has a constant extent of at least two threads' iterations
+    (`iterations_per_thread`)."""
+    if isinstance(body, tir.For) and body.kind == "parallel":
+        return isinstance(body.extent, tir.IntImm) and body.extent.value >= 2 * iterations_per_thread(body.body)
+    if isinstance(body, tir.SeqStmt):
+        return any(starts_a_team(x) for x in body.seq)
+    if isinstance(body, tir.IfThenElse):
+        return starts_a_team(body.then_case) or (body.else_case is not None and starts_a_team(body.else_case))
+    inner = getattr(body, "body", None)
+    return isinstance(inner, tir.Stmt) and starts_a_team(inner)
+
+
+def iterations_per_thread(body, min_work: int = PARALLEL_MIN_WORK_PER_THREAD) -> int:
     """Iterations of a parallel loop with this body that make one thread's share: each
     thread of a team must get at least `PARALLEL_MIN_WORK_PER_THREAD` units of `estimated_work`.
 
@@ -55,9 +78,10 @@ def iterations_per_thread(body) -> int:
     faster on the batch-1 MLP's weight transpose (4e5 units, ~110 us). A team of two thus
     needs 2 x 2^19 units (~50-250 us of work, by how well the loop vectorizes). Under load a
     team costs far more (a worker waits milliseconds for a core): the batch-1 MLP's kernels
-    (4e5-8e5 units) stay on the calling thread."""
+    (4e5-8e5 units) stay on the calling thread. ``min_work``: that minimum, smaller in a
+    kernel that starts a team anyway (`PARALLEL_MIN_WORK_BESIDE_TEAM`)."""
     per_iteration = max(1, estimated_work(body))
-    return max(1, -(-PARALLEL_MIN_WORK_PER_THREAD // per_iteration))
+    return max(1, -(-min_work // per_iteration))
 
 
 def estimated_work(s) -> int:

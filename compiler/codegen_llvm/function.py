@@ -103,6 +103,7 @@ class FuncGen(StmtGen, ParallelGen, ExprGen, CallGen):
         self.nonneg = nonneg  # Vars known to be >= 0
         self.noalias = noalias  # data Vars whose pointers may be marked noalias
         self.in_parallel = in_parallel
+        self.beside_team = False  # the kernel surely starts a thread team (`cost.starts_a_team`)
         self.heap: list = []  # heap allocations live at the current point, freed on a failed check
         self.entry = fn.append_basic_block("entry")
         self.entry_builder = ir.IRBuilder(self.entry)

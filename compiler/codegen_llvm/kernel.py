@@ -29,6 +29,7 @@ from tvmscript.runtime.kernel_abi import KernelInfo
 from .. import progress
 from ..kernel_params import kernel_signature
 from ..lower_tir import lower
+from .cost import starts_a_team
 from .dtypes import I8, I64, PTR, VOID, abi_type, constant, value_type
 from .function import FuncGen, ModuleGen
 
@@ -115,6 +116,7 @@ def _emit_kernel_code(mg: ModuleGen, name: str, symbol: str, func: tir.PrimFunc,
     for _, buf in buffers:
         if isinstance(buf.elem_offset, tir.Var) and buf.elem_offset not in env:
             env[buf.elem_offset] = constant(buf.elem_offset.dtype, 0)
+    gen.beside_team = starts_a_team(func.body)
     gen.stmt(func.body)
     gen.finish()
     return KernelInfo(name, symbol, specs, sym_names)

@@ -269,3 +269,40 @@ def test_libgomp_loaded_before_tvms_is_reported():
     if "loaded before tvms" not in r["policy"]:
         pytest.skip("this PyTorch build does not load libgomp")
     assert r["env"] == {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None}
+
+
+# A small parallel loop (64 x 1024 elements: alone, no team) before a large one in one kernel.
+SMALL_BESIDE_LARGE = '''
+@T.prim_func
+def pair(A: T.Buffer((64, 1024), "float32"), B: T.Buffer((64, 1024), "float32"),
+         C: T.Buffer((256, 4096), "float32"), D: T.Buffer((256, 4096), "float32")):
+    T.func_attr({"global_symbol": "pair", "tir.noalias": True})
+    for i in T.parallel(64):
+        for j in range(1024):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] + T.float32(1)
+    for i in T.parallel(256):
+        for j in range(4096):
+            with T.block("D"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = C[vi, vj] * T.float32(2)
+'''
+
+
+def test_small_loops_share_the_team_a_kernel_starts():
+    """Beside a loop that surely starts a team, a small one gets a team too (its workers are
+    woken once per kernel: `cost.starts_a_team`); alone it would run on the calling thread."""
+    small_alone = SMALL_BESIDE_LARGE.split("    for i in T.parallel(256):")[0]
+    assert not cost.starts_a_team(parallel_loop(small_alone))
+    from tvmscript.compiler.lower_tir import lower
+
+    assert cost.starts_a_team(lower(tvms.parse(SMALL_BESIDE_LARGE)).body)
+    assert build(small_alone).get_source("llvm-unopt").count('call void @"GOMP_parallel"') == 0
+    module = build(SMALL_BESIDE_LARGE)
+    assert module.get_source("llvm-unopt").count('call void @"GOMP_parallel"') == 2
+    a, c = RNG.standard_normal((64, 1024)).astype("float32"), RNG.standard_normal((256, 4096)).astype("float32")
+    b, d = np.zeros_like(a), np.zeros_like(c)
+    module["pair"](a, b, c, d)
+    np.testing.assert_array_equal(b, a + 1)
+    np.testing.assert_array_equal(d, c * 2)
