@@ -15,10 +15,10 @@ over the loops' whole iteration space. A store under an ``if`` marks the points 
 condition, evaluated the same way, holds: a partitioned loop (`loop_partition`) branches
 between its guarded and unguarded copies, which together write every element. Under a
 condition that cannot be evaluated it marks nothing (it may not run), nor does a store in a
-loop of symbolic extent. The walk stops at the first statement that reads
-the buffer (or uses its address in any other way), or where a loop nest's iteration space
-exceeds `MAX_POINTS`; the answer is whether every element has been marked by then. Anything
-not understood leaves the fill in place: it can only cost time, never correctness."""
+loop of symbolic extent. The walk stops at the first statement that reads the buffer (or
+uses its address in any other way), or where a loop nest's iteration space exceeds
+`MAX_POINTS`; the answer is whether every element has been marked by then. Anything not
+understood leaves the fill in place: it can only cost time, never correctness."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ class _Coverage:
             self.stmt(s.body, env, shape, runs)
         elif self.uses(s):
             raise _Stop
-        # Anything else that leaves the buffer alone (an ``if``'s stores may not run) marks nothing.
+        # Anything else that leaves the buffer alone marks nothing.
 
     def branches(self, s: tir.IfThenElse, env: dict, shape: tuple, runs) -> None:
         """Each branch of an ``if`` marks where it runs. Either reading the buffer ends the walk
