@@ -30,12 +30,11 @@ vectorizer's business, and a loop around one statement gains nothing from three 
 
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
-from tvmscript.ir.tir_arith import conjuncts, make_and
+from tvmscript.ir.tir_arith import all_of, conjuncts, make_and
 from tvmscript.ir.tir_visitor import contains, vars_in
 
 from .schedule_cpu.analysis import affine
@@ -202,7 +201,7 @@ class _Dropper(IRMutator):
             then, other = self.visit_expr(e.args[1]), self.visit_expr(e.args[2])
             if not kept:
                 return then
-            cond = self.visit_expr(functools.reduce(make_and, kept))
+            cond = self.visit_expr(all_of(kept))
             return tir.Call(e.dtype, e.op, [cond, then, other])
         return super().visit_expr(e)
 

@@ -13,20 +13,12 @@ from dataclasses import dataclass
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir import Allocate
-from tvmscript.ir.tir_arith import conjuncts, is_one
+from tvmscript.ir.tir_arith import all_of, conjuncts, is_one
 from tvmscript.ir.tir_visitor import vars_in
 
 from ..lower_tir import _with_body
 
 from .common import ALLREDUCE_OP, THREAD_VARS, GPULoweringError, is_thread_loop, same_expr, thread_value
-
-
-def _all_of(conds: list):
-    """The conjunction of ``conds`` (``True`` for none)."""
-    out = None
-    for c in conds:
-        out = c if out is None else tir.And("bool", out, c)
-    return out if out is not None else tir.IntImm("bool", 1)
 
 
 _COMBINERS = {tir.Add: "sum", tir.Mul: "prod", tir.Max: "max", tir.Min: "min"}
@@ -155,7 +147,7 @@ def lower_cross_thread_reduction(func: tir.PrimFunc) -> tir.PrimFunc:
         allreduce = tir.Evaluate(tir.Call("handle", ALLREDUCE_OP,
                                           [tir.StringImm("handle", combiner), red_load]
                                           + [tir.StringImm("handle", t) for t in tags]))
-        write_back = tir.IfThenElse(_all_of(guard), tir.BufferStore(buf, result, out_idx))
+        write_back = tir.IfThenElse(all_of(guard), tir.BufferStore(buf, result, out_idx))
         body = tir.seq([tir.BufferStore(red, identity, zero), nest, allreduce, write_back])
         return top, Allocate(red, body)
 

@@ -21,13 +21,12 @@ list of pieces (outermost first) plus a base.
 
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.arith import simplify
 from tvmscript.ir.arith.canonical import Canonical, Sum, expr_key
-from tvmscript.ir.tir_arith import conjuncts, make_and
+from tvmscript.ir.tir_arith import all_of, conjuncts
 from tvmscript.ir.tir_visitor import vars_in
 
 from .common import const_value
@@ -519,11 +518,6 @@ class Division:
         self.parts, self.outer_pred, self.inner_pred = parts, outer_pred, inner_pred
 
 
-def _and_all(preds: list):
-    out = functools.reduce(make_and, preds, None)
-    return out if out is not None else tir.IntImm("bool", 1)
-
-
 def subspace_divide(bindings: list, loops: list, inner_vars: set, predicate,
                     preserve_unit_iters: bool = True) -> Optional[Division]:
     """Write each binding as ``outer * E + inner``, ``inner`` over the loops of ``inner_vars``
@@ -560,7 +554,7 @@ def subspace_divide(bindings: list, loops: list, inner_vars: set, predicate,
         parts.append((to_expr(res.outer, v.dtype), res.outer_extent, to_expr(res.inner, v.dtype), res.inner_extent))
     if len(div.outer_preds) + len(div.inner_preds) < len(conjuncts(predicate)):
         return None  # a condition the division could not place on either side
-    return Division(parts, _and_all(div.outer_preds), _and_all(div.inner_preds))
+    return Division(parts, all_of(div.outer_preds), all_of(div.inner_preds))
 
 
 def _pieces(x) -> list:

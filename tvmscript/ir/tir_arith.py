@@ -95,9 +95,17 @@ def make_and(a, b):
     return tir.And("bool", a, b)
 
 
+def all_of(conds: list):
+    """The conjunction of ``conds``, folded from the left with `make_and` (``True`` for none)."""
+    out = None
+    for c in conds:
+        out = make_and(out, c)
+    return out if out is not None else tir.IntImm("bool", 1)
+
+
 def conjuncts(pred) -> list:
     """The terms of an ``and`` chain (none for a true or missing predicate): the inverse of
-    folding them back with `make_and`."""
+    `all_of`."""
     if pred is None or (isinstance(pred, tir.IntImm) and pred.value):
         return []
     if isinstance(pred, tir.And):
