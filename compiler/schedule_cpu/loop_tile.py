@@ -35,7 +35,7 @@ from ..lower_tir import INTERLEAVE_ANN, VECTORIZE_ANN
 from .analysis import pick_tile
 from .block_tiles import plan_block_tiles
 from .host import PANEL_BYTES, PARALLEL_MIN_WORK, packed_panel_bytes, tile_bytes, vector_bytes
-from .nest import Nest, NestLoop
+from .nest import Nest, NestLoop, extent_product
 from .packing import pack_reuse
 from .plan import Plan, reduce_guard, worth_parallel
 
@@ -143,9 +143,7 @@ def _plan_packing(plan: Plan, rhs_loads, accesses, inner, others_s, others_r, eb
             candidates.append((abs(st[inner.iv.var]) > 1, reuse, ld, outer, inner_s, st))
     k = others_r[0].const_extent if len(others_r) == 1 else None
     limit = packed_panel_bytes() if candidates else PANEL_BYTES
-    panel = plan.tile * ebytes
-    for lp in others_r:
-        panel *= lp.const_extent if lp.const_extent is not None else 1 << 20
+    panel = plan.tile * ebytes * extent_product(others_r, 1 << 20)
     if panel > limit:
         if k is None:
             candidates = []  # several (or symbolic) reduce loops: no split, panel too big to pack

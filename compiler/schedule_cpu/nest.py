@@ -48,6 +48,15 @@ class NestLoop:
         return self.const_extent is None and self.shifts_back
 
 
+def extent_product(loops, symbolic: int) -> int:
+    """The product of the loops' constant extents, ``symbolic`` standing for each symbolic one
+    (a size or an amount of work, estimated before the extents are known)."""
+    out = 1
+    for lp in loops:
+        out *= lp.const_extent if lp.const_extent is not None else symbolic
+    return out
+
+
 class Nest:
     """A nest `match_nest` took: its loops and block, and the element stride of every access
     along every iterator, which is what the rules choose loops by."""

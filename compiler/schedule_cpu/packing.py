@@ -14,6 +14,7 @@ from tvmscript.ir.mutator import substitute
 
 from ..lower_tir import VECTORIZE_ANN, dtype_bytes
 from .host import BLOCK_TILE_BYTES
+from .nest import extent_product
 from .plan import Plan
 from .symbolic import shifted_start, symbolic_extents_small
 
@@ -33,12 +34,9 @@ def pack_reuse(ld, st, inner, nontrivial, rhs_loads) -> int:
         return 0
     if sum(1 for other in rhs_loads if other.buffer is ld.buffer) != 1:
         return 0
-    reuse = 1
     symbolic_reuse = SMALL_SYMBOLIC_REUSE if symbolic_extents_small.get() else 1 << 20
-    for lp in nontrivial:
-        if lp.kind == "S" and lp is not inner and not st.get(lp.iv.var, 0):
-            reuse *= lp.const_extent if lp.const_extent is not None else symbolic_reuse
-    return reuse
+    return extent_product([lp for lp in nontrivial if lp.kind == "S" and lp is not inner
+                           and not st.get(lp.iv.var, 0)], symbolic_reuse)
 
 
 def packed_panel(plan: Plan, binding, base):

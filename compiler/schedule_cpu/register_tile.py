@@ -38,7 +38,7 @@ from tvmscript.ir import tir
 from ..lower_tir import INTERLEAVE_ANN, VECTORIZE_ANN
 from .analysis import pick_tile
 from .host import VECTOR_REGISTERS_PER_TILE, packed_panel_bytes, parallel_threads, vector_bytes, vector_registers
-from .nest import Nest
+from .nest import Nest, extent_product
 from .packing import pack_reuse
 from .plan import Plan, reduce_guard, split_by, worth_parallel
 from .prepack import prepackable, prepacked_tile
@@ -409,12 +409,8 @@ def _weight_bound(plan: Plan, first_above) -> bool:
     rows inside them."""
     if not plan.prepack or first_above is None or first_above[0] is not plan.inner:
         return False
-    weight = plan.ebytes
-    for lp in [plan.inner] + plan.others_r:
-        weight *= lp.const_extent or 0
-    output = plan.ebytes
-    for lp in plan.outer_s + plan.inner_s + [plan.inner]:
-        output *= lp.const_extent or 0
+    weight = plan.ebytes * extent_product([plan.inner] + plan.others_r, 0)
+    output = plan.ebytes * extent_product(plan.outer_s + plan.inner_s + [plan.inner], 0)
     return weight > output > 0
 
 

@@ -52,7 +52,7 @@ from .block_edits import renamed_blocks
 from .dot_product import DOT_ROWS
 from .host import PARALLEL_MIN_WORK
 from .inline import is_padding
-from .nest import Nest, match_nest, perfect_nest
+from .nest import Nest, extent_product, match_nest, perfect_nest
 from .phase_window import phase_split
 
 ROW_BLOCK = DOT_ROWS  # rows a block takes through every stage: a dot product's tile of rows
@@ -289,13 +289,7 @@ class _Fusion:
     def _row_work(self) -> int:
         """Iterations a row takes through every stage, reductions included: a padded window's
         plane costs its fill and a multiply-add per tap, not one store per output."""
-        total = 0
-        for nest in self.nests:
-            row = 1
-            for lp in nest.info[self.depth:]:
-                row *= lp.const_extent if lp.const_extent is not None else 1 << 10
-            total += row
-        return total
+        return sum(extent_product(nest.info[self.depth:], 1 << 10) for nest in self.nests)
 
     def _local(self, buf: tir.Buffer, block: int) -> tir.Buffer:
         """The block's own copy of ``buf``: its rows, then the dimensions no prefix loop indexes."""
