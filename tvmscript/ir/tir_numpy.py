@@ -18,8 +18,8 @@ from . import tir
 __all__ = ["evaluate_on_arrays"]
 
 
-_COMPARE = {tir.EQ: np.equal, tir.NE: np.not_equal, tir.LT: np.less, tir.LE: np.less_equal, tir.GT: np.greater,
-            tir.GE: np.greater_equal, tir.And: np.logical_and, tir.Or: np.logical_or}
+_CONDITIONS = {tir.EQ: np.equal, tir.NE: np.not_equal, tir.LT: np.less, tir.LE: np.less_equal, tir.GT: np.greater,
+              tir.GE: np.greater_equal, tir.And: np.logical_and, tir.Or: np.logical_or}
 
 
 def evaluate_on_arrays(e, env: dict) -> Optional[object]:
@@ -57,8 +57,8 @@ def evaluate_on_arrays(e, env: dict) -> Optional[object]:
             return np.minimum(a, b)
         if isinstance(e, tir.Max):
             return np.maximum(a, b)
-        compare = _COMPARE.get(type(e))
-        return None if compare is None else compare(a, b)
+        condition = _CONDITIONS.get(type(e))
+        return None if condition is None else condition(a, b)
     if isinstance(e, tir.Not):
         a = evaluate_on_arrays(e.a, env)
         return None if a is None else np.logical_not(a)
