@@ -18,7 +18,7 @@ import llvmlite.ir as ir
 from tvmscript.ir import tir
 
 from ..bounds_check import CHECK_INDEX, CHECK_RANGE
-from .dtypes import I1, I32, I64, VOID, dtype_limit, is_unsigned, value_type
+from .dtypes import I1, I32, I64, PTR, VOID, dtype_limit, is_unsigned, value_type
 
 _LLVM_FLOAT_UNARY = {
     "tir.exp": "llvm.exp", "tir.exp2": "llvm.exp2", "tir.exp10": "llvm.exp10", "tir.log": "llvm.log",
@@ -134,6 +134,11 @@ class CallGen:
             return self.call_extern(e)
         if op in ("tir.max_value", "tir.min_value"):
             return dtype_limit(dt, op == "tir.max_value")
+        if op == "tir.address_of":
+            load = e.args[0]
+            return self.buffer_ptr(load.buffer, load.indices[0])
+        if op == "tir.call_llvm_intrin":
+            return self.call_llvm_intrin(e)
         if op == "tir.reinterpret":
             src = self.expr(e.args[0])
             return self.b.bitcast(src, value_type(dt))
@@ -237,6 +242,23 @@ class CallGen:
         n64 = self.to_i64(self.expr(extent), extent.dtype)
         outside = self.b.or_(self.b.icmp_signed("<", lo64, ir.Constant(I64, 0)), self.b.icmp_signed(">=", hi64, n64))
         self.fail_if(outside, message.value, [lo64, hi64, n64])
+        return ir.Constant(I32, 0)
+
+    def call_llvm_intrin(self, e):
+        """``T.call_llvm_intrin("void", "llvm.prefetch", T.address_of(A[i]), rw, locality,
+        cache)``: a hint that never faults (`schedule_cpu.prefetch` emits it). The only LLVM
+        intrinsic taken by name: the others have a ``T.`` operation of their own."""
+        name = e.args[0].value if e.args and isinstance(e.args[0], tir.StringImm) else None
+        if name != "llvm.prefetch" or len(e.args) != 5:
+            raise NotImplementedError(f"codegen: T.call_llvm_intrin of {name!r} is not supported (only "
+                                      "llvm.prefetch with an address, rw, locality and cache type)")
+        flags = []
+        for a in e.args[2:]:
+            if not isinstance(a, tir.IntImm):
+                raise ValueError("llvm.prefetch: rw, locality and cache type must be constants")
+            flags.append(ir.Constant(I32, a.value))
+        prefetch = self.intrinsic("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
+        self.b.call(prefetch, [self.expr(e.args[1]), *flags])
         return ir.Constant(I32, 0)
 
     # ---- intrinsics and the C math library

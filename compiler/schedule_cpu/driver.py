@@ -23,7 +23,8 @@ from .loop_tile import plan_loop_tile
 from .merge_dims import merge_contiguous_loops
 from .nest import match_nest
 from .plan import Plan, under_parallel
-from .prepack import frozen, prepacking, with_packed_params
+from .prefetch import prefetch_next_blocks
+from .prepack import PACKED_LAYOUTS_ATTR, frozen, prepacking, with_packed_params
 from .register_tile import finish_register_tile, plan_register_tile
 from .row_fusion import fuse_row_stages
 from .strided_window import StridedWindow, plan_strided_window
@@ -51,6 +52,8 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     with prepacking(func):  # weights bound as constants: packed by the build (`prepack`)
         body = collapse_parallel(schedule_nests(func, body))
         buffer_map, body, attrs = with_packed_params(func, body)
+    packed = [buffer_map[func.params[i]] for i in attrs.get(PACKED_LAYOUTS_ATTR, {})]
+    body = prefetch_next_blocks(body, packed)
     return _scheduled(func, body, buffer_map, attrs)
 
 

@@ -25,6 +25,7 @@ from ..llvm_target import vector_unit
 
 VECTOR_REGISTERS_PER_TILE = 8  # accumulators: enough to keep two FMA pipes busy
 PACKED_PANEL_BYTES = 256 * 1024  # a packed panel kept in L2, when the target's L2 is unknown
+DEFAULT_L2_BYTES = 256 * 1024  # a per-core L2 when the target's is unknown (Haswell's)
 PANEL_BYTES = 64 * 1024  # the same, unpacked: strided rows use few cache sets, so far less fits
 PARALLEL_MIN_WORK = 1 << 17  # iterations below which starting threads costs more than it saves
 BLOCK_TILE_BYTES = 64  # each side of a block of a transposing copy: one cache line
@@ -79,6 +80,14 @@ def packed_panel_bytes() -> int:
     if _scheduled_for.get() not in (None, host_target()):
         return PACKED_PANEL_BYTES
     return max(PACKED_PANEL_BYTES, _host_l2_bytes() * 3 // 4)
+
+
+def l2_bytes() -> int:
+    """Bytes of the target CPU's per-core L2: this machine's when the kernels are for it (and
+    it says), else `DEFAULT_L2_BYTES`."""
+    if _scheduled_for.get() not in (None, host_target()):
+        return DEFAULT_L2_BYTES
+    return _host_l2_bytes() or DEFAULT_L2_BYTES
 
 
 @lru_cache(maxsize=None)
