@@ -117,8 +117,36 @@ def run_case(case, rounds: int, profile_repeat: int) -> list:
     for x in case.inputs(example):
         label = case.name + (f" T={x.shape[1]}" if case.dynamic else "")
         results += time_input(label, case.goal, model, x, imports, session, rounds)
+    if case.dynamic and via_torch.vm is not None:
+        results += time_fixed_length(case, model, example, via_torch, rounds)
     print_profile(via_torch, example, profile_repeat)
     return results
+
+
+FIXED_LENGTH_GOAL = 1.1  # symbolic shapes keep their speed: the dynamic build within 10% of the static one
+
+
+def time_fixed_length(case, model, example, dynamic, rounds: int) -> list:
+    """The dynamic-length build against the same model compiled with the example's length
+    fixed, both via torch and timed in the same alternated rounds at that length (so that the
+    machine's drift between rows cannot count as the symbolic shapes' cost)."""
+    import tvmscript as tvms
+    from _models import compile_bound, export
+    from _timing import alternated
+    from tvmscript.relax.frontend.torch import from_exported_program
+
+    fixed = Imported.build("torch", lambda: compile_bound(
+        from_exported_program(export(model, example), unwrap_unit_return_tuple=True)))
+    label = f"{case.name} T={example.shape[1]}: dynamic / fixed length"
+    if fixed.vm is None:
+        print(f"  {label}: fixed-length build not run: {fixed.why}")
+        return [(False, label)]
+    arg = tvms.nd.array(example.numpy())
+    t_dynamic, t_fixed = alternated([lambda: dynamic.vm["main"](arg), lambda: fixed.vm["main"](arg)], rounds)
+    met = t_dynamic / t_fixed <= FIXED_LENGTH_GOAL
+    print(f"{label}: {t_dynamic * 1e3:.2f} / {t_fixed * 1e3:.2f} ms = {t_dynamic / t_fixed:.2f}x  "
+          f"<= {FIXED_LENGTH_GOAL}x  {'met' if met else 'not met'}")
+    return [(met, label)]
 
 
 def time_input(label: str, goal, model, x, imports: list, session, rounds: int) -> list:

@@ -61,7 +61,9 @@ primitives of `compiler.schedule`, as a DLight rule would be on a GPU (`apply`),
 steps no primitive does are done directly on the result (`fixup`: the packed panels, a
 register tile's accumulators, `accumulators`, and the guard that keeps the init from running
 when a symbolic reduce loop is empty). A nest the primitives refuse is left as it was. The
-dot product is built directly.
+dot product is built directly. Last, a parallel loop over the blocks of a packed weight larger
+than L2 requests the next block while it computes the current one (`prefetch`: software
+prefetch hints, which change no result).
 
 Where the rest lives: `host` (the target CPU's vector width and registers, threads, cache
 budgets), `analysis` (strides, loads, and other questions the rules ask of expressions), `affine_indices`
