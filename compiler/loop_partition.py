@@ -34,7 +34,7 @@ from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator, substitute
-from tvmscript.ir.tir_arith import all_of, conjuncts, make_and
+from tvmscript.ir.tir_arith import all_of, conjuncts, const_int, make_and
 from tvmscript.ir.tir_visitor import contains, vars_in
 
 from .schedule_cpu.analysis import affine
@@ -68,8 +68,8 @@ class _Partitioner(IRMutator):
 def _partition(loop: tir.For, copies: int) -> Optional[tir.Stmt]:
     """``loop`` partitioned around the guards that hold on a middle range of it, the pieces'
     bodies partitioned in turn; None when nothing would change."""
-    lo, ext = _const(loop.min), _const(loop.extent)
-    if lo is None or ext is None or ext < 2 or not (loop.step is None or _const(loop.step) == 1) \
+    lo, ext = const_int(loop.min), const_int(loop.extent)
+    if lo is None or ext is None or ext < 2 or not (loop.step is None or const_int(loop.step) == 1) \
             or not contains(loop.body, lambda n: isinstance(n, tir.For)):
         return None
     hi = lo + ext
@@ -113,10 +113,6 @@ def _range_loop(loop: tir.For, p: int, q: int, body) -> tir.For:
                    loop.thread_tag, {}, loop.step)
 
 
-def _const(e) -> Optional[int]:
-    return e.value if isinstance(e, tir.IntImm) else None
-
-
 def _inner_ranges(body) -> dict:
     """{Var: (first, last)} of the loops inside ``body`` with constant ranges (unit step); a
     variable several loops define (a tile's loop in its init, update and store nests) gets
@@ -126,9 +122,9 @@ def _inner_ranges(body) -> dict:
 
     def visit(n) -> None:
         if isinstance(n, tir.For):
-            lo, ext = _const(n.min), _const(n.extent)
+            lo, ext = const_int(n.min), const_int(n.extent)
             v = n.loop_var
-            if lo is None or ext is None or ext <= 0 or not (n.step is None or _const(n.step) == 1):
+            if lo is None or ext is None or ext <= 0 or not (n.step is None or const_int(n.step) == 1):
                 unknown.add(v)
             elif v in out:
                 out[v] = (min(out[v][0], lo), max(out[v][1], lo + ext - 1))

@@ -36,16 +36,16 @@ from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator
+from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.tir_visitor import contains
 
+from ..lower_tir import VECTORIZE_ANN, dtype_bytes
 from .host import l2_bytes
 
 CACHE_LINE = 64
 STEP_BITS = 16  # fraction bits of the bytes an iteration's prefetch advances
 MAX_PREFETCHES = 4  # cache lines one iteration may request; more would come in bursts
 PREFETCH_READ, PREFETCH_KEEP_L1, PREFETCH_DATA = 0, 3, 1  # llvm.prefetch's rw, locality, cache type
-ITEM_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "int8": 1,
-              "uint8": 1}
 
 
 def prefetch_next_blocks(body: tir.Stmt, packed: list) -> tir.Stmt:
@@ -71,11 +71,11 @@ class _Prefetch(IRMutator):
 def _prefetched(loop: tir.For, packed: list) -> Optional[tir.Stmt]:
     """``loop`` (a parallel loop) with its blocks' next one prefetched, or None where no packed
     weight is read block by block under it or the hint would not pay."""
-    extent = _const(loop.extent)
+    extent = const_int(loop.extent)
     if extent is None or extent < 2 or not tir.is_const_int(loop.min, 0):
         return None
     for weight in packed:
-        if _const(weight.shape[0]) != extent or weight.dtype not in ITEM_BYTES:
+        if const_int(weight.shape[0]) != extent:
             continue
         path = _path_to_block_read(loop.body, weight, loop.loop_var)
         if path is None:
@@ -121,9 +121,8 @@ def _reads_block(e, weight: tir.Buffer, block_var: tir.Var) -> bool:
 def _site(path: list) -> Optional[int]:
     """Index in ``path`` of the loop the prefetch goes in: the innermost plain loop (serial,
     not vectorized) with the micro-kernel's loops inside it; None when there is none."""
-    for i in range(len(path) - 1, -1, -1):
-        loop = path[i]
-        if loop.kind == "serial" and "tvms.vectorize_width" not in loop.annotations and i < len(path) - 1:
+    for i in range(len(path) - 2, -1, -1):
+        if path[i].kind == "serial" and VECTORIZE_ANN not in path[i].annotations:
             return i
     return None
 
@@ -131,13 +130,12 @@ def _site(path: list) -> Optional[int]:
 def _with_prefetch(loop: tir.For, weight: tir.Buffer, walk: list) -> Optional[tir.Stmt]:
     """``loop`` with the prefetch in the last loop of ``walk`` (the loops between it and the
     site, whose iterations walk the next block), or None where the hint would not pay."""
-    extents = [_const(x.extent) for x in walk]
-    if weight.data is None or any(n is None for n in extents) or any(_const(x.min) is None for x in walk):
+    extents = [const_int(x.extent) for x in walk]
+    mins = [const_int(x.min) for x in walk]
+    dims = [const_int(d) for d in weight.shape]
+    if weight.data is None or None in extents or None in mins or None in dims:
         return None
-    dims = [_const(d) for d in weight.shape]
-    if None in dims:
-        return None
-    blocks, block_bytes = dims[0], math.prod(dims[1:]) * ITEM_BYTES[weight.dtype]
+    blocks, block_bytes = dims[0], math.prod(dims[1:]) * dtype_bytes(weight.dtype)
     if blocks * block_bytes <= l2_bytes():
         return None  # stays in the caches between calls
     iterations = math.prod(extents)
@@ -152,9 +150,9 @@ def _with_prefetch(loop: tir.For, weight: tir.Buffer, walk: list) -> Optional[ti
     lines = min(lines, (block_bytes - 1 - last) // CACHE_LINE + 1)  # its lines inside the block
     t = None
     stride = 1
-    for x, n in reversed(list(zip(walk, extents))):
+    for x, lo, n in reversed(list(zip(walk, mins, extents))):
         term = _as(x.loop_var, "int64")
-        term = term - _const(x.min) if _const(x.min) else term
+        term = term - lo if lo else term
         term = term * stride if stride != 1 else term
         t = term if t is None else term + t
         stride *= n
@@ -170,11 +168,8 @@ def _with_prefetch(loop: tir.For, weight: tir.Buffer, walk: list) -> Optional[ti
         hints.append(tir.Evaluate(tir.Call("void", "tir.call_llvm_intrin",
                                            [tir.StringImm("handle", "llvm.prefetch"), address, *flags])))
     site = walk[-1]
-    new_site = tir.For(site.loop_var, site.min, site.extent, site.kind, tir.SeqStmt(hints + [site.body]),
-                       site.thread_tag, site.annotations, site.step)
-    body = _replaced(loop.body, site, new_site)
-    return tir.For(loop.loop_var, loop.min, loop.extent, loop.kind, tir.DeclBuffer(flat, body), loop.thread_tag,
-                   loop.annotations, loop.step)
+    body = _replaced(loop.body, site, dataclasses.replace(site, body=tir.SeqStmt(hints + [site.body])))
+    return dataclasses.replace(loop, body=tir.DeclBuffer(flat, body))
 
 
 def _replaced(s, old: tir.Stmt, new: tir.Stmt):
@@ -187,7 +182,3 @@ def _replaced(s, old: tir.Stmt, new: tir.Stmt):
 
 def _as(v: tir.Var, dtype: str):
     return v if v.dtype == dtype else tir.Cast(dtype, v)
-
-
-def _const(e) -> Optional[int]:
-    return int(e.value) if isinstance(e, tir.IntImm) else None
