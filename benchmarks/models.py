@@ -83,16 +83,22 @@ def first_line(err: Exception) -> str:
     return text.splitlines()[0][:120] if text else ""
 
 
+def compiled_from_torch(program):
+    """The VM of an ExportedProgram imported by ``from_exported_program``, weights bound."""
+    from _models import compile_bound
+    from tvmscript.relax.frontend.torch import from_exported_program
+
+    return compile_bound(from_exported_program(program, unwrap_unit_return_tuple=True))
+
+
 def import_both(case, model, example):
     """(torch import, ONNX import, onnxruntime session or None) of one case."""
     import onnxruntime as ort
 
     from _models import compile_bound, export_case, onnx_model
     from tvmscript.relax.frontend.onnx import from_onnx
-    from tvmscript.relax.frontend.torch import from_exported_program
 
-    via_torch = Imported.build("torch", lambda: compile_bound(
-        from_exported_program(export_case(case, model, example), unwrap_unit_return_tuple=True)))
+    via_torch = Imported.build("torch", lambda: compiled_from_torch(export_case(case, model, example)))
     try:
         proto = onnx_model(case, model, example)
     except Exception as err:  # noqa: BLE001
@@ -131,12 +137,10 @@ def time_fixed_length(case, model, example, dynamic, rounds: int) -> list:
     fixed, both via torch and timed in the same alternated rounds at that length (so that the
     machine's drift between rows cannot count as the symbolic shapes' cost)."""
     import tvmscript as tvms
-    from _models import compile_bound, export
+    from _models import export
     from _timing import alternated
-    from tvmscript.relax.frontend.torch import from_exported_program
 
-    fixed = Imported.build("torch", lambda: compile_bound(
-        from_exported_program(export(model, example), unwrap_unit_return_tuple=True)))
+    fixed = Imported.build("torch", lambda: compiled_from_torch(export(model, example)))
     label = f"{case.name} T={example.shape[1]}: dynamic / fixed length"
     if fixed.vm is None:
         print(f"  {label}: fixed-length build not run: {fixed.why}")
