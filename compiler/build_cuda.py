@@ -92,7 +92,7 @@ def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin"):
     except nvrtc.NVRTCUnavailable as err:
         raise BuildError(str(err)) from None
     if _cuda_builds is None:
-        _cuda_builds = BuildCache("cuda-builds", b"TVMSCUDABUILD1")
+        _cuda_builds = BuildCache("cuda-builds", b"TVMSCUDABUILD2")  # 2: CUDACode.ptxas
     funcs = dict(prim_funcs)
     return _cuda_builds.build(funcs, ("cuda", str(target), arch, kind, version),
                               lambda: _build_cuda(funcs, target, arch, kind),
@@ -103,6 +103,7 @@ def _build_cuda(prim_funcs: dict, target, arch: str, kind: str):
     from . import nvrtc
     from .codegen_cuda import codegen_cuda
     from .cuda_spec import CUDACode
+    from .kernel_resources import parse_ptxas_log
     from .lower_gpu import GPULoweringError, has_thread_bindings
     from .schedule import ScheduleError
 
@@ -139,6 +140,7 @@ def _build_cuda(prim_funcs: dict, target, arch: str, kind: str):
     code = CUDACode(src.source, src.functions, arch, nvrtc_version=nvrtc.nvrtc_version())
     if kind == "cubin":
         code.cubin = result.binary
+        code.ptxas = parse_ptxas_log(result.log)
     else:
         code.ptx = result.binary.decode("utf-8", "replace")
     code.compile_seconds = result.seconds

@@ -67,7 +67,8 @@ class CUDAFunction:
 class CUDACode:
     """One CUDA translation unit (every kernel of a module) and what NVRTC made of it.
     ``arch`` is ``"sm_90"``; ``cubin`` the machine code for it (None when only PTX was asked
-    for); ``nvrtc_version`` a (major, minor) pair."""
+    for); ``nvrtc_version`` a (major, minor) pair; ``ptxas`` what ptxas reported of each kernel
+    (kernel name -> `compiler.kernel_resources.PtxasInfo`; empty without CUBIN)."""
 
     source: str
     functions: dict
@@ -76,3 +77,12 @@ class CUDACode:
     ptx: Optional[str] = None
     nvrtc_version: tuple = (0, 0)
     compile_seconds: float = 0.0
+    ptxas: dict = field(default_factory=dict)
+
+    @property
+    def resources(self) -> dict:
+        """Kernel name -> `compiler.kernel_resources.KernelResources`: registers, spills,
+        shared memory and occupancy on ``arch`` of every kernel the functions launch."""
+        from .kernel_resources import resources_of
+
+        return resources_of(self)

@@ -10,8 +10,13 @@ Why CUBIN for the exact architecture: the driver loads CUBIN made by any NVRTC o
 major version, while PTX from an NVRTC newer than the driver cannot be JIT-compiled by it
 (the test GPUs run driver 580, CUDA 13.0). PTX is produced on request, to read.
 
+A CUBIN compile asks ptxas for its verbose report (``--ptxas-options=-v``): NVRTC's log then
+says, per kernel, the registers, spills and shared memory it uses (`compiler.kernel_resources`
+reads it), so ``CompileResult.log`` is kept on success too.
+
 The cache (`tvmscript.cache`, subfolder ``cuda``) holds one file per (source, architecture,
-options, NVRTC version); an entry whose checksum does not match is compiled again.
+options, NVRTC version): the log's length, the log, then the binary; an entry whose checksum
+does not match is compiled again.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import glob
 import hashlib
 import os
 import re
+import struct
 import threading
 import time
 from typing import Optional
@@ -30,8 +36,9 @@ from tvmscript import cache as disk_cache
 __all__ = ["NVRTCError", "NVRTCUnavailable", "compile_cuda", "nvrtc_version", "include_dirs", "cache_dir",
            "CompileResult"]
 
-_CACHE_MAGIC = b"TVMSCUDA2"
+_CACHE_MAGIC = b"TVMSCUDA3"  # 3: the log is stored before the binary
 _DEFAULT_OPTIONS = ("--std=c++17",)
+_CUBIN_OPTIONS = ("--ptxas-options=-v",)  # ptxas's per-kernel resource report, into the log
 
 
 class NVRTCUnavailable(RuntimeError):
@@ -48,15 +55,18 @@ class NVRTCError(RuntimeError):
 
 class CompileResult:
     """The output of one compile: ``binary`` (CUBIN bytes, or PTX text encoded), where it came
-    from (``cached``) and how long NVRTC took (``seconds``, 0 for a cache hit)."""
+    from (``cached``), how long NVRTC took (``seconds``, 0 for a cache hit) and NVRTC's log
+    (``log``: for CUBIN, ptxas's report of each kernel's registers, spills and shared memory;
+    kept in the cache with the binary)."""
 
-    __slots__ = ("binary", "cached", "seconds", "kind")
+    __slots__ = ("binary", "cached", "seconds", "kind", "log")
 
-    def __init__(self, binary: bytes, cached: bool, seconds: float, kind: str) -> None:
+    def __init__(self, binary: bytes, cached: bool, seconds: float, kind: str, log: str = "") -> None:
         self.binary = binary
         self.cached = cached
         self.seconds = seconds
         self.kind = kind
+        self.log = log
 
 
 # ----------------------------------------------------------------------------- the library
@@ -192,35 +202,74 @@ def compile_cuda(source: str, arch: str = "sm_90", kind: str = "cubin", options=
     lib = _load()
     version = nvrtc_version()
     gpu = arch if kind == "cubin" else "compute_" + arch[3:]
-    opts = [f"--gpu-architecture={gpu}", *_DEFAULT_OPTIONS, *options] + [f"-I{d}" for d in include_dirs()]
+    extra = _CUBIN_OPTIONS if kind == "cubin" else ()
+    opts = [f"--gpu-architecture={gpu}", *_DEFAULT_OPTIONS, *extra, *options] + [f"-I{d}" for d in include_dirs()]
     key = hashlib.sha256("\0".join([source, kind, *opts, f"nvrtc {version}"]).encode()).hexdigest()
     folder = cache_dir() if use_cache else None
     path = os.path.join(folder, f"{key}.{kind}") if folder else None
     if path is not None:
-        hit = disk_cache.read(path, _CACHE_MAGIC)
+        hit = _unpack(disk_cache.read(path, _CACHE_MAGIC))
         if hit is not None:
-            return CompileResult(hit, True, 0.0, kind)
+            return CompileResult(hit[0], True, 0.0, kind, hit[1])
     t0 = time.perf_counter()
-    binary = _nvrtc(lib, source, name, opts, kind)
+    try:
+        binary, log = _nvrtc(lib, source, name, opts, kind)
+    except NVRTCError as err:
+        if extra:
+            _explain_ptxas_failure(err, lib, source, name, [o for o in opts if o not in extra])
+        raise
     seconds = time.perf_counter() - t0
     if path is not None:
-        disk_cache.write(path, _CACHE_MAGIC, binary)
-    return CompileResult(binary, False, seconds, kind)
+        disk_cache.write(path, _CACHE_MAGIC, _pack(binary, log))
+    return CompileResult(binary, False, seconds, kind, log)
 
 
-def _nvrtc(lib, source: str, name: str, opts: list, kind: str) -> bytes:
+def _explain_ptxas_failure(err: NVRTCError, lib, source: str, name: str, plain_opts: list) -> None:
+    """NVRTC's log of a compile with ptxas's ``-v`` leaves out ptxas's own errors ("uses too
+    much shared data"): when the log names no error, compile again without ``-v``, whose
+    NVRTCError says what failed."""
+    if "error" in err.log:
+        return
+    try:
+        _nvrtc(lib, source, name, plain_opts, "cubin")
+    except NVRTCError as plain:
+        raise plain from None
+
+
+def _pack(binary: bytes, log: str) -> bytes:
+    """A cache entry's payload: the log's length (4 bytes), the log, the binary."""
+    text = log.encode("utf-8")
+    return struct.pack("<I", len(text)) + text + binary
+
+
+def _unpack(payload: Optional[bytes]) -> Optional[tuple]:
+    """(binary, log) of a payload `_pack` made; None for none, or one too short to be one."""
+    if payload is None or len(payload) < 4:
+        return None
+    (size,) = struct.unpack_from("<I", payload)
+    if 4 + size > len(payload):
+        return None
+    return payload[4 + size:], payload[4:4 + size].decode("utf-8", "replace")
+
+
+def _program_log(lib, prog) -> str:
+    size = ctypes.c_size_t()
+    _check(lib, lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)), "nvrtcGetProgramLogSize")
+    buf = ctypes.create_string_buffer(size.value)
+    _check(lib, lib.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+    return buf.value.decode("utf-8", "replace")
+
+
+def _nvrtc(lib, source: str, name: str, opts: list, kind: str) -> tuple:
+    """(the binary, NVRTC's log) of one compile; NVRTCError with the log when it fails."""
     prog = ctypes.c_void_p()
     _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None),
            "nvrtcCreateProgram")
     try:
         argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
         status = lib.nvrtcCompileProgram(prog, len(opts), argv)
+        log = _program_log(lib, prog)
         if status != 0:
-            size = ctypes.c_size_t()
-            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-            buf = ctypes.create_string_buffer(size.value)
-            lib.nvrtcGetProgramLog(prog, buf)
-            log = buf.value.decode("utf-8", "replace")
             raise NVRTCError(f"NVRTC could not compile {name}", log)
         size = ctypes.c_size_t()
         get_size, get = (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN) if kind == "cubin" else (
@@ -229,6 +278,6 @@ def _nvrtc(lib, source: str, name: str, opts: list, kind: str) -> bytes:
         buf = ctypes.create_string_buffer(size.value)
         _check(lib, get(prog, buf), "nvrtcGet" + kind.upper())
         data = buf.raw
-        return data.rstrip(b"\0") if kind == "ptx" else data
+        return (data.rstrip(b"\0") if kind == "ptx" else data), log
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -163,6 +163,14 @@ class Executable:
     def as_text(self) -> str:
         return self.as_python()
 
+    def kernel_resources(self) -> dict:
+        """For a ``cuda`` target, what each CUDA kernel uses of the GPU as ptxas reported it when
+        compiling (registers, spills, shared memory) and the occupancy that gives on the code's
+        architecture: kernel name -> `compiler.kernel_resources.KernelResources` (``.func``
+        names the prim_func launching it). Empty for the CPU. Known without a GPU."""
+        code = self.cuda_code
+        return dict(code.resources) if code is not None else {}
+
     def stats(self) -> str:
         lines = [f"target: {self.target}", f"kernels: {len(self.kernels)} ({', '.join(self.kernels)})"]
         code = self.cuda_code

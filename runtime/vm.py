@@ -176,7 +176,9 @@ class VirtualMachine:
         call timed, and return a `ProfileReport`: per kernel its calls, total and mean time and
         share of the whole call, heaviest first, as TVM's ``vm.profile`` reports them
         (``print(report)`` shows the table). The rest of the call's time is the VM's own
-        (argument checks, allocation, extern functions).
+        (argument checks, allocation, extern functions). On a GPU each kernel also has the
+        registers per thread and the occupancy ptxas's report gives it
+        (`Executable.kernel_resources`), to tell a slow kernel that keeps few warps resident.
 
         Why a second instance of the functions: the generated code calls each kernel through a
         global of its namespace, so a namespace whose kernel globals are timing wrappers
@@ -215,10 +217,25 @@ class VirtualMachine:
             sync()
         total = _time.perf_counter_ns() - t0
         return ProfileReport(func_name, {k: (n // repeat, t / repeat / 1e9) for k, (n, t) in records.items()},
-                             total / repeat / 1e9, str(self.device))
+                             total / repeat / 1e9, str(self.device),
+                             _resource_columns(self.executable) if sync is not None else None)
 
     def __repr__(self) -> str:
         return f"<tvms VirtualMachine on {self.device}: {', '.join(self._funcs)}>"
+
+
+def _resource_columns(ex: Executable) -> dict:
+    """prim_func name -> (registers, occupancy) texts of the CUDA kernels it launches, from the
+    compiler's ptxas report (`Executable.kernel_resources`); a function launching several kernels
+    has their values joined with " / "."""
+    columns: dict = {}
+    for r in ex.kernel_resources().values():
+        if r.ptxas is None:
+            continue
+        regs, occ = columns.setdefault(r.func, ([], []))
+        regs.append(str(r.ptxas.registers))
+        occ.append(str(r.occupancy) if r.occupancy is not None else "-")
+    return {f: (" / ".join(regs), " / ".join(occ)) for f, (regs, occ) in columns.items()}
 
 
 def _wall_time(f, args: tuple, number: int) -> float:
@@ -231,11 +248,20 @@ def _wall_time(f, args: tuple, number: int) -> float:
 
 class ProfileReport:
     """`VirtualMachine.profile`'s result: ``rows`` are ``(kernel, calls, seconds)`` per call of
-    the function, heaviest first; ``total`` is the whole call's seconds."""
+    the function, heaviest first; ``total`` is the whole call's seconds; ``resources`` (on a
+    GPU, when the compiler's ptxas report is known) maps a kernel to its (registers, occupancy)
+    texts, shown as two more columns."""
 
-    def __init__(self, func_name: str, kernels: dict, total: float, device: str) -> None:
+    def __init__(self, func_name: str, kernels: dict, total: float, device: str, resources=None) -> None:
         self.func_name, self.total, self.device = func_name, total, device
         self.rows = sorted(((k, n, t) for k, (n, t) in kernels.items()), key=lambda r: -r[2])
+        self.resources = dict(resources or {})
+
+    @property
+    def header(self) -> tuple:
+        """The columns of `table`."""
+        extra = ("Registers", "Occupancy") if self.resources else ()
+        return ("Name", "Calls", "Total (us)", "Mean (us)", "Percent") + extra
 
     @property
     def vm_time(self) -> float:
@@ -243,19 +269,28 @@ class ProfileReport:
         return max(0.0, self.total - sum(t for _, _, t in self.rows))
 
     def table(self) -> list:
-        """The report as rows of text: name, calls, total, mean, percent of the call."""
+        """The report as rows of text: name, calls, total, mean, percent of the call (and, with
+        ``resources``, registers and occupancy: `header`)."""
         def us(t: float) -> str:
             return f"{t * 1e6:,.1f}"
 
-        rows = [(k, str(n), us(t), us(t / n) if n else "-", f"{100 * t / self.total:.1f}" if self.total else "-")
-                for k, n, t in self.rows]
+        rows = [(k, str(n), us(t), us(t / n) if n else "-", f"{100 * t / self.total:.1f}" if self.total else "-",
+                 *self._resource_cells(k)) for k, n, t in self.rows]
         rows.append(("(VM: checks, allocation, externs)", "", us(self.vm_time), "",
-                     f"{100 * self.vm_time / self.total:.1f}" if self.total else "-"))
-        rows.append((f"total: {self.func_name}", "1", us(self.total), us(self.total), "100.0"))
+                     f"{100 * self.vm_time / self.total:.1f}" if self.total else "-", *self._resource_cells(None)))
+        rows.append((f"total: {self.func_name}", "1", us(self.total), us(self.total), "100.0",
+                     *self._resource_cells(None)))
         return rows
 
+    def _resource_cells(self, kernel) -> tuple:
+        """A row's registers and occupancy cells: none without ``resources``, blank for the
+        rows that are no kernel (``kernel`` None)."""
+        if not self.resources:
+            return ()
+        return ("", "") if kernel is None else self.resources.get(kernel, ("-", "-"))
+
     def __str__(self) -> str:
-        header = ("Name", "Calls", "Total (us)", "Mean (us)", "Percent")
+        header = self.header
         rows = self.table()
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
 

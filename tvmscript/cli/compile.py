@@ -1,6 +1,7 @@
 """``tvms compile``: the code tvms generates for a file (LLVM IR, assembly, CUDA C, PTX, the
 VM's Python), or the whole compiled module as a shared library (``-o FILE.so``) that
-`tvms run FILE.so` and tvms.runtime.load_module run without compiling."""
+`tvms run FILE.so` and tvms.runtime.load_module run without compiling; or, with ``--stats``,
+what each CUDA kernel uses of the GPU (`kernel_stats`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def register(sub) -> None:
                       "an NVIDIA GPU, with --emit cuda or ptx)")
     comp.add_argument("--arch", metavar="sm_XX", help="with --target cuda: the GPU architecture (default: the "
                       "GPU's, else sm_90)")
+    comp.add_argument("--stats", action="store_true",
+                      help="with --target cuda: instead of code, print per kernel its block size, the registers, "
+                      "spills and shared memory ptxas reports, and the occupancy that gives on --arch (no GPU needed)")
     add_pipeline_arguments(comp, default="zero")
     add_bounds_check_argument(comp)
     comp.set_defaults(handler=compile_command)
@@ -56,8 +60,12 @@ def compile_command(args) -> int:
     gpu = target.split()[0] == "cuda"
     if args.arch and not gpu:
         raise fail("--arch goes with --target cuda")
+    if args.stats:
+        _check_stats_arguments(args, gpu)
     program.progress = CompileProgress().__enter__()
     try:
+        if args.stats:
+            return _print_stats(args, program, target)
         return _compile_and_write(args, emit, program, target, gpu)
     finally:
         program.progress.close()
@@ -116,21 +124,55 @@ def _compile_and_write(args, emit: str, program: Program, target: str, gpu: bool
     return 0
 
 
+def _check_stats_arguments(args, gpu: bool) -> None:
+    if not gpu:
+        raise fail("--stats reports the resources of CUDA kernels: use it with --target cuda")
+    if args.emit or args.output:
+        raise fail("--stats prints a table of the kernels instead of code: leave out --emit and -o")
+
+
+def _print_stats(args, program: Program, target: str) -> int:
+    """``--stats``: the kernels' resource table (`kernel_stats`) of the module's prim_funcs, or
+    of the one --func names, compiled to CUBIN as `tvms run` compiles them."""
+    from .. import ir, tir
+    from .kernel_stats import print_stats
+    from .reporting import stream_is_terminal
+
+    program.transform(pipeline_options(args), args.func, args.target)
+    mod = program.module()
+    if args.func:
+        only, func = program.pick(args.func)
+        if not isinstance(func, tir.PrimFunc):
+            raise fail(f"'{only}' is a Relax function: --stats --func takes a prim_func (leave out --func for "
+                       "every kernel of the module)")
+        mod = ir.IRModule({only: func})
+    code = _cuda_code(program, mod, target, "cubin", "CUBIN")
+    program.progress.close()
+    print_stats(code.resources, code.arch, stream_is_terminal(sys.stdout))
+    return 0
+
+
 def _cuda_text(program: Program, mod, target: str, emit: str) -> str:
     """The CUDA C (``emit="cuda"``) or PTX of ``mod``'s prim_funcs after the default GPU
     schedules; build errors are rendered at their place in the file."""
+    code = _cuda_code(program, mod, target, "source" if emit == "cuda" else "ptx", emit)
+    return code.source if emit == "cuda" else code.ptx
+
+
+def _cuda_code(program: Program, mod, target: str, kind: str, what: str):
+    """`build_cuda`'s `CUDACode` (``kind``: source, ptx or cubin) of ``mod``'s prim_funcs;
+    ``what`` names the output in the error for a module without any."""
     from .. import tir
     from ..compiler.build_cuda import build_cuda
     from ..diagnostics import TVMScriptError
 
     prim_funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
     if not prim_funcs:
-        raise fail(f"{program.path} has no T.prim_func: nothing to compile to {emit}")
+        raise fail(f"{program.path} has no T.prim_func: nothing to compile to {what}")
     try:
-        code = build_cuda(prim_funcs, target, kind="source" if emit == "cuda" else "ptx")
+        return build_cuda(prim_funcs, target, kind=kind)
     except TVMScriptError as err:
         raise program.report(err) from None
-    return code.source if emit == "cuda" else code.ptx
 
 
 def _export(ex, output: str) -> int:
