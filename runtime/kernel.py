@@ -32,6 +32,7 @@ import numpy as np
 from tvmscript.diagnostics import TVMScriptError
 
 from .kernel_abi import INDEX_MARK, SIZE_MARK, ParamSpec, PlaceTable, split_place
+from .ndarray import _np_dtype
 
 __all__ = ["Kernel", "ctype_of", "KernelAssertionError", "BoundsCheckError", "raise_pending", "pending_failures"]
 
@@ -39,13 +40,13 @@ _CTYPES = {
     "bool": ctypes.c_uint8,
     "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
     "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
-    "float16": ctypes.c_float, "float32": ctypes.c_float, "float64": ctypes.c_double,
+    "float16": ctypes.c_float, "bfloat16": ctypes.c_float, "float32": ctypes.c_float, "float64": ctypes.c_double,
     "handle": ctypes.c_void_p,
 }
 
 
 def ctype_of(dtype: str):
-    """The C type a scalar of ``dtype`` is passed as (``float16`` travels as a float)."""
+    """The C type a scalar of ``dtype`` is passed as (``float16`` and ``bfloat16`` travel as a float)."""
     try:
         return _CTYPES[dtype]
     except KeyError:
@@ -205,7 +206,7 @@ def _scalar(arg, spec: ParamSpec, kname: str):
         if not lo <= v <= hi:
             raise ValueError(f"{where}: {v} is out of range [{lo}, {hi}]")
         return v
-    if dt.startswith("float"):
+    if dt.startswith(("float", "bfloat")):
         if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, float, np.integer, np.floating)):
             raise TypeError(f"{where} expects a number, got {type(arg).__name__}")
         return float(arg)
@@ -276,7 +277,7 @@ class Kernel:
         argtypes += [ctypes.c_int64] * len(self.sym_vars)
         self.argtypes = argtypes
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
-        self._np_dtypes = {i: np.dtype(self.params[i].dtype) for i in self._buffer_idx}
+        self._np_dtypes = {i: _np_dtype(self.params[i].dtype) for i in self._buffer_idx}
         self._scalar_names = {self.params[i].name: i for i in self._scalar_idx}
         self.places: Optional[PlaceTable] = None  # where its failures are (`compiled_from`)
 

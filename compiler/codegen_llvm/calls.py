@@ -2,10 +2,10 @@
 
 `CallGen.e_call` dispatches on the call's op. Float intrinsics become LLVM's own
 (``llvm.sqrt.f32``), which it vectorizes, or calls of the C math library (``erff``), which it
-cannot (`vectorizable_call` tells the CPU schedules which is which); float16 is computed in
-float32. float32 ``exp`` and ``erf`` are generated inline as arithmetic instead (`INLINE_MATH`,
-why at the constants). ``CHECK_INDEX``/``CHECK_RANGE`` (`compiler.bounds_check`) become a
-comparison and a call of the runtime's failure handler.
+cannot (`vectorizable_call` tells the CPU schedules which is which); float16 and bfloat16
+are computed in float32 and rounded. float32 ``exp`` and ``erf`` are generated inline as
+arithmetic instead (`INLINE_MATH`, why at the constants). ``CHECK_INDEX``/``CHECK_RANGE``
+(`compiler.bounds_check`) become a comparison and a call of the runtime's failure handler.
 
 `CallGen` is mixed into `function.FuncGen`; it uses the builder ``self.b``, ``self.expr``
 and ``self.fail_if`` from there.
@@ -101,7 +101,7 @@ def vectorizable_call(op: str, dtype: str) -> bool:
     if op in ("tir.likely", "tir.isnan", "tir.isinf", "tir.isfinite", "tir.reinterpret"):
         return True
     if op in INLINE_MATH or op == "tir.sigmoid":
-        return dtype in ("float32", "float16")
+        return dtype in ("float32", "float16", "bfloat16")
     return op in _VECTOR_FLOAT_CALLS
 
 
@@ -140,8 +140,7 @@ class CallGen:
         if op == "tir.call_llvm_intrin":
             return self.call_llvm_intrin(e)
         if op == "tir.reinterpret":
-            src = self.expr(e.args[0])
-            return self.b.bitcast(src, value_type(dt))
+            return self.reinterpret(self.expr(e.args[0]), e.args[0].dtype, dt)
         args = [self.expr(a) for a in e.args]
         adt = e.args[0].dtype if e.args else dt
         if op in ("tir.isnan", "tir.isinf", "tir.isfinite"):
@@ -154,7 +153,7 @@ class CallGen:
             inf = ir.Constant(x.type, float("inf"))
             return self.b.fcmp_ordered("==" if op == "tir.isinf" else "!=", ax, inf)
         if tir.is_float(dt):
-            if op in INLINE_MATH and dt in ("float32", "float16") and len(args) == 1:
+            if op in INLINE_MATH and dt in ("float32", "float16", "bfloat16") and len(args) == 1:
                 return self.f32_math(op, dt, args[0])
             if op in _LLVM_FLOAT_UNARY and len(args) == 1:
                 return self.float_call(_LLVM_FLOAT_UNARY[op], dt, args)
@@ -165,7 +164,8 @@ class CallGen:
             if op in _LIBM_FLOAT_BINARY and len(args) == 2:
                 return self.libm_call(_LIBM_FLOAT_BINARY[op], dt, args)
             if op == "tir.fmod":
-                return self.b.frem(args[0], args[1])
+                rem = self.b.frem(args[0], args[1])
+                return self.round_bf16(rem) if dt == "bfloat16" else rem
             if op in ("tir.sigmoid", "tir.rsqrt"):
                 raise ValueError(f"{op} must be lowered first (compiler.lower_tir.lower_intrinsics)")
         if tir.is_int(dt):
@@ -265,8 +265,19 @@ class CallGen:
     def intrinsic(self, name: str, ret: ir.Type, args: list) -> ir.Function:
         return self.mg.declare(name, ret, args)
 
+    def reinterpret(self, v, src: str, dst: str):
+        """``T.reinterpret``: the same bits as another dtype (a bfloat16's are its 16 in memory)."""
+        if src == "bfloat16":
+            v = self.bf16_bits(v)
+        if dst == "bfloat16":
+            return self.bf16_from_bits(self.b.bitcast(v, ir.IntType(16)))
+        return self.b.bitcast(v, value_type(dst))
+
     def float_call(self, llvm_name: str, dtype: str, args: list):
-        """``llvm.<f>.<type>(args)``; float16 is computed in float32."""
+        """``llvm.<f>.<type>(args)``; float16 is computed in float32, bfloat16 (a float
+        already) rounded after."""
+        if dtype == "bfloat16":
+            return self.round_bf16(self.float_call(llvm_name, "float32", args))
         if dtype == "float16":
             f32 = ir.FloatType()
             ext = [self.b.fpext(a, f32) for a in args]
@@ -330,6 +341,8 @@ class CallGen:
     def f32_math(self, op: str, dtype: str, x):
         """``exp``/``erf`` of a float32 (or float16, computed in float32) value, inline."""
         fn = self.exp_f32 if op == "tir.exp" else self.erf_f32
+        if dtype == "bfloat16":
+            return self.round_bf16(fn(x))
         if dtype == "float16":
             return self.b.fptrunc(fn(self.b.fpext(x, ir.FloatType())), ir.HalfType())
         return fn(x)
@@ -342,4 +355,6 @@ class CallGen:
         f32 = ir.FloatType()
         conv = [self.b.fpext(a, f32) if dtype == "float16" else a for a in args]
         r = self.b.call(self.mg.declare(base + "f", f32, [f32] * len(args)), conv)
+        if dtype == "bfloat16":
+            return self.round_bf16(r)
         return self.b.fptrunc(r, ir.HalfType()) if dtype == "float16" else r

@@ -4,9 +4,17 @@ A dtype has three LLVM types: its value in registers (`value_type`, ``bool`` as 
 element in memory (`memory_type`, ``bool`` as a byte, as in NumPy) and its scalar kernel
 argument (`abi_type`, the C type the runtime passes). The short names ``I1`` ... ``VOID`` are
 the LLVM types the generated code uses most; pointers are opaque throughout.
+
+``bfloat16`` is a ``float`` in registers whose value is always a bfloat16 one (each result is
+rounded, `bf16_value` here and ``ExprGen.round_bf16`` in the code) and its top 16 bits, an
+``i16``, in memory. LLVM has a ``bfloat`` type, but on a CPU without AVX512-BF16 it rounds a
+float to it by calling ``__truncsfbf2``, which libgcc only has since GCC 13 and MCJIT would
+have to find; the rounding written out is a few integer operations, and LLVM vectorizes them.
 """
 
 from __future__ import annotations
+
+import math
 
 import llvmlite.ir as ir
 
@@ -14,6 +22,7 @@ from tvmscript.ir import tir
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
@@ -34,7 +43,7 @@ def value_type(dtype: str) -> ir.Type:
         return I64
     if dtype == "float16":
         return ir.HalfType()
-    if dtype == "float32":
+    if dtype in ("float32", "bfloat16"):
         return ir.FloatType()
     if dtype == "float64":
         return ir.DoubleType()
@@ -44,12 +53,16 @@ def value_type(dtype: str) -> ir.Type:
 
 
 def memory_type(dtype: str) -> ir.Type:
-    """The LLVM type of a ``dtype`` element in memory (``bool`` is a byte, as in NumPy)."""
+    """The LLVM type of a ``dtype`` element in memory (``bool`` is a byte, as in NumPy;
+    ``bfloat16`` its 16 bits)."""
+    if dtype == "bfloat16":
+        return I16
     return I8 if dtype == "bool" else value_type(dtype)
 
 
 def abi_type(dtype: str) -> ir.Type:
-    """The LLVM type of a scalar kernel argument (``bool`` as ``i8``, ``float16`` as float)."""
+    """The LLVM type of a scalar kernel argument (``bool`` as ``i8``, ``float16`` and
+    ``bfloat16`` as float)."""
     if dtype == "bool":
         return I8
     if dtype == "float16":
@@ -85,7 +98,23 @@ def constant(dtype: str, value) -> ir.Constant:
         if v >= 1 << (w - 1):
             v -= 1 << w
         return ir.Constant(ty, v)
+    if dtype == "bfloat16":
+        return ir.Constant(ty, bf16_value(float(value)))
     return ir.Constant(ty, float(value))
+
+
+BF16_MAX = float.fromhex("0x1.fep127")
+
+
+def bf16_value(x: float) -> float:
+    """``x`` rounded once to the nearest bfloat16 (ties to even; beyond the largest finite
+    one, to infinity): 8 significant bits, subnormals spaced 2**-133 as float32's exponents."""
+    if x == 0 or math.isnan(x) or math.isinf(x):
+        return x
+    _, exp = math.frexp(x)
+    quantum = max(exp - 8, -133)
+    rounded = math.ldexp(round(math.ldexp(abs(x), -quantum)), quantum)
+    return math.copysign(math.inf if rounded > BF16_MAX else rounded, x)  # -1e-300 is -0.0
 
 
 def elem_align(dtype: str) -> int:
@@ -95,6 +124,8 @@ def elem_align(dtype: str) -> int:
 
 def dtype_limit(dtype: str, upper: bool) -> ir.Constant:
     """The largest (``upper``) or smallest finite value of ``dtype``: ``T.max_value``/``T.min_value``."""
+    if dtype == "bfloat16":
+        return constant(dtype, BF16_MAX if upper else -BF16_MAX)
     if tir.is_float(dtype):
         import numpy as np
 

@@ -9,7 +9,9 @@ not depend on which loops LLVM vectorizes. Nothing is reassociated: reductions k
 order. ``T.max``/``T.min`` on floats are ``a > b ? a : b`` / ``a < b ? a : b``, as in TVM.
 Integer ``//`` and ``%`` round toward minus infinity, as in Python, and a division by zero or
 ``INT_MIN // -1`` stops the kernel with an error instead of a signal (`ExprGen.guard_division`).
-``and``/``or`` whose right side reads memory short-circuit.
+``and``/``or`` whose right side reads memory short-circuit. A ``bfloat16`` value is a float
+rounded to bfloat16 after each operation (`ExprGen.round_bf16`), as float16's are by LLVM, and
+its 16 bits in memory (`ExprGen.bf16_from_bits`, `bf16_bits`).
 
 `ExprGen` is mixed into `function.FuncGen`; it uses the builder ``self.b``, the variables
 ``self.env`` and ``self.fail_if`` from there.
@@ -24,7 +26,7 @@ from tvmscript.ir.tir_visitor import TIRVisitor
 
 from ..kernel_places import at_span
 from .calls import CallGen
-from .dtypes import I1, I8, I32, constant, dtype_bits, elem_align, is_signed, is_unsigned, memory_type, value_type
+from .dtypes import I1, I8, I16, I32, constant, dtype_bits, elem_align, is_signed, is_unsigned, memory_type, value_type
 
 _OP_TEXT = {tir.Div: "/", tir.Mod: "%", tir.FloorDiv: "//", tir.FloorMod: "%"}
 
@@ -58,6 +60,8 @@ class ExprGen:
         v = self.b.load(ptr, typ=memory_type(e.buffer.dtype), align=elem_align(e.buffer.dtype))
         if e.buffer.dtype == "bool":
             v = self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        elif e.buffer.dtype == "bfloat16":
+            v = self.bf16_from_bits(v)
         if e.dtype != e.buffer.dtype:
             raise at_span(NotImplementedError(f"load of {e.dtype} from a {e.buffer.dtype} buffer"), e.span)
         return v
@@ -74,9 +78,14 @@ class ExprGen:
         return self.float_call("llvm.fmuladd", mul.dtype, [x, y, z])
 
     def e_arith(self, e):
+        if e.dtype == "bfloat16":
+            return self.round_bf16(self.arith(e))
+        return self.arith(e)
+
+    def arith(self, e):
         dt = e.dtype
         kind = type(e)
-        if tir.is_float(dt) and dt != "float16" and kind in (tir.Add, tir.Sub):
+        if dt in ("float32", "float64") and kind in (tir.Add, tir.Sub):
             if isinstance(e.b, tir.Mul) and e.b.dtype == dt:
                 # a + b * c, a - b * c
                 return self.fmuladd(e.b, self.expr(e.a), negate_product=kind is tir.Sub)
@@ -211,6 +220,12 @@ class ExprGen:
     def cast(self, v, src: str, dst: str):
         if src == dst:
             return v
+        if dst == "bfloat16":
+            return self.to_bf16(v, src)
+        if src == "bfloat16":  # a float holding a bfloat16 value, converted as one
+            src = "float32"
+            if dst == src:
+                return v
         b = self.b
         dty = value_type(dst)
         if dst == "bool":
@@ -241,6 +256,11 @@ class ExprGen:
         """double -> half rounded once (to nearest even), without the libgcc helper LLVM
         would call: round to float *to odd*, then to half (float has more than 11 + 2
         significant bits, so the second rounding is exact)."""
+        return self.b.fptrunc(self.f64_to_f32_odd(v), ir.HalfType())
+
+    def f64_to_f32_odd(self, v):
+        """double -> float rounded *to odd* (an inexact result gets its last bit set), which a
+        second rounding to a narrower type (half, bfloat16) leaves as rounding once would."""
         b = self.b
         f32 = ir.FloatType()
         f = b.fptrunc(v, f32)
@@ -251,7 +271,44 @@ class ExprGen:
         bits = b.bitcast(f, I32)
         bits = b.select(b.and_(inexact, away), b.sub(bits, ir.Constant(I32, 1)), bits)
         bits = b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits)
-        return b.fptrunc(b.bitcast(bits, f32), ir.HalfType())
+        return b.bitcast(bits, f32)
+
+    # ---- bfloat16: a float in registers, its top 16 bits in memory (see `dtypes`)
+    def to_bf16(self, v, src: str):
+        """A ``src`` value cast to bfloat16, rounded once: floats through float (a double
+        rounded to odd first), integers through double (exact up to 2**53)."""
+        b, f32 = self.b, ir.FloatType()
+        if src == "bool":
+            return b.uitofp(v, f32)
+        if not tir.is_float(src):
+            v = (b.uitofp if is_unsigned(src) else b.sitofp)(v, ir.DoubleType())
+            src = "float64"
+        if src == "float64":
+            return self.round_bf16(self.f64_to_f32_odd(v))
+        if src == "float16":
+            v = b.fpext(v, f32)
+        return self.round_bf16(v)
+
+    def round_bf16(self, v):
+        """A float rounded to the nearest bfloat16 (ties to even, NaN kept a quiet NaN), as a
+        float: its bits plus ``0x7fff`` and the lowest kept bit, the low 16 bits cleared."""
+        b = self.b
+        bits = b.bitcast(v, I32)
+        lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+        rounded = b.add(b.add(bits, ir.Constant(I32, 0x7FFF)), lsb)
+        quiet_nan = b.or_(bits, ir.Constant(I32, 0x00400000))
+        bits = b.select(b.fcmp_unordered("uno", v, v), quiet_nan, rounded)
+        return b.bitcast(b.and_(bits, ir.Constant(I32, -0x10000)), ir.FloatType())
+
+    def bf16_from_bits(self, v):
+        """The float of a bfloat16's 16 bits (exact: they are its top half)."""
+        b = self.b
+        return b.bitcast(b.shl(b.zext(v, I32), ir.Constant(I32, 16)), ir.FloatType())
+
+    def bf16_bits(self, v):
+        """The 16 bits of a float holding a bfloat16 value (its top half)."""
+        b = self.b
+        return b.trunc(b.lshr(b.bitcast(v, I32), ir.Constant(I32, 16)), I16)
 
 
 _EXPR = {

@@ -6,9 +6,9 @@ IRModule, exported as the symbol ``tvms_<name>`` (non-identifier characters beco
     void tvms_name(ptr buf0, ..., <scalar params>..., i64 sym0, ...)
 
 first the data pointer of every buffer parameter in parameter order, then every scalar
-(non-buffer) parameter in order with its C type (``bool`` as ``i8``; ``float16`` is passed
-as a C ``float``), then one ``i64`` per symbolic shape/stride variable of the buffer
-parameters that is not itself a scalar parameter, in order of first appearance
+(non-buffer) parameter in order with its C type (``bool`` as ``i8``; ``float16`` and
+``bfloat16`` are passed as a C ``float``), then one ``i64`` per symbolic shape/stride variable
+of the buffer parameters that is not itself a scalar parameter, in order of first appearance
 (`kernel_params.kernel_signature`). Buffer pointers are ``noalias`` when the function has the
 ``tir.noalias`` attribute.
 """
@@ -102,6 +102,8 @@ def _emit_kernel_code(mg: ModuleGen, name: str, symbol: str, func: tir.PrimFunc,
             env[p] = b.icmp_unsigned("!=", arg, ir.Constant(I8, 0))
         elif p.dtype == "float16":
             env[p] = b.fptrunc(arg, ir.HalfType())
+        elif p.dtype == "bfloat16":
+            env[p] = gen.round_bf16(arg)  # in the start block, which every use follows
         else:
             env[p] = arg
     args = args[len(scalars):]

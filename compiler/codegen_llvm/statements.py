@@ -51,6 +51,8 @@ class StmtGen:
                 value = self.expr(s.value)
                 if s.buffer.dtype == "bool":
                     value = self.b.zext(value, I8)
+                elif s.buffer.dtype == "bfloat16":
+                    value = self.bf16_bits(value)
                 ptr = self.buffer_ptr(s.buffer, s.indices[0])
                 self.b.store(value, ptr, align=elem_align(s.buffer.dtype))
             except (NotImplementedError, ValueError, TypeError) as err:

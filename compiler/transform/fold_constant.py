@@ -93,9 +93,9 @@ def _work(stmt):
 
 
 def _np_dtype(dtype: str):
-    import numpy as np
+    from tvmscript.runtime.ndarray import _np_dtype as np_dtype  # bfloat16 is ml_dtypes'
 
-    return np.dtype("bool" if dtype == "bool" else dtype)
+    return np_dtype(dtype)
 
 
 def _elements(sinfo) -> int:

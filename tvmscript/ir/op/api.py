@@ -149,8 +149,16 @@ def const(value, dtype=None) -> relax.Constant:
     else:
         if not isinstance(dtype, str) or not tir.is_valid_dtype(dtype):
             raise ValueError(f"relax.const: unknown dtype {dtype!r}")
-        data = np.asarray(value).astype(dtype)
+        data = np.asarray(value).astype(_np_dtype(dtype))
     return relax.Constant(data, relax.tensor_sinfo(list(data.shape), str(data.dtype)))
+
+
+def _np_dtype(dtype: str):
+    """NumPy's dtype for a dtype name; bfloat16, which NumPy lacks, is ml_dtypes' (what tvms'
+    tensors hold)."""
+    from tvmscript.runtime.ndarray import _np_dtype as np_dtype
+
+    return np_dtype(dtype)
 
 
 def to_expr(value, what: str = "argument"):
