@@ -115,13 +115,27 @@ def load_arrays(path: str, want: str) -> dict:
         _check_headers(path, is_npz)
         loaded = np.load(path, allow_pickle=False)
         if want == "npy":
-            return {None: loaded}
+            return {None: _bfloat16_restored(loaded)}
         with loaded as archive:
-            return {key: archive[key] for key in archive.files}
+            return {key: _bfloat16_restored(archive[key]) for key in archive.files}
     except ValueError as err:
         raise fail(f"cannot read {path}: {err}") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
         raise fail(f"cannot read {path}: a damaged or truncated NumPy file ({type(err).__name__}: {err})") from None
+
+
+def _bfloat16_restored(array):
+    """A bfloat16 array as it was saved: NumPy has no bfloat16, so ``np.save`` writes
+    ml_dtypes' (what ``tvms import`` saves a bfloat16 model's weights as) as plain 2-byte
+    voids, which no other dtype tvms knows is saved as."""
+    if array.dtype.kind != "V" or array.dtype.names is not None or array.dtype.itemsize != 2:
+        return array
+    from ..runtime.ndarray import _np_dtype
+
+    try:
+        return array.view(_np_dtype("bfloat16"))
+    except TypeError:  # no ml_dtypes: the VM's dtype check says what is wrong
+        return array
 
 
 def _check_headers(path: str, is_npz: bool) -> None:

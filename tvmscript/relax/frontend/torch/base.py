@@ -13,6 +13,8 @@ one binding per Relax op (``lv``, ``lv1``, ...), ``nn.Linear`` as ``R.permute_di
 ``R.matmul(out_dtype="float32")`` + ``R.add``, a conv bias as ``R.reshape`` + ``R.add``,
 ``select`` as ``R.take`` of an int64 constant, ``scaled_dot_product_attention`` as
 ``R.nn.attention`` in the BSNH layout, Python scalars as constants of the tensor's dtype.
+Unlike TVM's, a product's ``out_dtype`` is the model's dtype, not always float32, so float16
+and bfloat16 models import with their own dtypes throughout.
 
 Where things live: `graph` walks the graph (arguments, emitting, errors); `ops_math`,
 `ops_nn`, `ops_rnn` and `ops_shape` hold the converters as mixins; this module combines them

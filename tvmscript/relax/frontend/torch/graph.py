@@ -47,11 +47,21 @@ def valid_name(name: str) -> str:
 
 
 def tensor_to_numpy(tensor) -> np.ndarray:
-    """The values of a torch tensor as a NumPy array (a copy, detached from autograd)."""
-    t = tensor.detach().cpu()
+    """The values of a torch tensor as a NumPy array (a copy, detached from autograd).
+    NumPy has no bfloat16 of its own and torch cannot hand one over, so a bfloat16 tensor's
+    bits travel as int16 and are read back as ml_dtypes' bfloat16, what tvms' tensors use."""
+    t = tensor.detach().cpu().contiguous()
     if str(t.dtype) == "torch.bfloat16":
-        raise FrontendError("bfloat16 weights cannot be imported: NumPy has no bfloat16")
-    return t.contiguous().numpy().copy()
+        import torch
+
+        from ....runtime.ndarray import _np_dtype
+
+        try:
+            bf16 = _np_dtype("bfloat16")
+        except TypeError as err:
+            raise FrontendError(f"bfloat16 weights cannot be imported: {err}") from None
+        return t.view(torch.int16).numpy().view(bf16).copy()
+    return t.numpy().copy()
 
 
 # One frame of the stack torch records in ``node.meta["stack_trace"]``:
@@ -222,6 +232,27 @@ class GraphTranslator:
 
     def dtype_of(self, x) -> str:
         return self.sinfo(x).dtype
+
+    @staticmethod
+    def node_dtype(node, default: str) -> str:
+        """The dtype torch recorded for a node's result (``node.meta["val"]`` of an exported
+        program), else ``default``: a tensor made without ``dtype=`` takes torch's default
+        dtype, which need not be float32 (``torch.set_default_dtype``), and only torch knows."""
+        dtype = getattr(getattr(node, "meta", {}).get("val"), "dtype", None)
+        if dtype is None:
+            return default
+        try:
+            return convert_dtype(dtype)
+        except FrontendError:
+            return default
+
+    @staticmethod
+    def default_float() -> str:
+        """torch's default float dtype, which a float made from integers or Python numbers
+        takes (``arange(0.5, 4)``, ``int_tensor * 0.5``): float32 unless the user changed it."""
+        import torch
+
+        return convert_dtype(torch.get_default_dtype())
 
     @staticmethod
     def const(value, dtype: str) -> relax.Constant:

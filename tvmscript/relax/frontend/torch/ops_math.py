@@ -8,6 +8,7 @@ import operator
 from typing import Callable
 
 from ....ir.op import api as _op
+from ..common import FrontendError
 from .graph import _is_expr, _is_float, _is_torch_dtype, convert_dtype
 
 
@@ -126,29 +127,43 @@ class MathOps:
         return self.emit(relax_fn(lhs, rhs))
 
     def promote(self, lhs, rhs):
-        """Both operands as tensors of one dtype, as PyTorch's type promotion gives: a Python
-        number takes the tensor's dtype (an int tensor and a float number give float32), and
-        of two tensors of different kinds the integer one becomes the float's dtype."""
-        if not _is_expr(lhs):
-            rhs_t, lhs_t = self.promote(rhs, lhs)
-            return lhs_t, rhs_t
-        dtype = self.dtype_of(lhs)
-        if _is_expr(rhs):
-            other = self.dtype_of(rhs)
-            if other != dtype:
-                if _is_float(other) and not _is_float(dtype):
-                    lhs = self.emit(_op.astype(lhs, other))
-                elif _is_float(dtype) and not _is_float(other):
-                    rhs = self.emit(_op.astype(rhs, dtype))
-                elif dtype == "bool":
-                    lhs = self.emit(_op.astype(lhs, other))
-                elif other == "bool":
-                    rhs = self.emit(_op.astype(rhs, dtype))
-            return lhs, rhs
-        if isinstance(rhs, float) and not _is_float(dtype):
-            lhs = self.emit(_op.astype(lhs, "float32"))
-            dtype = "float32"
-        return lhs, self.as_tensor(rhs, dtype)
+        """Both operands as tensors of the dtype PyTorch's type promotion gives them
+        (`result_dtype`), cast where they differ from it: a Python float with a float16
+        tensor stays float16, with an int tensor gives float32; float16 with float32 gives
+        float32, and float16 with bfloat16 float32 too."""
+        dtype = self.result_dtype(lhs, rhs)
+        return self.operand_as(lhs, dtype), self.operand_as(rhs, dtype)
+
+    def result_dtype(self, lhs, rhs) -> str:
+        """The dtype ``torch.result_type`` gives two operands (tensors, Python or symbolic
+        scalars), asked of torch itself with stand-ins of the same kinds: its rules weigh
+        dimensioned tensors over 0-d ones over scalars, by category (bool < integer < float),
+        which a table written here would have to copy. Two scalars (``where(c, 1.0, 0.0)``)
+        give what a tensor of the first would."""
+        import torch
+
+        a, b = self.torch_stand_in(lhs), self.torch_stand_in(rhs)
+        if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
+            a = torch.tensor(a)
+        return convert_dtype(torch.result_type(a, b))
+
+    def torch_stand_in(self, value):
+        """An empty torch tensor of a Relax tensor's dtype and kind (0-d or dimensioned), or
+        the Python scalar (a symbolic size is an int)."""
+        import torch
+
+        if not _is_expr(value):
+            return value if isinstance(value, (bool, int, float)) else 0
+        dtype = getattr(torch, self.dtype_of(value), None)
+        if not isinstance(dtype, torch.dtype):
+            raise FrontendError(f"an operand of dtype {self.dtype_of(value)!r} has no PyTorch dtype to promote by")
+        return torch.empty(() if self.ndim(value) == 0 else (1,), dtype=dtype)
+
+    def operand_as(self, value, dtype: str):
+        """A binary op's operand as a tensor of ``dtype``: a tensor cast, a number a constant."""
+        if _is_expr(value):
+            return self.astype(value, dtype)
+        return self.as_tensor(value, dtype)
 
     def _add(self, node):
         return self._add_sub(node, _op.add, operator.add)
@@ -181,8 +196,9 @@ class MathOps:
                 return lhs / rhs
             lhs, rhs = self.promote(lhs, rhs)
             if not _is_float(self.dtype_of(lhs)):  # true division of integers gives floats
-                lhs = self.emit(_op.astype(lhs, "float32"))
-                rhs = self.emit(_op.astype(rhs, "float32"))
+                dtype = self.default_float()
+                lhs = self.emit(_op.astype(lhs, dtype))
+                rhs = self.emit(_op.astype(rhs, dtype))
             return self.emit(_op.divide(lhs, rhs))
         if mode == "floor":
             return self.binary_values(_op.floor_divide, operator.floordiv, lhs, rhs)
@@ -197,10 +213,7 @@ class MathOps:
         cond = self.arg(node, 0, "condition")
         x = self.arg(node, 1, "input")
         y = self.arg(node, 2, "other")
-        if not _is_expr(x):
-            x = self.as_tensor(x, self.dtype_of(y))
-        if not _is_expr(y):
-            y = self.as_tensor(y, self.dtype_of(x))
+        x, y = self.promote(x, y)
         return self.emit(_op.where(cond, x, y))
 
     def _masked_fill(self, node):
@@ -321,7 +334,8 @@ class MathOps:
             step = args[2] if len(args) > 2 else node.kwargs.get("step", 1)
         dtype = node.kwargs.get("dtype")
         if dtype is None:
-            dtype = "float32" if any(isinstance(v, float) for v in (start, end, step)) else "int64"
+            floats = any(isinstance(v, float) for v in (start, end, step))
+            dtype = self.node_dtype(node, self.default_float() if floats else "int64")
         else:
             dtype = convert_dtype(dtype)
         return self.emit(_op.arange(start, end, step, dtype=dtype))
@@ -330,7 +344,10 @@ class MathOps:
         size = self.arg(node, 0, "size")
         value = self.arg(node, 1, "fill_value")
         dtype = node.kwargs.get("dtype")
-        dtype = convert_dtype(dtype) if dtype is not None else ("float32" if isinstance(value, float) else "int64")
+        if dtype is None:
+            dtype = self.node_dtype(node, _scalar_dtype(value, self.default_float()))
+        else:
+            dtype = convert_dtype(dtype)
         return self.emit(_op.full(list(size), self.const(value, dtype), dtype=dtype))
 
     def creation(self, value) -> Callable:
@@ -342,7 +359,7 @@ class MathOps:
             if not sizes and "size" in node.kwargs:
                 sizes = list(self.retrieve(node.kwargs["size"]))
             dtype = node.kwargs.get("dtype")
-            dtype = convert_dtype(dtype) if dtype is not None else "float32"
+            dtype = convert_dtype(dtype) if dtype is not None else self.node_dtype(node, self.default_float())
             return self.emit(_op.full(sizes, self.const(value, dtype), dtype=dtype))
 
         return convert
@@ -405,3 +422,9 @@ class MathOps:
         return None
 
 
+def _scalar_dtype(value, float_dtype: str) -> str:
+    """The dtype torch gives a tensor filled with a Python number: bool, int64, or the default
+    float dtype."""
+    if isinstance(value, bool):
+        return "bool"
+    return "int64" if isinstance(value, int) else float_dtype

@@ -32,10 +32,17 @@ class NNOps:
     """Linear-algebra and layer converters."""
 
     # ------------------------------------------------------------------ linear algebra
+    @staticmethod
+    def product_dtype(x) -> str:
+        """The ``out_dtype`` of a matmul or convolution of ``x``: its own dtype, as in PyTorch
+        (float32 for a float32 model, as TVM's importers write it; a float16 model's products
+        are float16, and the ops it feeds, a bias add among them, stay in float16)."""
+        return relax.struct_info_of(x).dtype
+
     def linear(self, x, weight, bias):
         """``x @ weight.T + bias`` as TVM's importers write it."""
         wt = self.emit(_op.permute_dims(weight, axes=None))
-        y = self.emit(_op.matmul(x, wt, out_dtype="float32"))
+        y = self.emit(_op.matmul(x, wt, out_dtype=self.product_dtype(x)))
         if bias is not None:
             y = self.emit(_op.add(y, bias))
         return y
@@ -46,7 +53,7 @@ class NNOps:
     def _matmul(self, node):
         a = self.arg(node, 0, "input")
         b = self.arg(node, 1, "other")
-        return self.emit(_op.matmul(a, b, out_dtype="float32"))
+        return self.emit(_op.matmul(a, b, out_dtype=self.product_dtype(a)))
 
     def _addmm(self, node):
         bias = self.arg(node, 0, "input")
@@ -54,7 +61,7 @@ class NNOps:
         b = self.arg(node, 2, "mat2")
         beta = self.arg(node, 3, "beta", 1)
         alpha = self.arg(node, 4, "alpha", 1)
-        y = self.emit(_op.matmul(a, b, out_dtype="float32"))
+        y = self.emit(_op.matmul(a, b, out_dtype=self.product_dtype(a)))
         dtype = self.dtype_of(y)
         if alpha != 1:
             y = self.emit(_op.multiply(y, self.const(alpha, dtype)))
@@ -82,7 +89,7 @@ class NNOps:
         layouts = ({"data_layout": "NCW", "kernel_layout": "OIW"} if nd == 1
                    else {"data_layout": "NCHW", "kernel_layout": "OIHW"})
         y = self.emit(fn(x, weight, strides=stride, padding=padding, dilation=dilation, groups=groups,
-                         out_dtype="float32", **layouts))
+                         out_dtype=self.product_dtype(x), **layouts))
         if bias is None:
             return y
         shape = [1, self.shape_of(bias)[0]] + [1] * nd
@@ -123,9 +130,9 @@ class NNOps:
         channels = self.shape_of(x)[1]
         dtype = self.dtype_of(x)
         if weight is None:
-            weight = self.const(np.ones([channels], dtype), dtype)
+            weight = self.const(np.ones([channels]), dtype)
         if bias is None:
-            bias = self.const(np.zeros([channels], dtype), dtype)
+            bias = self.const(np.zeros([channels]), dtype)
         bn = self.emit(_op.nn.batch_norm(x, weight, bias, mean, var, axis=1, epsilon=eps,
                                          momentum=momentum, training=False))
         return self.emit(relax.TupleGetItem(bn, 0))
@@ -154,9 +161,9 @@ class NNOps:
         axes = list(range(-len(normalized_shape), 0))
         dtype = self.dtype_of(x)
         if weight is None:
-            weight = self.const(np.ones(normalized_shape, dtype), dtype)
+            weight = self.const(np.ones(normalized_shape), dtype)
         if bias is None:
-            bias = self.const(np.zeros(normalized_shape, dtype), dtype)
+            bias = self.const(np.zeros(normalized_shape), dtype)
         return self.emit(_op.nn.layer_norm(x, weight, bias, axes=axes, epsilon=eps))
 
     def _layer_norm(self, node):
@@ -172,9 +179,9 @@ class NNOps:
         channels = self.shape_of(x)[1]
         dtype = self.dtype_of(x)
         if weight is None:
-            weight = self.const(np.ones([channels], dtype), dtype)
+            weight = self.const(np.ones([channels]), dtype)
         if bias is None:
-            bias = self.const(np.zeros([channels], dtype), dtype)
+            bias = self.const(np.zeros([channels]), dtype)
         fn = self.require_op(node, "nn.group_norm")
         return self.emit(fn(x, weight, bias, num_groups=groups, channel_axis=1,
                             axes=list(range(2, self.ndim(x))), epsilon=eps))
@@ -187,9 +194,11 @@ class NNOps:
     def rms_norm(self, node, x, normalized_shape, weight, eps):
         dtype = self.dtype_of(x)
         if weight is None:
-            weight = self.const(np.ones(normalized_shape, dtype), dtype)
-        if eps is None:
-            eps = float(np.finfo(dtype).eps)
+            weight = self.const(np.ones(normalized_shape), dtype)
+        if eps is None:  # torch's default: the machine epsilon of the input's dtype
+            import torch
+
+            eps = float(torch.finfo(getattr(torch, dtype)).eps)
         fn = self.require_op(node, "nn.rms_norm")
         return self.emit(fn(x, weight, axes=list(range(-len(normalized_shape), 0)), epsilon=eps))
 
@@ -340,7 +349,7 @@ class NNOps:
         high = np.minimum(low + 1, extent - 1)
         weight = np.clip(src - low, 0, 1).astype(np.float32)
         dtype = self.dtype_of(x)
-        weight = weight.reshape([out] + [1] * (3 - axis)).astype(dtype)
+        weight = weight.reshape([out] + [1] * (3 - axis))
         a = self.emit(_op.take(x, self.const(low, "int64"), axis=axis))
         b = self.emit(_op.take(x, self.const(high, "int64"), axis=axis))
         diff = self.emit(_op.subtract(b, a))

@@ -77,7 +77,8 @@ class RNNOps:
     def lstm_direction(self, x, w_ih, w_hh, biases: list, w_hr, h, c, reverse: bool):
         """One layer in one direction over the time-major sequence ``x``: its outputs in time
         order, stacked, and the last hidden and cell states."""
-        projected = self.emit(_op.matmul(x, self.emit(_op.permute_dims(w_ih, axes=None)), out_dtype="float32"))
+        dtype = self.product_dtype(x)
+        projected = self.emit(_op.matmul(x, self.emit(_op.permute_dims(w_ih, axes=None)), out_dtype=dtype))
         for b in biases:
             projected = self.emit(_op.add(projected, b))
         w_hh_t = self.emit(_op.permute_dims(w_hh, axes=None))
@@ -86,7 +87,7 @@ class RNNOps:
         outputs = [None] * steps
         for t in (reversed(range(steps)) if reverse else range(steps)):
             step = self.emit(_op.take(projected, self.const(t, "int64"), axis=0))
-            gates = self.emit(_op.add(step, self.emit(_op.matmul(h, w_hh_t, out_dtype="float32"))))
+            gates = self.emit(_op.add(step, self.emit(_op.matmul(h, w_hh_t, out_dtype=dtype))))
             split = self.emit(_op.split(gates, indices_or_sections=4, axis=-1))
             i, f, g, o = (self.emit(relax.TupleGetItem(split, n)) for n in range(4))
             i, f, o = (self.emit(_op.sigmoid(v)) for v in (i, f, o))
@@ -94,6 +95,6 @@ class RNNOps:
             c = self.emit(_op.add(self.emit(_op.multiply(f, c)), self.emit(_op.multiply(i, g))))
             h = self.emit(_op.multiply(o, self.emit(_op.tanh(c))))
             if w_hr_t is not None:
-                h = self.emit(_op.matmul(h, w_hr_t, out_dtype="float32"))
+                h = self.emit(_op.matmul(h, w_hr_t, out_dtype=dtype))
             outputs[t] = h
         return self.stack(outputs, 0), h, c

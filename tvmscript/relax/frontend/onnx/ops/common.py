@@ -9,8 +9,20 @@ from ..values import same_element
 
 
 def scalar(value, dtype: str) -> relax.Constant:
-    """A rank-0 constant of `dtype`."""
-    return relax.const(np.asarray(value, dtype=dtype))
+    """A rank-0 constant of `dtype` (bfloat16 too, which NumPy's own dtypes lack)."""
+    return relax.const(value, dtype)
+
+
+def dtype_limits(dtype: str) -> tuple:
+    """The smallest and largest finite values of a float or integer dtype (bfloat16's from
+    ml_dtypes, which onnx depends on, as NumPy's finfo does not know it)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(ml_dtypes.bfloat16)
+    else:
+        info = np.finfo(dtype) if is_float(dtype) else np.iinfo(dtype)
+    return info.min, info.max
 
 
 def normalize_axis(ctx, axis: int, ndim: int) -> int:

@@ -14,7 +14,7 @@ from .....ir.op import api as op
 from ..context import onnx_dtype
 from ..registry import converter
 from ..values import ARITHMETIC, as_object_array, elementwise, known_value, same_element
-from .common import is_float, scalar
+from .common import dtype_limits, scalar
 
 # ----------------------------------------------------------------------------- unary
 
@@ -170,9 +170,9 @@ def clip(ctx):
     x = ctx.tensor(0)
     bounds = [ctx.const(i) if ctx.has(i) else None for i in (1, 2)]
     if all(b is not None or not ctx.has(i) for i, b in zip((1, 2), bounds)):
-        info = np.finfo(ctx.dtype(0)) if is_float(ctx.dtype(0)) else np.iinfo(ctx.dtype(0))
-        low = bounds[0].item() if bounds[0] is not None else info.min
-        high = bounds[1].item() if bounds[1] is not None else info.max
+        lowest, highest = dtype_limits(ctx.dtype(0))
+        low = bounds[0].item() if bounds[0] is not None else lowest
+        high = bounds[1].item() if bounds[1] is not None else highest
         return _clamp(ctx, x, low, high)
     if ctx.has(1):
         x = ctx.emit(op.maximum(x, ctx.tensor(1)))

@@ -242,7 +242,7 @@ def _zeros_like(ctx, i: int):
     """Zeros with input `i`'s shape and dtype: a constant when the shape is static."""
     dims = [shape_arith.as_int(d) for d in ctx.shape(i)]
     if None not in dims:
-        return relax.const(np.zeros(dims, dtype=ctx.dtype(i)))
+        return relax.const(np.zeros(dims), ctx.dtype(i))
     return ctx.emit(op.zeros_like(ctx.tensor(i)))
 
 
