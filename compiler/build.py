@@ -40,9 +40,10 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
 
     As TVM's ``tvm.compile`` does, a module that still holds high-level ops (``R.matmul``, as
     ``nn.Module.export_tvm`` and the importers write them) goes through ``relax_pipeline``
-    first: "default" (LegalizeOps and fusion: the zero pipeline), another pipeline's name, or
-    a pass. A module without them compiles as written, and ``relax_pipeline=None`` never
-    transforms (a high-level op left is then a BuildError).
+    first: "default" (the inference rewrites that keep its meaning, such as batch norms in eval
+    mode folded into the convolutions, then LegalizeOps and fusion: `default_pipeline`),
+    another pipeline's name, or a pass. A module without them compiles as written, and
+    ``relax_pipeline=None`` never transforms (a high-level op left is then a BuildError).
 
     ``bounds_check`` (CPU): every buffer access not proven in bounds at compile time is
     checked when it runs, and an access outside its buffer raises `BoundsCheckError` instead
@@ -56,7 +57,7 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     mod = _as_module(mod)
     target_name = target_name_of(target)
     if relax_pipeline is not None and _has_high_level_ops(mod):
-        mod = _pipeline(relax_pipeline)(mod)
+        mod = _pipeline(relax_pipeline, target_name)(mod)
     # Kernels that only reshape become views of their input (compiler/transform/rewrite_reshape.py).
     mod = RewriteDataflowReshape()(mod)
     if target_name.split()[0] != "cuda":
@@ -176,12 +177,13 @@ def _has_high_level_ops(mod: ir.IRModule) -> bool:
                for e, _ in _calls_and_closures(func))
 
 
-def _pipeline(relax_pipeline):
-    """The pass `build` runs on a module with high-level ops: a pipeline by name, or a pass."""
+def _pipeline(relax_pipeline, target_name: str):
+    """The pass `build` runs on a module with high-level ops: a pipeline by name (for the
+    target), or a pass."""
     if isinstance(relax_pipeline, str):
         from .transform import get_pipeline
 
-        return get_pipeline(relax_pipeline)
+        return get_pipeline(relax_pipeline, target_name)
     if callable(relax_pipeline):
         return relax_pipeline
     raise TypeError(f"relax_pipeline must be a pipeline's name, a pass or None, not {relax_pipeline!r}")

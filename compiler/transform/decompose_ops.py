@@ -22,9 +22,13 @@ for training (one kernel is faster at inference), and TVM's lowering of ``R.tens
 here is a detail of its VM that tvms's VM does not need (it runs the op itself).
 
 With ``func_name``, only that function is rewritten (a name the module lacks changes nothing,
-as in TVM). The emitted bindings are named ``lv``, ``lv1``... fresh in their function, in the
-order TVM's builder emits them, so the result prints as TVM's; they keep the batch norm's span
-and symbolic dims flow through the ops' struct info inference.
+as in TVM). ``eval_mode_only=True`` (not TVM's) rewrites only the batch norms marked
+``training=False``, whose meaning the decomposition keeps exactly: ``tvms.compile``'s default
+pipeline cannot assume the module is for inference, so it passes it.
+
+The emitted bindings are named ``lv``, ``lv1``... fresh in their function, in the order TVM's
+builder emits them, so the result prints as TVM's; they keep the batch norm's span and
+symbolic dims flow through the ops' struct info inference.
 """
 
 from __future__ import annotations
@@ -41,12 +45,13 @@ class DecomposeOpsForInference:
     """``IRModule -> IRModule``: the batch norms of ``func_name`` (or of every Relax function)
     decomposed into elementwise ops."""
 
-    def __init__(self, func_name: str | None = None) -> None:
+    def __init__(self, func_name: str | None = None, eval_mode_only: bool = False) -> None:
         self.func_name = func_name
+        self.eval_mode_only = eval_mode_only
 
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
         names = None if self.func_name is None else {self.func_name}
-        return rewrite_functions(mod, _Decomposer, names)
+        return rewrite_functions(mod, lambda bb: _Decomposer(bb, self.eval_mode_only), names)
 
     def __repr__(self) -> str:
         return f"DecomposeOpsForInference({self.func_name!r})" if self.func_name else "DecomposeOpsForInference()"
@@ -79,7 +84,19 @@ _DECOMPOSITIONS = {"relax.nn.batch_norm": decompose_batch_norm}
 
 
 class _Decomposer(CallRewriter):
+    def __init__(self, bb, eval_mode_only: bool) -> None:
+        super().__init__(bb)
+        self.eval_mode_only = eval_mode_only
+
     def rule(self, call):
         if isinstance(call, relax.Call) and isinstance(call.op, relax.Op):
+            if self.eval_mode_only and is_training(call):
+                return None
             return _DECOMPOSITIONS.get(call.op.name)
         return None
+
+
+def is_training(call: relax.Call) -> bool:
+    """Whether a call is marked as computing in training mode (a batch norm's ``training``
+    attribute; an op without one is not)."""
+    return bool(call.attrs.get("training", False)) if call.attrs else False

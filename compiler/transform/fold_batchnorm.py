@@ -19,6 +19,9 @@ convolutions fold the same way (their kernels still have one ``O`` per output ch
 ``scale=False`` folds no ``gamma``, ``center=False`` no ``beta``. The scaled weight and the bias
 are computed here, in the weight's dtype, as the new constants FoldConstant would make.
 
+``eval_mode_only=True`` (not TVM's) folds only the batch norms marked ``training=False``, as
+``tvms.compile``'s default pipeline needs (DecomposeOpsForInference says why).
+
 The batch norm becomes the tuple ``(conv + bias, mean, var)`` as DecomposeOpsForInference
 writes it, so ``bn[1]`` and ``bn[2]`` still read the statistics; CanonicalizeBindings then
 removes the ``bn[0]`` between the convolution and what follows.
@@ -34,13 +37,17 @@ from tvmscript.ir.op import api as op
 
 from ._common import op_name, var_use_counts
 from ._rewrite_calls import CallRewriter, rewrite_functions
+from .decompose_ops import is_training
 
 
 class FoldBatchnormToConv2D:
     """``IRModule -> IRModule``: every conv2d + constant batch norm folded into the conv2d."""
 
+    def __init__(self, eval_mode_only: bool = False) -> None:
+        self.eval_mode_only = eval_mode_only
+
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
-        return rewrite_functions(mod, _Folder)
+        return rewrite_functions(mod, lambda bb: _Folder(bb, self.eval_mode_only))
 
     def __repr__(self) -> str:
         return "FoldBatchnormToConv2D()"
@@ -87,6 +94,10 @@ class _Folder(CallRewriter):
     """Rewrites the batch norms that fold; the convolution each one consumed, now unused, is
     dropped after the walk (`function`)."""
 
+    def __init__(self, bb, eval_mode_only: bool) -> None:
+        super().__init__(bb)
+        self.eval_mode_only = eval_mode_only
+
     def function(self, func: relax.Function) -> relax.Function:
         self.convs = {}
         self.uses = var_use_counts(func.body)
@@ -96,7 +107,7 @@ class _Folder(CallRewriter):
         return _drop_bindings(new, self.folded) if self.folded else new
 
     def rule(self, call):
-        if op_name(call) != "relax.nn.batch_norm":
+        if op_name(call) != "relax.nn.batch_norm" or (self.eval_mode_only and is_training(call)):
             return None
         data = call.args[0]
         conv = self.bindings.get(data)

@@ -26,40 +26,99 @@ class Sequential:
         return mod
 
 
-def zero_pipeline() -> Sequential:
+def zero_passes() -> list:
+    """TVM's zero pipeline, in its order: legalize, tag patterns, fold constants, fuse."""
     from .annotate_tir_op_pattern import AnnotateTIROpPattern
     from .fold_constant import FoldConstant
     from .fuse_ops import FuseOps
     from .fuse_tir import FuseTIR
     from .legalize_ops import LegalizeOps
 
-    passes = [LegalizeOps(), AnnotateTIROpPattern(), FoldConstant(), FuseOps(), FuseTIR()]
-    return Sequential(passes, "zero")
+    return [LegalizeOps(), AnnotateTIROpPattern(), FoldConstant(), FuseOps(), FuseTIR()]
 
 
-def bound_inference_passes(func_name: str = "main", target: str = "llvm") -> Sequential:
-    """What a module whose weights are bound (BindParams) goes through before the zero pipeline,
-    in the one place `tvms run --bind` and the benchmarks take it from. Bound weights mean
-    inference: batch norms after a convolution fold into its weights (FoldBatchnormToConv2D),
-    the others become elementwise arithmetic on constants (DecomposeOpsForInference) that
-    FoldConstant folds, CanonicalizeBindings removes the ``bn[0]`` reads their tuples leave, and
-    DeadCodeElimination the tuples: a read in between, or a tuple still holding the convolution's
-    result, is a second consumer that keeps FuseOps from fusing what follows (a ReLU) into the
-    convolution's kernel. Attention written out by hand (matmul, softmax, matmul) becomes
+def zero_pipeline() -> Sequential:
+    return Sequential(zero_passes(), "zero")
+
+
+def inference_passes(func_name: str | None = None, target: str = "llvm") -> list:
+    """The rewrites for running a model rather than training it, before the zero pipeline.
+
+    Batch norms after a convolution fold into its weights when those are constants
+    (FoldBatchnormToConv2D); the others become elementwise arithmetic (DecomposeOpsForInference)
+    that FoldConstant folds where the statistics are constants and FuseOps fuses into the
+    producing convolution or matmul as its epilogue otherwise. Then `_tidy_after` removes the
+    tuples they leave. Attention written out by hand (matmul, softmax, matmul) becomes
     ``R.nn.attention`` (RewriteAttention), whose kernel never writes the scores out, once its
-    causal mask is a bound constant the pass can read. For a CPU ``target``, a function whose
-    2-D convolutions are all dense computes them in NHWC (`channels_last_for_cpu`)."""
-    from .canonicalize_bindings import CanonicalizeBindings
-    from .dead_code_elimination import DeadCodeElimination
+    causal mask is a constant the pass can read. For a CPU ``target``, a function whose 2-D
+    convolutions are all dense computes them in NHWC (`channels_last_for_cpu`).
+    ``func_name``: only that function's batch norms."""
     from .decompose_ops import DecomposeOpsForInference
     from .fold_batchnorm import FoldBatchnormToConv2D
     from .fuse_attention import RewriteAttention
 
-    passes = [FoldBatchnormToConv2D(), DecomposeOpsForInference(func_name), RewriteAttention(),
-              CanonicalizeBindings(), DeadCodeElimination()]
+    passes = [FoldBatchnormToConv2D(), DecomposeOpsForInference(func_name), RewriteAttention(), *_tidy_after()]
     if not target.startswith("cuda"):
         passes.append(channels_last_for_cpu)
-    return Sequential(passes, "bound inference")
+    return passes
+
+
+def _tidy_after() -> list:
+    """CanonicalizeBindings removes the ``bn[0]`` reads the batch norms' tuples leave, and
+    DeadCodeElimination the tuples: a read in between, or a tuple still holding the
+    convolution's result, is a second consumer that keeps FuseOps from fusing what follows (a
+    ReLU) into the convolution's kernel."""
+    from .canonicalize_bindings import CanonicalizeBindings
+    from .dead_code_elimination import DeadCodeElimination
+
+    return [CanonicalizeBindings(), DeadCodeElimination()]
+
+
+class EvalModeRewrites:
+    """``IRModule -> IRModule``: what `default_pipeline` runs before zero. The batch norms marked
+    ``training=False`` fold or decompose as in `inference_passes`, and hand-written attention
+    becomes ``R.nn.attention``: rewrites that keep the module's meaning whatever it is for. Only
+    when one of them changed a function do the bindings get tidied (`_tidy_after`), so a module
+    without such ops compiles exactly as written (its bindings, and the names errors cite)."""
+
+    def __call__(self, mod: ir.IRModule) -> ir.IRModule:
+        from .decompose_ops import DecomposeOpsForInference
+        from .fold_batchnorm import FoldBatchnormToConv2D
+        from .fuse_attention import RewriteAttention
+
+        rewritten = mod
+        for rewrite in (FoldBatchnormToConv2D(eval_mode_only=True), DecomposeOpsForInference(eval_mode_only=True),
+                        RewriteAttention()):
+            rewritten = rewrite(rewritten)
+        before = {gv.name_hint: f for gv, f in mod.functions.items()}
+        if all(before.get(gv.name_hint) is f for gv, f in rewritten.functions.items()):
+            return mod
+        return Sequential(_tidy_after(), "tidy")(rewritten)
+
+    def __repr__(self) -> str:
+        return "EvalModeRewrites()"
+
+
+def bound_inference_passes(func_name: str = "main", target: str = "llvm") -> Sequential:
+    """What a module whose weights are bound (BindParams) goes through before the zero pipeline,
+    in the one place `tvms run --bind` and the benchmarks take it from: bound weights mean
+    inference, so every batch norm of ``func_name`` is rewritten (`inference_passes`)."""
+    return Sequential(inference_passes(func_name, target), "bound inference")
+
+
+def default_pipeline(target: str = "llvm") -> Sequential:
+    """What ``tvms.compile`` runs on a module with high-level ops: the rewrites that keep its
+    meaning (`EvalModeRewrites`: batch norms marked ``training=False``, as an imported
+    ``model.eval()`` writes them), then the zero pipeline. (``target``: what it compiles for;
+    every target takes the same passes today.)
+
+    Why not zero alone: legalized as it is, a batch norm is one multi-output kernel of its own
+    after every convolution, and its tuple keeps the ReLU after it from fusing too. resnet18
+    imported with ``from_exported_program`` compiled to 61 kernel launches through zero, and to
+    23 (one per convolution, its batch norm, residual add and ReLU in the same kernel) through
+    this pipeline. Zero stays TVM's, so its printout matches TVM's. The CPU's NHWC layout is not
+    here: it is a choice `bound_inference_passes` makes for bound weights."""
+    return Sequential([EvalModeRewrites(), *zero_passes()], "default")
 
 
 def channels_last_for_cpu(mod: ir.IRModule) -> ir.IRModule:
@@ -99,12 +158,12 @@ def _dense_or_depthwise(conv) -> bool:
     return conv.attrs["kernel_layout"] == "OIHW" and shape[0] == groups and shape[1] == 1
 
 
-# TVM's "default" pipeline (what tvm.compile runs) also legalizes and fuses; tvms's is zero's.
-_PIPELINES = {"zero": zero_pipeline, "default": zero_pipeline}
+_PIPELINES = {"zero": lambda target: zero_pipeline(), "default": default_pipeline}
 
 
-def get_pipeline(name: str = "zero") -> Sequential:
-    """TVM's ``relax.get_pipeline(name)``: "zero", and "default" (the same passes)."""
+def get_pipeline(name: str = "zero", target: str = "llvm") -> Sequential:
+    """TVM's ``relax.get_pipeline(name)``: "zero", and "default" (what ``tvms.compile`` runs:
+    `default_pipeline` for ``target``)."""
     if name not in _PIPELINES:
         raise ValueError(f"unknown pipeline {name!r}; known: {', '.join(sorted(_PIPELINES))}")
-    return _PIPELINES[name]()
+    return _PIPELINES[name](target)
