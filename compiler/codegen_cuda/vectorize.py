@@ -2,7 +2,11 @@
 
 A vectorized loop whose body is one store, and whose loads and store are each contiguous in
 the loop variable and aligned (or do not depend on it), is printed as one vector load per
-buffer read, the arithmetic lane by lane, and one vector store (`VectorGen.vector_loop`); a
+buffer read, the arithmetic lane by lane, and one vector store (`VectorGen.vector_loop`). A
+guard around the store that has one value for every lane (a partial last block of threads)
+is printed once, around the vector accesses. Halves and bfloat16s come 4 or 8 to a vector
+(8 or 16 bytes, one memory instruction, as elementwise kernels need for full bandwidth) in a
+``uint2`` / ``uint4`` whose lanes are read through a pointer to the scalar type; a
 plain copy of a vector no arithmetic type holds (8 halfs) moves opaque words of its size
 (`VectorGen.vector_copy`). Any other vectorized loop is an unrolled C loop. Contiguity is
 proved with `arith.Canonical` over the loop ranges (`_ramp`), as TVM's vectorizer reasons.
@@ -14,19 +18,25 @@ reads while a lane is printed.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import substitute
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ...ir.arith.canonical import Canonical
 from ..lower_tir import dtype_bytes
-from .literals import is_zero, is_zero_literal
+from .literals import ctype, is_zero, is_zero_literal
 
 _VECTOR_TYPES = {  # (dtype, lanes) -> (vector type, lane members)
     ("float32", 2): ("float2", "xy"), ("float32", 4): ("float4", "xyzw"),
     ("float64", 2): ("double2", "xy"), ("int32", 2): ("int2", "xy"), ("int32", 4): ("int4", "xyzw"),
     ("int64", 2): ("longlong2", "xy"), ("float16", 2): ("half2", "xy"), ("bfloat16", 2): ("nv_bfloat162", "xy"),
     ("int8", 4): ("char4", "xyzw"), ("uint8", 4): ("uchar4", "xyzw"),
+    # No arithmetic type holds these: a word of the vector's size, its lanes reached through a
+    # pointer to the scalar (`_lane`).
+    ("float16", 4): ("uint2", None), ("float16", 8): ("uint4", None),
+    ("bfloat16", 4): ("uint2", None), ("bfloat16", 8): ("uint4", None),
 }
 # A plain copy of a vector no arithmetic type holds (8 halfs, 16 bytes of int8): moved as
 # opaque words of its size, one 16-byte instruction for a uint4.
@@ -42,14 +52,22 @@ class VectorGen:
         loads and store are each contiguous in the loop variable (or do not depend on it) and
         aligned; False (print a loop) otherwise."""
         body = s.body
-        if not (isinstance(body, tir.BufferStore) and isinstance(s.extent, tir.IntImm) and is_zero(s.min)):
+        if not (isinstance(s.extent, tir.IntImm) and is_zero(s.min)):
             return False
         lanes = s.extent.value
         v = s.loop_var
         c = Canonical({**self.ranges, v: (tir.IntImm(v.dtype, 0), s.extent)})
+        if isinstance(body, tir.IfThenElse) and body.else_case is None and isinstance(body.then_case, tir.BufferStore) \
+                and _lane_invariant(body.condition, v, lanes, c):
+            return self.guarded_vector(s, body, c)
+        if not isinstance(body, tir.BufferStore):
+            return False
         vt = _VECTOR_TYPES.get((body.buffer.dtype, lanes))
-        if vt is None:
-            return self.vector_copy(body, v, lanes, c)
+        if vt is None or vt[1] is None:  # a plain copy moves words; only arithmetic needs lanes
+            if self.vector_copy(body, v, lanes, c):
+                return True
+            if vt is None:
+                return False
         if not _vector_memory(body.buffer):
             return False
         scan = _VectorLoads(v, lanes, c)
@@ -66,23 +84,21 @@ class VectorGen:
             ltype, members = _VECTOR_TYPES[(ld.dtype, lanes)]
             base = self.expr(_at_lane0(ld.indices[0], v, c))
             self.line(f"{ltype} {vname} = *({ltype}*)({self.name(ld.buffer.data)} + {base});")
-            lane_values[key] = (vname, members)
+            lane_values[key] = (vname, members, ld.dtype)
         stype, members = vt
         out = self.fresh("v")
         self.line(f"{stype} {out};")
         for lane in range(lanes):
-            mapping = {}
-
             def lane_expr(e, lane=lane):
                 if isinstance(e, tir.BufferLoad) and (e.buffer.data, id(e)) in lane_values:
-                    vname, mem = lane_values[(e.buffer.data, id(e))]
-                    return f"{vname}.{mem[lane]}"
+                    vname, mem, dtype = lane_values[(e.buffer.data, id(e))]
+                    return _lane(vname, mem, dtype, lane)
                 return None
 
             self.lane_override = lane_expr
             self.lane_subst = {v: tir.IntImm(v.dtype, lane)}
             try:
-                self.line(f"{out}.{members[lane]} = {self.expr(substitute(body.value, mapping) if mapping else body.value)};")
+                self.line(f"{_lane(out, members, body.buffer.dtype, lane)} = {self.expr(body.value)};")
             finally:
                 self.lane_override = None
                 self.lane_subst = None
@@ -91,6 +107,22 @@ class VectorGen:
         self.indent -= 1
         self.line("}")
         return True
+
+    def guarded_vector(self, s: tir.For, guard: tir.IfThenElse, c: Canonical) -> bool:
+        """A vectorized loop whose store sits under a guard with one value for every lane:
+        ``if (guard at lane 0) { vector accesses }``; False (print a loop) when the store alone
+        is no vector loop."""
+        inner = dataclasses.replace(s, body=guard.then_case)
+        self.line(f"if ({self.expr(_at_lane0(guard.condition, s.loop_var, c))}) {{")
+        self.indent += 1
+        mark = len(self.lines)
+        if self.vector_loop(inner):
+            self.indent -= 1
+            self.line("}")
+            return True
+        del self.lines[mark - 1:]
+        self.indent -= 1
+        return False
 
     def vector_copy(self, store: tir.BufferStore, v: tir.Var, lanes: int, c: Canonical) -> bool:
         """A vectorized plain copy (``dst[base + v] = src[base' + v]``) whose vector has no
@@ -138,7 +170,26 @@ class _VectorLoads(TIRVisitor):
     def visit_Call(self, node) -> None:
         if node.op in ("tir.call_extern", "tir.call_pure_extern"):
             self.ok = False
+        elif node.op == "tir.if_then_else" and self.v in _vars(node):
+            # A load under a guard may be past the end of its buffer where the guard is false:
+            # it cannot be one vector load for every lane.
+            self.ok = False
+            return
         self.generic_visit(node)
+
+    def visit_Select(self, node) -> None:
+        if self.v in _vars(node.condition):  # as a guarded load above
+            self.ok = False
+            return
+        self.generic_visit(node)
+
+
+def _lane(vname: str, members, dtype: str, lane: int) -> str:
+    """Lane ``lane`` of the vector ``vname``: a member (``v.z``), or, for a word holding
+    scalars no vector type does, the scalar through a pointer (``((half*)&v)[2]``)."""
+    if members is None:
+        return f"(({ctype(dtype)}*)&{vname})[{lane}]"
+    return f"{vname}.{members[lane]}"
 
 
 def _vector_memory(buf: tir.Buffer) -> bool:

@@ -1,6 +1,7 @@
 """DLight's rules for GPUs (TVM's ``dlight.gpu``), one module per rule."""
 
 from .base import GPUScheduleRule
+from .elementwise import ElementWise
 from .fallback import Fallback
 from .gemv import GEMV
 from .general_reduction import GeneralReduction
@@ -10,5 +11,5 @@ from .matmul_tensor_core import MatmulTensorCore
 from .reduction import Reduction
 from .transpose import Transpose
 
-__all__ = ["GPUScheduleRule", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul", "MatmulTensorCore",
+__all__ = ["GPUScheduleRule", "ElementWise", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul", "MatmulTensorCore",
            "Reduction", "Transpose"]
