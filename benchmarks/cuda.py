@@ -36,12 +36,15 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _gpu, when imported from elsewhere
 
 import tvmscript as tvms  # noqa: E402
+from _gpu import gpu_time  # noqa: E402
 
+# The GPU speed issue's goals (the CUDA issue's were 0.5, 0.3 and 0.8).
 GOALS = {
-    "fp32 matmul": ("ratio", 0.5), "fp16 matmul": ("ratio", 0.3), "fp16 matmul (wmma)": ("ratio", 0.3),
-    "add 2^26": ("ratio", 0.8),
+    "fp32 matmul": ("ratio", 0.8), "fp16 matmul": ("ratio", 0.6), "fp16 matmul (wmma)": ("ratio", 0.6),
+    "add 2^26": ("ratio", 0.9),
     "softmax 4096^2": ("ratio", 0.5), "MLP batch 1 (VM)": ("time_ratio", 2.0),
     "NVRTC per kernel": ("ms", 300.0), "NVRTC cached": ("ms", 20.0), "VM launch overhead": ("us", 10.0),
 }
@@ -120,22 +123,6 @@ class Module:
                 vi = T.axis.remap("S", [i])
                 C[vi] = A[vi] + B[vi]
 """
-
-
-def gpu_time(fn, repeat: int, torch) -> float:
-    """Seconds per call of ``fn`` on the GPU: CUDA events around ``repeat`` calls, best of 3."""
-    fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeat):
-            fn()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) / 1000 / repeat)
-    return best
 
 
 def kernel_of(src: str, name: str):

@@ -1,0 +1,154 @@
+"""Real models on the GPU: tvms against PyTorch eager on the same GPU, in the same run.
+
+    python benchmarks/cuda_models.py [--models resnet18_b1,gpt_b8] [--repeat 20]
+
+Each model is exported with ``torch.export`` (random weights, seeded), imported with
+``from_exported_program`` (weights bound), and compiled with ``tvms.compile(mod,
+target="cuda")`` as a user would: the default pipeline folds the batch norms into the
+convolutions and fuses their epilogues. Rows (the GPU speed issue's goals):
+
+* resnet18 at batch 1 and 32, fp32 (TF32 off in PyTorch too): <= 1.0x eager's time;
+* a GPT block (d_model 768, 12 heads, causal attention written out with a tril mask) at batch
+  8, length 512: <= 1.0x; and at batch 1, length 128;
+* mobilenet_v2 at batch 1.
+
+Every row prints the number of kernel launches one call makes (``Executable.stats``: the
+VM function's kernel call sites; resnet18's goal is at most 25). That needs NVRTC but no GPU,
+so without one the script prints the launch counts, says what is missing and exits 1. With a
+GPU, times are the GPU's: CUDA events around ``--repeat`` calls after a warm-up, the best of
+three rounds (`_gpu.gpu_time` for PyTorch, ``vm.time_evaluator`` for tvms), and each output
+is checked against PyTorch's first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+import _models  # noqa: F401  (puts the checkout and tests/ on sys.path)
+import torch  # noqa: E402
+
+import tvmscript as tvms  # noqa: E402
+from _gpu import gpu_time  # noqa: E402
+from support.torch_models import GPTBlock, import_torchvision  # noqa: E402
+
+
+@dataclass(frozen=True)
+class GPUCase:
+    """A model at one batch size: ``make()`` builds the PyTorch module and its input;
+    ``goal``: the most tvms's time may be as a multiple of eager's (None: no goal);
+    ``max_launches``: the most kernel launches a call may make (None: no goal)."""
+
+    name: str
+    make: object
+    goal: float | None = 1.0
+    max_launches: int | None = None
+
+
+def vision(name: str, batch: int):
+    def make():
+        tv = import_torchvision()
+        torch.manual_seed(0)
+        return getattr(tv.models, name)(weights=None).eval(), torch.randn(batch, 3, 224, 224)
+    return make
+
+
+def gpt_block(batch: int, length: int, dim: int = 768, heads: int = 12):
+    def make():
+        torch.manual_seed(0)
+        return GPTBlock(dim, heads, length, sdpa=False).eval(), torch.randn(batch, length, dim)
+    return make
+
+
+CASES = [
+    GPUCase("resnet18_b1", vision("resnet18", 1), max_launches=25),
+    GPUCase("resnet18_b32", vision("resnet18", 32), max_launches=25),
+    GPUCase("gpt_b8_s512", gpt_block(8, 512)),
+    GPUCase("gpt_b1_s128", gpt_block(1, 128)),
+    GPUCase("mobilenet_v2_b1", vision("mobilenet_v2", 1)),
+]
+
+
+def compiled(case: GPUCase):
+    """The PyTorch model, its input, and tvms's executable for it (compiled for CUDA)."""
+    from tvmscript.relax.frontend.torch import from_exported_program
+
+    model, x = case.make()
+    mod = from_exported_program(_models.export(model, x), unwrap_unit_return_tuple=True)
+    return model, x, tvms.compile(mod, target="cuda")
+
+
+def launches(ex) -> int:
+    return ex.functions["main"].num_kernel_calls
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default=",".join(c.name for c in CASES),
+                    help="comma-separated: " + ", ".join(c.name for c in CASES))
+    ap.add_argument("--repeat", type=int, default=20)
+    args = ap.parse_args()
+    wanted = args.models.split(",")
+    unknown = sorted(set(wanted) - {c.name for c in CASES})
+    if unknown:
+        ap.error(f"unknown model(s): {', '.join(unknown)}")
+    from tvmscript.runtime.cuda import unavailable_reason
+
+    reason = unavailable_reason(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"{'model':<18} {'launches':>8} {'tvms ms':>9} {'eager ms':>9} {'ratio':>7}  goal")
+    met = total = 0
+    for case in (c for c in CASES if c.name in wanted):
+        model, x, ex = compiled(case)
+        n = launches(ex)
+        checks = []
+        if case.max_launches is not None:
+            checks.append(n <= case.max_launches)
+        launch_goal = f"<= {case.max_launches} launches" if case.max_launches is not None else ""
+        if reason:
+            total += len(checks)
+            met += sum(checks)
+            print(f"{case.name:<18} {n:>8} {'':>9} {'':>9} {'':>7}  {launch_goal}")
+            continue
+        ours, eager = time_on_gpu(model, x, ex, args.repeat)
+        ratio = ours / eager
+        if case.goal is not None:
+            checks.append(ratio <= case.goal)
+        total += len(checks)
+        met += sum(checks)
+        goals = ", ".join(g for g in (launch_goal, f"<= {case.goal:g}x eager" if case.goal else "") if g)
+        verdict = "met" if all(checks) else "NOT met"
+        print(f"{case.name:<18} {n:>8} {ours * 1e3:9.3f} {eager * 1e3:9.3f} {ratio:7.2f}  {goals}: {verdict}")
+    print(f"goals met: {met} of {total}")
+    if reason:
+        print(f"the times need a GPU: {reason}")
+        return 1
+    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__} (TF32 off)")
+    return 0
+
+
+def time_on_gpu(model, x, ex, repeat: int) -> tuple:
+    """Seconds per call of tvms and of PyTorch eager on the GPU, after checking that their
+    outputs agree."""
+    dev = tvms.cuda(0)
+    vm = tvms.relax.VirtualMachine(ex, dev)
+    gx = tvms.nd.array(x.numpy(), dev)
+    model = model.cuda()
+    tx = x.cuda()
+    with torch.no_grad():
+        ref = model(tx).float().cpu().numpy()
+        out = vm["main"](gx).numpy()
+        err = float(np.abs(out - ref).max() / max(float(np.abs(ref).max()), 1e-30))
+        if err > 1e-3:
+            raise AssertionError(f"tvms's output differs from PyTorch's: relative error {err:.2e}")
+        ours = min(vm.time_evaluator("main", dev, number=repeat, repeat=3)(gx).results)
+        eager = gpu_time(lambda: model(tx), repeat, torch)
+    return ours, eager
+
+
+if __name__ == "__main__":
+    sys.exit(main())
