@@ -833,3 +833,23 @@ def test_gpu_threads_and_exit_leave_no_context_pushed():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=root)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
     assert "PyCUDA" not in proc.stderr, proc.stderr
+
+
+def test_tvms_run_opens_the_gpu_on_the_main_thread(monkeypatch, capsys):
+    """``tvms run --target cuda`` calls the function in a worker thread (so Ctrl-C can stop a
+    long kernel), but opens the GPU's context first, on the main thread: pycuda frees a
+    context's modules, streams and memory at exit only from the thread that opened it, and
+    printed "... in out-of-thread context could not be cleaned up" at the end of every run
+    before. (On a GPU, tests/cuda/test_cuda_gpu.py checks the warnings are gone.)"""
+    import threading
+
+    from support.gpu_drivers import EmulatedDriver
+    from tvmscript.cli import main as tvms_main
+
+    driver = EmulatedDriver()
+    install_driver(monkeypatch, driver)
+    driver.record_sources(monkeypatch)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert tvms_main(["run", os.path.join(root, "samples", "mlp.tvms"), "--target", "cuda"]) == 0
+    assert "output" in capsys.readouterr().out
+    assert driver.context_threads == [threading.main_thread().ident]

@@ -22,6 +22,7 @@ import functools
 import importlib
 import importlib.machinery
 import sys
+import threading
 import time
 import types
 import weakref
@@ -68,6 +69,9 @@ class FakeDriver(types.ModuleType):
                 return capability
 
             def retain_primary_context(self):
+                # pycuda frees a context's objects at exit only from this thread (it warns "in
+                # out-of-thread context could not be cleaned up" from any other)
+                driver.context_threads.append(threading.get_ident())
                 return Context()
 
         class Stream:
@@ -129,7 +133,7 @@ class FakeDriver(types.ModuleType):
         self.Error, self.MemoryError, self.Device, self.Stream, self.Event = Error, MemoryError, Device, Stream, Event
         self.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
         self.kernels = dict(kernels or {})
-        self.context_stack, self.launches, self.events = [], [], []
+        self.context_stack, self.launches, self.events, self.context_threads = [], [], [], []
         self.syncs = self.freed = self.allocations = 0
         self.loaded = []
 

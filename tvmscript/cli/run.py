@@ -130,12 +130,18 @@ def _load_extern_file(path: str) -> None:
 
 
 def _require_gpu() -> None:
-    """One line saying what is missing (pycuda, a GPU) and exit 1, before any work."""
-    from ..runtime.cuda import unavailable_reason
+    """One line saying what is missing (pycuda, a GPU) and exit 1, before any work. Then the
+    GPU's context is opened here, on the main thread, not in the worker thread the call runs in
+    (`_interruptible`): pycuda frees a context's modules, streams and memory at exit only from
+    the thread that opened it, and otherwise warns "... in out-of-thread context could not be
+    cleaned up" for each of them."""
+    from ..runtime.cuda import runtime, unavailable_reason
+    from ..runtime.devices import cuda
 
     reason = unavailable_reason(0)
     if reason is not None:
         raise fail(f"--target cuda: {reason}")
+    runtime(cuda(0))
 
 
 def _interruptible(work, timeout: float | None):
