@@ -15,6 +15,7 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.diagnostics import TVMScriptError
 from tvmscript.ir import structural_equal
+from tvmscript.ir.tir_visitor import TIRVisitor
 
 
 def _roundtrip(text: str):
@@ -281,3 +282,45 @@ def test_attr_on_a_buffer_not_last_prints_as_with():
 def test_attr_with_a_non_string_key_is_a_clear_error():
     with pytest.raises(TVMScriptError, match="key must be a string"):
         tvms.parse(_one_stmt_func("T.attr(0, 1, 2)\n    A[0] = 1"))
+
+
+PTX_OPS = '''
+@T.prim_func
+def f(A: T.Buffer((16, 16), "float16"), C: T.Buffer((16, 8), "float32")):
+    T.func_attr({"tir.noalias": True})
+    tx = T.launch_thread("threadIdx.x", 32)
+    A_shared = T.alloc_buffer((16, 16), "float16", scope="shared")
+    A_warp = T.alloc_buffer((32, 8), "float16", scope="warp")
+    B_warp = T.alloc_buffer((32, 4), "float16", scope="warp")
+    C_warp = T.alloc_buffer((32, 4), "float32", scope="warp")
+    T.ptx_cp_async("float16", A_shared.data, tx * 8, A.data, tx * 8, 16)
+    T.ptx_commit_group()
+    T.ptx_wait_group(0)
+    T.ptx_ldmatrix("float16", T.bool(False), 4, ".b16", A_warp.data, tx * 8, T.tvm_access_ptr(T.type_annotation("float16"), A_shared.data, 0, 256, 1), tx % 16 * 16 + tx // 16 * 8)
+    T.mma_fill("float32", 4, C_warp.data, tx * 4)
+    T.ptx_mma("float32", "m16n8k16", "row", "col", "fp16", "fp16", "fp32", A_warp.data, tx * 8, B_warp.data, tx * 4, C_warp.data, tx * 4, T.bool(False))
+    T.mma_store("float32", 16, 8, T.tvm_access_ptr(T.type_annotation("float32"), C.data, 0, 128, 2), C_warp.data, tx * 4, 8)
+'''
+
+
+def test_ptx_tensor_core_builtins_round_trip_with_their_dtype_first():
+    """TVM's PTX builtins (mma.sync, ldmatrix, cp.async and its groups, mma_fill/mma_store)
+    print their dtype first, as TVM does; the older spelling with ``dtype=`` last reads the same."""
+    func, printed = _roundtrip(PTX_OPS)
+    for line in PTX_OPS.strip().splitlines()[-7:]:
+        assert line in printed
+    calls = []
+
+    class Calls(TIRVisitor):
+        def visit_Evaluate(self, node):
+            calls.append(node.value)
+
+    Calls().visit(func.body)
+    assert [(c.op, c.dtype) for c in calls] == [
+        ("tir.ptx_cp_async", "float16"), ("tir.ptx_commit_group", "handle"), ("tir.ptx_wait_group", "handle"),
+        ("tir.ptx_ldmatrix", "float16"), ("tir.mma_fill", "float32"), ("tir.ptx_mma", "float32"),
+        ("tir.mma_store", "float32")]
+    assert calls[5].args[0].value == "m16n8k16"      # the shape, not taken for a dtype
+    older = PTX_OPS.replace('T.ptx_ldmatrix("float16", T.bool(False)', "T.ptx_ldmatrix(T.bool(False)").replace(
+        "tx % 16 * 16 + tx // 16 * 8)", 'tx % 16 * 16 + tx // 16 * 8, dtype="float16")')
+    assert tvms.parse(older).script() == printed

@@ -566,7 +566,19 @@ BUILTINS = {
     "tvm_thread_allreduce": ("tir.tvm_thread_allreduce", "handle"),
     "tvm_warp_activemask": ("tir.tvm_warp_activemask", "uint32"),
     "tvm_throw_last_error": ("tir.tvm_throw_last_error", "int32"),
+    # PTX's tensor-core and asynchronous-copy instructions (TVM's ``tvm.tir.ptx_*``): what a
+    # tensor-core matmul built from mma.sync, ldmatrix and cp.async is written with.
+    "ptx_mma": ("tir.ptx_mma", "handle"),
+    "ptx_ldmatrix": ("tir.ptx_ldmatrix", "handle"),
+    "ptx_cp_async": ("tir.ptx_cp_async", "handle"),
+    "ptx_commit_group": ("tir.ptx_commit_group", "handle"),
+    "ptx_wait_group": ("tir.ptx_wait_group", "handle"),
+    "mma_store": ("tir.mma_store", "handle"),
+    "mma_fill": ("tir.mma_fill", "handle"),
 }
+# Builtins TVM writes with their dtype first, ``T.ptx_mma("float32", "m16n8k16", ...)``
+# (older TVM: ``dtype=`` last, which reads too).
+DTYPE_FIRST_BUILTINS = {"tir.ptx_mma", "tir.ptx_ldmatrix", "tir.ptx_cp_async", "tir.mma_store", "tir.mma_fill"}
 # The name each builtin op prints as (the first spelling in BUILTINS).
 BUILTIN_NAMES = {}
 for _name, (_op, _dtype) in BUILTINS.items():

@@ -93,11 +93,15 @@ def _builtin(b, node, name):
     """A runtime or GPU builtin (`tir.BUILTINS`): its arguments as written (strings become
     StringImm), its result dtype from ``dtype=`` or the builtin's default."""
     op, dtype = tir.BUILTINS[name[2:]]
+    args = list(node.args)
+    if op in tir.DTYPE_FIRST_BUILTINS and args and isinstance(args[0], ast.Constant) \
+            and isinstance(args[0].value, str) and tir.is_valid_dtype(args[0].value):
+        dtype = args.pop(0).value  # T.ptx_mma("float32", "m16n8k16", ...): TVM's spelling
     for kw in node.keywords:
         if kw.arg != "dtype":
             raise b.error(f"{name}() takes no keyword arguments but dtype", kw)
         dtype = b._dtype(kw.value)
-    return tir.Call(dtype, op, [b.expr(a) for a in node.args])
+    return tir.Call(dtype, op, [b.expr(a) for a in args])
 
 
 def _py_const(b, node, name):

@@ -224,7 +224,9 @@ class TIRPrinter:
         if op in tir.BUILTIN_NAMES:
             name, dtype = tir.BUILTIN_NAMES[op]
             args = [self.expr(a) for a in e.args]
-            if e.dtype != dtype:
+            if op in tir.DTYPE_FIRST_BUILTINS:
+                args.insert(0, format_string(e.dtype))
+            elif e.dtype != dtype:
                 args.append(f"dtype={format_string(e.dtype)}")
             return f"T.{name}({', '.join(args)})"
         if op == "tir.reinterpret":
