@@ -19,8 +19,9 @@ from .fuse_ops import FuseOps
 from .fuse_tir import FuseTIR
 from .legalize_ops import LegalizeOps
 from .pipeline import Sequential, bound_inference_passes, channels_last_for_cpu, get_pipeline
+from .to_mixed_precision import ToMixedPrecision
 
 __all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "ComposePermutes",
            "ConvertLayout", "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D",
-           "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "RewriteAttention", "Sequential",
+           "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "RewriteAttention", "Sequential", "ToMixedPrecision",
            "bound_inference_passes", "channels_last_for_cpu", "get_pipeline"]
