@@ -8,8 +8,12 @@ target="cuda")`` as a user would: the default pipeline folds the batch norms int
 convolutions and fuses their epilogues. Rows (the GPU speed issue's goals):
 
 * resnet18 at batch 1 and 32, fp32 (TF32 off in PyTorch too): <= 1.0x eager's time;
+* resnet18 at batch 32 in mixed precision (``bound_inference_passes``, then
+  ``ToMixedPrecision(out_dtype="float16")``: half operands, fp32 accumulation): <= 1.0x eager
+  in float16 (``model.half()``);
 * a GPT block (d_model 768, 12 heads, causal attention written out with a tril mask) at batch
-  8, length 512: <= 1.0x; and at batch 1, length 128;
+  8, length 512, fp32 and float16 (``model.half()`` imported as it is): <= 1.0x each; and at
+  batch 1, length 128;
 * mobilenet_v2 at batch 1.
 
 Every row prints the number of kernel launches one call makes (``Executable.stats``: the
@@ -23,6 +27,7 @@ is checked against PyTorch's first.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from dataclasses import dataclass
 
@@ -38,14 +43,17 @@ from support.torch_models import GPTBlock, import_torchvision  # noqa: E402
 
 @dataclass(frozen=True)
 class GPUCase:
-    """A model at one batch size: ``make()`` builds the PyTorch module and its input;
+    """A model at one batch size: ``make()`` builds the PyTorch module and its input (fp32);
     ``goal``: the most tvms's time may be as a multiple of eager's (None: no goal);
-    ``max_launches``: the most kernel launches a call may make (None: no goal)."""
+    ``max_launches``: the most kernel launches a call may make (None: no goal); ``precision``:
+    "fp32", "fp16" (the half model imported as it is) or "mixed" (the fp32 model through
+    ToMixedPrecision); eager runs the half model for both of the last two."""
 
     name: str
     make: object
     goal: float | None = 1.0
     max_launches: int | None = None
+    precision: str = "fp32"
 
 
 def vision(name: str, batch: int):
@@ -66,18 +74,30 @@ def gpt_block(batch: int, length: int, dim: int = 768, heads: int = 12):
 CASES = [
     GPUCase("resnet18_b1", vision("resnet18", 1), max_launches=25),
     GPUCase("resnet18_b32", vision("resnet18", 32), max_launches=25),
+    GPUCase("resnet18_b32_mixed", vision("resnet18", 32), max_launches=25, precision="mixed"),
     GPUCase("gpt_b8_s512", gpt_block(8, 512)),
+    GPUCase("gpt_b8_s512_fp16", gpt_block(8, 512), precision="fp16"),
     GPUCase("gpt_b1_s128", gpt_block(1, 128)),
     GPUCase("mobilenet_v2_b1", vision("mobilenet_v2", 1)),
 ]
 
 
 def compiled(case: GPUCase):
-    """The PyTorch model, its input, and tvms's executable for it (compiled for CUDA)."""
+    """The PyTorch model eager runs, its input, and tvms's executable (compiled for CUDA)."""
+    from tvmscript import relax
     from tvmscript.relax.frontend.torch import from_exported_program
 
     model, x = case.make()
+    if case.precision != "fp32":
+        half_model, half_x = copy.deepcopy(model).half(), x.half()  # .half() converts in place
+    if case.precision == "fp16":
+        model, x = half_model, half_x
     mod = from_exported_program(_models.export(model, x), unwrap_unit_return_tuple=True)
+    if case.precision == "mixed":
+        # Batch norms fold into the convolutions before the casts ToMixedPrecision writes around them.
+        mod = relax.transform.bound_inference_passes("main", "cuda")(mod)
+        mod = relax.transform.ToMixedPrecision(out_dtype="float16")(mod)
+        model, x = half_model, half_x
     return model, x, tvms.compile(mod, target="cuda")
 
 
@@ -136,14 +156,14 @@ def time_on_gpu(model, x, ex, repeat: int) -> tuple:
     outputs agree."""
     dev = tvms.cuda(0)
     vm = tvms.relax.VirtualMachine(ex, dev)
-    gx = tvms.nd.array(x.numpy(), dev)
+    gx = tvms.nd.array(x.float().numpy().astype(str(x.dtype).replace("torch.", "")), dev)
     model = model.cuda()
     tx = x.cuda()
     with torch.no_grad():
         ref = model(tx).float().cpu().numpy()
-        out = vm["main"](gx).numpy()
+        out = vm["main"](gx).numpy().astype("float32")
         err = float(np.abs(out - ref).max() / max(float(np.abs(ref).max()), 1e-30))
-        if err > 1e-3:
+        if err > (1e-3 if x.dtype == torch.float32 else 2e-2):
             raise AssertionError(f"tvms's output differs from PyTorch's: relative error {err:.2e}")
         ours = min(vm.time_evaluator("main", dev, number=repeat, repeat=3)(gx).results)
         eager = gpu_time(lambda: model(tx), repeat, torch)
