@@ -76,18 +76,21 @@ def clear_cuda_cache() -> None:
         _cuda_builds.clear()
 
 
-def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin"):
+def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin", trace: bool = False):
     """CUDA C and NVRTC's CUBIN for ``prim_funcs``, as a `cuda_spec.CUDACode` (``kind="ptx"``:
     PTX instead; ``kind="source"``: the CUDA C alone, NVRTC not needed). Functions without
     thread bindings get the default GPU schedules first. Needs no GPU. The result is cached
     (`compiler.build_cache`): in memory, and on disk keyed by the functions' structure, the
-    target, the kind, tvms's source and NVRTC's version."""
+    target, the kind, tvms's source and NVRTC's version. ``trace`` (with ``kind="source"``):
+    the printer's trace mode (`codegen_cuda.trace`), CUDA C for the CPU emulator's counters."""
     global _cuda_builds
     from . import nvrtc
     from .build_cache import BuildCache
 
     if kind not in ("cubin", "ptx", "source"):
         raise ValueError(f"kind must be 'cubin', 'ptx' or 'source', not {kind!r}")
+    if trace and kind != "source":
+        raise ValueError("trace mode prints CUDA C for the CPU emulator only: use kind='source'")
     target, arch = cuda_target(target)
     try:
         version = nvrtc.nvrtc_version() if kind != "source" else None
@@ -96,12 +99,13 @@ def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin"):
     if _cuda_builds is None:
         _cuda_builds = BuildCache("cuda-builds", b"TVMSCUDABUILD2")  # 2: CUDACode.ptxas
     funcs = dict(prim_funcs)
-    return _cuda_builds.build(funcs, ("cuda", str(target), arch, kind, version),
-                              lambda: _build_cuda(funcs, target, arch, kind),
-                              lambda code: {"code": code}, lambda entry: entry["code"])
+    key = ("cuda", str(target), arch, kind, version) + (("trace",) if trace else ())
+    make = (lambda: _build_cuda(funcs, target, arch, kind, trace=True)) if trace else \
+        (lambda: _build_cuda(funcs, target, arch, kind))
+    return _cuda_builds.build(funcs, key, make, lambda code: {"code": code}, lambda entry: entry["code"])
 
 
-def _build_cuda(prim_funcs: dict, target, arch: str, kind: str):
+def _build_cuda(prim_funcs: dict, target, arch: str, kind: str, trace: bool = False):
     from . import nvrtc
     from .codegen_cuda import codegen_cuda
     from .cuda_spec import CUDACode
@@ -119,7 +123,7 @@ def _build_cuda(prim_funcs: dict, target, arch: str, kind: str):
     fallen_back: set = set()
     while True:
         try:
-            src = codegen_cuda(prim_funcs)
+            src = codegen_cuda(prim_funcs, trace)
             break
         except GPULoweringError as err:
             name = getattr(err, "func_name", None)

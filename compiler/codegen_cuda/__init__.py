@@ -19,6 +19,7 @@ The modules, each with what it prints and why in its docstring:
 - `allreduce`    ``tvm_thread_allreduce`` as warp shuffles and shared memory;
 - `wmma`         tensor-core fragments and intrinsics (``nvcuda::wmma``);
 - `expressions`  arithmetic, casts, math functions, intrinsics;
+- `trace`        the trace mode the CPU emulator counts accesses and operations with;
 - `literals`     CUDA's spellings of dtypes, constants and names.
 """
 

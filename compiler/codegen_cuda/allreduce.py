@@ -12,8 +12,9 @@ the combination. Printed as, by how many threads reduce together (`AllreduceGen.
 Min and max of halfs use ``__hmax``/``__hmin``; 8- and 16-bit integers shuffle as ``int``.
 
 `AllreduceGen` is mixed into `kernel.KernelGen`; it uses ``self.line``, ``self.expr``,
-``self.fresh`` and ``self.kernel`` from there. `combine_text` is also how expressions print
-``T.max``/``T.min``.
+``self.fresh`` and ``self.kernel`` from there, and in trace mode reports its shared-memory
+accesses and combining operations (`trace.TraceGen`). `combine_text` is also how expressions
+print ``T.max``/``T.min``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tvmscript.ir import tir
 from ..lower_gpu import GPULoweringError, reduction_identity
 from ..lower_tir import dtype_bytes
 from .literals import HALF_TYPES, NARROW_INTS, ctype
+from .trace import SHARED
 
 
 class AllreduceGen:
@@ -63,6 +65,8 @@ class AllreduceGen:
         ident = self.expr(reduction_identity(combiner, dtype))
 
         def comb(a, b):
+            if tir.is_float(dtype):  # one operation per combination, in trace mode
+                self.count_raw(0, int(dtype not in HALF_TYPES), int(dtype in HALF_TYPES), 0)
             return self.combine_text(combiner, dtype, a, b)
 
         lin = "((int)threadIdx.x + (int)blockDim.x * ((int)threadIdx.y + (int)blockDim.y * (int)threadIdx.z))"
@@ -82,10 +86,10 @@ class AllreduceGen:
                 smem = self.fresh("red_smem")
                 self.line(f"__shared__ {t} {smem}[{total // 32}];")
                 self.line(f"int lane = {lin} & 31, warp = {lin} >> 5;")
-                self.line(f"if (lane == 0) {smem}[warp] = {v};")
+                self.line(f"if (lane == 0) {self.traced(f'{smem}[warp]', SHARED, store=True)} = {v};")
                 self.line("__syncthreads();")
                 group = f"(warp / {warps}) * {warps}"
-                self.line(f"{v} = lane < {warps} ? {smem}[{group} + lane] : {ident};")
+                self.line(f"{v} = lane < {warps} ? {self.traced(f'{smem}[{group} + lane]', SHARED)} : {ident};")
                 off = 16  # the whole warp's butterfly: every lane ends with the total
                 while off >= 1:
                     self.line(f"{v} = {comb(v, self._shfl('0xffffffffu', v, off, dtype))};")
@@ -95,7 +99,7 @@ class AllreduceGen:
         else:
             smem = self.fresh("red_smem")
             self.line(f"__shared__ {t} {smem}[{total}];")
-            self.line(f"{smem}[{lin}] = {target};")
+            self.line(f"{self.traced(f'{smem}[{lin}]', SHARED, store=True)} = {target};")
             self.line("__syncthreads();")
             acc = self.fresh("acc")
             self.line(f"{t} {acc} = {ident};")
@@ -108,7 +112,7 @@ class AllreduceGen:
                 self.line(f"for (int {r} = 0; {r} < {ext[tag]}; ++{r}) {{")
                 self.indent += 1
                 index += f" + {r} * {strides[tag]}"
-            self.line(f"{acc} = {comb(acc, f'{smem}[{index}]')};")
+            self.line(f"{acc} = {comb(acc, self.traced(f'{smem}[{index}]', SHARED))};")
             for _ in tags:
                 self.indent -= 1
                 self.line("}")

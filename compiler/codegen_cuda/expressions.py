@@ -9,8 +9,9 @@ as C's are then the same. A thread index reads the hardware register (``(int)thr
 
 `ExprGen` is mixed into `kernel.KernelGen`; it uses ``self.name`` and the loop ranges
 ``self.ranges`` from there, `combine_text` from `allreduce.AllreduceGen`, `wmma` from
-`wmma.WmmaGen`, and ``lane_override``/``lane_subst``, which `vectorize.VectorGen` sets while
-it prints one lane of a vector.
+`wmma.WmmaGen`, `traced` from `trace.TraceGen` (a global or shared load in trace mode), and
+``lane_override``/``lane_subst``, which `vectorize.VectorGen` sets while it prints one lane of a
+vector.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class ExprGen:
         if isinstance(e, tir.FloatImm):
             return float_literal(e.dtype, e.value)
         if isinstance(e, tir.BufferLoad):
-            return f"{self.name(e.buffer.data)}[{self.expr(e.indices[0])}]"
+            return self.traced(f"{self.name(e.buffer.data)}[{self.expr(e.indices[0])}]", self.buffer_space(e.buffer))
         if isinstance(e, tir.Cast):
             return self.cast(e.dtype, e.value)
         op = _ARITH.get(type(e))

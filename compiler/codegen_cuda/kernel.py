@@ -10,7 +10,9 @@ Device code has no assertions, as in TVM.
 
 `KernelGen` gathers the printer's parts, one mixin per concern: vectorized loops
 (`vectorize.VectorGen`), cross-thread reductions (`allreduce.AllreduceGen`), tensor-core
-intrinsics (`wmma.WmmaGen`) and expressions (`expressions.ExprGen`).
+intrinsics (`wmma.WmmaGen`), expressions (`expressions.ExprGen`) and the trace mode only the
+CPU emulator compiles (`trace.TraceGen`: every global and shared access and the arithmetic of
+each store reported, for counting; ``trace=True``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..lower_tir import THREAD_SYNC_OPS, dtype_bytes
 from .allreduce import AllreduceGen
 from .expressions import ExprGen
 from .literals import ctype, ident, is_zero
+from .trace import TraceGen
 from .vectorize import VectorGen
 from .wmma import WmmaGen, fragment_declaration
 
@@ -33,14 +36,16 @@ from .wmma import WmmaGen, fragment_declaration
 STATIC_SHARED_LIMIT = 48 * 1024
 
 
-class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen):
+class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen, TraceGen):
     """Prints one `Kernel` as a ``__global__`` function.
 
     The methods here hold the kernel's names, shared memory and statements; vectorized loops,
-    cross-thread reductions, tensor-core calls and expressions come from the mixins."""
+    cross-thread reductions, tensor-core calls, expressions and the trace mode come from the
+    mixins."""
 
-    def __init__(self, kernel: Kernel, symbol: str, names: dict, dims: set) -> None:
+    def __init__(self, kernel: Kernel, symbol: str, names: dict, dims: set, trace: bool = False) -> None:
         self.kernel = kernel
+        self.trace = trace
         self.symbol = symbol
         self.lines: list = []
         self.indent = 1
@@ -104,6 +109,8 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen):
         found = _SharedUse(self)
         found.visit(self.kernel.body)
         allocs = found.allocs
+        self.shared_data = {b.data for b in allocs}
+        self.local_data = found.local_data
         self.allreduce_smem = found.allreduce_bytes
         # Tensor-core loads and stores (through tvm_access_ptr) need 32-byte aligned addresses.
         pointers = pointer_targets(self.kernel.body)
@@ -140,6 +147,7 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen):
             for x in s.seq:
                 self.stmt(x)
         elif isinstance(s, tir.BufferStore):
+            self.count_ops(s.value)
             self.line(f"{self.store_target(s)} = {self.expr(s.value)};")
         elif isinstance(s, tir.For):
             self.loop(s)
@@ -151,6 +159,7 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen):
                 self.block(s.else_case)
             self.line("}")
         elif isinstance(s, tir.LetStmt):
+            self.count_ops(s.value)
             self.line(f"{ctype(s.var.dtype)} {self.name(s.var)} = {self.expr(s.value)};")
             self.stmt(s.body)
         elif isinstance(s, Allocate):
@@ -180,7 +189,8 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen):
         self.indent -= 1
 
     def store_target(self, s: tir.BufferStore) -> str:
-        return f"{self.name(s.buffer.data)}[{self.expr(s.indices[0])}]"
+        target = f"{self.name(s.buffer.data)}[{self.expr(s.indices[0])}]"
+        return self.traced(target, self.buffer_space(s.buffer), store=True)
 
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -222,16 +232,20 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen):
 
 
 class _SharedUse(TIRVisitor):
-    """A kernel's shared allocations and the shared memory its all-reduces need."""
+    """A kernel's shared allocations, the data variables of its per-thread arrays and the
+    shared memory its all-reduces need."""
 
     def __init__(self, gen: "KernelGen") -> None:
         self.gen = gen
         self.allocs: list = []
+        self.local_data: set = set()
         self.allreduce_bytes = 0
 
     def visit_Allocate(self, node) -> None:
         if is_shared(node.buffer):
             self.allocs.append(node.buffer)
+        elif node.buffer.scope in ("local", "warp"):
+            self.local_data.add(node.buffer.data)
         self.generic_visit(node)
 
     def visit_Evaluate(self, node) -> None:

@@ -72,15 +72,19 @@ class CUDASource:
     kernel_funcs: dict = field(default_factory=dict)
 
 
-def codegen_cuda(funcs: dict) -> CUDASource:
+def codegen_cuda(funcs: dict, trace: bool = False) -> CUDASource:
     """CUDA C for ``funcs`` (name -> thread-bound PrimFunc); GPULoweringError for a function
-    that cannot run on a GPU as scheduled (the message names it)."""
+    that cannot run on a GPU as scheduled (the message names it). ``trace``: the trace mode
+    (`trace`), CUDA C that only the CPU emulator compiles, reporting each memory access and the
+    arithmetic done."""
     lines = PRELUDE.splitlines()
+    if trace:
+        lines.insert(1, "// Trace mode: for the CPU emulator's counters only (tests/support/cuda_emulator.py).")
     out = CUDASource("", {})
     used: set = set()
     for name, func in funcs.items():
         try:
-            out.functions[name] = _emit_function(name, func, lines, used, out)
+            out.functions[name] = _emit_function(name, func, lines, used, out, trace)
         except GPULoweringError as err:
             out_err = GPULoweringError(f"prim_func '{name}': {err}")
             out_err.func_name = name
@@ -91,7 +95,8 @@ def codegen_cuda(funcs: dict) -> CUDASource:
     return out
 
 
-def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: CUDASource) -> CUDAFunction:
+def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: CUDASource,
+                   trace: bool = False) -> CUDAFunction:
     specs, sym_names, buffers, scalars, sym_vars = kernel_signature(name, func)
     base = kernel_symbol(name)
     program = lower_for_gpu(func, base)
@@ -124,7 +129,7 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
         # Pointers first (in parameter order, then scratch buffers), then scalars: TVM's order.
         order = {v: i for i, v in enumerate(list(buffer_index) + list(workspace_index))}
         free.sort(key=lambda v: order.get(v, len(order)))
-        gen = KernelGen(k, symbol, names, set(sym_vars))
+        gen = KernelGen(k, symbol, names, set(sym_vars), trace)
         for v in free:
             if v in buffer_index or v in workspace_index:
                 buf = buffer_of[v]

@@ -12,8 +12,8 @@ plain copy of a vector no arithmetic type holds (8 halfs) moves opaque words of 
 proved with `arith.Canonical` over the loop ranges (`_ramp`), as TVM's vectorizer reasons.
 
 `VectorGen` is mixed into `kernel.KernelGen`; it uses ``self.line``, ``self.expr`` and
-``self.name`` from there, and sets ``lane_override``/``lane_subst``, which `ExprGen.expr`
-reads while a lane is printed.
+``self.name`` from there and the trace mode's ``traced_pointer`` and ``count_raw`` (`trace`),
+and sets ``lane_override``/``lane_subst``, which `ExprGen.expr` reads while a lane is printed.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 from ...ir.arith.canonical import Canonical
 from ..lower_tir import dtype_bytes
 from .literals import ctype, is_zero, is_zero_literal
+from .trace import op_counts
 
 _VECTOR_TYPES = {  # (dtype, lanes) -> (vector type, lane members)
     ("float32", 2): ("float2", "xy"), ("float32", 4): ("float4", "xyzw"),
@@ -83,11 +84,14 @@ class VectorGen:
             vname = self.fresh("v")
             ltype, members = _VECTOR_TYPES[(ld.dtype, lanes)]
             base = self.expr(_at_lane0(ld.indices[0], v, c))
-            self.line(f"{ltype} {vname} = *({ltype}*)({self.name(ld.buffer.data)} + {base});")
+            pointer = self.traced_pointer(f"({ltype}*)({self.name(ld.buffer.data)} + {base})",
+                                          self.buffer_space(ld.buffer))
+            self.line(f"{ltype} {vname} = *{pointer};")
             lane_values[key] = (vname, members, ld.dtype)
         stype, members = vt
         out = self.fresh("v")
         self.line(f"{stype} {out};")
+        self.count_raw(*(n * lanes for n in op_counts(body.value)))
         for lane in range(lanes):
             def lane_expr(e, lane=lane):
                 if isinstance(e, tir.BufferLoad) and (e.buffer.data, id(e)) in lane_values:
@@ -103,7 +107,9 @@ class VectorGen:
                 self.lane_override = None
                 self.lane_subst = None
         base = self.expr(_at_lane0(body.indices[0], v, c))
-        self.line(f"*({stype}*)({self.name(body.buffer.data)} + {base}) = {out};")
+        pointer = self.traced_pointer(f"({stype}*)({self.name(body.buffer.data)} + {base})",
+                                      self.buffer_space(body.buffer), store=True)
+        self.line(f"*{pointer} = {out};")
         self.indent -= 1
         self.line("}")
         return True
@@ -141,10 +147,13 @@ class VectorGen:
         if not all(_vector_memory(b) and _contiguity(i, v, lanes, c) == "vector" for b, i in accesses):
             return False
         dst_at, src_at = (self.expr(_at_lane0(i, v, c)) for _, i in accesses)
-        value = f"*({word}*)({self.name(src.buffer.data)} + {src_at})"
+        value = "*" + self.traced_pointer(f"({word}*)({self.name(src.buffer.data)} + {src_at})",
+                                          self.buffer_space(src.buffer))
         if cond is not None:
             value = f"({self.expr(cond)} ? {value} : {_COPY_ZEROS[word]})"
-        self.line(f"*({word}*)({self.name(store.buffer.data)} + {dst_at}) = {value};")
+        target = self.traced_pointer(f"({word}*)({self.name(store.buffer.data)} + {dst_at})",
+                                     self.buffer_space(store.buffer), store=True)
+        self.line(f"*{target} = {value};")
         return True
 
     lane_override = None

@@ -6,8 +6,11 @@ them (`fragment_declaration`); ``tvm_fill_fragment``, ``tvm_load_matrix_sync``,
 ``tvm_mma_sync`` and ``tvm_store_matrix_sync`` (with ``tvm_access_ptr`` pointers) become the
 wmma calls they name, indexing fragments, not elements (`WmmaGen.wmma`).
 
-`WmmaGen` is mixed into `kernel.KernelGen`; it uses ``self.expr`` and the fragments the kernel
-allocated (``self.fragments``) from there.
+In trace mode (`trace`), each tile load and store reports the tile it reads or writes and each
+``mma_sync`` one tensor-core operation of its shape.
+
+`WmmaGen` is mixed into `kernel.KernelGen`; it uses ``self.expr``, the fragments the kernel
+allocated (``self.fragments``) and the trace mode's ``traced_tile``/``traced_mma`` from there.
 """
 
 from __future__ import annotations
@@ -35,14 +38,35 @@ class WmmaGen:
             return f"nvcuda::wmma::fill_fragment({frag(args[0], args[4])}, {self.expr(args[5])})"
         if op == "tir.tvm_mma_sync":                 # (d, di, a, ai, b, bi, c, ci)
             d, a, b, c = (frag(args[i], args[i + 1]) for i in (0, 2, 4, 6))
-            return f"nvcuda::wmma::mma_sync({d}, {a}, {b}, {c})"
+            call = f"nvcuda::wmma::mma_sync({d}, {a}, {b}, {c})"
+            if not self.trace:
+                return call
+            shape = fragment_shape(self.fragments[args[0]], self.kernel.body)
+            return self.traced_mma(call, shape, self.fragments[args[2]].dtype)
         # (frag, m, n, k, index, pointer, stride, layout)
         layout = _string(args[7])
         ptr, stride, f = self.expr(args[5]), self.expr(args[6]), frag(args[0], args[4])
-        if op == "tir.tvm_load_matrix_sync":
+        load = op == "tir.tvm_load_matrix_sync"
+        ptr = self._traced_tile(args, ptr, stride, layout, store=not load)
+        if load:
             mem = f", nvcuda::wmma::mem_{layout}" if self._fragment_scope(args[0]) == "wmma.accumulator" else ""
             return f"nvcuda::wmma::load_matrix_sync({f}, {ptr}, {stride}{mem})"
         return f"nvcuda::wmma::store_matrix_sync({ptr}, {f}, {stride}, nvcuda::wmma::mem_{layout})"
+
+    def _traced_tile(self, args: list, ptr: str, stride: str, layout: str, store: bool) -> str:
+        """The pointer of a tile load or store, reporting its tile in trace mode: the fragment's
+        rows x columns (m x k for matrix_a, k x n for matrix_b, m x n for an accumulator) at
+        the memory the pointer points into."""
+        if not self.trace:
+            return ptr
+        m, n, k = (_const(a, "a fragment's m, n and k") for a in args[1:4])
+        use = _FRAGMENT_USES[self._fragment_scope(args[0])]
+        rows, cols = {"matrix_a": (m, k), "matrix_b": (k, n), "accumulator": (m, n)}[use]
+        target = args[5]
+        if isinstance(target, tir.Call) and target.op == "tir.tvm_access_ptr":
+            target = target.args[1]
+        space = self.data_space(target) if isinstance(target, tir.Var) else None
+        return self.traced_tile(ptr, space, stride, rows, cols, layout == "col_major", store)
 
     def _fragment_scope(self, data) -> str:
         buf = self.fragments.get(data)
@@ -74,12 +98,7 @@ def fragment_declaration(buf: tir.Buffer, body) -> tuple:
     """(``nvcuda::wmma::fragment<use, m, n, k, T[, layout]>``, how many whole fragments the
     flat buffer holds), from the wmma intrinsics that use it in ``body``: matrix_a and
     matrix_b take the layout they are loaded with; an accumulator has none."""
-    uses = _FragmentUses(buf.data)
-    uses.visit(body)
-    if len(uses.shapes) != 1:
-        found = ", ".join(f"{m}x{n}x{k}" for m, n, k in sorted(uses.shapes)) or "none"
-        raise GPULoweringError(f"fragment '{buf.name}' needs one m x n x k shape from the wmma intrinsics that use it "
-                               f"(found {found})")
+    uses = _uses(buf, body)
     (m, n, k), = uses.shapes
     use = _FRAGMENT_USES[buf.scope]
     args = f"nvcuda::wmma::{use}, {m}, {n}, {k}, {ctype(buf.dtype)}"
@@ -94,6 +113,23 @@ def fragment_declaration(buf: tir.Buffer, body) -> tuple:
         raise GPULoweringError(f"fragment '{buf.name}' holds {size} elements, not a whole number of {m}x{n}x{k} "
                                f"tiles of {tile}")
     return f"nvcuda::wmma::fragment<{args}>", size // tile
+
+
+def fragment_shape(buf: tir.Buffer, body) -> tuple:
+    """The (m, n, k) of the fragment buffer ``buf``, from the wmma intrinsics that use it."""
+    (shape,) = _uses(buf, body).shapes
+    return shape
+
+
+def _uses(buf: tir.Buffer, body) -> "_FragmentUses":
+    """How ``body``'s wmma intrinsics use ``buf``; an error unless they give it one shape."""
+    uses = _FragmentUses(buf.data)
+    uses.visit(body)
+    if len(uses.shapes) != 1:
+        found = ", ".join(f"{m}x{n}x{k}" for m, n, k in sorted(uses.shapes)) or "none"
+        raise GPULoweringError(f"fragment '{buf.name}' needs one m x n x k shape from the wmma intrinsics that use it "
+                               f"(found {found})")
+    return uses
 
 
 def _const(e, what: str) -> int:

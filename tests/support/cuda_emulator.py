@@ -49,6 +49,7 @@ __all__ = ["EmulatedModule", "EmulationError", "EmulatorCompileError", "KernelIn
            "Comparison", "random_arguments", "bfloat16_bits", "bfloat16_to_float32", "SHIM"]
 
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_emulator_shim.h")
+COUNTERS = os.path.join(os.path.dirname(SHIM), "cuda_emulator_counters.h")  # included by the shim
 
 GUARD_BYTES = 4096            # each side of a staged buffer
 ALIGNMENT = 256               # cudaMalloc's
@@ -250,6 +251,7 @@ def _precompiled_shim() -> str:
     if _pch_header is None:
         header = os.path.join(_workdir(), "cuda_emulator_shim.h")
         shutil.copyfile(SHIM, header)
+        shutil.copyfile(COUNTERS, os.path.join(_workdir(), os.path.basename(COUNTERS)))
         proc = subprocess.run(["g++", *_cxx_flags(), "-x", "c++-header", header, "-o", header + ".gch"],
                               capture_output=True, text=True)
         _pch_header = header if proc.returncode == 0 else SHIM
@@ -257,7 +259,8 @@ def _precompiled_shim() -> str:
 
 
 def _compile(text: str, extra_flags=()) -> ctypes.CDLL:
-    key = hashlib.sha256((text + "\0" + " ".join(extra_flags) + "\0" + open(SHIM).read()).encode()).hexdigest()[:24]
+    shim = open(SHIM).read() + open(COUNTERS).read()
+    key = hashlib.sha256((text + "\0" + " ".join(extra_flags) + "\0" + shim).encode()).hexdigest()[:24]
     with _cache_lock:
         lib = _cache.get(key)
         if lib is not None:
@@ -694,6 +697,7 @@ class Comparison:
     seconds: float = 0.0
     gpu: dict = field(default_factory=dict)
     cpu: dict = field(default_factory=dict)
+    counters: list = field(default_factory=list)
 
     def __str__(self) -> str:
         if self.ok:
@@ -707,19 +711,25 @@ class Comparison:
 
 def compare_with_cpu(prim_funcs: dict, *, code=None, target: str = "cuda", sym_values: Optional[dict] = None,
                      seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5, given: Optional[dict] = None,
-                     names=None, int_range: tuple = (-8, 8)) -> dict:
+                     names=None, int_range: tuple = (-8, 8), trace: bool = False) -> dict:
     """Run each prim_func of ``prim_funcs`` on the CPU backend and on the emulator (the CUDA C
     of ``code``, or of `build_cuda` on ``prim_funcs``) with the same random arguments; name ->
     `Comparison`. Every buffer starts with the same random contents on both sides, outputs
     included, so an output element the GPU code never writes shows up as a mismatch.
     ``given``: prim_func name -> {parameter name: argument} for inputs that must not be random
-    (indices)."""
+    (indices). ``trace``: run the printer's trace mode under the counters
+    (`cuda_counters.CountingModule`); each `Comparison` then holds its launches' ``counters``."""
     from tvmscript.compiler.build_cuda import build_cuda
     from tvmscript.compiler.build_cpu import build_cpu
 
     if code is None:
-        code = build_cuda(dict(prim_funcs), target, kind="source")
-    mod = EmulatedModule(code)
+        code = build_cuda(dict(prim_funcs), target, kind="source", trace=trace)
+    if trace:
+        from .cuda_counters import CountingModule
+
+        mod = CountingModule(code)
+    else:
+        mod = EmulatedModule(code)
     results = {}
     for name in names or list(prim_funcs):
         fn = code.functions[name]
@@ -749,5 +759,6 @@ def compare_with_cpu(prim_funcs: dict, *, code=None, target: str = "cuda", sym_v
                 err = float(np.nanmax(np.abs(g.astype(np.float64) - c.astype(np.float64))[~close])) \
                     if g.dtype.kind in "fiu" else float("nan")
                 mismatches[p.name] = (int((~close).sum()), [tuple(int(x) for x in b) for b in bad[:8]], err)
-        results[name] = Comparison(name, not mismatches, mismatches, None, seconds, gpu_out, cpu_out)
+        results[name] = Comparison(name, not mismatches, mismatches, None, seconds, gpu_out, cpu_out,
+                                   list(getattr(mod, "counters", [])))
     return results

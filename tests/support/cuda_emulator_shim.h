@@ -29,6 +29,7 @@
 //   0xfe bytes (-1.7e38 as a float), which shows up in the results.
 // Threads run in increasing linear order in even blocks and decreasing order in odd ones, so a
 // missing barrier shows up whichever of the two threads involved runs first.
+// Counters (cuda_emulator_counters.h): the trace mode's memory accesses and operations, per launch.
 
 #pragma once
 
@@ -468,6 +469,10 @@ static bool open_shuffle(unsigned base, bool* opened) {
   return true;
 }
 
+}  // namespace tvms_emu
+#include "cuda_emulator_counters.h"
+namespace tvms_emu {
+
 extern "C" char __start_tvms_shared[];
 extern "C" char __stop_tvms_shared[];
 // Makes the section exist when the kernels declare no shared array.
@@ -506,6 +511,7 @@ static bool run_block(bool reverse) {
           resume(&fibers[i]);
         }
         cur = nullptr;
+        if (counters::enabled) counters::flush(base);
         bool opened = false;
         if (!open_shuffle(base, &opened)) return false;
         if (!opened) break;
@@ -574,10 +580,13 @@ static void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
   gridDim = dim3(gx, gy, gz);
   body_fn = fn;
   body_args = args;
+  counters::begin_launch();
   unsigned long long b = 0;
   for (unsigned z = 0; z < gz; ++z)
     for (unsigned y = 0; y < gy; ++y)
       for (unsigned x = 0; x < gx; ++x, ++b) {
+        if (counters::skip_block(b)) continue;
+        counters::totals[counters::BLOCKS_RUN]++;
         blockIdx.x = x;
         blockIdx.y = y;
         blockIdx.z = z;
