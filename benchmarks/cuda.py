@@ -1,6 +1,6 @@
 """CUDA back end speed, on a GPU, against PyTorch on the same GPU in the same run.
 
-    python benchmarks/cuda.py [--repeat 20] [--n 4096]
+    python benchmarks/cuda.py [--repeat 20] [--n 4096] [--gpu h200]
 
 Each figure is printed with PyTorch's beside it, their ratio and the goal from the issue:
 
@@ -19,9 +19,11 @@ Each figure is printed with PyTorch's beside it, their ratio and the goal from t
   same launches' GPU time.
 
 GPU times come from CUDA events around ``--repeat`` calls after a warm-up (the best of three
-such rounds); every tvms result is checked against PyTorch's first. Without a GPU or pycuda
-the script prints the NVRTC rows (NVRTC needs no GPU), says what is missing and exits 1;
-without PyTorch it says so and exits 1.
+such rounds); every tvms result is checked against PyTorch's first. Each kernel's estimated
+time (benchmarks/cuda_estimates.py: the CPU emulator's counters through compiler/roofline.py)
+on the GPU named by ``--gpu`` (by default the GPU present, else an H200) is printed beside its
+measured time. Without a GPU or pycuda the script prints the NVRTC rows (NVRTC needs no GPU)
+and the estimates, says what the times need and exits 1; without PyTorch it says so and exits 1.
 """
 
 from __future__ import annotations
@@ -177,14 +179,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--n", type=int, default=4096, help="matmul size")
+    ap.add_argument("--gpu", default=None, help="the GPU to estimate times on (h200, h100, a100; default: the "
+                                                "GPU present, else h200)")
     args = ap.parse_args()
     from tvmscript.runtime.cuda import unavailable_reason
 
     reason = unavailable_reason(0)
     if reason:
-        # NVRTC runs on the CPU: its rows are measured anyway; every other one needs the GPU.
+        # NVRTC and the estimates run on the CPU; the measured times need the GPU.
         print_rows(nvrtc_rows(load_mlp()))
-        print(f"the other rows of benchmarks/cuda.py need a GPU: {reason}")
+        print_estimates(args.gpu or "h200", args.n)
+        print(f"the measured rows of benchmarks/cuda.py need a GPU: {reason}")
         return 1
     try:
         import torch
@@ -291,7 +296,25 @@ def main() -> int:
 
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     print_rows(rows)
+    print_estimates(args.gpu or _gpu_present(torch), n, rows)
     return 0
+
+
+def print_estimates(gpu, n: int, rows=None) -> None:
+    """Each benchmark's estimated time on ``gpu`` (benchmarks/cuda_estimates.py), beside the
+    time measured in ``rows`` when given."""
+    import cuda_estimates
+
+    estimates = cuda_estimates.estimate_rows(gpu, n)
+    cuda_estimates.print_estimates(estimates, gpu, cuda_estimates.measured_seconds(rows, n) if rows else None)
+
+
+def _gpu_present(torch) -> str:
+    """The estimates' GPU: the one present when `compiler.roofline` knows it, else an H200."""
+    from tvmscript.compiler.roofline import gpu_for_device
+
+    spec = gpu_for_device(torch.cuda.get_device_name(0))
+    return spec if spec is not None else "h200"
 
 
 if __name__ == "__main__":

@@ -153,18 +153,24 @@ def test_without_pycuda_everything_says_so_in_one_line(driver_state):
 
 def test_the_cuda_benchmark_without_a_gpu_measures_nvrtc_and_says_what_is_missing():
     """benchmarks/cuda.py where there is no GPU: NVRTC runs on the CPU, so its two rows are
-    measured and judged; the GPU rows give way to one line naming what is missing."""
+    measured and judged; each kernel's time is estimated (compiler/roofline.py); the measured
+    rows give way to one line naming what is missing."""
     reason = cuda.unavailable_reason()
     if reason is None:
         pytest.skip("a GPU is here: benchmarks/cuda.py runs in full")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "cuda.py")], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "cuda.py"), "--n", "512"],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert re.match(r"NVRTC per kernel +\d+\.\d+ +ms; < 300.0 ms: (met|NOT met)$", lines[1]), proc.stdout
     assert re.match(r"NVRTC cached +\d+\.\d+ +ms; < 20.0 ms: (met|NOT met)$", lines[2]), proc.stdout
-    assert lines[3] == f"the other rows of benchmarks/cuda.py need a GPU: {reason}"
+    assert lines[3] == "estimated on NVIDIA H200 SXM 141 GB (compiler/roofline.py):"
+    kernels = [line.split("  ")[0] for line in lines[5:-1]]
+    assert kernels == ["fp32 matmul 512^3", "fp16 matmul 512^3", "fp16 wmma 512^3", "add 2^26", "softmax 4096^2",
+                       "MLP batch 1"], proc.stdout
+    assert all(re.search(r" \d+\.\d+ (ms|us)  ", line) for line in lines[5:-1]), proc.stdout
+    assert lines[-1] == f"the measured rows of benchmarks/cuda.py need a GPU: {reason}"
     assert "Traceback" not in proc.stderr
 
 

@@ -1,0 +1,180 @@
+"""Estimated times of benchmarks/cuda.py's kernels on a named GPU, computed without one.
+
+    python benchmarks/cuda_estimates.py [--gpu h200] [--n 4096] [--static]
+
+Each kernel's CUDA C, printed in trace mode, runs on the CPU emulator for a sample of its
+blocks (tests/support/cuda_counters.py): the counts of global sectors, shared-memory wavefronts,
+FMAs and tensor-core operations, scaled to the whole grid, go into `compiler.roofline.estimate`
+(its docstring has the method; docs/cuda.md, "Estimating a kernel's time without a GPU").
+Without g++ (or with ``--static``) the estimate comes from the TensorIR alone: FLOPs at the
+GPU's peak and the buffers' bytes at its DRAM bandwidth, a lower bound. benchmarks/cuda.py
+prints these beside its measurements, and alone on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))          # support.cuda_counters
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tvmscript as tvms  # noqa: E402
+from tvmscript import relax, tir  # noqa: E402
+from tvmscript.compiler import roofline  # noqa: E402
+
+# The Relax VM's own cost per kernel launch (host side), measured on an H200 (docs/cuda.md,
+# 2026-11-28): a model of tiny kernels called through the VM takes at least this per launch.
+VM_LAUNCH_S = 6.6e-6
+
+
+@dataclass
+class Row:
+    """One benchmark's estimate: seconds, the resource bounding it, and how it was made."""
+
+    label: str
+    seconds: float
+    bound: str
+    how: str
+    kernels: list
+
+
+def benchmark_funcs(n: int) -> list:
+    """(label, prim_funcs, function name, blocks to run) for each benchmark of benchmarks/cuda.py."""
+    import cuda as bench
+
+    def funcs_of(mod) -> dict:
+        return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
+
+    out = [(f"fp32 matmul {n}^3", funcs_of(tvms.parse(bench.matmul_src(n, "float32"))), "mm", 2),
+           (f"fp16 matmul {n}^3", funcs_of(tvms.parse(bench.matmul_src(n, "float16"))), "mm", 2)]
+    if n % 128 == 0:
+        out.append((f"fp16 wmma {n}^3", funcs_of(tvms.parse(bench.tensor_core_matmul_src(n))), "mm", 2))
+    out.append(("add 2^26", funcs_of(tvms.parse(bench.ADD_SRC.format(n=1 << 26))), "add", 64))
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo([4096, 4096], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out_var = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
+        bb.emit_func_output(out_var)
+    softmax = funcs_of(relax.transform.LegalizeOps()(bb.get()))
+    out.append(("softmax 4096^2", softmax, next(iter(softmax)), 32))
+    mlp = funcs_of(bench.load_mlp())
+    out.append(("MLP batch 1", mlp, None, None))
+    return out
+
+
+def _zeros(params: list) -> list:
+    """Zero arrays for a prim_func's parameters (the counts do not depend on the values)."""
+    from support.cuda_emulator import _np_dtype
+
+    return [np.zeros(p.shape, _np_dtype(p.dtype)) if p.kind == "buffer" else 1 for p in params]
+
+
+def emulated_estimate(label: str, funcs: dict, name, blocks, gpu) -> Row:
+    """The estimate of one benchmark from the emulator's counters; every function of ``funcs``
+    (one launch after another) when ``name`` is None."""
+    from support.cuda_counters import CountingModule, traced_code
+
+    code = traced_code(funcs)
+    mod = CountingModule(code, blocks=blocks)
+    kernels = []
+    for fname in ([name] if name else list(funcs)):
+        mod.run(fname, *_zeros(code.functions[fname].params))
+        kernels += [roofline.estimate(c, gpu) for c in mod.counters]
+    return _row(label, kernels, f"emulator, {blocks} blocks a launch" if blocks else "emulator, every block")
+
+
+def static_row(label: str, funcs: dict, name, gpu) -> Row:
+    """The estimate of one benchmark from its TensorIR alone (`roofline.static_estimate`)."""
+    kernels = [roofline.static_estimate(f, gpu, name=n) for n, f in funcs.items() if name in (None, n)]
+    return _row(label, kernels, "static (TensorIR)")
+
+
+def _row(label: str, kernels: list, how: str) -> Row:
+    if len(kernels) == 1:
+        return Row(label, kernels[0].seconds, kernels[0].bound, how, kernels)
+    # Launch after launch through the VM: each costs at least the VM's own launch time.
+    total = sum(max(k.seconds, VM_LAUNCH_S) for k in kernels)
+    gpu_side = sum(k.seconds for k in kernels)
+    bound = "VM launches" if total > gpu_side else max(kernels, key=lambda k: k.seconds).bound
+    return Row(label, total, bound, f"{how}, {len(kernels)} launches", kernels)
+
+
+def estimate_rows(gpu="h200", n: int = 4096, static: bool = False, log=None) -> list:
+    """A `Row` per benchmark on ``gpu``: from the emulator's counters when g++ is there (and
+    not ``static``), else from the TensorIR."""
+    use_emulator = not static and shutil.which("g++") is not None
+    rows = []
+    for label, funcs, name, blocks in benchmark_funcs(n):
+        t0 = time.perf_counter()
+        row = emulated_estimate(label, funcs, name, blocks, gpu) if use_emulator else static_row(label, funcs, name,
+                                                                                                gpu)
+        if log:
+            log(f"  {label}: {time.perf_counter() - t0:.1f} s")
+        rows.append(row)
+    return rows
+
+
+def measured_seconds(rows: list, n: int) -> dict:
+    """Seconds per call from benchmarks/cuda.py's measured rows (label, tvms figure, ...), by
+    the estimate rows' labels."""
+    work = {"fp32 matmul": (f"fp32 matmul {n}^3", 2 * n ** 3 / 1e12),
+            "fp16 matmul": (f"fp16 matmul {n}^3", 2 * n ** 3 / 1e12),
+            "fp16 matmul (wmma)": (f"fp16 wmma {n}^3", 2 * n ** 3 / 1e12),
+            "add 2^26": ("add 2^26", 3 * 4 * (1 << 26) / 1e9),
+            "softmax 4096^2": ("softmax 4096^2", 2 * 4 * 4096 ** 2 / 1e9)}
+    out = {}
+    for label, ours, _, _ in rows:
+        if label in work and ours:
+            key, amount = work[label]
+            out[key] = amount / ours
+        elif label == "MLP batch 1 (VM)":
+            out["MLP batch 1"] = ours * 1e-6
+    return out
+
+
+def print_estimates(rows: list, gpu, measured: dict = None) -> None:
+    """The estimates as a table, with the measured times and their ratio when given."""
+    spec = roofline.gpu_spec(gpu)
+    print(f"estimated on {spec.name} (compiler/roofline.py):")
+    head = f"{'kernel':<22} {'estimate':>11}  {'bound':<12}"
+    print(head + (f" {'measured':>11} {'est/meas':>9}" if measured else "") + "  how")
+    for r in rows:
+        line = f"{r.label:<22} {_time(r.seconds):>11}  {r.bound:<12}"
+        if measured:
+            m = measured.get(r.label)
+            line += f" {_time(m):>11} {r.seconds / m:9.2f}" if m else f" {'':>11} {'':>9}"
+        print(line + f"  {r.how}")
+
+
+def _time(seconds) -> str:
+    return "" if seconds is None else roofline.format_seconds(seconds)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpu", default="h200", help=f"one of {', '.join(roofline.GPUS)}")
+    ap.add_argument("--n", type=int, default=4096, help="matmul size")
+    ap.add_argument("--static", action="store_true", help="from the TensorIR only, without the emulator")
+    ap.add_argument("--kernels", action="store_true", help="each launch's estimate too")
+    args = ap.parse_args()
+    rows = estimate_rows(args.gpu, args.n, args.static, log=lambda m: print(m, file=sys.stderr))
+    print_estimates(rows, args.gpu)
+    if args.kernels:
+        for r in rows:
+            for k in r.kernels:
+                print(f"  {k}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
