@@ -34,8 +34,11 @@ class CallRewriter:
         """Whether a call nested as an argument is bound to a variable first and rewritten."""
         return isinstance(arg, relax.Call) and self.rule(arg) is not None
 
-    def function(self, func: relax.Function) -> relax.Function:
-        frame = _FunctionFrame("", list(func.params), {}, func.private, func.is_pure)
+    def function(self, func: relax.Function, params=None) -> relax.Function:
+        """``func`` with its calls rewritten (the same object when nothing was); ``params``:
+        new parameters replacing its own (a pass that changes the signature)."""
+        new_params = list(func.params) if params is None else list(params)
+        frame = _FunctionFrame("", new_params, {}, func.private, func.is_pure)
         frame.names = {n: 0 for n in _names_in(func)}
         self.bb._func = frame
         try:
@@ -45,8 +48,9 @@ class CallRewriter:
             self.bb._block = None
         if not self.changed:
             return func
-        return relax.Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure,
-                              func.private, func.struct_info, func.span, func.comments)
+        same_signature = all(a is b for a, b in zip(new_params, func.params))
+        return relax.Function(new_params, body, func.ret_struct_info, func.attrs, func.is_pure, func.private,
+                              func.struct_info if same_signature else None, func.span, func.comments)
 
     def seq(self, seq: relax.SeqExpr) -> relax.SeqExpr:
         blocks = [self.block(b) for b in seq.blocks]

@@ -60,8 +60,8 @@ from tvmscript.ir.op import api as op
 from tvmscript.ir.op.mixed_precision import ALWAYS, FOLLOW, NEVER, mixed_precision_policy
 
 from ._common import substitute_relax, walk_relax
-from ._rewrite_calls import CallRewriter, _give_span, _names_in, rewrite_functions
-from ..block_builder import _BlockFrame, _FunctionFrame
+from ._rewrite_calls import CallRewriter, _give_span, rewrite_functions
+from ..block_builder import _BlockFrame
 
 HALF_DTYPES = ("float16", "bfloat16")
 _FULL = "float32"
@@ -287,21 +287,9 @@ class _Rewriter(CallRewriter):
         self.uses = _HalfOnlyUses(func, self.policy)
         self.params = {p: self.half_param(p) for p in func.params
                        if p.name_hint in self.fp16_input_names and _leaf_dtypes(p.struct_info) != self.half}
-        params = [self.params.get(p, p) for p in func.params]
         self.changed = bool(self.params)
-        frame = _FunctionFrame("", params, {}, func.private, func.is_pure)
-        frame.names = {n: 0 for n in _names_in(func)}
-        self.bb._func = frame
         self.original_params = list(func.params)
-        try:
-            body = self.seq(func.body)
-        finally:
-            self.bb._func = None
-            self.bb._block = None
-        if not self.changed:
-            return func
-        return relax.Function(params, body, func.ret_struct_info, func.attrs, func.is_pure, func.private,
-                              None if self.params else func.struct_info, func.span, func.comments)
+        return super().function(func, [self.params.get(p, p) for p in func.params])
 
     def half_param(self, param: relax.Var) -> relax.Var:
         sinfo = param.struct_info

@@ -269,27 +269,8 @@ def test_a_tvms_kernel_has_a_report_through_both_build_caches():
     assert again is not ex.cuda_code and again.ptxas == first
 
 
-BIG_TILE = """
-@I.ir_module
-class Module:
-    @T.prim_func
-    def copy(A: T.Buffer((64, 16384), "float32"), B: T.Buffer((64, 16384), "float32")):
-        T.func_attr({"tir.noalias": True})
-        A_shared = T.alloc_buffer((64, 16384), scope="shared")
-        for bx in T.thread_binding(64, thread="blockIdx.x"):
-            for j0 in range(64):
-                for tx in T.thread_binding(256, thread="threadIdx.x"):
-                    with T.block("A_shared"):
-                        vi = T.axis.spatial(64, bx)
-                        vj = T.axis.spatial(16384, j0 * 256 + tx)
-                        A_shared[vi, vj] = A[vi, vj]
-            for j0 in range(64):
-                for tx in T.thread_binding(256, thread="threadIdx.x"):
-                    with T.block("B"):
-                        vi = T.axis.spatial(64, bx)
-                        vj = T.axis.spatial(16384, j0 * 256 + tx)
-                        B[vi, vj] = A_shared[vi, 16383 - vj]
-"""
+from test_cuda_codegen import BIG_TILE  # noqa: E402  (a copy whose A_shared needs 64 KiB)
+
 
 
 def test_dynamic_shared_memory_counts_toward_occupancy():
