@@ -39,9 +39,11 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _gpu, when imported from elsewhere
+sys.path.insert(0, os.path.join(ROOT, "tests"))                  # support.cuda_check
 
 import tvmscript as tvms  # noqa: E402
 from _gpu import gpu_time  # noqa: E402
+from support.cuda_check import square_matmul_src as matmul_src  # noqa: E402
 
 # The GPU speed issue's goals (the CUDA issue's were 0.5, 0.3 and 0.8).
 GOALS = {
@@ -50,22 +52,6 @@ GOALS = {
     "softmax 4096^2": ("ratio", 0.5), "MLP batch 1 (VM)": ("time_ratio", 2.0),
     "NVRTC per kernel": ("ms", 300.0), "NVRTC cached": ("ms", 20.0), "VM launch overhead": ("us", 10.0),
 }
-
-
-def matmul_src(n: int, dtype: str) -> str:
-    return f"""
-@I.ir_module
-class Module:
-    @T.prim_func
-    def mm(A: T.Buffer(({n}, {n}), "{dtype}"), B: T.Buffer(({n}, {n}), "{dtype}"), C: T.Buffer(({n}, {n}), "{dtype}")):
-        T.func_attr({{"tir.noalias": True}})
-        for i, j, k in T.grid({n}, {n}, {n}):
-            with T.block("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.{dtype}(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-"""
 
 
 def tensor_core_matmul_src(n: int) -> str:
@@ -125,6 +111,19 @@ class Module:
                 vi = T.axis.remap("S", [i])
                 C[vi] = A[vi] + B[vi]
 """
+
+
+def softmax_module(rows: int, cols: int):
+    """``main(x)``: a row softmax of a rows x cols float32 matrix, legalized."""
+    from tvmscript import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo([rows, cols], "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
+        bb.emit_func_output(out)
+    return relax.transform.LegalizeOps()(bb.get())
 
 
 def kernel_of(src: str, name: str):
@@ -241,13 +240,7 @@ def main() -> int:
     # Row softmax through the VM (legalized, default schedule).
     from tvmscript import relax
 
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorStructInfo([4096, 4096], "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
-        bb.emit_func_output(out)
-    vm = tvms.relax.VirtualMachine(tvms.compile(relax.transform.LegalizeOps()(bb.get()), target="cuda"), dev)
+    vm = tvms.relax.VirtualMachine(tvms.compile(softmax_module(4096, 4096), target="cuda"), dev)
     xs = np.random.rand(4096, 4096).astype("float32")
     gx, tx = on_gpu(xs), torch.from_numpy(xs).cuda()
     np.testing.assert_allclose(vm["main"](gx).numpy(), torch.softmax(tx, -1).cpu().numpy(), rtol=1e-4, atol=1e-6)

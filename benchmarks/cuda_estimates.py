@@ -28,7 +28,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))          # support.cuda_counters
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tvmscript as tvms  # noqa: E402
-from tvmscript import relax, tir  # noqa: E402
 from tvmscript.compiler import roofline  # noqa: E402
 
 # The Relax VM's own cost per kernel launch (host side), measured on an H200 (docs/cuda.md,
@@ -50,24 +49,19 @@ class Row:
 def benchmark_funcs(n: int) -> list:
     """(label, prim_funcs, function name, blocks to run) for each benchmark of benchmarks/cuda.py."""
     import cuda as bench
+    from support.cuda_check import prim_funcs_of
 
-    def funcs_of(mod) -> dict:
-        return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
+    def funcs_of(src: str) -> dict:
+        return prim_funcs_of(tvms.parse(src))
 
-    out = [(f"fp32 matmul {n}^3", funcs_of(tvms.parse(bench.matmul_src(n, "float32"))), "mm", 2),
-           (f"fp16 matmul {n}^3", funcs_of(tvms.parse(bench.matmul_src(n, "float16"))), "mm", 2)]
+    out = [(f"fp32 matmul {n}^3", funcs_of(bench.matmul_src(n, "float32")), "mm", 2),
+           (f"fp16 matmul {n}^3", funcs_of(bench.matmul_src(n, "float16")), "mm", 2)]
     if n % 128 == 0:
-        out.append((f"fp16 wmma {n}^3", funcs_of(tvms.parse(bench.tensor_core_matmul_src(n))), "mm", 2))
-    out.append(("add 2^26", funcs_of(tvms.parse(bench.ADD_SRC.format(n=1 << 26))), "add", 64))
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorStructInfo([4096, 4096], "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            out_var = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
-        bb.emit_func_output(out_var)
-    softmax = funcs_of(relax.transform.LegalizeOps()(bb.get()))
+        out.append((f"fp16 wmma {n}^3", funcs_of(bench.tensor_core_matmul_src(n)), "mm", 2))
+    out.append(("add 2^26", funcs_of(bench.ADD_SRC.format(n=1 << 26)), "add", 64))
+    softmax = prim_funcs_of(bench.softmax_module(4096, 4096))
     out.append(("softmax 4096^2", softmax, next(iter(softmax)), 32))
-    mlp = funcs_of(bench.load_mlp())
+    mlp = prim_funcs_of(bench.load_mlp())
     out.append(("MLP batch 1", mlp, None, None))
     return out
 

@@ -156,7 +156,7 @@ def time_on_gpu(model, x, ex, repeat: int) -> tuple:
     outputs agree."""
     dev = tvms.cuda(0)
     vm = tvms.relax.VirtualMachine(ex, dev)
-    gx = tvms.nd.array(x.float().numpy().astype(str(x.dtype).replace("torch.", "")), dev)
+    gx = tvms.nd.array(x.numpy(), dev)
     model = model.cuda()
     tx = x.cuda()
     with torch.no_grad():

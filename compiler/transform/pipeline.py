@@ -53,14 +53,21 @@ def inference_passes(func_name: str | None = None, target: str = "llvm") -> list
     causal mask is a constant the pass can read. For a CPU ``target``, a function whose 2-D
     convolutions are all dense computes them in NHWC (`channels_last_for_cpu`).
     ``func_name``: only that function's batch norms."""
+    passes = [*_inference_rewrites(func_name), *_tidy_after()]
+    if not target.startswith("cuda"):
+        passes.append(channels_last_for_cpu)
+    return passes
+
+
+def _inference_rewrites(func_name: str | None = None, eval_mode_only: bool = False) -> list:
+    """The batch-norm folding and decomposition, and RewriteAttention: what `inference_passes`
+    and `EvalModeRewrites` both run (the latter on eval-mode batch norms only)."""
     from .decompose_ops import DecomposeOpsForInference
     from .fold_batchnorm import FoldBatchnormToConv2D
     from .fuse_attention import RewriteAttention
 
-    passes = [FoldBatchnormToConv2D(), DecomposeOpsForInference(func_name), RewriteAttention(), *_tidy_after()]
-    if not target.startswith("cuda"):
-        passes.append(channels_last_for_cpu)
-    return passes
+    return [FoldBatchnormToConv2D(eval_mode_only), DecomposeOpsForInference(func_name, eval_mode_only),
+            RewriteAttention()]
 
 
 def _tidy_after() -> list:
@@ -82,14 +89,7 @@ class EvalModeRewrites:
     without such ops compiles exactly as written (its bindings, and the names errors cite)."""
 
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
-        from .decompose_ops import DecomposeOpsForInference
-        from .fold_batchnorm import FoldBatchnormToConv2D
-        from .fuse_attention import RewriteAttention
-
-        rewritten = mod
-        for rewrite in (FoldBatchnormToConv2D(eval_mode_only=True), DecomposeOpsForInference(eval_mode_only=True),
-                        RewriteAttention()):
-            rewritten = rewrite(rewritten)
+        rewritten = Sequential(_inference_rewrites(eval_mode_only=True), "eval-mode rewrites")(mod)
         before = {gv.name_hint: f for gv, f in mod.functions.items()}
         if all(before.get(gv.name_hint) is f for gv, f in rewritten.functions.items()):
             return mod

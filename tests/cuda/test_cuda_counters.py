@@ -33,6 +33,7 @@ if shutil.which("g++") is None:
     pytest.skip("the CUDA emulator needs g++", allow_module_level=True)
 
 from support.cuda_counters import CountingModule, count, sample_blocks  # noqa: E402
+from support.cuda_check import prim_funcs_of, square_matmul_src  # noqa: E402
 from support.cuda_emulator import compare_with_cpu  # noqa: E402
 
 HEADER = "#include <cuda_fp16.h>\n#include <mma.h>\n"
@@ -217,24 +218,7 @@ def test_wmma_tile_requests_and_mma(global_mod):
 
 
 def _funcs(src: str) -> dict:
-    mod = tvms.parse(src)
-    return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
-
-
-def _matmul(n: int, dtype: str) -> str:
-    return f"""
-@I.ir_module
-class Module:
-    @T.prim_func
-    def mm(A: T.Buffer(({n}, {n}), "{dtype}"), B: T.Buffer(({n}, {n}), "{dtype}"), C: T.Buffer(({n}, {n}), "{dtype}")):
-        T.func_attr({{"tir.noalias": True}})
-        for i, j, k in T.grid({n}, {n}, {n}):
-            with T.block("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.{dtype}(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-"""
+    return prim_funcs_of(tvms.parse(src))
 
 
 ADD = """
@@ -252,7 +236,7 @@ class Module:
 
 def test_default_fp32_matmul_schedule_counts():
     n = 256
-    (c,) = count(_funcs(_matmul(n, "float32")), "mm")
+    (c,) = count(_funcs(square_matmul_src(n, "float32")), "mm")
     assert c.fma == n ** 3 and c.fma_inst == n ** 3 // 32
     assert c.sectors_per_request() <= 1.5 * c.ideal_sectors_per_request() < 8   # coalesced loads
     assert c.shared_load_requests > 0 and c.reused_loads > 0
@@ -281,7 +265,7 @@ def test_sampled_blocks_scale_exactly_for_a_uniform_kernel():
 
 def test_tensor_core_matmul_mma_count():
     n = 128
-    (c,) = count(_funcs(_matmul(n, "float16")), "mm")   # DLight's MatmulTensorCore: wmma
+    (c,) = count(_funcs(square_matmul_src(n, "float16")), "mm")   # DLight's MatmulTensorCore: wmma
     assert c.mma == (n // 16) ** 3 and c.tensor_flops == {"fp16": 2 * n ** 3}
     assert c.fma == 0 and c.shared_load_requests > 0
 
@@ -306,7 +290,7 @@ def test_hand_written_wmma_kernel_counts_and_static_estimate():
 
 
 def test_trace_mode_keeps_results_and_stays_out_of_gpu_code():
-    funcs = {**_funcs(_matmul(64, "float32")), **{"add": _funcs(ADD)["add"]}}
+    funcs = {**_funcs(square_matmul_src(64, "float32")), **{"add": _funcs(ADD)["add"]}}
     plain = build_cuda(funcs, kind="source").source
     assert "tvms_trace" not in plain and "tvms_ops" not in plain
     traced = build_cuda(funcs, kind="source", trace=True).source
@@ -329,8 +313,7 @@ def test_trace_mode_counts_a_softmax_and_its_reductions():
             out = bb.emit_output(relax.op.nn.softmax(x, axis=-1))
         bb.emit_func_output(out)
     mod = relax.transform.LegalizeOps()(bb.get())
-    funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
-    (result,) = compare_with_cpu(funcs, trace=True).values()
+    (result,) = compare_with_cpu(prim_funcs_of(mod), trace=True).values()
     assert result.ok, str(result)
     c = result.counters[0]
     assert c.special_ops >= 2 * 64 * 256    # an exp per element in the sum, and again in the output
@@ -365,12 +348,12 @@ def test_compute_bound_fma_estimate():
     assert estimate(c, "h100", launch=False).seconds == pytest.approx(2 * warps * 32 * 1000 / 67e12 * 2 * 132 / 133)
 
 
-def test_static_estimate_of_a_matmul():
-    (func,) = _funcs(_matmul(1024, "float32")).values()
+def test_static_estimate_of_asquare_matmul_src():
+    (func,) = _funcs(square_matmul_src(1024, "float32")).values()
     e = static_estimate(func, "h200", name="mm")
     assert e.bound == "fp32"
     assert e.seconds == pytest.approx(2 * 1024 ** 3 / 67e12 + 2e-6)
-    (half,) = _funcs(_matmul(1024, "float16")).values()
+    (half,) = _funcs(square_matmul_src(1024, "float16")).values()
     e = static_estimate(half, "h200")
     assert e.bound == "tensor" and e.times["tensor"] == pytest.approx(2 * 1024 ** 3 / 989.5e12)
 

@@ -13,6 +13,24 @@ from tvmscript.compiler.build_cuda import build_cuda
 ARCHS = ("sm_80", "sm_90")
 
 
+def square_matmul_src(n: int, dtype: str) -> str:
+    """``mm(A, B, C)``: C = A @ B for n x n matrices of ``dtype``, unscheduled (the default GPU
+    schedules' matmul; benchmarks/cuda.py times it, tests/cuda count and estimate it)."""
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer(({n}, {n}), "{dtype}"), B: T.Buffer(({n}, {n}), "{dtype}"), C: T.Buffer(({n}, {n}), "{dtype}")):
+        T.func_attr({{"tir.noalias": True}})
+        for i, j, k in T.grid({n}, {n}, {n}):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.{dtype}(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+"""
+
+
 def prim_funcs_of(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
 
