@@ -123,7 +123,7 @@ def _build_cuda(prim_funcs: dict, target, arch: str, kind: str, trace: bool = Fa
     fallen_back: set = set()
     while True:
         try:
-            src = codegen_cuda(prim_funcs, trace)
+            src = codegen_cuda(prim_funcs, trace, arch)
             break
         except GPULoweringError as err:
             name = getattr(err, "func_name", None)

@@ -9,9 +9,9 @@ as C's are then the same. A thread index reads the hardware register (``(int)thr
 
 `ExprGen` is mixed into `kernel.KernelGen`; it uses ``self.name`` and the loop ranges
 ``self.ranges`` from there, `combine_text` from `allreduce.AllreduceGen`, `wmma` from
-`wmma.WmmaGen`, `traced` from `trace.TraceGen` (a global or shared load in trace mode), and
-``lane_override``/``lane_subst``, which `vectorize.VectorGen` sets while it prints one lane of a
-vector.
+`wmma.WmmaGen`, `ptx` from `ptx.PtxGen`, `traced` from `trace.TraceGen` (a global or shared
+load in trace mode), and ``lane_override``/``lane_subst``, which `vectorize.VectorGen` sets
+while it prints one lane of a vector.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ...ir.arith import const_int_bound
 from ..lower_gpu import THREAD_VARS, GPULoweringError
 from ..lower_tir import dtype_bytes
 from .literals import CTYPES, HALF_TYPES, NARROW_INTS, ctype, float_literal, int_literal, limit_literal
+from .ptx import PTX_OPS
 from .wmma import WMMA_OPS
 
 _FLOAT_UNARY = {
@@ -191,6 +192,8 @@ class ExprGen:
             return f"{fname}({', '.join(self.expr(a) for a in args[1:])})"
         if op in WMMA_OPS:
             return self.wmma(op, args)
+        if op in PTX_OPS:
+            return self.ptx(e)
         if op == "tir.tvm_access_ptr":  # (type annotation, data, offset, extent, access mask)
             t = ctype(args[0].dtype)
             return f"(({t}*){self.expr(args[1])} + {self.expr(args[2])})"

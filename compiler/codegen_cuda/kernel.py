@@ -4,18 +4,22 @@ What it prints, and why: ``local`` buffers as per-thread arrays (registers once 
 constant), ``shared`` ones as ``__shared__`` arrays, or slices of one ``extern __shared__``
 array when the kernel's shared memory exceeds the 48 KiB a static allocation may use
 (`STATIC_SHARED_LIMIT`); tensor-core fragments as arrays of ``nvcuda::wmma::fragment``
-(`wmma`); thread-bound loops are gone (`lower_gpu` made them ``threadIdx.x``...), other loops
-are C ``for`` loops, ``T.vectorized`` ones vector accesses where they can be (`vectorize`).
-Device code has no assertions, as in TVM.
+(`wmma`); PTX's ldmatrix, mma.sync and cp.async as calls of inline-assembly helpers (`ptx`),
+the arrays they use as registers 16-byte aligned; thread-bound loops are gone (`lower_gpu`
+made them ``threadIdx.x``...), other loops are C ``for`` loops, ``T.vectorized`` ones vector
+accesses where they can be (`vectorize`). Device code has no assertions, as in TVM.
 
 `KernelGen` gathers the printer's parts, one mixin per concern: vectorized loops
 (`vectorize.VectorGen`), cross-thread reductions (`allreduce.AllreduceGen`), tensor-core
-intrinsics (`wmma.WmmaGen`), expressions (`expressions.ExprGen`) and the trace mode only the
-CPU emulator compiles (`trace.TraceGen`: every global and shared access and the arithmetic of
-each store reported, for counting; ``trace=True``).
+intrinsics (`wmma.WmmaGen`), PTX's builtins (`ptx.PtxGen`), expressions
+(`expressions.ExprGen`) and the trace mode only the CPU emulator compiles (`trace.TraceGen`:
+every global and shared access and the arithmetic of each store reported, for counting;
+``trace=True``).
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.tir import Allocate
@@ -27,6 +31,7 @@ from ..lower_tir import THREAD_SYNC_OPS, dtype_bytes
 from .allreduce import AllreduceGen
 from .expressions import ExprGen
 from .literals import ctype, ident, is_zero
+from .ptx import PtxGen, register_arrays
 from .trace import TraceGen
 from .vectorize import VectorGen
 from .wmma import WmmaGen, fragment_declaration
@@ -36,16 +41,18 @@ from .wmma import WmmaGen, fragment_declaration
 STATIC_SHARED_LIMIT = 48 * 1024
 
 
-class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen, TraceGen):
+class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, ExprGen, TraceGen):
     """Prints one `Kernel` as a ``__global__`` function.
 
     The methods here hold the kernel's names, shared memory and statements; vectorized loops,
-    cross-thread reductions, tensor-core calls, expressions and the trace mode come from the
-    mixins."""
+    cross-thread reductions, tensor-core calls, PTX builtins, expressions and the trace mode come
+    from the mixins. ``arch`` (``"sm_80"``), when known, is the architecture the kernel is for."""
 
-    def __init__(self, kernel: Kernel, symbol: str, names: dict, dims: set, trace: bool = False) -> None:
+    def __init__(self, kernel: Kernel, symbol: str, names: dict, dims: set, trace: bool = False,
+                 arch: Optional[str] = None) -> None:
         self.kernel = kernel
         self.trace = trace
+        self.arch = arch
         self.symbol = symbol
         self.lines: list = []
         self.indent = 1
@@ -65,6 +72,7 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen, TraceGen):
         self.shared_offsets: dict = {}
         self.dynamic_shared_bytes = 0
         self.fragments: dict = {}        # data Var -> a wmma.* buffer allocated in the kernel
+        self.register_arrays = register_arrays(kernel.body)  # local arrays PTX builtins view as registers
         self._plan_shared()
 
     # ---- names
@@ -200,7 +208,8 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, ExprGen, TraceGen):
         if buf.scope in ("local", "warp"):
             if not isinstance(size, tir.IntImm):
                 raise GPULoweringError(f"local buffer '{buf.name}' has no constant size")
-            self.line(f"{t} {name}[{size.value}];")
+            align = "__align__(16) " if buf.data in self.register_arrays else ""
+            self.line(f"{align}{t} {name}[{size.value}];")
         elif buf.scope in FRAGMENT_SCOPES:
             self.fragments[buf.data] = buf
             ftype, count = fragment_declaration(buf, s.body)

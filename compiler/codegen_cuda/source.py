@@ -2,7 +2,8 @@
 
 `codegen_cuda(funcs)` lowers each prim_func with `compiler.lower_gpu` into its kernels and
 prints them after one prelude (the headers, ``tvms_floordiv``/``tvms_floormod`` and the exact
-integer power ``tvms_ipow``), with a `cuda_spec.CUDAFunction` per prim_func telling the runtime
+integer power ``tvms_ipow``; the inline-assembly helpers of the PTX builtins the kernels call,
+`ptx.helper_definitions`), with a `cuda_spec.CUDAFunction` per prim_func telling the runtime
 how to launch them: the grid and block dimensions from the thread bindings (texts over the
 function's symbolic variables, evaluated at launch), each kernel's arguments and the global
 scratch buffers. A kernel's parameters are the buffers it touches (in parameter order, then
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor
@@ -24,6 +26,7 @@ from ..lower_gpu import THREAD_VARS, GPULoweringError, lower_for_gpu
 from ..lower_tir import dtype_bytes
 from .kernel import KernelGen
 from .literals import ctype, ident
+from .ptx import helper_definitions
 
 # pycuda's struct letters for scalar kernel arguments.
 _ARG_LETTERS = {
@@ -72,31 +75,41 @@ class CUDASource:
     kernel_funcs: dict = field(default_factory=dict)
 
 
-def codegen_cuda(funcs: dict, trace: bool = False) -> CUDASource:
+def codegen_cuda(funcs: dict, trace: bool = False, arch: Optional[str] = None) -> CUDASource:
     """CUDA C for ``funcs`` (name -> thread-bound PrimFunc); GPULoweringError for a function
     that cannot run on a GPU as scheduled (the message names it). ``trace``: the trace mode
     (`trace`), CUDA C that only the CPU emulator compiles, reporting each memory access and the
-    arithmetic done."""
+    arithmetic done. ``arch`` (``"sm_80"``): the architecture the code is for, when known (an
+    instruction it lacks is then an error here rather than NVRTC's)."""
     lines = PRELUDE.splitlines()
     if trace:
         lines.insert(1, "// Trace mode: for the CPU emulator's counters only (tests/support/cuda_emulator.py).")
+    prelude_end = len(lines)
     out = CUDASource("", {})
     used: set = set()
     for name, func in funcs.items():
         try:
-            out.functions[name] = _emit_function(name, func, lines, used, out, trace)
+            out.functions[name] = _emit_function(name, func, lines, used, out, trace, arch)
         except GPULoweringError as err:
             out_err = GPULoweringError(f"prim_func '{name}': {err}")
             out_err.func_name = name
             raise out_err from None
+    # What the kernels need before them (the kernels' line numbers move down as much): the PTX
+    # builtins' helpers, mma.h for wmma.
+    helpers = helper_definitions("\n".join(lines[prelude_end:]))
+    lines[prelude_end:prelude_end] = helpers
+    shift = len(helpers)
     if any("nvcuda::wmma::" in line for line in lines):
         lines.insert(lines.index("#include <cuda_bf16.h>") + 1, "#include <mma.h>")
+        shift += 1
+    for symbol, (first, last) in out.kernel_lines.items():
+        out.kernel_lines[symbol] = (first + shift, last + shift)
     out.source = "\n".join(lines) + "\n"
     return out
 
 
 def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: CUDASource,
-                   trace: bool = False) -> CUDAFunction:
+                   trace: bool = False, arch: Optional[str] = None) -> CUDAFunction:
     specs, sym_names, buffers, scalars, sym_vars = kernel_signature(name, func)
     base = kernel_symbol(name)
     program = lower_for_gpu(func, base)
@@ -129,7 +142,7 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
         # Pointers first (in parameter order, then scratch buffers), then scalars: TVM's order.
         order = {v: i for i, v in enumerate(list(buffer_index) + list(workspace_index))}
         free.sort(key=lambda v: order.get(v, len(order)))
-        gen = KernelGen(k, symbol, names, set(sym_vars), trace)
+        gen = KernelGen(k, symbol, names, set(sym_vars), trace, arch)
         for v in free:
             if v in buffer_index or v in workspace_index:
                 buf = buffer_of[v]

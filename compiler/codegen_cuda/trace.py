@@ -17,11 +17,17 @@ What trace mode changes, statement for statement (the kernel computes the same v
 - before each store (and each value a cross-thread reduction combines) whose value does
   floating-point arithmetic: ``tvms_ops(SITE, fma, fp32, fp16, special);``, the operations of
   one execution by kind (`op_counts`);
-- each ``wmma::mma_sync`` is preceded by ``tvms_mma(SITE, m, n, k, precision)``.
+- each ``wmma::mma_sync`` and each ``ptx_mma`` is preceded by ``tvms_mma(SITE, m, n, k, precision)``;
+- PTX's ``ldmatrix`` passes its row address through ``tvms_trace_rows(SITE, FLAGS, p, lanes)``
+  (16 bytes read by each lane below ``lanes``), and ``cp.async`` its destination and source
+  through ``tvms_trace`` (a shared store, a global load) or, when a predicate may turn the copy
+  into a zero fill, its source through ``tvms_trace_if(SITE, FLAGS, p, predicate)`` (`ptx`).
 
 SITE numbers the place in the kernel's text (from 0, per kernel): the emulator groups the
 accesses the 32 lanes of a warp make at one site, n-th execution with n-th execution, into
-one warp-level instruction. FLAGS is `GLOBAL` or `SHARED`, plus `STORE` for a write.
+one warp-level instruction. FLAGS is `GLOBAL` or `SHARED`, plus `STORE` for a write and
+`NO_REUSE` for a load that is never served from registers (an ``asm volatile`` instruction, which
+no compiler merges with an earlier one).
 
 `TraceGen` is mixed into `kernel.KernelGen`; it uses ``self.line`` from there.
 """
@@ -34,7 +40,7 @@ from tvmscript.ir import tir
 
 from ..lower_gpu import is_shared
 
-GLOBAL, SHARED, STORE = 0, 1, 2
+GLOBAL, SHARED, STORE, NO_REUSE = 0, 1, 2, 4
 # tvms_mma's precision argument, by the dtype of the A fragment.
 MMA_PRECISIONS = {"float16": 0, "bfloat16": 1, "float32": 2, "int8": 3, "uint8": 3}
 
@@ -111,9 +117,8 @@ class TraceGen:
             self.line(f"tvms_ops({self.next_site()}, {fma}, {fp32}, {fp16}, {special});")
 
     def traced_mma(self, call: str, shape: tuple, dtype: str) -> str:
-        """``call`` (a warp's ``mma_sync``; an ``mma.sync`` intrinsic's call, once the printer
-        has them) preceded by ``tvms_mma``, in one expression: the shape (m, n, k) and the input
-        dtype give the tensor-core FLOPs."""
+        """``call`` (a warp's ``mma_sync`` or ``mma.sync`` helper) preceded by ``tvms_mma``, in one
+        expression: the shape (m, n, k) and the input dtype give the tensor-core FLOPs."""
         if not self.trace:
             return call
         m, n, k = shape
