@@ -2,8 +2,9 @@
 
 The translation unit of a `cuda_spec.CUDACode` is compiled with g++ against
 ``tests/support/cuda_emulator_shim.h`` (CUDA's qualifiers, built-in variables, ``half``,
-``nv_bfloat16``, vector types, math functions, ``__syncthreads`` and ``__shfl_xor_sync``), and
-each ``extern "C" __global__`` kernel gets a launcher ``tvms_emu_<kernel>(gx, gy, gz, bx, by, bz,
+``nv_bfloat16``, vector types, math functions, ``__syncthreads`` and ``__shfl_xor_sync``, and in
+``cuda_emulator_ptx.h`` the helpers of PTX's ldmatrix, mma.sync and cp.async), and each
+``extern "C" __global__`` kernel gets a launcher ``tvms_emu_<kernel>(gx, gy, gz, bx, by, bz,
 void** args)`` (``args`` as ``cuLaunchKernel``'s ``kernelParams``: one pointer per kernel
 argument, to its value). The threads of a block run as fibers on one OS thread, blocks one
 after another (see the shim for the checks this makes possible: divergent barriers,
@@ -50,6 +51,7 @@ __all__ = ["EmulatedModule", "EmulationError", "EmulatorCompileError", "KernelIn
 
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_emulator_shim.h")
 COUNTERS = os.path.join(os.path.dirname(SHIM), "cuda_emulator_counters.h")  # included by the shim
+PTX = os.path.join(os.path.dirname(SHIM), "cuda_emulator_ptx.h")            # included by the shim
 
 GUARD_BYTES = 4096            # each side of a staged buffer
 ALIGNMENT = 256               # cudaMalloc's
@@ -251,7 +253,8 @@ def _precompiled_shim() -> str:
     if _pch_header is None:
         header = os.path.join(_workdir(), "cuda_emulator_shim.h")
         shutil.copyfile(SHIM, header)
-        shutil.copyfile(COUNTERS, os.path.join(_workdir(), os.path.basename(COUNTERS)))
+        for included in (COUNTERS, PTX):
+            shutil.copyfile(included, os.path.join(_workdir(), os.path.basename(included)))
         proc = subprocess.run(["g++", *_cxx_flags(), "-x", "c++-header", header, "-o", header + ".gch"],
                               capture_output=True, text=True)
         _pch_header = header if proc.returncode == 0 else SHIM
@@ -259,7 +262,7 @@ def _precompiled_shim() -> str:
 
 
 def _compile(text: str, extra_flags=()) -> ctypes.CDLL:
-    shim = open(SHIM).read() + open(COUNTERS).read()
+    shim = "".join(open(path).read() for path in (SHIM, COUNTERS, PTX))
     key = hashlib.sha256((text + "\0" + " ".join(extra_flags) + "\0" + shim).encode()).hexdigest()[:24]
     with _cache_lock:
         lib = _cache.get(key)

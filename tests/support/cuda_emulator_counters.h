@@ -5,7 +5,13 @@
 //
 // Traced CUDA C calls, per thread:
 // - tvms_trace(SITE, FLAGS, ptr): one access of sizeof(*ptr) bytes (FLAGS: 0 global, 1 shared,
-//   +2 a store); returns ptr;
+//   +2 a store, +4 a load never served from registers: an asm volatile instruction, cp.async or
+//   ldmatrix); returns ptr;
+// - tvms_trace_if(SITE, FLAGS, ptr, cond): the same when cond holds (a cp.async whose predicate
+//   may make it a zero fill, which reads nothing);
+// - tvms_trace_rows(SITE, FLAGS, ptr, lanes): an ldmatrix row address: lanes below `lanes` (8 per
+//   matrix) read 16 bytes at ptr, one warp-level instruction, so a phase of 8 lanes is one
+//   matrix's 8 rows and the bank conflicts are counted per matrix, as the hardware reads them;
 // - tvms_trace_tile(SITE, FLAGS, ptr, ldm, rows, cols, col_major): a wmma tile load or store,
 //   recorded as the instructions a warp would issue for it (below); returns ptr;
 // - tvms_ops(SITE, fma, fp32, fp16, special): the operations of one executed statement;
@@ -261,7 +267,7 @@ static void flush_memory(unsigned warp) {
   for (const Group& g : groups) {
     const Access* a = &pending[g.first];
     bool store = a->flags & 2;
-    if (reused(warp, a->flags, g.signature)) {
+    if (!(a->flags & 4) && reused(warp, a->flags, g.signature)) {
       totals[REUSED] += 1;
     } else if (a->flags & 1) {
       shared_request(a, g.count, store);
@@ -314,6 +320,19 @@ __attribute__((visibility("default"))) void tvms_emu__select_blocks(const unsign
 template <typename T>
 static inline T* tvms_trace(int site, int flags, T* p) {
   ::tvms_emu::counters::record(site, flags, (const void*)p, sizeof(T));
+  return p;
+}
+
+template <typename T>
+static inline T* tvms_trace_if(int site, int flags, T* p, bool cond) {
+  if (cond) ::tvms_emu::counters::record(site, flags, (const void*)p, sizeof(T));
+  return p;
+}
+
+template <typename T>
+static inline T* tvms_trace_rows(int site, int flags, T* p, int lanes) {
+  if (::tvms_emu::counters::enabled && (int)(::tvms_emu::cur->lid & 31u) < lanes)
+    ::tvms_emu::counters::record(site, flags, (const void*)p, 16);
   return p;
 }
 

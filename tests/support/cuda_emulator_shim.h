@@ -30,8 +30,12 @@
 // Threads run in increasing linear order in even blocks and decreasing order in odd ones, so a
 // missing barrier shows up whichever of the two threads involved runs first.
 // Counters (cuda_emulator_counters.h): the trace mode's memory accesses and operations, per launch.
+// PTX's ldmatrix, mma.sync and cp.async (cuda_emulator_ptx.h): the helpers the printer calls for
+// them, which generated code defines only when TVMS_CUDA_EMULATOR is not.
 
 #pragma once
+
+#define TVMS_CUDA_EMULATOR 1
 
 #include <math.h>
 #include <stdarg.h>
@@ -298,6 +302,11 @@ static inline void yield() {
   if (!_setjmp(cur->jb)) _longjmp(sched_jb, 1);
 }
 
+// cuda_emulator_ptx.h: a block's threads start with no cp.async pending; the copies still
+// pending when the block ends are performed then.
+static void ptx_block_start();
+static void ptx_block_end();
+
 // A fiber runs the kernel once per block, and waits (DONE) for the next block in between.
 static void fiber_main() {
   for (;;) {
@@ -497,6 +506,7 @@ static bool run_block(bool reverse) {
     f.site = 0;
     f.epoch = 0;
   }
+  ptx_block_start();
   const unsigned nwarps = (nthreads + 31) / 32;
   for (;;) {
     // Each warp in turn runs as far as it can (through its shuffles and wmma operations) before
@@ -522,7 +532,10 @@ static bool run_block(bool reverse) {
       done += fibers[i].state == DONE;
       at_barrier += fibers[i].state == AT_BARRIER;
     }
-    if (done == nthreads) return true;
+    if (done == nthreads) {
+      ptx_block_end();
+      return true;
+    }
     if (done + at_barrier == nthreads) {
       int site = -1;
       for (unsigned i = 0; i < nthreads; ++i) {
@@ -797,3 +810,5 @@ static inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const f
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+#include "cuda_emulator_ptx.h"

@@ -1,0 +1,332 @@
+// CPU stand-ins for the helpers compiler/codegen_cuda/ptx.py prints for PTX's ldmatrix, mma.sync
+// and cp.async (TVM's ptx_* builtins): generated code defines them with inline PTX only when
+// TVMS_CUDA_EMULATOR is not defined, and the shim defines it. Included at the end of
+// cuda_emulator_shim.h, so everything of the block scheduler is in scope.
+//
+// What is emulated, and checked (errors read with tvms_emu__errors(), as the shim's):
+//
+// - ldmatrix (tvms_ldmatrix_x{1,2,4}[_trans]) and mma.sync (tvms_mma_*) are warp-collective:
+//   all 32 lanes of the warp must reach the same call (a __syncwarp with a full mask, whose
+//   checks report a lane missing, exited or elsewhere). Each lane puts what it contributes (its
+//   row address; its A and B registers) in a per-warp exchange area, a __syncwarp, each lane
+//   computes its own registers from what all lanes gave, per the PTX ISA's fragment layouts, and
+//   a second __syncwarp keeps the area until every lane has read it.
+// - ldmatrix: lanes 8j..8j+7 give the rows of matrix j (x1: lanes 0-7, x2: 0-15; the other
+//   lanes' addresses are ignored); lane L receives, per matrix j, register j = the two 16-bit
+//   elements at row L/4, columns 2*(L%4) and +1 (.trans: rows 2*(L%4) and +1, column L/4).
+//   Each address it uses must be 16-byte aligned and its 16 bytes in shared memory (static or
+//   dynamic), else an error.
+// - mma.sync m16n8k16 (f16 or bf16 inputs, f32 or f16 accumulators) and m16n8k8 (tf32 inputs,
+//   f32): D = A * B + C with D the C registers. Products are summed in float, in k order, onto
+//   C. tf32 inputs are first rounded from fp32 to 10 mantissa bits, to nearest with ties away
+//   from zero (cvt.rna.tf32.f32, which the GPU helpers apply too). The f16-accumulator form adds
+//   the products of the whole k-step (16) to C in float and rounds the sum to half once, where
+//   the tensor core's own intermediate rounding is unspecified: results may differ from a GPU's
+//   by an ulp of half.
+// - cp.async (tvms_cp_async{4,8,16}[_zfill]): a copy is recorded, not performed, when issued;
+//   commit_group closes the thread's open copies into a group; wait_group<N> performs, in issue
+//   order, the copies of all committed groups but the N most recent. Copies not yet committed
+//   are not waited on (as in PTX). So a thread that reads shared memory before the wait that
+//   covers a copy reads what was there before (0xff bytes, if nothing wrote it since the block
+//   started), as a GPU may. Copies still pending when their thread returns are performed when
+//   the whole block has ended: a GPU completes them too, at the latest then, so no other thread
+//   of the block may count on seeing them (performing them at the thread's return would show
+//   them to threads still running, and hide a missing wait). A false predicate (_zfill) writes
+//   zeros and reads nothing. The destination must be in shared memory and both addresses
+//   aligned to the copy's size, else an error.
+
+#pragma once
+
+#include <deque>
+
+namespace tvms_emu {
+namespace ptx {
+
+// Whether [p, p + n) lies in shared memory: a static __shared__ array or the launch's dynamic
+// shared memory.
+static inline bool in_shared(const void* p, size_t n) {
+  const char* c = (const char*)p;
+  if (c >= __start_tvms_shared && c + n <= __stop_tvms_shared) return true;
+  const unsigned char* u = (const unsigned char*)p;
+  return u >= dyn_smem && u + n <= dyn_smem + dyn_smem_bytes;
+}
+
+// ---- ldmatrix
+
+static const unsigned char* ldmatrix_rows[kMaxThreads];  // the row address each lane gives
+
+// The row address a lane gives, after the checks; null when nothing may be read there.
+static const unsigned char* checked_row(int line, const void* row) {
+  char w[128];
+  if (!in_shared(row, 16)) {
+    where(w, sizeof w);
+    error("line %d: ldmatrix row address %p is not in shared memory (%s)", line, row, w);
+    return nullptr;
+  }
+  if ((uintptr_t)row % 16) {
+    where(w, sizeof w);
+    error("line %d: ldmatrix row address %p is not 16-byte aligned (%s)", line, row, w);
+  }
+  return (const unsigned char*)row;
+}
+
+static inline unsigned short b16_at(const unsigned char* row, unsigned element) {
+  unsigned short v = 0xffff;  // a row that failed its checks
+  if (row) memcpy(&v, row + 2 * element, 2);
+  return v;
+}
+
+template <int NUM, bool TRANS>
+static void ldmatrix(int line, unsigned* dst, const void* row) {
+  unsigned lane = cur->lid & 31u, base = cur->lid & ~31u;
+  ldmatrix_rows[cur->lid] = lane < 8u * NUM ? checked_row(line, row) : nullptr;
+  syncwarp(line);
+  for (unsigned j = 0; j < NUM; ++j) {
+    const unsigned char* const* rows = ldmatrix_rows + base + 8 * j;
+    unsigned short lo, hi;
+    if (TRANS) {  // rows 2*(lane%4) and +1, column lane/4
+      lo = b16_at(rows[2 * (lane % 4)], lane / 4);
+      hi = b16_at(rows[2 * (lane % 4) + 1], lane / 4);
+    } else {      // row lane/4, columns 2*(lane%4) and +1
+      lo = b16_at(rows[lane / 4], 2 * (lane % 4));
+      hi = b16_at(rows[lane / 4], 2 * (lane % 4) + 1);
+    }
+    dst[j] = (unsigned)lo | ((unsigned)hi << 16);
+  }
+  syncwarp(line);  // every lane has read the rows before any gives new ones
+}
+
+// ---- mma.sync
+
+enum InputKind { F16, BF16, TF32 };
+static unsigned mma_regs[kMaxThreads][6];  // each lane's A (4) and B (2) registers
+
+static inline float f16_bits(unsigned short b) {
+  half h;
+  memcpy(&h, &b, 2);
+  return (float)h;
+}
+
+static inline float bf16_bits(unsigned short b) {
+  unsigned u = (unsigned)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// fp32 to tf32 as cvt.rna.tf32.f32: 10 mantissa bits, to nearest, ties away from zero.
+static inline float tf32_bits(unsigned u) {
+  if ((u & 0x7f800000u) != 0x7f800000u) {
+    u = (u + 0x1000u) & ~0x1fffu;
+  } else if (u & 0x7fffffu) {
+    u |= 0x400000u;  // a NaN stays a (quiet) NaN
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline float b16_value(unsigned reg, unsigned half_index, InputKind kind) {
+  unsigned short b = (unsigned short)(reg >> (16 * half_index));
+  return kind == BF16 ? bf16_bits(b) : f16_bits(b);
+}
+
+// The warp's A (16 x K) and B (K x 8) from the registers its lanes gave (PTX ISA, "Matrix
+// Fragments for mma.m16n8k16 with floating point type" and "... for mma.m16n8k8"), with
+// groupID g = lane >> 2 and threadID_in_group t = lane % 4:
+// - f16/bf16, k16: A register i holds row g + 8*(i&1), columns 2t + 8*(i>>1) and +1 (low half
+//   first); B register i holds rows 2t + 8i and +1, column g;
+// - tf32, k8: A register i holds row g + 8*(i&1), column t + 4*(i>>1); B register i, row t + 4i,
+//   column g.
+static void gather(unsigned base, InputKind kind, float a[16][16], float b[16][8]) {
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    const unsigned* r = mma_regs[base + lane];
+    unsigned g = lane >> 2, t = lane & 3u;
+    for (unsigned i = 0; i < 4; ++i) {
+      if (kind == TF32) {
+        a[g + 8 * (i & 1)][t + 4 * (i >> 1)] = tf32_bits(r[i]);
+      } else {
+        for (unsigned h = 0; h < 2; ++h) a[g + 8 * (i & 1)][2 * t + 8 * (i >> 1) + h] = b16_value(r[i], h, kind);
+      }
+    }
+    for (unsigned i = 0; i < 2; ++i) {
+      if (kind == TF32) {
+        b[t + 4 * i][g] = tf32_bits(r[4 + i]);
+      } else {
+        for (unsigned h = 0; h < 2; ++h) b[2 * t + 8 * i + h][g] = b16_value(r[4 + i], h, kind);
+      }
+    }
+  }
+}
+
+// The lane's four accumulator elements of D = A * B + C: element i is at row g + 8*(i>>1),
+// column 2t + (i&1) (the same for f32 registers and for the halves of two f16x2 registers).
+template <int K>
+static void mma(int line, InputKind kind, const unsigned* a_regs, const unsigned* b_regs, const float c[4],
+                float d[4]) {
+  unsigned lane = cur->lid & 31u, base = cur->lid & ~31u;
+  for (int i = 0; i < 4; ++i) mma_regs[cur->lid][i] = a_regs[i];
+  for (int i = 0; i < 2; ++i) mma_regs[cur->lid][4 + i] = b_regs[i];
+  syncwarp(line);
+  float a[16][16], b[16][8];
+  gather(base, kind, a, b);
+  syncwarp(line);  // every lane has read the registers before any gives new ones
+  unsigned g = lane >> 2, t = lane & 3u;
+  for (unsigned i = 0; i < 4; ++i) {
+    unsigned row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float sum = c[i];
+    for (int k = 0; k < K; ++k) sum += a[row][k] * b[k][col];
+    d[i] = sum;
+  }
+}
+
+static inline unsigned float_bits(float f) {
+  unsigned u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+// ---- cp.async
+
+struct Copy {
+  unsigned char* dst;
+  const unsigned char* src;
+  unsigned bytes;
+  bool zero_fill;
+};
+struct Pending {
+  std::vector<Copy> open;                 // issued, not yet committed
+  std::deque<std::vector<Copy>> groups;   // committed, oldest first
+};
+static Pending pending[kMaxThreads];
+
+static inline void perform(const std::vector<Copy>& copies) {
+  for (const Copy& c : copies) {
+    if (c.zero_fill) {
+      memset(c.dst, 0, c.bytes);
+    } else {
+      memcpy(c.dst, c.src, c.bytes);
+    }
+  }
+}
+
+static void cp_async(int line, void* dst, const void* src, unsigned bytes, bool pred) {
+  char w[128];
+  if (!in_shared(dst, bytes)) {
+    where(w, sizeof w);
+    error("line %d: cp.async destination %p is not %u bytes of shared memory (%s)", line, dst, bytes, w);
+    return;
+  }
+  if ((uintptr_t)dst % bytes || (pred && (uintptr_t)src % bytes)) {
+    where(w, sizeof w);
+    error("line %d: cp.async of %u bytes from %p to %p: both addresses must be %u-byte aligned (%s)", line, bytes, src,
+          dst, bytes, w);
+    return;
+  }
+  pending[cur->lid].open.push_back({(unsigned char*)dst, (const unsigned char*)src, bytes, !pred});
+}
+
+static void commit_group() {
+  Pending& p = pending[cur->lid];
+  p.groups.push_back(std::move(p.open));
+  p.open.clear();
+}
+
+static void wait_group(unsigned n) {
+  Pending& p = pending[cur->lid];
+  while (p.groups.size() > n) {
+    perform(p.groups.front());
+    p.groups.pop_front();
+  }
+}
+
+}  // namespace ptx
+
+static void ptx_block_start() {
+  for (unsigned i = 0; i < nthreads; ++i) {
+    ptx::pending[i].open.clear();
+    ptx::pending[i].groups.clear();
+  }
+}
+
+static void ptx_block_end() {
+  for (unsigned i = 0; i < nthreads; ++i) {
+    ptx::Pending& p = ptx::pending[i];
+    for (const auto& group : p.groups) ptx::perform(group);
+    ptx::perform(p.open);
+    p.groups.clear();
+    p.open.clear();
+  }
+}
+
+}  // namespace tvms_emu
+
+// ---- the helpers the printed code calls (compiler/codegen_cuda/ptx.py's HELPERS)
+
+#define TVMS_EMU_LDMATRIX(name, num, trans)                                                  \
+  static inline void name(unsigned* dst, const void* smem_row, int line = __builtin_LINE()) { \
+    ::tvms_emu::ptx::ldmatrix<num, trans>(line, dst, smem_row);                              \
+  }
+TVMS_EMU_LDMATRIX(tvms_ldmatrix_x1, 1, false)
+TVMS_EMU_LDMATRIX(tvms_ldmatrix_x2, 2, false)
+TVMS_EMU_LDMATRIX(tvms_ldmatrix_x4, 4, false)
+TVMS_EMU_LDMATRIX(tvms_ldmatrix_x1_trans, 1, true)
+TVMS_EMU_LDMATRIX(tvms_ldmatrix_x2_trans, 2, true)
+TVMS_EMU_LDMATRIX(tvms_ldmatrix_x4_trans, 4, true)
+#undef TVMS_EMU_LDMATRIX
+
+static inline void tvms_mma_m16n8k16_f32_f16(float* c, const unsigned* a, const unsigned* b,
+                                             int line = __builtin_LINE()) {
+  float c_in[4] = {c[0], c[1], c[2], c[3]};
+  ::tvms_emu::ptx::mma<16>(line, ::tvms_emu::ptx::F16, a, b, c_in, c);
+}
+
+static inline void tvms_mma_m16n8k16_f32_bf16(float* c, const unsigned* a, const unsigned* b,
+                                              int line = __builtin_LINE()) {
+  float c_in[4] = {c[0], c[1], c[2], c[3]};
+  ::tvms_emu::ptx::mma<16>(line, ::tvms_emu::ptx::BF16, a, b, c_in, c);
+}
+
+// Two f16x2 accumulator registers: elements 0, 1 in c[0] (low half first), 2, 3 in c[1].
+static inline void tvms_mma_m16n8k16_f16_f16(unsigned* c, const unsigned* a, const unsigned* b,
+                                             int line = __builtin_LINE()) {
+  float c_in[4], d[4];
+  for (int i = 0; i < 4; ++i) c_in[i] = ::tvms_emu::ptx::f16_bits((unsigned short)(c[i / 2] >> (16 * (i % 2))));
+  ::tvms_emu::ptx::mma<16>(line, ::tvms_emu::ptx::F16, a, b, c_in, d);
+  for (int r = 0; r < 2; ++r) {
+    half lo = (half)d[2 * r], hi = (half)d[2 * r + 1];
+    unsigned short l, h;
+    memcpy(&l, &lo, 2);
+    memcpy(&h, &hi, 2);
+    c[r] = (unsigned)l | ((unsigned)h << 16);
+  }
+}
+
+static inline void tvms_mma_m16n8k8_f32_tf32(float* c, const float* a, const float* b, int line = __builtin_LINE()) {
+  unsigned a_bits[4], b_bits[2];
+  for (int i = 0; i < 4; ++i) a_bits[i] = ::tvms_emu::ptx::float_bits(a[i]);
+  for (int i = 0; i < 2; ++i) b_bits[i] = ::tvms_emu::ptx::float_bits(b[i]);
+  float c_in[4] = {c[0], c[1], c[2], c[3]};
+  ::tvms_emu::ptx::mma<8>(line, ::tvms_emu::ptx::TF32, a_bits, b_bits, c_in, c);
+}
+
+#define TVMS_EMU_CP_ASYNC(bytes)                                                                                 \
+  static inline void tvms_cp_async##bytes(void* smem, const void* gmem, int line = __builtin_LINE()) {         \
+    ::tvms_emu::ptx::cp_async(line, smem, gmem, bytes, true);                                                   \
+  }                                                                                                              \
+  static inline void tvms_cp_async##bytes##_zfill(void* smem, const void* gmem, bool pred,                      \
+                                                  int line = __builtin_LINE()) {                                \
+    ::tvms_emu::ptx::cp_async(line, smem, gmem, bytes, pred);                                                   \
+  }
+TVMS_EMU_CP_ASYNC(4)
+TVMS_EMU_CP_ASYNC(8)
+TVMS_EMU_CP_ASYNC(16)
+#undef TVMS_EMU_CP_ASYNC
+
+static inline void tvms_cp_async_commit() { ::tvms_emu::ptx::commit_group(); }
+
+template <int N>
+static inline void tvms_cp_async_wait() {
+  static_assert(N >= 0, "cp.async.wait_group takes a non-negative count");
+  ::tvms_emu::ptx::wait_group((unsigned)N);
+}
