@@ -301,14 +301,15 @@ class DeviceRuntime:
         self.pool.release_cached()
 
     # ---- tensors
-    def empty(self, shape, dtype: str) -> "CUDATensor":
-        """An uninitialized tensor from the pool (the VM's ``_empty``)."""
+    def empty(self, shape, dtype: str, malloc=None) -> "CUDATensor":
+        """An uninitialized tensor from the pool (the VM's ``_empty``), or over a block from
+        ``malloc(nbytes)`` (a CUDA graph's own memory, `runtime.vm_cuda_graph`)."""
         if shape.__class__ is not tuple:
             shape = tuple(int(d) for d in shape)
         n = _ITEMSIZE.get(dtype) or _itemsize(dtype)
         for d in shape:
             n *= d
-        block = self.pool.malloc(n)
+        block = self.pool.malloc(n) if malloc is None else malloc(n)
         t = _new(self.tensor_class)
         t._mem = block
         t._ptr = block.ptr
@@ -607,13 +608,15 @@ def _type_name(value) -> str:
     return t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__.split('.')[0]}.{t.__name__}"
 
 
-def frame_factory(layout: list, nbytes: int, dev: Device):
-    """The VM's arena frames on a GPU: one pool block per frame, carved into the function's
-    intermediate tensors (``layout``: (byte offset, shape, dtype) each)."""
+def frame_factory(layout: list, nbytes: int, dev: Device, malloc=None):
+    """The VM's arena frames on a GPU: one pool block per frame (from ``malloc``, the pool's by
+    default), carved into the function's intermediate tensors (``layout``: (byte offset,
+    shape, dtype) each)."""
     rt = runtime(dev)
+    malloc = malloc or rt.pool.malloc
 
     def new_frame() -> tuple:
-        block = rt.pool.malloc(max(nbytes, 1))
+        block = malloc(max(nbytes, 1))
         return tuple(rt.view(block, block.ptr + offset, tuple(shape), dtype) for offset, shape, dtype in layout)
 
     return new_frame

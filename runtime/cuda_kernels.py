@@ -165,6 +165,27 @@ class CUDAKernel:
         except Exception as err:
             raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
 
+    def launch_on(self, stream, malloc, args: tuple) -> int:
+        """`launch` on ``stream``, its workspaces from ``malloc(nbytes)`` (a pool block); the
+        number of ``__global__`` launches made. What a CUDA graph's capture runs
+        (`runtime.vm_cuda_graph`): there the stream is capturing and the memory is the graph's.
+        Kept apart from `launch`, which the VM calls on every kernel of every call."""
+        rt = self._rt
+        if cuda._thread.runtime is not rt:
+            rt.activate()
+        syms = args[self._sym_start:]
+        if self._dim_scalars:
+            syms += tuple(args[i] for i, _ in self._dim_scalars)
+        steps, workspace_sizes = self._plans.get(syms) or self._plan(syms)
+        scratch = [malloc(n) for n in workspace_sizes]
+        args += tuple(b.ptr for b in scratch)
+        try:
+            for call, grid, block, shared, pick in steps:
+                call(grid, block, stream, *pick(args), shared_size=shared)
+        except Exception as err:
+            raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
+        return len(steps)
+
     def call_raw(self, pointers, syms=(), scalars=()) -> None:
         """`launch` with the buffers' addresses, the values of `sym_vars` and the scalar
         arguments given apart."""

@@ -57,7 +57,8 @@ class VMFunction:
     and, when the function has an arena, ``arena`` (list of (byte offset, shape, dtype)) with
     ``arena_bytes`` in total: intermediate tensors that never leave the function live there and
     are reused from call to call. ``sites`` say which binding each line computes, so an error
-    raised there is told at its place in the source (`runtime.sites`)."""
+    raised there is told at its place in the source (`runtime.sites`). ``cuda_graph``: the
+    compiler found the function capturable as a CUDA graph, and the VM on a GPU replays it."""
 
     name: str
     pyname: str
@@ -72,6 +73,10 @@ class VMFunction:
     arena_names: tuple = ("", "")  # global names of the frame pool and the frame factory
     num_kernel_calls: int = 0
     sites: dict = field(default_factory=dict)  # line of ``source`` -> the runtime.sites.Site it computes
+    # On a GPU, calls replay a CUDA graph captured on the first call with those arguments
+    # (`runtime.vm_cuda_graph`); else ``cuda_graph_note`` says why not (the build's RewriteCUDAGraph).
+    cuda_graph: bool = False
+    cuda_graph_note: str = ""
 
 
 class Executable:
@@ -182,6 +187,8 @@ class Executable:
                 f"function {f.name}({f.sig.describe_params()}): {f.num_kernel_calls} kernel call site(s), "
                 f"{len(f.constants)} constant(s), arena {f.arena_bytes} bytes in {len(f.arena)} tensor(s)"
             )
+            if code is not None:
+                lines.append(f"  CUDA graph: {'yes' if f.cuda_graph else 'no, ' + (f.cuda_graph_note or 'not marked')}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -16,7 +16,9 @@ On a CUDA device (``VirtualMachine(ex, tvms.cuda(0))``, for an executable compil
 `vm_helpers.cuda_helpers`: tensors are `runtime.cuda` tensors of that GPU, new tensors take
 memory from its pool, constants and arena frames live in its memory, and kernels are
 `runtime.cuda_kernels.CUDAKernel`s launched on its stream. Arguments must already be on that
-GPU: the VM copies nothing behind the caller's back.
+GPU: the VM copies nothing behind the caller's back. A function the compiler marked
+(``VMFunction.cuda_graph``: it only launches kernels, on static shapes) replays them as one
+CUDA graph after its first call (`runtime.vm_cuda_graph`; ``vm.cuda_graph_stats()``).
 
 An error of the program that a function raises (a `TVMScriptError`: `VMTypeError`,
 `VMValueError`, a kernel's failed check, a failed ``R.assert_op``) leaves it placed at the
@@ -89,8 +91,39 @@ class VirtualMachine:
         self._kernels = rt_mod.kernels_on(self.device)
         self._globals = _instantiate(rt_mod, self.device, self._kernels)
         self._funcs = {name: _entry(name, self._globals, rt_mod, self._kernels) for name in rt_mod.functions}
+        self._graphs = self._cuda_graphs() if self.device.device_type == kDLCUDA else None
         self._inputs: dict = {}
         self._outputs: dict = {}
+
+    def _cuda_graphs(self):
+        """The functions the compiler found capturable (``VMFunction.cuda_graph``) replay CUDA
+        graphs (`runtime.vm_cuda_graph`); None when there are none."""
+        ex = self.executable
+        names = [name for name, f in ex.functions.items() if f.cuda_graph]
+        if not names:
+            return None
+        from .vm_cuda_graph import CUDAGraphs
+
+        kernels = self._kernels
+        graphs = CUDAGraphs(ex, self._globals, kernels, self.device, lambda name, g: _entry(name, g, ex, kernels))
+        for name in names:
+            self._funcs[name] = graphs.wrap(name, self._funcs[name])
+        return graphs
+
+    def cuda_graph_stats(self) -> dict:
+        """Per Relax function, how CUDA graphs serve its calls on this GPU: ``enabled`` (the
+        compiler marked it capturable), ``graphs`` kept, ``captures`` made, ``replays`` run,
+        and ``fallback``, why its calls run kernel by kernel (the compiler's reason, or what
+        stopped the runtime capturing it; None while graphs serve it)."""
+        out = {}
+        for name, f in self.executable.functions.items():
+            fn = self._graphs.functions.get(name) if self._graphs is not None else None
+            if fn is not None:
+                out[name] = {"enabled": True, **fn.stats()}
+            else:
+                reason = f.cuda_graph_note or ("not on a GPU" if self.device.device_type != kDLCUDA else "not marked")
+                out[name] = {"enabled": False, "graphs": 0, "captures": 0, "replays": 0, "fallback": reason}
+        return out
 
     # ---- functions
     def __getitem__(self, name: str):
