@@ -27,6 +27,7 @@ from .build_target import cpu_build_options, target_name_of
 from .kernel_places import place_table
 from .prepack_constants import mark_layout_free, pack_constants
 from .transform._common import copy_module
+from .transform.rewrite_cuda_graph import ATTR as CUDA_GRAPH_ATTR, RewriteCUDAGraph, capture_blocker, cuda_graph_enabled
 from .transform.rewrite_reshape import RewriteDataflowReshape
 from .vm_codegen import VM_OPS, FunctionCodegen
 from .well_formed import return_annotation_problem
@@ -60,7 +61,10 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
         mod = _pipeline(relax_pipeline, target_name)(mod)
     # Kernels that only reshape become views of their input (compiler/transform/rewrite_reshape.py).
     mod = RewriteDataflowReshape()(mod)
-    if target_name.split()[0] != "cuda":
+    if target_name.split()[0] == "cuda":
+        # Functions that only launch kernels replay them as a CUDA graph (rewrite_cuda_graph.py).
+        mod = RewriteCUDAGraph()(mod)
+    else:
         # The build's own pipeline: kernels read transposed weights in place instead of a
         # transpose kernel copying them on every call (compiler/transform/read_transposed.py).
         from .transform.read_transposed import read_transposed_in_place
@@ -108,12 +112,29 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     for index, (name, func) in enumerate(relax_funcs.items()):
         progress.report("the VM's program", index, len(relax_funcs))
         functions[name] = FunctionCodegen(name, index, func, kernels, relax_funcs).run()
+        if gpu:
+            _mark_cuda_graph(functions[name], func, mod)
     if gpu:
         return Executable(mod, "cuda", kernels, functions, cuda_code=cuda_code)
     return Executable(mod, target_name, kernels, functions)
 
 
 compile = build  # tvms.compile: TVM's newer name
+
+
+def _mark_cuda_graph(vm_func, func, mod) -> None:
+    """Whether the VM replays ``func`` as a CUDA graph: marked by RewriteCUDAGraph, graphs on in
+    the PassContext, and nothing against it (the attribute written by hand is checked too);
+    else why not, for ``vm.cuda_graph_stats()`` and ``ex.stats()``."""
+    blocker = capture_blocker(func, mod)
+    if not cuda_graph_enabled():
+        vm_func.cuda_graph_note = "relax.backend.use_cuda_graph is off in the PassContext"
+    elif blocker is not None:
+        vm_func.cuda_graph_note = blocker
+    elif not func.attrs.get(CUDA_GRAPH_ATTR):
+        vm_func.cuda_graph_note = "RewriteCUDAGraph did not mark it"
+    else:
+        vm_func.cuda_graph = True
 
 
 # ----------------------------------------------------------------------------- the module

@@ -50,7 +50,7 @@ def __getattr__(name: str):
         from .compiler import topi
 
         return globals().setdefault("topi", topi)
-    if name in ("s_tir", "dlight", "target"):  # schedules, DLight, tvms.target.Target: on first use
+    if name in ("s_tir", "dlight", "target", "transform"):  # schedules, DLight, Target, PassContext: on first use
         # (submodules of this package: `from . import` would ask this __getattr__ again)
         return _importlib.import_module(f"{__name__}.{name}")
     if name in _RUNTIME_NAMES:

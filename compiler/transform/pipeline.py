@@ -109,16 +109,25 @@ def bound_inference_passes(func_name: str = "main", target: str = "llvm") -> Seq
 def default_pipeline(target: str = "llvm") -> Sequential:
     """What ``tvms.compile`` runs on a module with high-level ops: the rewrites that keep its
     meaning (`EvalModeRewrites`: batch norms marked ``training=False``, as an imported
-    ``model.eval()`` writes them), then the zero pipeline. (``target``: what it compiles for;
-    every target takes the same passes today.)
+    ``model.eval()`` writes them), then the zero pipeline (``target``: what it compiles for).
 
     Why not zero alone: legalized as it is, a batch norm is one multi-output kernel of its own
     after every convolution, and its tuple keeps the ReLU after it from fusing too. resnet18
     imported with ``from_exported_program`` compiled to 61 kernel launches through zero, and to
     23 (one per convolution, its batch norm, residual add and ReLU in the same kernel) through
     this pipeline. Zero stays TVM's, so its printout matches TVM's. The CPU's NHWC layout is not
-    here: it is a choice `bound_inference_passes` makes for bound weights."""
-    return Sequential([EvalModeRewrites(), *zero_passes()], "default")
+    here: it is a choice `bound_inference_passes` makes for bound weights.
+
+    For a CUDA ``target`` RewriteCUDAGraph comes last, as in TVM's CUDA pipeline: the functions
+    that only launch kernels are marked to replay them as one CUDA graph (unless the PassContext
+    turns ``relax.backend.use_cuda_graph`` off; the build marks them too, for a module compiled
+    without a pipeline)."""
+    passes = [EvalModeRewrites(), *zero_passes()]
+    if target.split()[:1] == ["cuda"]:
+        from .rewrite_cuda_graph import RewriteCUDAGraph
+
+        passes.append(RewriteCUDAGraph())
+    return Sequential(passes, "default")
 
 
 def channels_last_for_cpu(mod: ir.IRModule) -> ir.IRModule:
