@@ -2,7 +2,10 @@
 
 * `FakeDriver`: "device memory" is host memory, and a loaded image's kernels are whatever
   Python callables the test gives (the CPU backend's kernels, usually). It tests the runtime's
-  bookkeeping: the pool, copies, contexts, events, argument assembly.
+  bookkeeping: the pool, copies, contexts, events, argument assembly, and CUDA graphs: streams
+  capture pycuda-style (``begin_capture``/``end_capture`` give a graph of the launches made
+  meanwhile, whose instance replays them), and it counts kernels launched one by one
+  (``launches``), graphs captured and graph launches.
 * `EmulatedDriver`: the same memory model, but an image loads as the CUDA C it was compiled
   from, run by `cuda_emulator` (g++ with the shim, the threads of a block as fibers). The
   kernels tvms generates then run for real, launched by the real runtime with the grids,
@@ -77,8 +80,52 @@ class FakeDriver(types.ModuleType):
         class Stream:
             handle = 0x5EED
 
+            def __init__(self, flags=0):
+                self.flags = flags
+                self.captured = None        # the launches recorded while capturing, else None
+
             def synchronize(self):
+                driver.refuse_while_capturing("cuStreamSynchronize")
                 driver.syncs += 1
+
+            # Stream capture, pycuda-style (pycuda itself has none: runtime/cuda_graph.py
+            # calls libcuda for it, and uses these methods where a driver module has them).
+            def begin_capture(self, mode=0):
+                if self.captured is not None:
+                    raise Error("cuStreamBeginCapture failed: the stream is already capturing")
+                self.captured = []
+                driver.capturing[threading.get_ident()] = self
+
+            def end_capture(self):
+                if self.captured is None:
+                    raise Error("cuStreamEndCapture failed: the stream is not capturing")
+                ops, self.captured = self.captured, None
+                del driver.capturing[threading.get_ident()]
+                driver.captures += 1
+                return Graph(ops)
+
+        class Graph:
+            """A captured graph: the launches recorded, replayed in order by its instance."""
+
+            def __init__(self, ops):
+                self.ops = list(ops)
+
+            def node_count(self):
+                return len(self.ops)
+
+            def instance(self):
+                return GraphExec(self.ops)
+
+        class GraphExec:
+            def __init__(self, ops):
+                self.ops = ops
+
+            def launch(self, stream):
+                assert stream.captured is None, "a graph launched on a capturing stream"
+                driver.graph_launches += 1
+                for function, grid, block, args, shared_size in self.ops:
+                    driver.replayed += 1
+                    driver.run_kernel(function, grid, block, args, shared_size)
 
         class Event:
             def record(self, stream=None):
@@ -118,6 +165,9 @@ class FakeDriver(types.ModuleType):
             def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
                 assert isinstance(grid, tuple) and isinstance(block, tuple) and stream is not None
                 assert len(args) == len(self.arg_format)
+                if stream.captured is not None:  # recorded into the graph, not run
+                    stream.captured.append((self, grid, block, args, shared_size))
+                    return
                 driver.launches.append((self.symbol, grid, block, args, shared_size))
                 driver.run_kernel(self, grid, block, args, shared_size)
 
@@ -131,26 +181,34 @@ class FakeDriver(types.ModuleType):
                 return Function(symbol, self.kernels[symbol])
 
         self.Error, self.MemoryError, self.Device, self.Stream, self.Event = Error, MemoryError, Device, Stream, Event
+        self.Graph = Graph
         self.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
         self.kernels = dict(kernels or {})
         self.context_stack, self.launches, self.events, self.context_threads = [], [], [], []
         self.syncs = self.freed = self.allocations = 0
         self.loaded = []
+        # Stream capture: the stream capturing on each thread; graphs captured, graph launches and
+        # the kernels they ran (`launches` holds only the kernels launched one by one).
+        self.capturing = {}
+        self.captures = self.graph_launches = self.replayed = 0
 
         def init():
             if init_error is not None:
                 raise Error(init_error)
 
         def mem_alloc(nbytes):
+            driver.refuse_while_capturing("cuMemAlloc")
             if memory_limit is not None and nbytes > memory_limit:
                 raise MemoryError("cuMemAlloc failed: out of memory")
             driver.allocations += 1
             return driver.allocate(Allocation, nbytes)
 
         def memcpy_htod_async(dst, src, stream=None):
+            driver.refuse_while_capturing("cuMemcpyHtoDAsync")
             ctypes.memmove(dst, src.ctypes.data, src.nbytes)
 
         def memcpy_dtoh_async(dst, src, stream=None):
+            driver.refuse_while_capturing("cuMemcpyDtoHAsync")
             ctypes.memmove(dst.ctypes.data, src, dst.nbytes)
 
         def memcpy_dtod_async(dst, src, nbytes, stream=None):
@@ -163,6 +221,13 @@ class FakeDriver(types.ModuleType):
         self.init, self.mem_alloc, self.module_from_buffer = init, mem_alloc, module_from_buffer
         self.memcpy_htod_async, self.memcpy_dtoh_async = memcpy_htod_async, memcpy_dtoh_async
         self.memcpy_dtod_async = memcpy_dtod_async
+
+    def refuse_while_capturing(self, call: str) -> None:
+        """What a capture in thread-local mode refuses on its thread: an allocation, a
+        synchronization. Stricter than CUDA for copies (one on another stream would run at once
+        rather than be captured): tvms must make none while capturing."""
+        if threading.get_ident() in self.capturing:
+            raise self.Error(f"{call} failed: operation not permitted when stream is capturing")
 
     # What the emulated GPU below replaces.
     def allocate(self, allocation_class, nbytes):
