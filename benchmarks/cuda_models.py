@@ -17,17 +17,22 @@ convolutions and fuses their epilogues. Rows (the GPU speed issue's goals):
 * mobilenet_v2 at batch 1.
 
 Every row prints the number of kernel launches one call makes (``Executable.stats``: the
-VM function's kernel call sites; resnet18's goal is at most 25). That needs NVRTC but no GPU,
-so without one the script prints the launch counts, says what is missing and exits 1. With a
-GPU, times are the GPU's: CUDA events around ``--repeat`` calls after a warm-up, the best of
-three rounds (`_gpu.gpu_time` for PyTorch, ``vm.time_evaluator`` for tvms), and each output
-is checked against PyTorch's first.
+VM function's kernel call sites; resnet18's goal is at most 25) and whether its calls replay
+them as one CUDA graph (the compiler's RewriteCUDAGraph: "yes", else "no" and why). That needs
+NVRTC but no GPU, so without one the script prints those, says what is missing and exits 1.
+With a GPU, times are the GPU's: CUDA events around ``--repeat`` calls after a warm-up, the
+best of three rounds (`_gpu.gpu_time` for PyTorch, ``vm.time_evaluator`` for tvms), and each
+output is checked against PyTorch's first. tvms is timed twice: with CUDA graphs (as compiled,
+the ratio to eager and the goal) and without (the same executable with its graph flag
+cleared, kernel by kernel, as ``relax.backend.use_cuda_graph=False`` compiles it); a function
+the runtime stopped capturing says why in the graph column.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
 from dataclasses import dataclass
 
@@ -105,6 +110,20 @@ def launches(ex) -> int:
     return ex.functions["main"].num_kernel_calls
 
 
+def graph_note(ex) -> str:
+    """Whether calls of ``main`` replay a CUDA graph, as compiled: "yes", or "no: why"."""
+    f = ex.functions["main"]
+    return "yes" if f.cuda_graph else f"no: {f.cuda_graph_note}"
+
+
+def without_graphs(ex):
+    """``ex`` with no function marked for CUDA graphs: a VM runs it kernel by kernel, as if it
+    was compiled with ``relax.backend.use_cuda_graph`` off (compiling again would be slower)."""
+    functions = {name: dataclasses.replace(f, cuda_graph=False, cuda_graph_note="turned off to compare")
+                 for name, f in ex.functions.items()}
+    return tvms.Executable(ex.mod, ex.target, ex.kernels, functions, cuda_code=ex.cuda_code)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(c.name for c in CASES),
@@ -120,7 +139,8 @@ def main() -> int:
     reason = unavailable_reason(0)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    print(f"{'model':<18} {'launches':>8} {'tvms ms':>9} {'eager ms':>9} {'ratio':>7}  goal")
+    print(f"{'model':<18} {'launches':>8} {'tvms ms':>9} {'no graph':>9} {'eager ms':>9} {'ratio':>7}  "
+          f"goal; CUDA graph")
     met = total = 0
     for case in (c for c in CASES if c.name in wanted):
         model, x, ex = compiled(case)
@@ -132,9 +152,10 @@ def main() -> int:
         if reason:
             total += len(checks)
             met += sum(checks)
-            print(f"{case.name:<18} {n:>8} {'':>9} {'':>9} {'':>7}  {launch_goal}")
+            goal = f"{launch_goal}; " if launch_goal else ""
+            print(f"{case.name:<18} {n:>8} {'':>9} {'':>9} {'':>9} {'':>7}  {goal}graph {graph_note(ex)}")
             continue
-        ours, eager = time_on_gpu(model, x, ex, args.repeat)
+        ours, plain, eager, graph = time_on_gpu(model, x, ex, args.repeat)
         ratio = ours / eager
         if case.goal is not None:
             checks.append(ratio <= case.goal)
@@ -142,7 +163,8 @@ def main() -> int:
         met += sum(checks)
         goals = ", ".join(g for g in (launch_goal, f"<= {case.goal:g}x eager" if case.goal else "") if g)
         verdict = "met" if all(checks) else "NOT met"
-        print(f"{case.name:<18} {n:>8} {ours * 1e3:9.3f} {eager * 1e3:9.3f} {ratio:7.2f}  {goals}: {verdict}")
+        print(f"{case.name:<18} {n:>8} {ours * 1e3:9.3f} {plain * 1e3:9.3f} {eager * 1e3:9.3f} {ratio:7.2f}  "
+              f"{goals}: {verdict}; graph {graph}")
     print(f"goals met: {met} of {total}")
     if reason:
         print(f"the times need a GPU: {reason}")
@@ -152,22 +174,30 @@ def main() -> int:
 
 
 def time_on_gpu(model, x, ex, repeat: int) -> tuple:
-    """Seconds per call of tvms and of PyTorch eager on the GPU, after checking that their
-    outputs agree."""
+    """Seconds per call of tvms with CUDA graphs, of tvms kernel by kernel and of PyTorch eager
+    on the GPU, after checking that their outputs agree; and what served the graphed calls
+    ("yes: N replays", or "no: why")."""
     dev = tvms.cuda(0)
-    vm = tvms.relax.VirtualMachine(ex, dev)
     gx = tvms.nd.array(x.numpy(), dev)
     model = model.cuda()
     tx = x.cuda()
+    tol = 1e-3 if x.dtype == torch.float32 else 2e-2
+    times = []
     with torch.no_grad():
         ref = model(tx).float().cpu().numpy()
-        out = vm["main"](gx).numpy().astype("float32")
-        err = float(np.abs(out - ref).max() / max(float(np.abs(ref).max()), 1e-30))
-        if err > (1e-3 if x.dtype == torch.float32 else 2e-2):
-            raise AssertionError(f"tvms's output differs from PyTorch's: relative error {err:.2e}")
-        ours = min(vm.time_evaluator("main", dev, number=repeat, repeat=3)(gx).results)
+        for executable in (ex, without_graphs(ex)):
+            vm = tvms.relax.VirtualMachine(executable, dev)
+            for _ in range(2):  # the first call captures, the second replays
+                out = vm["main"](gx).numpy().astype("float32")
+                err = float(np.abs(out - ref).max() / max(float(np.abs(ref).max()), 1e-30))
+                if err > tol:
+                    raise AssertionError(f"tvms's output differs from PyTorch's: relative error {err:.2e}")
+            times.append(min(vm.time_evaluator("main", dev, number=repeat, repeat=3)(gx).results))
+            if executable is ex:
+                stats = vm.cuda_graph_stats()["main"]
+                graph = f"yes: {stats['replays']} replays" if stats["fallback"] is None else f"no: {stats['fallback']}"
         eager = gpu_time(lambda: model(tx), repeat, torch)
-    return ours, eager
+    return times[0], times[1], eager, graph
 
 
 if __name__ == "__main__":
