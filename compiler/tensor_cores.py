@@ -32,9 +32,14 @@ from tvmscript.ir.tir_arith import make_add, make_cast, make_mul
 
 from .lower_tir import _row_major_strides
 
-__all__ = ["WMMA_ANN", "tensorize_wmma"]
+__all__ = ["WMMA_ANN", "WMMA_SCOPES", "MMA_ANN", "MMA_SCOPES", "tensorize_wmma"]
 
 WMMA_ANN = "tvms.wmma"
+WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+# The same tile operations done with mma.sync / ldmatrix (`compiler.mma_tiles`): the
+# fragments become each lane's registers.
+MMA_ANN = "tvms.mma"
+MMA_SCOPES = ("warp.mma_a", "warp.mma_b", "warp.mma_acc")
 TILE = 16
 
 
@@ -178,8 +183,9 @@ def _uses(e, v) -> bool:
     return v in vars_in([e])
 
 
-def _mma_operands(store: tir.BufferStore) -> tuple:
-    """(accumulator, A, B) loads of ``C = C + A * B`` (operands possibly cast)."""
+def _mma_operands(store: tir.BufferStore, scopes: tuple = WMMA_SCOPES) -> tuple:
+    """(accumulator, A, B) loads of ``C = C + A * B`` (operands possibly cast); A and B in the
+    fragment ``scopes`` (matrix_a, matrix_b, accumulator)."""
     value = store.value
     if not isinstance(value, tir.Add):
         raise WMMAError("a tensor-core multiply must be C = C + A * B")
@@ -189,9 +195,9 @@ def _mma_operands(store: tir.BufferStore) -> tuple:
     if not isinstance(acc, tir.BufferLoad) or acc.buffer is not store.buffer or not isinstance(prod, tir.Mul):
         raise WMMAError("a tensor-core multiply must be C = C + A * B")
     a, b = _load(prod.a), _load(prod.b)
-    if a.buffer.scope == "wmma.matrix_b":
+    if a.buffer.scope == scopes[1]:
         a, b = b, a
-    if (a.buffer.scope, b.buffer.scope) != ("wmma.matrix_a", "wmma.matrix_b"):
+    if (a.buffer.scope, b.buffer.scope) != tuple(scopes[:2]):
         raise WMMAError("a tensor-core multiply must read a matrix_a and a matrix_b fragment")
     return acc, a, b
 

@@ -21,15 +21,24 @@ Small passes, in order (`pipeline`), one module each:
 5. `compact_buffers` (compaction)  local and shared buffers shrink to the region one thread
                                    (local) or one thread block (shared) touches, fragments
                                    to one warp's, and take the padded strides a schedule's
-                                   `storage_align` asked for (`collect_dim_aligns`); then
-                                   `tensor_cores.tensorize_wmma` makes the ``tvms.wmma`` tiles
-                                   tensor-core intrinsics
-6. `lower_tir.flatten_buffers`, `lower_tir.lower_intrinsics`
+                                   `storage_align` asked for (`collect_dim_aligns`)
+5b. `inject_software_pipeline`     a loop annotated ``software_pipeline_stage`` runs its
+   (software_pipeline)             statements stages apart (prologue, steady state,
+                                   epilogue), tiles written and read stages apart get a version
+                                   per stage in flight, asynchronous stages commit and wait
+                                   (TVM's InjectSoftwarePipeline); then
+                                   `tensor_cores.tensorize_wmma` and `mma_tiles.tensorize_mma`
+                                   make the ``tvms.wmma`` / ``tvms.mma`` tiles tensor-core
+                                   intrinsics (mma's fragments become each lane's registers)
+6. `lower_tir.flatten_buffers`,    and in between, `inject_async_copy` (async_copy): the
+   `lower_tir.lower_intrinsics`    global-to-shared copies of asynchronous stages become
+                                   ``cp.async`` (TVM's InjectPTXAsyncCopy)
 7. `narrow_indices`                int64 index arithmetic in int32 wherever it provably fits
    (index_widths)
 8. `inject_thread_sync`            ``__syncthreads()`` where a thread may read a shared
    (thread_sync)                   buffer another thread wrote, or overwrite one another
-                                   thread has yet to read (TVM's InjectThreadSync)
+                                   thread has yet to read (TVM's InjectThreadSync); a
+                                   ``cp.async`` lands at the ``ptx_wait_group`` after it
 
 What the passes share (the hardware indices, memory scopes, `Kernel`, `DeviceProgram`,
 `GPULoweringError`, IR queries) is in `common`.
@@ -46,7 +55,9 @@ from .compaction import aligned_strides, collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import combine, lower_cross_thread_reduction, reduction_identity
 from .index_widths import narrow_indices
 from .kernels import split_kernels
+from .async_copy import inject_async_copy
 from .pipeline import lower_for_gpu
+from .software_pipeline import inject_software_pipeline
 from .thread_sync import inject_thread_sync
 
 __all__ = [
@@ -54,5 +65,5 @@ __all__ = [
     "lower_for_gpu", "lower_cross_thread_reduction", "plan_buffer_locations", "split_kernels",
     "collect_dim_aligns", "compact_buffers", "aligned_strides", "inject_thread_sync", "narrow_indices", "is_shared",
     "has_thread_bindings", "pointer_targets", "SHARED_SCOPES", "FRAGMENT_SCOPES", "ON_CHIP_SCOPES",
-    "reduction_identity", "combine",
+    "reduction_identity", "combine", "inject_software_pipeline", "inject_async_copy",
 ]

@@ -37,7 +37,11 @@ SHARED_SCOPES = ("shared", "shared.dyn")
 # buffer's data pointer. One a schedule made is compacted to a warp's tiles before
 # `tensorize_wmma` makes those intrinsics; one written with them keeps its declared shape.
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
-ON_CHIP_SCOPES = ("local", "warp", "shared", "shared.dyn") + FRAGMENT_SCOPES
+# mma.sync's operands and accumulators: a warp's tiles, as a schedule declares them, until
+# `mma_tiles.tensorize_mma` gives each lane its registers ("local" arrays). TVM's mma
+# intrinsics keep them in "warp" memory; the tag says which operand.
+MMA_FRAGMENT_SCOPES = ("warp.mma_a", "warp.mma_b", "warp.mma_acc")
+ON_CHIP_SCOPES = ("local", "warp", "shared", "shared.dyn") + FRAGMENT_SCOPES + MMA_FRAGMENT_SCOPES
 
 
 class GPULoweringError(ValueError):

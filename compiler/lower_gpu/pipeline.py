@@ -6,13 +6,16 @@ from __future__ import annotations
 from tvmscript.ir import tir
 
 from ..lower_tir import _with_body, buffer_size, convert_blocks_to_loops, flatten_buffers, lower_init, lower_intrinsics
-from ..tensor_cores import WMMA_ANN, tensorize_wmma
+from ..mma_tiles import tensorize_mma
+from ..tensor_cores import MMA_ANN, WMMA_ANN, tensorize_wmma
+from .async_copy import inject_async_copy
 from .buffer_locations import plan_buffer_locations
 from .common import DeviceProgram
 from .compaction import collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import lower_cross_thread_reduction
 from .index_widths import narrow_indices
 from .kernels import split_kernels
+from .software_pipeline import inject_software_pipeline
 from .thread_sync import inject_thread_sync
 
 
@@ -22,12 +25,13 @@ def lower_for_gpu(func: tir.PrimFunc, name: str = "main") -> DeviceProgram:
     func = plan_buffer_locations(func)
     func = lower_init(func)
     aligns = collect_dim_aligns(func)
-    func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN,))
+    func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN, MMA_ANN))
     program = split_kernels(func, name)
     for k in program.kernels:
-        body = tensorize_wmma(compact_buffers(k.body, k.extents, aligns))
+        body = inject_software_pipeline(compact_buffers(k.body, k.extents, aligns))
+        body = tensorize_mma(tensorize_wmma(body), k.extents)
         flat = flatten_buffers(_with_body(func, body))
-        body = lower_intrinsics(flat).body
+        body = lower_intrinsics(_with_body(func, inject_async_copy(flat.body))).body
         k.body = inject_thread_sync(narrow_indices(body, k.extents))
     program.workspaces = [_flat_buffer(b) for b in program.workspaces]
     return program

@@ -30,9 +30,9 @@ def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TVMS_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def cuda_source(text: str, **kw) -> str:
+def cuda_source(text: str, target: str = "cuda", **kw) -> str:
     mod = tvms.parse(text)
-    return build_cuda(prim_funcs_of(mod), "cuda", kind="source", **kw).source
+    return build_cuda(prim_funcs_of(mod), target, kind="source", **kw).source
 
 
 def kernel_text(source: str, name: str) -> str:
@@ -259,14 +259,15 @@ def test_tensor_core_intrinsics_become_wmma_fragments_and_calls(b_layout, acc):
     assert_compiles_for_cuda(mod)
 
 
-def test_the_default_schedule_puts_fp16_matmuls_on_tensor_cores():
-    """With no schedule of its own, an fp16 matmul gets `dlight.gpu.MatmulTensorCore`: shared
-    tiles, fragments of one warp, mma_sync; NVRTC compiles it for sm_80 and sm_90. 512 is a
+def test_the_default_schedule_puts_fp16_matmuls_on_wmma_tensor_cores_before_ampere():
+    """With no schedule of its own, an fp16 matmul gets `dlight.gpu.MatmulTensorCore`: on a
+    Turing GPU (sm_75, no cp.async) shared tiles, wmma fragments of one warp, mma_sync (sm_80
+    and later: tests/cuda/test_cuda_mma.py); NVRTC compiles it. 512 is a
     multiple of 128: blocks of 128x64, warps of 64x32 (4x2 accumulators). A's tile [128, 32]
     and B's [32, 64] (B of ``A @ B`` kept row-major, read as a row-major matrix_b) have rows
     padded to 40 and 72 halfs, and are filled 16 bytes per thread and instruction."""
     src = MATMUL.replace('"float32"', '"float16"').replace("T.float32(0)", "T.float16(0)")
-    k = kernel_text(cuda_source(src), "mm_kernel")
+    k = kernel_text(cuda_source(src, "cuda -arch=sm_75"), "mm_kernel")
     assert "nvcuda::wmma::mma_sync(" in k and "nvcuda::wmma::load_matrix_sync(" in k
     assert "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, half> C_reindex_shared_wmma_accumulator[8];" in k
     assert "nvcuda::wmma::matrix_b, 16, 16, 16, half, nvcuda::wmma::row_major> B_reindex_shared_wmma_matrix_b[2];" in k
@@ -275,7 +276,7 @@ def test_the_default_schedule_puts_fp16_matmuls_on_tensor_cores():
     assert re.search(r"\*\(uint4\*\)\(A_reindex_shared \+ .*\) = \*\(uint4\*\)\(A \+ ", k), k
     assert re.search(r"\*\(uint4\*\)\(B_reindex_shared \+ .*\) = \*\(uint4\*\)\(B \+ ", k), k
     assert k.count("__syncthreads();") >= 3
-    assert_compiles_for_cuda(tvms.parse(src))
+    assert_compiles_for_cuda(tvms.parse(src), archs=("sm_75",))
 
 
 def test_fills_of_padded_rows_are_16_byte_words_or_zeros():

@@ -265,8 +265,10 @@ def test_sampled_blocks_scale_exactly_for_a_uniform_kernel():
 
 def test_tensor_core_matmul_mma_count():
     n = 128
-    (c,) = count(_funcs(square_matmul_src(n, "float16")), "mm")   # DLight's MatmulTensorCore: wmma
+    (c,) = count(_funcs(square_matmul_src(n, "float16")), "mm", target="cuda -arch=sm_75")   # MatmulTensorCore: wmma
     assert c.mma == (n // 16) ** 3 and c.tensor_flops == {"fp16": 2 * n ** 3}
+    (c,) = count(_funcs(square_matmul_src(n, "float16")), "mm")   # sm_80 and later: mma.sync m16n8k16
+    assert c.mma == 2 * (n // 16) ** 3 and c.tensor_flops == {"fp16": 2 * n ** 3}
     assert c.fma == 0 and c.shared_load_requests > 0
 
 

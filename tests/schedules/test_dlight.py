@@ -496,17 +496,25 @@ def mm(A: T.Buffer(({n}, {n}), "{dtype}"), B: T.Buffer(({n}, {n}), "{dtype}"), C
 
 
 @pytest.mark.parametrize("acc", ["float16", "float32"])
-def test_fp16_matmuls_take_tensor_cores(acc):
-    """MatmulTensorCore: 16x16 fragments in wmma scopes, each fragment operation a block of its
-    own annotated for `compiler.tensor_cores.tensorize_wmma`; the same results on the CPU."""
+@pytest.mark.parametrize("arch, ann, scopes", [
+    ("sm_75", "tvms.wmma", ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator", "shared")),
+    ("sm_90", "tvms.mma", ("warp.mma_a", "warp.mma_b", "warp.mma_acc", "shared")),
+])
+def test_fp16_matmuls_take_tensor_cores(acc, arch, ann, scopes):
+    """MatmulTensorCore: 16x16 fragments in wmma scopes (before sm_80) or mma.sync's (sm_80
+    and later, with a 3-stage software pipeline on the K loop), each fragment operation a
+    block of its own annotated for `compiler.tensor_cores.tensorize_wmma` or
+    `compiler.mma_tiles.tensorize_mma`; the same results on the CPU."""
     func = _matmul_func(128, acc=acc)
-    with Target("cuda"):
+    with Target(f"cuda -arch={arch}"):
         out = dl.ApplyDefaultSchedule(dl.gpu.MatmulTensorCore())(tvms.ir.IRModule({"main": func}))["main"]
     text = out.script()
-    for scope in ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator", "shared"):
+    for scope in scopes:
         assert f'scope="{scope}"' in text
     for kind in ("fill", "load_a", "load_b", "mma", "store"):
-        assert f'T.block_attr({{"tvms.wmma": "{kind}"}})' in text
+        assert f'T.block_attr({{"{ann}": "{kind}"}})' in text
+    if ann == "tvms.mma":
+        assert '"software_pipeline_stage": [0, 0, 2]' in text and '"software_pipeline_async_stages": [0]' in text
     assert not gpu_code_errors(out)
     assert_same_result(func, out, rtol=1e-2, atol=1e-2)
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...tensor_cores import WMMA_ANN
+from ...tensor_cores import MMA_ANN, MMA_SCOPES, WMMA_ANN, WMMA_SCOPES
 from .base import GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, detect_iter_traits, find_matmul_block,
@@ -54,6 +54,9 @@ COPY_BYTES = 16               # what one thread moves per instruction into share
 # Shared rows of A and B are padded to a stride of 32k + 8 halfs (TVM's wmma schedules do the
 # same): the rows of one fragment then start in different banks.
 ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 8
+# Steps of K whose tiles of A and B are in shared memory at once (sm_80+: copied by cp.async
+# two steps ahead of the step the tensor cores work on).
+PIPELINE_STAGES = 3
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,11 @@ class Tiling:
 # Preferred first. 128x64 and 64x128 fit a float32 tile of C (32 KiB) and the padded tiles
 # of A and B in 48 KiB of shared memory.
 TILINGS = (Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2))
+# mma.sync's tilings, largest first: a warp's 64x64 tile of C takes 128 accumulator registers
+# per lane, and each fragment of A and B it loads serves 4 (or 8) products.
+MMA_TILINGS = (Tiling(2, 2, 4, 4), Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2), Tiling(2, 2, 1, 2))
+# Thread blocks enough to give each multiprocessor of a large GPU one (an H100 has 132).
+FILL_BLOCKS = 128
 # Below this many rows or columns of C a product is left to the GEMV and CUDA-core rules: a
 # tile of tensor-core work would be mostly padding.
 MIN_EXTENT = 32
@@ -103,12 +111,16 @@ class MatmulTensorCore(GPUScheduleRule):
         if main is None:
             return None
         a_dtype, b_dtype, c_dtype = _dtypes(sch, main)
-        if (a_dtype, b_dtype) != ("float16", "float16") or c_dtype not in ("float16", "float32"):
+        if a_dtype != b_dtype or a_dtype not in ("float16", "bfloat16") or c_dtype not in ("float16", "float32"):
             return None
         if not _multiplies_operands(sch.get(main)):
             return None
-        tiling = _tiling_for(sch.get(main))
-        if tiling is None:
+        # mma.sync where the tiles divide the product (its accumulators go straight to C),
+        # else wmma (which pads, through a shared tile of C).
+        tiling = _mma_tiling_for(sch.get(main)) if _uses_mma(target) else None
+        mma = tiling is not None
+        tiling = tiling or _tiling_for(sch.get(main))
+        if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16: mma.sync only
             return None
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
@@ -126,12 +138,19 @@ class MatmulTensorCore(GPUScheduleRule):
         warp = sch.fuse(i1, j1)
         sch.bind(warp, "threadIdx.y")
 
-        # The accumulators, stored by each warp into a shared tile of C, written from there
-        # by all threads with the epilogue.
-        c_shared = sch.cache_write(main, 0, "shared")
-        c_frag = sch.cache_write(main, 0, "wmma.accumulator")
-        sch.reverse_compute_at(c_frag, warp, preserve_unit_loops=True)
-        sch.reverse_compute_at(c_shared, j0, preserve_unit_loops=True)
+        scopes = MMA_SCOPES if mma else WMMA_SCOPES
+        if mma:
+            # Each lane holds its part of the accumulators, which it writes to C itself (the
+            # epilogue inlined): no shared tile of C.
+            c_frag = sch.cache_write(main, 0, scopes[2])
+            sch.reverse_compute_at(c_frag, warp, preserve_unit_loops=True)
+        else:
+            # The accumulators, stored by each warp into a shared tile of C, written from
+            # there by all threads with the epilogue.
+            c_shared = sch.cache_write(main, 0, "shared")
+            c_frag = sch.cache_write(main, 0, scopes[2])
+            sch.reverse_compute_at(c_frag, warp, preserve_unit_loops=True)
+            sch.reverse_compute_at(c_shared, j0, preserve_unit_loops=True)
 
         # A and B: global -> shared (cooperative, every thread) -> fragments (per warp).
         def to_shared(index: int):
@@ -140,26 +159,33 @@ class MatmulTensorCore(GPUScheduleRule):
             return block
 
         a_shared, b_shared = to_shared(0), to_shared(1)
-        a_frag = sch.cache_read(main, 0, "wmma.matrix_a")
-        b_frag = sch.cache_read(main, 1, "wmma.matrix_b")
+        a_frag = sch.cache_read(main, 0, scopes[0])
+        b_frag = sch.cache_read(main, 1, scopes[1])
         sch.compute_at(a_frag, k1, preserve_unit_loops=True)
         sch.compute_at(b_frag, k1, preserve_unit_loops=True)
 
         auto_inline_producers(sch, a_shared)
         auto_inline_producers(sch, b_shared)
-        auto_inline_consumer_chain(sch, c_shared)
+        auto_inline_consumer_chain(sch, c_frag if mma else c_shared)
         for copy in (a_shared, b_shared):
             self._shared_layout(sch, copy)
             self._cooperative(sch, copy, tiling.warps, COPY_BYTES // 2)
-        self._cooperative(sch, c_shared, tiling.warps, 2)
+        if not mma:
+            self._cooperative(sch, c_shared, tiling.warps, 2)
 
         # The 16x16(x16) pieces the intrinsics take, each a block of its own.
         init = sch.decompose_reduction(main, k0)
-        self._fragment_op(sch, init, 2, "fill")
-        self._fragment_op(sch, main, 3, "mma")
-        self._fragment_op(sch, a_frag, 2, "load_a", tiles=True)
-        self._fragment_op(sch, b_frag, 2, "load_b", tiles=True)
-        self._fragment_op(sch, c_frag, 2, "store", tiles=True)
+        ann = MMA_ANN if mma else WMMA_ANN
+        self._fragment_op(sch, init, 2, "fill", ann)
+        self._fragment_op(sch, main, 3, "mma", ann)
+        self._fragment_op(sch, a_frag, 2, "load_a", ann, tiles=True)
+        self._fragment_op(sch, b_frag, 2, "load_b", ann, tiles=True)
+        self._fragment_op(sch, c_frag, 2, "store", ann, tiles=True)
+        if mma:
+            # Copies of step k + 2 are in flight (cp.async) while step k computes.
+            sch.annotate(k0, "software_pipeline_stage", [0, 0, PIPELINE_STAGES - 1])
+            sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+            sch.annotate(k0, "software_pipeline_async_stages", [0])
         return sch
 
     @staticmethod
@@ -202,7 +228,7 @@ class MatmulTensorCore(GPUScheduleRule):
             sch.vectorize(vec)
 
     @staticmethod
-    def _fragment_op(sch, block, inner: int, kind: str, tiles: bool = False) -> None:
+    def _fragment_op(sch, block, inner: int, kind: str, ann: str, tiles: bool = False) -> None:
         """Make the innermost ``inner`` loops of ``block`` (16 each) one block annotated with
         the wmma operation it is. ``tiles``: the block's own loops first split into fragments
         (a copy between a fragment and memory covering several)."""
@@ -214,7 +240,7 @@ class MatmulTensorCore(GPUScheduleRule):
             sch.reorder(*[p[0] for p in parts], *[p[1] for p in parts])
             loops = sch.get_loops(block)
         outer = sch.blockize(loops[-inner])
-        sch.annotate(outer, WMMA_ANN, kind)
+        sch.annotate(outer, ann, kind)
 
 
 def _loop_of_last_index(sch, block, loops: list):
@@ -238,25 +264,34 @@ def _loop_of_last_index(sch, block, loops: list):
     return None
 
 
-def _tiling_for(block: tir.Block):
-    """The one of `TILINGS` that pads I and J least (the first of equals); None when I or J
-    is under `MIN_EXTENT` (such products are matrix-vector-like, for the other rules) or an
-    extent other than I's (the rows: a sequence length, say) is not a constant. With a
-    symbolic I, the one that pads J least, of 64 rows where that ties (fewer padded rows
-    whatever I turns out to be)."""
+def _extents(block: tir.Block):
+    """(S, I, J) of the canonical product, None for a symbolic I (the rows: a sequence length,
+    say); None when another extent is symbolic or I or J is under `MIN_EXTENT` (such products
+    are matrix-vector-like, for the other rules)."""
     traits = detect_iter_traits(block)
     if traits is None:
         return None
-    extent = {IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
+    extent = {IterKind.kIter_S: 1, IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
     for t in traits[3]:
         value = t.extent.value if isinstance(t.extent, tir.IntImm) else None
         if value is None and t.kind != IterKind.kIter_I:
             return None
         if t.kind in extent:
             extent[t.kind] = None if value is None or extent[t.kind] is None else extent[t.kind] * value
-    i, j = extent[IterKind.kIter_I], extent[IterKind.kIter_J]
+    s, i, j = extent[IterKind.kIter_S], extent[IterKind.kIter_I], extent[IterKind.kIter_J]
     if j < MIN_EXTENT or (i is not None and i < MIN_EXTENT):
         return None
+    return s, i, j
+
+
+def _tiling_for(block: tir.Block):
+    """The one of `TILINGS` that pads I and J least (the first of equals). With a symbolic I,
+    the one that pads J least, of 64 rows where that ties (fewer padded rows whatever I turns
+    out to be)."""
+    extents = _extents(block)
+    if extents is None:
+        return None
+    _, i, j = extents
 
     def padded(n: int, tile: int) -> int:
         return -(-n // tile) * tile
@@ -266,11 +301,37 @@ def _tiling_for(block: tir.Block):
     return min(TILINGS, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
 
 
-def _has_tensor_cores(target) -> bool:
-    """sm_70 and later (`Target`'s ``arch``; an unknown one is taken as a recent GPU)."""
+def _mma_tiling_for(block: tir.Block):
+    """The largest of `MMA_TILINGS` that divides I and J and still gives a thread block to
+    each multiprocessor (`FILL_BLOCKS`), else the smallest that divides them; None when none
+    does (the wmma schedule pads) or I is symbolic."""
+    extents = _extents(block)
+    if extents is None or extents[1] is None:
+        return None
+    s, i, j = extents
+    fits = [t for t in MMA_TILINGS if i % t.tile_i == 0 and j % t.tile_j == 0]
+    if not fits:
+        return None
+    filled = [t for t in fits if s * (i // t.tile_i) * (j // t.tile_j) >= FILL_BLOCKS]
+    return filled[0] if filled else fits[-1]
+
+
+def _arch_number(target) -> int:
+    """The compute capability in `Target`'s ``arch`` (``sm_86`` -> 86; an unknown one is taken
+    as a recent GPU, an H100's 90)."""
     arch = str(target.attrs.get("arch") or "sm_90")
     digits = "".join(ch for ch in arch[3:] if ch.isdigit())
-    return target.kind.name == "cuda" and (not digits or int(digits) >= 70)
+    return int(digits) if digits else 90
+
+
+def _has_tensor_cores(target) -> bool:
+    """sm_70 and later."""
+    return target.kind.name == "cuda" and _arch_number(target) >= 70
+
+
+def _uses_mma(target) -> bool:
+    """``mma.sync`` m16n8k16 with ``ldmatrix`` and ``cp.async``: sm_80 (Ampere) and later."""
+    return _arch_number(target) >= 80
 
 
 def _multiplies_operands(block: tir.Block) -> bool:

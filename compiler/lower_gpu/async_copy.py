@@ -1,0 +1,95 @@
+"""Pass 6b: global-to-shared copies of an asynchronous pipeline stage become ``cp.async``
+(TVM's InjectPTXAsyncCopy).
+
+`software_pipeline.inject_software_pipeline` marks the statements of an asynchronous stage
+`ASYNC_COPY`. In them, each vectorized copy of 4, 8 or 16 contiguous bytes from a global
+buffer into a shared one, ``S[s + v] = G[g + v]`` (or ``if_then_else(p, G[g + v], 0)``, the
+zeros a padded tile reads past the end, with ``p`` the same for every lane ``v``), becomes
+``T.ptx_cp_async(dtype, S, s, G, g, bytes[, p])``: the copy goes from global memory to shared
+memory without passing through registers, and the thread goes on while it is in flight. A
+copy that is not of that form (misaligned, scattered, computed) stays an ordinary one: it is
+done when the thread reaches it, which the pipeline's waits allow for.
+
+Why after `flatten_buffers`: the offsets the instruction takes are flat, and so is the
+alignment to prove (the offset at lane 0 a multiple of the lanes).
+"""
+
+from __future__ import annotations
+
+from tvmscript.ir import tir
+from tvmscript.ir.arith.canonical import simplify
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir_arith import const_int, make_floormod, make_sub
+from tvmscript.ir.tir_visitor import vars_in
+
+from ..lower_tir import dtype_bytes
+from .common import is_shared
+from .software_pipeline import ASYNC_COPY
+
+__all__ = ["inject_async_copy", "CP_ASYNC_OP"]
+
+CP_ASYNC_OP = "tir.ptx_cp_async"
+_SIZES = (4, 8, 16)
+
+
+def inject_async_copy(body: tir.Stmt) -> tir.Stmt:
+    """``body`` with the copies under `ASYNC_COPY` made ``cp.async`` where they can be."""
+
+    class Copies(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.For) and s.kind == "vectorized":
+                return _cp_async(s) or s
+            return super().visit_stmt(s)
+
+    class M(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.AttrStmt) and s.attr_key == ASYNC_COPY:
+                return Copies().visit_stmt(s.body)
+            return super().visit_stmt(s)
+
+    return M().visit_stmt(body)
+
+
+def _cp_async(loop: tir.For):
+    """The ``cp.async`` a vectorized copy loop is, or None."""
+    store = loop.body
+    lanes = const_int(loop.extent)
+    if not isinstance(store, tir.BufferStore) or lanes is None or not is_shared(store.buffer):
+        return None
+    value, predicate = store.value, None
+    if isinstance(value, tir.Call) and value.op == "tir.if_then_else":
+        predicate, value, zero = value.args
+        if const_int(zero) != 0 and not (isinstance(zero, tir.FloatImm) and zero.value == 0):
+            return None
+        if loop.loop_var in vars_in([predicate]):
+            return None
+    if not isinstance(value, tir.BufferLoad) or is_shared(value.buffer) or value.buffer.scope not in ("global", ""):
+        return None
+    if value.dtype != store.buffer.dtype or len(store.indices) != 1 or len(value.indices) != 1:
+        return None
+    size = lanes * dtype_bytes(store.buffer.dtype)
+    if size not in _SIZES:
+        return None
+    v = loop.loop_var
+    dst, src = _lane_zero(store.indices[0], v, loop.min, lanes), _lane_zero(value.indices[0], v, loop.min, lanes)
+    if dst is None or src is None:
+        return None
+    args = [store.buffer.data, dst, value.buffer.data, src, tir.IntImm("int32", size)]
+    if predicate is not None:
+        args.append(predicate)
+    return tir.Evaluate(tir.Call(store.buffer.dtype, CP_ASYNC_OP, args))
+
+
+def _lane_zero(index, v, start, lanes: int):
+    """The index at the first lane, when ``index`` steps by one per lane from an offset that
+    is a multiple of ``lanes`` (so the copy is one aligned run); else None."""
+    first = simplify(substitute(index, {v: start}))
+    second = simplify(substitute(index, {v: simplify(tir.Add(start.dtype, start, tir.IntImm(start.dtype, 1)))}))
+    if const_int(simplify(make_sub(second, first))) != 1:
+        return None
+    last = simplify(substitute(index, {v: simplify(tir.Add(start.dtype, start, tir.IntImm(start.dtype, lanes - 1)))}))
+    if const_int(simplify(make_sub(last, first))) != lanes - 1:
+        return None
+    if const_int(simplify(make_floormod(first, tir.IntImm(first.dtype, lanes)))) != 0:
+        return None
+    return first

@@ -1,0 +1,126 @@
+"""The default fp16 matmul schedule on sm_80 and later: mma.sync m16n8k16 with ldmatrix operands
+and a 3-stage cp.async pipeline (dlight.gpu.MatmulTensorCore, lower_gpu.software_pipeline,
+lower_gpu.async_copy, compiler.mma_tiles), held to its design without a GPU: the CUDA C and
+PTX it prints, its results in the emulator against the CPU, the emulator's counters (no bank
+conflicts in the operand loads, coalesced copies) and ptxas's report (no spills)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tvmscript as tvms
+from tvmscript.compiler.build_cuda import build_cuda
+from tvmscript.compiler.kernel_resources import resources_of
+from support.cuda_check import prim_funcs_of, square_matmul_src
+from support.cuda_counters import count
+from support.cuda_emulator import compare_with_cpu
+
+SM90 = "cuda -arch=sm_90"
+
+
+def matmul_src(m: int, n: int, k: int, acc: str = "float32", b_transposed: bool = False, dtype: str = "float16",
+               epilogue: bool = False) -> str:
+    """C = A @ B (or A @ B.T) of ``dtype`` operands accumulated in ``acc``; ``epilogue``: then
+    D = relu(C + bias), which the schedule inlines into the accumulators' store."""
+    b_shape, b_load = ((n, k), "B[vj, vk]") if b_transposed else ((k, n), "B[vk, vj]")
+    tail = f"""
+        for i, j in T.grid({m}, {n}):
+            with T.block("D"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = T.max(C[vi, vj] + bias[vj], T.{acc}(0))""" if epilogue else ""
+    extra = f', bias: T.Buffer(({n},), "{acc}"), D: T.Buffer(({m}, {n}), "{acc}")' if epilogue else ""
+    alloc = f'C = T.alloc_buffer(({m}, {n}), "{acc}")' if epilogue else ""
+    c_param = "" if epilogue else f', C: T.Buffer(({m}, {n}), "{acc}")'
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer(({m}, {k}), "{dtype}"), B: T.Buffer({b_shape}, "{dtype}"){c_param}{extra}):
+        T.func_attr({{"tir.noalias": True}})
+        {alloc}
+        for i, j, k in T.grid({m}, {n}, {k}):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.{acc}(0)
+                C[vi, vj] = C[vi, vj] + T.Cast("{acc}", A[vi, vk]) * T.Cast("{acc}", {b_load}){tail}
+"""
+
+
+def source_of(src: str, target: str = SM90) -> str:
+    return build_cuda(prim_funcs_of(tvms.parse(src)), target, kind="source").source
+
+
+def test_the_default_fp16_schedule_is_mma_sync_ldmatrix_and_a_3_stage_cp_async_pipeline():
+    src = source_of(square_matmul_src(512, "float16"))
+    assert "tvms_mma_m16n8k16" in src and "tvms_ldmatrix_x4" in src and "tvms_cp_async16(" in src
+    # Three stages: the copies of step k + 2 are committed before step k waits for its own.
+    waits = re.findall(r"tvms_cp_async_wait<(\d+)>\(\)", src)
+    assert waits and all(w == "2" for w in waits), waits
+    assert re.search(r"% 3\) \* \d+", src), "shared tiles in 3 versions"
+    assert "nvcuda::wmma" not in src
+    ptx = build_cuda(prim_funcs_of(tvms.parse(square_matmul_src(512, "float16"))), SM90, kind="ptx").ptx
+    assert "mma.sync.aligned.m16n8k16.row.col" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4" in ptx and "cp.async.cg.shared.global" in ptx
+    assert "cp.async.wait_group 2" in ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("acc", ["float32", "float16"])
+def test_no_register_spills(arch, acc):
+    """ptxas's report for the 4096^3 benchmark matmul: the 128 accumulators of a warp's 64x64
+    tile per lane stay in registers, and the kernel still runs two blocks per multiprocessor."""
+    code = build_cuda(prim_funcs_of(tvms.parse(matmul_src(4096, 4096, 4096, acc))), f"cuda -arch={arch}")
+    (res,) = resources_of(code).values()
+    assert res.ptxas.spill_store_bytes == 0 and res.ptxas.spill_load_bytes == 0 and res.ptxas.stack_bytes == 0
+    assert res.occupancy.blocks >= 2
+
+
+@pytest.mark.parametrize("shape, b_transposed, acc", [
+    ((128, 128, 64), False, "float32"),
+    ((256, 256, 512), False, "float32"),     # 16 steps of K: prologue, steady state, epilogue
+    ((256, 128, 256), True, "float32"),      # x @ w.T: B's tile K-major, ldmatrix without .trans
+    ((2048, 128, 64), False, "float32"),     # a smaller tile gives more blocks
+    ((128, 256, 96), True, "float16"),       # fp16 accumulators
+])
+def test_mma_matmuls_match_the_cpu(shape, b_transposed, acc):
+    m, n, k = shape
+    src = matmul_src(m, n, k, acc, b_transposed)
+    assert "tvms_mma_m16n8k16" in source_of(src)
+    tol = 2e-2 if acc == "float16" else 1e-3
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=tol, atol=tol).values()
+    assert result.ok, result
+
+
+def test_bfloat16_operands():
+    src = matmul_src(128, 128, 64, "float32", dtype="bfloat16")
+    assert "tvms_mma_m16n8k16_f32_bf16" in source_of(src)
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
+
+
+def test_the_epilogue_is_applied_to_the_accumulators_in_registers():
+    src = matmul_src(128, 128, 64, "float32", epilogue=True)
+    text = source_of(src)
+    assert "tvms_mma_m16n8k16" in text and "max(" in text
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
+
+
+def test_tiles_that_do_not_divide_the_product_take_the_wmma_schedule():
+    src = matmul_src(200, 136, 72)
+    text = source_of(src)
+    assert "nvcuda::wmma::mma_sync" in text and "tvms_mma_m16n8k16" not in text
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
+
+
+def test_counters_no_bank_conflicts_coalesced_copies_and_one_mma_per_8x16x16():
+    n = 256
+    (c,) = count(prim_funcs_of(tvms.parse(matmul_src(n, n, n))), "mm", target=SM90)
+    assert c.mma * 2 * 16 * 8 * 16 == 2 * n ** 3 and c.fma == 0
+    assert c.shared_load_requests > 0 and c.shared_load_wavefronts == c.shared_load_ideal      # ldmatrix
+    assert c.shared_store_wavefronts <= 2 * c.shared_store_ideal                               # cp.async
+    assert c.sectors_per_request() == c.ideal_sectors_per_request()                            # 16-byte runs
