@@ -1,4 +1,12 @@
-"""`MatmulTensorCore`: float16 matrix products on tensor cores (wmma 16x16x16 fragments).
+"""`MatmulTensorCore`: float16 (and bfloat16) matrix products on tensor cores.
+
+Two instruction sets, one schedule: on sm_80 and later, where the tiles divide I and J,
+``mma.sync`` m16n8k16 (`compiler.mma_tiles`): blocks of up to 128x128 with warps of 64x64
+(`MMA_TILINGS`, the largest that still gives every multiprocessor a block), each lane's
+accumulators written straight to C with the epilogue, the operands loaded by ``ldmatrix``
+and the K loop a 3-stage software pipeline whose copies are ``cp.async`` (TVM's
+``software_pipeline_stage`` annotations, `lower_gpu.software_pipeline`). Otherwise (older
+GPUs, tiles that need padding, a symbolic row count) wmma 16x16x16 fragments, as follows.
 
 Why: a GPU's tensor cores multiply 16x16 tiles of half-precision numbers many times faster
 than its CUDA cores can; an fp16 matmul that does not use them leaves most of the chip idle.
