@@ -37,6 +37,7 @@ these are the runtime's defence, so a wrong guess costs speed, never a wrong res
 from __future__ import annotations
 
 import collections
+import gc
 import threading
 
 import numpy as np
@@ -82,6 +83,7 @@ class _Session:
         self.next = 0
         self.host_work = None              # recording: the first host work seen
         self.launches = 0                  # __global__ launches made
+        self.outputs = None                # capture: the run's result, over the reserved memory
 
     def malloc(self, nbytes: int):
         if self.recording:
@@ -280,19 +282,14 @@ class CUDAGraphs:
         replayed once and checked against ``result``; NotCapturable (or the driver's error)
         when it cannot be."""
         rt = self.rt
+        rt.activate()  # the capture stream belongs to the context current when it is made
         if self._api is None:
             self._api = graph_api(rt.drv)
             self._stream = capture_stream(rt.drv)
         reserved = [(n, rt.pool.malloc(n)) for n in recording.sizes]
         session = _Session(rt, self._stream, reserved)
-        rt.activate()
-        self._api.begin(self._stream)
-        try:
-            outputs = self._namespace.run(name, session, args)
-        except BaseException:
-            self._api.abort(self._stream)
-            raise
-        graph = self._api.end(self._stream)
+        graph = self._captured(name, session, args)
+        outputs = session.outputs
         if session.next != len(reserved):
             raise NotCapturable("the capture allocated less than the first run did")
         nodes = graph.node_count()
@@ -305,6 +302,25 @@ class CUDAGraphs:
             if not _same(got.numpy(), want.numpy()):
                 raise NotCapturable("the graph's first replay gave other values than the run")
         return replay
+
+    def _captured(self, name: str, session: _Session, args: tuple):
+        """The graph of one run of ``name`` under ``session`` (its result in
+        ``session.outputs``). Python's cyclic garbage collector is paused meanwhile: a finalizer
+        it ran here could call the driver (free memory, destroy an event), which a capture
+        refuses on its thread."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._api.begin(self._stream)
+            try:
+                session.outputs = self._namespace.run(name, session, args)
+            except BaseException:
+                self._api.abort(self._stream)
+                raise
+            return self._api.end(self._stream)
+        finally:
+            if collecting:
+                gc.enable()
 
     def stats(self) -> dict:
         return {name: fn.stats() for name, fn in self.functions.items()}
