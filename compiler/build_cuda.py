@@ -52,7 +52,8 @@ def default_gpu_schedule(mod, target):
     from . import dlight as dl
 
     with target:
-        return dl.ApplyDefaultSchedule(dl.gpu.MatmulTensorCore(), dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.LowBatchGEMV(),
+        return dl.ApplyDefaultSchedule(dl.gpu.MatmulTensorCore(), dl.gpu.MatmulSIMT(),
+                                       dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.LowBatchGEMV(),
                                        dl.gpu.Reduction(),
                                        dl.gpu.GeneralReduction(), dl.gpu.Transpose(), dl.gpu.ElementWise(),
                                        dl.gpu.Fallback())(mod)

@@ -232,7 +232,7 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, ExprGen, TraceGen):
         t = ctype(s.loop_var.dtype)
         lo = self.expr(s.min)
         end = self.expr(s.extent) if is_zero(s.min) else f"{lo} + {self.expr(s.extent)}"
-        if s.kind in ("unrolled", "vectorized"):
+        if s.kind in ("unroll", "unrolled", "vectorized"):   # "unroll": `sch.unroll`
             self.line("#pragma unroll")
         self.ranges[s.loop_var] = (s.min, s.extent)
         self.line(f"for ({t} {v} = {lo}; {v} < {end}; ++{v}) {{")

@@ -7,9 +7,10 @@ from .gemv import GEMV
 from .general_reduction import GeneralReduction
 from .low_batch_gemv import LowBatchGEMV
 from .matmul import Matmul
+from .matmul_simt import MatmulSIMT
 from .matmul_tensor_core import MatmulTensorCore
 from .reduction import Reduction
 from .transpose import Transpose
 
-__all__ = ["GPUScheduleRule", "ElementWise", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul", "MatmulTensorCore",
-           "Reduction", "Transpose"]
+__all__ = ["GPUScheduleRule", "ElementWise", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul",
+           "MatmulSIMT", "MatmulTensorCore", "Reduction", "Transpose"]

@@ -1,0 +1,174 @@
+"""`MatmulSIMT`: large float32 matrix products on the CUDA cores, in big register tiles.
+
+Why: `Matmul` gives each thread 4x4 of C, so per step of K a thread loads 8 values from
+shared memory for 16 FMAs, and the load/store pipe, not the FMA pipe, bounds the kernel (about
+a third of cuBLAS's SGEMM speed on 4096^3). With 8x8 of C per thread, 16 values serve 64
+FMAs, and loaded 4 at a time (16-byte shared loads) they take a quarter of the instructions.
+
+The structure (the classic SGEMM): a thread block of 16x16 threads computes a 128x128 tile of
+C; thread (ty, tx) holds the 8x8 of C at rows ``8 ty + [0, 8)`` and columns
+``{0, 64} + 4 tx + [0, 4)``. The two runs of 4 columns, 64 apart, are what keeps a warp's
+16-byte loads of a row of the B tile on 256 consecutive bytes (16 threads x 16 bytes: no bank
+conflicts; 8 consecutive columns per thread would put two threads of each quarter-warp on the
+same banks) and its stores of C on runs of 64 floats. The reduction runs in steps of
+`STEP_K`: the block copies its 128x8 tiles of A and B into shared memory, both K-major
+([K][128], rows padded to 132 floats: 16-byte aligned, and the 8 rows a transposing copy
+writes at once start in different banks), and per k each thread loads its 8 values of A
+(two 16-byte loads), then per run of columns its 4 values of B (one) and does 32 FMAs. The
+copies run in a 3-stage software pipeline: those of step k + 2 are in flight while step k
+computes (``cp.async`` where the copy moves 16-byte runs, i.e. the operand whose rows are
+contiguous in global memory, B of ``A @ B``; a transposing copy, A of ``A @ B``, moves one
+float per thread with the 8 threads of a row along K, coalesced, and waits for its loads).
+The epilogue (bias, activation) is inlined into the write-back from registers.
+
+The accumulators are one local array that compaction sizes to the thread's box, 8 x 68
+floats of which the thread uses 64; every index into it is a constant once the loops around
+the FMAs are unrolled, so NVRTC keeps the 64 in registers and drops the rest (ptxas: about
+125 registers, no stack, two blocks per multiprocessor). The write-back is placed per thread
+block and split over the threads as the product is, so that each thread writes its own 64.
+
+Where: float32 A, B and C, constant extents, I and J multiples of `TILE` and at least
+`MIN_EXTENT` (at 1024 x 1024 already 64 blocks; smaller products are `Matmul`'s, whose
+smaller tiles give more blocks), K a multiple of `STEP_K`. Anything else is left to `Matmul`.
+"""
+
+from __future__ import annotations
+
+from tvmscript.ir import tir
+
+from .base import GPUScheduleRule
+from .matmul_tensor_core import _loop_of_last_index
+from .matmul import (
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, detect_iter_traits, find_matmul_block,
+    to_canonical_form,
+)
+
+__all__ = ["MatmulSIMT"]
+
+TILE = 128            # rows and columns of C per thread block
+THREADS = 16          # threads along each of I and J (256 in all)
+MICRO = 8             # each thread computes MICRO x MICRO of C
+VECTOR = 4            # floats per 16-byte access
+STEP_K = 8            # K per pipeline step
+MIN_EXTENT = 1024     # I and J at least this (and multiples of TILE)
+STAGES = 3
+# Shared rows of the K-major tiles: 128 + 4 floats, so that the 8 rows a transposing copy
+# writes at once start in different banks (4 apart) and every row stays 16-byte aligned.
+ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 4
+
+
+def _qualifies(block: tir.Block) -> bool:
+    """float32 operands and result, constant extents, I and J multiples of `TILE` of at least
+    `MIN_EXTENT`, K a multiple of `STEP_K` (batch axes of any constant extent)."""
+    if any(r.buffer.dtype != "float32" for r in list(block.reads) + list(block.writes)):
+        return False
+    traits = detect_iter_traits(block)
+    if traits is None:
+        return False
+    extent = {IterKind.kIter_S: 1, IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
+    for t in traits[3]:
+        if not isinstance(t.extent, tir.IntImm):
+            return False
+        if t.kind in extent:
+            extent[t.kind] *= t.extent.value
+    i, j, k = extent[IterKind.kIter_I], extent[IterKind.kIter_J], extent[IterKind.kIter_K]
+    return i >= MIN_EXTENT and j >= MIN_EXTENT and i % TILE == 0 and j % TILE == 0 and k % STEP_K == 0
+
+
+class MatmulSIMT(GPUScheduleRule):
+    """Big-tile fp32 matmuls on CUDA cores (see the module docstring)."""
+
+    def apply(self, func, target, tunable: bool = False):
+        sch = self.new_schedule(func, target)
+        if sch is None or target.kind.name != "cuda":
+            return None
+        main = find_matmul_block(sch)
+        if main is None or not _qualifies(sch.get(main)):
+            return None
+        to_canonical_form(sch, main)
+
+        s, i, j, k = sch.get_loops(main)
+        bi, ty, ii = sch.split(i, [None, THREADS, MICRO])
+        bj, jo, tx, ji = sch.split(j, [None, MICRO // VECTOR, THREADS, VECTOR])
+        ko, ki = sch.split(k, [None, STEP_K])
+        sch.reorder(bi, bj, ty, tx, ko, ki, jo, ii, ji)
+        by = sch.fuse(s, bi)
+        sch.bind(by, "blockIdx.y")
+        sch.bind(bj, "blockIdx.x")
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+
+        c_local = self._accumulators(sch, main, bj)
+        a_shared, b_shared = (self._to_shared(sch, main, n, ko) for n in (0, 1))
+        a_local = self._to_registers(sch, main, 0, ki)     # a thread's 8 rows at k
+        b_local = self._to_registers(sch, main, 1, jo)     # 4 of its columns at k
+        auto_inline_producers(sch, a_shared)
+        auto_inline_producers(sch, b_shared)
+        auto_inline_consumer_chain(sch, c_local)
+        for copy in (a_shared, b_shared):
+            sch.storage_align(copy, 0, axis=1, factor=ROW_ALIGN_FACTOR, offset=ROW_ALIGN_OFFSET)
+            self._cooperative(sch, copy)
+        # Shared memory to registers 16 bytes at a time (the unit k loop fused in).
+        for copy in (a_local, b_local):
+            _, vec = sch.split(sch.fuse(*sch.get_loops(copy)[-2:]), [None, VECTOR])
+            sch.vectorize(vec)
+        sch.decompose_reduction(main, ko)
+        for lp in (ki, jo, ii, ji):
+            sch.unroll(lp)
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, STAGES - 1])
+        sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+        sch.annotate(ko, "software_pipeline_async_stages", [0])
+        return sch
+
+    @staticmethod
+    def _accumulators(sch, main, bj):
+        """The thread's 8x8 of C in registers, laid out [row][half][4 columns] (its columns
+        are two runs of 4, 64 apart), and written back by the thread that computed them: the
+        write-back is placed per thread block and split over the threads as the product is."""
+        c_local = sch.cache_write(main, 0, "local")
+        sch.reverse_compute_at(c_local, bj, preserve_unit_loops=True)
+        i, j = sch.get_loops(c_local)[-2:]
+        ty, ii = sch.split(i, [THREADS, MICRO])
+        jo, tx, ji = sch.split(j, [MICRO // VECTOR, THREADS, VECTOR])
+        sch.reorder(ty, tx, ii, jo, ji)
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(ji)
+        return c_local
+
+    @staticmethod
+    def _to_shared(sch, main, index: int, ko):
+        """The tile of A or B ([S, rows, K]) for one step of K, in shared memory K-major."""
+        block = sch.cache_read(main, index, "shared")
+        sch.compute_at(block, ko, preserve_unit_loops=True)
+        sch.transform_layout(block, ("write", 0), lambda s, r, k: (s, k, r))
+        return block
+
+    @staticmethod
+    def _to_registers(sch, main, index: int, ki):
+        """The values of A or B the thread's FMAs under ``ki`` use, loaded into registers."""
+        block = sch.cache_read(main, index, "local")
+        sch.compute_at(block, ki, preserve_unit_loops=True)
+        return block
+
+    @staticmethod
+    def _cooperative(sch, block) -> None:
+        """The copy ``block`` (loops [S, rows, K]) spread over the block's threads, neighbouring
+        threads taking neighbouring elements of the global matrix: 16 bytes each where its
+        contiguous index is the rows (which the K-major shared tile keeps together), else one
+        element each (a transposing copy, K fastest)."""
+        loops = sch.get_loops(block)
+        n = len(sch.get(block).iter_vars)
+        own = loops[-n:]
+        fastest = _loop_of_last_index(sch, block, own)
+        contiguous = fastest is not None and fastest is not own[-1]
+        if contiguous:
+            own = [lp for lp in own if lp is not fastest] + [fastest]
+            sch.reorder(*own)
+        fused = sch.fuse(*own)
+        vector = VECTOR if contiguous else 1
+        _, ty, tx, vec = sch.split(fused, [None, THREADS, THREADS, vector])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        if vector > 1:
+            sch.vectorize(vec)

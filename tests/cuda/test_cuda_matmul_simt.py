@@ -1,0 +1,110 @@
+"""The big-tile fp32 matmul schedule (dlight.gpu.MatmulSIMT) held to its design without a GPU:
+which products take it, its results in the emulator against the CPU, ptxas's report for the
+4096^3 benchmark product (no spills) and the emulator's counters (coalesced loads, one FMA
+instruction per warp per 32 multiply-adds)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tvmscript as tvms
+from tvmscript.compiler.build_cuda import build_cuda
+from tvmscript.compiler.kernel_resources import resources_of
+from tvmscript.compiler.dlight.gpu import MatmulSIMT
+from tvmscript.target import Target
+from support.cuda_check import prim_funcs_of, square_matmul_src
+from support.cuda_counters import count
+from support.cuda_emulator import compare_with_cpu
+
+SM90 = "cuda -arch=sm_90"
+STEP = 8        # K per step of the pipeline (matmul_simt.STEP_K)
+
+
+def matmul_src(m: int, n: int, k: int, b_transposed: bool = False, epilogue: bool = False) -> str:
+    """C = A @ B (or A @ B.T) in float32; ``epilogue``: then D = relu(C + bias)."""
+    b_shape, b_load = ((n, k), "B[vj, vk]") if b_transposed else ((k, n), "B[vk, vj]")
+    tail = f"""
+        for i, j in T.grid({m}, {n}):
+            with T.block("D"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = T.max(C[vi, vj] + bias[vj], T.float32(0))""" if epilogue else ""
+    extra = f', bias: T.Buffer(({n},), "float32"), D: T.Buffer(({m}, {n}), "float32")' if epilogue else ""
+    alloc = f'C = T.alloc_buffer(({m}, {n}), "float32")' if epilogue else ""
+    c_param = "" if epilogue else f', C: T.Buffer(({m}, {n}), "float32")'
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer({b_shape}, "float32"){c_param}{extra}):
+        T.func_attr({{"tir.noalias": True}})
+        {alloc}
+        for i, j, k in T.grid({m}, {n}, {k}):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * {b_load}{tail}
+"""
+
+
+def applies(src: str) -> bool:
+    (func,) = prim_funcs_of(tvms.parse(src)).values()
+    return MatmulSIMT().apply(func, Target(SM90)) is not None
+
+
+def test_only_large_fp32_products_whose_tiles_divide_them():
+    assert applies(square_matmul_src(4096, "float32"))
+    assert applies(matmul_src(1024, 2048, 24, b_transposed=True))
+    assert not applies(square_matmul_src(512, "float32"))          # too few blocks: Matmul's
+    assert not applies(matmul_src(1024, 1088 + 8, 64))              # J not a multiple of 128
+    assert not applies(matmul_src(1024, 1024, 12))                  # K not a multiple of 8
+    assert not applies(square_matmul_src(1024, "float16"))
+
+
+def test_the_default_fp32_schedule_is_the_big_tile_one():
+    funcs = prim_funcs_of(tvms.parse(square_matmul_src(4096, "float32")))
+    src = build_cuda(funcs, SM90, kind="source").source
+    assert "__launch_bounds__(256)" in src
+    assert "tvms_cp_async16(" in src and "tvms_cp_async_wait<2>()" in src     # B's tiles, 3 stages
+    ptx = build_cuda(funcs, SM90, kind="ptx").ptx
+    # Unrolled in full (3 copies of the step: prologue, steady state, epilogue): per k 64 FMAs
+    # and four 16-byte shared loads (A's 8 rows, B's two runs of 4 columns); no local memory.
+    assert ptx.count("fma.rn.f32") == 3 * STEP * 64
+    assert ptx.count("ld.shared.v4.f32") == 3 * STEP * 4
+    assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.parametrize("shape, b_transposed, epilogue", [
+    ((1024, 1024, 16), False, False),    # 2 steps of K: the pipeline's prologue and epilogue only
+    ((1024, 1024, 40), False, True),     # a steady state, bias and relu in the write-back
+    ((1024, 1152, 24), True, False),     # x @ w.T: both tiles transposed into shared memory
+])
+def test_results_match_the_cpu(shape, b_transposed, epilogue):
+    src = matmul_src(*shape, b_transposed=b_transposed, epilogue=epilogue)
+    assert applies(src)
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_no_register_spills(arch):
+    """The 64 accumulators, 16 operands and the addresses of a thread fit its registers, and
+    two blocks of 256 threads share a multiprocessor."""
+    code = build_cuda(prim_funcs_of(tvms.parse(square_matmul_src(4096, "float32"))), f"cuda -arch={arch}")
+    (res,) = resources_of(code).values()
+    assert res.ptxas.spill_store_bytes == 0 and res.ptxas.spill_load_bytes == 0 and res.ptxas.stack_bytes == 0
+    assert res.ptxas.registers <= 128 and res.occupancy.blocks >= 2
+
+
+def test_counters_coalesced_loads_conflict_free_stores_and_64_fmas_per_16_shared_loads():
+    n = 1024
+    (c,) = count(prim_funcs_of(tvms.parse(square_matmul_src(n, "float32"))), "mm", blocks=2, target=SM90)
+    assert c.fma_inst == n ** 3 // 32 and c.mma == 0
+    assert c.sectors_per_request() == c.ideal_sectors_per_request()       # both copies, global
+    assert c.shared_store_wavefronts == c.shared_store_ideal              # incl. the transposing one
+    # The CUDA C loads a thread's operands one float at a time (a vectorized copy into a local
+    # array is printed as a loop; NVRTC makes each 4 one 16-byte load, see above): 8 + 8 per k
+    # for 64 FMAs (Matmul: 4 + 4 for 16). A's are conflict-free; B's, 16 threads 16 bytes
+    # apart, take 2 wavefronts as 4-byte loads (the 16-byte loads of the PTX need 2 anyway).
+    assert c.shared_load_requests * 4 == c.fma_inst
+    assert c.shared_load_wavefronts * 2 == 3 * c.shared_load_ideal
