@@ -124,3 +124,28 @@ def test_counters_no_bank_conflicts_coalesced_copies_and_one_mma_per_8x16x16():
     assert c.shared_load_requests > 0 and c.shared_load_wavefronts == c.shared_load_ideal      # ldmatrix
     assert c.shared_store_wavefronts <= 2 * c.shared_store_ideal                               # cp.async
     assert c.sectors_per_request() == c.ideal_sectors_per_request()                            # 16-byte runs
+
+
+CONV_FP16 = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 32, 16, 16), "float16"), w: R.Tensor((64, 32, 3, 3), "float16")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], out_dtype="float32")
+            R.output(y)
+        return y
+"""
+
+
+def test_a_half_precision_convolution_is_an_implicit_gemm_on_mma_sync():
+    """What ToMixedPrecision leaves of a convolution (fp16 operands, fp32 out): the canonical
+    form reads the input through the im2col index (I = output pixels, J = output channels, K =
+    input channels x kernel window), so the same mma.sync schedule applies."""
+    from tvmscript import relax
+
+    mod = relax.transform.LegalizeOps()(tvms.parse(CONV_FP16))
+    funcs = prim_funcs_of(mod)
+    assert "tvms_mma_m16n8k16_f32_f16" in build_cuda(funcs, SM90, kind="source").source
+    (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
