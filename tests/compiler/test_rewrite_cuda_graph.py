@@ -11,21 +11,11 @@ import pytest
 import tvmscript as tvms
 from tvmscript import relax
 from tvmscript.compiler.transform.rewrite_cuda_graph import ATTR, SYMBOLIC_ATTR, capture_blocker
+from support.cuda_check import SMALL_MLP
 
 OFF = {"relax.backend.use_cuda_graph": False}
 
-MLP = '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((1, 32), "float32"), w1: R.Tensor((32, 16), "float32"), b1: R.Tensor((16,), "float32"),
-             w2: R.Tensor((16, 8), "float32")) -> R.Tensor((1, 8), "float32"):
-        with R.dataflow():
-            h = R.nn.relu(R.add(R.matmul(x, w1), b1))
-            out = R.matmul(h, w2)
-            R.output(out)
-        return out
-'''
+MLP = SMALL_MLP
 
 # One prim_func, and Relax functions each showing one thing a capture allows or refuses.
 LOWERED = '''

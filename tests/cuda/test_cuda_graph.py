@@ -20,6 +20,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript.runtime import cuda, cuda_graph, vm_cuda_graph
 
+from support.cuda_check import SMALL_MLP
 from support.gpu_drivers import EmulatedDriver, FakeDriver, install_driver
 from test_cuda_runtime import fake_cuda_executable
 
@@ -28,18 +29,7 @@ RNG = np.random.default_rng(0)
 
 needs_gpp = pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator needs g++")
 
-MLP = '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((1, 32), "float32"), w1: R.Tensor((32, 16), "float32"), b1: R.Tensor((16,), "float32"),
-             w2: R.Tensor((16, 8), "float32")) -> R.Tensor((1, 8), "float32"):
-        with R.dataflow():
-            h = R.nn.relu(R.add(R.matmul(x, w1), b1))
-            out = R.matmul(h, w2)
-            R.output(out)
-        return out
-'''
+MLP = SMALL_MLP
 
 # A residual block as resnet has them: convolution, bias and ReLU, a second convolution with
 # the block's input added, ReLU, global average pooling, the classifier.

@@ -12,6 +12,7 @@ from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.kernel_resources import resources_of
 from tvmscript.compiler.dlight.gpu import MatmulSIMT
 from tvmscript.target import Target
+from support import cuda_check
 from support.cuda_check import prim_funcs_of, square_matmul_src
 from support.cuda_counters import count
 from support.cuda_emulator import compare_with_cpu
@@ -21,30 +22,7 @@ STEP = 8        # K per step of the pipeline (matmul_simt.STEP_K)
 
 
 def matmul_src(m: int, n: int, k: int, b_transposed: bool = False, epilogue: bool = False) -> str:
-    """C = A @ B (or A @ B.T) in float32; ``epilogue``: then D = relu(C + bias)."""
-    b_shape, b_load = ((n, k), "B[vj, vk]") if b_transposed else ((k, n), "B[vk, vj]")
-    tail = f"""
-        for i, j in T.grid({m}, {n}):
-            with T.block("D"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                D[vi, vj] = T.max(C[vi, vj] + bias[vj], T.float32(0))""" if epilogue else ""
-    extra = f', bias: T.Buffer(({n},), "float32"), D: T.Buffer(({m}, {n}), "float32")' if epilogue else ""
-    alloc = f'C = T.alloc_buffer(({m}, {n}), "float32")' if epilogue else ""
-    c_param = "" if epilogue else f', C: T.Buffer(({m}, {n}), "float32")'
-    return f"""
-@I.ir_module
-class Module:
-    @T.prim_func
-    def mm(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer({b_shape}, "float32"){c_param}{extra}):
-        T.func_attr({{"tir.noalias": True}})
-        {alloc}
-        for i, j, k in T.grid({m}, {n}, {k}):
-            with T.block("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * {b_load}{tail}
-"""
+    return cuda_check.matmul_src(m, n, k, "float32", b_transposed, "float32", epilogue)
 
 
 def applies(src: str) -> bool:

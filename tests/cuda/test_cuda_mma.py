@@ -13,40 +13,11 @@ import pytest
 import tvmscript as tvms
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.kernel_resources import resources_of
-from support.cuda_check import prim_funcs_of, square_matmul_src
+from support.cuda_check import matmul_src, prim_funcs_of, square_matmul_src
 from support.cuda_counters import count
 from support.cuda_emulator import compare_with_cpu
 
 SM90 = "cuda -arch=sm_90"
-
-
-def matmul_src(m: int, n: int, k: int, acc: str = "float32", b_transposed: bool = False, dtype: str = "float16",
-               epilogue: bool = False) -> str:
-    """C = A @ B (or A @ B.T) of ``dtype`` operands accumulated in ``acc``; ``epilogue``: then
-    D = relu(C + bias), which the schedule inlines into the accumulators' store."""
-    b_shape, b_load = ((n, k), "B[vj, vk]") if b_transposed else ((k, n), "B[vk, vj]")
-    tail = f"""
-        for i, j in T.grid({m}, {n}):
-            with T.block("D"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                D[vi, vj] = T.max(C[vi, vj] + bias[vj], T.{acc}(0))""" if epilogue else ""
-    extra = f', bias: T.Buffer(({n},), "{acc}"), D: T.Buffer(({m}, {n}), "{acc}")' if epilogue else ""
-    alloc = f'C = T.alloc_buffer(({m}, {n}), "{acc}")' if epilogue else ""
-    c_param = "" if epilogue else f', C: T.Buffer(({m}, {n}), "{acc}")'
-    return f"""
-@I.ir_module
-class Module:
-    @T.prim_func
-    def mm(A: T.Buffer(({m}, {k}), "{dtype}"), B: T.Buffer({b_shape}, "{dtype}"){c_param}{extra}):
-        T.func_attr({{"tir.noalias": True}})
-        {alloc}
-        for i, j, k in T.grid({m}, {n}, {k}):
-            with T.block("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.{acc}(0)
-                C[vi, vj] = C[vi, vj] + T.Cast("{acc}", A[vi, vk]) * T.Cast("{acc}", {b_load}){tail}
-"""
 
 
 def source_of(src: str, target: str = SM90) -> str:

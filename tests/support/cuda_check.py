@@ -13,6 +13,21 @@ from tvmscript.compiler.build_cuda import build_cuda
 ARCHS = ("sm_80", "sm_90")
 
 
+# A two-layer MLP at batch 1: a launch-bound Relax function (CUDA graph tests).
+SMALL_MLP = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 32), "float32"), w1: R.Tensor((32, 16), "float32"), b1: R.Tensor((16,), "float32"),
+             w2: R.Tensor((16, 8), "float32")) -> R.Tensor((1, 8), "float32"):
+        with R.dataflow():
+            h = R.nn.relu(R.add(R.matmul(x, w1), b1))
+            out = R.matmul(h, w2)
+            R.output(out)
+        return out
+'''
+
+
 def square_matmul_src(n: int, dtype: str) -> str:
     """``mm(A, B, C)``: C = A @ B for n x n matrices of ``dtype``, unscheduled (the default GPU
     schedules' matmul; benchmarks/cuda.py times it, tests/cuda count and estimate it)."""
@@ -28,6 +43,39 @@ class Module:
                 with T.init():
                     C[vi, vj] = T.{dtype}(0)
                 C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+"""
+
+
+def matmul_src(m: int, n: int, k: int, acc: str = "float32", b_transposed: bool = False, dtype: str = "float16",
+               epilogue: bool = False) -> str:
+    """``mm``: C = A @ B (or A @ B.T) of ``dtype`` operands accumulated in ``acc`` (cast to it
+    when the two differ); ``epilogue``: then D = relu(C + bias), which the matmul schedules
+    inline into the write-back of the accumulators."""
+    b_shape, b_load = ((n, k), "B[vj, vk]") if b_transposed else ((k, n), "B[vk, vj]")
+    a_load = "A[vi, vk]"
+    if dtype != acc:
+        a_load, b_load = f'T.Cast("{acc}", {a_load})', f'T.Cast("{acc}", {b_load})'
+    tail = f"""
+        for i, j in T.grid({m}, {n}):
+            with T.block("D"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = T.max(C[vi, vj] + bias[vj], T.{acc}(0))""" if epilogue else ""
+    extra = f', bias: T.Buffer(({n},), "{acc}"), D: T.Buffer(({m}, {n}), "{acc}")' if epilogue else ""
+    alloc = f'C = T.alloc_buffer(({m}, {n}), "{acc}")' if epilogue else ""
+    c_param = "" if epilogue else f', C: T.Buffer(({m}, {n}), "{acc}")'
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer(({m}, {k}), "{dtype}"), B: T.Buffer({b_shape}, "{dtype}"){c_param}{extra}):
+        T.func_attr({{"tir.noalias": True}})
+        {alloc}
+        for i, j, k in T.grid({m}, {n}, {k}):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.{acc}(0)
+                C[vi, vj] = C[vi, vj] + {a_load} * {b_load}{tail}
 """
 
 
