@@ -186,8 +186,10 @@ class _TileOp:
         return tir.seq(calls)
 
     def _store(self) -> tir.Stmt:
-        """The tile's copy (and epilogue) at each of the lane's elements: element ``4h + e``
-        is row ``lane / 4 + 8 (e / 2)``, column ``8h + 2 (lane % 4) + e % 2``."""
+        """The tile's copy (and epilogue) at each of the lane's elements: element ``4h + 2r + e``
+        is row ``lane / 4 + 8r``, column ``8h + 2 (lane % 4) + e``. The pair ``e`` is one
+        vectorized loop (an 8-byte store of float32s where the printer can prove it aligned):
+        a warp's store then fills each 32-byte sector it touches."""
         row_var, col_var = self._source_vars()
         src = _fragment_load(self.store.value, self.registers)
         if src is None:
@@ -195,16 +197,16 @@ class _TileOp:
         regs = self._regs(src.buffer)
         base = self._offset(src)
         c = lambda v: tir.IntImm("int32", v)  # noqa: E731
-        h, e = tir.Var("int32", "h"), tir.Var("int32", "e")
-        row = make_add(make_floordiv(self.lane, c(4)), make_mul(make_floordiv(e, c(2)), c(8)))
-        col = make_add(make_add(make_mul(h, c(8)), make_mul(make_floormod(self.lane, c(4)), c(2))),
-                       make_floormod(e, c(2)))
-        element = tir.BufferLoad(regs.dtype, regs, [simplify(make_add(base, make_add(make_mul(h, c(4)), e)))])
+        h, r, e = tir.Var("int32", "h"), tir.Var("int32", "r"), tir.Var("int32", "e")
+        row = make_add(make_floordiv(self.lane, c(4)), make_mul(r, c(8)))
+        col = make_add(make_add(make_mul(h, c(8)), make_mul(make_floormod(self.lane, c(4)), c(2))), e)
+        offset = make_add(make_add(make_mul(h, c(4)), make_mul(r, c(2))), e)
+        element = tir.BufferLoad(regs.dtype, regs, [simplify(make_add(base, offset))])
         value = _replace_load(self.store.value, src.buffer, element)
         stmt = tir.BufferStore(self.store.buffer, value, self.store.indices, self.store.span)
         stmt = substitute(stmt, {row_var: row, col_var: col})
-        inner = tir.For(e, c(0), c(4), "unrolled", stmt)
-        return tir.For(h, c(0), c(2), "unrolled", inner)
+        pair = tir.For(e, c(0), c(2), "vectorized", stmt)
+        return tir.For(h, c(0), c(2), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))
 
     def _source_vars(self) -> tuple:
         """The tile loops following the accumulator's rows and columns (the store's target

@@ -173,6 +173,8 @@ class _VectorLoads(TIRVisitor):
         kind = _contiguity(node.indices[0], self.v, self.lanes, self.c)
         if kind == "vector" and (node.dtype, self.lanes) in _VECTOR_TYPES and _vector_memory(node.buffer):
             self.loads.append(node)
+        elif kind == "vector" and not _vector_memory(node.buffer):
+            pass  # a thread's registers: read lane by lane, at constant indices
         elif kind != "scalar":
             self.ok = False
 

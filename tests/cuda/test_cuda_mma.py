@@ -95,6 +95,9 @@ def test_counters_no_bank_conflicts_coalesced_copies_and_one_mma_per_8x16x16():
     assert c.shared_load_requests > 0 and c.shared_load_wavefronts == c.shared_load_ideal      # ldmatrix
     assert c.shared_store_wavefronts <= 2 * c.shared_store_ideal                               # cp.async
     assert c.sectors_per_request() == c.ideal_sectors_per_request()                            # 16-byte runs
+    # C: each lane stores its pairs of columns as one float2; a warp's store covers 8 rows of
+    # 32 bytes, every sector it touches full.
+    assert c.global_store_bytes == 4 * n * n and c.global_store_sectors * 32 == c.global_store_bytes
 
 
 CONV_FP16 = """
