@@ -25,7 +25,7 @@ def target_name_of(target) -> str:
 _ACTED_ON = {
     "llvm": ("mcpu", "mattr", "mtriple", "opt-level"),
     "c": ("mcpu",),
-    "cuda": ("arch", "max_threads_per_block", "max_num_threads", "max_shared_memory_per_block"),
+    "cuda": ("arch", "max_threads_per_block", "max_num_threads", "max_shared_memory_per_block", "allow_tf32"),
 }
 
 # Options that describe the target without directing the compiler (TVM's tags carry them):

@@ -16,6 +16,12 @@ instructions say which lane holds which element, so this pass gives each lane it
                   m16n8k16 operands of columns j0-7 then j8-15, k0-7 before k8-15;
 * ``"mma"``       two ``mma.sync.m16n8k16`` (columns 0-7, then 8-15 of the tile), A and B
                   float16 or bfloat16, accumulating in the accumulator's type (fp32 or fp16);
+
+With float32 operands (TF32, which the target allows with ``-allow_tf32=1``) the operand tiles
+are 16x8 (``m16n8k8``: 4 elements per lane) and each lane loads its own elements of them
+from shared memory (``ldmatrix`` moves 16-bit elements); the ``mma`` tile is 16x16x8, two
+``mma.sync.m16n8k8.tf32``, the operands rounded to TF32 (``cvt.rna``) as they go in.
+
 * ``"store"``     each lane writes its 8 elements where the PTX ISA puts them (rows
                   ``lane / 4`` and ``+ 8``, columns ``2 * (lane % 4)``, ``+ 1`` and ``+ 8``),
                   with whatever the block computes from them (the epilogue).
@@ -42,7 +48,7 @@ from .tensor_cores import MMA_ANN, MMA_SCOPES, TILE, WMMAError, _fragment_index,
 __all__ = ["tensorize_mma"]
 
 WARP = 32
-PER_LANE = TILE * TILE // WARP      # elements of a 16x16 tile each lane holds
+TF32_K = 8                          # the k of mma.sync m16n8k8 (TF32)
 _PTX_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -96,9 +102,28 @@ def _registers(buf: tir.Buffer) -> tir.Buffer:
         if not isinstance(d, tir.IntImm):
             raise GPULoweringError(f"fragment '{buf.name}' has no constant shape")
         size *= d.value
-    if len(buf.shape) < 2 or buf.shape[-1].value % TILE or buf.shape[-2].value % TILE:
-        raise GPULoweringError(f"fragment '{buf.name}' is not made of {TILE}x{TILE} tiles")
+    rows, cols = _tile_of(buf)
+    if len(buf.shape) < 2 or buf.shape[-1].value % cols or buf.shape[-2].value % rows:
+        raise GPULoweringError(f"fragment '{buf.name}' is not made of {rows}x{cols} tiles")
     return dataclasses.replace(buf, shape=[tir.IntImm("int32", size // WARP)], strides=[], scope="local")
+
+
+def _tile_of(buf: tir.Buffer) -> tuple:
+    """(rows, columns) of one tile of a fragment: 16x8 for a TF32 operand, else 16x16."""
+    if buf.dtype == "float32" and buf.scope in MMA_SCOPES[:2]:
+        return TILE, TF32_K
+    return TILE, TILE
+
+
+def _per_lane(buf: tir.Buffer) -> int:
+    rows, cols = _tile_of(buf)
+    return rows * cols // WARP
+
+
+def _innermost_store(nest):
+    while isinstance(nest, tir.For):
+        nest = nest.body
+    return nest
 
 
 class _TileOp:
@@ -106,7 +131,14 @@ class _TileOp:
 
     def __init__(self, kind: str, nest, registers: dict, lane) -> None:
         self.kind, self.registers, self.lane = kind, registers, lane
-        self.loops, self.store = _tile_nest(nest, 3 if kind == "mma" else 2)
+        extents = ()
+        store = _innermost_store(nest)
+        if kind in ("load_a", "load_b") and isinstance(store, tir.BufferStore):
+            extents = _tile_of(store.buffer)
+        elif kind == "mma" and isinstance(store, tir.BufferStore) and store.buffer.dtype == "float32":
+            tf32 = [b for b in _loaded_buffers(store.value) if b.scope == MMA_SCOPES[0] and b.dtype == "float32"]
+            extents = (TILE, TILE, TF32_K) if tf32 else ()
+        self.loops, self.store = _tile_nest(nest, 3 if kind == "mma" else 2, extents)
         self.at_origin = {lp.loop_var: tir.IntImm(lp.loop_var.dtype, 0) for lp in self.loops}
 
     def lower(self) -> tir.Stmt:
@@ -127,19 +159,23 @@ class _TileOp:
         return self.registers[buf.data]
 
     def _offset(self, access):
-        """Where the lane's 8 elements of the tile ``access`` starts in its register array."""
-        return simplify(make_mul(_fragment_index(access, self.at_origin), tir.IntImm("int32", PER_LANE)))
+        """Where the lane's elements of the tile ``access`` start in its register array."""
+        tile = _tile_of(access.buffer)
+        return simplify(make_mul(_fragment_index(access, self.at_origin, tile),
+                                 tir.IntImm("int32", _per_lane(access.buffer))))
 
     def _per_element(self, make) -> tir.Stmt:
         """``make(offset)`` for each of the lane's 8 elements of the tile (the ``fill``)."""
         e = tir.Var("int32", "e")
         base = self._offset(self.store)
-        return tir.For(e, tir.IntImm("int32", 0), tir.IntImm("int32", PER_LANE), "unrolled",
+        return tir.For(e, tir.IntImm("int32", 0), tir.IntImm("int32", _per_lane(self.store.buffer)), "unrolled",
                        make(make_add(base, e)))
 
     def _ldmatrix(self) -> tir.Stmt:
         dst, src = self.store, _load(self.store.value)
         row_var, col_var = self._tile_vars(dst)
+        if dst.buffer.dtype == "float32":
+            return self._tf32_load(dst, src, row_var, col_var)
         trans = _follows(src.indices[-1], row_var)
         if not trans and not _follows(src.indices[-1], col_var):
             raise WMMAError("the shared tile's contiguous index must follow a row or a column of the fragment")
@@ -161,6 +197,26 @@ class _TileOp:
             tir.IntImm("bool", int(trans)), c(4), tir.StringImm("handle", ".b16"), regs.data, self._offset(dst),
             tir.Call("handle", "tir.address_of", [address]), c(0)])
 
+    def _tf32_load(self, dst, src, row_var, col_var) -> tir.Stmt:
+        """Each lane reads its 4 elements of a 16x8 operand tile: for A (rows i, columns k)
+        element ``i`` is row ``lane / 4 + 8 (i % 2)``, column ``lane % 4 + 4 (i / 2)``; for B
+        (rows j, columns k), the operand of columns j0-7 then j8-15, each element ``e`` at row
+        ``lane / 4 (+ 8)``, column ``lane % 4 + 4e``."""
+        c = lambda v: tir.IntImm("int32", v)  # noqa: E731
+        i = tir.Var("int32", "i")
+        group, thread = make_floordiv(self.lane, c(4)), make_floormod(self.lane, c(4))
+        if self.kind == "load_a":
+            row = make_add(group, make_mul(make_floormod(i, c(2)), c(8)))
+        else:
+            row = make_add(group, make_mul(make_floordiv(i, c(2)), c(8)))
+        col_step = make_floordiv(i, c(2)) if self.kind == "load_a" else make_floormod(i, c(2))
+        col = make_add(thread, make_mul(col_step, c(4)))
+        at_lane = {row_var: row, col_var: col}
+        value = tir.BufferLoad(src.dtype, src.buffer, [simplify(substitute(x, at_lane)) for x in src.indices])
+        regs = self._regs(dst.buffer)
+        store = tir.BufferStore(regs, value, [simplify(make_add(self._offset(dst), i))])
+        return tir.For(i, c(0), c(4), "unrolled", store)
+
     def _tile_vars(self, dst) -> tuple:
         row = [lp.loop_var for lp in self.loops if _follows(dst.indices[-2], lp.loop_var)]
         col = [lp.loop_var for lp in self.loops if _follows(dst.indices[-1], lp.loop_var)]
@@ -171,18 +227,24 @@ class _TileOp:
     def _mma(self) -> tir.Stmt:
         acc, a, b = _mma_operands(self.store, MMA_SCOPES)
         types = [_PTX_TYPES.get(x.buffer.dtype) for x in (a, b, acc)]
-        if types[0] not in ("fp16", "bf16") or types[1] != types[0] or types[2] not in ("fp32", "fp16"):
-            raise WMMAError(f"mma.sync m16n8k16 takes float16 or bfloat16 operands and a float32 or float16 "
-                            f"accumulator, not {a.buffer.dtype}, {b.buffer.dtype}, {acc.buffer.dtype}")
+        tf32 = types[:2] == ["fp32", "fp32"]
+        if tf32 and types[2] == "fp32":
+            shape, types, b_step = "m16n8k8", ["tf32", "tf32", "fp32"], 2
+        elif types[0] in ("fp16", "bf16") and types[1] == types[0] and types[2] in ("fp32", "fp16"):
+            shape, b_step = "m16n8k16", 4
+        else:
+            raise WMMAError(f"mma.sync takes float16 or bfloat16 operands and a float32 or float16 accumulator, "
+                            f"or float32 (TF32) operands and accumulator, not {a.buffer.dtype}, {b.buffer.dtype}, "
+                            f"{acc.buffer.dtype}")
         ra, rb, rc = self._regs(a.buffer), self._regs(b.buffer), self._regs(acc.buffer)
         a_off, b_off, c_off = self._offset(a), self._offset(b), self._offset(self.store)
         calls = []
-        for half in range(2):  # the tile's columns 0-7, then 8-15: B's registers 0-1, then 2-3
-            shift = tir.IntImm("int32", 4 * half)
+        for half in range(2):  # the tile's columns 0-7, then 8-15: B's first registers, then the rest
             calls.append(_evaluate("tir.ptx_mma", acc.buffer.dtype, [
-                tir.StringImm("handle", "m16n8k16"), tir.StringImm("handle", "row"), tir.StringImm("handle", "col"),
-                *[tir.StringImm("handle", t) for t in types], ra.data, a_off, rb.data, simplify(make_add(b_off, shift)),
-                rc.data, simplify(make_add(c_off, shift)), tir.IntImm("bool", 0)]))
+                tir.StringImm("handle", shape), tir.StringImm("handle", "row"), tir.StringImm("handle", "col"),
+                *[tir.StringImm("handle", t) for t in types], ra.data, a_off, rb.data,
+                simplify(make_add(b_off, tir.IntImm("int32", b_step * half))),
+                rc.data, simplify(make_add(c_off, tir.IntImm("int32", 4 * half))), tir.IntImm("bool", 0)]))
         return tir.seq(calls)
 
     def _store(self) -> tir.Stmt:
@@ -219,6 +281,19 @@ class _TileOp:
         if len(row) != 1 or len(col) != 1 or row[0] is col[0]:
             raise WMMAError("a fragment store must read a 16x16 tile, each index following one loop")
         return row[0], col[0]
+
+
+def _loaded_buffers(e) -> list:
+    found = []
+
+    class F(IRMutator):
+        def visit_expr(self, x):
+            if isinstance(x, tir.BufferLoad):
+                found.append(x.buffer)
+            return super().visit_expr(x)
+
+    F().visit_expr(e)
+    return found
 
 
 def _follows(index, var) -> bool:

@@ -85,16 +85,20 @@ def _intrinsic(kind: str, nest) -> tir.Call:
     raise WMMAError(f"unknown tensor-core operation {kind!r}")
 
 
-def _tile_nest(nest, depth: int) -> tuple:
-    """The ``depth`` loops of 16 iterations around one store: (loops, store)."""
+def _tile_nest(nest, depth: int, extents: tuple = ()) -> tuple:
+    """The ``depth`` loops around one store, of ``extents`` iterations (16 each unless given):
+    (loops, store)."""
+    extents = extents or (TILE,) * depth
     loops = []
     s = nest
     while isinstance(s, tir.For):
         loops.append(s)
         s = s.body
-    if len(loops) != depth or not all(isinstance(lp.extent, tir.IntImm) and lp.extent.value == TILE and
-                                      isinstance(lp.min, tir.IntImm) and lp.min.value == 0 for lp in loops):
-        raise WMMAError(f"a tensor-core operation must be {depth} loops of {TILE} around one store")
+    if len(loops) != depth or not all(isinstance(lp.extent, tir.IntImm) and lp.extent.value == n and
+                                      isinstance(lp.min, tir.IntImm) and lp.min.value == 0
+                                      for lp, n in zip(loops, extents)):
+        shape = "x".join(str(n) for n in extents)
+        raise WMMAError(f"a tensor-core operation must be {depth} loops ({shape}) around one store")
     if not isinstance(s, tir.BufferStore):
         raise WMMAError("a tensor-core operation must be one store")
     return loops, s
@@ -120,19 +124,20 @@ def _origin(indices: list, at_origin: dict) -> list:
     return [simplify(substitute(i, at_origin)) for i in indices]
 
 
-def _fragment_index(access, at_origin: dict):
-    """Which 16x16 tile of its fragment buffer ``access`` (a load or store of one element of
-    the tile, at the loops' origin) starts: tiles counted row-major over the buffer's shape,
-    the last two dimensions holding the tile."""
+def _fragment_index(access, at_origin: dict, tile: tuple = (TILE, TILE)):
+    """Which tile (``tile`` rows x columns, 16x16 unless given) of its fragment buffer
+    ``access`` (a load or store of one element of the tile, at the loops' origin) starts: tiles
+    counted row-major over the buffer's shape, the last two dimensions holding the tile."""
     buf, idx = access.buffer, _origin(access.indices, at_origin)
     shape = [_const(d, f"the shape of fragment '{buf.name}'") for d in buf.shape]
-    if len(shape) < 2 or shape[-1] % TILE or shape[-2] % TILE:
-        raise WMMAError(f"fragment '{buf.name}' of shape {tuple(shape)} is not made of {TILE}x{TILE} tiles")
+    rows, cols = tile
+    if len(shape) < 2 or shape[-1] % cols or shape[-2] % rows:
+        raise WMMAError(f"fragment '{buf.name}' of shape {tuple(shape)} is not made of {rows}x{cols} tiles")
     dtype = idx[-1].dtype
-    tiles = [tir.IntImm(dtype, d) for d in shape[:-2]] + [tir.IntImm(dtype, shape[-2] // TILE),
-                                                          tir.IntImm(dtype, shape[-1] // TILE)]
-    coords = list(idx[:-2]) + [tir.FloorDiv(dtype, idx[-2], tir.IntImm(dtype, TILE)),
-                               tir.FloorDiv(dtype, idx[-1], tir.IntImm(dtype, TILE))]
+    tiles = [tir.IntImm(dtype, d) for d in shape[:-2]] + [tir.IntImm(dtype, shape[-2] // rows),
+                                                          tir.IntImm(dtype, shape[-1] // cols)]
+    coords = list(idx[:-2]) + [tir.FloorDiv(dtype, idx[-2], tir.IntImm(dtype, rows)),
+                               tir.FloorDiv(dtype, idx[-1], tir.IntImm(dtype, cols))]
     flat = coords[0]
     for c, n in zip(coords[1:], tiles[1:]):
         flat = make_add(make_mul(flat, n), c)

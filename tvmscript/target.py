@@ -95,7 +95,7 @@ _KINDS = {
         }, {}),
         TargetKind("cuda", 2, ("cuda", "gpu"), {
             **_GPU_LIMITS, "mcpu": str, "arch": str, "registers_per_block": int,
-            "l2_cache_size_bytes": int,
+            "l2_cache_size_bytes": int, "allow_tf32": bool,
         }, {
             "arch": "sm_90", "max_num_threads": 1024, "max_threads_per_block": 1024,
             "thread_warp_size": 32, "max_shared_memory_per_block": 49152, "registers_per_block": 65536,

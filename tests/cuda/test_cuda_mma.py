@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 import pytest
 
 import tvmscript as tvms
@@ -122,4 +124,64 @@ def test_a_half_precision_convolution_is_an_implicit_gemm_on_mma_sync():
     funcs = prim_funcs_of(mod)
     assert "tvms_mma_m16n8k16_f32_f16" in build_cuda(funcs, SM90, kind="source").source
     (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
+
+
+TF32 = "cuda -arch=sm_90 -allow_tf32=1"
+
+
+def test_tf32_is_off_by_default():
+    src = matmul_src(256, 256, 256, "float32", dtype="float32")
+    assert "m16n8k8" not in source_of(src)
+    assert "tvms_mma_m16n8k8_f32_tf32" in source_of(src, TF32)
+
+
+def test_tf32_matmul_is_mma_sync_m16n8k8_with_rounded_operands():
+    funcs = prim_funcs_of(tvms.parse(matmul_src(512, 512, 512, "float32", dtype="float32")))
+    ptx = build_cuda(funcs, TF32, kind="ptx").ptx
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and "cvt.rna.tf32.f32" in ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group 2" in ptx
+
+
+@pytest.mark.parametrize("shape, b_transposed", [((128, 128, 64), False), ((256, 256, 512), False),
+                                                 ((256, 128, 96), True)])
+def test_tf32_matmuls_match_the_cpu_to_tf32_precision(shape, b_transposed):
+    src = matmul_src(*shape, "float32", b_transposed, dtype="float32")
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=TF32, rtol=1e-2, atol=1e-2).values()
+    assert result.ok, result
+
+
+def test_tf32_rounds_away_what_a_10_bit_mantissa_cannot_hold():
+    """The precision TF32 costs: 1 + 2^-12 is 1 in TF32, so with B all ones each element of
+    C is K, where float32 gives K (1 + 2^-12)."""
+    m = n = 128
+    k = 64
+    funcs = prim_funcs_of(tvms.parse(matmul_src(m, n, k, "float32", dtype="float32")))
+    a = np.full((m, k), 1 + 2.0 ** -12, "float32")
+    b = np.ones((k, n), "float32")
+    given = {"mm": {"A": a, "B": b, "C": np.zeros((m, n), "float32")}}
+    (result,) = compare_with_cpu(funcs, target=TF32, given=given, rtol=0, atol=0).values()
+    np.testing.assert_array_equal(result.gpu["C"], np.full((m, n), k, "float32"))
+    np.testing.assert_allclose(result.cpu["C"], k * (1 + 2.0 ** -12), rtol=1e-7)
+
+
+def test_tf32_operand_loads_are_free_of_bank_conflicts_and_do_not_spill():
+    n = 256
+    for b_transposed in (False, True):
+        src = matmul_src(n, n, n, "float32", b_transposed, dtype="float32")
+        (c,) = count(prim_funcs_of(tvms.parse(src)), "mm", target=TF32)
+        assert c.mma * 2 * 16 * 8 * 8 == 2 * n ** 3 and c.fma == 0
+        assert c.shared_load_wavefronts == c.shared_load_ideal, b_transposed
+    code = build_cuda(prim_funcs_of(tvms.parse(matmul_src(4096, 4096, 4096, "float32", dtype="float32"))), TF32)
+    (res,) = resources_of(code).values()
+    assert res.ptxas.spill_store_bytes == 0 and res.ptxas.stack_bytes == 0
+
+
+def test_a_float32_convolution_takes_tf32_tensor_cores_when_allowed():
+    from tvmscript import relax
+
+    conv = CONV_FP16.replace('"float16"', '"float32"').replace(', out_dtype="float32"', "")
+    funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(conv)))
+    assert "tvms_mma_m16n8k8_f32_tf32" in build_cuda(funcs, TF32, kind="source").source
+    (result,) = compare_with_cpu(funcs, target=TF32, rtol=1e-2, atol=2e-2).values()
     assert result.ok, result

@@ -55,8 +55,9 @@ from .matmul import (
 
 __all__ = ["MatmulTensorCore"]
 
-FRAGMENT = 16                 # m = n = k of the wmma shape used
-CHUNK_K = 2                   # fragments along K per shared-memory step
+FRAGMENT = 16                 # m = n = k of the wmma shape used (and m, n of a 16x16 mma.sync tile)
+TF32_K = 8                    # the k of mma.sync m16n8k8 (TF32)
+STEP_K = 32                   # K per shared-memory step
 WARP_SIZE = 32
 COPY_BYTES = 16               # what one thread moves per instruction into shared memory
 # Shared rows of A and B are padded to a stride of 32k + 8 halfs (TVM's wmma schedules do the
@@ -119,7 +120,10 @@ class MatmulTensorCore(GPUScheduleRule):
         if main is None:
             return None
         a_dtype, b_dtype, c_dtype = _dtypes(sch, main)
-        if a_dtype != b_dtype or a_dtype not in ("float16", "bfloat16") or c_dtype not in ("float16", "float32"):
+        # float32 products run on tensor cores only where the target allows TF32 (10-bit mantissas).
+        tf32 = (a_dtype, b_dtype, c_dtype) == ("float32",) * 3 and _allows_tf32(target)
+        if not tf32 and (a_dtype != b_dtype or a_dtype not in ("float16", "bfloat16")
+                         or c_dtype not in ("float16", "float32")):
             return None
         if not _multiplies_operands(sch.get(main)):
             return None
@@ -128,17 +132,20 @@ class MatmulTensorCore(GPUScheduleRule):
         tiling = _mma_tiling_for(sch.get(main)) if _uses_mma(target) else None
         mma = tiling is not None
         tiling = tiling or _tiling_for(sch.get(main))
-        if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16: mma.sync only
+        if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
             return None
+        # The k of one instruction (m16n8k16; m16n8k8 for TF32) and of a step of the pipeline.
+        frag_k = TF32_K if tf32 else FRAGMENT
+        elem_bytes = 4 if tf32 else 2
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
-        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, CHUNK_K * FRAGMENT])
+        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, STEP_K])
 
         batch, i, j, k = sch.get_loops(main)
         i0, i1, i2, i3 = sch.split(i, [None, tiling.warps_i, tiling.frags_i, FRAGMENT])
         j0, j1, j2, j3 = sch.split(j, [None, tiling.warps_j, tiling.frags_j, FRAGMENT])
-        k0, k1, k2 = sch.split(k, [None, CHUNK_K, FRAGMENT])
+        k0, k1, k2 = sch.split(k, [None, STEP_K // frag_k, frag_k])
         sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2, i3, j3, k2)
         by = sch.fuse(batch, i0)
         sch.bind(by, "blockIdx.y")
@@ -176,8 +183,8 @@ class MatmulTensorCore(GPUScheduleRule):
         auto_inline_producers(sch, b_shared)
         auto_inline_consumer_chain(sch, c_frag if mma else c_shared)
         for copy in (a_shared, b_shared):
-            self._shared_layout(sch, copy)
-            self._cooperative(sch, copy, tiling.warps, COPY_BYTES // 2)
+            self._shared_layout(sch, copy, elem_bytes)
+            self._cooperative(sch, copy, tiling.warps, COPY_BYTES // elem_bytes)
         if not mma:
             self._cooperative(sch, c_shared, tiling.warps, 2)
 
@@ -186,9 +193,9 @@ class MatmulTensorCore(GPUScheduleRule):
         ann = MMA_ANN if mma else WMMA_ANN
         self._fragment_op(sch, init, 2, "fill", ann)
         self._fragment_op(sch, main, 3, "mma", ann)
-        self._fragment_op(sch, a_frag, 2, "load_a", ann, tiles=True)
-        self._fragment_op(sch, b_frag, 2, "load_b", ann, tiles=True)
-        self._fragment_op(sch, c_frag, 2, "store", ann, tiles=True)
+        self._fragment_op(sch, a_frag, 2, "load_a", ann, tiles=(FRAGMENT, frag_k))
+        self._fragment_op(sch, b_frag, 2, "load_b", ann, tiles=(FRAGMENT, frag_k))
+        self._fragment_op(sch, c_frag, 2, "store", ann, tiles=(FRAGMENT, FRAGMENT))
         if mma:
             # Copies of step k + 2 are in flight (cp.async) while step k computes.
             sch.annotate(k0, "software_pipeline_stage", [0, 0, PIPELINE_STAGES - 1])
@@ -197,11 +204,13 @@ class MatmulTensorCore(GPUScheduleRule):
         return sch
 
     @staticmethod
-    def _shared_layout(sch, copy) -> None:
+    def _shared_layout(sch, copy, elem_bytes: int = 2) -> None:
         """Lay out the shared tile ``copy`` writes ([S, rows, K]) as the global matrix it reads
         is: [S, K, rows] when the matrix's last (contiguous) index follows the rows (B of
         ``A @ B``), so that the copy reads and writes runs of consecutive elements; then pad
-        its rows."""
+        its rows. float32 (TF32) tiles, which each lane reads element by element (row
+        ``lane / 4``, column ``lane % 4`` of an 8x4 patch, or transposed), are padded by 4
+        floats when K is contiguous and 8 when the rows are: the 32 lanes then hit 32 banks."""
         b = sch.get(copy)
         dst = b.writes[0]
         src = next((r for r in b.reads if r.buffer.scope in ("global", "")), None)
@@ -210,10 +219,14 @@ class MatmulTensorCore(GPUScheduleRule):
             rows = set(vars_in([dst.region[-2].min]))
             k = set(vars_in([dst.region[-1].min]))
             last = set(vars_in([src.region[-1].min]))
-            if last & rows and not last & k:
+            transposed = bool(last & rows and not last & k)
+            if transposed:
                 sch.transform_layout(copy, ("write", 0),
                                      lambda *idx: (*idx[:-2], idx[-1], idx[-2]))
-        sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=ROW_ALIGN_OFFSET)
+        offset = ROW_ALIGN_OFFSET
+        if elem_bytes == 4:
+            offset = 8 if src is not None and ndim >= 2 and transposed else 4
+        sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=offset)
 
     @staticmethod
     def _cooperative(sch, block, warps: int, vector: int) -> None:
@@ -236,15 +249,15 @@ class MatmulTensorCore(GPUScheduleRule):
             sch.vectorize(vec)
 
     @staticmethod
-    def _fragment_op(sch, block, inner: int, kind: str, ann: str, tiles: bool = False) -> None:
-        """Make the innermost ``inner`` loops of ``block`` (16 each) one block annotated with
-        the wmma operation it is. ``tiles``: the block's own loops first split into fragments
-        (a copy between a fragment and memory covering several)."""
+    def _fragment_op(sch, block, inner: int, kind: str, ann: str, tiles: tuple = ()) -> None:
+        """Make the innermost ``inner`` loops of ``block`` one block annotated with the
+        tensor-core operation it is. ``tiles``: the block's own loops first split into tiles of
+        these extents (a copy between a fragment and memory covering several)."""
         loops = sch.get_loops(block)
         if tiles:
             parts = []
-            for lp in loops[-inner:]:
-                parts.append(sch.split(lp, [None, FRAGMENT]))
+            for lp, extent in zip(loops[-inner:], tiles):
+                parts.append(sch.split(lp, [None, extent]))
             sch.reorder(*[p[0] for p in parts], *[p[1] for p in parts])
             loops = sch.get_loops(block)
         outer = sch.blockize(loops[-inner])
@@ -335,6 +348,12 @@ def _arch_number(target) -> int:
 def _has_tensor_cores(target) -> bool:
     """sm_70 and later."""
     return target.kind.name == "cuda" and _arch_number(target) >= 70
+
+
+def _allows_tf32(target) -> bool:
+    """``cuda -allow_tf32=1``: float32 products may round their operands to TF32 (the
+    counterpart of ``torch.backends.cuda.matmul.allow_tf32``); off unless asked for."""
+    return bool(target.attrs.get("allow_tf32", False))
 
 
 def _uses_mma(target) -> bool:
