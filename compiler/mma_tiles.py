@@ -301,7 +301,11 @@ def _follows(index, var) -> bool:
 
 
 def _fragment_load(e, registers: dict):
-    """The one load of a fragment in ``e``."""
+    """The load of a fragment element in ``e`` (an epilogue may read it more than once, as a
+    GELU does: every read must then be of the same element); None if there is none, or reads
+    of different elements or fragments."""
+    from tvmscript.ir import structural_equal
+
     found = []
 
     class F(IRMutator):
@@ -311,7 +315,11 @@ def _fragment_load(e, registers: dict):
             return super().visit_expr(x)
 
     F().visit_expr(e)
-    return found[0] if len(found) == 1 else None
+    if not found or any(x.buffer.data is not found[0].buffer.data or
+                        not all(structural_equal(a, b) for a, b in zip(x.indices, found[0].indices))
+                        for x in found[1:]):
+        return None
+    return found[0]
 
 
 def _replace_load(e, buf: tir.Buffer, new):

@@ -50,24 +50,34 @@ def inference_passes(func_name: str | None = None, target: str = "llvm") -> list
     producing convolution or matmul as its epilogue otherwise. Then `_tidy_after` removes the
     tuples they leave. Attention written out by hand (matmul, softmax, matmul) becomes
     ``R.nn.attention`` (RewriteAttention), whose kernel never writes the scores out, once its
-    causal mask is a constant the pass can read. For a CPU ``target``, a function whose 2-D
-    convolutions are all dense computes them in NHWC (`channels_last_for_cpu`).
-    ``func_name``: only that function's batch norms."""
-    passes = [*_inference_rewrites(func_name), *_tidy_after()]
+    causal mask is a constant the pass can read: on the CPU only (`_fuses_attention`). For a
+    CPU ``target``, a function whose 2-D convolutions are all dense computes them in NHWC
+    (`channels_last_for_cpu`). ``func_name``: only that function's batch norms."""
+    passes = [*_inference_rewrites(func_name, attention=_fuses_attention(target)), *_tidy_after()]
     if not target.startswith("cuda"):
         passes.append(channels_last_for_cpu)
     return passes
 
 
-def _inference_rewrites(func_name: str | None = None, eval_mode_only: bool = False) -> list:
-    """The batch-norm folding and decomposition, and RewriteAttention: what `inference_passes`
-    and `EvalModeRewrites` both run (the latter on eval-mode batch norms only)."""
+def _inference_rewrites(func_name: str | None = None, eval_mode_only: bool = False, attention: bool = True) -> list:
+    """The batch-norm folding and decomposition, and (``attention``) RewriteAttention: what
+    `inference_passes` and `EvalModeRewrites` both run (the latter on eval-mode batch norms
+    only)."""
     from .decompose_ops import DecomposeOpsForInference
     from .fold_batchnorm import FoldBatchnormToConv2D
     from .fuse_attention import RewriteAttention
 
-    return [FoldBatchnormToConv2D(eval_mode_only), DecomposeOpsForInference(func_name, eval_mode_only),
-            RewriteAttention()]
+    passes = [FoldBatchnormToConv2D(eval_mode_only), DecomposeOpsForInference(func_name, eval_mode_only)]
+    return passes + [RewriteAttention()] if attention else passes
+
+
+def _fuses_attention(target: str) -> bool:
+    """Whether hand-written attention should become ``R.nn.attention`` for ``target``: on the
+    CPU, whose attention kernel streams the scores through a tile; not on a GPU, where no DLight
+    rule schedules the fused kernel (it would run as DLight's Fallback, one thread per score
+    and a serial loop per row), while its matmuls and softmax, left apart, get the tensor-core
+    and reduction schedules."""
+    return str(target).split()[:1] != ["cuda"]
 
 
 def _tidy_after() -> list:
@@ -84,19 +94,23 @@ def _tidy_after() -> list:
 class EvalModeRewrites:
     """``IRModule -> IRModule``: what `default_pipeline` runs before zero. The batch norms marked
     ``training=False`` fold or decompose as in `inference_passes`, and hand-written attention
-    becomes ``R.nn.attention``: rewrites that keep the module's meaning whatever it is for. Only
+    becomes ``R.nn.attention`` (for the CPU): rewrites that keep the module's meaning whatever it is for. Only
     when one of them changed a function do the bindings get tidied (`_tidy_after`), so a module
     without such ops compiles exactly as written (its bindings, and the names errors cite)."""
 
+    def __init__(self, target: str = "llvm") -> None:
+        self.target = target
+
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
-        rewritten = Sequential(_inference_rewrites(eval_mode_only=True), "eval-mode rewrites")(mod)
+        passes = _inference_rewrites(eval_mode_only=True, attention=_fuses_attention(self.target))
+        rewritten = Sequential(passes, "eval-mode rewrites")(mod)
         before = {gv.name_hint: f for gv, f in mod.functions.items()}
         if all(before.get(gv.name_hint) is f for gv, f in rewritten.functions.items()):
             return mod
         return Sequential(_tidy_after(), "tidy")(rewritten)
 
     def __repr__(self) -> str:
-        return "EvalModeRewrites()"
+        return f"EvalModeRewrites({self.target!r})" if self.target != "llvm" else "EvalModeRewrites()"
 
 
 def bound_inference_passes(func_name: str = "main", target: str = "llvm") -> Sequential:
@@ -122,7 +136,7 @@ def default_pipeline(target: str = "llvm") -> Sequential:
     that only launch kernels are marked to replay them as one CUDA graph (unless the PassContext
     turns ``relax.backend.use_cuda_graph`` off; the build marks them too, for a module compiled
     without a pipeline)."""
-    passes = [EvalModeRewrites(), *zero_passes()]
+    passes = [EvalModeRewrites(str(target)), *zero_passes()]
     if target.split()[:1] == ["cuda"]:
         from .rewrite_cuda_graph import RewriteCUDAGraph
 

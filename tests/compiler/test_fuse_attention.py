@@ -259,3 +259,19 @@ def test_gpt_blocks_from_pytorch():
         with torch.no_grad():
             expected = model(x).numpy()
         np.testing.assert_allclose(vm["main"](tvms.nd.array(x.numpy())).numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_attention_rewrite_is_for_the_cpu_only():
+    """On a GPU the written-out matmuls and softmax get DLight's tensor-core and reduction
+    schedules; a fused ``R.nn.attention`` would get its Fallback (one thread per score)."""
+    from tvmscript.compiler.transform.pipeline import default_pipeline
+
+    mod = BindParams("main", {"tril": tril(16)})(attention_module(mask=CAUSAL, extra_params=TRIL_PARAM))
+    def kernels(m):
+        return sorted(gv.name_hint for gv in m.functions if gv.name_hint != "main")
+
+    assert "relax.nn.attention" in ops_in(bound_inference_passes()(mod))
+    assert "relax.nn.attention" not in ops_in(bound_inference_passes(target="cuda")(mod))
+    assert "attention" in kernels(default_pipeline("llvm")(mod))
+    assert "attention" not in kernels(default_pipeline("cuda")(mod))
+    assert any("softmax" in k for k in kernels(default_pipeline("cuda")(mod)))

@@ -185,3 +185,12 @@ def test_a_float32_convolution_takes_tf32_tensor_cores_when_allowed():
     assert "tvms_mma_m16n8k8_f32_tf32" in build_cuda(funcs, TF32, kind="source").source
     (result,) = compare_with_cpu(funcs, target=TF32, rtol=1e-2, atol=2e-2).values()
     assert result.ok, result
+
+
+def test_an_epilogue_that_reads_the_accumulator_twice():
+    """A GELU-like epilogue, x * erf(x) with x = C + bias: both reads are the lane's register."""
+    src = matmul_src(128, 128, 64, "float32", epilogue=True).replace(
+        "T.max(C[vi, vj] + bias[vj], T.float32(0))", "(C[vi, vj] + bias[vj]) * T.erf(C[vi, vj] + bias[vj])")
+    assert "tvms_mma_m16n8k16" in source_of(src)
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
