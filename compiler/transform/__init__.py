@@ -21,9 +21,10 @@ from .legalize_ops import LegalizeOps
 from .pass_context import PassContext
 from .pipeline import Sequential, bound_inference_passes, channels_last_for_cpu, get_pipeline
 from .rewrite_cuda_graph import RewriteCUDAGraph
+from .split_attention import SplitAttention
 from .to_mixed_precision import ToMixedPrecision
 
 __all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "ComposePermutes",
            "ConvertLayout", "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D",
            "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "PassContext", "RewriteAttention", "RewriteCUDAGraph",
-           "Sequential", "ToMixedPrecision", "bound_inference_passes", "channels_last_for_cpu", "get_pipeline"]
+           "Sequential", "SplitAttention", "ToMixedPrecision", "bound_inference_passes", "channels_last_for_cpu", "get_pipeline"]

@@ -50,12 +50,17 @@ def inference_passes(func_name: str | None = None, target: str = "llvm") -> list
     producing convolution or matmul as its epilogue otherwise. Then `_tidy_after` removes the
     tuples they leave. Attention written out by hand (matmul, softmax, matmul) becomes
     ``R.nn.attention`` (RewriteAttention), whose kernel never writes the scores out, once its
-    causal mask is a constant the pass can read: on the CPU only (`_fuses_attention`). For a
-    CPU ``target``, a function whose 2-D convolutions are all dense computes them in NHWC
-    (`channels_last_for_cpu`). ``func_name``: only that function's batch norms."""
+    causal mask is a constant the pass can read: on the CPU only (`_fuses_attention`; for CUDA
+    SplitAttention writes ``R.nn.attention`` out instead). For a CPU ``target``, a function whose
+    2-D convolutions are all dense computes them in NHWC (`channels_last_for_cpu`).
+    ``func_name``: only that function's batch norms."""
     passes = [*_inference_rewrites(func_name, attention=_fuses_attention(target)), *_tidy_after()]
     if not target.startswith("cuda"):
         passes.append(channels_last_for_cpu)
+    else:
+        from .split_attention import SplitAttention
+
+        passes.append(SplitAttention())
     return passes
 
 
@@ -135,9 +140,14 @@ def default_pipeline(target: str = "llvm") -> Sequential:
     For a CUDA ``target`` RewriteCUDAGraph comes last, as in TVM's CUDA pipeline: the functions
     that only launch kernels are marked to replay them as one CUDA graph (unless the PassContext
     turns ``relax.backend.use_cuda_graph`` off; the build marks them too, for a module compiled
-    without a pipeline)."""
+    without a pipeline); before zero, SplitAttention writes ``R.nn.attention`` out as matmuls
+    and a softmax, which the GPU schedules have rules for (`_fuses_attention`)."""
     passes = [EvalModeRewrites(str(target)), *zero_passes()]
-    if target.split()[:1] == ["cuda"]:
+    if not _fuses_attention(str(target)):
+        from .split_attention import SplitAttention
+
+        passes.insert(1, SplitAttention())
+    if str(target).split()[:1] == ["cuda"]:
         from .rewrite_cuda_graph import RewriteCUDAGraph
 
         passes.append(RewriteCUDAGraph())
