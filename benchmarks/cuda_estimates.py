@@ -83,7 +83,8 @@ def emulated_estimate(label: str, funcs: dict, name, blocks, gpu) -> Row:
     kernels = []
     for fname in ([name] if name else list(funcs)):
         mod.run(fname, *_zeros(code.functions[fname].params))
-        kernels += [roofline.estimate(c, gpu) for c in mod.counters]
+        kernels += [roofline.estimate(c, gpu, pipelined=roofline.pipelined_kernel(code.source, c.kernel))
+                    for c in mod.counters]
     return _row(label, kernels, f"emulator, {blocks} blocks a launch" if blocks else "emulator, every block")
 
 

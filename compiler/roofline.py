@@ -22,7 +22,8 @@ The method (`estimate`), per kernel launch:
   rate of their precision. Summed, not overlapped: an SM's warps take turns issuing, and in a
   kernel without software pipelining a block's phases (stage a tile, then compute on it)
   follow each other at barriers, so the pipelines overlap little. `Estimate.times` keeps each
-  pipeline's own time (their max is the optimistic bound). The SM time is stretched by the
+  pipeline's own time (their max is the optimistic bound, which a kernel with a ``cp.async``
+  software pipeline gets: its copies are in flight while it computes). The SM time is stretched by the
   waves of blocks: the busiest SM runs ``ceil(blocks / SMs)`` blocks;
 - the estimate is the largest of DRAM, L2 and SM, plus the launch overhead, and ``bound``
   names the resource that sets it (an SM pipeline's name when the SM time wins).
@@ -304,9 +305,12 @@ _SM_PIPES = ("load/store", "fp32", "special", "tensor")
 
 
 def estimate(counters: KernelCounters, gpu="h200", dram_bytes: Optional[int] = None,
-             launch: bool = True) -> Estimate:
+             launch: bool = True, pipelined: bool = False) -> Estimate:
     """The roofline estimate of one launch (see the module's docstring) from its counters, on
-    the GPU named ``gpu``; ``dram_bytes`` overrides the counters' own."""
+    the GPU named ``gpu``; ``dram_bytes`` overrides the counters' own. ``pipelined``: the
+    kernel runs a software pipeline with asynchronous copies (``cp.async``), so its copies
+    and its arithmetic overlap instead of taking turns at barriers: the SM time is the busiest
+    pipeline's rather than their sum (`pipelined_kernel` tells from the CUDA C)."""
     g = gpu_spec(gpu)
     sm_clocks = g.sms * g.clock_ghz * 1e9            # SM-cycles per second, all SMs
     dram = dram_bytes if dram_bytes is not None else counters.dram_bytes or 0
@@ -320,12 +324,22 @@ def estimate(counters: KernelCounters, gpu="h200", dram_bytes: Optional[int] = N
     }
     waves = _wave_factor(counters.blocks_total, g.sms)
     pipes = {k: v * waves for k, v in pipes.items()}
-    times["sm"] = sum(pipes.values())
+    times["sm"] = max(pipes.values()) if pipelined else sum(pipes.values())
     times.update(pipes)
     main = max(("dram", "l2", "sm"), key=lambda k: times[k])
     bound = max(_SM_PIPES, key=lambda k: times[k]) if main == "sm" else main
     launch_s = g.launch_us * 1e-6 if launch else 0.0
     return Estimate(counters.kernel, g.name, times[main] + launch_s, bound, times, launch_s)
+
+
+def pipelined_kernel(source: str, kernel: str) -> bool:
+    """Whether kernel ``kernel`` of a CUDA translation unit issues asynchronous copies (the
+    software pipelines of `lower_gpu.software_pipeline` do), for `estimate`'s ``pipelined``."""
+    start = source.find(f" {kernel}(")
+    if start < 0:
+        return False
+    end = source.find('extern "C"', start)
+    return "tvms_cp_async" in source[start:end if end >= 0 else len(source)]
 
 
 def _wave_factor(blocks: int, sms: int) -> float:

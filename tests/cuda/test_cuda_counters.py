@@ -27,7 +27,8 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.codegen_cuda.trace import op_counts
-from tvmscript.compiler.roofline import GPUS, KernelCounters, estimate, gpu_for_device, gpu_spec, static_estimate
+from tvmscript.compiler.roofline import (GPUS, KernelCounters, estimate, gpu_for_device, gpu_spec, pipelined_kernel,
+                                         static_estimate)
 
 if shutil.which("g++") is None:
     pytest.skip("the CUDA emulator needs g++", allow_module_level=True)
@@ -335,6 +336,19 @@ def test_memory_bound_copy_estimate():
     assert e.seconds == pytest.approx(nbytes / 4.8e12 + 2e-6)
     assert e.times["l2"] == pytest.approx(nbytes / (h200.l2_gbs * 1e9))
     assert estimate(c, "a100").seconds == pytest.approx(nbytes / 2.039e12 + 2e-6)
+
+
+def test_a_cp_async_pipeline_overlaps_its_pipelines_in_the_estimate():
+    """A kernel with a cp.async software pipeline (the default fp16 matmul on sm_80+) is
+    estimated at its busiest SM pipeline; one without (wmma on sm_75) at their sum."""
+    funcs = _funcs(square_matmul_src(256, "float16"))
+    mma = build_cuda(funcs, "cuda -arch=sm_90", kind="source").source
+    wmma = build_cuda(funcs, "cuda -arch=sm_75", kind="source").source
+    assert pipelined_kernel(mma, "mm_kernel") and not pipelined_kernel(wmma, "mm_kernel")
+    c = KernelCounters(kernel="mm", blocks_total=132, shared_load_wavefronts=10 ** 9, fma_inst=10 ** 9)
+    apart, overlapped = estimate(c, "h100", launch=False), estimate(c, "h100", launch=False, pipelined=True)
+    assert apart.times["sm"] == pytest.approx(apart.times["load/store"] + apart.times["fp32"])
+    assert overlapped.times["sm"] == pytest.approx(max(apart.times["load/store"], apart.times["fp32"]))
 
 
 def test_compute_bound_fma_estimate():
