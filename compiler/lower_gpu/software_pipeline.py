@@ -37,6 +37,7 @@ from tvmscript.ir.tir import Allocate
 from tvmscript.ir.tir_arith import const_int, make_add, make_and, make_cast, make_floormod, make_mul, make_sub
 
 from .common import GPULoweringError, buffer_accesses
+from .compaction import _rebind
 
 __all__ = ["inject_software_pipeline", "ASYNC_COPY", "COMMIT_OP", "WAIT_OP", "PIPELINE_ANNOTATIONS"]
 
@@ -85,14 +86,18 @@ def _pipeline(loop: tir.For) -> tir.Stmt:
     if len(async_stages) > 1:
         raise GPULoweringError(f"loop '{loop.loop_var.name}': one asynchronous stage at most, "
                                f"got {sorted(async_stages)}")
-    reads = [{b.data for b in buffer_accesses(s).loaded} for s in stmts]
-    writes = [{b.data for b in buffer_accesses(s).stored} for s in stmts]
-    versions = _versions(allocs, stages, reads, writes)
+    accesses = [buffer_accesses(s) for s in stmts]
+    reads = [{b.data for b in a.loaded} for a in accesses]
+    writes = [{b.data for b in a.stored} for a in accesses]
+    versioned = {}
+    for alloc in allocs:
+        n = _versions(alloc.buffer.data, stages, reads, writes)
+        if n > 1:
+            versioned[alloc.buffer.data] = (alloc.buffer, _with_versions(alloc.buffer, n), n)
     steps = sorted(range(len(stmts)), key=lambda j: order[j])
-    plan = _Plan(loop, stmts, stages, steps, async_stages, reads, writes, versions)
-    out = plan.loops()
+    out = _Plan(loop, stmts, stages, steps, async_stages, reads, writes, versioned).loops()
     for alloc in reversed(allocs):
-        buf = plan.versioned.get(alloc.buffer.data, (alloc.buffer, 1))[0]
+        buf = versioned.get(alloc.buffer.data, (None, alloc.buffer))[1]
         out = Allocate(buf, out, alloc.storage)
     return out
 
@@ -106,54 +111,24 @@ def _peel_allocations(body) -> tuple:
     return allocs, body
 
 
-def _versions(allocs: list, stages: list, reads: list, writes: list) -> dict:
-    """data Var -> how many copies of a buffer allocated in the loop the pipeline keeps."""
-    out = {}
-    for alloc in allocs:
-        v = alloc.buffer.data
-        distance = 0
-        for p, w in enumerate(writes):
-            if v not in w:
-                continue
-            for c, r in enumerate(reads):
-                if v in r and stages[c] > stages[p]:
-                    distance = max(distance, stages[c] - stages[p])
-        out[v] = distance + 1
-    return out
+def _versions(data, stages: list, reads: list, writes: list) -> int:
+    """How many copies of the buffer allocated in the loop at ``data`` the pipeline keeps: one
+    more than the most stages between a statement writing it and a later-stage one reading it."""
+    distances = [stages[c] - stages[p] for p, w in enumerate(writes) if data in w
+                 for c, r in enumerate(reads) if data in r and stages[c] > stages[p]]
+    return max(distances, default=0) + 1
 
 
 class _Plan:
     """The pipelined loops of one annotated loop."""
 
-    def __init__(self, loop, stmts, stages, steps, async_stages, reads, writes, versions) -> None:
+    def __init__(self, loop, stmts, stages, steps, async_stages, reads, writes, versioned) -> None:
         self.loop, self.stmts, self.stages, self.steps = loop, stmts, stages, steps
         self.depth = max(stages)
         self.async_stmts = {j for j, st in enumerate(stages) if st in async_stages}
         self.reads, self.writes = reads, writes
-        self._version_buffers(versions)
+        self.versioned = versioned           # data Var -> (the buffer, it with versions, versions)
         self.waits = self._waits()
-
-    def _version_buffers(self, versions: dict) -> None:
-        found = {}
-
-        class Find(IRMutator):
-            def visit_expr(self, e):
-                if isinstance(e, tir.BufferLoad) and e.buffer.data in versions:
-                    found.setdefault(e.buffer.data, e.buffer)
-                return super().visit_expr(e)
-
-            def visit_stmt(self, s):
-                if isinstance(s, tir.BufferStore) and s.buffer.data in versions:
-                    found.setdefault(s.buffer.data, s.buffer)
-                return super().visit_stmt(s)
-
-        for s in self.stmts:
-            Find().visit_stmt(s)
-        self.versioned = {}
-        for data, buf in found.items():
-            n = versions[data]
-            if n > 1:
-                self.versioned[data] = (_with_versions(buf, n), n)
 
     def _waits(self) -> dict:
         """statement index -> the ``ptx_wait_group`` count before it (the first reader, in the
@@ -230,29 +205,11 @@ def _with_versions(buf: tir.Buffer, n: int) -> tir.Buffer:
 
 def _rebind_versions(stmt, versioned: dict, iteration) -> tir.Stmt:
     """Accesses of a versioned buffer go to version ``iteration % versions``."""
-    if not versioned:
-        return stmt
-
-    def index(data, indices):
-        buf, n = versioned[data]
-        version = simplify(make_floormod(make_cast(iteration, indices[0].dtype if indices else "int32"),
-                                         tir.IntImm(indices[0].dtype if indices else "int32", n)))
-        return buf, [version] + list(indices)
-
-    class R(IRMutator):
-        def visit_expr(self, e):
-            if isinstance(e, tir.BufferLoad) and e.buffer.data in versioned:
-                buf, idx = index(e.buffer.data, [self.visit_expr(i) for i in e.indices])
-                return tir.BufferLoad(e.dtype, buf, idx, e.span)
-            return super().visit_expr(e)
-
-        def visit_stmt(self, s):
-            if isinstance(s, tir.BufferStore) and s.buffer.data in versioned:
-                buf, idx = index(s.buffer.data, [self.visit_expr(i) for i in s.indices])
-                return tir.BufferStore(buf, self.visit_expr(s.value), idx, s.span)
-            return super().visit_stmt(s)
-
-    return R().visit_stmt(stmt)
+    for old, new, n in versioned.values():
+        dt = old.shape[0].dtype if old.shape else "int32"
+        version = simplify(make_floormod(make_cast(iteration, dt), tir.IntImm(dt, n)))
+        stmt = _rebind(stmt, old, new, lambda indices, v=version: [v] + list(indices))
+    return stmt
 
 
 def _call(op: str, args: list) -> tir.Evaluate:
