@@ -42,7 +42,7 @@ from tvmscript.ir.tir import Allocate
 from tvmscript.ir.tir_arith import make_add, make_floordiv, make_floormod, make_mul
 from tvmscript.ir.tir_visitor import vars_in
 
-from .lower_gpu.common import THREAD_VARS, GPULoweringError
+from .lower_gpu.common import THREAD_VARS, GPULoweringError, buffer_accesses
 from .tensor_cores import MMA_ANN, MMA_SCOPES, TILE, WMMAError, _fragment_index, _load, _mma_operands, _tile_nest
 
 __all__ = ["tensorize_mma"]
@@ -136,7 +136,8 @@ class _TileOp:
         if kind in ("load_a", "load_b") and isinstance(store, tir.BufferStore):
             extents = _tile_of(store.buffer)
         elif kind == "mma" and isinstance(store, tir.BufferStore) and store.buffer.dtype == "float32":
-            tf32 = [b for b in _loaded_buffers(store.value) if b.scope == MMA_SCOPES[0] and b.dtype == "float32"]
+            loaded = buffer_accesses(store.value).loaded
+            tf32 = [b for b in loaded if b.scope == MMA_SCOPES[0] and b.dtype == "float32"]
             extents = (TILE, TILE, TF32_K) if tf32 else ()
         self.loops, self.store = _tile_nest(nest, 3 if kind == "mma" else 2, extents)
         self.at_origin = {lp.loop_var: tir.IntImm(lp.loop_var.dtype, 0) for lp in self.loops}
@@ -217,11 +218,14 @@ class _TileOp:
         store = tir.BufferStore(regs, value, [simplify(make_add(self._offset(dst), i))])
         return tir.For(i, c(0), c(4), "unrolled", store)
 
-    def _tile_vars(self, dst) -> tuple:
-        row = [lp.loop_var for lp in self.loops if _follows(dst.indices[-2], lp.loop_var)]
-        col = [lp.loop_var for lp in self.loops if _follows(dst.indices[-1], lp.loop_var)]
+    def _tile_vars(self, fragment) -> tuple:
+        """The tile loops the row and the column index of the ``fragment`` access follow (a
+        load's target; a store's source: its target, an epilogue's output, may be indexed
+        any way)."""
+        row = [lp.loop_var for lp in self.loops if _follows(fragment.indices[-2], lp.loop_var)]
+        col = [lp.loop_var for lp in self.loops if _follows(fragment.indices[-1], lp.loop_var)]
         if len(row) != 1 or len(col) != 1 or row[0] is col[0]:
-            raise WMMAError("a fragment load must copy a 16x16 tile, each index following one loop")
+            raise WMMAError("a fragment load or store must copy a tile, each index of the fragment following one loop")
         return row[0], col[0]
 
     def _mma(self) -> tir.Stmt:
@@ -252,10 +256,10 @@ class _TileOp:
         is row ``lane / 4 + 8r``, column ``8h + 2 (lane % 4) + e``. The pair ``e`` is one
         vectorized loop (an 8-byte store of float32s where the printer can prove it aligned):
         a warp's store then fills each 32-byte sector it touches."""
-        row_var, col_var = self._source_vars()
         src = _fragment_load(self.store.value, self.registers)
         if src is None:
             raise WMMAError("a fragment store must read one accumulator element")
+        row_var, col_var = self._tile_vars(src)
         regs = self._regs(src.buffer)
         base = self._offset(src)
         c = lambda v: tir.IntImm("int32", v)  # noqa: E731
@@ -269,31 +273,6 @@ class _TileOp:
         stmt = substitute(stmt, {row_var: row, col_var: col})
         pair = tir.For(e, c(0), c(2), "vectorized", stmt)
         return tir.For(h, c(0), c(2), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))
-
-    def _source_vars(self) -> tuple:
-        """The tile loops following the accumulator's rows and columns (the store's target
-        may be indexed any way: an epilogue's output)."""
-        src = _fragment_load(self.store.value, self.registers)
-        if src is None:
-            raise WMMAError("a fragment store must read one accumulator element")
-        row = [lp.loop_var for lp in self.loops if _follows(src.indices[-2], lp.loop_var)]
-        col = [lp.loop_var for lp in self.loops if _follows(src.indices[-1], lp.loop_var)]
-        if len(row) != 1 or len(col) != 1 or row[0] is col[0]:
-            raise WMMAError("a fragment store must read a 16x16 tile, each index following one loop")
-        return row[0], col[0]
-
-
-def _loaded_buffers(e) -> list:
-    found = []
-
-    class F(IRMutator):
-        def visit_expr(self, x):
-            if isinstance(x, tir.BufferLoad):
-                found.append(x.buffer)
-            return super().visit_expr(x)
-
-    F().visit_expr(e)
-    return found
 
 
 def _follows(index, var) -> bool:
