@@ -43,12 +43,12 @@ from tvmscript.ir.tir_arith import make_add, make_floordiv, make_floormod, make_
 from tvmscript.ir.tir_visitor import vars_in
 
 from .lower_gpu.common import THREAD_VARS, GPULoweringError, buffer_accesses
-from .tensor_cores import MMA_ANN, MMA_SCOPES, TILE, WMMAError, _fragment_index, _load, _mma_operands, _tile_nest
+from .tensor_cores import (MMA_ANN, MMA_SCOPES, TF32_K, TILE, WMMAError, _fragment_index, _load, _mma_operands,
+                           _tile_nest)
 
 __all__ = ["tensorize_mma"]
 
 WARP = 32
-TF32_K = 8                          # the k of mma.sync m16n8k8 (TF32)
 _PTX_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 

@@ -32,7 +32,7 @@ from tvmscript.ir.tir_arith import make_add, make_cast, make_mul
 
 from .lower_tir import _row_major_strides
 
-__all__ = ["WMMA_ANN", "WMMA_SCOPES", "MMA_ANN", "MMA_SCOPES", "tensorize_wmma"]
+__all__ = ["WMMA_ANN", "WMMA_SCOPES", "MMA_ANN", "MMA_SCOPES", "TF32_K", "tensorize_wmma"]
 
 WMMA_ANN = "tvms.wmma"
 WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
@@ -40,6 +40,7 @@ WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 # fragments become each lane's registers.
 MMA_ANN = "tvms.mma"
 MMA_SCOPES = ("warp.mma_a", "warp.mma_b", "warp.mma_acc")
+TF32_K = 8          # the k of mma.sync m16n8k8 (TF32 operands): their tiles are 16x8
 TILE = 16
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from ...tensor_cores import MMA_ANN, MMA_SCOPES, WMMA_ANN, WMMA_SCOPES
+from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
 from .base import GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, detect_iter_traits, find_matmul_block,
@@ -56,7 +56,6 @@ from .matmul import (
 __all__ = ["MatmulTensorCore"]
 
 FRAGMENT = 16                 # m = n = k of the wmma shape used (and m, n of a 16x16 mma.sync tile)
-TF32_K = 8                    # the k of mma.sync m16n8k8 (TF32)
 STEP_K = 32                   # K per shared-memory step
 WARP_SIZE = 32
 COPY_BYTES = 16               # what one thread moves per instruction into shared memory
@@ -214,8 +213,8 @@ class MatmulTensorCore(GPUScheduleRule):
         b = sch.get(copy)
         dst = b.writes[0]
         src = next((r for r in b.reads if r.buffer.scope in ("global", "")), None)
-        ndim = len(dst.region)
-        if src is not None and ndim >= 2:
+        transposed = False
+        if src is not None and len(dst.region) >= 2:
             rows = set(vars_in([dst.region[-2].min]))
             k = set(vars_in([dst.region[-1].min]))
             last = set(vars_in([src.region[-1].min]))
@@ -223,9 +222,7 @@ class MatmulTensorCore(GPUScheduleRule):
             if transposed:
                 sch.transform_layout(copy, ("write", 0),
                                      lambda *idx: (*idx[:-2], idx[-1], idx[-2]))
-        offset = ROW_ALIGN_OFFSET
-        if elem_bytes == 4:
-            offset = 8 if src is not None and ndim >= 2 and transposed else 4
+        offset = ROW_ALIGN_OFFSET if elem_bytes != 4 else 8 if transposed else 4
         sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=offset)
 
     @staticmethod
