@@ -50,18 +50,15 @@ def inference_passes(func_name: str | None = None, target: str = "llvm") -> list
     producing convolution or matmul as its epilogue otherwise. Then `_tidy_after` removes the
     tuples they leave. Attention written out by hand (matmul, softmax, matmul) becomes
     ``R.nn.attention`` (RewriteAttention), whose kernel never writes the scores out, once its
-    causal mask is a constant the pass can read: on the CPU only (`_fuses_attention`; for CUDA
+    causal mask is a constant the pass can read: on the CPU only (`_is_cuda`; for CUDA
     SplitAttention writes ``R.nn.attention`` out instead). For a CPU ``target``, a function whose
     2-D convolutions are all dense computes them in NHWC (`channels_last_for_cpu`).
     ``func_name``: only that function's batch norms."""
-    passes = [*_inference_rewrites(func_name, attention=_fuses_attention(target)), *_tidy_after()]
-    if not target.startswith("cuda"):
-        passes.append(channels_last_for_cpu)
-    else:
-        from .split_attention import SplitAttention
+    from .split_attention import SplitAttention
 
-        passes.append(SplitAttention())
-    return passes
+    cuda = _is_cuda(target)
+    return [*_inference_rewrites(func_name, attention=not cuda), *_tidy_after(),
+            SplitAttention() if cuda else channels_last_for_cpu]
 
 
 def _inference_rewrites(func_name: str | None = None, eval_mode_only: bool = False, attention: bool = True) -> list:
@@ -76,13 +73,13 @@ def _inference_rewrites(func_name: str | None = None, eval_mode_only: bool = Fal
     return passes + [RewriteAttention()] if attention else passes
 
 
-def _fuses_attention(target: str) -> bool:
-    """Whether hand-written attention should become ``R.nn.attention`` for ``target``: on the
-    CPU, whose attention kernel streams the scores through a tile; not on a GPU, where no DLight
-    rule schedules the fused kernel (it would run as DLight's Fallback, one thread per score
-    and a serial loop per row), while its matmuls and softmax, left apart, get the tensor-core
-    and reduction schedules."""
-    return str(target).split()[:1] != ["cuda"]
+def _is_cuda(target) -> bool:
+    """Whether ``target`` (text or a `Target`) is a CUDA GPU's. Attention goes opposite ways
+    there: on the CPU hand-written attention becomes ``R.nn.attention``, whose kernel streams
+    the scores through a tile; on a GPU no DLight rule schedules that kernel (it would run as
+    DLight's Fallback, one thread per score and a serial loop per row), while its matmuls and
+    softmax, apart (SplitAttention), get the tensor-core and reduction schedules."""
+    return str(target).split()[:1] == ["cuda"]
 
 
 def _tidy_after() -> list:
@@ -107,7 +104,7 @@ class EvalModeRewrites:
         self.target = target
 
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
-        passes = _inference_rewrites(eval_mode_only=True, attention=_fuses_attention(self.target))
+        passes = _inference_rewrites(eval_mode_only=True, attention=not _is_cuda(self.target))
         rewritten = Sequential(passes, "eval-mode rewrites")(mod)
         before = {gv.name_hint: f for gv, f in mod.functions.items()}
         if all(before.get(gv.name_hint) is f for gv, f in rewritten.functions.items()):
@@ -141,16 +138,13 @@ def default_pipeline(target: str = "llvm") -> Sequential:
     that only launch kernels are marked to replay them as one CUDA graph (unless the PassContext
     turns ``relax.backend.use_cuda_graph`` off; the build marks them too, for a module compiled
     without a pipeline); before zero, SplitAttention writes ``R.nn.attention`` out as matmuls
-    and a softmax, which the GPU schedules have rules for (`_fuses_attention`)."""
+    and a softmax, which the GPU schedules have rules for (`_is_cuda`)."""
     passes = [EvalModeRewrites(str(target)), *zero_passes()]
-    if not _fuses_attention(str(target)):
+    if _is_cuda(target):
+        from .rewrite_cuda_graph import RewriteCUDAGraph
         from .split_attention import SplitAttention
 
-        passes.insert(1, SplitAttention())
-    if str(target).split()[:1] == ["cuda"]:
-        from .rewrite_cuda_graph import RewriteCUDAGraph
-
-        passes.append(RewriteCUDAGraph())
+        passes = [passes[0], SplitAttention(), *passes[1:], RewriteCUDAGraph()]
     return Sequential(passes, "default")
 
 
