@@ -104,6 +104,15 @@ class _Libcuda:
             text = name.value.decode() if name.value else f"error {status}"
             raise CUDAGraphError(f"{symbol} failed: {text}")
 
+    def release(self, symbol: str, handle) -> None:
+        """Destroy ``handle`` with ``symbol`` (``cuGraphDestroy``...), if there is one, quietly:
+        at exit the library may be gone already."""
+        if handle:
+            try:
+                getattr(self._lib, symbol)(handle)
+            except Exception:  # noqa: BLE001 - at exit, the library may be gone already
+                pass
+
     # ---- the interface of graph_api
     def begin(self, stream) -> None:
         self.call("cuStreamBeginCapture_v2", stream.handle, THREAD_LOCAL)
@@ -140,12 +149,8 @@ class Graph:
         return GraphExec(self._api, handle.value)
 
     def __del__(self) -> None:
-        if self.handle:
-            handle, self.handle = self.handle, None
-            try:
-                self._api._lib.cuGraphDestroy(handle)
-            except Exception:  # noqa: BLE001 - at exit, the library may be gone already
-                pass
+        handle, self.handle = self.handle, None
+        self._api.release("cuGraphDestroy", handle)
 
 
 class GraphExec:
@@ -161,9 +166,5 @@ class GraphExec:
             self._api.check("cuGraphLaunch", status)
 
     def __del__(self) -> None:
-        if self.handle:
-            handle, self.handle = self.handle, None
-            try:
-                self._api._lib.cuGraphExecDestroy(handle)
-            except Exception:  # noqa: BLE001 - at exit, the library may be gone already
-                pass
+        handle, self.handle = self.handle, None
+        self._api.release("cuGraphExecDestroy", handle)
