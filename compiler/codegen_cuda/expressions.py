@@ -194,6 +194,11 @@ class ExprGen:
             return self.wmma(op, args)
         if op in PTX_OPS:
             return self.ptx(e)
+        if op == "tir.address_of":  # the element's address: no access of it (untraced)
+            load = args[0]
+            if not isinstance(load, tir.BufferLoad):
+                raise GPULoweringError("T.address_of takes a buffer element")
+            return f"(&{self.name(load.buffer.data)}[{self.expr(load.indices[0])}])"
         if op == "tir.tvm_access_ptr":  # (type annotation, data, offset, extent, access mask)
             t = ctype(args[0].dtype)
             return f"(({t}*){self.expr(args[1])} + {self.expr(args[2])})"

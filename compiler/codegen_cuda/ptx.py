@@ -290,18 +290,10 @@ class PtxGen:
     def _address(self, ptr, offset) -> str:
         """``ptr`` (a data variable, ``tvm_access_ptr`` or ``address_of``) advanced by
         ``offset`` elements of its own type."""
-        base = self._pointer(ptr)
+        base = self.expr(ptr)
         if isinstance(offset, tir.IntImm) and offset.value == 0:
             return base
         return f"({base} + {self.expr(offset)})"
-
-    def _pointer(self, ptr) -> str:
-        if isinstance(ptr, tir.Call) and ptr.op == "tir.address_of":
-            load = ptr.args[0]
-            if not isinstance(load, tir.BufferLoad):
-                raise GPULoweringError("T.address_of takes a buffer element")
-            return f"(&{self.name(load.buffer.data)}[{self.expr(load.indices[0])}])"
-        return self.expr(ptr)
 
     def _registers(self, ctype: str, ptr, offset) -> str:
         """A per-thread array at ``offset`` viewed as the 32-bit registers an instruction takes."""
