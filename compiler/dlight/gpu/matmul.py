@@ -181,6 +181,20 @@ def detect_iter_traits(block: tir.Block) -> Optional[tuple]:
     return a, b, c, [traits[iv.var] for iv in block.iter_vars]
 
 
+def product_extents(block: tir.Block) -> Optional[dict]:
+    """The extents of the canonical product's S, I, J and K (`IterKind` -> the product of its
+    iterators' extents; None where one of them is symbolic), or None when the block is no
+    matmul (`detect_iter_traits`)."""
+    traits = detect_iter_traits(block)
+    if traits is None:
+        return None
+    extent = {IterKind.kIter_S: 1, IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
+    for t in traits[3]:
+        if t.kind in extent and extent[t.kind] is not None:
+            extent[t.kind] = extent[t.kind] * t.extent.value if isinstance(t.extent, tir.IntImm) else None
+    return extent
+
+
 def get_index_map(block: tir.Block) -> Optional[tuple]:
     """(block map, A map, B map, C map) to the canonical form, or None."""
     traits = detect_iter_traits(block)

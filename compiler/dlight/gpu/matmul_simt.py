@@ -39,7 +39,7 @@ from tvmscript.ir import tir
 from .base import GPUScheduleRule
 from .matmul_tensor_core import _loop_of_last_index
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, detect_iter_traits, find_matmul_block,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, product_extents,
     to_canonical_form,
 )
 
@@ -62,15 +62,9 @@ def _qualifies(block: tir.Block) -> bool:
     `MIN_EXTENT`, K a multiple of `STEP_K` (batch axes of any constant extent)."""
     if any(r.buffer.dtype != "float32" for r in list(block.reads) + list(block.writes)):
         return False
-    traits = detect_iter_traits(block)
-    if traits is None:
+    extent = product_extents(block)
+    if extent is None or None in extent.values():
         return False
-    extent = {IterKind.kIter_S: 1, IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
-    for t in traits[3]:
-        if not isinstance(t.extent, tir.IntImm):
-            return False
-        if t.kind in extent:
-            extent[t.kind] *= t.extent.value
     i, j, k = extent[IterKind.kIter_I], extent[IterKind.kIter_J], extent[IterKind.kIter_K]
     return i >= MIN_EXTENT and j >= MIN_EXTENT and i % TILE == 0 and j % TILE == 0 and k % STEP_K == 0
 

@@ -49,8 +49,7 @@ from tvmscript.ir.tir_visitor import vars_in
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
 from .base import GPUScheduleRule
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, detect_iter_traits, find_matmul_block,
-    to_canonical_form,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, product_extents, to_canonical_form,
 )
 
 __all__ = ["MatmulTensorCore"]
@@ -286,16 +285,9 @@ def _extents(block: tir.Block):
     """(S, I, J) of the canonical product, None for a symbolic I (the rows: a sequence length,
     say); None when another extent is symbolic or I or J is under `MIN_EXTENT` (such products
     are matrix-vector-like, for the other rules)."""
-    traits = detect_iter_traits(block)
-    if traits is None:
+    extent = product_extents(block)
+    if extent is None or None in (extent[IterKind.kIter_S], extent[IterKind.kIter_J], extent[IterKind.kIter_K]):
         return None
-    extent = {IterKind.kIter_S: 1, IterKind.kIter_I: 1, IterKind.kIter_J: 1, IterKind.kIter_K: 1}
-    for t in traits[3]:
-        value = t.extent.value if isinstance(t.extent, tir.IntImm) else None
-        if value is None and t.kind != IterKind.kIter_I:
-            return None
-        if t.kind in extent:
-            extent[t.kind] = None if value is None or extent[t.kind] is None else extent[t.kind] * value
     s, i, j = extent[IterKind.kIter_S], extent[IterKind.kIter_I], extent[IterKind.kIter_J]
     if j < MIN_EXTENT or (i is not None and i < MIN_EXTENT):
         return None
