@@ -250,6 +250,11 @@ def _multiple_of(e, n: int, c: Canonical) -> bool:
     return isinstance(rem, tir.IntImm) and rem.value == 0
 
 
+# Integer operations whose result depends on nothing but their operands.
+_LANE_PURE_OPS = frozenset({"tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor", "tir.shift_left",
+                            "tir.shift_right"})
+
+
 def _ramp(e, v: tir.Var, lanes: int, c: Canonical):
     """``(base, stride)`` with ``e == base + stride * v`` for every ``v`` in ``[0, lanes)``
     (``base`` free of ``v``), or None. A floor division or modulus by a multiple of ``lanes``
@@ -274,13 +279,21 @@ def _ramp(e, v: tir.Var, lanes: int, c: Canonical):
                 r = _ramp(x, v, lanes, c)
                 return None if r is None else (tir.Mul(e.dtype, r[0], k), r[1] * k.value)
         return None
-    if isinstance(e, (tir.FloorDiv, tir.FloorMod)) and isinstance(e.b, tir.IntImm) and e.b.value % lanes == 0:
+    if isinstance(e, (tir.FloorDiv, tir.FloorMod)) and isinstance(e.b, tir.IntImm):
         r = _ramp(e.a, v, lanes, c)
-        if r is None or r[1] not in (0, 1) or not _multiple_of(r[0], lanes, c):
+        if r is not None and r[1] == 0:         # the same on every lane
+            return type(e)(e.dtype, r[0], e.b), 0
+        if r is None or r[1] != 1 or e.b.value % lanes or not _multiple_of(r[0], lanes, c):
             return None
         if isinstance(e, tir.FloorDiv):
             return tir.FloorDiv(e.dtype, r[0], e.b), 0
         return tir.FloorMod(e.dtype, r[0], e.b), r[1]
+    if isinstance(e, tir.Call) and e.op in _LANE_PURE_OPS:
+        # The same on every lane when its operands are (the XOR of a swizzled shared tile,
+        # `lower_gpu.permuted_layout`, applied to the 16-byte chunk a vector lies in).
+        parts = [_ramp(a, v, lanes, c) for a in e.args]
+        if all(p is not None and p[1] == 0 for p in parts):
+            return tir.Call(e.dtype, e.op, [p[0] for p in parts]), 0
     # Anything else: exact only when the difference of consecutive lanes simplifies to a constant.
     one = tir.IntImm(v.dtype, 1)
     step = c.simplify(tir.Sub(e.dtype, substitute(e, {v: tir.Add(v.dtype, v, one)}), e))

@@ -30,6 +30,10 @@ Small passes, in order (`pipeline`), one module each:
                                    `tensor_cores.tensorize_wmma` and `mma_tiles.tensorize_mma`
                                    make the ``tvms.wmma`` / ``tvms.mma`` tiles tensor-core
                                    intrinsics (mma's fragments become each lane's registers)
+5c. `permute_layouts`              shared tiles whose copy is annotated ``permuted_layout``
+   (permuted_layout)               get their 16-byte chunks XOR-swizzled by row, so that
+                                   ``ldmatrix`` and the copies hit every bank once (TVM's
+                                   InjectPermutedLayout)
 6. `lower_tir.flatten_buffers`,    and in between, `inject_async_copy` (async_copy): the
    `lower_tir.lower_intrinsics`    global-to-shared copies of asynchronous stages become
                                    ``cp.async`` (TVM's InjectPTXAsyncCopy)
@@ -55,6 +59,7 @@ from .compaction import aligned_strides, collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import combine, lower_cross_thread_reduction, reduction_identity
 from .index_widths import narrow_indices
 from .kernels import split_kernels
+from .permuted_layout import PERMUTED_LAYOUT, collect_permuted_layouts, permute_layouts
 from .async_copy import inject_async_copy
 from .pipeline import lower_for_gpu
 from .software_pipeline import inject_software_pipeline
@@ -65,5 +70,6 @@ __all__ = [
     "lower_for_gpu", "lower_cross_thread_reduction", "plan_buffer_locations", "split_kernels",
     "collect_dim_aligns", "compact_buffers", "aligned_strides", "inject_thread_sync", "narrow_indices", "is_shared",
     "has_thread_bindings", "pointer_targets", "SHARED_SCOPES", "FRAGMENT_SCOPES", "ON_CHIP_SCOPES",
-    "reduction_identity", "combine", "inject_software_pipeline", "inject_async_copy",
+    "reduction_identity", "combine", "inject_software_pipeline", "inject_async_copy", "PERMUTED_LAYOUT",
+    "collect_permuted_layouts", "permute_layouts",
 ]

@@ -227,7 +227,7 @@ def _compact_one(alloc: Allocate, thread_dom: dict, ranges: dict) -> Allocate:
         changed = True
     if not changed:
         return alloc
-    new = tir.Buffer(buf.name, new_shape, buf.dtype, data=tir.Var("handle", buf.name), scope=buf.scope,
+    new = tir.Buffer(buf.name, new_shape, buf.dtype, data=buf.data, scope=buf.scope,
                      align=buf.align)
 
     def rebase(indices):

@@ -15,6 +15,7 @@ from .compaction import collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import lower_cross_thread_reduction
 from .index_widths import narrow_indices
 from .kernels import split_kernels
+from .permuted_layout import collect_permuted_layouts, permute_layouts
 from .software_pipeline import inject_software_pipeline
 from .thread_sync import inject_thread_sync
 
@@ -24,12 +25,12 @@ def lower_for_gpu(func: tir.PrimFunc, name: str = "main") -> DeviceProgram:
     func = lower_cross_thread_reduction(func)
     func = plan_buffer_locations(func)
     func = lower_init(func)
-    aligns = collect_dim_aligns(func)
+    aligns, permuted = collect_dim_aligns(func), collect_permuted_layouts(func)
     func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN, MMA_ANN))
     program = split_kernels(func, name)
     for k in program.kernels:
         body = inject_software_pipeline(compact_buffers(k.body, k.extents, aligns))
-        body = tensorize_mma(tensorize_wmma(body), k.extents)
+        body = permute_layouts(tensorize_mma(tensorize_wmma(body), k.extents), permuted)
         flat = flatten_buffers(_with_body(func, body))
         body = lower_intrinsics(_with_body(func, inject_async_copy(flat.body))).body
         k.body = inject_thread_sync(narrow_indices(body, k.extents))

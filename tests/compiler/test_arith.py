@@ -132,3 +132,19 @@ def test_simplify_keeps_the_value(e, vi, vj, vk, vf):
     env = {i: vi, j: vj, k: vk, f: vf}
     for keep in (False, True):
         assert _eval(simplify(e, RANGES, keep_marks=keep), env) == _eval(e, env)
+
+
+def test_integer_bitwise_operations_of_constants_fold():
+    """A swizzle's XOR (`compiler.lower_gpu.permuted_layout`) at known indices is a constant,
+    and XOR or OR with 0 is the other operand; AND with 0 is not the operand."""
+    def call(op, a, b):
+        return tir.Call(I32, f"tir.bitwise_{op}", [a, b])
+
+    c = lambda v: tir.IntImm(I32, v)  # noqa: E731
+    assert expr_text(simplify(call("xor", c(6), c(3)))) == "5"
+    assert expr_text(simplify(call("and", c(6), c(3)))) == "2"
+    assert expr_text(simplify(call("or", c(6), c(3)))) == "7"
+    assert expr_text(simplify(call("xor", i // 2, c(0)))) == "i // 2"
+    assert expr_text(simplify(call("or", c(0), j))) == "j"
+    assert expr_text(simplify(call("and", i, c(0)))) != "i"
+    assert expr_text(simplify(call("xor", (i * 8 + k) // 8, j), RANGES)) == "T.bitwise_xor(i, j)"

@@ -90,12 +90,16 @@ def test_tiles_that_do_not_divide_the_product_take_the_wmma_schedule():
     assert result.ok, result
 
 
-def test_counters_no_bank_conflicts_coalesced_copies_and_one_mma_per_8x16x16():
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_counters_no_bank_conflicts_coalesced_copies_and_one_mma_per_8x16x16(b_transposed):
+    """The shared tiles are XOR-swizzled, not padded (`lower_gpu.permuted_layout`): ldmatrix
+    (plain for A and for B of x @ w.T, .trans for B of A @ B) and the cp.async copies hit
+    every bank once."""
     n = 256
-    (c,) = count(prim_funcs_of(tvms.parse(matmul_src(n, n, n))), "mm", target=SM90)
+    (c,) = count(prim_funcs_of(tvms.parse(matmul_src(n, n, n, b_transposed=b_transposed))), "mm", target=SM90)
     assert c.mma * 2 * 16 * 8 * 16 == 2 * n ** 3 and c.fma == 0
     assert c.shared_load_requests > 0 and c.shared_load_wavefronts == c.shared_load_ideal      # ldmatrix
-    assert c.shared_store_wavefronts <= 2 * c.shared_store_ideal                               # cp.async
+    assert c.shared_store_wavefronts == c.shared_store_ideal                                   # cp.async
     assert c.sectors_per_request() == c.ideal_sectors_per_request()                            # 16-byte runs
     # C: each lane stores its pairs of columns as one float2; a warp's store covers 8 rows of
     # 32 bytes, every sector it touches full.

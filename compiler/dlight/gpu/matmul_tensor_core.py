@@ -4,7 +4,8 @@ Two instruction sets, one schedule: on sm_80 and later, where the tiles divide I
 ``mma.sync`` m16n8k16 (`compiler.mma_tiles`): blocks of up to 128x128 with warps of 64x64
 (`MMA_TILINGS`, the largest that still gives every multiprocessor a block), each lane's
 accumulators written straight to C with the epilogue, the operands loaded by ``ldmatrix``
-and the K loop a 3-stage software pipeline whose copies are ``cp.async`` (TVM's
+from shared tiles whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
+`lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 3-stage software pipeline whose copies are ``cp.async`` (TVM's
 ``software_pipeline_stage`` annotations, `lower_gpu.software_pipeline`). Otherwise (older
 GPUs, tiles that need padding, a symbolic row count) wmma 16x16x16 fragments, as follows.
 
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
+from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
 from .base import GPUScheduleRule
 from .matmul import (
@@ -181,7 +183,7 @@ class MatmulTensorCore(GPUScheduleRule):
         auto_inline_producers(sch, b_shared)
         auto_inline_consumer_chain(sch, c_frag if mma else c_shared)
         for copy in (a_shared, b_shared):
-            self._shared_layout(sch, copy, elem_bytes)
+            self._shared_layout(sch, copy, elem_bytes, permuted=mma and not tf32)
             self._cooperative(sch, copy, tiling.warps, COPY_BYTES // elem_bytes)
         if not mma:
             self._cooperative(sch, c_shared, tiling.warps, 2)
@@ -202,13 +204,17 @@ class MatmulTensorCore(GPUScheduleRule):
         return sch
 
     @staticmethod
-    def _shared_layout(sch, copy, elem_bytes: int = 2) -> None:
+    def _shared_layout(sch, copy, elem_bytes: int = 2, permuted: bool = False) -> None:
         """Lay out the shared tile ``copy`` writes ([S, rows, K]) as the global matrix it reads
         is: [S, K, rows] when the matrix's last (contiguous) index follows the rows (B of
-        ``A @ B``), so that the copy reads and writes runs of consecutive elements; then pad
-        its rows. float32 (TF32) tiles, which each lane reads element by element (row
-        ``lane / 4``, column ``lane % 4`` of an 8x4 patch, or transposed), are padded by 4
-        floats when K is contiguous and 8 when the rows are: the 32 lanes then hit 32 banks."""
+        ``A @ B``), so that the copy reads and writes runs of consecutive elements; then keep
+        the rows an operand load reads at once out of each other's banks. ``permuted`` (the
+        ``ldmatrix`` tiles of mma.sync): their 16-byte chunks are XOR-swizzled by row
+        (``permuted_layout``, `lower_gpu.permuted_layout`), which costs no shared memory.
+        Otherwise the rows are padded: by 8 halfs for wmma, and for float32 (TF32) tiles,
+        which each lane reads element by element (row ``lane / 4``, column ``lane % 4`` of an
+        8x4 patch, or transposed), by 4 floats when K is contiguous and 8 when the rows are:
+        the 32 lanes then hit 32 banks."""
         b = sch.get(copy)
         dst = b.writes[0]
         src = next((r for r in b.reads if r.buffer.scope in ("global", "")), None)
@@ -221,6 +227,9 @@ class MatmulTensorCore(GPUScheduleRule):
             if transposed:
                 sch.transform_layout(copy, ("write", 0),
                                      lambda *idx: (*idx[:-2], idx[-1], idx[-2]))
+        if permuted:
+            sch.annotate(copy, PERMUTED_LAYOUT, 1)
+            return
         offset = ROW_ALIGN_OFFSET if elem_bytes != 4 else 8 if transposed else 4
         sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=offset)
 

@@ -427,7 +427,8 @@ class Canonical:
                 return t if c.value else f
             return tir.Select(e.dtype, c, t, f)
         if isinstance(e, tir.Call):
-            return tir.Call(e.dtype, e.op, [self.simplify(a) if isinstance(a, tir.PrimExpr) else a for a in e.args])
+            args = [self.simplify(a) if isinstance(a, tir.PrimExpr) else a for a in e.args]
+            return _fold_bitwise(e, args) or tir.Call(e.dtype, e.op, args)
         return e
 
     def compare(self, e) -> tir.PrimExpr:
@@ -459,3 +460,23 @@ def simplify(e, ranges: dict | None = None, keep_marks: bool = False):
     """``e`` in canonical form; ``ranges`` maps Var -> (min, extent) for the vars in scope.
     ``keep_marks``: keep fused loop iterators whole under ``//`` and ``%`` (block bindings)."""
     return Canonical(ranges, keep_marks).simplify(e)
+
+
+_BITWISE_FOLDS = {"tir.bitwise_and": lambda a, b: a & b, "tir.bitwise_or": lambda a, b: a | b,
+                  "tir.bitwise_xor": lambda a, b: a ^ b}
+
+
+def _fold_bitwise(e: tir.Call, args: list):
+    """An integer ``&``, ``|`` or ``^`` of two constants, as a constant; ``x ^ 0`` and ``x | 0``
+    as ``x`` (a swizzle whose key is 0). None for anything else."""
+    fold = _BITWISE_FOLDS.get(e.op)
+    if fold is None or len(args) != 2 or not tir.is_int(e.dtype):
+        return None
+    a, b = args
+    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+        return tir.IntImm(e.dtype, fold(a.value, b.value))
+    if e.op != "tir.bitwise_and":
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, tir.IntImm) and y.value == 0 and x.dtype == e.dtype:
+                return x
+    return None
