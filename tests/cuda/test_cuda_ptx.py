@@ -205,10 +205,11 @@ def test_tf32_mma_rounds_its_inputs_to_nearest_away():
     a[0, :] = 1 + 2.0**-11
     b[:, 0] = [1, 0, 0, 0, 0, 0, 0, 0]
     c0 = RNG.standard_normal((16, 8)).astype(np.float32)
+    c0[0, 0] = 0      # so that c[0, 0] is the product alone (a random c0 would round the sum)
     c = c0.copy()
     mod.run("f", a, b, c)
     np.testing.assert_allclose(c, tf32(a).astype(np.float64) @ tf32(b).astype(np.float64) + c0, rtol=1e-5, atol=1e-5)
-    assert c[0, 0] - c0[0, 0] == np.float32(1 + 2.0**-10)
+    assert c[0, 0] == np.float32(1 + 2.0**-10)
 
 
 # ----------------------------------------------------------------------------- ldmatrix alone
