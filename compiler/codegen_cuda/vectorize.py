@@ -6,7 +6,9 @@ buffer read, the arithmetic lane by lane, and one vector store (`VectorGen.vecto
 guard around the store that has one value for every lane (a partial last block of threads)
 is printed once, around the vector accesses. Halves and bfloat16s come 4 or 8 to a vector
 (8 or 16 bytes, one memory instruction, as elementwise kernels need for full bandwidth) in a
-``uint2`` / ``uint4`` whose lanes are read through a pointer to the scalar type; a
+``uint2`` / ``uint4`` whose lanes are read through a pointer to the scalar type. A store into
+a thread's registers (a local array, as a register-tiled matmul loads its operands) keeps
+its lanes apart, each at its constant index, after the vector loads; a
 plain copy of a vector no arithmetic type holds (8 halfs) moves opaque words of its size
 (`VectorGen.vector_copy`). Any other vectorized loop is an unrolled C loop. Contiguity is
 proved with `arith.Canonical` over the loop ranges (`_ramp`), as TVM's vectorizer reasons.
@@ -69,12 +71,13 @@ class VectorGen:
                 return True
             if vt is None:
                 return False
-        if not _vector_memory(body.buffer):
-            return False
+        # Into a thread's registers (a local array): vector loads, then the lanes stored one
+        # by one at their constant indices, so that the array stays in registers.
+        into_registers = not _vector_memory(body.buffer)
         scan = _VectorLoads(v, lanes, c)
         scan.visit(body.value)
         loads = scan.loads
-        if not scan.ok or _contiguity(body.indices[0], v, lanes, c) != "vector":
+        if not scan.ok or _contiguity(body.indices[0], v, lanes, c) != "vector" or (into_registers and not loads):
             return False
         self.line("{")
         self.indent += 1
@@ -90,7 +93,8 @@ class VectorGen:
             lane_values[key] = (vname, members, ld.dtype)
         stype, members = vt
         out = self.fresh("v")
-        self.line(f"{stype} {out};")
+        if not into_registers:
+            self.line(f"{stype} {out};")
         self.count_raw(*(n * lanes for n in op_counts(body.value)))
         for lane in range(lanes):
             def lane_expr(e, lane=lane):
@@ -102,10 +106,15 @@ class VectorGen:
             self.lane_override = lane_expr
             self.lane_subst = {v: tir.IntImm(v.dtype, lane)}
             try:
-                self.line(f"{_lane(out, members, body.buffer.dtype, lane)} = {self.expr(body.value)};")
+                target = self.store_target(body) if into_registers else _lane(out, members, body.buffer.dtype, lane)
+                self.line(f"{target} = {self.expr(body.value)};")
             finally:
                 self.lane_override = None
                 self.lane_subst = None
+        if into_registers:
+            self.indent -= 1
+            self.line("}")
+            return True
         base = self.expr(_at_lane0(body.indices[0], v, c))
         pointer = self.traced_pointer(f"({stype}*)({self.name(body.buffer.data)} + {base})",
                                       self.buffer_space(body.buffer), store=True)

@@ -80,9 +80,8 @@ def test_counters_coalesced_loads_conflict_free_stores_and_64_fmas_per_16_shared
     assert c.fma_inst == n ** 3 // 32 and c.mma == 0
     assert c.sectors_per_request() == c.ideal_sectors_per_request()       # both copies, global
     assert c.shared_store_wavefronts == c.shared_store_ideal              # incl. the transposing one
-    # The CUDA C loads a thread's operands one float at a time (a vectorized copy into a local
-    # array is printed as a loop; NVRTC makes each 4 one 16-byte load, see above): 8 + 8 per k
-    # for 64 FMAs (Matmul: 4 + 4 for 16). A's are conflict-free; B's, 16 threads 16 bytes
-    # apart, take 2 wavefronts as 4-byte loads (the 16-byte loads of the PTX need 2 anyway).
-    assert c.shared_load_requests * 4 == c.fma_inst
-    assert c.shared_load_wavefronts * 2 == 3 * c.shared_load_ideal
+    # The CUDA C loads a thread's operands 16 bytes at a time, as the PTX does (see above: a
+    # vectorized copy into registers is vector loads, then the lanes one by one): 2 + 2 per k
+    # for 64 FMAs (Matmul: 4 + 4 scalar loads for 16), none with bank conflicts.
+    assert c.shared_load_requests * 16 == c.fma_inst
+    assert c.shared_load_wavefronts == c.shared_load_ideal
