@@ -289,7 +289,9 @@ def main() -> int:
 
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     print_rows(rows)
-    print_estimates(args.gpu or _gpu_present(torch), n, rows)
+    import cuda_estimates
+
+    print_estimates(args.gpu or cuda_estimates.gpu_present(torch), n, rows)
     return 0
 
 
@@ -300,14 +302,6 @@ def print_estimates(gpu, n: int, rows=None) -> None:
 
     estimates = cuda_estimates.estimate_rows(gpu, n)
     cuda_estimates.print_estimates(estimates, gpu, cuda_estimates.measured_seconds(rows, n) if rows else None)
-
-
-def _gpu_present(torch) -> str:
-    """The estimates' GPU: the one present when `compiler.roofline` knows it, else an H200."""
-    from tvmscript.compiler.roofline import gpu_for_device
-
-    spec = gpu_for_device(torch.cuda.get_device_name(0))
-    return spec if spec is not None else "h200"
 
 
 if __name__ == "__main__":

@@ -119,6 +119,53 @@ def estimate_rows(gpu="h200", n: int = 4096, static: bool = False, log=None) -> 
     return rows
 
 
+def gpu_present(torch):
+    """The estimates' GPU: the one present when `compiler.roofline` knows it, else an H200."""
+    spec = roofline.gpu_for_device(torch.cuda.get_device_name(0))
+    return spec if spec is not None else "h200"
+
+
+def kernel_calls(mod, func: str = "main") -> dict:
+    """prim_func name -> how many times one call of the Relax function ``func`` launches it
+    (its ``R.call_tir`` bindings; what a CUDA graph replays)."""
+    from tvmscript.ir import relax
+
+    calls: dict = {}
+    body = mod[func].body
+    for block in body.blocks:
+        for binding in block.bindings:
+            value = getattr(binding, "value", None)
+            if isinstance(value, relax.Call) and getattr(value.op, "name", "") in ("relax.call_tir",
+                                                                                    "relax.call_tir_inplace"):
+                callee = value.args[0].name_hint
+                calls[callee] = calls.get(callee, 0) + 1
+    return calls
+
+
+def model_estimate(ex, target: str = "cuda", gpu="h200", blocks: int = 2, func: str = "main") -> Row:
+    """The estimate of one call of ``func`` of an executable compiled for ``target`` (its
+    options, ``-allow_tf32=1`` say, decide the schedules): each kernel it launches run on the
+    emulator for ``blocks`` blocks a launch, counted and scaled (`emulated_estimate`), times
+    the calls of it. Launches replayed by a CUDA graph cost the GPU's launch overhead each, not
+    the VM's."""
+    from support.cuda_counters import CountingModule, traced_code
+
+    calls = kernel_calls(ex.mod, func)
+    funcs = {name: ex.mod[name] for name in calls}
+    code = traced_code(funcs, target)
+    mod = CountingModule(code, blocks=blocks)
+    kernels = []
+    for name, times in calls.items():
+        mod.run(name, *_zeros(code.functions[name].params))
+        once = [roofline.estimate(c, gpu, pipelined=roofline.pipelined_kernel(code.source, c.kernel))
+                for c in mod.counters]
+        kernels += once * times
+    graphed = bool(getattr(ex.functions.get(func), "cuda_graph", False))
+    total = sum(k.seconds if graphed else max(k.seconds, VM_LAUNCH_S) for k in kernels)
+    slowest = max(kernels, key=lambda k: k.seconds)
+    return Row(func, total, slowest.bound, f"emulator, {blocks} blocks a launch, {len(kernels)} launches", kernels)
+
+
 def measured_seconds(rows: list, n: int) -> dict:
     """Seconds per call from benchmarks/cuda.py's measured rows (label, tvms figure, ...), by
     the estimate rows' labels."""

@@ -21,6 +21,10 @@ Every row prints the number of kernel launches one call makes (``Executable.stat
 VM function's kernel call sites; resnet18's goal is at most 25) and whether its calls replay
 them as one CUDA graph (the compiler's RewriteCUDAGraph: "yes", else "no" and why). That needs
 NVRTC but no GPU, so without one the script prints those, says what is missing and exits 1.
+The "est ms" column is one call's roofline estimate on an H200 (or the GPU present), made
+without a GPU: every kernel of ``main`` runs on the CPU emulator for 2 of its blocks, counted
+and scaled (benchmarks/cuda_estimates.py ``model_estimate``, about 20 s a model;
+``--no-estimate`` skips it).
 With a GPU, times are the GPU's: CUDA events around ``--repeat`` calls after a warm-up, the
 best of three rounds (`_gpu.gpu_time` for PyTorch, ``vm.time_evaluator`` for tvms), and each
 output is checked against PyTorch's first. tvms is timed twice: with CUDA graphs (as compiled,
@@ -106,8 +110,11 @@ def compiled(case: GPUCase):
         mod = relax.transform.bound_inference_passes("main", "cuda")(mod)
         mod = relax.transform.ToMixedPrecision(out_dtype="float16")(mod)
         model, x = half_model, half_x
-    target = "cuda -allow_tf32=1" if case.precision == "tf32" else "cuda"
-    return model, x, tvms.compile(mod, target=target)
+    return model, x, tvms.compile(mod, target=target_of(case))
+
+
+def target_of(case: GPUCase) -> str:
+    return "cuda -allow_tf32=1" if case.precision == "tf32" else "cuda"
 
 
 def launches(ex) -> int:
@@ -133,6 +140,7 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(c.name for c in CASES),
                     help="comma-separated: " + ", ".join(c.name for c in CASES))
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--no-estimate", action="store_true", help="skip the roofline estimates (est ms)")
     args = ap.parse_args()
     wanted = args.models.split(",")
     unknown = sorted(set(wanted) - {c.name for c in CASES})
@@ -141,8 +149,12 @@ def main() -> int:
     from tvmscript.runtime.cuda import unavailable_reason
 
     reason = unavailable_reason(0)
-    print(f"{'model':<18} {'launches':>8} {'tvms ms':>9} {'no graph':>9} {'eager ms':>9} {'ratio':>7}  "
-          f"goal; CUDA graph")
+    import cuda_estimates
+    from tvmscript.compiler import roofline
+
+    gpu = "h200" if reason else cuda_estimates.gpu_present(torch)
+    print(f"{'model':<18} {'launches':>8} {'est ms':>8} {'tvms ms':>9} {'no graph':>9} {'eager ms':>9} "
+          f"{'ratio':>7}  goal; CUDA graph")
     met = total = 0
     for case in (c for c in CASES if c.name in wanted):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = case.precision == "tf32"
@@ -152,11 +164,12 @@ def main() -> int:
         if case.max_launches is not None:
             checks.append(n <= case.max_launches)
         launch_goal = f"<= {case.max_launches} launches" if case.max_launches is not None else ""
+        est = "" if args.no_estimate else f"{estimate_ms(ex, gpu, target_of(case)):8.3f}"
         if reason:
             total += len(checks)
             met += sum(checks)
             goal = f"{launch_goal}; " if launch_goal else ""
-            print(f"{case.name:<18} {n:>8} {'':>9} {'':>9} {'':>9} {'':>7}  {goal}graph {graph_note(ex)}")
+            print(f"{case.name:<18} {n:>8} {est:>8} {'':>9} {'':>9} {'':>9} {'':>7}  {goal}graph {graph_note(ex)}")
             continue
         ours, plain, eager, graph = time_on_gpu(model, x, ex, args.repeat)
         ratio = ours / eager
@@ -166,14 +179,24 @@ def main() -> int:
         met += sum(checks)
         goals = ", ".join(g for g in (launch_goal, f"<= {case.goal:g}x eager" if case.goal else "") if g)
         verdict = "met" if all(checks) else "NOT met"
-        print(f"{case.name:<18} {n:>8} {ours * 1e3:9.3f} {plain * 1e3:9.3f} {eager * 1e3:9.3f} {ratio:7.2f}  "
-              f"{goals}: {verdict}; graph {graph}")
+        print(f"{case.name:<18} {n:>8} {est:>8} {ours * 1e3:9.3f} {plain * 1e3:9.3f} {eager * 1e3:9.3f} "
+              f"{ratio:7.2f}  {goals}: {verdict}; graph {graph}")
     print(f"goals met: {met} of {total}")
+    if not args.no_estimate:
+        print(f"est ms: one call estimated on the {roofline.gpu_spec(gpu).name} from the CPU emulator's counters "
+              "(compiler/roofline.py, benchmarks/cuda_estimates.py)")
     if reason:
         print(f"the times need a GPU: {reason}")
         return 1
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__} (TF32 off but in the tf32 row)")
     return 0
+
+
+def estimate_ms(ex, gpu, target: str) -> float:
+    """One call of ``main``, estimated on ``gpu`` from the emulator's counters."""
+    import cuda_estimates
+
+    return cuda_estimates.model_estimate(ex, target, gpu).seconds * 1e3
 
 
 def time_on_gpu(model, x, ex, repeat: int) -> tuple:
