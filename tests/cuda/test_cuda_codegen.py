@@ -99,12 +99,15 @@ def test_matmul_tiles_in_shared_memory_with_barriers():
 
 
 def test_storage_align_pads_the_rows_of_shared_tiles():
-    """DLight's Matmul asks for A's and B's shared rows at a stride of 8k + 2 (its vector
-    length): the tiles are 32x16 and 64x16, so rows are 18 floats apart, not 16."""
+    """DLight's Matmul asks for A's and B's shared rows at a stride of 8k + its copy's vector
+    length: the tiles are 32x16 and 64x16. A is copied 2 floats at a time along K (rows 18
+    floats apart); B of A @ B, contiguous along its rows (J), one float per thread along J,
+    coalesced (rows 17 floats apart: consecutive rows in different banks)."""
     k = kernel_text(cuda_source(MATMUL), "mm_kernel")
     shared = dict(re.findall(r"__shared__ __align__\(16\) float (\w+)\[(\d+)\]", k))
-    assert shared == {"A_reindex_shared": str(31 * 18 + 16), "B_reindex_shared": str(63 * 18 + 16)}, k
+    assert shared == {"A_reindex_shared": str(31 * 18 + 16), "B_reindex_shared": str(63 * 17 + 16)}, k
     assert re.search(r"A_reindex_shared\[.*\* 18\)", k), k
+    assert re.search(r"B_reindex_shared\[.*\* 17\)", k), k
 
 
 def test_aligned_strides_follow_tvm_buffer_dim_align():

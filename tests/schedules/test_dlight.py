@@ -76,6 +76,13 @@ GOLDEN_KNOWN_DIFF = {
     # keeps a redundant "< (m + 31) // 32 * 32" beside "< m"
     "matmul_dynamic_m_matmul_fallback": "predicates over a symbolic extent are not simplified as TVM does",
 }
+# tvms's Matmul copies its tiles into shared memory coalesced: the block's threads take
+# consecutive elements round after round (TVM gives each thread a run of its own, so a warp's
+# lanes read elements a run apart: 4x the memory sectors a request touches). The rest of the
+# schedule is TVM's; test_golden_is_valid_and_same still checks these cases' results.
+for _case in ("batch_matmul_matmul_fallback", "fused_matmul_add_relu_all_rules", "matmul_matmul_fallback",
+              "matmul_nondivisible_matmul_fallback"):
+    GOLDEN_KNOWN_DIFF[_case] = "Matmul's shared-memory copies are coalesced (threads outermost in the copy)"
 
 # Names tvms cannot give: TVM lets two blocks share a name (GEMV's two rfactor stages are both
 # "matmul_rf"); tvms finds blocks by name, so the second is "matmul_rf_1".

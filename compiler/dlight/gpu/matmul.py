@@ -6,9 +6,11 @@ element fetched from global memory is used many times. Each thread block compute
 tile of C (blockIdx.x over I, blockIdx.y over batch x J); its 8x16 threads each compute a 4x4
 sub-tile held in registers ("local"), with the inner J loop vectorized by 2. The reduction
 runs in chunks of 16: per chunk the block loads the A and B tiles it needs into shared memory
-cooperatively (all threads, vectorized, rows padded by `storage_align` against bank
-conflicts), then every thread accumulates its 4x4 from shared memory, the 16-step inner
-loop unrolled. The result is written back from registers, where the epilogue is inlined.
+cooperatively (all threads, rows padded by `storage_align` against bank conflicts), then
+every thread accumulates its 4x4 from shared memory, the 16-step inner loop unrolled. The
+copies are coalesced, unlike TVM's: consecutive threads take consecutive elements of the
+global operand, vectorized along K, or one element each along the rows where those are
+contiguous (a transposed operand, a convolution's im2col read of its input's pixels). The result is written back from registers, where the epilogue is inlined.
 
 To get there the block is first brought into the canonical form: each operand gets a copy
 indexed by the block's iterators (`reindex`) whose layout is rewritten to
@@ -247,6 +249,36 @@ def get_reduction_blocks(sch, blocks) -> Optional[list]:
 # ----------------------------------------------------------------------------- the rule
 
 
+def loops_of_last_index(sch, block, loops: list) -> list:
+    """The loops of ``loops`` (a copy's own) that the last -- contiguous -- index of the global
+    buffer the copy ``block`` reads or writes follows, in the order the index names them: one
+    for a plain matrix, two for an im2col read (``X[n, c, h + kh, w + kw]`` follows the pixel
+    and the kernel column)."""
+    realize = sch.resolve_block(block)[1]
+    b = realize.block
+    realize_values = dict(zip((iv.var for iv in b.iter_vars), realize.iter_values))
+    accesses = [r for r in list(b.reads) + list(b.writes) if r.buffer.scope in ("global", "")]
+    if not accesses:
+        return []
+    last = accesses[0].region[-1].min
+    loop_vars = {sch.get(lp).loop_var: lp for lp in loops}
+    out = []
+    for v in vars_in([last]):
+        bound = realize_values.get(v)
+        if bound is None:
+            continue
+        used = [loop_vars[x] for x in vars_in([bound]) if x in loop_vars]
+        if len(used) == 1 and used[0] not in out:
+            out.append(used[0])
+    return out
+
+
+def loop_of_last_index(sch, block, loops: list):
+    """The first of `loops_of_last_index`, if any."""
+    found = loops_of_last_index(sch, block, loops)
+    return found[0] if found else None
+
+
 class Matmul(GPUScheduleRule):
     """Shared-memory tiles with register blocking (see the module docstring)."""
 
@@ -334,19 +366,29 @@ class Matmul(GPUScheduleRule):
                 num_loops = len(sch.get_loops(block))
                 sch.compute_at(block, ko, preserve_unit_loops=True)
                 loops = sch.get_loops(block)[-num_loops:]
-                ty_, tx_, _, vec = sch.split(sch.fuse(*loops),
-                                             factors=[config.block_size_y, config.block_size_x, None, vec_len])
-                sch.vectorize(vec)
+                auto_inline_producers(sch, block)      # the copy reads the global operand itself
+                # The block's threads take consecutive elements (vectors of ``vec_len``) round
+                # after round, so that a warp reads whole lines; TVM's DLight gives each thread
+                # a run of its own, and a warp's lanes then read elements a run apart.
+                rows, k = loops[-2], loops[-1]
+                if rows in loops_of_last_index(sch, block, loops):
+                    # The global operand is contiguous along the rows (a transposed operand,
+                    # the pixels of a convolution's im2col read): consecutive threads take
+                    # consecutive rows, one element each.
+                    sch.reorder(*loops[:-2], k, rows)
+                    loops, vec_len = [*loops[:-2], k, rows], 1
+                _, ty_, tx_, vec = sch.split(sch.fuse(*loops),
+                                             factors=[None, config.block_size_y, config.block_size_x, vec_len])
+                if vec_len > 1:
+                    sch.vectorize(vec)
                 sch.bind(ty_, "threadIdx.y")
                 sch.bind(tx_, "threadIdx.x")
                 if config.storage_align:
                     sch.storage_align(block, 0, axis=1, factor=8, offset=vec_len)
                 return block
 
-            a_g2s = cooperative_fetch(0, config.vector_size)
-            b_g2s = cooperative_fetch(1, config.vector_size)
-            auto_inline_producers(sch, a_g2s)
-            auto_inline_producers(sch, b_g2s)
+            cooperative_fetch(0, config.vector_size)
+            cooperative_fetch(1, config.vector_size)
         else:
             auto_inline_producers(sch, main)
         auto_inline_consumer_chain(sch, l2g)

@@ -37,10 +37,9 @@ from __future__ import annotations
 from tvmscript.ir import tir
 
 from .base import GPUScheduleRule
-from .matmul_tensor_core import _loop_of_last_index
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, product_extents,
-    to_canonical_form,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loop_of_last_index,
+    product_extents, to_canonical_form,
 )
 
 __all__ = ["MatmulSIMT"]
@@ -154,7 +153,7 @@ class MatmulSIMT(GPUScheduleRule):
         loops = sch.get_loops(block)
         n = len(sch.get(block).iter_vars)
         own = loops[-n:]
-        fastest = _loop_of_last_index(sch, block, own)
+        fastest = loop_of_last_index(sch, block, own)
         contiguous = fastest is not None and fastest is not own[-1]
         if contiguous:
             own = [lp for lp in own if lp is not fastest] + [fastest]

@@ -51,7 +51,8 @@ from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
 from .base import GPUScheduleRule
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, product_extents, to_canonical_form,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loop_of_last_index, product_extents,
+    to_canonical_form,
 )
 
 __all__ = ["MatmulTensorCore"]
@@ -246,7 +247,7 @@ class MatmulTensorCore(GPUScheduleRule):
         loops = sch.get_loops(block)
         n = len(sch.get(block).iter_vars)
         own = loops[-n:]
-        fastest = _loop_of_last_index(sch, block, own)
+        fastest = loop_of_last_index(sch, block, own)
         if fastest is not None and fastest is not own[-1]:
             own = [lp for lp in own if lp is not fastest] + [fastest]
             sch.reorder(*own)
@@ -271,27 +272,6 @@ class MatmulTensorCore(GPUScheduleRule):
             loops = sch.get_loops(block)
         outer = sch.blockize(loops[-inner])
         sch.annotate(outer, ann, kind)
-
-
-def _loop_of_last_index(sch, block, loops: list):
-    """Which of ``loops`` (the copy's own) the last index of the global buffer the copy
-    ``block`` reads or writes follows, if one does."""
-    realize = sch.resolve_block(block)[1]
-    b = realize.block
-    realize_values = dict(zip((iv.var for iv in b.iter_vars), realize.iter_values))
-    accesses = [r for r in list(b.reads) + list(b.writes) if r.buffer.scope in ("global", "")]
-    if not accesses:
-        return None
-    last = accesses[0].region[-1].min
-    loop_vars = {sch.get(lp).loop_var: lp for lp in loops}
-    for v in vars_in([last]):
-        bound = realize_values.get(v)
-        if bound is None:
-            continue
-        used = [loop_vars[x] for x in vars_in([bound]) if x in loop_vars]
-        if len(used) == 1:
-            return used[0]
-    return None
 
 
 def _extents(block: tir.Block):
