@@ -19,7 +19,8 @@ from .fuse_ops import FuseOps
 from .fuse_tir import FuseTIR
 from .legalize_ops import LegalizeOps
 from .pass_context import PassContext
-from .pipeline import Sequential, bound_inference_passes, channels_last_for_cpu, get_pipeline
+from .pipeline import (ChannelsLastForTensorCores, Sequential, bound_inference_passes, channels_last_for_cpu,
+                       get_pipeline)
 from .rewrite_cuda_graph import RewriteCUDAGraph
 from .split_attention import SplitAttention
 from .to_mixed_precision import ToMixedPrecision
@@ -27,4 +28,5 @@ from .to_mixed_precision import ToMixedPrecision
 __all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "ComposePermutes",
            "ConvertLayout", "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D",
            "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "PassContext", "RewriteAttention", "RewriteCUDAGraph",
-           "Sequential", "SplitAttention", "ToMixedPrecision", "bound_inference_passes", "channels_last_for_cpu", "get_pipeline"]
+           "Sequential", "SplitAttention", "ToMixedPrecision", "bound_inference_passes", "channels_last_for_cpu",
+           "get_pipeline", "ChannelsLastForTensorCores"]

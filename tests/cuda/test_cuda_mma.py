@@ -158,6 +158,64 @@ def test_a_half_precision_convolution_is_an_implicit_gemm_on_mma_sync():
     assert result.ok, result
 
 
+def _conv_module(dtype: str, weights: str = "constant") -> "tvms.ir.IRModule":
+    """A 3x3 convolution of 64 channels on 8x8 pixels in NCHW; its weights a bound constant
+    (cast to ``dtype`` as ToMixedPrecision leaves it for half precision) or a parameter."""
+    from tvmscript import relax
+
+    rng = np.random.default_rng(0)
+    x = relax.Var("x", relax.TensorStructInfo((2, 64, 8, 8), dtype))
+    w_param = relax.Var("w", relax.TensorStructInfo((64, 64, 3, 3), dtype))
+    bb = relax.BlockBuilder()
+    params = [x] if weights == "constant" else [x, w_param]
+    with bb.function("main", params):
+        with bb.dataflow():
+            if weights == "constant":
+                w = bb.emit(relax.op.astype(relax.const(rng.standard_normal((64, 64, 3, 3)).astype("float32")), dtype))
+            else:
+                w = w_param
+            y = bb.emit_output(relax.op.nn.conv2d(x, w, padding=[1, 1, 1, 1], out_dtype="float32"))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+def _conv_layouts(mod) -> list:
+    from tvmscript.compiler.transform._common import op_name, walk_relax
+
+    found = []
+    walk_relax(mod["main"], lambda n: found.append(n.attrs["data_layout"]) if op_name(n) == "relax.nn.conv2d" else None)
+    return found
+
+
+@pytest.mark.parametrize("dtype, target, weights, layout", [
+    ("float16", "cuda", "constant", "NHWC"),             # on tensor cores: channels contiguous along K
+    ("bfloat16", "cuda", "constant", "NHWC"),
+    ("float32", "cuda", "constant", "NCHW"),             # CUDA cores: read along the pixels
+    ("float32", "cuda -allow_tf32=1", "constant", "NHWC"),
+    ("float16", "cuda", "parameter", "NCHW"),            # would be transposed on every call
+    ("float16", "llvm", "constant", "NCHW"),             # the CPU's choice is channels_last_for_cpu's
+])
+def test_convolutions_on_tensor_cores_are_computed_in_nhwc(dtype, target, weights, layout):
+    from tvmscript.compiler.transform import ChannelsLastForTensorCores
+
+    assert _conv_layouts(ChannelsLastForTensorCores(target)(_conv_module(dtype, weights))) == [layout]
+
+
+def test_an_nhwc_half_precision_convolution_copies_16_bytes_at_a_time_and_matches_the_cpu():
+    """The default CUDA pipeline's NHWC convolution: K (kernel row, column, channel) runs along
+    the channels, so the input's tile is copied with cp.async 16 bytes a thread; the kernels
+    (the layout transposes, the convolution) match the CPU's."""
+    from tvmscript import relax
+
+    mod = relax.get_pipeline("default", "cuda")(_conv_module("float16"))
+    funcs = prim_funcs_of(mod)
+    conv = next(n for n in funcs if "conv2d" in n)
+    src = build_cuda({conv: funcs[conv]}, SM90, kind="source").source
+    assert "tvms_mma_m16n8k16_f32_f16" in src and src.count("tvms_cp_async16(") >= 2
+    results = compare_with_cpu(funcs, target=SM90, rtol=2e-2, atol=2e-2)
+    assert results and all(r.ok for r in results.values()), results
+
+
 TF32 = "cuda -arch=sm_90 -allow_tf32=1"
 
 

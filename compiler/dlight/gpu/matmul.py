@@ -2,15 +2,16 @@
 batch axes, with elementwise prologues and epilogues), tiled for shared memory and registers.
 
 Why this structure: a matmul does O(n^3) work on O(n^2) data, so it is fast only if each
-element fetched from global memory is used many times. Each thread block computes a 32x64
-tile of C (blockIdx.x over I, blockIdx.y over batch x J); its 8x16 threads each compute a 4x4
-sub-tile held in registers ("local"), with the inner J loop vectorized by 2. The reduction
-runs in chunks of 16: per chunk the block loads the A and B tiles it needs into shared memory
-cooperatively (all threads, rows padded by `storage_align` against bank conflicts), then
-every thread accumulates its 4x4 from shared memory, the 16-step inner loop unrolled. The
-copies are coalesced, unlike TVM's: consecutive threads take consecutive elements of the
-global operand, vectorized along K, or one element each along the rows where those are
-contiguous (a transposed operand, a convolution's im2col read of its input's pixels). The result is written back from registers, where the epilogue is inlined.
+element fetched from global memory is used many times. Each thread block computes a 32x64 tile
+of C (blockIdx.x over I, blockIdx.y over batch x J); its 8x16 threads each compute a 4x4 sub-
+tile held in registers ("local"), with the inner J loop vectorized by 2. The reduction runs in
+chunks of 16: per chunk the block loads the A and B tiles it needs into shared memory
+cooperatively (all threads, rows padded by `storage_align` against bank conflicts), then every
+thread accumulates its 4x4 from shared memory, the 16-step inner loop unrolled. The copies are
+coalesced, unlike TVM's: consecutive threads take consecutive elements of the global operand,
+vectorized along K, or one element each along the rows where those are contiguous (a transposed
+operand, a convolution's im2col read of its input's pixels). The result is written back from
+registers, where the epilogue is inlined.
 
 To get there the block is first brought into the canonical form: each operand gets a copy
 indexed by the block's iterators (`reindex`) whose layout is rewritten to

@@ -3,11 +3,12 @@
 Two instruction sets, one schedule: on sm_80 and later, where the tiles divide I and J,
 ``mma.sync`` m16n8k16 (`compiler.mma_tiles`): blocks of up to 256x128 with warps of 64x64
 (`MMA_TILINGS`, the largest that still gives every multiprocessor a block), each lane's
-accumulators written straight to C with the epilogue, the operands loaded by ``ldmatrix``
-from shared tiles whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
-`lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 3-stage software pipeline whose copies are ``cp.async`` (TVM's
-``software_pipeline_stage`` annotations, `lower_gpu.software_pipeline`). Otherwise (older
-GPUs, tiles that need padding, a symbolic row count) wmma 16x16x16 fragments, as follows.
+accumulators written straight to C with the epilogue, the operands loaded by ``ldmatrix`` from
+shared tiles whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
+`lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 3-stage software
+pipeline whose copies are ``cp.async`` (TVM's ``software_pipeline_stage`` annotations,
+`lower_gpu.software_pipeline`). Otherwise (older GPUs, tiles that need padding, a symbolic row
+count) wmma 16x16x16 fragments, as follows.
 
 Why: a GPU's tensor cores multiply 16x16 tiles of half-precision numbers many times faster
 than its CUDA cores can; an fp16 matmul that does not use them leaves most of the chip idle.
