@@ -30,10 +30,12 @@ def applies(src: str) -> bool:
     return MatmulSIMT().apply(func, Target(SM90)) is not None
 
 
-def test_only_large_fp32_products_whose_tiles_divide_them():
+def test_only_fp32_products_of_128_tiles_or_more_whose_tiles_divide_them():
     assert applies(square_matmul_src(4096, "float32"))
     assert applies(matmul_src(1024, 2048, 24, b_transposed=True))
-    assert not applies(square_matmul_src(512, "float32"))          # too few blocks: Matmul's
+    assert applies(matmul_src(4096, 768, 64, b_transposed=True))   # a GPT block's projection: 192 tiles
+    assert not applies(square_matmul_src(512, "float32"))          # 16 tiles: Matmul's smaller ones fill the GPU
+    assert not applies(square_matmul_src(1024, "float32"))         # 64 tiles
     assert not applies(matmul_src(1024, 1088 + 8, 64))              # J not a multiple of 128
     assert not applies(matmul_src(1024, 1024, 12))                  # K not a multiple of 8
     assert not applies(square_matmul_src(1024, "float16"))
@@ -53,14 +55,62 @@ def test_the_default_fp32_schedule_is_the_big_tile_one():
 
 
 @pytest.mark.parametrize("shape, b_transposed, epilogue", [
-    ((1024, 1024, 16), False, False),    # 2 steps of K: the pipeline's prologue and epilogue only
-    ((1024, 1024, 40), False, True),     # a steady state, bias and relu in the write-back
-    ((1024, 1152, 24), True, False),     # x @ w.T: both tiles transposed into shared memory
+    ((1024, 2048, 16), False, False),    # 2 steps of K: the pipeline's prologue and epilogue only
+    ((2048, 1024, 40), False, True),     # a steady state, bias and relu in the write-back
+    ((1024, 2304, 24), True, False),     # x @ w.T: both tiles transposed into shared memory
 ])
 def test_results_match_the_cpu(shape, b_transposed, epilogue):
     src = matmul_src(*shape, b_transposed=b_transposed, epilogue=epilogue)
     assert applies(src)
     (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+BATCHED = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def bmm(A: T.Buffer((128, 128, 16), "float32"), B: T.Buffer((128, 128, 16), "float32"),
+            C: T.Buffer((128, 128, 128), "float32")):
+        T.func_attr({"tir.noalias": True})
+        for b, i, j, k in T.grid(128, 128, 128, 16):
+            with T.block("C"):
+                vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
+                with T.init():
+                    C[vb, vi, vj] = T.float32(0)
+                C[vb, vi, vj] = C[vb, vi, vj] + A[vb, vi, vk] * B[vb, vj, vk]
+"""
+
+CONV = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((16, 16, 32, 32), "float32"), w: R.Tensor((128, 16, 3, 3), "float32")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
+            R.output(y)
+        return y
+"""
+
+
+def test_a_batched_product_of_one_tile_a_batch_matches_the_cpu():
+    """128 heads of 128 x 128 scores (attention's Q @ K.T, one tile each): the batch is the
+    grid's y."""
+    funcs = prim_funcs_of(tvms.parse(BATCHED))
+    assert MatmulSIMT().apply(funcs["bmm"], Target(SM90)) is not None
+    (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+def test_a_convolution_as_an_implicit_gemm_matches_the_cpu():
+    """16 x 32 x 32 output pixels (I, 128 tiles) by 128 channels (J), K = 16 channels x 3 x 3:
+    the input's tile is read through the im2col index, with its zero padding."""
+    from tvmscript import relax
+
+    funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(CONV)))
+    (conv,) = funcs.values()
+    assert MatmulSIMT().apply(conv, Target(SM90)) is not None
+    (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-4, atol=1e-4).values()
     assert result.ok, result
 
 
@@ -75,7 +125,7 @@ def test_no_register_spills(arch):
 
 
 def test_counters_coalesced_loads_conflict_free_stores_and_64_fmas_per_16_shared_loads():
-    n = 1024
+    n = 2048
     (c,) = count(prim_funcs_of(tvms.parse(square_matmul_src(n, "float32"))), "mm", blocks=2, target=SM90)
     assert c.fma_inst == n ** 3 // 32 and c.mma == 0
     assert c.sectors_per_request() == c.ideal_sectors_per_request()       # both copies, global

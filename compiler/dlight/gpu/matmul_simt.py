@@ -27,9 +27,10 @@ the FMAs are unrolled, so NVRTC keeps the 64 in registers and drops the rest (pt
 125 registers, no stack, two blocks per multiprocessor). The write-back is placed per thread
 block and split over the threads as the product is, so that each thread writes its own 64.
 
-Where: float32 A, B and C, constant extents, I and J multiples of `TILE` and at least
-`MIN_EXTENT` (at 1024 x 1024 already 64 blocks; smaller products are `Matmul`'s, whose
-smaller tiles give more blocks), K a multiple of `STEP_K`. Anything else is left to `Matmul`.
+Where: float32 A, B and C, constant extents, I and J multiples of `TILE`, K a multiple of
+`STEP_K`, and at least `FILL_BLOCKS` tiles of C (batch included: a GPT block's 4096 x 768
+projections, its 96 heads' 512 x 512 attention scores; smaller products are `Matmul`'s, whose
+smaller tiles give more blocks). Anything else is left to `Matmul`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ THREADS = 16          # threads along each of I and J (256 in all)
 MICRO = 8             # each thread computes MICRO x MICRO of C
 VECTOR = 4            # floats per 16-byte access
 STEP_K = 8            # K per pipeline step
-MIN_EXTENT = 1024     # I and J at least this (and multiples of TILE)
+# Thread blocks enough to give each multiprocessor of a large GPU one (an H100 has 132): with
+# fewer, `Matmul`'s smaller tiles keep more of the GPU busy.
+FILL_BLOCKS = 128
 STAGES = 3
 # Shared rows of the K-major tiles: 128 + 4 floats, so that the 8 rows a transposing copy
 # writes at once start in different banks (4 apart) and every row stays 16-byte aligned.
@@ -57,15 +60,19 @@ ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 4
 
 
 def _qualifies(block: tir.Block) -> bool:
-    """float32 operands and result, constant extents, I and J multiples of `TILE` of at least
-    `MIN_EXTENT`, K a multiple of `STEP_K` (batch axes of any constant extent)."""
+    """float32 operands and result, constant extents, I and J multiples of `TILE`, K a
+    multiple of `STEP_K` (batch axes of any constant extent), and tiles enough to give every
+    multiprocessor of a large GPU one (`FILL_BLOCKS`)."""
     if any(r.buffer.dtype != "float32" for r in list(block.reads) + list(block.writes)):
         return False
     extent = product_extents(block)
     if extent is None or None in extent.values():
         return False
-    i, j, k = extent[IterKind.kIter_I], extent[IterKind.kIter_J], extent[IterKind.kIter_K]
-    return i >= MIN_EXTENT and j >= MIN_EXTENT and i % TILE == 0 and j % TILE == 0 and k % STEP_K == 0
+    s, i = extent[IterKind.kIter_S], extent[IterKind.kIter_I]
+    j, k = extent[IterKind.kIter_J], extent[IterKind.kIter_K]
+    if i % TILE or j % TILE or k % STEP_K:
+        return False
+    return s * (i // TILE) * (j // TILE) >= FILL_BLOCKS
 
 
 class MatmulSIMT(GPUScheduleRule):
