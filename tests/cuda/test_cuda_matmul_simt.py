@@ -34,8 +34,8 @@ def test_only_fp32_products_of_128_tiles_or_more_whose_tiles_divide_them():
     assert applies(square_matmul_src(4096, "float32"))
     assert applies(matmul_src(1024, 2048, 24, b_transposed=True))
     assert applies(matmul_src(4096, 768, 64, b_transposed=True))   # a GPT block's projection: 192 tiles
-    assert not applies(square_matmul_src(512, "float32"))          # 16 tiles: Matmul's smaller ones fill the GPU
-    assert not applies(square_matmul_src(1024, "float32"))         # 64 tiles
+    assert not applies(square_matmul_src(512, "float32"))          # 32 tiles: Matmul's smaller ones fill the GPU
+    assert applies(square_matmul_src(1024, "float32"))             # 64 tiles of 128 columns, 128 of 64
     assert not applies(matmul_src(1024, 1088 + 8, 64))              # J not a multiple of 128
     assert not applies(matmul_src(1024, 1024, 12))                  # K not a multiple of 8
     assert not applies(square_matmul_src(1024, "float16"))
@@ -99,6 +99,26 @@ def test_a_batched_product_of_one_tile_a_batch_matches_the_cpu():
     funcs = prim_funcs_of(tvms.parse(BATCHED))
     assert MatmulSIMT().apply(funcs["bmm"], Target(SM90)) is not None
     (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+def test_64_columns_of_c_a_block_where_128_would_be_too_few_or_do_not_divide():
+    """A convolution's 64 output channels, or too few 128-column tiles: 16 x 8 threads, each
+    8x8 of C in runs of 4 columns 32 apart; the shared tiles 3 stages of 8 rows of K, of 128
+    (A) and 64 (B) floats padded by 4."""
+    for shape in ((16384, 64, 32), (1024, 1024, 32)):
+        assert applies(matmul_src(*shape))
+        src = build_cuda(prim_funcs_of(tvms.parse(matmul_src(*shape))), SM90, kind="source").source
+        assert "__launch_bounds__(128)" in src
+        assert "float B_reindex_shared[" + str((3 * STEP - 1) * 68 + 64) + "]" in src, shape
+    assert not applies(matmul_src(2048, 64, 32))                   # 16 tiles
+
+
+@pytest.mark.parametrize("shape, b_transposed", [((16384, 64, 40), False), ((1024, 1024, 16), True)])
+def test_the_64_column_tiling_matches_the_cpu(shape, b_transposed):
+    src = matmul_src(*shape, b_transposed=b_transposed, epilogue=True)
+    assert applies(src)
+    (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-4, atol=1e-4).values()
     assert result.ok, result
 
 

@@ -19,7 +19,11 @@ copies run in a 3-stage software pipeline: those of step k + 2 are in flight whi
 computes (``cp.async`` where the copy moves 16-byte runs, i.e. the operand whose rows are
 contiguous in global memory, B of ``A @ B``; a transposing copy, A of ``A @ B``, moves one
 float per thread with the 8 threads of a row along K, coalesced, and waits for its loads).
-The epilogue (bias, activation) is inlined into the write-back from registers.
+The epilogue (bias, activation) is inlined into the write-back from registers. Where 128
+columns do not divide J, or give too few tiles (a convolution's 64 output channels), the tile
+is 128x64 for 16x8 threads, the runs of columns 32 apart. A convolution's input is read
+through the im2col index one float per thread along the output pixels, which an image row
+holds contiguously (its zero padding differs from one pixel to the next: no 16-byte loads).
 
 The accumulators are one local array that compaction sizes to the thread's box, 8 x 68
 floats of which the thread uses 64; every index into it is a constant once the loops around
@@ -39,14 +43,15 @@ from tvmscript.ir import tir
 
 from .base import GPUScheduleRule
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loop_of_last_index,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loops_of_last_index,
     product_extents, to_canonical_form,
 )
 
 __all__ = ["MatmulSIMT"]
 
-TILE = 128            # rows and columns of C per thread block
-THREADS = 16          # threads along each of I and J (256 in all)
+TILE = 128            # rows (and columns) of C per thread block
+HALF_TILE_J = 64      # the columns of the narrower tile (128 threads)
+THREADS = 16          # threads along I (and J: 256 in all; 8 along J for 64 columns)
 MICRO = 8             # each thread computes MICRO x MICRO of C
 VECTOR = 4            # floats per 16-byte access
 STEP_K = 8            # K per pipeline step
@@ -59,20 +64,23 @@ STAGES = 3
 ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 4
 
 
-def _qualifies(block: tir.Block) -> bool:
-    """float32 operands and result, constant extents, I and J multiples of `TILE`, K a
-    multiple of `STEP_K` (batch axes of any constant extent), and tiles enough to give every
-    multiprocessor of a large GPU one (`FILL_BLOCKS`)."""
+def _tile_j(block: tir.Block):
+    """The columns of C a thread block takes, `TILE` or `HALF_TILE_J`, or None where the rule
+    does not apply: float32 operands and result, constant extents, I a multiple of `TILE`, K
+    of `STEP_K` (batch axes of any constant extent), J of the tile, and tiles enough to give
+    every multiprocessor of a large GPU one (`FILL_BLOCKS`). 128 columns where they qualify
+    (each value loaded from shared memory serves more FMAs), else 64 (a convolution's 64
+    output channels, or twice the tiles where 128 would be too few)."""
     if any(r.buffer.dtype != "float32" for r in list(block.reads) + list(block.writes)):
-        return False
+        return None
     extent = product_extents(block)
     if extent is None or None in extent.values():
-        return False
+        return None
     s, i = extent[IterKind.kIter_S], extent[IterKind.kIter_I]
     j, k = extent[IterKind.kIter_J], extent[IterKind.kIter_K]
-    if i % TILE or j % TILE or k % STEP_K:
-        return False
-    return s * (i // TILE) * (j // TILE) >= FILL_BLOCKS
+    if i % TILE or k % STEP_K:
+        return None
+    return next((t for t in (TILE, HALF_TILE_J) if j % t == 0 and s * (i // TILE) * (j // t) >= FILL_BLOCKS), None)
 
 
 class MatmulSIMT(GPUScheduleRule):
@@ -83,13 +91,15 @@ class MatmulSIMT(GPUScheduleRule):
         if sch is None or target.kind.name != "cuda":
             return None
         main = find_matmul_block(sch)
-        if main is None or not _qualifies(sch.get(main)):
+        tile_j = None if main is None else _tile_j(sch.get(main))
+        if tile_j is None:
             return None
+        threads_j = tile_j // MICRO                        # 16 (256 threads) or 8 (128)
         to_canonical_form(sch, main)
 
         s, i, j, k = sch.get_loops(main)
         bi, ty, ii = sch.split(i, [None, THREADS, MICRO])
-        bj, jo, tx, ji = sch.split(j, [None, MICRO // VECTOR, THREADS, VECTOR])
+        bj, jo, tx, ji = sch.split(j, [None, MICRO // VECTOR, threads_j, VECTOR])
         ko, ki = sch.split(k, [None, STEP_K])
         sch.reorder(bi, bj, ty, tx, ko, ki, jo, ii, ji)
         by = sch.fuse(s, bi)
@@ -98,7 +108,7 @@ class MatmulSIMT(GPUScheduleRule):
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
 
-        c_local = self._accumulators(sch, main, bj)
+        c_local = self._accumulators(sch, main, bj, threads_j)
         a_shared, b_shared = (self._to_shared(sch, main, n, ko) for n in (0, 1))
         a_local = self._to_registers(sch, main, 0, ki)     # a thread's 8 rows at k
         b_local = self._to_registers(sch, main, 1, jo)     # 4 of its columns at k
@@ -107,7 +117,7 @@ class MatmulSIMT(GPUScheduleRule):
         auto_inline_consumer_chain(sch, c_local)
         for copy in (a_shared, b_shared):
             sch.storage_align(copy, 0, axis=1, factor=ROW_ALIGN_FACTOR, offset=ROW_ALIGN_OFFSET)
-            self._cooperative(sch, copy)
+            self._cooperative(sch, copy, threads_j)
         # Shared memory to registers 16 bytes at a time (the unit k loop fused in).
         for copy in (a_local, b_local):
             _, vec = sch.split(sch.fuse(*sch.get_loops(copy)[-2:]), [None, VECTOR])
@@ -121,15 +131,16 @@ class MatmulSIMT(GPUScheduleRule):
         return sch
 
     @staticmethod
-    def _accumulators(sch, main, bj):
+    def _accumulators(sch, main, bj, threads_j: int):
         """The thread's 8x8 of C in registers, laid out [row][half][4 columns] (its columns
-        are two runs of 4, 64 apart), and written back by the thread that computed them: the
-        write-back is placed per thread block and split over the threads as the product is."""
+        are two runs of 4, half the tile apart), and written back by the thread that computed
+        them: the write-back is placed per thread block and split over the threads as the
+        product is."""
         c_local = sch.cache_write(main, 0, "local")
         sch.reverse_compute_at(c_local, bj, preserve_unit_loops=True)
         i, j = sch.get_loops(c_local)[-2:]
         ty, ii = sch.split(i, [THREADS, MICRO])
-        jo, tx, ji = sch.split(j, [MICRO // VECTOR, THREADS, VECTOR])
+        jo, tx, ji = sch.split(j, [MICRO // VECTOR, threads_j, VECTOR])
         sch.reorder(ty, tx, ii, jo, ji)
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
@@ -152,22 +163,25 @@ class MatmulSIMT(GPUScheduleRule):
         return block
 
     @staticmethod
-    def _cooperative(sch, block) -> None:
+    def _cooperative(sch, block, threads_j: int) -> None:
         """The copy ``block`` (loops [S, rows, K]) spread over the block's threads, neighbouring
         threads taking neighbouring elements of the global matrix: 16 bytes each where its
-        contiguous index is the rows (which the K-major shared tile keeps together), else one
-        element each (a transposing copy, K fastest)."""
+        contiguous index is the rows (which the K-major shared tile keeps together), one
+        element each along the rows where that index follows K too (a convolution's im2col
+        read: an image row's pixels, whose zero padding differs from one to the next), else
+        one element each along K (a transposing copy)."""
         loops = sch.get_loops(block)
         n = len(sch.get(block).iter_vars)
         own = loops[-n:]
-        fastest = loop_of_last_index(sch, block, own)
-        contiguous = fastest is not None and fastest is not own[-1]
-        if contiguous:
-            own = [lp for lp in own if lp is not fastest] + [fastest]
+        rows, k = own[-2], own[-1]
+        follows = loops_of_last_index(sch, block, own)
+        vector = 1
+        if rows in follows:
+            own = [lp for lp in own if lp is not rows] + [rows]
             sch.reorder(*own)
+            vector = 1 if k in follows else VECTOR
         fused = sch.fuse(*own)
-        vector = VECTOR if contiguous else 1
-        _, ty, tx, vec = sch.split(fused, [None, THREADS, THREADS, vector])
+        _, ty, tx, vec = sch.split(fused, [None, THREADS, threads_j, vector])
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
         if vector > 1:
