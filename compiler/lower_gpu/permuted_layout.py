@@ -64,22 +64,19 @@ def permute_layouts(body: tir.Stmt, buffers: set) -> tir.Stmt:
     if not buffers:
         return body
 
+    def swizzled(node, kind):
+        if isinstance(node, kind) and node.buffer.data in buffers:
+            indices = _permuted(node.buffer, node.indices)
+            if indices is not None:
+                return dataclasses.replace(node, indices=indices)
+        return node
+
     class M(IRMutator):
         def visit_expr(self, e):
-            e = super().visit_expr(e)
-            if isinstance(e, tir.BufferLoad) and e.buffer.data in buffers:
-                indices = _permuted(e.buffer, e.indices)
-                if indices is not None:
-                    return dataclasses.replace(e, indices=indices)
-            return e
+            return swizzled(super().visit_expr(e), tir.BufferLoad)
 
         def visit_stmt(self, s):
-            s = super().visit_stmt(s)
-            if isinstance(s, tir.BufferStore) and s.buffer.data in buffers:
-                indices = _permuted(s.buffer, s.indices)
-                if indices is not None:
-                    return dataclasses.replace(s, indices=indices)
-            return s
+            return swizzled(super().visit_stmt(s), tir.BufferStore)
 
     return M().visit_stmt(body)
 

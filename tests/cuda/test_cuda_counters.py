@@ -34,7 +34,7 @@ if shutil.which("g++") is None:
     pytest.skip("the CUDA emulator needs g++", allow_module_level=True)
 
 from support.cuda_counters import CountingModule, count, sample_blocks  # noqa: E402
-from support.cuda_check import prim_funcs_of, square_matmul_src  # noqa: E402
+from support.cuda_check import conv2d_src, prim_funcs_of, square_matmul_src  # noqa: E402
 from support.cuda_emulator import compare_with_cpu  # noqa: E402
 
 HEADER = "#include <cuda_fp16.h>\n#include <mma.h>\n"
@@ -244,16 +244,7 @@ def test_default_fp32_matmul_schedule_counts():
     assert c.dram_bytes == 3 * n * n * 4
 
 
-CONV_FP32 = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((2, 64, 28, 28), "float32"), w: R.Tensor((64, 64, 3, 3), "float32")):
-        with R.dataflow():
-            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
-            R.output(y)
-        return y
-"""
+CONV_FP32 = conv2d_src((2, 64, 28, 28), (64, 64, 3, 3))
 
 
 def test_an_fp32_convolution_reads_its_input_and_weights_coalesced():

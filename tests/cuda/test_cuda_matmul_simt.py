@@ -13,7 +13,7 @@ from tvmscript.compiler.kernel_resources import resources_of
 from tvmscript.compiler.dlight.gpu import MatmulSIMT
 from tvmscript.target import Target
 from support import cuda_check
-from support.cuda_check import prim_funcs_of, square_matmul_src
+from support.cuda_check import batch_matmul_src, conv2d_src, prim_funcs_of, square_matmul_src
 from support.cuda_counters import count
 from support.cuda_emulator import compare_with_cpu
 
@@ -66,31 +66,9 @@ def test_results_match_the_cpu(shape, b_transposed, epilogue):
     assert result.ok, result
 
 
-BATCHED = """
-@I.ir_module
-class Module:
-    @T.prim_func
-    def bmm(A: T.Buffer((128, 128, 16), "float32"), B: T.Buffer((128, 128, 16), "float32"),
-            C: T.Buffer((128, 128, 128), "float32")):
-        T.func_attr({"tir.noalias": True})
-        for b, i, j, k in T.grid(128, 128, 128, 16):
-            with T.block("C"):
-                vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
-                with T.init():
-                    C[vb, vi, vj] = T.float32(0)
-                C[vb, vi, vj] = C[vb, vi, vj] + A[vb, vi, vk] * B[vb, vj, vk]
-"""
+BATCHED = batch_matmul_src(128, 128, 128, 16, "float32")
 
-CONV = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((16, 16, 32, 32), "float32"), w: R.Tensor((128, 16, 3, 3), "float32")):
-        with R.dataflow():
-            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])
-            R.output(y)
-        return y
-"""
+CONV = conv2d_src((16, 16, 32, 32), (128, 16, 3, 3))
 
 
 def test_a_batched_product_of_one_tile_a_batch_matches_the_cpu():

@@ -15,7 +15,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.kernel_resources import resources_of
-from support.cuda_check import matmul_src, prim_funcs_of, square_matmul_src
+from support.cuda_check import batch_matmul_src, conv2d_src, matmul_src, prim_funcs_of, square_matmul_src
 from support.cuda_counters import count
 from support.cuda_emulator import compare_with_cpu
 
@@ -68,20 +68,7 @@ def test_mma_matmuls_match_the_cpu(shape, b_transposed, acc):
     assert result.ok, result
 
 
-BATCH_MATMUL = """
-@I.ir_module
-class Module:
-    @T.prim_func
-    def bmm(A: T.Buffer((128, 256, 32), "float16"), B: T.Buffer((128, 32, 128), "float16"),
-            C: T.Buffer((128, 256, 128), "float32")):
-        T.func_attr({"tir.noalias": True})
-        for b, i, j, k in T.grid(128, 256, 128, 32):
-            with T.block("C"):
-                vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
-                with T.init():
-                    C[vb, vi, vj] = T.float32(0)
-                C[vb, vi, vj] = C[vb, vi, vj] + T.Cast("float32", A[vb, vi, vk]) * T.Cast("float32", B[vb, vk, vj])
-"""
+BATCH_MATMUL = batch_matmul_src(128, 256, 128, 32, b_transposed=False)   # 128 tiles of 256x128
 
 
 def test_the_256x128_tiling_of_8_warps_matches_the_cpu():
@@ -133,16 +120,7 @@ def test_counters_no_bank_conflicts_coalesced_copies_and_one_mma_per_8x16x16(b_t
     assert c.global_store_bytes == 4 * n * n and c.global_store_sectors * 32 == c.global_store_bytes
 
 
-CONV_FP16 = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((1, 32, 16, 16), "float16"), w: R.Tensor((64, 32, 3, 3), "float16")):
-        with R.dataflow():
-            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], out_dtype="float32")
-            R.output(y)
-        return y
-"""
+CONV_FP16 = conv2d_src((1, 32, 16, 16), (64, 32, 3, 3), "float16", "float32")
 
 
 def test_a_half_precision_convolution_is_an_implicit_gemm_on_mma_sync():
@@ -269,7 +247,7 @@ def test_tf32_operand_loads_are_free_of_bank_conflicts_and_do_not_spill():
 def test_a_float32_convolution_takes_tf32_tensor_cores_when_allowed():
     from tvmscript import relax
 
-    conv = CONV_FP16.replace('"float16"', '"float32"').replace(', out_dtype="float32"', "")
+    conv = conv2d_src((1, 32, 16, 16), (64, 32, 3, 3), "float32")
     funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(conv)))
     assert "tvms_mma_m16n8k8_f32_tf32" in build_cuda(funcs, TF32, kind="source").source
     (result,) = compare_with_cpu(funcs, target=TF32, rtol=1e-2, atol=2e-2).values()

@@ -93,3 +93,42 @@ def assert_compiles_for_cuda(mod, archs=ARCHS) -> dict:
         assert set(code.functions) == set(funcs)
         out[arch] = code
     return out
+
+
+def batch_matmul_src(batch: int, m: int, n: int, k: int, dtype: str = "float16", acc: str = "float32",
+                     b_transposed: bool = True) -> str:
+    """``bmm``: C[b] = A[b] @ B[b].T (or A[b] @ B[b]) of ``dtype`` operands accumulated in ``acc``."""
+    b_shape, b_load = ((batch, n, k), "B[vb, vj, vk]") if b_transposed else ((batch, k, n), "B[vb, vk, vj]")
+    a_load = "A[vb, vi, vk]"
+    if dtype != acc:
+        a_load, b_load = f'T.Cast("{acc}", {a_load})', f'T.Cast("{acc}", {b_load})'
+    return f"""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def bmm(A: T.Buffer(({batch}, {m}, {k}), "{dtype}"), B: T.Buffer({b_shape}, "{dtype}"),
+            C: T.Buffer(({batch}, {m}, {n}), "{acc}")):
+        T.func_attr({{"tir.noalias": True}})
+        for b, i, j, k in T.grid({batch}, {m}, {n}, {k}):
+            with T.block("C"):
+                vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
+                with T.init():
+                    C[vb, vi, vj] = T.{acc}(0)
+                C[vb, vi, vj] = C[vb, vi, vj] + {a_load} * {b_load}
+"""
+
+
+def conv2d_src(x_shape: tuple, w_shape: tuple, dtype: str = "float32", out_dtype: str = "") -> str:
+    """A Relax ``main``: an NCHW 3x3 convolution (padding 1) of ``x_shape`` by ``w_shape``,
+    both ``dtype``, into ``out_dtype`` (the input's type when empty)."""
+    out = f', out_dtype="{out_dtype}"' if out_dtype else ""
+    return f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor({tuple(x_shape)}, "{dtype}"), w: R.Tensor({tuple(w_shape)}, "{dtype}")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1]{out})
+            R.output(y)
+        return y
+"""
