@@ -194,11 +194,14 @@ class ChannelsLastForTensorCores:
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
         if not _is_cuda(self.target):
             return mod
+        from tvmscript.target import Target
+
         convs = _conv2d_calls(mod)
-        tf32 = "allow_tf32=1" in str(self.target).replace(" ", "")
+        tf32 = bool(Target(str(self.target)).attrs.get("allow_tf32", False))
         dtypes = ("float16", "bfloat16") + (("float32",) if tf32 else ())
         if not convs or not all(c.attrs["data_layout"] == "NCHW" and c.attrs["groups"] == 1
-                                and c.args[0].struct_info.dtype in dtypes and _constant_weight(mod, c) for c in convs):
+                                and getattr(c.args[0].struct_info, "dtype", None) in dtypes
+                                and _constant_weight(mod, c) for c in convs):
             return mod
         return _to_nhwc(mod)
 
