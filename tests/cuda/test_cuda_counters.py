@@ -262,6 +262,31 @@ def test_an_fp32_convolution_reads_its_input_and_weights_coalesced():
     assert result.ok, result
 
 
+def test_a_models_estimate_is_its_kernels_times_their_calls():
+    """benchmarks/cuda_models.py's "est ms": every kernel ``main`` launches, on the emulator,
+    as many times as ``main`` calls it; a function replayed as a CUDA graph pays each kernel's
+    GPU launch, not the VM's."""
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    saved = list(sys.path)      # the benchmark puts the checkout and its own folder first
+    sys.path.insert(0, os.path.join(root, "benchmarks"))
+    try:
+        import cuda_estimates
+    finally:
+        sys.path[:] = saved
+    mod = tvms.relax.transform.LegalizeOps()(tvms.load(os.path.join(root, "samples", "mlp.tvms")))
+    ex = tvms.compile(mod, target="cuda")
+    calls = cuda_estimates.kernel_calls(ex.mod)
+    assert sum(calls.values()) == ex.functions["main"].num_kernel_calls > 1
+    row = cuda_estimates.model_estimate(ex, "cuda")
+    assert len(row.kernels) >= sum(calls.values()) and all(k.seconds > 0 for k in row.kernels)
+    graphed = ex.functions["main"].cuda_graph
+    per_launch = [k.seconds if graphed else max(k.seconds, cuda_estimates.VM_LAUNCH_S) for k in row.kernels]
+    assert row.seconds == pytest.approx(sum(per_launch))
+
+
 def test_elementwise_add_issues_float4_accesses():
     (c,) = count(_funcs(ADD), "add")
     assert c.global_load_bytes == 2 * 65536 * 4 and c.global_store_bytes == 65536 * 4
