@@ -274,6 +274,20 @@ def loops_of_last_index(sch, block, loops: list) -> list:
     return out
 
 
+def copy_along_contiguous_rows(sch, block, loops: list) -> tuple:
+    """``loops`` (a copy's own, ``[..., rows, K]``) with the rows moved innermost where the
+    global operand's contiguous index follows them, and which way that index runs: "rows" (a
+    transposed operand), "rows and K" (a convolution's im2col read: pixels and kernel columns,
+    whose zero padding differs from one element to the next) or "K" (loops left as they are)."""
+    rows, k = loops[-2], loops[-1]
+    follows = loops_of_last_index(sch, block, loops)
+    if rows not in follows:
+        return loops, "K"
+    ordered = [lp for lp in loops if lp is not rows] + [rows]
+    sch.reorder(*ordered)
+    return ordered, "rows and K" if k in follows else "rows"
+
+
 def loop_of_last_index(sch, block, loops: list):
     """The first of `loops_of_last_index`, if any."""
     found = loops_of_last_index(sch, block, loops)
@@ -371,13 +385,12 @@ class Matmul(GPUScheduleRule):
                 # The block's threads take consecutive elements (vectors of ``vec_len``) round
                 # after round, so that a warp reads whole lines; TVM's DLight gives each thread
                 # a run of its own, and a warp's lanes then read elements a run apart.
-                rows, k = loops[-2], loops[-1]
-                if rows in loops_of_last_index(sch, block, loops):
-                    # The global operand is contiguous along the rows (a transposed operand,
-                    # the pixels of a convolution's im2col read): consecutive threads take
-                    # consecutive rows, one element each.
-                    sch.reorder(*loops[:-2], k, rows)
-                    loops, vec_len = [*loops[:-2], k, rows], 1
+                loops, contiguous = copy_along_contiguous_rows(sch, block, loops)
+                if contiguous != "K":
+                    # Along the rows (a transposed operand, the pixels of a convolution's
+                    # im2col read): consecutive threads take consecutive rows, one element
+                    # each (the shared tile is [rows][K]: a vector along its rows would not be).
+                    vec_len = 1
                 _, ty_, tx_, vec = sch.split(sch.fuse(*loops),
                                              factors=[None, config.block_size_y, config.block_size_x, vec_len])
                 if vec_len > 1:

@@ -43,7 +43,7 @@ from tvmscript.ir import tir
 
 from .base import GPUScheduleRule
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loops_of_last_index,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, copy_along_contiguous_rows, find_matmul_block,
     product_extents, to_canonical_form,
 )
 
@@ -173,13 +173,8 @@ class MatmulSIMT(GPUScheduleRule):
         loops = sch.get_loops(block)
         n = len(sch.get(block).iter_vars)
         own = loops[-n:]
-        rows, k = own[-2], own[-1]
-        follows = loops_of_last_index(sch, block, own)
-        vector = 1
-        if rows in follows:
-            own = [lp for lp in own if lp is not rows] + [rows]
-            sch.reorder(*own)
-            vector = 1 if k in follows else VECTOR
+        own, contiguous = copy_along_contiguous_rows(sch, block, own)
+        vector = VECTOR if contiguous == "rows" else 1
         fused = sch.fuse(*own)
         _, ty, tx, vec = sch.split(fused, [None, THREADS, threads_j, vector])
         sch.bind(ty, "threadIdx.y")
