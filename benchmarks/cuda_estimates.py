@@ -82,10 +82,16 @@ def emulated_estimate(label: str, funcs: dict, name, blocks, gpu) -> Row:
     mod = CountingModule(code, blocks=blocks)
     kernels = []
     for fname in ([name] if name else list(funcs)):
-        mod.run(fname, *_zeros(code.functions[fname].params))
-        kernels += [roofline.estimate(c, gpu, pipelined=roofline.pipelined_kernel(code.source, c.kernel))
-                    for c in mod.counters]
+        kernels += _launch_estimates(mod, code, fname, gpu)
     return _row(label, kernels, f"emulator, {blocks} blocks a launch" if blocks else "emulator, every block")
+
+
+def _launch_estimates(mod, code, name: str, gpu) -> list:
+    """One `roofline.Estimate` per kernel launch of prim_func ``name``, run once on the
+    counting emulator ``mod`` (of the traced ``code``) with zero arguments."""
+    mod.run(name, *_zeros(code.functions[name].params))
+    return [roofline.estimate(c, gpu, pipelined=roofline.pipelined_kernel(code.source, c.kernel))
+            for c in mod.counters]
 
 
 def static_row(label: str, funcs: dict, name, gpu) -> Row:
@@ -156,10 +162,7 @@ def model_estimate(ex, target: str = "cuda", gpu="h200", blocks: int = 2, func: 
     mod = CountingModule(code, blocks=blocks)
     kernels = []
     for name, times in calls.items():
-        mod.run(name, *_zeros(code.functions[name].params))
-        once = [roofline.estimate(c, gpu, pipelined=roofline.pipelined_kernel(code.source, c.kernel))
-                for c in mod.counters]
-        kernels += once * times
+        kernels += _launch_estimates(mod, code, name, gpu) * times
     graphed = bool(getattr(ex.functions.get(func), "cuda_graph", False))
     total = sum(k.seconds if graphed else max(k.seconds, VM_LAUNCH_S) for k in kernels)
     slowest = max(kernels, key=lambda k: k.seconds)
