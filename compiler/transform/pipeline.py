@@ -199,9 +199,10 @@ class ChannelsLastForTensorCores:
         convs = _conv2d_calls(mod)
         tf32 = bool(Target(str(self.target)).attrs.get("allow_tf32", False))
         dtypes = ("float16", "bfloat16") + (("float32",) if tf32 else ())
+        bound = _bound_values(mod)
         if not convs or not all(c.attrs["data_layout"] == "NCHW" and c.attrs["groups"] == 1
                                 and getattr(c.args[0].struct_info, "dtype", None) in dtypes
-                                and _constant_weight(mod, c) for c in convs):
+                                and _constant_weight(c, bound) for c in convs):
             return mod
         return _to_nhwc(mod)
 
@@ -227,9 +228,21 @@ def _to_nhwc(mod: ir.IRModule) -> ir.IRModule:
     return ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(mod)
 
 
-def _constant_weight(mod: ir.IRModule, conv) -> bool:
-    """Whether a conv2d call's kernel is a constant, or a variable bound to ``R.astype`` of one
-    (what ToMixedPrecision writes for a bound weight)."""
+def _bound_values(mod: ir.IRModule) -> dict:
+    """Each variable bound in the blocks of the module's Relax functions -> its value."""
+    from tvmscript.ir import relax
+
+    bound = {}
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function) and isinstance(func.body, relax.SeqExpr):
+            for block in func.body.blocks:
+                bound.update((b.var, getattr(b, "value", None)) for b in block.bindings)
+    return bound
+
+
+def _constant_weight(conv, bound: dict) -> bool:
+    """Whether a conv2d call's kernel is a constant, or a variable bound (``bound``: variable ->
+    value) to ``R.astype`` of one (what ToMixedPrecision writes for a bound weight)."""
     from tvmscript.ir import relax
 
     from ._common import op_name
@@ -237,15 +250,8 @@ def _constant_weight(mod: ir.IRModule, conv) -> bool:
     w = conv.args[1]
     if isinstance(w, relax.Constant):
         return True
-    for func in mod.functions.values():
-        if not isinstance(func, relax.Function) or not isinstance(func.body, relax.SeqExpr):
-            continue
-        for block in func.body.blocks:
-            for b in block.bindings:
-                if b.var is w:
-                    v = getattr(b, "value", None)
-                    return op_name(v) == "relax.astype" and isinstance(v.args[0], relax.Constant)
-    return False
+    v = bound.get(w)
+    return op_name(v) == "relax.astype" and isinstance(v.args[0], relax.Constant)
 
 
 def _dense_or_depthwise(conv) -> bool:
