@@ -16,15 +16,14 @@ instructions say which lane holds which element, so this pass gives each lane it
                   m16n8k16 operands of columns j0-7 then j8-15, k0-7 before k8-15;
 * ``"mma"``       two ``mma.sync.m16n8k16`` (columns 0-7, then 8-15 of the tile), A and B
                   float16 or bfloat16, accumulating in the accumulator's type (fp32 or fp16);
+* ``"store"``     each lane writes its 8 elements where the PTX ISA puts them (rows
+                  ``lane / 4`` and ``+ 8``, columns ``2 * (lane % 4)``, ``+ 1`` and ``+ 8``),
+                  with whatever the block computes from them (the epilogue).
 
 With float32 operands (TF32, which the target allows with ``-allow_tf32=1``) the operand tiles
 are 16x8 (``m16n8k8``: 4 elements per lane) and each lane loads its own elements of them
 from shared memory (``ldmatrix`` moves 16-bit elements); the ``mma`` tile is 16x16x8, two
 ``mma.sync.m16n8k8.tf32``, the operands rounded to TF32 (``cvt.rna``) as they go in.
-
-* ``"store"``     each lane writes its 8 elements where the PTX ISA puts them (rows
-                  ``lane / 4`` and ``+ 8``, columns ``2 * (lane % 4)``, ``+ 1`` and ``+ 8``),
-                  with whatever the block computes from them (the epilogue).
 
 Loops whose variable indexes those arrays are unrolled, so that the arrays stay in registers.
 Why after compaction: before it the fragments have the whole matrix's shape (see
