@@ -48,13 +48,14 @@ def cuda_target(target):
 def default_gpu_schedule(mod, target):
     """DLight's default GPU schedules (`tvms.dlight`), as TVM's default CUDA pipeline applies
     them, for the prim_funcs of ``mod`` that no schedule has bound to threads yet; and tvms's
-    `ElementWise` before the Fallback, for 16-byte accesses."""
+    `SmallReduction` before the reductions' rules (one thread per output of a depthwise
+    convolution or a pooling window) and `ElementWise` before the Fallback, for 16-byte accesses."""
     from . import dlight as dl
 
     with target:
         return dl.ApplyDefaultSchedule(dl.gpu.MatmulTensorCore(), dl.gpu.MatmulSIMT(),
                                        dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.LowBatchGEMV(),
-                                       dl.gpu.Reduction(),
+                                       dl.gpu.SmallReduction(), dl.gpu.Reduction(),
                                        dl.gpu.GeneralReduction(), dl.gpu.Transpose(), dl.gpu.ElementWise(),
                                        dl.gpu.Fallback())(mod)
 

@@ -10,7 +10,8 @@ from .matmul import Matmul
 from .matmul_simt import MatmulSIMT
 from .matmul_tensor_core import MatmulTensorCore
 from .reduction import Reduction
+from .small_reduction import SmallReduction
 from .transpose import Transpose
 
 __all__ = ["GPUScheduleRule", "ElementWise", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul",
-           "MatmulSIMT", "MatmulTensorCore", "Reduction", "Transpose"]
+           "MatmulSIMT", "MatmulTensorCore", "Reduction", "SmallReduction", "Transpose"]
