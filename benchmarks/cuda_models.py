@@ -95,7 +95,9 @@ CASES = [
 
 
 def compiled(case: GPUCase):
-    """The PyTorch model eager runs, its input, and tvms's executable (compiled for CUDA)."""
+    """The PyTorch model eager runs and its input, tvms's executable (compiled for CUDA) and
+    its input: the same tensor, but for "mixed", whose eager model and input are half while
+    tvms's ``main`` still takes the fp32 input (ToMixedPrecision casts inside)."""
     from tvmscript import relax
     from tvmscript.relax.frontend.torch import from_exported_program
 
@@ -105,12 +107,13 @@ def compiled(case: GPUCase):
     if case.precision == "fp16":
         model, x = half_model, half_x
     mod = from_exported_program(_models.export(model, x), unwrap_unit_return_tuple=True)
+    ours = x
     if case.precision == "mixed":
         # Batch norms fold into the convolutions before the casts ToMixedPrecision writes around them.
         mod = relax.transform.bound_inference_passes("main", "cuda")(mod)
         mod = relax.transform.ToMixedPrecision(out_dtype="float16")(mod)
         model, x = half_model, half_x
-    return model, x, tvms.compile(mod, target=target_of(case))
+    return model, x, tvms.compile(mod, target=target_of(case)), ours
 
 
 def target_of(case: GPUCase) -> str:
@@ -141,6 +144,8 @@ def main() -> int:
                     help="comma-separated: " + ", ".join(c.name for c in CASES))
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--no-estimate", action="store_true", help="skip the roofline estimates (est ms)")
+    ap.add_argument("--profile", action="store_true",
+                    help="after each model's row, its kernels' GPU times (VirtualMachine.profile, kernel by kernel)")
     args = ap.parse_args()
     wanted = args.models.split(",")
     unknown = sorted(set(wanted) - {c.name for c in CASES})
@@ -158,7 +163,7 @@ def main() -> int:
     met = total = 0
     for case in (c for c in CASES if c.name in wanted):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = case.precision == "tf32"
-        model, x, ex = compiled(case)
+        model, x, ex, ours_x = compiled(case)
         n = launches(ex)
         checks = []
         if case.max_launches is not None:
@@ -171,7 +176,13 @@ def main() -> int:
             goal = f"{launch_goal}; " if launch_goal else ""
             print(f"{case.name:<18} {n:>8} {est:>8} {'':>9} {'':>9} {'':>9} {'':>7}  {goal}graph {graph_note(ex)}")
             continue
-        ours, plain, eager, graph = time_on_gpu(model, x, ex, args.repeat)
+        try:
+            ours, plain, eager, graph, report = time_on_gpu(model, x, ex, args.repeat, args.profile, ours_x)
+        except Exception as err:  # a wrong output or a failed launch: say so, and go on to the next model
+            total += len(checks) + (case.goal is not None)
+            met += sum(checks)
+            print(f"{case.name:<18} {n:>8} {est:>8}  FAILED: {type(err).__name__}: {err}")
+            continue
         ratio = ours / eager
         if case.goal is not None:
             checks.append(ratio <= case.goal)
@@ -181,6 +192,8 @@ def main() -> int:
         verdict = "met" if all(checks) else "NOT met"
         print(f"{case.name:<18} {n:>8} {est:>8} {ours * 1e3:9.3f} {plain * 1e3:9.3f} {eager * 1e3:9.3f} "
               f"{ratio:7.2f}  {goals}: {verdict}; graph {graph}")
+        if report is not None:
+            print(report)
     print(f"goals met: {met} of {total}")
     if not args.no_estimate:
         print(f"est ms: one call estimated on the {roofline.gpu_spec(gpu).name} from the CPU emulator's counters "
@@ -199,12 +212,14 @@ def estimate_ms(ex, gpu, target: str) -> float:
     return cuda_estimates.model_estimate(ex, target, gpu).seconds * 1e3
 
 
-def time_on_gpu(model, x, ex, repeat: int) -> tuple:
+def time_on_gpu(model, x, ex, repeat: int, profile: bool = False, ours_x=None) -> tuple:
     """Seconds per call of tvms with CUDA graphs, of tvms kernel by kernel and of PyTorch eager
-    on the GPU, after checking that their outputs agree; and what served the graphed calls
-    ("yes: N replays", or "no: why")."""
+    on the GPU, after checking that their outputs agree; what served the graphed calls ("yes: N
+    replays", or "no: why"); and with ``profile``, the kernel-by-kernel call's
+    `VirtualMachine.profile` report (each launch synchronized: a kernel's time is its own).
+    Eager runs on ``x``, tvms on ``ours_x`` (``x`` when None)."""
     dev = tvms.cuda(0)
-    gx = tvms.nd.array(x.numpy(), dev)
+    gx = tvms.nd.array((x if ours_x is None else ours_x).numpy(), dev)
     model = model.cuda()
     tx = x.cuda()
     tol = 1e-3 if x.dtype == torch.float32 and not torch.backends.cudnn.allow_tf32 else 2e-2
@@ -222,8 +237,9 @@ def time_on_gpu(model, x, ex, repeat: int) -> tuple:
             if executable is ex:
                 stats = vm.cuda_graph_stats()["main"]
                 graph = f"yes: {stats['replays']} replays" if stats["fallback"] is None else f"no: {stats['fallback']}"
+        report = vm.profile("main", gx, repeat=5) if profile else None
         eager = gpu_time(lambda: model(tx), repeat, torch)
-    return times[0], times[1], eager, graph
+    return times[0], times[1], eager, graph, report
 
 
 if __name__ == "__main__":
