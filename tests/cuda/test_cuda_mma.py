@@ -261,3 +261,44 @@ def test_an_epilogue_that_reads_the_accumulator_twice():
     assert "tvms_mma_m16n8k16" in source_of(src)
     (result,) = compare_with_cpu(prim_funcs_of(tvms.parse(src)), target=SM90, rtol=1e-3, atol=1e-3).values()
     assert result.ok, result
+
+
+def scheduled_by(rule, src: str) -> dict:
+    """The prim_funcs of ``src`` scheduled by ``rule`` alone."""
+    from tvmscript.compiler import dlight as dl
+    from tvmscript.target import Target
+
+    with Target(SM90):
+        return prim_funcs_of(dl.ApplyDefaultSchedule(rule)(tvms.parse(src)))
+
+
+def test_the_tiling_and_pipeline_knobs_change_the_kernel_and_keep_its_results():
+    """``MatmulTensorCore(mma_tilings=, stages=)`` (benchmarks/cuda_tilings.py times them): a
+    4-stage pipeline waits for the copies of 3 steps ahead and keeps 4 versions of each tile;
+    a 128x256 tiling takes half the blocks along I."""
+    from tvmscript.compiler.dlight.gpu import MatmulTensorCore
+    from tvmscript.compiler.dlight.gpu.matmul_tensor_core import Tiling
+
+    src = matmul_src(256, 512, 256, "float32")
+    funcs = scheduled_by(MatmulTensorCore(mma_tilings=(Tiling(2, 4, 4, 4),), stages=4), src)
+    code = build_cuda(funcs, SM90, kind="source")
+    (launch,) = code.functions["mm"].launches
+    assert launch.grid[:2] == ("2", "2") and launch.block[:2] == ("32", "8"), launch
+    waits = re.findall(r"tvms_cp_async_wait<(\d+)>\(\)", code.source)
+    assert waits and all(w == "3" for w in waits), waits
+    assert re.search(r"% 4\) \* \d+", code.source), "shared tiles in 4 versions"
+    (result,) = compare_with_cpu(funcs, code=code, target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
+    with pytest.raises(ValueError, match="2 stages or more"):
+        MatmulTensorCore(stages=1)
+
+
+def test_the_simt_column_knob():
+    from tvmscript.compiler.dlight.gpu import MatmulSIMT
+
+    src = matmul_src(2048, 1024, 32, "float32", dtype="float32")     # 128 tiles of 128 columns
+    narrow = build_cuda(scheduled_by(MatmulSIMT(tile_j=64), src), SM90, kind="source").source
+    wide = build_cuda(scheduled_by(MatmulSIMT(), src), SM90, kind="source").source
+    assert "__launch_bounds__(128)" in narrow and "__launch_bounds__(256)" in wide
+    with pytest.raises(ValueError, match="tile_j must be 128 or 64"):
+        MatmulSIMT(tile_j=32)

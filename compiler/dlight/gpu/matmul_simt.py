@@ -64,8 +64,9 @@ STAGES = 3
 ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 4
 
 
-def _tile_j(block: tir.Block):
-    """The columns of C a thread block takes, `TILE` or `HALF_TILE_J`, or None where the rule
+def _tile_j(block: tir.Block, candidates=(TILE, HALF_TILE_J)):
+    """The columns of C a thread block takes, the first of ``candidates`` (`TILE`, then
+    `HALF_TILE_J`) that qualifies, or None where the rule
     does not apply: float32 operands and result, constant extents, I a multiple of `TILE`, K
     of `STEP_K` (batch axes of any constant extent), J of the tile, and tiles enough to give
     every multiprocessor of a large GPU one (`FILL_BLOCKS`). 128 columns where they qualify
@@ -80,18 +81,26 @@ def _tile_j(block: tir.Block):
     j, k = extent[IterKind.kIter_J], extent[IterKind.kIter_K]
     if i % TILE or k % STEP_K:
         return None
-    return next((t for t in (TILE, HALF_TILE_J) if j % t == 0 and s * (i // TILE) * (j // t) >= FILL_BLOCKS), None)
+    return next((t for t in candidates if j % t == 0 and s * (i // TILE) * (j // t) >= FILL_BLOCKS), None)
 
 
 class MatmulSIMT(GPUScheduleRule):
-    """Big-tile fp32 matmuls on CUDA cores (see the module docstring)."""
+    """Big-tile fp32 matmuls on CUDA cores (see the module docstring). ``tile_j`` (`TILE` or
+    `HALF_TILE_J`) makes every block take that many columns of C where they qualify, instead
+    of the rule's choice: a knob for measuring the alternatives (benchmarks/cuda_tilings.py)."""
+
+    def __init__(self, tile_j=None) -> None:
+        if tile_j not in (None, TILE, HALF_TILE_J):
+            raise ValueError(f"MatmulSIMT: tile_j must be {TILE} or {HALF_TILE_J}, not {tile_j}")
+        self.tile_j = tile_j
 
     def apply(self, func, target, tunable: bool = False):
         sch = self.new_schedule(func, target)
         if sch is None or target.kind.name != "cuda":
             return None
         main = find_matmul_block(sch)
-        tile_j = None if main is None else _tile_j(sch.get(main))
+        candidates = (TILE, HALF_TILE_J) if self.tile_j is None else (self.tile_j,)
+        tile_j = None if main is None else _tile_j(sch.get(main), candidates)
         if tile_j is None:
             return None
         threads_j = tile_j // MICRO                        # 16 (256 threads) or 8 (128)

@@ -116,7 +116,14 @@ def _dtypes(sch, block) -> tuple:
 
 
 class MatmulTensorCore(GPUScheduleRule):
-    """fp16 matmuls on tensor cores (see the module docstring)."""
+    """fp16 matmuls on tensor cores (see the module docstring). ``mma_tilings`` (`Tiling`s,
+    preferred first) and ``stages`` (of the ``cp.async`` pipeline) replace `MMA_TILINGS` and
+    `PIPELINE_STAGES`: knobs for measuring the alternatives (benchmarks/cuda_tilings.py)."""
+
+    def __init__(self, mma_tilings=None, stages: int = PIPELINE_STAGES) -> None:
+        if stages < 2:
+            raise ValueError(f"MatmulTensorCore: a pipeline needs 2 stages or more, not {stages}")
+        self.mma_tilings, self.stages = tuple(mma_tilings or MMA_TILINGS), stages
 
     def apply(self, func, target, tunable: bool = False):
         sch = self.new_schedule(func, target)
@@ -135,7 +142,7 @@ class MatmulTensorCore(GPUScheduleRule):
             return None
         # mma.sync where the tiles divide the product (its accumulators go straight to C),
         # else wmma (which pads, through a shared tile of C).
-        tiling = _mma_tiling_for(sch.get(main)) if _uses_mma(target) else None
+        tiling = _mma_tiling_for(sch.get(main), self.mma_tilings) if _uses_mma(target) else None
         mma = tiling is not None
         tiling = tiling or _tiling_for(sch.get(main))
         if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
@@ -204,7 +211,7 @@ class MatmulTensorCore(GPUScheduleRule):
         self._fragment_op(sch, c_frag, 2, "store", ann, tiles=(FRAGMENT, FRAGMENT))
         if mma:
             # Copies of step k + 2 are in flight (cp.async) while step k computes.
-            sch.annotate(k0, "software_pipeline_stage", [0, 0, PIPELINE_STAGES - 1])
+            sch.annotate(k0, "software_pipeline_stage", [0, 0, self.stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
             sch.annotate(k0, "software_pipeline_async_stages", [0])
         return sch
@@ -305,15 +312,15 @@ def _tiling_for(block: tir.Block):
     return min(TILINGS, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
 
 
-def _mma_tiling_for(block: tir.Block):
-    """The largest of `MMA_TILINGS` that divides I and J and still gives a thread block to
+def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):
+    """The largest of ``tilings`` that divides I and J and still gives a thread block to
     each multiprocessor (`FILL_BLOCKS`), else the smallest that divides them; None when none
     does (the wmma schedule pads) or I is symbolic."""
     extents = _extents(block)
     if extents is None or extents[1] is None:
         return None
     s, i, j = extents
-    fits = [t for t in MMA_TILINGS if i % t.tile_i == 0 and j % t.tile_j == 0]
+    fits = [t for t in tilings if i % t.tile_i == 0 and j % t.tile_j == 0]
     if not fits:
         return None
     filled = [t for t in fits if s * (i // t.tile_i) * (j // t.tile_j) >= FILL_BLOCKS]
