@@ -39,6 +39,8 @@ Small passes, in order (`pipeline`), one module each:
                                    ``cp.async`` (TVM's InjectPTXAsyncCopy)
 7. `narrow_indices`                int64 index arithmetic in int32 wherever it provably fits
    (index_widths)
+7b. `simplify_indices`             index arithmetic simplified with the loops' and threads'
+   (index_simplify)                ranges in scope (``(f * 128 + t) % 128`` is ``t`` for t < 128)
 8. `inject_thread_sync`            ``__syncthreads()`` where a thread may read a shared
    (thread_sync)                   buffer another thread wrote, or overwrite one another
                                    thread has yet to read (TVM's InjectThreadSync); a
@@ -57,6 +59,7 @@ from .common import (ALLREDUCE_OP, FRAGMENT_SCOPES, ON_CHIP_SCOPES, SHARED_SCOPE
                      DeviceProgram, GPULoweringError, Kernel, has_thread_bindings, is_shared, pointer_targets)
 from .compaction import aligned_strides, collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import combine, lower_cross_thread_reduction, reduction_identity
+from .index_simplify import simplify_indices
 from .index_widths import narrow_indices
 from .kernels import split_kernels
 from .permuted_layout import PERMUTED_LAYOUT, collect_permuted_layouts, permute_layouts
@@ -68,7 +71,8 @@ from .thread_sync import inject_thread_sync
 __all__ = [
     "GPULoweringError", "Kernel", "DeviceProgram", "THREAD_VARS", "THREAD_TAGS", "ALLREDUCE_OP", "SYNC_OP",
     "lower_for_gpu", "lower_cross_thread_reduction", "plan_buffer_locations", "split_kernels",
-    "collect_dim_aligns", "compact_buffers", "aligned_strides", "inject_thread_sync", "narrow_indices", "is_shared",
+    "collect_dim_aligns", "compact_buffers", "aligned_strides", "inject_thread_sync", "narrow_indices",
+    "simplify_indices", "is_shared",
     "has_thread_bindings", "pointer_targets", "SHARED_SCOPES", "FRAGMENT_SCOPES", "ON_CHIP_SCOPES",
     "reduction_identity", "combine", "inject_software_pipeline", "inject_async_copy", "PERMUTED_LAYOUT",
     "collect_permuted_layouts", "permute_layouts",

@@ -6,9 +6,13 @@
 buffer into a shared one, ``S[s + v] = G[g + v]`` (or ``if_then_else(p, G[g + v], 0)``, the
 zeros a padded tile reads past the end, with ``p`` the same for every lane ``v``), becomes
 ``T.ptx_cp_async(dtype, S, s, G, g, bytes[, p])``: the copy goes from global memory to shared
-memory without passing through registers, and the thread goes on while it is in flight. A
-copy that is not of that form (misaligned, scattered, computed) stays an ordinary one: it is
-done when the thread reaches it, which the pipeline's waits allow for.
+memory without passing through registers, and the thread goes on while it is in flight. So
+does a copy of one 4- or 8-byte element, ``S[s] = G[g]``: an implicit GEMM's im2col gathers one
+float at a time, each behind the padding's predicate (nested ``if_then_else``s are one
+predicate, their conjunction), and a synchronous load there stalls the thread for the whole
+memory latency at every step of the pipeline. A copy that is not of these forms (misaligned,
+computed, two bytes) stays an ordinary one: it is done when the thread reaches it, which the
+pipeline's waits allow for.
 
 Why after `flatten_buffers`: the offsets the instruction takes are flat, and so is the
 alignment to prove (the offset at lane 0 a multiple of the lanes).
@@ -38,7 +42,9 @@ def inject_async_copy(body: tir.Stmt) -> tir.Stmt:
     class Copies(IRMutator):
         def visit_stmt(self, s):
             if isinstance(s, tir.For) and s.kind == "vectorized":
-                return _cp_async(s) or s
+                return _vector_cp_async(s) or s
+            if isinstance(s, tir.BufferStore):
+                return _cp_async(s, 1, lambda index: index) or s
             return super().visit_stmt(s)
 
     class M(IRMutator):
@@ -50,19 +56,24 @@ def inject_async_copy(body: tir.Stmt) -> tir.Stmt:
     return M().visit_stmt(body)
 
 
-def _cp_async(loop: tir.For):
+def _vector_cp_async(loop: tir.For):
     """The ``cp.async`` a vectorized copy loop is, or None."""
-    store = loop.body
     lanes = const_int(loop.extent)
-    if not isinstance(store, tir.BufferStore) or lanes is None or not is_shared(store.buffer):
+    if lanes is None:
         return None
-    value, predicate = store.value, None
-    if isinstance(value, tir.Call) and value.op == "tir.if_then_else":
-        predicate, value, zero = value.args
-        if const_int(zero) != 0 and not (isinstance(zero, tir.FloatImm) and zero.value == 0):
-            return None
-        if loop.loop_var in vars_in([predicate]):
-            return None
+    v = loop.loop_var
+    return _cp_async(loop.body, lanes, lambda index: _lane_zero(index, v, loop.min, lanes), v)
+
+
+def _cp_async(store, lanes: int, first_lane, lane_var=None):
+    """The ``cp.async`` that ``store`` of ``lanes`` lanes is, or None: ``first_lane(index)``
+    is an index at lane 0 (None when the lanes are not one aligned run); the predicate may
+    not depend on ``lane_var``."""
+    if not isinstance(store, tir.BufferStore) or not is_shared(store.buffer):
+        return None
+    value, predicate = _predicated_load(store.value)
+    if value is None or (predicate is not None and lane_var is not None and lane_var in vars_in([predicate])):
+        return None
     if not isinstance(value, tir.BufferLoad) or is_shared(value.buffer) or value.buffer.scope not in ("global", ""):
         return None
     if value.dtype != store.buffer.dtype or len(store.indices) != 1 or len(value.indices) != 1:
@@ -70,14 +81,25 @@ def _cp_async(loop: tir.For):
     size = lanes * dtype_bytes(store.buffer.dtype)
     if size not in _SIZES:
         return None
-    v = loop.loop_var
-    dst, src = _lane_zero(store.indices[0], v, loop.min, lanes), _lane_zero(value.indices[0], v, loop.min, lanes)
+    dst, src = first_lane(store.indices[0]), first_lane(value.indices[0])
     if dst is None or src is None:
         return None
     args = [store.buffer.data, dst, value.buffer.data, src, tir.IntImm("int32", size)]
     if predicate is not None:
         args.append(predicate)
     return tir.Evaluate(tir.Call(store.buffer.dtype, CP_ASYNC_OP, args))
+
+
+def _predicated_load(value):
+    """``(load, predicate)`` of ``if_then_else(p, load, 0)`` (nested ones: the conjunction of
+    their predicates; None when there is none), or ``(None, None)`` where a branch is not zero."""
+    predicate = None
+    while isinstance(value, tir.Call) and value.op == "tir.if_then_else":
+        p, value, zero = value.args
+        if const_int(zero) != 0 and not (isinstance(zero, tir.FloatImm) and zero.value == 0):
+            return None, None
+        predicate = p if predicate is None else tir.And("bool", predicate, p)
+    return value, predicate
 
 
 def _lane_zero(index, v, start, lanes: int):

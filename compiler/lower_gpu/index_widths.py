@@ -11,6 +11,7 @@ from ...ir.arith import const_int_bound
 from .common import THREAD_VARS
 
 _INDEX_OPS = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Min, tir.Max, tir.Div, tir.Mod)
+_BITWISE_OPS = ("tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor")   # a swizzle's XOR
 _INT32_MAX = 2**31 - 1
 
 
@@ -21,7 +22,9 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
 
     Why: Relax writes shapes as ``T.int64``, so legalized kernels index in 64 bits, and 64-bit
     integer multiplies and divides cost GPUs several instructions each; TVM narrows the same
-    way. Indices that involve a symbolic dimension (unbounded here) or data stay int64."""
+    way. Other int64 index arithmetic that fits (an intrinsic's offsets) is computed in int32
+    and widened once. Indices that involve a symbolic dimension (unbounded here) or data stay
+    int64."""
     ranges = {THREAD_VARS[t]: (0, e.value) for t, e in extents.items() if isinstance(e, tir.IntImm)}
     retyped: dict = {}   # int64 loop var -> int32 var
 
@@ -34,7 +37,7 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
         if isinstance(e, tir.IntImm):
             return tir.IntImm("int32", e.value) if -_INT32_MAX - 1 <= e.value <= _INT32_MAX else None
         if isinstance(e, tir.Var):
-            return retyped.get(e)
+            return e if e.dtype == "int32" else retyped.get(e)
         if isinstance(e, tir.Cast) and tir.is_int(e.value.dtype) and e.value.dtype != "int64":
             # An int32 value widened (``T.Cast("int64", idx[k])``): the value itself, its own
             # indices rewritten too (their loop variables may be retyped).
@@ -44,6 +47,12 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
             if a is None or b is None:
                 return None
             out = type(e)("int32", a, b)
+            return out if fits(out) else None
+        if isinstance(e, tir.Call) and e.op in _BITWISE_OPS and len(e.args) == 2:
+            a, b = narrow(e.args[0]), narrow(e.args[1])
+            if a is None or b is None:
+                return None
+            out = tir.Call("int32", e.op, [a, b])
             return out if fits(out) else None
         return None
 
@@ -65,6 +74,12 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
                 a, b = narrow(e.a), narrow(e.b)
                 if a is not None and b is not None:
                     return type(e)("bool", a, b)
+            if (isinstance(e, _INDEX_OPS) or isinstance(e, tir.Call) and e.op in _BITWISE_OPS) and e.dtype == "int64":
+                # Index arithmetic outside a buffer's indices (the offsets cp.async, ldmatrix
+                # and tvm_access_ptr take): computed in int32, widened once at the end.
+                n = narrow(e)
+                if n is not None:
+                    return tir.Cast("int64", n)
             return super().visit_expr(e)
 
         def visit_stmt(self, s):

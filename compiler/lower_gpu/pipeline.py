@@ -13,6 +13,7 @@ from .buffer_locations import plan_buffer_locations
 from .common import DeviceProgram
 from .compaction import collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import lower_cross_thread_reduction
+from .index_simplify import simplify_indices
 from .index_widths import narrow_indices
 from .kernels import split_kernels
 from .permuted_layout import collect_permuted_layouts, permute_layouts
@@ -33,7 +34,7 @@ def lower_for_gpu(func: tir.PrimFunc, name: str = "main") -> DeviceProgram:
         body = permute_layouts(tensorize_mma(tensorize_wmma(body), k.extents), permuted)
         flat = flatten_buffers(_with_body(func, body))
         body = lower_intrinsics(_with_body(func, inject_async_copy(flat.body))).body
-        k.body = inject_thread_sync(narrow_indices(body, k.extents))
+        k.body = inject_thread_sync(simplify_indices(narrow_indices(body, k.extents), k.extents))
     program.workspaces = [_flat_buffer(b) for b in program.workspaces]
     return program
 

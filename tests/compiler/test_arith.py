@@ -81,6 +81,21 @@ def test_const_int_bound():
     assert lo == float("-inf") and hi == float("inf")
 
 
+def test_const_int_bound_of_bitwise_operations():
+    """A swizzle's XOR of non-negative values sets no bit above the larger's highest (so its
+    index arithmetic narrows to int32); an AND is at most either operand."""
+    def call(op, a, b):
+        return tir.Call(I32, f"tir.bitwise_{op}", [a, b])
+
+    assert const_int_bound(call("xor", j, k), RANGES) == (0, 7)          # j < 4, k < 8
+    assert const_int_bound(call("or", f, j), RANGES) == (0, 127)
+    assert const_int_bound(call("and", f, k), RANGES) == (0, 7)
+    lo, hi = const_int_bound(call("xor", n, j), RANGES)                 # n unbounded
+    assert lo == float("-inf") and hi == float("inf")
+    lo, hi = const_int_bound(call("xor", i - 1, j), RANGES)             # may be negative
+    assert lo == float("-inf") and hi == float("inf")
+
+
 def test_eval_range_of_tiles():
     ax = _var("ax")
     dom = {ax: tir.Range(tir.IntImm(I32, 0), tir.IntImm(I32, 8))}

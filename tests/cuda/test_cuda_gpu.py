@@ -175,24 +175,25 @@ class Module:
 
 @pytest.mark.parametrize("a_t, b_t", [(False, False), (False, True), (True, False), (True, True)],
                          ids=["nn", "nt", "tn", "tt"])
-@pytest.mark.parametrize("m, n, k", [(256, 128, 64), (64, 256, 96), (64, 64, 32), (77, 256, 64), (77, 200, 40)],
+@pytest.mark.parametrize("m, n, k", [(256, 128, 64), (64, 256, 96), (64, 64, 32), (77, 256, 64), (77, 200, 36)],
                          ids=["tile128x64", "tile64x128", "tile64x64", "padded_rows", "padded"])
 def test_tensor_core_tilings_and_operand_layouts(gpu, m, n, k, a_t, b_t):
     """`MatmulTensorCore` for each of its block tilings and each layout of A and B: the shared
     tiles keep the operand's layout (a transposed one is loaded as a column- or row-major
     fragment), their rows padded, filled 16 bytes at a time (zeros past the last row or
-    column; element by element where K is not whole steps); exact against NumPy (products of
-    halves are exact in float32 and these sums are short)."""
+    column; element by element for an operand whose rows are not whole 16-byte chunks);
+    exact against NumPy (products of halves are exact in float32 and these sums are short)."""
     rng = np.random.default_rng(7)
     a = rng.integers(-4, 5, (k, m) if a_t else (m, k)).astype("float16")
     b = rng.integers(-4, 5, (n, k) if b_t else (k, n)).astype("float16")
     ex = tvms.compile(tvms.parse(_fp16_matmul_src(m, n, k, a_t, b_t)), target="cuda")
     assert _on_tensor_cores(ex.cuda_code.source)
-    # 16 bytes at a time, the rows past the end as zeros; a K that is not whole steps pads
-    # inside those 16 bytes: element by element.
+    # 16 bytes at a time, the rows past the end as zeros; an operand whose contiguous extent
+    # is not whole chunks of 8 halves pads inside those 16 bytes: element by element.
     # (cp.async on sm_80 and later, where mma.sync's tiles divide the product).
     src = ex.cuda_code.source
-    assert ("*(uint4*)" in src or "tvms_cp_async16(" in src) == (k % 32 == 0)
+    contiguous = (m if a_t else k, k if b_t else n)
+    assert ("*(uint4*)" in src or "tvms_cp_async16(" in src) == any(e % 8 == 0 for e in contiguous)
     dev = tvms.cuda(0)
     out = tvms.nd.array(np.zeros((m, n), "float32"), dev)
     ex["mm"](tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)

@@ -108,7 +108,15 @@ def test_a_convolution_as_an_implicit_gemm_matches_the_cpu():
     funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(CONV)))
     (conv,) = funcs.values()
     assert MatmulSIMT().apply(conv, Target(SM90)) is not None
-    (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-4, atol=1e-4).values()
+    code = build_cuda(funcs, SM90, kind="source")
+    kernel = code.source[code.source.index('extern "C"'):]
+    # The gathers are asynchronous, one float each, the padding's zeros written by cp.async
+    # itself; their offsets in 32-bit arithmetic although Relax's shapes are int64.
+    assert "tvms_cp_async4_zfill(" in kernel and "tvms_cp_async4(" in kernel, kernel
+    assert "long long)((" in kernel and "LL" not in kernel, kernel
+    # A thread's pixel is known once the block's 16 x 8 threads bound (f * 128 + t) % 128 to t.
+    assert "% 128" not in kernel and "/ 128" not in kernel, kernel
+    (result,) = compare_with_cpu(funcs, code=code, target=SM90, rtol=1e-4, atol=1e-4).values()
     assert result.ok, result
 
 

@@ -116,4 +116,14 @@ def _bound(e, ranges) -> tuple:
         return (min(a[0], b[0]), max(a[1], b[1]))
     if e.dtype == "bool" or isinstance(e, (tir.COMPARISONS, tir.And, tir.Or, tir.Not)):
         return (0, 1)
+    if isinstance(e, tir.Call) and e.op in _BITWISE and len(e.args) == 2:
+        a, b = _bound(e.args[0], ranges), _bound(e.args[1], ranges)
+        if a[0] >= 0 and b[0] >= 0 and a[1] != POS_INF and b[1] != POS_INF:
+            if e.op == "tir.bitwise_and":
+                return (0, min(a[1], b[1]))
+            # Or and xor set no bit above the highest either operand can have.
+            return (0, (1 << max(a[1], b[1]).bit_length()) - 1)
     return dtype_bound(e.dtype) if e.dtype.startswith("uint") else (NEG_INF, POS_INF)
+
+
+_BITWISE = ("tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor")
