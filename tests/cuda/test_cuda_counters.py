@@ -251,15 +251,36 @@ def test_an_fp32_convolution_reads_its_input_and_weights_coalesced():
     """Matmul's implicit GEMM of an NCHW convolution: the im2col read of the input goes along
     the output pixels (contiguous in a row of the image), the weights along K; each warp's
     request touches few more sectors than its bytes need (TVM's copy order: 24 a request, 6x
-    the ideal), and the shared tiles are nearly free of bank conflicts. Results match the CPU."""
+    the ideal), and the shared tiles are nearly free of bank conflicts. Results match the CPU.
+    (At this size, 49 of Matmul's tiles, the default schedules take `MatmulSplitK`: below.)"""
+    from tvmscript import relax
+    from tvmscript.compiler import dlight as dl
+    from tvmscript.target import Target
+
+    funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(CONV_FP32)))
+    with Target("cuda"):
+        scheduled = prim_funcs_of(dl.ApplyDefaultSchedule(dl.gpu.Matmul())(tvms.IRModule(funcs)))
+    (c,) = count(scheduled, next(iter(funcs)), blocks=4)
+    assert c.sectors_per_request() <= 2 * c.ideal_sectors_per_request(), c.summary()
+    assert c.shared_conflicts <= c.shared_wavefronts // 8, c.summary()
+    code = build_cuda(scheduled, "cuda", kind="source")
+    (result,) = compare_with_cpu(funcs, code=code, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+def test_a_split_k_convolution_reads_its_weights_coalesced_and_no_shared_tiles():
+    """The same convolution under the default schedules (`MatmulSplitK`: 32 lanes along K):
+    the weights' requests are whole (4 sectors of 32 consecutive floats), the im2col gathers of
+    the input cross kernel rows and channels (about 12 sectors), and no shared tile is staged:
+    shared memory holds only the warps' sums."""
     from tvmscript import relax
 
     funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(CONV_FP32)))
     (c,) = count(funcs, next(iter(funcs)), blocks=4)
-    assert c.sectors_per_request() <= 2 * c.ideal_sectors_per_request(), c.summary()
-    assert c.shared_conflicts <= c.shared_wavefronts // 8, c.summary()
-    (result,) = compare_with_cpu(funcs, rtol=1e-4, atol=1e-4).values()
-    assert result.ok, result
+    assert c.block[:2] == (32, 4), c.summary()
+    assert c.sectors_per_request() <= 3 * c.ideal_sectors_per_request(), c.summary()
+    assert c.shared_load_requests * 8 <= c.global_load_requests, c.summary()
+    assert c.fma_inst * 32 == c.fma, c.summary()
 
 
 def test_a_models_estimate_is_its_kernels_times_their_calls():

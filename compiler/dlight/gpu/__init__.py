@@ -8,10 +8,11 @@ from .general_reduction import GeneralReduction
 from .low_batch_gemv import LowBatchGEMV
 from .matmul import Matmul
 from .matmul_simt import MatmulSIMT
+from .matmul_split_k import MatmulSplitK
 from .matmul_tensor_core import MatmulTensorCore
 from .reduction import Reduction
 from .small_reduction import SmallReduction
 from .transpose import Transpose
 
 __all__ = ["GPUScheduleRule", "ElementWise", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul",
-           "MatmulSIMT", "MatmulTensorCore", "Reduction", "SmallReduction", "Transpose"]
+           "MatmulSIMT", "MatmulSplitK", "MatmulTensorCore", "Reduction", "SmallReduction", "Transpose"]

@@ -1,0 +1,89 @@
+"""Products with few tiles of C and a long K: K split over the 32 lanes of a warp, the lanes'
+sums added with shuffles, one launch (`dlight.gpu.MatmulSplitK`, in the default CUDA
+schedules before `Matmul`). On an H200, resnet18's last 3x3 convolutions at batch 1 (49 x 512,
+K = 4608: 16 of `Matmul`'s tiles) took 0.56 ms each, walking K one block at a time.
+
+Each kernel is checked for its shape and run on the CPU emulator against the CPU backend.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tvmscript as tvms
+from tvmscript import relax
+from tvmscript.compiler.build_cuda import build_cuda
+from tvmscript.compiler.dlight.gpu import MatmulSplitK
+from tvmscript.target import Target
+
+from support.cuda_check import batch_matmul_src, conv2d_src, matmul_src, prim_funcs_of
+from support.cuda_emulator import compare_with_cpu
+
+SM90 = "cuda -arch=sm_90"
+
+
+def applies(funcs: dict) -> bool:
+    (func,) = funcs.values()
+    return MatmulSplitK().apply(func, Target(SM90)) is not None
+
+
+def fp32_matmul(m: int, n: int, k: int, b_transposed: bool = True, epilogue: bool = True) -> dict:
+    return prim_funcs_of(tvms.parse(matmul_src(m, n, k, "float32", b_transposed, "float32", epilogue)))
+
+
+def test_only_products_of_few_tiles_and_a_long_k():
+    assert applies(fp32_matmul(49, 512, 4608))              # resnet18's last stage at batch 1: 16 tiles
+    assert applies(fp32_matmul(128, 768, 3072))             # a GPT block's projection at 128 tokens: 48 tiles
+    assert not applies(fp32_matmul(1024, 1024, 1024))       # 512 tiles: other rules fill the GPU
+    assert not applies(fp32_matmul(49, 512, 128))           # K too short to split 32 ways
+    assert not applies(fp32_matmul(49, 512, 4608, b_transposed=False))   # B[K, J]: lanes a row apart
+    assert not applies(fp32_matmul(1, 1000, 512))           # a matrix-vector product: GEMV's
+    assert not applies(prim_funcs_of(tvms.parse(matmul_src(64, 64, 512, "int32", dtype="int32"))))
+
+
+@pytest.mark.parametrize("shape, b_transposed", [
+    ((49, 512, 1024), True),      # whole tiles along J and K, rows padded 49 -> 56
+    ((50, 200, 300), True),       # every extent padded: 56 x 208 x 320
+])
+def test_a_split_k_product_is_one_kernel_and_matches_the_cpu(shape, b_transposed):
+    funcs = fp32_matmul(*shape, b_transposed=b_transposed)
+    assert applies(funcs)
+    code = build_cuda(funcs, SM90, kind="source")
+    kernel = code.source[code.source.index('extern "C"'):]
+    (launch,) = code.functions["mm"].launches
+    assert launch.block[:2] == ("32", "4"), launch           # a warp of lanes along K, 4 warps
+    assert kernel.count("__shfl_xor_sync") == 5, kernel      # one warp's sum, no block-wide one
+    loop = kernel[kernel.index("for (int ax3_0"):kernel.index("__shfl_xor_sync")]
+    assert "__syncthreads" not in loop and "__shared__" not in loop, loop   # the K loop: registers only
+    (result,) = compare_with_cpu(funcs, code=code, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+def test_a_batched_product_matches_the_cpu():
+    funcs = prim_funcs_of(tvms.parse(batch_matmul_src(3, 24, 40, 512, "float32")))
+    assert applies(funcs)
+    (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+def test_a_convolution_at_batch_1_with_its_epilogue_matches_the_cpu():
+    """7 x 7 pixels by 128 channels, K = 64 x 3 x 3 through the im2col index, with the bias and
+    ReLU fused after it: one kernel, whose lanes write the 4-D output."""
+    src = conv2d_src((1, 64, 7, 7), (128, 64, 3, 3)).replace(
+        "            R.output(y)", "            z = R.nn.relu(R.add(y, b))\n            R.output(z)").replace(
+        "        return y", "        return z").replace(
+        'w: R.Tensor((128, 64, 3, 3), "float32")', 'w: R.Tensor((128, 64, 3, 3), "float32"), '
+        'b: R.Tensor((1, 128, 1, 1), "float32")')
+    mod = tvms.parse(src)
+    for p in (relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(),
+              relax.transform.FuseTIR()):
+        mod = p(mod)
+    funcs = prim_funcs_of(mod)
+    assert applies(funcs)
+    code = build_cuda(funcs, SM90, kind="source")
+    assert code.source.count('extern "C" __global__') == 1
+    assert re.search(r"= max\(\(\w+_shared\[", code.source), "the bias and ReLU applied to the warp's sums"
+    (result,) = compare_with_cpu(funcs, code=code, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
