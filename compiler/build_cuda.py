@@ -50,14 +50,15 @@ def default_gpu_schedule(mod, target):
     them, for the prim_funcs of ``mod`` that no schedule has bound to threads yet; and tvms's
     own: `MatmulSIMT` and `MatmulSplitK` before `Matmul` (fp32 products of many tiles; of few
     tiles and a long K), `SmallReduction` before the reductions' rules (one thread per output
-    of a depthwise convolution or a pooling window) and `ElementWise` before the Fallback, for
-    16-byte accesses."""
+    of a depthwise convolution or a pooling window), `WarpRowReduction` before
+    `GeneralReduction` (a warp per row of a softmax or layer norm of many short rows) and
+    `ElementWise` before the Fallback, for 16-byte accesses."""
     from . import dlight as dl
 
     with target:
         return dl.ApplyDefaultSchedule(dl.gpu.MatmulTensorCore(), dl.gpu.MatmulSIMT(), dl.gpu.MatmulSplitK(),
                                        dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.LowBatchGEMV(),
-                                       dl.gpu.SmallReduction(), dl.gpu.Reduction(),
+                                       dl.gpu.SmallReduction(), dl.gpu.Reduction(), dl.gpu.WarpRowReduction(),
                                        dl.gpu.GeneralReduction(), dl.gpu.Transpose(), dl.gpu.ElementWise(),
                                        dl.gpu.Fallback())(mod)
 

@@ -13,6 +13,8 @@ from .matmul_tensor_core import MatmulTensorCore
 from .reduction import Reduction
 from .small_reduction import SmallReduction
 from .transpose import Transpose
+from .warp_row_reduction import WarpRowReduction
 
 __all__ = ["GPUScheduleRule", "ElementWise", "Fallback", "GEMV", "GeneralReduction", "LowBatchGEMV", "Matmul",
-           "MatmulSIMT", "MatmulSplitK", "MatmulTensorCore", "Reduction", "SmallReduction", "Transpose"]
+           "MatmulSIMT", "MatmulSplitK", "MatmulTensorCore", "Reduction", "SmallReduction", "Transpose",
+           "WarpRowReduction"]

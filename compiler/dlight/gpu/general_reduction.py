@@ -86,26 +86,44 @@ class GeneralReduction(GPUScheduleRule):
                 loop = sch.get(lp)
                 (s_loops if loop.loop_var in spatial or tir.is_const_int(loop.extent, 1) else other).append(lp)
             sch.reorder(*s_loops, *other)
+        if not self._takes(sch, infos, num_leading_s, num_trailing_r):
+            return None
         loops = sch.get_loops(infos[-1].block_rv)
-        bx = sch.fuse(*loops[:num_leading_s])
-        r_loop, tx = sch.split(loops[-1], [None, len_tx])
+        row = self._bind_rows(sch, sch.fuse(*loops[:num_leading_s]))
+        r_loop, tx = sch.split(loops[-1], [None, self._threads_per_row(len_tx)])
         sch.reorder(tx, r_loop)
-        sch.bind(bx, "blockIdx.x")
         sch.bind(tx, "threadIdx.x")
         sch.annotate(r_loop, ann_key="pragma_auto_unroll_max_step", ann_val=unroll_depth)
         sch.annotate(r_loop, ann_key="pragma_unroll_explicit", ann_val=1)
         for info in reversed(infos[:-1]):
             block = info.block_rv
             for n, _ in enumerate(sch.get(block).writes):
-                sch.set_scope(block, buffer_index=n, storage_scope="shared")
-            sch.compute_at(block, bx, preserve_unit_loops=True)
+                sch.set_scope(block, buffer_index=n, storage_scope=self._result_scope())
+            sch.compute_at(block, row, preserve_unit_loops=True)
             r_loop = sch.fuse(*sch.get_loops(block)[-num_trailing_r:])
-            r_loop, tx = sch.split(r_loop, [None, len_tx])
+            r_loop, tx = sch.split(r_loop, [None, self._threads_per_row(len_tx)])
             sch.reorder(tx, r_loop)
             sch.bind(tx, "threadIdx.x")
             sch.annotate(r_loop, ann_key="pragma_auto_unroll_max_step", ann_val=unroll_depth)
             sch.annotate(r_loop, ann_key="pragma_unroll_explicit", ann_val=1)
         return sch
+
+    # The hooks `WarpRowReduction` overrides: which functions, how rows map to the grid.
+
+    def _takes(self, sch, infos, num_leading_s: int, num_trailing_r: int) -> bool:
+        return True
+
+    def _bind_rows(self, sch, rows):
+        """Bind the fused loop over rows; the loop each row's stages are computed at."""
+        sch.bind(rows, "blockIdx.x")
+        return rows
+
+    def _threads_per_row(self, len_tx: int) -> int:
+        return len_tx
+
+    def _result_scope(self) -> str:
+        """Where a row's reduced values live: shared memory, for the block's threads."""
+        return "shared"
 
     @staticmethod
     def _scalar_tail(sch, infos):
