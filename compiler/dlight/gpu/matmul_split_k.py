@@ -55,10 +55,10 @@ def _qualifies(block: tir.Block) -> bool:
     weights, usually: the larger operand of a product with few rows) contiguous along K."""
     if any(not tir.is_float(r.buffer.dtype) for r in list(block.reads) + list(block.writes)):
         return False
-    if not _contiguous_along_k(block, block.reads[1]):
-        return False
     extent = product_extents(block)
     if extent is None or None in extent.values():
+        return False
+    if not _contiguous_along_k(block, block.reads[1]):      # B: the read `detect_iter_traits` indexes by J
         return False
     s, i, j, k = (extent[kind] for kind in (IterKind.kIter_S, IterKind.kIter_I, IterKind.kIter_J, IterKind.kIter_K))
     tiles = s * -(-i // DEFAULT_TILE[0]) * -(-j // DEFAULT_TILE[1])
