@@ -13,12 +13,11 @@ import re
 import pytest
 
 import tvmscript as tvms
-from tvmscript import relax
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.dlight.gpu import MatmulSplitK
 from tvmscript.target import Target
 
-from support.cuda_check import batch_matmul_src, conv2d_src, matmul_src, prim_funcs_of
+from support.cuda_check import batch_matmul_src, matmul_src, prim_funcs_of, relax_prim_funcs
 from support.cuda_emulator import compare_with_cpu
 
 SM90 = "cuda -arch=sm_90"
@@ -71,16 +70,10 @@ def test_a_batched_product_matches_the_cpu():
 def test_a_convolution_at_batch_1_with_its_epilogue_matches_the_cpu():
     """7 x 7 pixels by 128 channels, K = 64 x 3 x 3 through the im2col index, with the bias and
     ReLU fused after it: one kernel, whose lanes write the 4-D output."""
-    src = conv2d_src((1, 64, 7, 7), (128, 64, 3, 3)).replace(
-        "            R.output(y)", "            z = R.nn.relu(R.add(y, b))\n            R.output(z)").replace(
-        "        return y", "        return z").replace(
-        'w: R.Tensor((128, 64, 3, 3), "float32")', 'w: R.Tensor((128, 64, 3, 3), "float32"), '
-        'b: R.Tensor((1, 128, 1, 1), "float32")')
-    mod = tvms.parse(src)
-    for p in (relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(),
-              relax.transform.FuseTIR()):
-        mod = p(mod)
-    funcs = prim_funcs_of(mod)
+    funcs = relax_prim_funcs('x: R.Tensor((1, 64, 7, 7), "float32"), w: R.Tensor((128, 64, 3, 3), "float32"), '
+                             'b: R.Tensor((1, 128, 1, 1), "float32")',
+                             "            c = R.nn.conv2d(x, w, padding=[1, 1, 1, 1])\n"
+                             "            y = R.nn.relu(R.add(c, b))", fuse=True)
     assert applies(funcs)
     code = build_cuda(funcs, SM90, kind="source")
     assert code.source.count('extern "C" __global__') == 1

@@ -11,36 +11,20 @@ from __future__ import annotations
 
 import pytest
 
-import tvmscript as tvms
-from tvmscript import relax
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.dlight.gpu import SmallReduction
 from tvmscript.target import Target
 
-from support.cuda_check import prim_funcs_of
+from support.cuda_check import relax_prim_funcs
 from support.cuda_emulator import compare_with_cpu
 
 SM90 = "cuda -arch=sm_90"
 
 
 def fused(body: str, params: str) -> dict:
-    """The prim_funcs of a Relax ``main`` (``params``, ``body`` binding ``y``) after
-    legalization and fusion, as the default pipeline makes them."""
-    src = f"""
-@I.ir_module
-class Module:
-    @R.function
-    def main({params}):
-        with R.dataflow():
-{body}
-            R.output(y)
-        return y
-"""
-    mod = tvms.parse(src)
-    for p in (relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(),
-              relax.transform.FuseTIR()):
-        mod = p(mod)
-    return prim_funcs_of(mod)
+    """The prim_funcs of a Relax ``main`` after legalization and fusion, as the default
+    pipeline makes them."""
+    return relax_prim_funcs(params, body, fuse=True)
 
 
 def depthwise(channels: int, size: int, stride: int = 1) -> dict:

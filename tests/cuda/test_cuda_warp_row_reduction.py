@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-import tvmscript as tvms
-from tvmscript import relax
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.dlight.gpu import WarpRowReduction
 from tvmscript.target import Target
 
-from support.cuda_check import prim_funcs_of
+from support.cuda_check import relax_prim_funcs
 from support.cuda_emulator import compare_with_cpu
 
 SM90 = "cuda -arch=sm_90"
@@ -31,17 +29,7 @@ def row_op(op: str, rows: int, cols: int) -> dict:
     else:
         params += f', g: R.Tensor(({cols},), "float32"), b: R.Tensor(({cols},), "float32")'
         call = "R.nn.layer_norm(x, g, b, axes=[-1])"
-    src = f"""
-@I.ir_module
-class Module:
-    @R.function
-    def main({params}):
-        with R.dataflow():
-            y = {call}
-            R.output(y)
-        return y
-"""
-    return prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(src)))
+    return relax_prim_funcs(params, f"            y = {call}")
 
 
 def applies(funcs: dict) -> bool:

@@ -79,6 +79,30 @@ class Module:
 """
 
 
+def relax_prim_funcs(params: str, body: str, fuse: bool = False) -> dict:
+    """The prim_funcs of a Relax ``main(params)`` whose dataflow ``body`` (lines at 12 spaces)
+    binds ``y``, legalized, and with ``fuse`` fused as the default pipeline fuses them."""
+    import tvmscript as tvms
+    from tvmscript import relax
+
+    mod = tvms.parse(f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main({params}):
+        with R.dataflow():
+{body}
+            R.output(y)
+        return y
+""")
+    passes = [relax.transform.LegalizeOps()]
+    if fuse:
+        passes += [relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    for p in passes:
+        mod = p(mod)
+    return prim_funcs_of(mod)
+
+
 def prim_funcs_of(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
 
