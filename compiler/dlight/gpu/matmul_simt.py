@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 
-from .base import GPUScheduleRule
+from .base import FILL_BLOCKS, SMS, GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, copy_along_contiguous_rows, find_matmul_block,
     product_extents, to_canonical_form,
@@ -55,10 +55,6 @@ THREADS = 16          # threads along I (and J: 256 in all; 8 along J for 64 col
 MICRO = 8             # each thread computes MICRO x MICRO of C
 VECTOR = 4            # floats per 16-byte access
 STEP_K = 8            # K per pipeline step
-# Thread blocks enough to give each multiprocessor of a large GPU one (an H100 has 132): with
-# fewer, `Matmul`'s smaller tiles keep more of the GPU busy.
-FILL_BLOCKS = 128
-SMS = 132             # the multiprocessors of an H100 or H200, over which `_tile_j` balances tiles
 STAGES = 3
 # Shared rows of the K-major tiles: 128 + 4 floats, so that the 8 rows a transposing copy
 # writes at once start in different banks (4 apart) and every row stays 16-byte aligned.

@@ -32,7 +32,7 @@ from __future__ import annotations
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import vars_in
 
-from .base import GPUScheduleRule
+from .base import FILL_BLOCKS, GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, product_extents,
     to_canonical_form,
@@ -45,7 +45,6 @@ WARPS = 4             # warps per thread block
 TILE_I = 8            # rows of C per block
 TILE_J = 16           # columns of C per block: TILE_J / WARPS per warp, TILE_I x that = 32 outputs
 DEFAULT_TILE = (32, 64)   # `Matmul`'s tile of C on CUDA, whose count decides where this rule applies
-FILL_BLOCKS = 128     # tiles enough to give each multiprocessor of a large GPU (132 on an H100) one
 MIN_K = 256           # K enough for a run of 8 per lane
 
 

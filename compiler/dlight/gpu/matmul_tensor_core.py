@@ -50,7 +50,7 @@ from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
-from .base import GPUScheduleRule
+from .base import FILL_BLOCKS, GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loop_of_last_index, product_extents,
     to_canonical_form,
@@ -103,8 +103,6 @@ TILINGS = (Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2))
 # the tensor cores, bounds an mma.sync kernel.
 MMA_TILINGS = (Tiling(4, 2, 4, 4), Tiling(2, 2, 4, 4), Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2),
                Tiling(2, 2, 1, 2))
-# Thread blocks enough to give each multiprocessor of a large GPU one (an H100 has 132).
-FILL_BLOCKS = 128
 # Below this many rows or columns of C a product is left to the GEMV and CUDA-core rules: a
 # tile of tensor-core work would be mostly padding.
 MIN_EXTENT = 32
