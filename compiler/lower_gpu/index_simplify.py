@@ -22,9 +22,9 @@ from tvmscript.ir.arith.canonical import Canonical
 from tvmscript.ir.mutator import IRMutator
 
 from .common import THREAD_VARS
+from .index_widths import INDEX_OPS
 
-_INTEGER_OPS = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Div, tir.Mod, tir.Min, tir.Max)
-_CONDITIONS = (tir.EQ, tir.NE, tir.LT, tir.LE, tir.GT, tir.GE, tir.And, tir.Or, tir.Not)
+_CONDITIONS = (*tir.COMPARISONS, tir.And, tir.Or, tir.Not)
 
 
 def simplify_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
@@ -34,7 +34,7 @@ def simplify_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
 
     class M(IRMutator):
         def visit_expr(self, e):
-            if isinstance(e, _INTEGER_OPS) and tir.is_int(e.dtype) or isinstance(e, _CONDITIONS):
+            if isinstance(e, INDEX_OPS) and tir.is_int(e.dtype) or isinstance(e, _CONDITIONS):
                 return Canonical(ranges).simplify(e)      # the whole expression at once
             return super().visit_expr(e)
 

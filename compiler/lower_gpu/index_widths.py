@@ -7,11 +7,11 @@ import dataclasses
 from tvmscript.ir import tir
 from tvmscript.ir.mutator import IRMutator
 
-from ...ir.arith import const_int_bound
+from ...ir.arith import BITWISE_OPS, const_int_bound
 from .common import THREAD_VARS
 
-_INDEX_OPS = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Min, tir.Max, tir.Div, tir.Mod)
-_BITWISE_OPS = ("tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor")   # a swizzle's XOR
+# The integer arithmetic of indices (`simplify_indices` simplifies the same operations).
+INDEX_OPS = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Min, tir.Max, tir.Div, tir.Mod)
 _INT32_MAX = 2**31 - 1
 
 
@@ -42,13 +42,13 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
             # An int32 value widened (``T.Cast("int64", idx[k])``): the value itself, its own
             # indices rewritten too (their loop variables may be retyped).
             return mutator.visit_expr(e.value) if e.value.dtype == "int32" else None
-        if isinstance(e, _INDEX_OPS):
+        if isinstance(e, INDEX_OPS):
             a, b = narrow(e.a), narrow(e.b)
             if a is None or b is None:
                 return None
             out = type(e)("int32", a, b)
             return out if fits(out) else None
-        if isinstance(e, tir.Call) and e.op in _BITWISE_OPS and len(e.args) == 2:
+        if isinstance(e, tir.Call) and e.op in BITWISE_OPS and len(e.args) == 2:
             a, b = narrow(e.args[0]), narrow(e.args[1])
             if a is None or b is None:
                 return None
@@ -70,11 +70,11 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
                 return tir.Cast("int64", retyped[e])
             if isinstance(e, tir.BufferLoad):
                 return tir.BufferLoad(e.dtype, e.buffer, [self.index(i) for i in e.indices], e.span)
-            if isinstance(e, _COMPARE_OPS) and e.a.dtype == "int64":
+            if isinstance(e, tir.COMPARISONS) and e.a.dtype == "int64":
                 a, b = narrow(e.a), narrow(e.b)
                 if a is not None and b is not None:
                     return type(e)("bool", a, b)
-            if (isinstance(e, _INDEX_OPS) or isinstance(e, tir.Call) and e.op in _BITWISE_OPS) and e.dtype == "int64":
+            if (isinstance(e, INDEX_OPS) or isinstance(e, tir.Call) and e.op in BITWISE_OPS) and e.dtype == "int64":
                 # Index arithmetic outside a buffer's indices (the offsets cp.async, ldmatrix
                 # and tvm_access_ptr take): computed in int32, widened once at the end.
                 n = narrow(e)
@@ -99,5 +99,3 @@ def narrow_indices(body: tir.Stmt, extents: dict) -> tir.Stmt:
     mutator = M()
     return mutator.visit_stmt(body)
 
-
-_COMPARE_OPS = (tir.EQ, tir.NE, tir.LT, tir.LE, tir.GT, tir.GE)

@@ -7,8 +7,9 @@ the IR's own checks need it too (whether a ``call_tir``'s shapes contradict the 
 calls), below the parser and the compiler, which use it as well."""
 
 from .analyzer import Analyzer
-from .bound import NEG_INF, POS_INF, const_int_bound
+from .bound import BITWISE_OPS, NEG_INF, POS_INF, const_int_bound
 from .canonical import expr_key, simplify
 from .int_set import eval_range, relax_region
 
-__all__ = ["Analyzer", "const_int_bound", "simplify", "expr_key", "eval_range", "relax_region", "NEG_INF", "POS_INF"]
+__all__ = ["Analyzer", "const_int_bound", "simplify", "expr_key", "eval_range", "relax_region", "NEG_INF", "POS_INF",
+           "BITWISE_OPS"]

@@ -116,7 +116,7 @@ def _bound(e, ranges) -> tuple:
         return (min(a[0], b[0]), max(a[1], b[1]))
     if e.dtype == "bool" or isinstance(e, (tir.COMPARISONS, tir.And, tir.Or, tir.Not)):
         return (0, 1)
-    if isinstance(e, tir.Call) and e.op in _BITWISE and len(e.args) == 2:
+    if isinstance(e, tir.Call) and e.op in BITWISE_OPS and len(e.args) == 2:
         a, b = _bound(e.args[0], ranges), _bound(e.args[1], ranges)
         if a[0] >= 0 and b[0] >= 0 and a[1] != POS_INF and b[1] != POS_INF:
             if e.op == "tir.bitwise_and":
@@ -126,4 +126,6 @@ def _bound(e, ranges) -> tuple:
     return dtype_bound(e.dtype) if e.dtype.startswith("uint") else (NEG_INF, POS_INF)
 
 
-_BITWISE = ("tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor")
+# The integer bitwise intrinsics a swizzled index uses, bounded above (and narrowed to int32 by
+# the GPU lowering's `narrow_indices`).
+BITWISE_OPS = ("tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor")
