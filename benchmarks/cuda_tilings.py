@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__)), os.path.join(ROOT, "tests")]
 
 import tvmscript as tvms  # noqa: E402
-from support.cuda_check import matmul_src  # noqa: E402
+from support.cuda_check import matmul_src, scheduled_by  # noqa: E402
 from tvmscript.compiler import dlight as dl  # noqa: E402
 from tvmscript.compiler.dlight.gpu.matmul_tensor_core import Tiling  # noqa: E402
 from tvmscript.target import Target  # noqa: E402
@@ -53,11 +53,9 @@ def scheduled(m: int, n: int, k: int, dtype: str, rule):
     """``mm`` (C = A @ B of ``dtype`` operands, float32 C) scheduled by ``rule`` alone, or None
     when the rule does not take it."""
     mod = tvms.parse(matmul_src(m, n, k, "float32", False, dtype))
-    target = Target("cuda")
-    with target:
-        if rule.apply(mod["mm"], target, False) is None:
-            return None
-        return dl.ApplyDefaultSchedule(rule)(mod)
+    if rule.apply(mod["mm"], Target("cuda"), False) is None:
+        return None
+    return tvms.IRModule(scheduled_by(rule, mod))
 
 
 def main() -> int:

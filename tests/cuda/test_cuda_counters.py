@@ -34,7 +34,7 @@ if shutil.which("g++") is None:
     pytest.skip("the CUDA emulator needs g++", allow_module_level=True)
 
 from support.cuda_counters import CountingModule, count, sample_blocks  # noqa: E402
-from support.cuda_check import conv2d_src, prim_funcs_of, square_matmul_src  # noqa: E402
+from support.cuda_check import conv2d_src, prim_funcs_of, scheduled_by, square_matmul_src  # noqa: E402
 from support.cuda_emulator import compare_with_cpu  # noqa: E402
 
 HEADER = "#include <cuda_fp16.h>\n#include <mma.h>\n"
@@ -255,11 +255,9 @@ def test_an_fp32_convolution_reads_its_input_and_weights_coalesced():
     (At this size, 49 of Matmul's tiles, the default schedules take `MatmulSplitK`: below.)"""
     from tvmscript import relax
     from tvmscript.compiler import dlight as dl
-    from tvmscript.target import Target
 
     funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(CONV_FP32)))
-    with Target("cuda"):
-        scheduled = prim_funcs_of(dl.ApplyDefaultSchedule(dl.gpu.Matmul())(tvms.IRModule(funcs)))
+    scheduled = scheduled_by(dl.gpu.Matmul(), tvms.IRModule(funcs))
     (c,) = count(scheduled, next(iter(funcs)), blocks=4)
     assert c.sectors_per_request() <= 2 * c.ideal_sectors_per_request(), c.summary()
     assert c.shared_conflicts <= c.shared_wavefronts // 8, c.summary()

@@ -15,7 +15,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.kernel_resources import resources_of
-from support.cuda_check import batch_matmul_src, conv2d_src, matmul_src, prim_funcs_of, square_matmul_src
+from support.cuda_check import batch_matmul_src, conv2d_src, matmul_src, prim_funcs_of, scheduled_by, square_matmul_src
 from support.cuda_counters import count
 from support.cuda_emulator import compare_with_cpu
 
@@ -263,15 +263,6 @@ def test_an_epilogue_that_reads_the_accumulator_twice():
     assert result.ok, result
 
 
-def scheduled_by(rule, src: str) -> dict:
-    """The prim_funcs of ``src`` scheduled by ``rule`` alone."""
-    from tvmscript.compiler import dlight as dl
-    from tvmscript.target import Target
-
-    with Target(SM90):
-        return prim_funcs_of(dl.ApplyDefaultSchedule(rule)(tvms.parse(src)))
-
-
 def test_the_tiling_and_pipeline_knobs_change_the_kernel_and_keep_its_results():
     """``MatmulTensorCore(mma_tilings=, stages=)`` (benchmarks/cuda_tilings.py times them): a
     4-stage pipeline waits for the copies of 3 steps ahead and keeps 4 versions of each tile;
@@ -280,7 +271,7 @@ def test_the_tiling_and_pipeline_knobs_change_the_kernel_and_keep_its_results():
     from tvmscript.compiler.dlight.gpu.matmul_tensor_core import Tiling
 
     src = matmul_src(256, 512, 256, "float32")
-    funcs = scheduled_by(MatmulTensorCore(mma_tilings=(Tiling(2, 4, 4, 4),), stages=4), src)
+    funcs = scheduled_by(MatmulTensorCore(mma_tilings=(Tiling(2, 4, 4, 4),), stages=4), src, SM90)
     code = build_cuda(funcs, SM90, kind="source")
     (launch,) = code.functions["mm"].launches
     assert launch.grid[:2] == ("2", "2") and launch.block[:2] == ("32", "8"), launch
@@ -297,8 +288,8 @@ def test_the_simt_column_knob():
     from tvmscript.compiler.dlight.gpu import MatmulSIMT
 
     src = matmul_src(2048, 1024, 32, "float32", dtype="float32")     # 128 tiles of 128 columns
-    narrow = build_cuda(scheduled_by(MatmulSIMT(tile_j=64), src), SM90, kind="source").source
-    wide = build_cuda(scheduled_by(MatmulSIMT(), src), SM90, kind="source").source
+    narrow = build_cuda(scheduled_by(MatmulSIMT(tile_j=64), src, SM90), SM90, kind="source").source
+    wide = build_cuda(scheduled_by(MatmulSIMT(), src, SM90), SM90, kind="source").source
     assert "__launch_bounds__(128)" in narrow and "__launch_bounds__(256)" in wide
     with pytest.raises(ValueError, match="tile_j must be 128 or 64"):
         MatmulSIMT(tile_j=32)

@@ -103,6 +103,18 @@ class Module:
     return prim_funcs_of(mod)
 
 
+def scheduled_by(rule, mod, target: str = "cuda") -> dict:
+    """The prim_funcs of ``mod`` (an IRModule, or TVMScript text) scheduled by DLight ``rule``
+    alone under ``target`` (a function the rule does not take is left unscheduled): a rule's
+    own schedule, where the default list would pick another."""
+    import tvmscript as tvms
+    from tvmscript.compiler import dlight as dl
+    from tvmscript.target import Target
+
+    with Target(target):
+        return prim_funcs_of(dl.ApplyDefaultSchedule(rule)(tvms.parse(mod) if isinstance(mod, str) else mod))
+
+
 def prim_funcs_of(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
 
