@@ -7,7 +7,8 @@ statement of iteration ``k`` at pipeline step ``k + stage``: with stages ``[0, 0
 loop becomes three: a prologue (the first steps, where later stages have nothing yet), the
 steady state, and an epilogue (the last steps, where earlier stages are done); the
 statements of the prologue and epilogue are guarded by whether their iteration exists, and
-those two short loops are unrolled.
+those two short loops are unrolled. The prologue is always ``depth`` steps long, even for a
+loop of fewer iterations, so that every step commits its group (below).
 
 A buffer allocated in the loop that one stage writes and a later stage reads gets a version
 per step in flight (``1 + consumer stage - producer stage``), a new leading dimension indexed
@@ -155,13 +156,14 @@ class _Plan:
         dt = self.loop.loop_var.dtype
         c = lambda v: tir.IntImm(dt, v)  # noqa: E731
         n_val = const_int(n)
+        # The prologue is all of the first `depth` steps even when there are fewer iterations:
+        # the steps past the last iteration copy nothing but still commit their (empty) group,
+        # which every wait count assumes.
         if n_val is not None:
-            pro_end, body_end = min(d, n_val), n_val
-            epi_start = max(d, n_val)
-            bounds = [(0, pro_end, True), (d, body_end, False), (epi_start, n_val + d, True)]
+            bounds = [(0, d, True), (d, n_val, False), (max(d, n_val), n_val + d, True)]
             regions = [(make_add(lo, c(a)), c(b - a), guarded) for a, b, guarded in bounds if b > a]
         else:
-            regions = [(lo, tir.Min(dt, c(d), n), True),
+            regions = [(lo, c(d), True),
                        (make_add(lo, c(d)), tir.Max(dt, make_sub(n, c(d)), c(0)), False),
                        (make_add(lo, tir.Max(dt, c(d), n)), tir.Min(dt, c(d), n), True)]
         return tir.seq([self._region(start, extent, guarded) for start, extent, guarded in regions])

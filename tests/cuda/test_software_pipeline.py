@@ -53,6 +53,7 @@ class Module:
     ([0, 2], [0, 1], [0], 12),       # three versions, two groups in flight
     ([0, 3], [1, 0], [0], 12),       # use before copy within a step
     ([0, 2], [0, 1], [0], 1),        # fewer steps than stages: prologue and epilogue only
+    ([0, 3], [0, 1], [0], 2),        # fewer, and empty steps between: they still commit a group
 ])
 def test_pipelined_loop_matches_the_cpu(stages, order, async_stages, steps):
     src = pipelined(stages, order, async_stages, steps)
