@@ -182,8 +182,10 @@ class _VectorLoads(TIRVisitor):
         kind = _contiguity(node.indices[0], self.v, self.lanes, self.c)
         if kind == "vector" and (node.dtype, self.lanes) in _VECTOR_TYPES and _vector_memory(node.buffer):
             self.loads.append(node)
-        elif kind == "vector" and not _vector_memory(node.buffer):
-            pass  # a thread's registers: read lane by lane, at constant indices
+        elif kind == "vector":
+            # A thread's registers (read at constant indices), or a type no vector holds (a
+            # bool mask): read lane by lane, as the unrolled loop would.
+            pass
         elif kind != "scalar":
             self.ok = False
 
@@ -198,9 +200,9 @@ class _VectorLoads(TIRVisitor):
         self.generic_visit(node)
 
     def visit_Select(self, node) -> None:
-        if self.v in _vars(node.condition):  # as a guarded load above
-            self.ok = False
-            return
+        # Both of a Select's values are evaluated whatever its condition (unlike if_then_else's),
+        # so its loads are as safe as vectors as any: a condition that differs from lane to
+        # lane (attention's causal mask) is printed per lane.
         self.generic_visit(node)
 
 

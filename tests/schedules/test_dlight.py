@@ -509,7 +509,7 @@ def mm(A: T.Buffer(({n}, {n}), "{dtype}"), B: T.Buffer(({n}, {n}), "{dtype}"), C
 ])
 def test_fp16_matmuls_take_tensor_cores(acc, arch, ann, scopes):
     """MatmulTensorCore: 16x16 fragments in wmma scopes (before sm_80) or mma.sync's (sm_80
-    and later, with a 3-stage software pipeline on the K loop), each fragment operation a
+    and later, with a 4-stage software pipeline on the K loop), each fragment operation a
     block of its own annotated for `compiler.tensor_cores.tensorize_wmma` or
     `compiler.mma_tiles.tensorize_mma`; the same results on the CPU."""
     func = _matmul_func(128, acc=acc)
@@ -521,7 +521,7 @@ def test_fp16_matmuls_take_tensor_cores(acc, arch, ann, scopes):
     for kind in ("fill", "load_a", "load_b", "mma", "store"):
         assert f'T.block_attr({{"{ann}": "{kind}"}})' in text
     if ann == "tvms.mma":
-        assert '"software_pipeline_stage": [0, 0, 2]' in text and '"software_pipeline_async_stages": [0]' in text
+        assert '"software_pipeline_stage": [0, 0, 3]' in text and '"software_pipeline_async_stages": [0]' in text
     assert not gpu_code_errors(out)
     assert_same_result(func, out, rtol=1e-2, atol=1e-2)
 

@@ -1,14 +1,15 @@
 """`MatmulTensorCore`: float16 (and bfloat16) matrix products on tensor cores.
 
 Two instruction sets, one schedule: on sm_80 and later, where the tiles divide I and J,
-``mma.sync`` m16n8k16 (`compiler.mma_tiles`): blocks of up to 256x128 with warps of 64x64
+``mma.sync`` m16n8k16 (`compiler.mma_tiles`): blocks of up to 128x128 with warps of 64x64
 (`MMA_TILINGS`, the largest that still gives every multiprocessor a block), each lane's
 accumulators written straight to C with the epilogue, the operands loaded by ``ldmatrix`` from
 shared tiles whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
-`lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 3-stage software
-pipeline whose copies are ``cp.async`` (TVM's ``software_pipeline_stage`` annotations,
-`lower_gpu.software_pipeline`). Otherwise (older GPUs, tiles that need padding, a symbolic row
-count) wmma 16x16x16 fragments, as follows.
+`lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 4-stage software
+pipeline (fewer where its tiles would outgrow the GPU's shared memory) whose copies are
+``cp.async`` (TVM's ``software_pipeline_stage`` annotations, `lower_gpu.software_pipeline`).
+Otherwise (older GPUs, tiles that need padding, a symbolic row count) wmma 16x16x16
+fragments, as follows.
 
 Why: a GPU's tensor cores multiply 16x16 tiles of half-precision numbers many times faster
 than its CUDA cores can; an fp16 matmul that does not use them leaves most of the chip idle.
@@ -66,8 +67,16 @@ COPY_BYTES = 16               # what one thread moves per instruction into share
 # same): the rows of one fragment then start in different banks.
 ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 8
 # Steps of K whose tiles of A and B are in shared memory at once (sm_80+: copied by cp.async
-# two steps ahead of the step the tensor cores work on).
-PIPELINE_STAGES = 3
+# three steps ahead of the step the tensor cores work on). On an H200 (2026-11-28,
+# benchmarks/cuda_tilings.py) 4 stages made the 128x128 fp16 4096^3 product 15% faster than 3
+# (432 against 376 TFLOP/s) and the GPT block's products no slower.
+PIPELINE_STAGES = 4
+# The most shared memory a pipeline's tiles may take, by compute capability: a little under
+# what the GPU gives one block (sm_80 and sm_87 163 KiB, sm_90 227, sm_86 and sm_89 99: the
+# last, for any other). Stages beyond it are dropped (`_pipeline_stages`), and a tiling of
+# which 2 would not fit is not taken.
+PIPELINE_SHARED_BYTES = {80: 160 * 1024, 87: 160 * 1024, 90: 224 * 1024}
+PIPELINE_SHARED_BYTES_OTHER = 96 * 1024
 
 
 @dataclass(frozen=True)
@@ -97,12 +106,18 @@ class Tiling:
 # of A and B in 48 KiB of shared memory.
 TILINGS = (Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2))
 # mma.sync's tilings, largest first: a warp's 64x64 tile of C takes 128 accumulator registers
-# per lane, and each fragment of A and B it loads serves 4 (or 8) products. The first, 256x128
-# with 8 warps (cuBLAS's choice for large fp16 products on Ampere), copies a quarter fewer
-# bytes into shared memory per product than 128x128 does, where shared memory's bandwidth, not
-# the tensor cores, bounds an mma.sync kernel.
-MMA_TILINGS = (Tiling(4, 2, 4, 4), Tiling(2, 2, 4, 4), Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2),
-               Tiling(2, 2, 1, 2))
+# per lane, and each fragment of A and B it loads serves 4 (or 8) products. 128x128 of 4 warps
+# comes first: on an H200 (2026-11-28, benchmarks/cuda_tilings.py) it beat 256x128 and 128x256
+# of 8 warps (cuBLAS's choice on Ampere, a quarter fewer shared-memory bytes per product) on
+# every product timed, by 1.1-1.4x (4096^3: 432 against 335 TFLOP/s; a GPT block's 4096 x 2304
+# x 768: 264 against 197): two of its blocks fit a multiprocessor, one of theirs.
+MMA_TILINGS = (Tiling(2, 2, 4, 4), Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2), Tiling(2, 2, 1, 2))
+# TF32 keeps 3 stages, and 256x128 of 8 warps first: its float32 tiles take twice the shared
+# memory of fp16's (a 128x128 stage 36 KiB), and 4 stages (143 KiB) leave room for one block a
+# multiprocessor where 3 leave two. On an H200 resnet18 at batch 32 with TF32 took 2.39 ms so,
+# 2.64 with fp16's 4 stages (its 254-register convolutions at 4 warps a multiprocessor, not 8).
+TF32_TILINGS = (Tiling(4, 2, 4, 4),) + MMA_TILINGS
+TF32_STAGES = 3
 # Below this many rows or columns of C a product is left to the GEMV and CUDA-core rules: a
 # tile of tensor-core work would be mostly padding.
 MIN_EXTENT = 32
@@ -116,12 +131,13 @@ def _dtypes(sch, block) -> tuple:
 class MatmulTensorCore(GPUScheduleRule):
     """fp16 matmuls on tensor cores (see the module docstring). ``mma_tilings`` (`Tiling`s,
     preferred first) and ``stages`` (of the ``cp.async`` pipeline) replace `MMA_TILINGS` and
-    `PIPELINE_STAGES`: knobs for measuring the alternatives (benchmarks/cuda_tilings.py)."""
+    `PIPELINE_STAGES` (TF32's: `TF32_TILINGS`, `TF32_STAGES`): knobs for measuring the
+    alternatives (benchmarks/cuda_tilings.py)."""
 
-    def __init__(self, mma_tilings=None, stages: int = PIPELINE_STAGES) -> None:
-        if stages < 2:
+    def __init__(self, mma_tilings=None, stages=None) -> None:
+        if stages is not None and stages < 2:
             raise ValueError(f"MatmulTensorCore: a pipeline needs 2 stages or more, not {stages}")
-        self.mma_tilings, self.stages = tuple(mma_tilings or MMA_TILINGS), stages
+        self.mma_tilings, self.stages = (tuple(mma_tilings) if mma_tilings else None), stages
 
     def apply(self, func, target, tunable: bool = False):
         sch = self.new_schedule(func, target)
@@ -140,14 +156,18 @@ class MatmulTensorCore(GPUScheduleRule):
             return None
         # mma.sync where the tiles divide the product (its accumulators go straight to C),
         # else wmma (which pads, through a shared tile of C).
-        tiling = _mma_tiling_for(sch.get(main), self.mma_tilings) if _uses_mma(target) else None
+        tilings = self.mma_tilings or (TF32_TILINGS if tf32 else MMA_TILINGS)
+        stages = self.stages or (TF32_STAGES if tf32 else PIPELINE_STAGES)
+        elem_bytes = 4 if tf32 else 2
+        # (a tiling of which 2 stages would not fit the GPU's shared memory is no choice)
+        tilings = [t for t in tilings if 2 * _stage_bytes(t, elem_bytes, tf32) <= _shared_budget(target)]
+        tiling = _mma_tiling_for(sch.get(main), tilings) if _uses_mma(target) else None
         mma = tiling is not None
         tiling = tiling or _tiling_for(sch.get(main))
         if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
             return None
         # The k of one instruction (m16n8k16; m16n8k8 for TF32) and of a step of the pipeline.
         frag_k = TF32_K if tf32 else FRAGMENT
-        elem_bytes = 4 if tf32 else 2
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
@@ -208,8 +228,11 @@ class MatmulTensorCore(GPUScheduleRule):
         self._fragment_op(sch, b_frag, 2, "load_b", ann, tiles=(FRAGMENT, frag_k))
         self._fragment_op(sch, c_frag, 2, "store", ann, tiles=(FRAGMENT, FRAGMENT))
         if mma:
-            # Copies of step k + 2 are in flight (cp.async) while step k computes.
-            sch.annotate(k0, "software_pipeline_stage", [0, 0, self.stages - 1])
+            # Copies of the next stages - 1 steps are in flight (cp.async) while step k computes.
+            steps = sch.get(k0).extent
+            steps = steps.value if isinstance(steps, tir.IntImm) else None
+            stages = _pipeline_stages(stages, _stage_bytes(tiling, elem_bytes, tf32), target, steps)
+            sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
             sch.annotate(k0, "software_pipeline_async_stages", [0])
         return sch
@@ -323,6 +346,29 @@ def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):
         return None
     filled = [t for t in fits if s * (i // t.tile_i) * (j // t.tile_j) >= FILL_BLOCKS]
     return filled[0] if filled else fits[-1]
+
+
+def _pipeline_stages(stages: int, stage_bytes: int, target, steps=None) -> int:
+    """``stages``, or fewer (2 at least): no more than the K loop's ``steps`` + 1 (all of its
+    copies in flight at once; more would only hold shared memory, which keeps blocks off a
+    multiprocessor: attention's scores have K = 64, 2 steps), and no more of ``stage_bytes``
+    (`_stage_bytes`) than fit in the target GPU's `_shared_budget`."""
+    stages = min(stages, _shared_budget(target) // stage_bytes)
+    if steps is not None:
+        stages = min(stages, steps + 1)
+    return max(2, stages)
+
+
+def _stage_bytes(tiling: Tiling, elem_bytes: int, padded: bool) -> int:
+    """Shared memory for one step's tiles of A and B: ``tile_i + tile_j`` rows of `STEP_K`,
+    each padded by up to 8 elements where the layout is ``padded`` (TF32's; fp16's swizzled
+    tiles are not): a TF32 128x128 pair takes 36 KiB, 40 counted."""
+    return (tiling.tile_i + tiling.tile_j) * (STEP_K + (8 if padded else 0)) * elem_bytes
+
+
+def _shared_budget(target) -> int:
+    """`PIPELINE_SHARED_BYTES` for the target's compute capability."""
+    return PIPELINE_SHARED_BYTES.get(_arch_number(target), PIPELINE_SHARED_BYTES_OTHER)
 
 
 def _arch_number(target) -> int:
