@@ -13,7 +13,7 @@ from tvmscript.compiler.kernel_resources import resources_of
 from tvmscript.compiler.dlight.gpu import MatmulSIMT
 from tvmscript.target import Target
 from support import cuda_check
-from support.cuda_check import batch_matmul_src, conv2d_src, prim_funcs_of, square_matmul_src
+from support.cuda_check import batch_matmul_src, conv2d_src, prim_funcs_of, relax_prim_funcs, square_matmul_src
 from support.cuda_counters import count
 from support.cuda_emulator import compare_with_cpu
 
@@ -37,7 +37,9 @@ def test_only_fp32_products_of_128_tiles_or_more_whose_tiles_divide_them():
     assert not applies(square_matmul_src(512, "float32"))          # 32 tiles: Matmul's smaller ones fill the GPU
     assert applies(square_matmul_src(1024, "float32"))             # 64 tiles of 128 columns, 128 of 64
     assert not applies(matmul_src(1024, 1088 + 8, 64))              # J not a multiple of 128
-    assert not applies(matmul_src(1024, 1024, 12))                  # K not a multiple of 8
+    assert not applies(matmul_src(1024, 1024, 12))                  # K 12 -> 16: too much padding
+    assert not applies(matmul_src(900, 2048, 64))                   # I 900 -> 1024: too much padding
+    assert applies(matmul_src(2048 - 100, 1024, 147))               # I 1948 -> 2048, K 147 -> 152: 5% each
     assert not applies(square_matmul_src(1024, "float16"))
 
 
@@ -154,3 +156,51 @@ def test_counters_coalesced_loads_conflict_free_stores_and_64_fmas_per_16_shared
     # for 64 FMAs (Matmul: 4 + 4 scalar loads for 16), none with bank conflicts.
     assert c.shared_load_requests * 16 == c.fma_inst
     assert c.shared_load_wavefronts == c.shared_load_ideal
+
+
+def test_rows_and_k_padded_to_whole_tiles_match_the_cpu():
+    """resnet18's first convolution, at a smaller image: 16 x 32 x 32 pixels by 64 channels,
+    K = 3 x 7 x 7 = 147 padded to 152 (19 steps), the padded K read as zeros."""
+    funcs = relax_prim_funcs('x: R.Tensor((16, 3, 64, 64), "float32"), w: R.Tensor((64, 3, 7, 7), "float32")',
+                             "            y = R.nn.conv2d(x, w, strides=[2, 2], padding=[3, 3, 3, 3])")
+    (conv,) = funcs.values()
+    assert MatmulSIMT().apply(conv, Target(SM90)) is not None
+    (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
+
+
+SPLIT = {   # products of too few tiles: (I, J, K) -> (launches' blocks, parts of K)
+    (1568, 512, 4608): ("8x26x1 of 8x16x1", 2),     # resnet18's last convolution at batch 32: 104 tiles
+    (1000, 512, 1024): ("8x16x1 of 8x16x1", 2),     # 64 tiles of 128 x 64 (I padded), K in 2 parts of 512
+}
+
+
+@pytest.mark.parametrize("shape", list(SPLIT))
+def test_too_few_tiles_split_k_over_blocks_and_add_the_parts_in_a_second_kernel(shape):
+    launch, parts = SPLIT[shape]
+    code = build_cuda(prim_funcs_of(tvms.parse(matmul_src(*shape, b_transposed=True, epilogue=True))), SM90,
+                      kind="source")
+    first, second = code.functions["mm"].launches
+    assert f"{'x'.join(first.grid)} of {'x'.join(first.block)}" == launch
+    assert first.args[-1].kind == second.args[-1].kind == "workspace"      # the parts, in global memory
+    (workspace,) = code.functions["mm"].workspaces                         # bytes, as a C expression
+    assert eval(workspace) == parts * -(-shape[0] // 128) * 128 * shape[1] * 4
+    assert "max(" in code.source[code.source.index("mm_kernel_1"):]       # the epilogue after the sum
+
+
+def test_k_split_over_blocks_matches_the_cpu():
+    """32 tiles of 128 x 128 (1000 rows padded to 1024) by K = 256 in 4 parts of 64: 128 blocks,
+    then the parts added, with the bias and ReLU."""
+    from tvmscript.compiler.dlight.gpu import matmul_simt
+
+    src = matmul_src(1000, 512, 256, b_transposed=True, epilogue=True)
+    funcs = prim_funcs_of(tvms.parse(src))
+    old = matmul_simt.MIN_SPLIT_K
+    matmul_simt.MIN_SPLIT_K = 64          # (the default 256 would need K = 1024: slow to emulate)
+    try:
+        code = build_cuda(funcs, SM90, kind="source")
+    finally:
+        matmul_simt.MIN_SPLIT_K = old
+    assert len(code.functions["mm"].launches) == 2
+    (result,) = compare_with_cpu(funcs, code=code, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result

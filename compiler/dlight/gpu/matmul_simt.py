@@ -61,18 +61,34 @@ STAGES = 3
 ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 4
 
 
-def _tile_j(block: tir.Block, candidates=(TILE, HALF_TILE_J)):
-    """The columns of C a thread block takes, of ``candidates`` (`TILE`, `HALF_TILE_J`), or
-    None where the rule does not apply: float32 operands and result, constant extents, I a
-    multiple of `TILE`, K of `STEP_K` (batch axes of any constant extent), J of the tile, and
-    tiles enough to give every multiprocessor of a large GPU one (`FILL_BLOCKS`).
+# I and K are padded to whole tiles and steps where that adds at most this fraction to them
+# (resnet18's last stage at batch 32: 1568 rows -> 1664, 6%; its first convolution's K = 3 x 7
+# x 7 = 147 -> 152, 3%).
+MAX_PADDING = 1 / 8
+# Into how many parts K may be split (over blocks, blockIdx.y) when a product has too few tiles
+# to fill the GPU; each part at least `MIN_SPLIT_K` long (32 steps: the second kernel and the
+# workspace's traffic stay small beside the products).
+SPLITS = (1, 2, 3, 4, 6, 8)
+MIN_SPLIT_K = 256
+SUM_THREADS = 256     # threads per block of the kernel that adds the parts up
 
-    Of those that qualify, the one whose busiest multiprocessor has the least of C to compute
-    (`_busiest_share`), 128 columns on a tie (each value loaded from shared memory serves more
-    FMAs): on an H200, 192 tiles of 128 x 128 (a GPT block's 4096 x 768 projections) ran at
-    28.7 TFLOP/s, 768 and 1024 tiles at 37.6 and 40.2, as if the 60 SMs with two tiles set the
-    time while the other 72 idled half of it; 384 tiles of 128 x 64 give 3 half tiles to the
-    busiest SMs instead of 2 whole ones."""
+
+def _plan(block: tir.Block, candidates=(TILE, HALF_TILE_J)):
+    """``(tile_j, splits)``: the columns of C a thread block takes, of ``candidates`` (`TILE`,
+    `HALF_TILE_J`), and the parts K is split into; None where the rule does not apply: float32
+    operands and result, constant extents (batch axes of any), J a multiple of the tile, I of
+    `TILE` and K of `STEP_K` or padded to them (`MAX_PADDING`), and tiles enough
+    to give every multiprocessor of a large GPU one (`FILL_BLOCKS`), counting the parts of K.
+
+    K is split only where the whole tiles are too few, into the fewest parts that make enough
+    blocks (`SPLITS`; K divides into them, each of `MIN_SPLIT_K` or more): each part's block
+    sums its share of K into a float32 workspace, and a second kernel adds the parts up with
+    the epilogue. Of the choices that qualify, the one whose busiest multiprocessor has the
+    least of C to compute (`_busiest_share`), on a tie the one with fewer parts, then 128
+    columns (each value loaded from shared memory serves more FMAs): on an H200, 192 tiles of
+    128 x 128 (a GPT block's 4096 x 768 projections) ran at 28.7 TFLOP/s, 768 and 1024 tiles at
+    37.6 and 40.2, as if the 60 SMs with two tiles set the time while the other 72 idled half of
+    it; 384 tiles of 128 x 64 give 3 half tiles to the busiest SMs instead of 2 whole ones."""
     if any(r.buffer.dtype != "float32" for r in list(block.reads) + list(block.writes)):
         return None
     extent = product_extents(block)
@@ -80,10 +96,21 @@ def _tile_j(block: tir.Block, candidates=(TILE, HALF_TILE_J)):
         return None
     s, i = extent[IterKind.kIter_S], extent[IterKind.kIter_I]
     j, k = extent[IterKind.kIter_J], extent[IterKind.kIter_K]
-    if i % TILE or k % STEP_K:
+    row_tiles = -(-i // TILE)
+    k = -(-k // STEP_K) * STEP_K
+    if row_tiles * TILE - i > i * MAX_PADDING or k - extent[IterKind.kIter_K] > k * MAX_PADDING:
         return None
-    fits = [t for t in candidates if j % t == 0 and s * (i // TILE) * (j // t) >= FILL_BLOCKS]
-    return min(fits, key=lambda t: _busiest_share(s * (i // TILE) * (j // t), t)) if fits else None
+    options = []
+    for t in candidates:
+        tiles = s * row_tiles * (j // t)
+        splits = next((n for n in SPLITS if tiles * n >= FILL_BLOCKS and k % (n * STEP_K) == 0
+                       and (n == 1 or k // n >= MIN_SPLIT_K)), None)
+        if j % t == 0 and splits is not None:
+            options.append((_busiest_share(tiles * splits, t) / splits, splits, -t))
+    if not options:
+        return None
+    _, splits, t = min(options)
+    return -t, splits
 
 
 def _busiest_share(tiles: int, tile_j: int) -> int:
@@ -109,13 +136,18 @@ class MatmulSIMT(GPUScheduleRule):
             return None
         main = find_matmul_block(sch)
         candidates = (TILE, HALF_TILE_J) if self.tile_j is None else (self.tile_j,)
-        tile_j = None if main is None else _tile_j(sch.get(main), candidates)
-        if tile_j is None:
+        plan = None if main is None else _plan(sch.get(main), candidates)
+        if plan is None:
             return None
+        tile_j, splits = plan
         threads_j = tile_j // MICRO                        # 16 (256 threads) or 8 (128)
         to_canonical_form(sch, main)
-
-        s, i, j, k = sch.get_loops(main)
+        sch.pad_einsum(main, [1, TILE, tile_j, STEP_K])    # past I and K: zeros (a no-op if none)
+        if splits > 1:
+            main, s = self._split_k(sch, main, splits)
+            _, i, j, k = sch.get_loops(main)
+        else:
+            s, i, j, k = sch.get_loops(main)
         bi, ty, ii = sch.split(i, [None, THREADS, MICRO])
         bj, jo, tx, ji = sch.split(j, [None, MICRO // VECTOR, threads_j, VECTOR])
         ko, ki = sch.split(k, [None, STEP_K])
@@ -132,7 +164,8 @@ class MatmulSIMT(GPUScheduleRule):
         b_local = self._to_registers(sch, main, 1, jo)     # 4 of its columns at k
         auto_inline_producers(sch, a_shared)
         auto_inline_producers(sch, b_shared)
-        auto_inline_consumer_chain(sch, c_local)
+        if splits == 1:                 # (else the epilogue follows the sum of the parts)
+            auto_inline_consumer_chain(sch, c_local)
         for copy in (a_shared, b_shared):
             sch.storage_align(copy, 0, axis=1, factor=ROW_ALIGN_FACTOR, offset=ROW_ALIGN_OFFSET)
             self._cooperative(sch, copy, threads_j)
@@ -147,6 +180,28 @@ class MatmulSIMT(GPUScheduleRule):
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
         sch.annotate(ko, "software_pipeline_async_stages", [0])
         return sch
+
+    @staticmethod
+    def _split_k(sch, main, splits: int):
+        """K in ``splits`` parts: ``<C>_rf[part, S, I, J]`` (global memory) gets each part's sum
+        from a block of its own, then a second kernel adds the parts, one output per thread,
+        with the epilogue. Returns the partial products' block and its fused (part, S) loop."""
+        s, i, j, k = sch.get_loops(main)
+        part, _ = sch.split(k, [splits, None])
+        partial = sch.rfactor(part, 0)
+        # The sum of the parts, then the epilogue, from registers.
+        total = sch.cache_write(main, 0, "local")
+        loops = sch.get_loops(main)[:3]
+        bx, tx = sch.split(sch.fuse(*loops), [None, SUM_THREADS])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+        sch.reverse_compute_at(total, tx, preserve_unit_loops=True)
+        auto_inline_consumer_chain(sch, total)
+        loops = sch.get_loops(partial)
+        rest = [lp for lp in loops if lp != loops[3]]
+        sch.reorder(loops[3], *rest)             # the part outermost, then S, I, J, K
+        part, s, *_ = sch.get_loops(partial)
+        return partial, sch.fuse(part, s)
 
     @staticmethod
     def _accumulators(sch, main, bj, threads_j: int):
