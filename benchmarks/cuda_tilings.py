@@ -1,7 +1,7 @@
-"""Matmul tilings on the GPU, each beside cuBLAS in the same run: which the default schedules
-should pick.
+"""Matmul tilings and convolution rules on the GPU, each beside cuBLAS or cuDNN in the same
+run: which the default schedules should pick.
 
-    python benchmarks/cuda_tilings.py [--repeat 20] [--dry]
+    python benchmarks/cuda_tilings.py [--repeat 20] [--dry] [--only matmuls|convs]
 
 The default CUDA schedules choose one tiling per product: `MatmulSIMT` 128 or 64 columns of C
 a block (float32), `MatmulTensorCore` one of its mma.sync tilings and a 3-stage pipeline
@@ -12,6 +12,11 @@ model well; this times every candidate (the rules' knobs: ``MatmulSIMT(tile_j=)`
 benchmarks/cuda_models.py: a GPT block's projections (4096 tokens by 768, 2304 and 3072
 features) and the square 4096³ of benchmarks/cuda.py. Each result is checked against
 PyTorch's. Without a GPU (or with ``--dry``) it builds each variant and prints its launch.
+
+Then resnet18's float32 3x3 convolutions (implicit GEMMs of few rows at batch 1, of many at
+batch 32) under each CUDA rule that takes them: `Matmul`, `MatmulSplitK` (K over a warp's
+lanes, ``warps_k=`` over 2 or 4 warps too) and `MatmulSIMT`, beside cuDNN (TF32 off): where
+the default rule list should hand a convolution from one rule to the next.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__)), os.path.join(ROOT, "tests")]
 
 import tvmscript as tvms  # noqa: E402
-from support.cuda_check import matmul_src, scheduled_by  # noqa: E402
+from support.cuda_check import matmul_src, relax_prim_funcs, scheduled_by  # noqa: E402
 from tvmscript.compiler import dlight as dl  # noqa: E402
 from tvmscript.compiler.dlight.gpu.matmul_tensor_core import Tiling  # noqa: E402
 from tvmscript.target import Target  # noqa: E402
@@ -35,18 +40,36 @@ from tvmscript.target import Target  # noqa: E402
 # then the square benchmark.
 SHAPES = [(4096, 2304, 768), (4096, 3072, 768), (4096, 768, 3072), (4096, 768, 768), (4096, 4096, 4096)]
 SIMT_TILES = (128, 64)
-MMA_TILINGS = (Tiling(4, 2, 4, 4), Tiling(2, 4, 4, 4), Tiling(2, 2, 4, 4))
-STAGES = (3, 4)
+# (tiling, pipeline stages): 128x128 of 4 warps (the default) at 3 to 5 stages, then of 8 warps
+# (64x32 or 32x64 each), and 256x128 of 8 warps.
+MMA_VARIANTS = ((Tiling(2, 2, 4, 4), 3), (Tiling(2, 2, 4, 4), 4), (Tiling(2, 2, 4, 4), 5), (Tiling(2, 4, 4, 2), 4),
+                (Tiling(4, 2, 2, 4), 4), (Tiling(4, 2, 4, 4), 4))
 
 
 def variants():
     """(label, dtype, rule) of every variant."""
     for tile_j in SIMT_TILES:
         yield f"SIMT 128x{tile_j}", "float32", dl.gpu.MatmulSIMT(tile_j=tile_j)
-    for tiling in MMA_TILINGS:
-        for stages in STAGES:
-            label = f"mma {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} warps) {stages} stages"
-            yield label, "float16", dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages)
+    for tiling, stages in MMA_VARIANTS:
+        warp = f"{tiling.frags_i * 16}x{tiling.frags_j * 16}"
+        label = f"mma {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} x {warp}) {stages} stages"
+        yield label, "float16", dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages)
+
+
+# resnet18's 3x3 convolutions: (batch, input channels, image side, output channels, stride).
+CONVS = [(1, 64, 56, 64, 1), (1, 64, 56, 128, 2), (1, 128, 28, 128, 1), (1, 128, 28, 256, 2), (1, 256, 14, 256, 1),
+         (1, 256, 14, 512, 2), (1, 512, 7, 512, 1), (32, 64, 56, 64, 1), (32, 256, 14, 256, 1), (32, 512, 7, 512, 1)]
+CONV_RULES = [("Matmul", dl.gpu.Matmul()), ("SplitK", dl.gpu.MatmulSplitK()),
+              ("SplitK 2 warps on K", dl.gpu.MatmulSplitK(warps_k=2)),
+              ("SplitK 4 warps on K", dl.gpu.MatmulSplitK(warps_k=4)), ("SIMT", dl.gpu.MatmulSIMT())]
+
+
+def conv_module(batch: int, c_in: int, side: int, c_out: int, stride: int):
+    """``conv2d`` (x, w, y): the legalized NCHW 3x3 convolution, padding 1."""
+    funcs = relax_prim_funcs(f'x: R.Tensor(({batch}, {c_in}, {side}, {side}), "float32"), '
+                             f'w: R.Tensor(({c_out}, {c_in}, 3, 3), "float32")',
+                             f"            y = R.nn.conv2d(x, w, strides=[{stride}, {stride}], padding=[1, 1, 1, 1])")
+    return tvms.IRModule(funcs)
 
 
 def scheduled(m: int, n: int, k: int, dtype: str, rule):
@@ -58,10 +81,40 @@ def scheduled(m: int, n: int, k: int, dtype: str, rule):
     return tvms.IRModule(scheduled_by(rule, mod))
 
 
+def by_rule(mod, rule):
+    """``mod``'s one prim_func scheduled by ``rule`` alone, or None when the rule does not take it."""
+    ((name, func),) = [(gv.name_hint, f) for gv, f in mod.functions.items()]
+    if rule.apply(func, Target("cuda"), False) is None:
+        return None
+    return name, tvms.IRModule(scheduled_by(rule, mod))
+
+
+def cases():
+    """(product, variant, dtype, (name, scheduled module) or None, operand shapes, PyTorch's
+    function of the operands) of every timing."""
+    for m, n, k in SHAPES:
+        for label, dtype, rule in variants():
+            mod = scheduled(m, n, k, dtype, rule)
+            yield (f"{m}x{n}x{k}", label, dtype, mod and ("mm", mod), ((m, k), (k, n), (m, n)),
+                   lambda a, b: a @ b)
+    for batch, c_in, side, c_out, stride in CONVS:
+        mod = conv_module(batch, c_in, side, c_out, stride)
+        out_side = side // stride
+        shapes = ((batch, c_in, side, side), (c_out, c_in, 3, 3), (batch, c_out, out_side, out_side))
+        product = f"conv b{batch} {c_in}x{side}->{c_out}/{stride}"
+
+        def conv(x, w, stride=stride):
+            import torch
+            return torch.nn.functional.conv2d(x, w, stride=stride, padding=1)
+        for label, rule in CONV_RULES:
+            yield product, label, "float32", by_rule(mod, rule), shapes, conv
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--dry", action="store_true", help="build every variant and print its launch; time nothing")
+    ap.add_argument("--only", choices=("matmuls", "convs"), help="time only these")
     args = ap.parse_args()
     from tvmscript.runtime.cuda import unavailable_reason
 
@@ -71,40 +124,43 @@ def main() -> int:
         from _gpu import gpu_time
 
         torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         dev = tvms.cuda(0)
-    print(f"{'product':<18} {'variant':<32} {'launch':<24} {'us':>9} {'TFLOP/s':>8} {'cuBLAS us':>10} {'ratio':>6}")
-    for m, n, k in SHAPES:
-        reference, product = {}, f"{m}x{n}x{k}"
-        for label, dtype, rule in variants():
-            mod = scheduled(m, n, k, dtype, rule)
-            if mod is None:
-                print(f"{product:<18} {label:<32} (the rule does not take it)")
-                continue
-            ex = tvms.compile(mod, target="cuda")
-            (launch,) = ex.cuda_code.functions["mm"].launches
-            grid = f"{'x'.join(launch.grid)} of {'x'.join(launch.block)}"
-            if reason:
-                print(f"{product:<18} {label:<32} {grid:<24}")
-                continue
-            rng = np.random.default_rng(0)
-            a = (rng.standard_normal((m, k)) / 8).astype(dtype)
-            b = (rng.standard_normal((k, n)) / 8).astype(dtype)
-            ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-            ga, gb, gc = (tvms.nd.array(x, dev) for x in (a, b, np.zeros((m, n), "float32")))
-            kernel = ex["mm"]
-            kernel(ga, gb, gc)
-            ref = (ta @ tb).float().cpu().numpy()
-            np.testing.assert_allclose(gc.numpy(), ref, rtol=5e-2, atol=5e-2)
-            ours = gpu_time(lambda: kernel(ga, gb, gc), args.repeat, torch)
-            if dtype not in reference:
-                reference[dtype] = gpu_time(lambda: ta @ tb, args.repeat, torch)
-            flops = 2 * m * n * k
-            print(f"{product:<18} {label:<32} {grid:<24} {ours * 1e6:9.1f} {flops / ours / 1e12:8.1f} "
-                  f"{reference[dtype] * 1e6:10.1f} {reference[dtype] / ours:6.2f}", flush=True)
+    print(f"{'product':<26} {'variant':<32} {'launch':<24} {'us':>9} {'TFLOP/s':>8} {'torch us':>9} {'ratio':>6}")
+    reference = {}
+    for product, label, dtype, built, shapes, torch_fn in cases():
+        if args.only and product.startswith("conv") != (args.only == "convs"):
+            continue
+        if built is None:
+            print(f"{product:<26} {label:<32} (the rule does not take it)")
+            continue
+        name, mod = built
+        ex = tvms.compile(mod, target="cuda")
+        grid = "; ".join(f"{'x'.join(ln.grid)} of {'x'.join(ln.block)}" for ln in ex.cuda_code.functions[name].launches)
+        if reason:
+            print(f"{product:<26} {label:<32} {grid:<24}")
+            continue
+        rng = np.random.default_rng(0)
+        a = (rng.standard_normal(shapes[0]) / 8).astype(dtype)
+        b = (rng.standard_normal(shapes[1]) / 8).astype(dtype)
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        ga, gb, gc = (tvms.nd.array(x, dev) for x in (a, b, np.zeros(shapes[2], "float32")))
+        kernel = ex[name]
+        kernel(ga, gb, gc)
+        ref = torch_fn(ta, tb).float().cpu().numpy()
+        np.testing.assert_allclose(gc.numpy(), ref, rtol=5e-2, atol=5e-2)
+        ours = gpu_time(lambda: kernel(ga, gb, gc), args.repeat, torch)
+        key = (product, dtype)
+        if key not in reference:
+            reference[key] = gpu_time(lambda: torch_fn(ta, tb), args.repeat, torch)
+        flops = 2 * np.prod(shapes[2]) * np.prod(shapes[1][1:]) if product.startswith("conv") else \
+            2 * shapes[0][0] * shapes[1][1] * shapes[0][1]
+        print(f"{product:<26} {label:<32} {grid:<24} {ours * 1e6:9.1f} {flops / ours / 1e12:8.1f} "
+              f"{reference[key] * 1e6:9.1f} {reference[key] / ours:6.2f}", flush=True)
     if reason:
         print(f"the times need a GPU: {reason}")
         return 1
-    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; ratio: cuBLAS's time over ours")
+    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; ratio: cuBLAS's (cuDNN's) time over ours")
     return 0
 
 

@@ -4,11 +4,12 @@
 #     bash benchmarks/gpu_checks.sh [LOGDIR]        # LOGDIR: $OUT if set, else gpu-logs/
 #
 # For a borrowed GPU with little time: on an H200 (2026-11-28) the models, kernels and tests took
-# 209 s together (the tests 85 s with 8 workers); the tilings add about a minute. In order of
+# 209 s together (the tests 85 s with 8 workers); the tilings and convolutions add 75 s. In order of
 # what the GPU speed work needs first:
 #   models.log   benchmarks/cuda_models.py --profile: each model against PyTorch eager, with
 #                every kernel's time (VirtualMachine.profile)
-#   tilings.log  benchmarks/cuda_tilings.py: the matmul tilings the default schedules pick from
+#   tilings.log  benchmarks/cuda_tilings.py: the matmul tilings and convolution rules the
+#                default schedules pick from
 #   cuda.log     benchmarks/cuda.py: kernels against cuBLAS and PyTorch, beside their estimates
 #   pytest.log   pytest -m cuda: the tests that need a GPU
 # Limits (seconds) from T_MODELS, T_TILINGS, T_CUDA, T_PYTEST. Needs pycuda and a GPU
@@ -31,7 +32,7 @@ step() {  # step NAME LIMIT COMMAND...: run it, keep its log, say how it ended
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1
 step models "${T_MODELS:-200}" python3 benchmarks/cuda_models.py --no-estimate --profile
 grep -E "^(model|resnet|gpt|mobilenet|goals)" "$LOGS/models.log"
-step tilings "${T_TILINGS:-120}" python3 benchmarks/cuda_tilings.py
+step tilings "${T_TILINGS:-160}" python3 benchmarks/cuda_tilings.py
 cat "$LOGS/tilings.log"
 step cuda "${T_CUDA:-100}" python3 benchmarks/cuda.py
 head -12 "$LOGS/cuda.log"
