@@ -4,8 +4,8 @@ run: which the default schedules should pick.
     python benchmarks/cuda_tilings.py [--repeat 20] [--dry] [--only matmuls|convs]
 
 The default CUDA schedules choose one tiling per product: `MatmulSIMT` 128 or 64 columns of C
-a block (float32), `MatmulTensorCore` one of its mma.sync tilings and a 3-stage pipeline
-(float16). Which is fastest depends on how evenly the blocks spread over the GPU's
+a block (float32), `MatmulTensorCore` one of its mma.sync tilings and a pipeline's stages
+(float16, TF32). Which is fastest depends on how evenly the blocks spread over the GPU's
 multiprocessors and how many warps each keeps resident, which the roofline estimate does not
 model well; this times every candidate (the rules' knobs: ``MatmulSIMT(tile_j=)``,
 ``MatmulTensorCore(mma_tilings=, stages=)``) on the products of the models in
@@ -13,10 +13,12 @@ benchmarks/cuda_models.py: a GPT block's projections (4096 tokens by 768, 2304 a
 features) and the square 4096³ of benchmarks/cuda.py. Each result is checked against
 PyTorch's. Without a GPU (or with ``--dry``) it builds each variant and prints its launch.
 
-Then resnet18's float32 3x3 convolutions (implicit GEMMs of few rows at batch 1, of many at
-batch 32) under each CUDA rule that takes them: `Matmul`, `MatmulSplitK` (K over a warp's
-lanes, ``warps_k=`` over 2 or 4 warps too) and `MatmulSIMT`, beside cuDNN (TF32 off): where
-the default rule list should hand a convolution from one rule to the next.
+TF32 tilings (``cuda -allow_tf32=1``) follow, beside cuBLAS with TF32 allowed, on the
+products of resnet18's convolutions at batch 32. Then resnet18's float32 3x3 convolutions
+(implicit GEMMs of few rows at batch 1, of many at batch 32) under each CUDA rule that takes
+them: `Matmul`, `MatmulSplitK` (K over a warp's lanes, ``warps_k=`` over 2 or 4 warps too)
+and `MatmulSIMT`, beside cuDNN (TF32 off): where the default rule list should hand a
+convolution from one rule to the next.
 """
 
 from __future__ import annotations
@@ -44,16 +46,29 @@ SIMT_TILES = (128, 64)
 # (64x32 or 32x64 each), and 256x128 of 8 warps.
 MMA_VARIANTS = ((Tiling(2, 2, 4, 4), 3), (Tiling(2, 2, 4, 4), 4), (Tiling(2, 2, 4, 4), 5), (Tiling(2, 4, 4, 2), 4),
                 (Tiling(4, 2, 2, 4), 4), (Tiling(4, 2, 4, 4), 4))
+# TF32 (``cuda -allow_tf32=1``, against cuBLAS with TF32 allowed) on the products of resnet18's
+# 3x3 convolutions at batch 32 in NHWC (pixels x channels x 9 channels) and the square one:
+# 256x128 of 8 warps (the default), 128x128 of 4 warps (254 registers a thread) and of 8
+# (64x32 each: half the accumulators), 128x64 of 4, and 32x64 (what 1568 rows take), all at 3
+# stages.
+TF32_SHAPES = [(25088, 128, 1152), (6272, 256, 2304), (1568, 512, 4608), (4096, 4096, 4096)]
+TF32_VARIANTS = ((Tiling(4, 2, 4, 4), 3), (Tiling(2, 2, 4, 4), 3), (Tiling(2, 4, 4, 2), 3), (Tiling(2, 2, 4, 2), 3),
+                 (Tiling(2, 2, 1, 2), 3))
+TF32_TARGET = "cuda -allow_tf32=1"
+
+
+def mma_label(kind: str, tiling: Tiling, stages: int) -> str:
+    warp = f"{tiling.frags_i * 16}x{tiling.frags_j * 16}"
+    return f"{kind} {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} x {warp}) {stages} stages"
 
 
 def variants():
-    """(label, dtype, rule) of every variant."""
+    """(label, dtype, rule, target) of every variant of the float32 and float16 products."""
     for tile_j in SIMT_TILES:
-        yield f"SIMT 128x{tile_j}", "float32", dl.gpu.MatmulSIMT(tile_j=tile_j)
+        yield f"SIMT 128x{tile_j}", "float32", dl.gpu.MatmulSIMT(tile_j=tile_j), "cuda"
     for tiling, stages in MMA_VARIANTS:
-        warp = f"{tiling.frags_i * 16}x{tiling.frags_j * 16}"
-        label = f"mma {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} x {warp}) {stages} stages"
-        yield label, "float16", dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages)
+        yield (mma_label("mma", tiling, stages), "float16",
+               dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages), "cuda")
 
 
 # resnet18's 3x3 convolutions: (batch, input channels, image side, output channels, stride).
@@ -72,13 +87,13 @@ def conv_module(batch: int, c_in: int, side: int, c_out: int, stride: int):
     return tvms.IRModule(funcs)
 
 
-def scheduled(m: int, n: int, k: int, dtype: str, rule):
-    """``mm`` (C = A @ B of ``dtype`` operands, float32 C) scheduled by ``rule`` alone, or None
-    when the rule does not take it."""
+def scheduled(m: int, n: int, k: int, dtype: str, rule, target: str = "cuda"):
+    """``mm`` (C = A @ B of ``dtype`` operands, float32 C) scheduled by ``rule`` alone for
+    ``target``, or None when the rule does not take it."""
     mod = tvms.parse(matmul_src(m, n, k, "float32", False, dtype))
-    if rule.apply(mod["mm"], Target("cuda"), False) is None:
+    if rule.apply(mod["mm"], Target(target), False) is None:
         return None
-    return tvms.IRModule(scheduled_by(rule, mod))
+    return tvms.IRModule(scheduled_by(rule, mod, target))
 
 
 def by_rule(mod, rule):
@@ -91,12 +106,18 @@ def by_rule(mod, rule):
 
 def cases():
     """(product, variant, dtype, (name, scheduled module) or None, operand shapes, PyTorch's
-    function of the operands) of every timing."""
+    function of the operands, target) of every timing."""
     for m, n, k in SHAPES:
-        for label, dtype, rule in variants():
-            mod = scheduled(m, n, k, dtype, rule)
+        for label, dtype, rule, target in variants():
+            mod = scheduled(m, n, k, dtype, rule, target)
             yield (f"{m}x{n}x{k}", label, dtype, mod and ("mm", mod), ((m, k), (k, n), (m, n)),
-                   lambda a, b: a @ b)
+                   lambda a, b: a @ b, target)
+    for m, n, k in TF32_SHAPES:
+        for tiling, stages in TF32_VARIANTS:
+            rule = dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages)
+            mod = scheduled(m, n, k, "float32", rule, TF32_TARGET)
+            yield (f"{m}x{n}x{k}", mma_label("tf32", tiling, stages), "float32", mod and ("mm", mod),
+                   ((m, k), (k, n), (m, n)), lambda a, b: a @ b, TF32_TARGET)
     for batch, c_in, side, c_out, stride in CONVS:
         mod = conv_module(batch, c_in, side, c_out, stride)
         out_side = side // stride
@@ -107,7 +128,7 @@ def cases():
             import torch
             return torch.nn.functional.conv2d(x, w, stride=stride, padding=1)
         for label, rule in CONV_RULES:
-            yield product, label, "float32", by_rule(mod, rule), shapes, conv
+            yield product, label, "float32", by_rule(mod, rule), shapes, conv, "cuda"
 
 
 def main() -> int:
@@ -128,14 +149,14 @@ def main() -> int:
         dev = tvms.cuda(0)
     print(f"{'product':<26} {'variant':<32} {'launch':<24} {'us':>9} {'TFLOP/s':>8} {'torch us':>9} {'ratio':>6}")
     reference = {}
-    for product, label, dtype, built, shapes, torch_fn in cases():
+    for product, label, dtype, built, shapes, torch_fn, target in cases():
         if args.only and product.startswith("conv") != (args.only == "convs"):
             continue
         if built is None:
             print(f"{product:<26} {label:<32} (the rule does not take it)")
             continue
         name, mod = built
-        ex = tvms.compile(mod, target="cuda")
+        ex = tvms.compile(mod, target=target)
         grid = "; ".join(f"{'x'.join(ln.grid)} of {'x'.join(ln.block)}" for ln in ex.cuda_code.functions[name].launches)
         if reason:
             print(f"{product:<26} {label:<32} {grid:<24}")
@@ -150,9 +171,12 @@ def main() -> int:
         ref = torch_fn(ta, tb).float().cpu().numpy()
         np.testing.assert_allclose(gc.numpy(), ref, rtol=5e-2, atol=5e-2)
         ours = gpu_time(lambda: kernel(ga, gb, gc), args.repeat, torch)
-        key = (product, dtype)
+        tf32 = target == TF32_TARGET
+        key = (product, dtype, tf32)
         if key not in reference:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
             reference[key] = gpu_time(lambda: torch_fn(ta, tb), args.repeat, torch)
+            torch.backends.cuda.matmul.allow_tf32 = False
         flops = 2 * np.prod(shapes[2]) * np.prod(shapes[1][1:]) if product.startswith("conv") else \
             2 * shapes[0][0] * shapes[1][1] * shapes[0][1]
         print(f"{product:<26} {label:<32} {grid:<24} {ours * 1e6:9.1f} {flops / ours / 1e12:8.1f} "
