@@ -112,10 +112,11 @@ TILINGS = (Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2))
 # every product timed, by 1.1-1.4x (4096^3: 432 against 335 TFLOP/s; a GPT block's 4096 x 2304
 # x 768: 264 against 197): two of its blocks fit a multiprocessor, one of theirs.
 MMA_TILINGS = (Tiling(2, 2, 4, 4), Tiling(2, 2, 4, 2), Tiling(2, 2, 2, 4), Tiling(2, 2, 2, 2), Tiling(2, 2, 1, 2))
-# TF32 keeps 3 stages, and 256x128 of 8 warps first: its float32 tiles take twice the shared
-# memory of fp16's (a 128x128 stage 36 KiB), and 4 stages (143 KiB) leave room for one block a
-# multiprocessor where 3 leave two. On an H200 resnet18 at batch 32 with TF32 took 2.39 ms so,
-# 2.64 with fp16's 4 stages (its 254-register convolutions at 4 warps a multiprocessor, not 8).
+# TF32 keeps its earlier tilings (256x128 of 8 warps first) and 3 stages: its float32 tiles
+# take twice the shared memory of fp16's (a 128x128 stage 36 KiB), and 4 stages (143 KiB) leave
+# room for one block a multiprocessor where 3 leave two. On an H200 resnet18 at batch 32 with
+# TF32 took 2.39-2.51 ms so, 2.64 with 4 stages (its 254-register convolutions at 4 warps a
+# multiprocessor, not 8).
 TF32_TILINGS = (Tiling(4, 2, 4, 4),) + MMA_TILINGS
 TF32_STAGES = 3
 # Below this many rows or columns of C a product is left to the GEMV and CUDA-core rules: a
