@@ -4,8 +4,8 @@
 #     bash benchmarks/gpu_checks.sh [LOGDIR]        # LOGDIR: $OUT if set, else gpu-logs/
 #
 # For a borrowed GPU with little time: on an H200 (2026-11-28) the models, kernels and tests took
-# 209 s together (the tests 85 s with 8 workers); the tilings and convolutions add 75 s. In order of
-# what the GPU speed work needs first:
+# 209 s together (the tests 85 s with 8 workers); the tilings and convolutions add about 100 s.
+# In order of what the GPU speed work needs first:
 #   models.log   benchmarks/cuda_models.py --profile: each model against PyTorch eager, with
 #                every kernel's time (VirtualMachine.profile)
 #   tilings.log  benchmarks/cuda_tilings.py: the matmul tilings and convolution rules the
