@@ -97,14 +97,14 @@ def _plan(block: tir.Block, candidates=(TILE, HALF_TILE_J)):
     s, i = extent[IterKind.kIter_S], extent[IterKind.kIter_I]
     j, k = extent[IterKind.kIter_J], extent[IterKind.kIter_K]
     row_tiles = -(-i // TILE)
-    k = -(-k // STEP_K) * STEP_K
-    if row_tiles * TILE - i > i * MAX_PADDING or k - extent[IterKind.kIter_K] > k * MAX_PADDING:
+    padded_k = -(-k // STEP_K) * STEP_K
+    if row_tiles * TILE - i > i * MAX_PADDING or padded_k - k > padded_k * MAX_PADDING:
         return None
     options = []
     for t in candidates:
         tiles = s * row_tiles * (j // t)
-        splits = next((n for n in SPLITS if tiles * n >= FILL_BLOCKS and k % (n * STEP_K) == 0
-                       and (n == 1 or k // n >= MIN_SPLIT_K)), None)
+        splits = next((n for n in SPLITS if tiles * n >= FILL_BLOCKS and padded_k % (n * STEP_K) == 0
+                       and (n == 1 or padded_k // n >= MIN_SPLIT_K)), None)
         if j % t == 0 and splits is not None:
             options.append((_busiest_share(tiles * splits, t) / splits, splits, -t))
     if not options:
@@ -186,7 +186,7 @@ class MatmulSIMT(GPUScheduleRule):
         """K in ``splits`` parts: ``<C>_rf[part, S, I, J]`` (global memory) gets each part's sum
         from a block of its own, then a second kernel adds the parts, one output per thread,
         with the epilogue. Returns the partial products' block and its fused (part, S) loop."""
-        s, i, j, k = sch.get_loops(main)
+        k = sch.get_loops(main)[3]
         part, _ = sch.split(k, [splits, None])
         partial = sch.rfactor(part, 0)
         # The sum of the parts, then the epilogue, from registers.
@@ -197,10 +197,8 @@ class MatmulSIMT(GPUScheduleRule):
         sch.bind(tx, "threadIdx.x")
         sch.reverse_compute_at(total, tx, preserve_unit_loops=True)
         auto_inline_consumer_chain(sch, total)
-        loops = sch.get_loops(partial)
-        rest = [lp for lp in loops if lp != loops[3]]
-        sch.reorder(loops[3], *rest)             # the part outermost, then S, I, J, K
-        part, s, *_ = sch.get_loops(partial)
+        s, i, j, part, k = sch.get_loops(partial)
+        sch.reorder(part, s, i, j, k)            # the part outermost
         return partial, sch.fuse(part, s)
 
     @staticmethod

@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tvmscript.ir import tir
+from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
@@ -230,8 +231,7 @@ class MatmulTensorCore(GPUScheduleRule):
         self._fragment_op(sch, c_frag, 2, "store", ann, tiles=(FRAGMENT, FRAGMENT))
         if mma:
             # Copies of the next stages - 1 steps are in flight (cp.async) while step k computes.
-            steps = sch.get(k0).extent
-            steps = steps.value if isinstance(steps, tir.IntImm) else None
+            steps = const_int(sch.get(k0).extent)
             stages = _pipeline_stages(stages, _stage_bytes(tiling, elem_bytes, tf32), target, steps)
             sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
