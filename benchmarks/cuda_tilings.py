@@ -8,7 +8,7 @@ a block (float32), `MatmulTensorCore` one of its mma.sync tilings and a pipeline
 (float16, TF32). Which is fastest depends on how evenly the blocks spread over the GPU's
 multiprocessors and how many warps each keeps resident, which the roofline estimate does not
 model well; this times every candidate (the rules' knobs: ``MatmulSIMT(tile_j=)``,
-``MatmulTensorCore(mma_tilings=, stages=)``) on the products of the models in
+``MatmulTensorCore(mma_tilings=, stages=, step_k=)``) on the products of the models in
 benchmarks/cuda_models.py: a GPT block's projections (4096 tokens by 768, 2304 and 3072
 features) and the square 4096³ of benchmarks/cuda.py. Each result is checked against
 PyTorch's. Without a GPU (or with ``--dry``) it builds each variant and prints its launch.
@@ -42,33 +42,36 @@ from tvmscript.target import Target  # noqa: E402
 # then the square benchmark.
 SHAPES = [(4096, 2304, 768), (4096, 3072, 768), (4096, 768, 3072), (4096, 768, 768), (4096, 4096, 4096)]
 SIMT_TILES = (128, 64)
-# (tiling, pipeline stages): 128x128 of 4 warps (the default) at 3 to 5 stages, then of 8 warps
-# (64x32 or 32x64 each), and 256x128 of 8 warps.
-MMA_VARIANTS = ((Tiling(2, 2, 4, 4), 3), (Tiling(2, 2, 4, 4), 4), (Tiling(2, 2, 4, 4), 5), (Tiling(2, 4, 4, 2), 4),
-                (Tiling(4, 2, 2, 4), 4), (Tiling(4, 2, 4, 4), 4))
+# (tiling, pipeline stages, K per stage): 128x128 of 4 warps (the default: 4 stages of 32) at 3
+# to 5 stages and at 3 or 4 of 64 (half the barriers and waits; 3 leave room for two blocks a
+# multiprocessor, 4 for one), then of 8 warps (64x32 or 32x64 each), and 256x128 of 8 warps.
+MMA_VARIANTS = ((Tiling(2, 2, 4, 4), 3, 32), (Tiling(2, 2, 4, 4), 4, 32), (Tiling(2, 2, 4, 4), 5, 32),
+                (Tiling(2, 2, 4, 4), 3, 64), (Tiling(2, 2, 4, 4), 4, 64), (Tiling(2, 4, 4, 2), 4, 32),
+                (Tiling(4, 2, 2, 4), 4, 32), (Tiling(4, 2, 4, 4), 4, 32))
 # TF32 (``cuda -allow_tf32=1``, against cuBLAS with TF32 allowed) on the products of resnet18's
 # 3x3 convolutions at batch 32 in NHWC (pixels x channels x 9 channels) and the square one:
-# 256x128 of 8 warps (the default), 128x128 of 4 warps (254 registers a thread) and of 8
-# (64x32 each: half the accumulators), 128x64 of 4, and 32x64 (what 1568 rows take), all at 3
-# stages.
+# 256x128 of 8 warps (the default), 128x128 of 4 warps (254 registers a thread with steps of 32;
+# 168 with steps of 16, 4 of which take the shared memory of 2 of 32) and of 8 (64x32 each:
+# half the accumulators), 128x64 of 4, and 32x64 (what 1568 rows take).
 TF32_SHAPES = [(25088, 128, 1152), (6272, 256, 2304), (1568, 512, 4608), (4096, 4096, 4096)]
-TF32_VARIANTS = ((Tiling(4, 2, 4, 4), 3), (Tiling(2, 2, 4, 4), 3), (Tiling(2, 4, 4, 2), 3), (Tiling(2, 2, 4, 2), 3),
-                 (Tiling(2, 2, 1, 2), 3))
+TF32_VARIANTS = ((Tiling(4, 2, 4, 4), 3, 32), (Tiling(4, 2, 4, 4), 4, 16), (Tiling(2, 2, 4, 4), 3, 32),
+                 (Tiling(2, 2, 4, 4), 4, 16), (Tiling(2, 4, 4, 2), 3, 32), (Tiling(2, 2, 4, 2), 3, 32),
+                 (Tiling(2, 2, 1, 2), 3, 32))
 TF32_TARGET = "cuda -allow_tf32=1"
 
 
-def mma_label(kind: str, tiling: Tiling, stages: int) -> str:
+def mma_label(kind: str, tiling: Tiling, stages: int, step_k: int) -> str:
     warp = f"{tiling.frags_i * 16}x{tiling.frags_j * 16}"
-    return f"{kind} {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} x {warp}) {stages} stages"
+    return f"{kind} {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} x {warp}) {stages} x k{step_k}"
 
 
 def variants():
     """(label, dtype, rule, target) of every variant of the float32 and float16 products."""
     for tile_j in SIMT_TILES:
         yield f"SIMT 128x{tile_j}", "float32", dl.gpu.MatmulSIMT(tile_j=tile_j), "cuda"
-    for tiling, stages in MMA_VARIANTS:
-        yield (mma_label("mma", tiling, stages), "float16",
-               dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages), "cuda")
+    for tiling, stages, step_k in MMA_VARIANTS:
+        yield (mma_label("mma", tiling, stages, step_k), "float16",
+               dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages, step_k=step_k), "cuda")
 
 
 # resnet18's 3x3 convolutions: (batch, input channels, image side, output channels, stride).
@@ -113,10 +116,10 @@ def cases():
             yield (f"{m}x{n}x{k}", label, dtype, mod and ("mm", mod), ((m, k), (k, n), (m, n)),
                    lambda a, b: a @ b, target)
     for m, n, k in TF32_SHAPES:
-        for tiling, stages in TF32_VARIANTS:
-            rule = dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages)
+        for tiling, stages, step_k in TF32_VARIANTS:
+            rule = dl.gpu.MatmulTensorCore(mma_tilings=(tiling,), stages=stages, step_k=step_k)
             mod = scheduled(m, n, k, "float32", rule, TF32_TARGET)
-            yield (f"{m}x{n}x{k}", mma_label("tf32", tiling, stages), "float32", mod and ("mm", mod),
+            yield (f"{m}x{n}x{k}", mma_label("tf32", tiling, stages, step_k), "float32", mod and ("mm", mod),
                    ((m, k), (k, n), (m, n)), lambda a, b: a @ b, TF32_TARGET)
     for batch, c_in, side, c_out, stride in CONVS:
         mod = conv_module(batch, c_in, side, c_out, stride)
@@ -147,19 +150,19 @@ def main() -> int:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         dev = tvms.cuda(0)
-    print(f"{'product':<26} {'variant':<32} {'launch':<24} {'us':>9} {'TFLOP/s':>8} {'torch us':>9} {'ratio':>6}")
+    print(f"{'product':<26} {'variant':<34} {'launch':<24} {'us':>9} {'TFLOP/s':>8} {'torch us':>9} {'ratio':>6}")
     reference = {}
     for product, label, dtype, built, shapes, torch_fn, target in cases():
         if args.only and product.startswith("conv") != (args.only == "convs"):
             continue
         if built is None:
-            print(f"{product:<26} {label:<32} (the rule does not take it)")
+            print(f"{product:<26} {label:<34} (the rule does not take it)")
             continue
         name, mod = built
         ex = tvms.compile(mod, target=target)
         grid = "; ".join(f"{'x'.join(ln.grid)} of {'x'.join(ln.block)}" for ln in ex.cuda_code.functions[name].launches)
         if reason:
-            print(f"{product:<26} {label:<32} {grid:<24}")
+            print(f"{product:<26} {label:<34} {grid:<24}")
             continue
         rng = np.random.default_rng(0)
         a = (rng.standard_normal(shapes[0]) / 8).astype(dtype)
@@ -179,7 +182,7 @@ def main() -> int:
             torch.backends.cuda.matmul.allow_tf32 = False
         flops = 2 * np.prod(shapes[2]) * np.prod(shapes[1][1:]) if product.startswith("conv") else \
             2 * shapes[0][0] * shapes[1][1] * shapes[0][1]
-        print(f"{product:<26} {label:<32} {grid:<24} {ours * 1e6:9.1f} {flops / ours / 1e12:8.1f} "
+        print(f"{product:<26} {label:<34} {grid:<24} {ours * 1e6:9.1f} {flops / ours / 1e12:8.1f} "
               f"{reference[key] * 1e6:9.1f} {reference[key] / ours:6.2f}", flush=True)
     if reason:
         print(f"the times need a GPU: {reason}")

@@ -354,3 +354,37 @@ def test_a_masked_epilogue_stores_pairs_of_halves():
     assert re.search(r"\*\(half2\*\)\(T_where\w* \+", code.source), code.source
     (result,) = compare_with_cpu(funcs, code=code, target=SM90, rtol=1e-2, atol=1e-2).values()
     assert result.ok, result
+
+
+@pytest.mark.parametrize("dtype, target, step_k, stages, regs", [
+    ("float16", SM90, 64, 3, 255),   # 3 x 32 KiB stages of 128x128: two blocks a multiprocessor still
+    ("float32", TF32, 16, 4, 200),   # TF32 at steps of 16: 4 stages in the shared memory of 2 of 32
+])
+def test_the_step_k_knob_keeps_the_loads_free_of_conflicts_and_the_results(dtype, target, step_k, stages, regs):
+    """``MatmulTensorCore(step_k=)`` (benchmarks/cuda_tilings.py times it): K per pipeline stage.
+    The swizzled (fp16) or padded (TF32) tiles of the other width still load without bank
+    conflicts, K that is not a whole number of steps is padded, and the 4096^3 kernel keeps
+    its accumulators in registers with two blocks a multiprocessor."""
+    from tvmscript.compiler.dlight.gpu import MatmulTensorCore
+    from tvmscript.compiler.dlight.gpu.matmul_tensor_core import Tiling
+
+    rule = MatmulTensorCore(mma_tilings=(Tiling(2, 2, 4, 4),), stages=stages, step_k=step_k)
+    elem = 2 if dtype == "float16" else 4
+    big = build_cuda(scheduled_by(rule, matmul_src(4096, 4096, 4096, "float32", dtype=dtype), target), target)
+    (res,) = resources_of(big).values()
+    assert res.ptxas.spill_store_bytes == 0 and res.ptxas.stack_bytes == 0 and res.ptxas.registers <= regs
+    assert res.occupancy.blocks >= 2
+    # (a transposed TF32 tile's rows are padded by 8 floats)
+    assert stages * 256 * step_k * elem <= res.dyn_shared_bytes + res.ptxas.shared_bytes <= stages * 256 * (
+        step_k + 8) * elem
+    waits = re.findall(r"tvms_cp_async_wait<(\d+)>\(\)", big.source)
+    assert waits and all(w == str(stages - 1) for w in waits), waits
+    tol = 1e-3 if dtype == "float16" else 1e-2
+    for b_transposed in (False, True):
+        funcs = scheduled_by(rule, matmul_src(128, 128, 160, "float32", b_transposed, dtype=dtype), target)
+        (c,) = count(funcs, "mm", target=target)
+        assert c.shared_load_wavefronts == c.shared_load_ideal and c.shared_store_wavefronts == c.shared_store_ideal
+        (result,) = compare_with_cpu(funcs, target=target, rtol=tol, atol=tol).values()
+        assert result.ok, result
+    with pytest.raises(ValueError, match="step_k must be one of"):
+        MatmulTensorCore(step_k=48)

@@ -61,7 +61,8 @@ from .matmul import (
 __all__ = ["MatmulTensorCore"]
 
 FRAGMENT = 16                 # m = n = k of the wmma shape used (and m, n of a 16x16 mma.sync tile)
-STEP_K = 32                   # K per shared-memory step
+STEP_K = 32                   # K per shared-memory step (the wmma schedule's always)
+STEP_K_CHOICES = (16, 32, 64)  # what the mma.sync schedule's ``step_k`` knob takes
 WARP_SIZE = 32
 COPY_BYTES = 16               # what one thread moves per instruction into shared memory
 # Shared rows of A and B are padded to a stride of 32k + 8 halfs (TVM's wmma schedules do the
@@ -132,14 +133,19 @@ def _dtypes(sch, block) -> tuple:
 
 class MatmulTensorCore(GPUScheduleRule):
     """fp16 matmuls on tensor cores (see the module docstring). ``mma_tilings`` (`Tiling`s,
-    preferred first) and ``stages`` (of the ``cp.async`` pipeline) replace `MMA_TILINGS` and
-    `PIPELINE_STAGES` (TF32's: `TF32_TILINGS`, `TF32_STAGES`): knobs for measuring the
-    alternatives (benchmarks/cuda_tilings.py)."""
+    preferred first), ``stages`` (of the ``cp.async`` pipeline) and ``step_k`` (K per stage,
+    one of `STEP_K_CHOICES`) replace `MMA_TILINGS`, `PIPELINE_STAGES` (TF32's: `TF32_TILINGS`,
+    `TF32_STAGES`) and `STEP_K` in the mma.sync schedule: knobs for measuring the
+    alternatives (benchmarks/cuda_tilings.py). A longer step halves the barriers and
+    pipeline waits per product, for twice the shared memory a stage."""
 
-    def __init__(self, mma_tilings=None, stages=None) -> None:
+    def __init__(self, mma_tilings=None, stages=None, step_k=None) -> None:
         if stages is not None and stages < 2:
             raise ValueError(f"MatmulTensorCore: a pipeline needs 2 stages or more, not {stages}")
+        if step_k is not None and step_k not in STEP_K_CHOICES:
+            raise ValueError(f"MatmulTensorCore: step_k must be one of {STEP_K_CHOICES}, not {step_k}")
         self.mma_tilings, self.stages = (tuple(mma_tilings) if mma_tilings else None), stages
+        self.step_k = step_k or STEP_K
 
     def apply(self, func, target, tunable: bool = False):
         sch = self.new_schedule(func, target)
@@ -162,7 +168,8 @@ class MatmulTensorCore(GPUScheduleRule):
         stages = self.stages or (TF32_STAGES if tf32 else PIPELINE_STAGES)
         elem_bytes = 4 if tf32 else 2
         # (a tiling of which 2 stages would not fit the GPU's shared memory is no choice)
-        tilings = [t for t in tilings if 2 * _stage_bytes(t, elem_bytes, tf32) <= _shared_budget(target)]
+        tilings = [t for t in tilings
+                   if 2 * _stage_bytes(t, elem_bytes, tf32, self.step_k) <= _shared_budget(target)]
         tiling = _mma_tiling_for(sch.get(main), tilings) if _uses_mma(target) else None
         mma = tiling is not None
         tiling = tiling or _tiling_for(sch.get(main))
@@ -170,15 +177,16 @@ class MatmulTensorCore(GPUScheduleRule):
             return None
         # The k of one instruction (m16n8k16; m16n8k8 for TF32) and of a step of the pipeline.
         frag_k = TF32_K if tf32 else FRAGMENT
+        step_k = self.step_k if mma else STEP_K
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
-        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, STEP_K])
+        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, step_k])
 
         batch, i, j, k = sch.get_loops(main)
         i0, i1, i2, i3 = sch.split(i, [None, tiling.warps_i, tiling.frags_i, FRAGMENT])
         j0, j1, j2, j3 = sch.split(j, [None, tiling.warps_j, tiling.frags_j, FRAGMENT])
-        k0, k1, k2 = sch.split(k, [None, STEP_K // frag_k, frag_k])
+        k0, k1, k2 = sch.split(k, [None, step_k // frag_k, frag_k])
         sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2, i3, j3, k2)
         by = sch.fuse(batch, i0)
         sch.bind(by, "blockIdx.y")
@@ -216,7 +224,7 @@ class MatmulTensorCore(GPUScheduleRule):
         auto_inline_producers(sch, b_shared)
         auto_inline_consumer_chain(sch, c_frag if mma else c_shared)
         for copy in (a_shared, b_shared):
-            self._shared_layout(sch, copy, elem_bytes, permuted=mma and not tf32)
+            self._shared_layout(sch, copy, elem_bytes, mma)
             self._cooperative(sch, copy, tiling.warps, COPY_BYTES // elem_bytes)
         if not mma:
             self._cooperative(sch, c_shared, tiling.warps, 2)
@@ -232,24 +240,26 @@ class MatmulTensorCore(GPUScheduleRule):
         if mma:
             # Copies of the next stages - 1 steps are in flight (cp.async) while step k computes.
             steps = const_int(sch.get(k0).extent)
-            stages = _pipeline_stages(stages, _stage_bytes(tiling, elem_bytes, tf32), target, steps)
+            stages = _pipeline_stages(stages, _stage_bytes(tiling, elem_bytes, tf32, step_k), target, steps)
             sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
             sch.annotate(k0, "software_pipeline_async_stages", [0])
         return sch
 
     @staticmethod
-    def _shared_layout(sch, copy, elem_bytes: int = 2, permuted: bool = False) -> None:
+    def _shared_layout(sch, copy, elem_bytes: int = 2, mma: bool = False) -> None:
         """Lay out the shared tile ``copy`` writes ([S, rows, K]) as the global matrix it reads
         is: [S, K, rows] when the matrix's last (contiguous) index follows the rows (B of
         ``A @ B``), so that the copy reads and writes runs of consecutive elements; then keep
-        the rows an operand load reads at once out of each other's banks. ``permuted`` (the
-        ``ldmatrix`` tiles of mma.sync): their 16-byte chunks are XOR-swizzled by row
-        (``permuted_layout``, `lower_gpu.permuted_layout`), which costs no shared memory.
-        Otherwise the rows are padded: by 8 halfs for wmma, and for float32 (TF32) tiles,
-        which each lane reads element by element (row ``lane / 4``, column ``lane % 4`` of an
-        8x4 patch, or transposed), by 4 floats when K is contiguous and 8 when the rows are:
-        the 32 lanes then hit 32 banks."""
+        the rows an operand load reads at once out of each other's banks.
+
+        The tiles of mma.sync have their 16-byte chunks XOR-swizzled by row (``permuted_layout``,
+        `lower_gpu.permuted_layout`), which costs no shared memory: the fp16 ones, which
+        ``ldmatrix`` reads a chunk a row, and the K-major float32 (TF32) ones, which each lane
+        reads element by element (row ``lane / 4``, column ``lane % 4`` of an 8x4 patch: the
+        8 rows' chunks land in 8 bank groups). A transposed TF32 tile (the 4 columns a row)
+        cannot be swizzled so: its rows are padded to a stride of 32n + 8 floats, as are the
+        wmma tiles' to 32n + 8 halfs, so that the rows a load reads start in different banks."""
         b = sch.get(copy)
         dst = b.writes[0]
         src = next((r for r in b.reads if r.buffer.scope in ("global", "")), None)
@@ -262,11 +272,10 @@ class MatmulTensorCore(GPUScheduleRule):
             if transposed:
                 sch.transform_layout(copy, ("write", 0),
                                      lambda *idx: (*idx[:-2], idx[-1], idx[-2]))
-        if permuted:
+        if mma and (elem_bytes == 2 or not transposed):
             sch.annotate(copy, PERMUTED_LAYOUT, 1)
             return
-        offset = ROW_ALIGN_OFFSET if elem_bytes != 4 else 8 if transposed else 4
-        sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=offset)
+        sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=ROW_ALIGN_OFFSET)
 
     @staticmethod
     def _cooperative(sch, block, warps: int, vector: int) -> None:
@@ -360,11 +369,11 @@ def _pipeline_stages(stages: int, stage_bytes: int, target, steps=None) -> int:
     return max(2, stages)
 
 
-def _stage_bytes(tiling: Tiling, elem_bytes: int, padded: bool) -> int:
-    """Shared memory for one step's tiles of A and B: ``tile_i + tile_j`` rows of `STEP_K`,
+def _stage_bytes(tiling: Tiling, elem_bytes: int, padded: bool, step_k: int = STEP_K) -> int:
+    """Shared memory for one step's tiles of A and B: ``tile_i + tile_j`` rows of ``step_k``,
     each padded by up to 8 elements where the layout is ``padded`` (TF32's; fp16's swizzled
-    tiles are not): a TF32 128x128 pair takes 36 KiB, 40 counted."""
-    return (tiling.tile_i + tiling.tile_j) * (STEP_K + (8 if padded else 0)) * elem_bytes
+    tiles are not): a TF32 128x128 pair of `STEP_K` takes 36 KiB, 40 counted."""
+    return (tiling.tile_i + tiling.tile_j) * (step_k + (8 if padded else 0)) * elem_bytes
 
 
 def _shared_budget(target) -> int:
