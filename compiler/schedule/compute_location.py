@@ -214,6 +214,8 @@ def _compute_at_impl(sch: Schedule, prim: str, block, loop, preserve_unit_loops:
     if loop.func_name != block.func_name:
         raise sch.error(prim, f"block {quoted_name(realize)}", f"the loop is in function '{loop.func_name}', the block in "
                         f"'{block.func_name}'", realize)
+    if loop.is_root:   # the root, as `sample_compute_location` samples it: the block stays
+        return
     _, target = sch.resolve_loop(loop, prim)
     index = int(index)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import random
 import weakref
 from typing import Callable, Optional
 
@@ -43,21 +44,32 @@ class BlockRV:
 
 
 class LoopRV:
-    """A handle to a loop: its function and its loop variable."""
+    """A handle to a loop: its function and its loop variable. `LoopRV.root` (no variable)
+    is the place above every loop: ``compute_at`` to it leaves a block where it is (what
+    ``sample_compute_location`` returns for decision -1, as TVM's root sref)."""
 
     __slots__ = ("func_name", "var", "__weakref__")
 
-    def __init__(self, func_name: str, var: tir.Var) -> None:
+    def __init__(self, func_name: str, var: Optional[tir.Var]) -> None:
         self.func_name, self.var = func_name, var
 
+    @classmethod
+    def root(cls, func_name: str) -> "LoopRV":
+        return cls(func_name, None)
+
+    @property
+    def is_root(self) -> bool:
+        return self.var is None
+
     def __repr__(self) -> str:
-        return f"LoopRV({self.var.name!r})"
+        return "LoopRV(root)" if self.var is None else f"LoopRV({self.var.name!r})"
 
 
 class Schedule:
     """TVM's ``tir.Schedule``: ``Schedule(mod_or_prim_func)``; ``sch.mod`` is the result."""
 
-    def __init__(self, mod, *, debug_mask="all", error_render_level="detail", enable_check: bool = True) -> None:
+    def __init__(self, mod, *, seed: Optional[int] = None, debug_mask="all", error_render_level="detail",
+                 enable_check: bool = True) -> None:
         if isinstance(mod, tir.PrimFunc):
             mod = IRModule({"main": mod})
         if not isinstance(mod, IRModule):
@@ -68,6 +80,17 @@ class Schedule:
         self._rvs: "weakref.WeakSet" = weakref.WeakSet()
         self.trace = Trace()
         self._depth = 0  # primitives calling primitives record only the outer call
+        # What the sampling primitives draw from (`compiler.schedule.sampling`); seeded, a
+        # schedule's samples are the same in every run.
+        self.rng = random.Random(seed)
+
+    def seed(self, seed: int) -> None:
+        """Reseed the sampling primitives' generator (TVM's ``Schedule.seed``)."""
+        self.rng.seed(seed)
+
+    def fork_seed(self) -> int:
+        """A seed drawn from this schedule's generator, for a schedule derived from it."""
+        return self.rng.randrange(1 << 31)
 
     # ---- the module
     @property
@@ -137,6 +160,8 @@ class Schedule:
             raise TypeError(f"{primitive}: expected a loop (LoopRV), got {type(rv).__name__}")
         idx = self.index(rv.func_name)
         loop = idx.loops.get(rv.var)
+        if rv.is_root:
+            raise ScheduleError(primitive, "the root", "is not a loop (a compute location above every loop)")
         if loop is None:
             raise ScheduleError(primitive, f"loop '{rv.var.name}'",
                                 "the loop no longer exists (a split, fuse or other primitive replaced it)")
@@ -163,10 +188,21 @@ class Schedule:
         new._rvs = weakref.WeakSet()
         new.trace = self.trace.copy()
         new._depth = 0
+        new.rng = random.Random()
+        new.rng.setstate(self.rng.getstate())
         return new
 
     def show(self, *args, **kwargs) -> None:
         self.mod.show(*args, **kwargs)
+
+
+def _plain(v):
+    """``v`` with every sampled integer (an ``int`` subclass) made a plain ``int``."""
+    if isinstance(v, int) and type(v) is not int and not isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (list, tuple)) and any(isinstance(x, (int, list, tuple)) for x in v):
+        return type(v)(_plain(x) for x in v)
+    return v
 
 
 def primitive(fn: Callable = None, *, trace_name: Optional[str] = None, record: bool = True,
@@ -183,7 +219,9 @@ def primitive(fn: Callable = None, *, trace_name: Optional[str] = None, record: 
         def method(self, *args, **kwargs):
             self._depth += 1
             try:
-                result = fn(self, *args, **kwargs)
+                # Sampled integers (`sampling.ExprRV`) reach the IR as plain numbers; the trace
+                # keeps the handles, so that a replay with other decisions passes the new values.
+                result = fn(self, *[_plain(a) for a in args], **{k: _plain(v) for k, v in kwargs.items()})
             finally:
                 self._depth -= 1
             if record and self._depth == 0:

@@ -1,0 +1,185 @@
+"""The sampling primitives and traces as data (compiler/schedule/sampling.py, trace.py): what a
+tuner's search space is made of. A seeded schedule samples the same decisions every time, a
+trace replays to the identical module (from JSON too), and a changed decision flows into every
+instruction that used the sample."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tvmscript as tvms
+from tvmscript.compiler.schedule import ExprRV, Schedule, ScheduleError
+from tvmscript.compiler.schedule.trace import Trace, TraceError
+from tvmscript.ir.structural import structural_equal
+
+MATMUL = '''
+@T.prim_func
+def main(A: T.Buffer((128, 64), "float32"), B: T.Buffer((64, 96), "float32"), C: T.Buffer((128, 96), "float32")):
+    for i, j, k in T.grid(128, 96, 64):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+PRODUCER_CONSUMER = '''
+@T.prim_func
+def main(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    B = T.alloc_buffer((64, 64))
+    for i, j in T.grid(64, 64):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(64, 64):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+
+def func(src: str = MATMUL):
+    parsed = tvms.parse(src)
+    return parsed if isinstance(parsed, tvms.tir.PrimFunc) else parsed["main"]
+
+
+def tiled(sch: Schedule) -> Schedule:
+    """A small search space: the matmul's I and J each split in 3 sampled factors, an unroll
+    limit sampled, the innermost J loop vectorized."""
+    b = sch.get_block("C")
+    i, j, k = sch.get_loops(b)
+    i0, i1, i2 = sch.split(i, factors=sch.sample_perfect_tile(i, n=3, max_innermost_factor=16))
+    j0, j1, j2 = sch.split(j, factors=sch.sample_perfect_tile(j, n=3, max_innermost_factor=16))
+    sch.reorder(i0, j0, i1, j1, k, i2, j2)
+    sch.annotate(i0, "pragma_auto_unroll_max_step", sch.sample_categorical([0, 16, 64], [0.2, 0.3, 0.5]))
+    sch.vectorize(j2)
+    return sch
+
+
+def run(mod, shapes=((128, 64), (64, 96), (128, 96))) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype("float32") for s in shapes[:2])
+    c = tvms.nd.array(np.zeros(shapes[2], "float32"))
+    tvms.compile(mod)["main"](tvms.nd.array(a), tvms.nd.array(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    return c.numpy()
+
+
+def test_a_seed_fixes_every_decision_and_the_trace_records_them():
+    f = func()
+    first, again = tiled(Schedule(f, seed=7)), tiled(Schedule(f, seed=7))
+    assert structural_equal(first.mod, again.mod) and first.trace.decisions == again.trace.decisions
+    others = {json.dumps(tiled(Schedule(f, seed=s)).trace.decisions) for s in range(8)}
+    assert len(others) > 1, "eight seeds drew one schedule"
+    text = first.trace.as_text()
+    assert "sch.sample_perfect_tile(loop=l1, n=3, max_innermost_factor=16, decision=[" in text
+    assert "sch.split(loop=l1, factors=[v" in text and "sch.sample_categorical(candidates=[0, 16, 64]" in text
+    # the samples are plain numbers in the IR (the handles stay in the trace)
+    assert "ExprRV" not in first.mod.script()
+    run(first.mod)
+
+
+def test_a_trace_replays_to_the_same_module_and_through_json():
+    f = func()
+    sch = tiled(Schedule(f, seed=1))
+    replayed = Schedule(f)
+    sch.trace.apply_to_schedule(replayed)
+    assert structural_equal(replayed.mod, sch.mod)
+    data = json.loads(json.dumps(sch.trace.as_json()))
+    from_json = Schedule(f)
+    Trace.from_json(data).apply_to_schedule(from_json)
+    assert structural_equal(from_json.mod, sch.mod)
+    assert from_json.trace.as_json() == data
+
+
+def test_a_changed_decision_flows_into_the_splits_that_used_it():
+    f = func()
+    sch = tiled(Schedule(f, seed=1))
+    first_tile = min(sch.trace.decisions)
+    mutated = Trace.from_json(sch.trace.as_json()).with_decision(first_tile, [1, 8, 16])
+    out = Schedule(f)
+    mutated.apply_to_schedule(out)
+    loops = [lp for lp in out.get_loops(out.get_block("C"))]
+    extents = [out.get(lp).extent.value for lp in loops]
+    assert extents[0] == 1 and extents[2] == 8 and extents[5] == 16, extents
+    assert out.trace.decisions[first_tile] == [1, 8, 16]
+    run(out.mod)
+    with pytest.raises(TraceError, match="makes no decision"):
+        mutated.with_decision(0, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(extent=st.integers(1, 720), n=st.integers(1, 4), max_inner=st.sampled_from([1, 4, 16, 64]),
+       seed=st.integers(0, 10 ** 6))
+def test_a_perfect_tile_multiplies_to_the_extent_with_a_bounded_innermost(extent, n, max_inner, seed):
+    src = f'''
+@T.prim_func
+def main(A: T.Buffer(({extent},), "float32")):
+    for i in range({extent}):
+        with T.block("A"):
+            vi = T.axis.spatial({extent}, i)
+            A[vi] = T.float32(1)
+'''
+    sch = Schedule(func(src), seed=seed)
+    (loop,) = sch.get_loops(sch.get_block("A"))
+    factors = sch.sample_perfect_tile(loop, n=n, max_innermost_factor=max_inner)
+    assert len(factors) == n and all(isinstance(f, ExprRV) for f in factors)
+    assert int(np.prod([int(f) for f in factors])) == extent
+    assert factors[-1] <= max(1, max_inner) or n == 1
+
+
+def test_a_decision_that_does_not_fit_is_an_error():
+    sch = Schedule(func(), seed=0)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match=r"decision \[3, 5\] is not 2 positive factors of the extent 128"):
+        sch.sample_perfect_tile(i, n=2, decision=[3, 5])
+    with pytest.raises(ScheduleError, match="not an index"):
+        sch.sample_categorical([1, 2], [0.5, 0.5], decision=2)
+    assert sch.sample_perfect_tile(i, n=2, decision=[4, 32]) == [4, 32]
+
+
+def test_categorical_never_draws_what_has_no_probability():
+    sch = Schedule(func(), seed=0)
+    draws = [int(sch.sample_categorical([1, 2, 3], [0.5, 0.0, 0.5])) for _ in range(200)]
+    assert set(draws) == {1, 3}
+
+
+def test_a_compute_location_is_a_loop_of_the_consumer_or_the_root():
+    f = func(PRODUCER_CONSUMER)
+    seen = set()
+    for seed in range(12):
+        sch = Schedule(f, seed=seed)
+        block = sch.get_block("B")
+        loc = sch.sample_compute_location(block)
+        sch.compute_at(block, loc, preserve_unit_loops=True)
+        decision = sch.trace.decisions[1]
+        seen.add(decision)
+        if decision == -1:
+            assert loc.is_root and structural_equal(sch.mod["main"], f)
+        replayed = Schedule(f)
+        sch.trace.apply_to_schedule(replayed)
+        assert structural_equal(replayed.mod, sch.mod)
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((64, 64)).astype("float32")
+        c = tvms.nd.array(np.zeros((64, 64), "float32"))
+        tvms.compile(sch.mod)["main"](tvms.nd.array(a), c)
+        np.testing.assert_allclose(c.numpy(), a * 2 + 1, rtol=1e-6)
+    assert seen == {-1, 0, 1}, seen
+
+
+def test_json_that_is_not_a_trace_is_refused():
+    for bad in ({}, {"version": 99, "insts": []}, {"version": 1, "insts": [["split", [["loop", {"rv": "l9"}]], None]]},
+                {"version": 1, "insts": [["not a name!", [], None]]}):
+        with pytest.raises(TraceError):
+            Trace.from_json(bad)
+
+
+def test_an_index_map_written_as_a_lambda_is_not_json():
+    sch = Schedule(func(), seed=0)
+    sch.transform_layout(sch.get_block("C"), ("write", 0), lambda i, j: (j, i))
+    with pytest.raises(TraceError, match="cannot be written as JSON"):
+        sch.trace.as_json()
