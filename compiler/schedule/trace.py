@@ -84,11 +84,13 @@ class Trace:
         t.insts[index] = Instruction(inst.kind, args, inst.outputs)
         return t
 
-    def apply_to_schedule(self, sch) -> None:
+    def apply_to_schedule(self, sch, resample: bool = False) -> None:
         """Call every instruction again on ``sch`` (a schedule of the module the trace was made
-        on), in order. Raises the primitive's `ScheduleError` where one no longer applies (a
-        mutated decision can make a later step illegal) and `TraceError` where an argument
-        cannot be replayed."""
+        on), in order. ``resample``: the sampling instructions draw new decisions from
+        ``sch``'s generator instead of repeating the recorded ones (a fresh sample of a design
+        space). Raises the primitive's `ScheduleError` where one no longer applies (a mutated
+        decision can make a later step illegal) and `TraceError` where an argument cannot be
+        replayed."""
         handles: dict = {}   # id(recorded handle) -> the replay's
 
         def arg(v):
@@ -108,7 +110,7 @@ class Trace:
             for k, v in inst.args:
                 if k == "*":
                     args.extend(arg(x) for x in v)
-                else:
+                elif not (resample and k == "decision"):
                     kwargs[k] = arg(v)
             out = getattr(sch, inst.kind)(*args, **kwargs)
             _bind(inst.outputs, out, handles)

@@ -183,3 +183,17 @@ def test_an_index_map_written_as_a_lambda_is_not_json():
     sch.transform_layout(sch.get_block("C"), ("write", 0), lambda i, j: (j, i))
     with pytest.raises(TraceError, match="cannot be written as JSON"):
         sch.trace.as_json()
+
+
+def test_a_design_space_resampled_draws_new_decisions_from_the_schedules_seed():
+    f = func()
+    space = tiled(Schedule(f, seed=0)).trace
+    drawn = []
+    for seed in range(6):
+        sch = Schedule(f, seed=seed)
+        space.apply_to_schedule(sch, resample=True)
+        again = Schedule(f, seed=seed)
+        space.apply_to_schedule(again, resample=True)
+        assert again.trace.decisions == sch.trace.decisions
+        drawn.append(json.dumps(sch.trace.decisions))
+    assert len(set(drawn)) > 1
