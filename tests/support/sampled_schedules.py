@@ -1,0 +1,48 @@
+"""A matmul PrimFunc and a small search space over it (sampled tiles of I and J, a sampled
+unroll limit), shared by the sampling, trace and tuning tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tvmscript as tvms
+from tvmscript.compiler.schedule import Schedule
+
+MATMUL = '''
+@T.prim_func
+def main(A: T.Buffer((128, 64), "float32"), B: T.Buffer((64, 96), "float32"), C: T.Buffer((128, 96), "float32")):
+    for i, j, k in T.grid(128, 96, 64):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+
+def func(src: str = MATMUL):
+    parsed = tvms.parse(src)
+    return parsed if isinstance(parsed, tvms.tir.PrimFunc) else parsed["main"]
+
+
+def tiled(sch: Schedule) -> Schedule:
+    """A small search space: the matmul's I and J each split in 3 sampled factors, an unroll
+    limit sampled, the innermost J loop vectorized."""
+    b = sch.get_block("C")
+    i, j, k = sch.get_loops(b)
+    i0, i1, i2 = sch.split(i, factors=sch.sample_perfect_tile(i, n=3, max_innermost_factor=16))
+    j0, j1, j2 = sch.split(j, factors=sch.sample_perfect_tile(j, n=3, max_innermost_factor=16))
+    sch.reorder(i0, j0, i1, j1, k, i2, j2)
+    sch.annotate(i0, "pragma_auto_unroll_max_step", sch.sample_categorical([0, 16, 64], [0.2, 0.3, 0.5]))
+    sch.vectorize(j2)
+    return sch
+
+
+def run(mod, shapes=((128, 64), (64, 96), (128, 96))) -> np.ndarray:
+    """``mod``'s ``main`` on random A and B, checked against NumPy's A @ B."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype("float32") for s in shapes[:2])
+    c = tvms.nd.array(np.zeros(shapes[2], "float32"))
+    tvms.compile(mod)["main"](tvms.nd.array(a), tvms.nd.array(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    return c.numpy()
