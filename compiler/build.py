@@ -36,7 +36,7 @@ __all__ = ["build", "compile", "BuildError", "NotLoweredError"]
 
 
 def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_lib=None,
-          relax_pipeline="default", bounds_check: bool = True, **kwargs):
+          relax_pipeline="default", bounds_check: bool = True, tuning_db=None, **kwargs):
     """Compile ``mod`` (an IRModule, or a lone Relax function / prim_func) for ``target``.
 
     As TVM's ``tvm.compile`` does, a module that still holds high-level ops (``R.matmul``, as
@@ -51,6 +51,11 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     of touching memory there (`compiler.bounds_check`); ``bounds_check=False`` leaves the
     checks out. CUDA kernels are not checked.
 
+    ``tuning_db`` (a MetaSchedule `JSONDatabase`, or the path of its work dir): each PrimFunc
+    it has a record of for ``target`` gets the best record's schedule instead of the default
+    one, after the pipeline and before the kernels are built (`compiler.meta_schedule.apply`);
+    the functions it has none of get the default schedules.
+
     Returns an `Executable`: ``ex["prim_func_name"]`` is a kernel; Relax functions run through
     ``tvms.relax.VirtualMachine(ex, tvms.cpu())``."""
     if params:
@@ -59,6 +64,11 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     target_name = target_name_of(target)
     if relax_pipeline is not None and _has_high_level_ops(mod):
         mod = _pipeline(relax_pipeline, target_name)(mod)
+    if tuning_db is not None:
+        from .meta_schedule.apply import apply_database
+
+        progress.report("applying the tuning database")
+        mod = apply_database(mod, tuning_db, "llvm" if target is None else target)
     # Kernels that only reshape become views of their input (compiler/transform/rewrite_reshape.py).
     mod = RewriteDataflowReshape()(mod)
     if target_name.split()[0] == "cuda":

@@ -18,6 +18,7 @@ from .fuse_attention import ComposePermutes, RewriteAttention
 from .fuse_ops import FuseOps
 from .fuse_tir import FuseTIR
 from .legalize_ops import LegalizeOps
+from .meta_schedule_apply_database import MetaScheduleApplyDatabase
 from .pass_context import PassContext
 from .pipeline import (ChannelsLastForTensorCores, Sequential, bound_inference_passes, channels_last_for_cpu,
                        get_pipeline)
@@ -27,6 +28,6 @@ from .to_mixed_precision import ToMixedPrecision
 
 __all__ = ["AnnotateTIROpPattern", "analyze_op_pattern", "BindParams", "CanonicalizeBindings", "ComposePermutes",
            "ConvertLayout", "DeadCodeElimination", "DecomposeOpsForInference", "FoldBatchnormToConv2D",
-           "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "PassContext", "RewriteAttention", "RewriteCUDAGraph",
-           "Sequential", "SplitAttention", "ToMixedPrecision", "bound_inference_passes", "channels_last_for_cpu",
-           "get_pipeline", "ChannelsLastForTensorCores"]
+           "FoldConstant", "FuseOps", "FuseTIR", "LegalizeOps", "MetaScheduleApplyDatabase", "PassContext",
+           "RewriteAttention", "RewriteCUDAGraph", "Sequential", "SplitAttention", "ToMixedPrecision",
+           "bound_inference_passes", "channels_last_for_cpu", "get_pipeline", "ChannelsLastForTensorCores"]

@@ -9,7 +9,8 @@ import os
 import re
 import sys
 
-from .options import add_bounds_check_argument, add_pipeline_arguments, file_name, pipeline_options
+from .options import (add_bounds_check_argument, add_pipeline_arguments, add_tuned_argument, file_name,
+                      pipeline_options)
 from .program import Program, check_target, load_program
 from .progress import CompileProgress
 from .reporting import fail
@@ -42,6 +43,7 @@ def register(sub) -> None:
                       help="with --target cuda: instead of code, print per kernel its block size, the registers, "
                       "spills and shared memory ptxas reports, and the occupancy that gives on --arch (no GPU needed)")
     add_pipeline_arguments(comp, default="zero")
+    add_tuned_argument(comp)
     add_bounds_check_argument(comp)
     comp.set_defaults(handler=compile_command)
 
@@ -80,6 +82,7 @@ def _compile_and_write(args, emit: str, program: Program, target: str, gpu: bool
     if not gpu and emit in _GPU_EMIT_KINDS:
         raise fail(f"--emit {emit} needs --target cuda")
     program.transform(pipeline_options(args), args.func, args.target)
+    program.apply_tuning(args.tuned, target)
     mod = program.module()
     only = None
     if args.func:
@@ -139,6 +142,7 @@ def _print_stats(args, program: Program, target: str) -> int:
     from .reporting import stream_is_terminal
 
     program.transform(pipeline_options(args), args.func, args.target)
+    program.apply_tuning(args.tuned, target)
     mod = program.module()
     if args.func:
         only, func = program.pick(args.func)

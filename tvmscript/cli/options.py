@@ -1,8 +1,9 @@
 """Options several ``tvms`` commands share, and the argparse types of their values.
 
-``--pipeline``, ``--bind`` and ``--params`` (the passes applied before anything else) and
-``--no-bounds-check`` mean the same in every command that takes them; they are declared here
-once, and `PipelineOptions` is what the commands hand on from them.
+``--pipeline``, ``--bind`` and ``--params`` (the passes applied before anything else),
+``--tuned`` (a tuning database applied after them) and ``--no-bounds-check`` mean the same in
+every command that takes them; they are declared here once, and `PipelineOptions` is what the
+commands hand on from them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,14 @@ def add_bounds_check_argument(parser) -> None:
     parser.add_argument("--no-bounds-check", dest="bounds_check", action="store_false",
                         help="leave out the run-time checks of buffer accesses not proven in bounds at compile "
                         "time (an access outside its buffer is then undefined behaviour)")
+
+
+def add_tuned_argument(parser) -> None:
+    """``--tuned DIR``: read as ``args.tuned`` (None without it)."""
+    parser.add_argument("--tuned", metavar="DIR", default=None,
+                        help="a MetaSchedule tuning database (database_workload.json and "
+                        "database_tuning_record.json in DIR): each kernel it has a record of for --target gets "
+                        "the best tuned schedule, after the pipeline; the others get the default schedules")
 
 
 def file_name(text: str) -> str:

@@ -102,6 +102,42 @@ class Program:
             raise fail(f"cannot transform {self.path}: {err}") from None
         self.node = mod
 
+    def apply_tuning(self, work_dir: str | None, target: str) -> None:
+        """``--tuned DIR``: each kernel the tuning database in DIR has a record of for ``target``
+        gets the best tuned schedule (`compiler.meta_schedule.apply`). Says on stderr how many
+        did, and as warnings what of the database was dropped as invalid, so that a database
+        that matches nothing is not taken for one that made no difference."""
+        if work_dir is None:
+            return
+        import os
+        import warnings
+
+        from .. import tir
+        from ..compiler.meta_schedule.apply import apply_database
+        from ..compiler.meta_schedule.database import DatabaseWarning, JSONDatabase
+
+        if not os.path.isdir(work_dir):
+            raise fail(f"--tuned {work_dir}: no such folder")
+        mod = self.module()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DatabaseWarning)
+            try:
+                database = JSONDatabase(work_dir, allow_missing=False)
+                tuned = apply_database(mod, database, target)
+            except FileNotFoundError:
+                raise fail(f"--tuned {work_dir}: no tuning database there (it holds database_workload.json and "
+                           "database_tuning_record.json)") from None
+            except OSError as err:
+                raise fail(f"--tuned {work_dir}: cannot read it: {err.strerror or err}") from None
+        _show_warnings(caught, DatabaseWarning)
+        kernels = [gv for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)]
+        names = [gv.name_hint for gv in kernels if tuned[gv] is not mod[gv]]
+        hint = "" if any(database.has_workload(mod[gv]) for gv in kernels) else \
+            "; it holds none of this module's kernels (tune the file with the --pipeline it is compiled with)"
+        print(f"note: --tuned {work_dir}: tuned schedules for {len(names)} of {len(kernels)} kernels"
+              + (f" ({', '.join(names)})" if names else "") + f" on {target}{hint}", file=sys.stderr)
+        self.node = tuned
+
     def gpu_schedule(self, target_text: str) -> None:
         """Apply DLight's default GPU schedules for ``target_text`` (a CUDA target) to every
         PrimFunc without thread bindings; a CPU target leaves the module as it is."""
@@ -194,6 +230,10 @@ class LibraryProgram(Program):
         if target != "llvm":
             raise fail(f"{self.path} is compiled (for {self.executable.target}): --target applies to a .tvms file")
 
+    def apply_tuning(self, work_dir: str | None, target: str) -> None:
+        if work_dir is not None:
+            raise fail(f"{self.path} is compiled: --tuned applies to a .tvms file")
+
     def compile(self, mod, target: str, bounds_check: bool = True):
         return self.executable
 
@@ -201,6 +241,18 @@ class LibraryProgram(Program):
         if err.span is not None:  # a place in the .tvms file it was built from (not at hand to show)
             return Failure(err.render(None, color=stream_is_terminal(sys.stderr)))
         return Failure(f"error: {self.path}: {err.message}")
+
+
+def _show_warnings(caught: list, category) -> None:
+    """The ``category`` warnings of ``caught`` as ``warning:`` lines on stderr, as the command's
+    other messages are; any other warning as Python shows it."""
+    import warnings
+
+    for w in caught:
+        if issubclass(w.category, category):
+            print(f"warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def load_program(path: str, check: bool = False) -> Program:

@@ -12,8 +12,8 @@ import sys
 
 from .calls import CallOptions
 from .inputs import GivenFiles
-from .options import (add_bounds_check_argument, add_pipeline_arguments, file_name, natural_int, pipeline_options,
-                      positive_int, positive_seconds)
+from .options import (add_bounds_check_argument, add_pipeline_arguments, add_tuned_argument, file_name, natural_int,
+                      pipeline_options, positive_int, positive_seconds)
 from .outputs import print_outputs, save_outputs
 from .prim_call import call_prim
 from .program import LibraryProgram, check_target, load_program
@@ -59,6 +59,7 @@ def register(sub) -> None:
     add_bounds_check_argument(run)
     run.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
     add_pipeline_arguments(run, default="zero", params=False)
+    add_tuned_argument(run)
     run.set_defaults(handler=run_command)
 
 
@@ -84,6 +85,7 @@ def run_command(args) -> int:
     program.progress = CompileProgress().__enter__()
     try:
         program.transform(pipeline_options(args, params_are_inputs=True), args.func, args.target)
+        program.apply_tuning(args.tuned, target)
         name, func = program.pick(args.func)
         call = call_relax if isinstance(func, relax.Function) else call_prim
         result = _interruptible(lambda: call(program, name, func, options), args.timeout)
