@@ -1,0 +1,257 @@
+"""The builder and the runner on a Dask cluster: `DaskBuilder` and `DaskRunner`, the interfaces
+of `builder.LocalBuilder` and `runner.LocalRunner`, each candidate one Dask task.
+
+Why Dask: candidates measured on several machines (or GPUs) at once, by a scheduler that
+restarts workers that die and moves their tasks elsewhere. Dask is an optional dependency
+(``pip install tvms[distributed]``), imported here only.
+
+How a candidate runs: the task hands it to a `LocalBuilder` / `LocalRunner` the Dask worker
+keeps (one per worker thread, started by its first task): the candidate is compiled, or
+loaded and timed, in a subprocess of the Dask worker, with the same timeouts, checks and
+error kinds as locally. A kernel that crashes kills that subprocess (``"crash"``), never the
+Dask worker. Each measuring task asks for the worker resource ``{"device": 1}`` (by default),
+which each worker has one of, so that no worker times two kernels at once; start workers
+with ``--resources device=1`` (`local_cluster` does).
+
+A Dask worker that dies mid-run (killed, out of memory, its machine gone) loses only the
+candidates it was running: the scheduler *resubmits* them to another worker, up to
+``distributed.scheduler.allowed-failures`` times (3 by default), then reports them as
+``"crash"`` (KilledWorker). Resubmitting is right here because a kernel cannot kill the Dask
+worker (it runs in the worker's subprocess): the death is the machine's, not the candidate's,
+and its time on a healthy worker is as good as any. The other workers' candidates go on.
+
+Results stream back as tasks complete (`DaskRunner.run_iter`, through ``as_completed``);
+`run` returns them in input order. The arguments and expected outputs a batch's candidates
+share travel to the cluster once (``scatter``, to every worker), not once per task; from the
+Dask worker to its measuring subprocess they go with each task (a pipe, ~1 ms a MB).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Iterator, Optional
+
+from .measure import BuildResult, RunnerResult
+
+__all__ = ["DaskBuilder", "DaskRunner", "local_cluster"]
+
+DEVICE_RESOURCE = {"device": 1}
+
+
+def local_cluster(n_workers: int = 1, **kwargs):
+    """A `distributed.LocalCluster` for tuning on this machine: one thread per worker, worker
+    processes, and the ``device`` resource each worker has one of. Its scheduler's HTTP
+    server takes a free port (not 8787, which two clusters on one machine would share)."""
+    from distributed import LocalCluster
+
+    options = dict(n_workers=n_workers, threads_per_worker=1, processes=True, resources=dict(DEVICE_RESOURCE),
+                   dashboard_address=":0")
+    options.update(kwargs)
+    return LocalCluster(**options)
+
+
+class _Connection:
+    """A `distributed.Client` to ``scheduler``: None (a `local_cluster` of ``n_workers`` of
+    our own, closed with us), a scheduler's address, a cluster, or a Client to use as is."""
+
+    def __init__(self, scheduler, n_workers: int) -> None:
+        from distributed import Client
+
+        self._cluster = None
+        self._own_client = not isinstance(scheduler, Client)
+        if scheduler is None:
+            self._cluster = local_cluster(n_workers)
+            self.client = Client(self._cluster)
+        elif isinstance(scheduler, Client):
+            self.client = scheduler
+        else:
+            self.client = Client(scheduler)
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+# ----------------------------------------------------------------------------- on the Dask worker
+
+# Each worker thread's LocalBuilder and LocalRunner (a worker runs its tasks on its threads:
+# with several, one process each keeps the candidates apart); all of them, for `_close_all`,
+# which runs on another thread (the worker's event loop).
+_local = threading.local()
+_opened: list = []
+_opened_lock = threading.Lock()
+
+
+def _replace(name: str, worker):
+    """Make ``worker`` this thread's ``name`` (closing the one it replaces)."""
+    old = getattr(_local, name, None)
+    with _opened_lock:
+        if old is not None:
+            _opened.remove(old)
+        _opened.append(worker)
+    if old is not None:
+        old.close()
+    setattr(_local, name, worker)
+    return worker
+
+
+def _build_task(inp, bounds_check: bool, timeout_s: float) -> BuildResult:
+    from .builder import LocalBuilder
+
+    builder = getattr(_local, "builder", None)
+    if builder is None or builder.bounds_check != bounds_check or builder.timeout_s != timeout_s:
+        builder = _replace("builder", LocalBuilder(max_workers=1, timeout_s=timeout_s, bounds_check=bounds_check))
+    return builder.build([inp])[0]
+
+
+def _run_task(inp, args, expected, timeout_s: Optional[float]) -> RunnerResult:
+    from .runner import LocalRunner
+
+    runner = getattr(_local, "runner", None)
+    if runner is None or runner.timeout_s != timeout_s:
+        runner = _replace("runner", LocalRunner(timeout_s=timeout_s))
+    return runner.run([replace(inp, args=args, expected=expected)])[0]
+
+
+def _close_all() -> None:
+    """Stop the compiling and measuring processes this Dask worker started (a later task
+    starts its thread's again)."""
+    with _opened_lock:
+        workers = list(_opened)
+    for worker in workers:
+        worker.close()
+
+
+# ----------------------------------------------------------------------------- the client's side
+
+
+def _results(client, futures: list, failed) -> Iterator[tuple]:
+    """(input index, result) as the tasks finish; ``failed(exception)`` makes the result of a
+    task that raised (a KilledWorker after repeated worker deaths, a lost scheduler)."""
+    from distributed import as_completed
+
+    index = {f.key: i for i, f in enumerate(futures)}
+    for future, value in as_completed(futures, with_results=True, raise_errors=False):
+        yield index[future.key], (failed(value) if isinstance(value, BaseException) else value)
+
+
+def _stop_remote(client) -> None:
+    """`_close_all` on every worker of ``client``'s cluster."""
+    try:
+        client.run(_close_all)
+    except Exception:  # noqa: BLE001 - a cluster already gone has nothing to stop
+        pass
+
+
+def _short(err: BaseException) -> str:
+    from .runner import short_error
+
+    return short_error(err)
+
+
+class DaskBuilder:
+    """`LocalBuilder`'s interface on a Dask cluster (see the module docstring): each input a
+    task, compiled in a subprocess of the worker that takes it, with ``timeout_s`` each.
+    ``resources``: what each build task asks of its worker (none by default)."""
+
+    def __init__(self, scheduler=None, timeout_s: float = 30.0, bounds_check: bool = True, n_workers: int = 1,
+                 resources: Optional[dict] = None) -> None:
+        self.timeout_s = timeout_s
+        self.bounds_check = bounds_check
+        self.resources = resources
+        self._conn = _Connection(scheduler, n_workers)
+
+    @property
+    def client(self):
+        return self._conn.client
+
+    def build_iter(self, inputs: list) -> Iterator[tuple]:
+        """(input index, `BuildResult`) as each build finishes."""
+        futures = [self.client.submit(_build_task, inp, self.bounds_check, self.timeout_s, pure=False,
+                                      resources=self.resources) for inp in inputs]
+        yield from _results(self.client, futures,
+                            lambda err: BuildResult(error=f"the build task failed on the cluster: {_short(err)}"))
+
+    def build(self, inputs: list) -> list:
+        """One `BuildResult` per input, in order."""
+        results: list = [None] * len(inputs)
+        for i, result in self.build_iter(list(inputs)):
+            results[i] = result
+        return results
+
+    def close(self) -> None:
+        """Stop the workers' compiling processes (when the cluster is ours: the cluster)."""
+        _stop_remote(self.client)
+        self._conn.close()
+
+    def __enter__(self) -> "DaskBuilder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class DaskRunner:
+    """`LocalRunner`'s interface on a Dask cluster (see the module docstring): each input a
+    task asking for ``resources`` (``{"device": 1}``: one candidate at a time per worker),
+    timed in a subprocess of its worker with ``timeout_s`` (None: each input's own)."""
+
+    def __init__(self, scheduler=None, timeout_s: Optional[float] = None, n_workers: int = 1,
+                 resources: Optional[dict] = DEVICE_RESOURCE) -> None:
+        self.timeout_s = timeout_s
+        self.resources = dict(resources) if resources else None
+        self._conn = _Connection(scheduler, n_workers)
+
+    @property
+    def client(self):
+        return self._conn.client
+
+    def run_iter(self, inputs: list) -> Iterator[tuple]:
+        """(input index, `RunnerResult`) as each candidate's measurement finishes."""
+        inputs = list(inputs)
+        done = {i: RunnerResult(error="nothing to run: the candidate did not build", error_kind="build")
+                for i, inp in enumerate(inputs) if inp.artifact is None}
+        yield from done.items()
+        todo = [i for i in range(len(inputs)) if i not in done]
+        scattered = self._scatter([v for i in todo for v in (inputs[i].args, inputs[i].expected)])
+        futures = [self.client.submit(_run_task, replace(inputs[i], args=[], expected={}),
+                                      scattered[id(inputs[i].args)], scattered[id(inputs[i].expected)],
+                                      self.timeout_s, pure=False, resources=self.resources) for i in todo]
+        for k, result in _results(self.client, futures, self._lost):
+            yield todo[k], result
+
+    def run(self, inputs: list) -> list:
+        """One `RunnerResult` per input, in order."""
+        results: list = [None] * len(inputs)
+        for i, result in self.run_iter(list(inputs)):
+            results[i] = result
+        return results
+
+    def _scatter(self, values: list) -> dict:
+        """id(value) -> its future on the cluster, each distinct object sent once, to every
+        worker: any may measure any candidate, and a copy on one worker alone would be lost
+        with it (and the candidates that need it with it)."""
+        distinct = list({id(v): v for v in values}.values())
+        if not distinct:
+            return {}
+        return {id(v): f for v, f in zip(distinct, self.client.scatter(distinct, hash=False, broadcast=True))}
+
+    @staticmethod
+    def _lost(err: BaseException) -> RunnerResult:
+        return RunnerResult(error=f"the candidate's Dask workers died while measuring it: {_short(err)}",
+                            error_kind="crash")
+
+    def close(self) -> None:
+        """Stop the workers' measuring processes (when the cluster is ours: the cluster)."""
+        _stop_remote(self.client)
+        self._conn.close()
+
+    def __enter__(self) -> "DaskRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
