@@ -13,6 +13,11 @@ A sampled integer is an `ExprRV`: an ``int`` (so ``sch.split(loop, factors=[v1, 
 with plain numbers) that the trace names (``v1``), so that a replay with another decision
 feeds the new value to the instructions that used it. A sampled compute location is a
 `LoopRV`, or `LoopRV.root` for "leave the block where it is" (decision -1).
+
+`enter_postproc` changes nothing: it marks where a tuner's postprocessors begin in a trace, so
+that a record (the whole trace) replays to the finished function and its sampled part can be
+taken apart from the steps the postprocessors added (TVM's EnterPostproc). It lives here, with
+the other tuning instructions, so that every process that replays traces knows it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from .common import const_value, record_call
 from .errors import ScheduleError
 from .state import BlockRV, LoopRV, Schedule, primitive
 
-__all__ = ["ExprRV", "sample_perfect_tile", "sample_categorical", "sample_compute_location", "ROOT_DECISION"]
+__all__ = ["ExprRV", "sample_perfect_tile", "sample_categorical", "sample_compute_location", "enter_postproc",
+           "ROOT_DECISION"]
 
 ROOT_DECISION = -1      # sample_compute_location's decision for "at the root: do not move"
 
@@ -140,6 +146,12 @@ def compute_location_candidates(sch: Schedule, block: BlockRV) -> list:
             continue
         out.append(loop)
     return out
+
+
+@primitive
+def enter_postproc(sch: Schedule) -> None:
+    """Mark, in the trace, where the postprocessors' steps begin (a no-op; see the module
+    docstring)."""
 
 
 def is_sampling(kind: str) -> bool:

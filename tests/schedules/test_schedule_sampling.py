@@ -160,3 +160,20 @@ def test_a_design_space_resampled_draws_new_decisions_from_the_schedules_seed():
         assert again.trace.decisions == sch.trace.decisions
         drawn.append(json.dumps(sch.trace.decisions))
     assert len(set(drawn)) > 1
+
+
+def test_enter_postproc_is_a_traced_no_op_that_replays_from_json():
+    """A tuner's records hold the marker between the sampled steps and its postprocessors'
+    (compiler/meta_schedule/postproc.py); any process that replays traces must know it."""
+    f = func()
+    sch = tiled(Schedule(f, seed=2))
+    before = sch.mod
+    sch.enter_postproc()
+    assert structural_equal(sch.mod, before)
+    sch.parallel(sch.get_loops(sch.get_block("C"))[0])
+    data = json.loads(json.dumps(sch.trace.as_json()))
+    assert [inst[0] for inst in data["insts"]].count("enter_postproc") == 1
+    replayed = Schedule(f)
+    Trace.from_json(data).apply_to_schedule(replayed)
+    assert structural_equal(replayed.mod, sch.mod)
+    assert "sch.enter_postproc()" in sch.trace.as_text()
