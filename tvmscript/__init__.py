@@ -50,7 +50,8 @@ def __getattr__(name: str):
         from .compiler import topi
 
         return globals().setdefault("topi", topi)
-    if name in ("s_tir", "dlight", "target", "transform"):  # schedules, DLight, Target, PassContext: on first use
+    if name in ("s_tir", "dlight", "target", "transform", "meta_schedule"):  # schedules, DLight, Target,
+        # PassContext, auto-tuning: on first use
         # (submodules of this package: `from . import` would ask this __getattr__ again)
         return _importlib.import_module(f"{__name__}.{name}")
     if name in _RUNTIME_NAMES:

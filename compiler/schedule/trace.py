@@ -84,11 +84,12 @@ class Trace:
         t.insts[index] = Instruction(inst.kind, args, inst.outputs)
         return t
 
-    def apply_to_schedule(self, sch, resample: bool = False) -> None:
+    def apply_to_schedule(self, sch, resample: bool = False) -> dict:
         """Call every instruction again on ``sch`` (a schedule of the module the trace was made
         on), in order. ``resample``: the sampling instructions draw new decisions from
         ``sch``'s generator instead of repeating the recorded ones (a fresh sample of a design
-        space). Raises the primitive's `ScheduleError` where one no longer applies (a mutated
+        space). Returns the replay's handle for each recorded one (by the recorded handle's
+        ``id``). Raises the primitive's `ScheduleError` where one no longer applies (a mutated
         decision can make a later step illegal) and `TraceError` where an argument cannot be
         replayed."""
         handles: dict = {}   # id(recorded handle) -> the replay's
@@ -114,6 +115,7 @@ class Trace:
                     kwargs[k] = arg(v)
             out = getattr(sch, inst.kind)(*args, **kwargs)
             _bind(inst.outputs, out, handles)
+        return handles
 
     # ---- JSON
 

@@ -11,6 +11,10 @@
     tvms compile FILE [--emit llvm|llvm-unopt|asm|python|library] [-o FILE] [--func NAME]
                                                   the generated code of a module; -o FILE.so: a
                                                   shared library of the compiled module
+    tvms tune FILE --work-dir DIR [--target llvm|cuda] [--trials N] [--per-iter N] [--func NAME]
+                  [--seed N] [--scheduler ADDRESS]
+                                                  search for faster schedules of its prim_funcs; the
+                                                  database in DIR is what --tuned DIR applies
     tvms import MODEL.pt2|MODEL.onnx [-o FILE.tvms] [--params-out F.npz | --inline-params]
                                                   a PyTorch or ONNX model as a .tvms file + weights
     tvms lsp                                      the language server editors start (stdio)
@@ -29,10 +33,10 @@ import argparse
 import os
 import sys
 
-from . import check, compile, fmt, import_model, lsp, run, show
+from . import check, compile, fmt, import_model, lsp, run, show, tune
 from .reporting import Failure, print_failure
 
-_COMMANDS = (show, fmt, check, run, compile, import_model, lsp)  # in the order --help lists them
+_COMMANDS = (show, fmt, check, run, compile, tune, import_model, lsp)  # in the order --help lists them
 
 
 def main(argv: list[str] | None = None) -> int:
