@@ -116,6 +116,16 @@ def _run_task(inp, args, expected, timeout_s: Optional[float]) -> RunnerResult:
     return runner.run([replace(inp, args=args, expected=expected)])[0]
 
 
+def _reference_task(inp, args, outputs, timeout_s: float) -> dict:
+    """The default schedule's outputs, computed by this worker's measuring process."""
+    from .runner import LocalRunner
+
+    runner = getattr(_local, "runner", None)
+    if runner is None:
+        runner = _replace("runner", LocalRunner())
+    return runner.reference(inp, args, outputs, timeout_s)
+
+
 def _close_all() -> None:
     """Stop the compiling and measuring processes this Dask worker started (a later task
     starts its thread's again)."""
@@ -229,6 +239,12 @@ class DaskRunner:
         for i, result in self.run_iter(list(inputs)):
             results[i] = result
         return results
+
+    def reference(self, inp, args: list, outputs: list, timeout_s: float = 120.0) -> dict:
+        """`LocalRunner.reference` on one of the cluster's workers: the expected outputs come
+        from the machines (and GPUs) the candidates are measured on, not the tuner's."""
+        return self.client.submit(_reference_task, inp, list(args), list(outputs), timeout_s, pure=False,
+                                  resources=self.resources).result()
 
     def _scatter(self, values: list) -> dict:
         """id(value) -> its future on the cluster, each distinct object sent once, to every
