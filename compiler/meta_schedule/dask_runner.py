@@ -29,6 +29,7 @@ Dask worker to its measuring subprocess they go with each task (a pipe, ~1 ms a 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from typing import Iterator, Optional
 
@@ -138,14 +139,30 @@ def _close_all() -> None:
 # ----------------------------------------------------------------------------- the client's side
 
 
-def _results(client, futures: list, failed) -> Iterator[tuple]:
+def _results(client, futures: list, failed, deadline_s: Optional[float] = None) -> Iterator[tuple]:
     """(input index, result) as the tasks finish; ``failed(exception)`` makes the result of a
-    task that raised (a KilledWorker after repeated worker deaths, a lost scheduler)."""
-    from distributed import as_completed
+    task that raised (a KilledWorker after repeated worker deaths, a lost scheduler), and of
+    the tasks still unfinished ``deadline_s`` seconds after the first was awaited (cancelled:
+    a cluster that stopped answering must not hang the tuning run)."""
+    from distributed import wait
 
     index = {f.key: i for i, f in enumerate(futures)}
-    for future, value in as_completed(futures, with_results=True, raise_errors=False):
-        yield index[future.key], (failed(value) if isinstance(value, BaseException) else value)
+    pending = set(futures)
+    end = None if deadline_s is None else time.monotonic() + deadline_s
+    while pending:
+        left = None if end is None else max(0.0, end - time.monotonic())
+        try:
+            done, pending = wait(list(pending), timeout=left, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        if not done:
+            for f in pending:
+                f.cancel()
+                yield index[f.key], failed(TimeoutError(f"no result from the cluster within {deadline_s:g} s"))
+            return
+        for f in done:
+            value = f.exception() if f.status == "error" else f.result()
+            yield index[f.key], (failed(value) if isinstance(value, BaseException) else value)
 
 
 def _stop_remote(client) -> None:
@@ -165,11 +182,13 @@ def _short(err: BaseException) -> str:
 class DaskBuilder:
     """`LocalBuilder`'s interface on a Dask cluster (see the module docstring): each input a
     task, compiled in a subprocess of the worker that takes it, with ``timeout_s`` each.
-    ``resources``: what each build task asks of its worker (none by default)."""
+    ``resources``: what each build task asks of its worker (none by default).
+    ``batch_timeout_s``: builds not back that long after a batch was awaited are cancelled and
+    reported failed (a cluster that stopped answering does not hang the tuning run)."""
 
     def __init__(self, scheduler=None, timeout_s: float = 30.0, bounds_check: bool = True, n_workers: int = 1,
-                 resources: Optional[dict] = None) -> None:
-        self.timeout_s = timeout_s
+                 resources: Optional[dict] = None, batch_timeout_s: Optional[float] = 600.0) -> None:
+        self.timeout_s, self.batch_timeout_s = timeout_s, batch_timeout_s
         self.bounds_check = bounds_check
         self.resources = resources
         self._conn = _Connection(scheduler, n_workers)
@@ -183,7 +202,8 @@ class DaskBuilder:
         futures = [self.client.submit(_build_task, inp, self.bounds_check, self.timeout_s, pure=False,
                                       resources=self.resources) for inp in inputs]
         yield from _results(self.client, futures,
-                            lambda err: BuildResult(error=f"the build task failed on the cluster: {_short(err)}"))
+                            lambda err: BuildResult(error=f"the build task failed on the cluster: {_short(err)}"),
+                            self.batch_timeout_s)
 
     def build(self, inputs: list) -> list:
         """One `BuildResult` per input, in order."""
@@ -207,11 +227,13 @@ class DaskBuilder:
 class DaskRunner:
     """`LocalRunner`'s interface on a Dask cluster (see the module docstring): each input a
     task asking for ``resources`` (``{"device": 1}``: one candidate at a time per worker),
-    timed in a subprocess of its worker with ``timeout_s`` (None: each input's own)."""
+    timed in a subprocess of its worker with ``timeout_s`` (None: each input's own).
+    ``batch_timeout_s``: candidates not back that long after a batch was awaited are cancelled
+    and reported as ``"crash"``."""
 
     def __init__(self, scheduler=None, timeout_s: Optional[float] = None, n_workers: int = 1,
-                 resources: Optional[dict] = DEVICE_RESOURCE) -> None:
-        self.timeout_s = timeout_s
+                 resources: Optional[dict] = DEVICE_RESOURCE, batch_timeout_s: Optional[float] = 600.0) -> None:
+        self.timeout_s, self.batch_timeout_s = timeout_s, batch_timeout_s
         self.resources = dict(resources) if resources else None
         self._conn = _Connection(scheduler, n_workers)
 
@@ -230,7 +252,7 @@ class DaskRunner:
         futures = [self.client.submit(_run_task, replace(inputs[i], args=[], expected={}),
                                       scattered[id(inputs[i].args)], scattered[id(inputs[i].expected)],
                                       self.timeout_s, pure=False, resources=self.resources) for i in todo]
-        for k, result in _results(self.client, futures, self._lost):
+        for k, result in _results(self.client, futures, self._lost, self.batch_timeout_s):
             yield todo[k], result
 
     def run(self, inputs: list) -> list:
@@ -244,7 +266,7 @@ class DaskRunner:
         """`LocalRunner.reference` on one of the cluster's workers: the expected outputs come
         from the machines (and GPUs) the candidates are measured on, not the tuner's."""
         return self.client.submit(_reference_task, inp, list(args), list(outputs), timeout_s, pure=False,
-                                  resources=self.resources).result()
+                                  resources=self.resources).result(timeout=self.batch_timeout_s)
 
     def _scatter(self, values: list) -> dict:
         """id(value) -> its future on the cluster, each distinct object sent once, to every

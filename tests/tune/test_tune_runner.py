@@ -423,11 +423,11 @@ def test_dask_gives_the_results_of_the_local_runner_and_keeps_its_workers(dask_c
 
     artifacts, args, expected = mixed_batch
     pids = dask_client.run(os.getpid)
-    with DaskBuilder(dask_client) as dask_builder:
+    with DaskBuilder(dask_client, batch_timeout_s=60) as dask_builder:
         built = dask_builder.build([BuildInput(candidate(DOUBLE), "llvm"), BuildInput(candidate(DOUBLE), "cuda")])
     assert isinstance(built[0].artifact, CPUArtifact) and "bound to no GPU thread" in built[1].error
     local = runner.run(run_inputs(artifacts, args, expected))
-    with DaskRunner(dask_client) as dask_runner:
+    with DaskRunner(dask_client, batch_timeout_s=60) as dask_runner:
         remote = dask_runner.run(run_inputs(artifacts, args, expected))
     assert [r.error_kind for r in remote] == [r.error_kind for r in local] == [None, "wrong", "crash", None]
     assert "SIGSEGV" in remote[2].error
@@ -441,12 +441,12 @@ def test_a_dask_worker_killed_mid_run_loses_only_its_candidates_which_are_resubm
     good = [artifacts[0], artifacts[3]] * 5
     pids = dask_client.run(os.getpid)
     results, killed = {}, None
-    with DaskRunner(dask_client) as dask_runner:
+    with DaskRunner(dask_client, batch_timeout_s=60) as dask_runner:
         start = time.perf_counter()
         for i, result in dask_runner.run_iter(run_inputs(good, args, expected, min_repeat_ms=60)):
             results[i] = result
-            if killed is None:
-                busy = [addr for addr, keys in dask_client.processing().items() if keys]
+            busy = [addr for addr, keys in dask_client.processing().items() if keys]
+            if killed is None and busy:
                 killed = busy[0]
                 os.kill(pids[killed], signal.SIGKILL)
         assert time.perf_counter() - start < 60
@@ -460,10 +460,24 @@ def test_a_dask_runner_without_a_scheduler_runs_on_a_cluster_of_its_own(mixed_ba
     from tvmscript.compiler.meta_schedule.dask_runner import DaskRunner
 
     artifacts, args, expected = mixed_batch
-    with DaskRunner(n_workers=1) as dask_runner:
+    with DaskRunner(n_workers=1, batch_timeout_s=60) as dask_runner:
         cluster = dask_runner.client.cluster
         good, missing = dask_runner.run([RunnerInput(artifacts[0], "llvm", args, expected),
                                          RunnerInput(None, "llvm", args, expected)])
     assert good.ok, good.error
     assert missing.error_kind == "build"
     assert cluster.status.name == "closed"
+
+
+def test_a_cluster_that_does_not_answer_in_time_costs_the_batch_not_the_run(dask_client, mixed_batch):
+    """Candidates still out when the batch's deadline passes are cancelled and reported, so a
+    stuck cluster cannot hang a tuning run."""
+    from tvmscript.compiler.meta_schedule.dask_runner import DaskRunner
+
+    artifacts, args, expected = mixed_batch
+    slow = run_inputs([artifacts[0]] * 2, args, expected, min_repeat_ms=4000)
+    with DaskRunner(dask_client, batch_timeout_s=1.0) as dask_runner:
+        start = time.perf_counter()
+        results = dask_runner.run(slow)
+        assert time.perf_counter() - start < 10
+    assert all(r.error_kind == "crash" and "no result from the cluster within 1 s" in r.error for r in results)
