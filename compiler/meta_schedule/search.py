@@ -45,7 +45,6 @@ class EvolutionarySearch:
         self.task, self.cost_model = task, cost_model
         self.config = config or SearchConfig()
         self.rng = np.random.default_rng(seed)
-        self.failures: dict = {}   # why candidates were discarded -> how many
 
     def _seed(self) -> int:
         return int(self.rng.integers(1 << 31))
@@ -55,7 +54,7 @@ class EvolutionarySearch:
         while len(out) < count and tries < count * 4:
             tries += 1
             space = self.task.spaces[int(self.rng.integers(len(self.task.spaces)))]
-            cand = self.task.candidate(space, resample=True, seed=self._seed(), failures=self.failures)
+            cand = self.task.candidate(space, resample=True, seed=self._seed())
             if cand is not None:
                 out.append(cand)
         return out
@@ -65,8 +64,8 @@ class EvolutionarySearch:
         cfg = self.config
         measured = self.task.measured          # structural hash -> seconds (None: failed)
         best = self.task.best_traces(max(1, int(cfg.population_size * cfg.init_measured_ratio)))
-        population = [c for c in (self.task.candidate(t, resample=False, seed=self._seed(), failures=self.failures)
-                                  for t in best) if c is not None]
+        population = [c for c in (self.task.candidate(t, resample=False, seed=self._seed()) for t in best)
+                      if c is not None]
         randoms = self._random_samples(cfg.population_size - len(population))
         population += randoms
         pool: dict = {}                         # structural hash -> (score, candidate), unmeasured
@@ -106,8 +105,7 @@ class EvolutionarySearch:
             parent = population[int(self.rng.choice(len(population), p=weights))]
             if self.rng.random() < cfg.genetic_mutate_prob:
                 trace = mutate(parent.trace, self.rng, self.task)
-                child = None if trace is None else self.task.candidate(trace, resample=False, seed=self._seed(),
-                                                                       failures=self.failures)
+                child = None if trace is None else self.task.candidate(trace, resample=False, seed=self._seed())
             else:
                 child = parent
             if child is None or child.shash in seen:
@@ -130,11 +128,11 @@ def mutate(trace: Trace, rng, task=None):
     for i, inst in enumerate(trace.insts):
         if inst.kind == "sample_perfect_tile" and len(inst.decision or []) > 1:
             options.append((_mutate_tile, i))
-        elif inst.kind == "sample_categorical" and len(_arg(inst, "candidates") or []) > 1:
+        elif inst.kind == "sample_categorical" and len(inst.arg("candidates") or []) > 1:
             options.append((_mutate_categorical, i))
         elif inst.kind == "sample_compute_location" and task is not None:
             options.append((_mutate_compute_location, i))
-        elif inst.kind == "annotate" and _arg(inst, "ann_key") == "meta_schedule.parallel":
+        elif inst.kind == "annotate" and inst.arg("ann_key") == "meta_schedule.parallel":
             options.append((_mutate_parallel, i))
     order = rng.permutation(len(options))
     for k in order:
@@ -145,16 +143,12 @@ def mutate(trace: Trace, rng, task=None):
     return None
 
 
-def _arg(inst: Instruction, key: str):
-    return next((v for k, v in inst.args if k == key), None)
-
-
 def _mutate_tile(trace: Trace, i: int, rng, task):
     """Move a prime factor of one tile level to another, keeping the product and the bound on
     the innermost factor."""
     inst = trace.insts[i]
     factors = [int(f) for f in inst.decision]
-    max_inner = int(_arg(inst, "max_innermost_factor") or 16)
+    max_inner = int(inst.arg("max_innermost_factor") or 16)
     movable = [k for k, f in enumerate(factors) if f > 1]
     for _ in range(8):
         src = movable[int(rng.integers(len(movable)))] if movable else None
@@ -174,7 +168,7 @@ def _mutate_tile(trace: Trace, i: int, rng, task):
 
 def _mutate_categorical(trace: Trace, i: int, rng, task):
     inst = trace.insts[i]
-    probs = [float(p) for p in _arg(inst, "probs")]
+    probs = [float(p) for p in inst.arg("probs")]
     choices = [k for k, p in enumerate(probs) if p > 0 and k != inst.decision]
     if not choices:
         return None
@@ -196,7 +190,7 @@ def _mutate_compute_location(trace: Trace, i: int, rng, task):
 def _mutate_parallel(trace: Trace, i: int, rng, task):
     """The most iterations fused into the parallel loop, halved or doubled."""
     inst = trace.insts[i]
-    value = int(_arg(inst, "ann_val"))
+    value = int(inst.arg("ann_val"))
     new = max(1, value // 2) if rng.random() < 0.5 else value * 2
     if new == value:
         return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from typing import Optional
 
 import numpy as np
@@ -68,7 +69,7 @@ class TuneTask:
         self.records: list = []       # (seconds, decisions trace) of the measured ones that ran
         self.default_secs: Optional[float] = None
         self.trials = 0
-        self.failures: dict = {}
+        self.failures: Counter = Counter()   # why candidates were discarded (search and measurement)
 
     @property
     def best_secs(self) -> Optional[float]:
@@ -78,22 +79,21 @@ class TuneTask:
     def best_traces(self, k: int) -> list:
         return [t for _, t in sorted(self.records, key=lambda r: r[0])[:k]]
 
-    def candidate(self, trace: Trace, resample: bool, seed: int, failures: dict = None) -> Optional[Candidate]:
+    def candidate(self, trace: Trace, resample: bool, seed: int) -> Optional[Candidate]:
         """``trace`` replayed on a fresh schedule (``resample``: with new decisions), finished
-        by the postprocessors; None, counted in ``failures`` by reason, when that fails."""
+        by the postprocessors; None, counted in `failures` by reason, when that fails."""
         from .postproc import finish
 
-        failures = self.failures if failures is None else failures
         sch = Schedule(IRModule({"main": self.func}), seed=seed)
         try:
             trace.apply_to_schedule(sch, resample=resample)
         except (ScheduleError, TraceError, ValueError) as err:
-            failures[f"replay: {type(err).__name__}"] = failures.get(f"replay: {type(err).__name__}", 0) + 1
+            self.failures[f"replay: {type(err).__name__}"] += 1
             return None
         decided = sch.trace.copy()
         mod = finish(sch, self.target, self.postprocs)
         if mod is None:
-            failures["postprocessor rejected"] = failures.get("postprocessor rejected", 0) + 1
+            self.failures["postprocessor rejected"] += 1
             return None
         func = mod["main"]
         return Candidate(decided, sch.trace, mod, structural_hash(func), extract_features(func))
@@ -108,7 +108,7 @@ class TuneTask:
             handles = prefix.apply_to_schedule(sch)
         except (ScheduleError, TraceError):
             return None
-        block = handles.get(id(next(v for k, v in trace.insts[index].args if k == "block")))
+        block = handles.get(id(trace.insts[index].arg("block")))
         return None if block is None else len(compute_location_candidates(sch, block))
 
 
@@ -292,9 +292,9 @@ class _TaskContext:
             result = results.get(i)
             run_secs = result.run_secs if result is not None and result.ok else None
             if result is None:
-                task.failures["build"] = task.failures.get("build", 0) + 1
+                task.failures["build"] += 1
             elif not result.ok:
-                task.failures[result.error_kind] = task.failures.get(result.error_kind, 0) + 1
+                task.failures[result.error_kind] += 1
             mean = float(np.mean(run_secs)) if run_secs else None
             task.measured[cand.shash] = mean
             task.trials += 1

@@ -42,10 +42,14 @@ class Instruction:
     def __init__(self, kind: str, args: list, outputs) -> None:
         self.kind, self.args, self.outputs = kind, args, outputs
 
+    def arg(self, key: str):
+        """The argument passed as ``key`` (None when there is none)."""
+        return next((v for k, v in self.args if k == key), None)
+
     @property
     def decision(self):
         """A sampling instruction's decision (None for the others)."""
-        return next((v for k, v in self.args if k == "decision"), None)
+        return self.arg("decision")
 
     def __repr__(self) -> str:
         return f"Instruction({self.kind})"
