@@ -29,6 +29,8 @@ import numpy as np
 from tvmscript.ir import tir
 from tvmscript.ir.tir_arith import const_int
 
+from ..schedule_cpu.analysis import buffer_strides
+
 __all__ = ["extract_features", "estimate_flops", "feature_length", "LOOP_LEVELS", "ACCESSES", "TOP_STORES"]
 
 LOOP_LEVELS = 8        # loops described per store, innermost first
@@ -167,9 +169,7 @@ class _Store:
         """(features, footprint at the outermost level described) of one buffer access."""
         coefs = [_linear(i, env) for i in indices]
         shape = [const_int(s) or 1 for s in buffer.shape]
-        strides = [1] * len(shape)
-        for d in range(len(shape) - 2, -1, -1):
-            strides[d] = strides[d + 1] * shape[d + 1]
+        strides = buffer_strides(buffer)
         elem = _dtype_bytes(buffer.dtype)
         innermost = inner[0].var if inner else None
         stride = abs(sum(c.get(innermost, 0.0) * s for c, s in zip(coefs, strides))) if innermost is not None else 0.0

@@ -55,7 +55,7 @@ def affine(e, atoms: frozenset = frozenset()) -> Optional[dict]:
     return None
 
 
-def _strides(buf: tir.Buffer) -> list:
+def buffer_strides(buf: tir.Buffer) -> list:
     """A buffer's element stride along each dimension (`_BIG` through a symbolic one)."""
     if buf.strides:
         return [s.value if isinstance(s, tir.IntImm) else _BIG for s in buf.strides]
@@ -69,7 +69,7 @@ def _strides(buf: tir.Buffer) -> list:
 def access_strides(buf: tir.Buffer, indices: list, atoms: frozenset = frozenset()) -> Optional[dict]:
     """Element stride of a buffer access along each Var, or None if not affine (`affine`)."""
     total: dict = {}
-    for idx, stride in zip(indices, _strides(buf)):
+    for idx, stride in zip(indices, buffer_strides(buf)):
         aff = affine(idx, atoms)
         if aff is None:
             return None
