@@ -130,8 +130,8 @@ def _cells(report) -> list:
     out = []
     for row in report.rows():
         failures = ", ".join(f"{k} {v}" for k, v in sorted(row["failures"].items())) or "-"
-        out.append((row["task"], str(row["trials"]), _num(row["default_ms"], 4), _num(row["best_ms"], 4),
-                    _num(row["gflops"], 1), _num(row["speedup"], 2, "x"), failures))
+        out.append((row["task"], str(row["trials"]), _num(row["default_ms"], ".4g"), _num(row["best_ms"], ".4g"),
+                    _num(row["gflops"], ".1f"), _num(row["speedup"], ".2f", "x"), failures))
     return out
 
 
@@ -146,5 +146,6 @@ def _table(report):
     return table
 
 
-def _num(value, digits: int, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:.{digits}g}{suffix}" if digits > 3 else f"{value:.{digits}f}{suffix}"
+def _num(value, spec: str, suffix: str = "") -> str:
+    """``value`` in format ``spec``, or "-" where there is none (a task whose default failed)."""
+    return "-" if value is None else f"{value:{spec}}{suffix}"
