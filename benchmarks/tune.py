@@ -41,18 +41,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import tvmscript as tvms  # noqa: E402
 from _timing import interleaved  # noqa: E402
+from support.sampled_schedules import matmul_src  # noqa: E402
 from tvmscript import meta_schedule as ms  # noqa: E402
-
-MATMUL = '''
-@T.prim_func
-def main(A: T.Buffer(({n}, {n}), "float32"), B: T.Buffer(({n}, {n}), "float32"), C: T.Buffer(({n}, {n}), "float32")):
-    for i, j, k in T.grid({n}, {n}, {n}):
-        with T.block("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
 
 CONV = '''
 @I.ir_module
@@ -79,7 +69,7 @@ def tuned(mod, work_dir: str, trials: int, **kwargs):
 
 def bench_matmul(args, work_dir: str) -> None:
     n = 1024
-    func = tvms.parse(MATMUL.format(n=n))
+    func = tvms.parse(matmul_src(n, n, n))
     mod = tvms.IRModule({"main": func})
     db, secs = tuned(mod, work_dir, args.trials)
     untuned, best = tvms.compile(mod)["main"], tvms.compile(mod, tuning_db=db)["main"]

@@ -8,16 +8,24 @@ import numpy as np
 import tvmscript as tvms
 from tvmscript.compiler.schedule import Schedule
 
-MATMUL = '''
+MATMUL_TEMPLATE = '''
 @T.prim_func
-def main(A: T.Buffer((128, 64), "float32"), B: T.Buffer((64, 96), "float32"), C: T.Buffer((128, 96), "float32")):
-    for i, j, k in T.grid(128, 96, 64):
+def main(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer(({k}, {n}), "float32"), C: T.Buffer(({m}, {n}), "float32")):
+    for i, j, k in T.grid({m}, {n}, {k}):
         with T.block("C"):
             vi, vj, vk = T.axis.remap("SSR", [i, j, k])
             with T.init():
                 C[vi, vj] = T.float32(0)
             C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
 '''
+
+
+def matmul_src(m: int, n: int, k: int) -> str:
+    """A plain, unscheduled M x K times K x N float32 matmul prim_func, ``main``."""
+    return MATMUL_TEMPLATE.format(m=m, n=n, k=k)
+
+
+MATMUL = matmul_src(128, 96, 64)
 
 
 def func(src: str = MATMUL):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
+from support.sampled_schedules import matmul_src
 from tvmscript.compiler.build_cpu import build_cpu
 from tvmscript.compiler.meta_schedule.builder import CPUArtifact, CUDAArtifact, LocalBuilder, build_artifact
 from tvmscript.compiler.meta_schedule.measure import ArgInfo, BuildInput, RunnerInput
@@ -23,16 +24,7 @@ from tvmscript.compiler.meta_schedule.runner import (LocalRunner, WorkerCrashed,
                                                      output_indices, random_args, reference_outputs, time_rounds)
 from tvmscript.compiler.schedule import Schedule
 
-MATMUL = '''
-@T.prim_func
-def main(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
-    for i, j, k in T.grid(64, 64, 64):
-        with T.block("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
+MATMUL = matmul_src(64, 64, 64)
 
 # The matmul without its init: it adds to whatever C held (random numbers): wrong.
 NO_INIT = '''

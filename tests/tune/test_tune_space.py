@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
+from support.sampled_schedules import matmul_src
 from tvmscript.compiler.meta_schedule.postproc import (
     ENTER_POSTPROC, NO_DEFAULT_SCHEDULE, RewriteParallelVectorizeUnroll, finish, mark_scheduled, replay_finished,
     strip_postprocs)
@@ -42,16 +43,7 @@ from tvmscript.compiler.schedule.common import blocks_under, iter_kinds_of_loop
 from tvmscript.compiler.schedule.trace import Trace
 from tvmscript.ir.structural import structural_equal
 
-MATMUL = '''
-@T.prim_func
-def main(A: T.Buffer((128, 64), "float32"), B: T.Buffer((64, 256), "float32"), C: T.Buffer((128, 256), "float32")):
-    for i, j, k in T.grid(128, 256, 64):
-        with T.block("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
+MATMUL = matmul_src(128, 256, 64)
 
 BATCH_MATMUL = '''
 @T.prim_func
