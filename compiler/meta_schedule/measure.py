@@ -50,7 +50,8 @@ class RunnerInput:
     """Time ``artifact`` (a `BuildResult`'s) on ``target``: call it with ``args`` (NumPy
     arrays, outputs included), check that every parameter index in ``expected`` then holds
     that array (within ``rtol``/``atol``), then time ``repeat`` rounds of ``number`` calls
-    (``number`` grown until a round lasts ``min_repeat_ms``)."""
+    (``number`` grown until a round lasts ``min_repeat_ms``), only the first when it is
+    slower than ``stop_above_s`` a call (`runner.time_rounds`)."""
 
     artifact: object
     target: str
@@ -63,6 +64,7 @@ class RunnerInput:
     min_repeat_ms: float = 20.0
     timeout_s: float = 10.0
     name: str = "main"
+    stop_above_s: Optional[float] = None
 
 
 @dataclass

@@ -178,11 +178,12 @@ def _max_fusible(sch: Schedule, block, fors: list) -> int:
     binding = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
     best = len(fors)
     for access in list(blk.reads) + list(blk.writes):
+        indices = [simplify(substitute(r.min, binding)) for r in access.region]
         strides = []
         for lp in fors:
             stride, below = 0, 1
             for dim in range(len(access.region) - 1, -1, -1):
-                coef = _stride(simplify(substitute(access.region[dim].min, binding)), lp.loop_var) or 0
+                coef = _stride(indices[dim], lp.loop_var) or 0
                 if coef:
                     stride = coef * below
                     break

@@ -297,13 +297,18 @@ def _exit_with_parent() -> None:
 # ----------------------------------------------------------------------------- in the worker: timing
 
 
-def time_rounds(clock, number: int, repeat: int, min_repeat_ms: float) -> list:
+def time_rounds(clock, number: int, repeat: int, min_repeat_ms: float, stop_above_s: Optional[float] = None) -> list:
     """``repeat`` rounds of ``clock(number)`` (seconds for ``number`` calls), each as the mean
     seconds per call. A round shorter than ``min_repeat_ms`` is run again with more calls, as
     TVM's time_evaluator does (a round of a few microseconds is mostly the clock's noise):
     enough, by the last round's time per call, for 1.2 times ``min_repeat_ms`` (TVM asks for
     exactly it, at least 1.618 times the calls: a first call a little slow, and the next round
-    falls just short; the one after then lasts 1.6 times as long)."""
+    falls just short; the one after then lasts 1.6 times as long).
+
+    ``stop_above_s``: a first round slower than this per call is the only one. Why: a tuner
+    passes twice its best time, and a candidate that far behind is not a contender; one round
+    places it for the cost model, and the rounds saved go to measuring more candidates (most
+    of a search's candidates are such)."""
     number = max(1, int(number))
     secs: list = []
     while len(secs) < max(1, int(repeat)):
@@ -313,6 +318,8 @@ def time_rounds(clock, number: int, repeat: int, min_repeat_ms: float) -> list:
             number = min(_MAX_NUMBER, max(wanted, number + 1))
             continue
         secs.append(elapsed / number)
+        if stop_above_s is not None and secs[0] > stop_above_s:
+            break
     return secs
 
 
@@ -337,6 +344,7 @@ class _Job:
     number: int
     repeat: int
     min_repeat_ms: float
+    stop_above_s: Optional[float] = None
 
 
 def _measure(job: _Job, puts: dict) -> tuple:
@@ -351,7 +359,8 @@ def _measure(job: _Job, puts: dict) -> tuple:
     if wrong is not None:
         return "wrong", wrong
     call = device.raw_call(kernel, args)
-    return "ok", time_rounds(lambda n: device.clock(call, n), job.number, job.repeat, job.min_repeat_ms)
+    return "ok", time_rounds(lambda n: device.clock(call, n), job.number, job.repeat, job.min_repeat_ms,
+                             job.stop_above_s)
 
 
 def _forget(tokens: list) -> None:
@@ -572,7 +581,7 @@ class LocalRunner:
             return RunnerResult(error=str(err), error_kind="crash")
         puts, args, expected = shared.tokens(inp.args, inp.expected)
         job = _Job(inp.artifact, inp.target, args, expected, inp.rtol, inp.atol, inp.number, inp.repeat,
-                   inp.min_repeat_ms)
+                   inp.min_repeat_ms, inp.stop_above_s)
         try:
             status, value = self._worker.call(_measure, job, puts, timeout=timeout)
         except WorkerTimeout:

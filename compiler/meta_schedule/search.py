@@ -62,7 +62,7 @@ class EvolutionarySearch:
     def propose(self, count: int) -> list:
         """Up to ``count`` candidates not measured yet, best-predicted first."""
         cfg = self.config
-        measured = self.task.measured          # structural hash -> seconds (None: failed)
+        measured = self.task.measured.keys() | self.task.pending   # measured or being measured
         best = self.task.best_traces(max(1, int(cfg.population_size * cfg.init_measured_ratio)))
         population = [c for c in (self.task.candidate(t, resample=False, seed=self._seed()) for t in best)
                       if c is not None]

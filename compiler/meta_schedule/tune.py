@@ -11,15 +11,20 @@ Trials are divided among the tasks by each one's share of the time (its weight, 
 is called, times its default schedule's time), as MetaSchedule's task scheduler does, in
 rounds of ``num_trials_per_iter`` candidates: the search proposes (`search`), the builder
 compiles, the runner times and checks, every result goes to the database as it comes (so an
-interrupted run keeps them) and to the cost model. A second run on the same work directory
-continues: what the database holds counts as measured.
+interrupted run keeps them) and to the cost model. The next batch is searched while one is
+compiled (`_InBackground`), so its search has not seen that one's times yet; nothing runs
+while a kernel is timed. A candidate already twice as slow as the task's best after one round
+is not timed further (`SLOW_FACTOR`). A second run on the same work directory continues: what
+the database holds counts as measured.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import Optional
 
 import numpy as np
@@ -51,6 +56,10 @@ class Candidate:
     features: np.ndarray
 
 
+REPLAY_CACHE = 4096   # replayed candidates a task remembers (`TuneTask.candidate`)
+SLOW_FACTOR = 2.0     # a candidate this many times the task's best so far is timed one round (`runner.time_rounds`)
+
+
 class TuneTask:
     """One PrimFunc to tune for one target (see the module docstring)."""
 
@@ -70,6 +79,8 @@ class TuneTask:
         self.default_secs: Optional[float] = None
         self.trials = 0
         self.failures: Counter = Counter()   # why candidates were discarded (search and measurement)
+        self.pending: set = set()     # structural hashes of candidates being built or measured
+        self._replays: OrderedDict = OrderedDict()  # decisions (JSON) -> Candidate or None, latest last
 
     @property
     def best_secs(self) -> Optional[float]:
@@ -81,7 +92,23 @@ class TuneTask:
 
     def candidate(self, trace: Trace, resample: bool, seed: int) -> Optional[Candidate]:
         """``trace`` replayed on a fresh schedule (``resample``: with new decisions), finished
-        by the postprocessors; None, counted in `failures` by reason, when that fails."""
+        by the postprocessors; None, counted in `failures` by reason, when that fails.
+
+        Replays of fixed decisions are remembered (the last `REPLAY_CACHE` of them): the
+        evolutionary search keeps meeting the same traces (a parent kept, two mutations that
+        undo each other), and a replay with its postprocessors is most of a proposal's time."""
+        if resample:
+            return self._replay(trace, True, seed)
+        key = json.dumps(trace.as_json())
+        if key in self._replays:
+            self._replays.move_to_end(key)
+            return self._replays[key]
+        cand = self._replays[key] = self._replay(trace, False, seed)
+        if len(self._replays) > REPLAY_CACHE:
+            self._replays.popitem(last=False)
+        return cand
+
+    def _replay(self, trace: Trace, resample: bool, seed: int) -> Optional[Candidate]:
         from .postproc import finish
 
         sch = Schedule(IRModule({"main": self.func}), seed=seed)
@@ -181,6 +208,7 @@ def tune_tasks(tasks: list, database, *, max_trials_global: int, num_trials_per_
     model = make_cost_model(cost_model, seed)
     report = TuningReport(tasks)
     start = time.perf_counter()
+    building = None
     try:
         contexts = [_TaskContext(task, database, runner, seed) for task in tasks]
         for ctx in contexts:
@@ -189,26 +217,20 @@ def tune_tasks(tasks: list, database, *, max_trials_global: int, num_trials_per_
         shares = _shares(tasks, budget, num_trials_per_iter)
         searches = {id(t): EvolutionarySearch(t, model, seed=seed + i, config=search_config)
                     for i, t in enumerate(tasks)}
-        progress = True
-        while progress:
-            progress = False
-            for ctx in contexts:
-                task = ctx.task
-                left = shares[id(task)]
-                if left <= 0:
-                    continue
-                batch = searches[id(task)].propose(min(num_trials_per_iter, left))
-                if not batch:
-                    shares[id(task)] = 0      # the space is exhausted
-                    continue
-                progress = True
-                shares[id(task)] -= len(batch)
-                ctx.measure(batch, builder, runner, database, model)
-                if on_progress is not None:
-                    report.seconds = time.perf_counter() - start
-                    on_progress(report)
+        batches = _batches(contexts, searches, shares, num_trials_per_iter)
+        current = next(batches, None)
+        while current is not None:
+            ctx, batch = current
+            building = _InBackground(builder.build, [BuildInput(c.mod, ctx.task.target) for c in batch])
+            current = next(batches, None)     # the next batch is searched while this one compiles
+            ctx.measure(batch, building.result(), runner, database, model)
+            if on_progress is not None:
+                report.seconds = time.perf_counter() - start
+                on_progress(report)
     except KeyboardInterrupt:
         report.interrupted = True
+        if building is not None:
+            building.join()           # the builder is idle again before it is closed
     finally:
         if own_builder:
             builder.close()
@@ -216,6 +238,56 @@ def tune_tasks(tasks: list, database, *, max_trials_global: int, num_trials_per_
             runner.close()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _batches(contexts: list, searches: dict, shares: dict, per_iter: int):
+    """The batches to measure, ``(context, candidates)``, a batch per task in turn while its
+    share lasts; a task whose space is exhausted drops out. A batch's candidates are pending
+    from then on: the search does not propose them again while they are measured."""
+    progress = True
+    while progress:
+        progress = False
+        for ctx in contexts:
+            task = ctx.task
+            left = shares[id(task)]
+            if left <= 0:
+                continue
+            batch = searches[id(task)].propose(min(per_iter, left))
+            if not batch:
+                shares[id(task)] = 0      # the space is exhausted
+                continue
+            progress = True
+            shares[id(task)] -= len(batch)
+            task.pending.update(c.shash for c in batch)
+            yield ctx, batch
+
+
+class _InBackground:
+    """``fn(*args)`` run on a thread; `result` waits for it (and raises what it raised).
+
+    Why a thread: building a batch is waiting on the builder's processes, and the search for
+    the next batch (Python, in this process) fills that wait. Measuring is never overlapped:
+    a kernel is timed with nothing else of the tuner running."""
+
+    def __init__(self, fn, *args) -> None:
+        self._value = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="tvms-tune-build", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller by `result`
+            self._error = err
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _shares(tasks: list, budget: int, per_iter: int) -> dict:
@@ -277,14 +349,17 @@ class _TaskContext:
                                                    task.target))
 
     def _run(self, built: list, runner) -> list:
-        inputs = [RunnerInput(b.artifact, self.task.target, self.args, self.expected) for b in built]
+        best = self.task.best_secs
+        stop = SLOW_FACTOR * best if best else None
+        inputs = [RunnerInput(b.artifact, self.task.target, self.args, self.expected, stop_above_s=stop)
+                  for b in built]
         return runner.run(inputs)
 
-    def measure(self, batch: list, builder, runner, database, model) -> None:
+    def measure(self, batch: list, built: list, runner, database, model) -> None:
+        """Time and check ``batch`` (its `BuildResult`s ``built``), keep the results."""
         from .database import TuningRecord
 
         task = self.task
-        built = builder.build([BuildInput(c.mod, task.target) for c in batch])
         ok = [i for i, b in enumerate(built) if b.artifact is not None]
         results = dict(zip(ok, self._run([built[i] for i in ok], runner)))
         feats, secs = [], []
@@ -296,6 +371,7 @@ class _TaskContext:
             elif not result.ok:
                 task.failures[result.error_kind] += 1
             mean = float(np.mean(run_secs)) if run_secs else None
+            task.pending.discard(cand.shash)
             task.measured[cand.shash] = mean
             task.trials += 1
             if mean is not None:

@@ -43,7 +43,7 @@ class FakeRunner:
     call of ``run``."""
 
     def __init__(self, interrupt_after=None):
-        self.calls, self.interrupt_after, self.timed = 0, interrupt_after, []
+        self.calls, self.interrupt_after, self.timed, self.stops = 0, interrupt_after, [], []
 
     def run(self, inputs):
         self.calls += 1
@@ -54,6 +54,7 @@ class FakeRunner:
             digest = hashlib.sha256(structural_hash(inp.artifact).encode()).digest()
             secs = 1e-3 if not inp.artifact.attrs.get("tvms.no_default_schedule") else 2e-4 + digest[0] * 1e-5
             self.timed.append(structural_hash(inp.artifact))
+            self.stops.append(inp.stop_above_s)
             out.append(RunnerResult(run_secs=[secs] * 3))
         return out
 
@@ -77,11 +78,12 @@ def records_of(work_dir) -> list:
 
 
 def test_the_search_is_deterministic_under_a_seed(tmp_path):
-    fake_tune(tmp_path / "a", 24, seed=3)
+    _, runner = fake_tune(tmp_path / "a", 24, seed=3)
     fake_tune(tmp_path / "b", 24, seed=3)
     fake_tune(tmp_path / "c", 24, seed=4)
     a, b, c = (records_of(tmp_path / d) for d in "abc")
     assert len(a) == 25                    # the default schedule, then 24 candidates
+    assert len(set(runner.timed)) == 25    # none timed twice (a batch is searched while the last builds)
     assert a == b
     assert [r[1]["trace"] for r in a] != [r[1]["trace"] for r in c]
     assert a[0][1]["trace"]["insts"] == []  # the default schedule is measured first
@@ -96,6 +98,13 @@ def test_a_second_run_continues_from_the_database_without_measuring_again(tmp_pa
     assert task.trials == 32 and len(records_of(tmp_path)) == 33
     best = min(r[1]["run_secs"][0] for r in records_of(tmp_path) if r[1]["trace"]["insts"])
     assert task.best_secs == pytest.approx(best)
+
+
+def test_candidates_far_behind_the_best_are_timed_once(tmp_path):
+    _, runner = fake_tune(tmp_path, 16)
+    assert runner.stops[0] is None                        # the default: nothing to compare with yet
+    assert runner.stops[1:9] == [pytest.approx(2e-3)] * 8  # twice the default's 1 ms
+    assert max(runner.stops[9:]) < 2e-3                     # twice the best of the first batch
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):

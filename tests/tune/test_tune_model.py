@@ -76,3 +76,19 @@ def test_a_mutation_changes_one_decision_and_keeps_the_tile_product():
         child.apply_to_schedule(replayed)          # every mutant replays
         assert json.dumps(replayed.trace.decisions, sort_keys=True) == json.dumps(child.decisions, sort_keys=True)
     assert seen == {"sample_perfect_tile", "sample_categorical"}
+
+
+def test_the_search_proposes_nothing_already_pending_or_measured():
+    """A batch is searched while the one before it is built (tune.tune_tasks): that one's
+    candidates are pending, and the same search, seeded alike, then proposes others."""
+    from tvmscript.compiler.meta_schedule.search import EvolutionarySearch, SearchConfig
+    from tvmscript.compiler.meta_schedule.tune import TuneTask
+
+    task = TuneTask("main", func(), "llvm")
+    config = SearchConfig(population_size=16, genetic_num_iters=2)
+    first = EvolutionarySearch(task, RandomModel(seed=0), seed=5, config=config).propose(8)
+    again = EvolutionarySearch(task, RandomModel(seed=0), seed=5, config=config).propose(8)
+    assert [c.shash for c in again] == [c.shash for c in first]      # deterministic, so:
+    task.pending.update(c.shash for c in first)
+    later = EvolutionarySearch(task, RandomModel(seed=0), seed=5, config=config).propose(8)
+    assert later and not {c.shash for c in later} & task.pending

@@ -254,6 +254,11 @@ def test_rounds_grow_until_they_last_min_repeat_ms():
     assert time_rounds(lambda n: 1.0 * n, number=2, repeat=2, min_repeat_ms=20) == [1.0, 1.0]
 
 
+def test_a_candidate_far_behind_is_timed_one_round():
+    assert time_rounds(lambda n: 0.03 * n, number=1, repeat=3, min_repeat_ms=20, stop_above_s=0.02) == [0.03]
+    assert time_rounds(lambda n: 0.03 * n, number=1, repeat=3, min_repeat_ms=20, stop_above_s=0.05) == [0.03] * 3
+
+
 def test_a_batch_sends_shared_arguments_to_the_worker_once():
     class Worker:
         generation = 1
