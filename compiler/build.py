@@ -62,28 +62,12 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
         raise NotImplementedError("build(params=...) is not supported: bind parameters into the module first")
     mod = _as_module(mod)
     target_name = target_name_of(target)
-    if relax_pipeline is not None and _has_high_level_ops(mod):
-        mod = _pipeline(relax_pipeline, target_name)(mod)
+    mod = kernels_as_built(mod, target_name, relax_pipeline)
     if tuning_db is not None:
         from .meta_schedule.apply import apply_database
 
         progress.report("applying the tuning database")
         mod = apply_database(mod, tuning_db, "llvm" if target is None else target)
-    # Kernels that only reshape become views of their input (compiler/transform/rewrite_reshape.py).
-    mod = RewriteDataflowReshape()(mod)
-    if target_name.split()[0] == "cuda":
-        # Functions that only launch kernels replay them as a CUDA graph (rewrite_cuda_graph.py).
-        mod = RewriteCUDAGraph()(mod)
-    else:
-        # The build's own pipeline: kernels read transposed weights in place instead of a
-        # transpose kernel copying them on every call (compiler/transform/read_transposed.py).
-        from .transform.read_transposed import read_transposed_in_place
-
-        progress.report("reading transposed operands in place")
-        mod = read_transposed_in_place(mod)
-        # Weights bound as constants: the kernels' schedule may choose their layout, and the
-        # build packs them into it once (compiler/prepack_constants.py).
-        mod = mark_layout_free(mod)
 
     prim_funcs = {}
     relax_funcs = {}
@@ -201,6 +185,30 @@ def _kernel_error(err: Exception, kernel: str, func: tir.PrimFunc, relax_funcs: 
 
 
 # ----------------------------------------------------------------------------- checks
+
+
+def kernels_as_built(mod: ir.IRModule, target_name: str, relax_pipeline="default") -> ir.IRModule:
+    """``mod`` as `build` compiles its kernels: through ``relax_pipeline`` if it still has
+    high-level ops, then the build's own rewrites for the target. Tuning extracts its tasks
+    from this form and a tuning database applies to it (`compiler.meta_schedule`), so that a
+    tuned kernel is the one the model calls, with the weights the model binds as constants
+    marked (the default CPU schedule then reads them packed, in tuning as in the model)."""
+    if relax_pipeline is not None and _has_high_level_ops(mod):
+        mod = _pipeline(relax_pipeline, target_name)(mod)
+    # Kernels that only reshape become views of their input (compiler/transform/rewrite_reshape.py).
+    mod = RewriteDataflowReshape()(mod)
+    if target_name.split()[0] == "cuda":
+        # Functions that only launch kernels replay them as a CUDA graph (rewrite_cuda_graph.py).
+        return RewriteCUDAGraph()(mod)
+    # The build's own pipeline: kernels read transposed weights in place instead of a
+    # transpose kernel copying them on every call (compiler/transform/read_transposed.py).
+    from .transform.read_transposed import read_transposed_in_place
+
+    progress.report("reading transposed operands in place")
+    mod = read_transposed_in_place(mod)
+    # Weights bound as constants: the kernels' schedule may choose their layout, and the
+    # build packs them into it once (compiler/prepack_constants.py).
+    return mark_layout_free(mod)
 
 
 def _has_high_level_ops(mod: ir.IRModule) -> bool:

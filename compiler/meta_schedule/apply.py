@@ -21,6 +21,8 @@ import os
 
 from tvmscript.ir import IRModule, tir
 
+from ..schedule_cpu.choices import CHOICES_ATTR
+
 __all__ = ["apply_database", "as_database", "TUNED_ATTRS"]
 
 TUNED_ATTRS = {"tvms.no_default_schedule": True, "tir.is_scheduled": True}
@@ -68,5 +70,6 @@ def _tuned(scheduled: tir.PrimFunc, original: tir.PrimFunc) -> tir.PrimFunc:
     attrs = {k: v for k, v in scheduled.attrs.items() if k != "global_symbol"}
     if "global_symbol" in (original.attrs or {}):
         attrs["global_symbol"] = original.attrs["global_symbol"]
-    attrs.update(TUNED_ATTRS)
+    if CHOICES_ATTR not in attrs:   # (the default schedule's picks: the build schedules it with them)
+        attrs.update(TUNED_ATTRS)
     return dataclasses.replace(scheduled, attrs=attrs, private=original.private, span=original.span)

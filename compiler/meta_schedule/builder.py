@@ -21,6 +21,10 @@ must be bound to GPU threads already and is compiled without DLight, which would
 time DLight's kernel in the candidate's name). Any other function gets its default schedule
 (the CPU's, or DLight's for one bound to no GPU thread): the baseline a tuner measures
 first, and the reference its candidates are checked against (`runner.reference_outputs`).
+Where a model binds a weight as a constant (the function's ``layout_free_buffers``), the
+default CPU schedule may read it packed: the artifact then says how to pack it
+(`CPUArtifact.pack`), and the runner packs the weight before the calls it times, as the
+model's build packs it once.
 """
 
 from __future__ import annotations
@@ -56,6 +60,21 @@ class CPUArtifact:
     target: object  # runtime.host_cpu.HostTarget
     parallel_runtime: str
     opt_level: int
+    packed: tuple = ()  # (parameter index, schedule_cpu.prepack.PackedLayout): weights it reads packed
+
+    def pack(self, args: list) -> list:
+        """``args`` with each weight the kernel reads packed (`packed`) packed into its layout,
+        as the build packs a model's bound weights once (`compiler.prepack_constants`)."""
+        if not self.packed:
+            return list(args)
+        import numpy as np
+
+        from ..prepack_constants import gather_index
+
+        out = list(args)
+        for index, layout in self.packed:
+            out[index] = np.ascontiguousarray(np.asarray(out[index])[gather_index(layout)])
+        return out
 
     def load(self):
         """The `runtime.kernel.Kernel`, linked into this process. The kernels' callbacks and
@@ -138,13 +157,11 @@ def _build_cpu(func, target: str, name: str, bounds_check: bool, as_scheduled: b
     options = cpu_build_options(target)
     module = build_cpu({name: func}, schedule=not as_scheduled, use_cache=False, bounds_check=bounds_check,
                        **options)
-    if module.packed_layouts.get(name):
-        raise ValueError(f"the default schedule of {name!r} packs its parameters: its kernel cannot be called on "
-                         "the plain arrays a tuner measures with")
     if not module.object_code:
         raise RuntimeError("LLVM produced no object code to hand to another process")
+    packed = tuple(sorted((module.packed_layouts.get(name) or {}).items()))
     return CPUArtifact(name, module.object_code, tuple(module.infos), module.target, module.parallel_runtime,
-                       module.opt_level)
+                       module.opt_level, packed)
 
 
 def _build_cuda(func, target: str, name: str, as_scheduled: bool) -> CUDAArtifact:

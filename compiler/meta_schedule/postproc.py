@@ -37,6 +37,7 @@ from ..schedule import LoopRV, Schedule, ScheduleError
 from ..schedule.common import blocks_under, const_value
 from ..schedule.trace import Trace
 from ..schedule.tree import stmt_children
+from ..schedule_cpu.choices import CHOICES_ATTR
 from ..verify_gpu_code import gpu_code_errors
 from .schedule_rules.analysis import (COOPERATIVE_FETCH, PARALLEL, THREAD_EXTENT_HIGH, THREAD_EXTENT_LOW,
                                       UNROLL_EXPLICIT, UNROLL_IMPLICIT, VECTORIZE, is_single_stmt, is_spatial,
@@ -521,12 +522,15 @@ def finish(sch: Schedule, target, postprocs=None) -> Optional[IRModule]:
     """Apply the postprocessors (default: `default_postprocs`) to the candidate ``sch``, in
     place, after an ``enter_postproc`` marker in its trace; the finished module, marked
     `NO_DEFAULT_SCHEDULE`, or None where one of them rejects the candidate (or a step of one
-    is illegal)."""
+    is illegal). A candidate of the default schedule's picks is finished as it is: the build
+    schedules it (`schedule_rules.DefaultScheduleChoices`)."""
     target = as_target(target)
     postprocs = default_postprocs(target) if postprocs is None else list(postprocs)
     for p in postprocs:
         p.initialize(target)
     sch.enter_postproc()
+    if _default_scheduled(sch.mod):
+        return sch.mod   # the build applies the default schedule with the candidate's picks
     for p in postprocs:
         try:
             if not p.apply(sch):
@@ -534,6 +538,13 @@ def finish(sch: Schedule, target, postprocs=None) -> Optional[IRModule]:
         except ScheduleError:
             return None
     return mark_scheduled(sch.mod)
+
+
+def _default_scheduled(mod: IRModule) -> bool:
+    """Whether every PrimFunc of ``mod`` carries the default schedule's picks
+    (`schedule_rules.DefaultScheduleChoices`): a candidate the build schedules."""
+    funcs = [f for f in mod.functions.values() if isinstance(f, tir.PrimFunc)]
+    return bool(funcs) and all(CHOICES_ATTR in (f.attrs or {}) for f in funcs)
 
 
 def strip_postprocs(trace: Trace) -> Trace:
@@ -553,4 +564,4 @@ def replay_finished(func_or_mod, trace) -> IRModule:
         trace = Trace.from_json(trace)
     sch = Schedule(as_module(func_or_mod))
     trace.apply_to_schedule(sch)
-    return mark_scheduled(sch.mod)
+    return sch.mod if _default_scheduled(sch.mod) else mark_scheduled(sch.mod)

@@ -352,7 +352,7 @@ def _measure(job: _Job, puts: dict) -> tuple:
     _STORE.update(puts)
     device = _device(job.target)
     kernel = device.load(job.artifact)
-    args = device.copy_in(_STORE[job.args])
+    args = device.copy_in(_packed(job.artifact, _STORE[job.args]))
     kernel(*args)
     expected = _STORE[job.expected]
     wrong = mismatch({i: device.to_host(args[i]) for i in expected}, expected, job.rtol, job.atol)
@@ -361,6 +361,12 @@ def _measure(job: _Job, puts: dict) -> tuple:
     call = device.raw_call(kernel, args)
     return "ok", time_rounds(lambda n: device.clock(call, n), job.number, job.repeat, job.min_repeat_ms,
                              job.stop_above_s)
+
+
+def _packed(artifact, args: list) -> list:
+    """``args`` with the weights ``artifact`` reads packed packed (`builder.CPUArtifact.pack`)."""
+    pack = getattr(artifact, "pack", None)
+    return pack(args) if pack is not None else args
 
 
 def _forget(tokens: list) -> None:
@@ -374,8 +380,9 @@ def _reference(inp: BuildInput, args: list, outputs: list) -> dict:
     from .builder import build_artifact
 
     device = _device(inp.target)
-    kernel = device.load(build_artifact(inp))
-    dev_args = device.copy_in(args)
+    artifact = build_artifact(inp)
+    kernel = device.load(artifact)
+    dev_args = device.copy_in(_packed(artifact, args))
     kernel(*dev_args)
     return {i: device.to_host(dev_args[i]) for i in outputs}
 

@@ -29,6 +29,7 @@ from tvmscript.ir import IRModule, tir
 
 from ..schedule import Schedule, ScheduleError
 from ..schedule.trace import TraceError
+from ..schedule_cpu.choices import CHOICES_ATTR
 from .schedule_rules import default_rules
 from .schedule_rules.analysis import SCHEDULE_RULE, has_block, post_order_blocks, prim_func_names
 from .schedule_rules.base import as_target
@@ -54,6 +55,8 @@ def generate_design_space(func_or_mod, target, rules=None, seed: int = 0) -> lis
     rules = default_rules(target) if rules is None else list(rules)
     for rule in rules:
         rule.initialize(target)
+    # (A function carrying the default schedule's picks, `DefaultScheduleChoices`, is the
+    # default schedule's to schedule: no other rule touches it.)
     sch = Schedule(mod, seed=seed)
     blocks = [sch.get_block(name, func_name) for func_name in prim_func_names(sch)
               for name in post_order_blocks(sch, func_name)]
@@ -67,7 +70,8 @@ def generate_design_space(func_or_mod, target, rules=None, seed: int = 0) -> lis
                 result.append(current)
                 continue
             block = todo.pop()
-            if not has_block(current, block) or SCHEDULE_RULE in current.get(block).annotations:
+            if not has_block(current, block) or SCHEDULE_RULE in current.get(block).annotations \
+                    or CHOICES_ATTR in (current.func(block.func_name).attrs or {}):
                 stack.append((current, todo))
                 continue
             for out in rule.apply(current, block):

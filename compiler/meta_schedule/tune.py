@@ -35,6 +35,7 @@ from tvmscript.ir.structural import structural_hash
 from ..schedule import Schedule, ScheduleError
 from ..schedule.sampling import compute_location_candidates
 from ..schedule.trace import Trace, TraceError
+from ..schedule_cpu.choices import CHOICES_ATTR
 from .cost_model import make_cost_model
 from .features import estimate_flops, extract_features
 from .measure import BuildInput, RunnerInput
@@ -122,7 +123,7 @@ class TuneTask:
         if mod is None:
             self.failures["postprocessor rejected"] += 1
             return None
-        func = mod["main"]
+        func = _as_built(mod["main"], self.target)
         return Candidate(decided, sch.trace, mod, structural_hash(func), extract_features(func))
 
     def compute_location_count(self, trace: Trace, index: int) -> Optional[int]:
@@ -137,6 +138,19 @@ class TuneTask:
             return None
         block = handles.get(id(trace.insts[index].arg("block")))
         return None if block is None else len(compute_location_candidates(sch, block))
+
+
+def _as_built(func: tir.PrimFunc, target: str) -> tir.PrimFunc:
+    """``func`` as the build will compile it: a candidate of the default schedule's picks
+    (`schedule_rules.DefaultScheduleChoices`) scheduled with them, so that two picks that make
+    the same kernel are one candidate and the cost model sees the loops that run."""
+    if CHOICES_ATTR not in (func.attrs or {}):
+        return func
+    from ..build_target import cpu_build_options
+    from ..schedule_cpu import default_schedule, scheduling_for
+
+    with scheduling_for(cpu_build_options(target)["target"]):
+        return default_schedule(func)
 
 
 @dataclasses.dataclass
@@ -164,16 +178,14 @@ def _ms(secs):
 
 def extract_tasks(mod: IRModule, target: str) -> list:
     """(name, PrimFunc, weight) of every PrimFunc ``tvms.compile`` would build of ``mod`` for
-    ``target``: a module with Relax functions goes through the pipeline it compiles with first
-    (legalization, fusion); the weight is how many times the Relax functions call it (1 for a
-    module of PrimFuncs alone)."""
-    from ..build import _has_high_level_ops
-    from ..transform import get_pipeline
+    ``target``, in the form it builds them (`build.kernels_as_built`: the pipeline, then the
+    build's rewrites, weights bound as constants marked layout-free); the weight is how many
+    times the Relax functions call it (1 for a module of PrimFuncs alone)."""
+    from ..build import kernels_as_built
+    from ..build_target import target_name_of
     from ..transform._common import is_call_tir, walk_relax
 
-    target_name = str(target).split()[0]
-    if _has_high_level_ops(mod):
-        mod = get_pipeline("default", target_name)(mod)
+    mod = kernels_as_built(mod, target_name_of(target))
     calls: dict = {}
     relax_funcs = [f for f in mod.functions.values() if isinstance(f, relax.Function)]
 
@@ -322,7 +334,7 @@ class _TaskContext:
     def _resume(self, record) -> None:
         """A record of an earlier run: measured already; its decisions seed the search."""
         task = self.task
-        secs = float(np.mean(record.run_secs)) if record.run_secs else None
+        secs = record.best_run_secs
         if not record.trace.insts:
             task.default_secs = secs
             return
@@ -344,7 +356,7 @@ class _TaskContext:
             return
         (built,) = builder.build([BuildInput(IRModule({"main": task.func}), task.target)])
         result = self._run([built], runner)[0] if built.artifact is not None else None
-        task.default_secs = float(np.mean(result.run_secs)) if result is not None and result.ok else None
+        task.default_secs = min(result.run_secs) if result is not None and result.ok else None
         database.commit_tuning_record(TuningRecord(Trace(), self.workload, result.run_secs if result else None,
                                                    task.target))
 
@@ -370,15 +382,15 @@ class _TaskContext:
                 task.failures["build"] += 1
             elif not result.ok:
                 task.failures[result.error_kind] += 1
-            mean = float(np.mean(run_secs)) if run_secs else None
+            best = min(run_secs) if run_secs else None   # ranked as `TuningRecord.best_run_secs`
             task.pending.discard(cand.shash)
-            task.measured[cand.shash] = mean
+            task.measured[cand.shash] = best
             task.trials += 1
-            if mean is not None:
-                task.records.append((mean, cand.trace))
+            if best is not None:
+                task.records.append((best, cand.trace))
             database.commit_tuning_record(TuningRecord(cand.record_trace, self.workload, run_secs, task.target))
             feats.append(cand.features)
-            secs.append(mean)
+            secs.append(best)
         model.update(task.key, feats, secs)
 
 

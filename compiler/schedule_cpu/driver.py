@@ -14,6 +14,7 @@ from .affine_indices import AffineSymbolicIndices
 from .analysis import only_blocks
 from .apply import apply_plan
 from .attention import flash_attention
+from .choices import applying
 from .balance import collapse_parallel
 from .block_edits import renamed_blocks
 from .dot_product import DotProduct, plan_dot_product
@@ -49,7 +50,8 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
     body = merge_contiguous_loops(body)
     body = fuse_row_stages(body)
-    with prepacking(func):  # weights bound as constants: packed by the build (`prepack`)
+    # Weights bound as constants: packed by the build (`prepack`); a tuner's picks (`choices`).
+    with prepacking(func), applying(func):
         body = collapse_parallel(schedule_nests(func, body))
         buffer_map, body, attrs = with_packed_params(func, body)
     packed = [buffer_map[func.params[i]] for i in attrs.get(PACKED_LAYOUTS_ATTR, {})]

@@ -37,6 +37,7 @@ from tvmscript.ir import tir
 
 from ..lower_tir import INTERLEAVE_ANN, VECTORIZE_ANN
 from .analysis import pick_tile
+from .choices import ROWS, TILE_SHAPE, choose
 from .host import VECTOR_REGISTERS_PER_TILE, packed_panel_bytes, parallel_threads, vector_bytes, vector_registers
 from .nest import Nest, extent_product
 from .packing import pack_reuse
@@ -217,17 +218,16 @@ def _pick_row_loop(spatial, vec, loads, packed, symbolic: bool = False):
     vector_reads = [st for _, st in loads if st.get(vec.iv.var, 0) == 1]
     if packed is not None:
         vector_reads.append(packed[1])
-    best = None
+    ranked = []
     for pos, lp in enumerate(spatial):
         if lp is vec or (lp.const_extent is None and not (symbolic and lp.shiftable)) \
                 or lp.const_extent is not None and lp.const_extent < 2:
             continue
         if packed is not None and packed[1].get(lp.iv.var, 0):
             continue
-        key = (all(not st.get(lp.iv.var, 0) for st in vector_reads), pos)
-        if best is None or key > best[0]:
-            best = (key, lp)
-    return best[1] if best else None
+        ranked.append(((all(not st.get(lp.iv.var, 0) for st in vector_reads), pos), lp))
+    ranked.sort(key=lambda kl: kl[0], reverse=True)
+    return choose(ROWS, [lp for _, lp in ranked]) if ranked else None   # the others: a tuner's (`choices`)
 
 
 def _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads):
@@ -261,11 +261,13 @@ def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False, shif
     loop's extent in vectors when its last tile is shifted anyway (not a whole number of
     vectors): then ``nv`` need not divide ``nvecs`` (the whole vectors in it)."""
     exact = _best_tile_shape(nvecs, row_extent, False, shift_vecs)
-    if not shift_rows:
-        return exact[1], exact[2]
-    shifted = _best_tile_shape(nvecs, row_extent, True, shift_vecs)
-    best = shifted if shifted[0][0] >= SHIFTED_ROWS_GAIN * exact[0][0] else exact
-    return best[1], best[2]
+    best = exact
+    if shift_rows:
+        shifted = _best_tile_shape(nvecs, row_extent, True, shift_vecs)
+        best = shifted if shifted[0][0] >= SHIFTED_ROWS_GAIN * exact[0][0] else exact
+    # The other shapes a tuner may pick instead (`choices`): any that fit the registers.
+    others = sorted(_tile_shapes(nvecs, row_extent, shift_rows, shift_vecs, vector_registers()), reverse=True)
+    return choose(TILE_SHAPE, [(best[1], best[2])] + [(nv, mr) for _, nv, mr in others if (nv, mr) != best[1:]])
 
 
 # A loop of constant extent whose vectors, the last shifted back, repeat less than this much
@@ -284,10 +286,15 @@ SHIFTED_ROWS_GAIN = 1.45
 def _best_tile_shape(nvecs: int, row_extent: int, shift_rows: bool, shift_vecs) -> tuple:
     """``(key, nv, mr)`` of the best tile (see `_pick_tile_shape`); ``key[0]``: the
     multiply-adds per step that are not repeated work."""
+    shapes = _tile_shapes(nvecs, row_extent, shift_rows, shift_vecs, vector_registers() * 3 // 4)
+    return max(shapes, key=lambda shape: shape[0], default=None)   # the first of equal keys
+
+
+def _tile_shapes(nvecs: int, row_extent: int, shift_rows: bool, shift_vecs, budget: int) -> list:
+    """``(key, nv, mr)`` of each tile of at most ``budget`` accumulators (see `_best_tile_shape`)."""
     registers = vector_registers()
-    budget = registers * 3 // 4
     nv_limit = VECTOR_REGISTERS_PER_TILE if row_extent <= 1 else 4
-    best = None
+    out = []
     for nv in range(1, min(nvecs, nv_limit) + 1):
         if nvecs % nv and shift_vecs is None:
             continue
@@ -299,9 +306,8 @@ def _best_tile_shape(nvecs: int, row_extent: int, shift_rows: bool, shift_vecs) 
                 continue
             covered = _covered(row_extent, mr) * _covered(shift_vecs or nvecs, nv)
             key = (round(nv * mr * covered, 6), round(covered, 6), -(nv + mr) / (nv * mr))  # then less repeated
-            if best is None or key > best[0]:
-                best = (key, nv, mr)
-    return best
+            out.append((key, nv, mr))
+    return out
 
 
 def _covered(extent, tile: int) -> float:

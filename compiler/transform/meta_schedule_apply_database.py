@@ -8,7 +8,9 @@ best on the target it was measured on) and the database from ``work_dir`` or els
     with tvms.target.Target("llvm"):
         mod = relax.transform.MetaScheduleApplyDatabase(work_dir="tuning")(mod)
 
-The tuning machinery is imported when the pass runs, not with `compiler.transform`.
+The module is first put in the form the build compiles its kernels in (`build.kernels_as_built`:
+weights the model binds marked, transposed reads rewritten), the form `tvms tune` tuned. The
+tuning machinery is imported when the pass runs, not with `compiler.transform`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class MetaScheduleApplyDatabase:
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
         from tvmscript.target import Target
 
+        from ..build import kernels_as_built
+        from ..build_target import target_name_of
         from ..meta_schedule.apply import apply_database
         from ..meta_schedule.database import Database
 
@@ -51,7 +55,10 @@ class MetaScheduleApplyDatabase:
             if database is None:
                 raise ValueError("MetaScheduleApplyDatabase needs a database: give it work_dir=, database=, or run "
                                  "it inside `with database:`")
-        out = apply_database(mod, database, target)
+        built = kernels_as_built(mod, target_name_of(target), relax_pipeline=None)
+        out = apply_database(built, database, target)
+        if out is built:
+            out = mod   # nothing tuned: the module as it came
         if self.enable_warning:
             for gv, func in out.functions.items():
                 if isinstance(func, tir.PrimFunc) and mod[gv] is func:

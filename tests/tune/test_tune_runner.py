@@ -328,6 +328,37 @@ def test_reference_outputs_runs_the_default_schedule_in_its_own_worker():
     np.testing.assert_array_equal(reference_outputs(double, "llvm", args)[1], args[0] * 2)
 
 
+BOUND_WEIGHT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((64, 256), "float32"), w: R.Tensor((256, 128), "float32")):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            R.output(y)
+        return y
+'''
+
+
+def test_a_weight_the_model_binds_is_measured_packed_as_the_model_runs_it(runner):
+    """The model binds ``w``: its kernel, as the build sees it, reads ``w`` packed once
+    (layout_free_buffers), and is measured that way: the artifact says how to pack it, the
+    runner packs the plain array before the check and the timing."""
+    from tvmscript.compiler.meta_schedule.tune import extract_tasks
+
+    w = np.random.default_rng(0).standard_normal((256, 128)).astype("float32")
+    mod = tvms.relax.transform.BindParams("main", {"w": tvms.nd.array(w)})(tvms.parse(BOUND_WEIGHT))
+    ((_, f, _),) = extract_tasks(mod, "llvm")
+    assert list(f.attrs["layout_free_buffers"]) == [1]
+    artifact = build_artifact(BuildInput(tvms.IRModule({"main": f}), "llvm"))
+    assert [index for index, _ in artifact.packed] == [1]
+    args = random_args(arg_infos_of(f), 0)
+    expected = reference_outputs(f, "llvm", args, runner=runner)
+    np.testing.assert_allclose(expected[2], args[0] @ args[1], rtol=1e-4, atol=1e-4)
+    (result,) = runner.run([RunnerInput(artifact, "llvm", args, expected)])
+    assert result.ok, result.error
+
+
 def test_throughput_of_small_matmul_candidates(builder, runner, matmul_task, capsys):
     """Build and time 16 matmul candidates (64x64x64), the default 3 rounds of 20 ms each."""
     func, args, expected = matmul_task

@@ -12,12 +12,13 @@ from .auto_bind import AutoBind
 from .auto_inline import AutoInline
 from .base import ScheduleRule, as_target, is_gpu
 from .cross_thread_reduction import CrossThreadReduction
+from .default_schedule_choices import DefaultScheduleChoices
 from .multi_level_tiling import MultiLevelTiling, ReuseConfig
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 
 __all__ = ["ScheduleRule", "AutoInline", "MultiLevelTiling", "ReuseConfig", "ParallelVectorizeUnroll",
-           "RandomComputeLocation", "CrossThreadReduction", "AutoBind", "default_rules"]
+           "RandomComputeLocation", "CrossThreadReduction", "AutoBind", "DefaultScheduleChoices", "default_rules"]
 
 
 def default_rules(target) -> list:
@@ -43,6 +44,7 @@ def default_rules(target) -> list:
         ]
     as_target(target)  # an unknown target is an error here, not at the first apply
     return [
+        DefaultScheduleChoices(),   # tvms's own: the default schedule, its picks sampled (first: on the whole function)
         AutoInline(into_producer=False, into_consumer=True, inline_const_tensor=True, disallow_if_then_else=True,
                    require_injective=True, require_ordered=True, disallow_op=["tir.exp"]),
         MultiLevelTiling(structure="SSRSRS", tile_binds=None, max_innermost_factor=64, vector_load_lens=None,

@@ -1,0 +1,70 @@
+"""`DefaultScheduleChoices`: tvms's default CPU schedule as a design space of its own, its
+heuristic picks sampled (no TVM counterpart: TVM's CPU default is no schedule at all).
+
+Why: the default schedule (`compiler.schedule_cpu`) is the candidate to beat, and it is hand
+made: register tiles, packed panels, prefetches, which the rules' generic tilings do not reach.
+Its heuristics pick a register tile's shape and the loop its rows run along
+(`compiler.schedule_cpu.choices`); the best pick differs by shape and machine, so the rule
+makes those picks ``sample_categorical`` decisions (option 0: the heuristic's), and the search
+mutates them like any tile size. The schedule rules after it leave the function alone
+(`space.generate_design_space` skips a function carrying choices).
+
+The decisions reach the function through the traced primitive ``choose_cpu_schedule``, which
+records them as the function's `CHOICES_ATTR`: a build (the tuner's, or ``tvms.compile``'s
+with the database) applies the default schedule with them, in its own context.
+"""
+
+from __future__ import annotations
+
+from ...schedule import BlockRV, Schedule
+from ...schedule.state import primitive
+from ...schedule_cpu.choices import CHOICES_ATTR, KINDS, choice_points, with_choices
+from .analysis import is_root_block
+from .base import ScheduleRule, as_target, fork, is_gpu
+
+__all__ = ["DefaultScheduleChoices"]
+
+_SCHEDULED_ATTRS = ("tvms.default_scheduled", "tvms.no_default_schedule", "tir.is_scheduled")
+
+
+class DefaultScheduleChoices(ScheduleRule):
+    """At a CPU function's root block: ``[sch, the same with the default schedule's choices
+    sampled]`` when the default schedule meets a choice point with more than one option."""
+
+    def __init__(self) -> None:
+        self.target = None
+
+    def initialize(self, target) -> None:
+        self.target = None if is_gpu(target) else as_target(target)
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list:
+        if self.target is None or not is_root_block(sch, block):
+            return [sch]
+        func = sch.func(block.func_name)
+        if any((func.attrs or {}).get(k) for k in (CHOICES_ATTR,) + _SCHEDULED_ATTRS):
+            return [sch]
+        points = _choice_points_for(func, self.target)
+        if not any(n > 1 for counts in points.values() for n in counts):
+            return [sch]
+        alt = fork(sch)
+        picks = [[kind, [alt.sample_categorical(list(range(n)), [1.0 / n] * n) for n in points[kind]]]
+                 for kind in KINDS]
+        alt.choose_cpu_schedule(picks, func_name=block.func_name)
+        return [sch, alt]
+
+
+def _choice_points_for(func, target) -> dict:
+    """`choice_points` of ``func`` as the CPU build for ``target`` schedules it."""
+    from ...build_target import cpu_build_options
+    from ...schedule_cpu import scheduling_for
+
+    with scheduling_for(cpu_build_options(str(target))["target"]):
+        return choice_points(func)
+
+
+@primitive
+def choose_cpu_schedule(sch: Schedule, choices: list, func_name: str = "main") -> None:
+    """Record ``choices`` (``[[kind, [option index, ...]], ...]``: a list, so that a trace
+    replays the sampled indices in it) as the default schedule's picks for function
+    ``func_name`` (`compiler.schedule_cpu.choices`)."""
+    sch.replace_func(func_name, with_choices(sch.func(func_name), {str(k): list(v) for k, v in choices}))

@@ -1,0 +1,114 @@
+"""The default schedule's choices, made by a tuner instead of its heuristics.
+
+Why: the rules pick a register tile's shape and the loop its rows run along by heuristics that
+are right on average (`register_tile._pick_tile_shape`, `_pick_row_loop`). For one shape on one
+machine another pick is often faster: resnet18's first 3x3 convolution ran 0.80 ms with a tile
+of 2 vectors x 14 rows against 0.90 ms with the 4 x 4 the heuristic picks. The tuner
+(`compiler.meta_schedule`, rule `DefaultScheduleChoices`) samples these picks and measures
+them, and its best ones are applied by every later build of the function.
+
+How: each place where a rule picks is a *choice point* of a kind (`TILE_SHAPE`, `ROWS`),
+``choose(kind, options)``, whose ``options[0]`` is the heuristic's pick. A function whose
+attribute `CHOICES_ATTR` holds ``{kind: [index, ...]}`` is scheduled with the n-th point of
+each kind met (the rules meet them in a fixed order) taking ``options[index[n]]``; an index out
+of range (another target offers fewer options) keeps the heuristic's. `choice_points` runs the
+schedule to list the points and their options. The choices live on the function, not in the
+schedule, so that a build applies them in its own context (its target's registers, the
+weights it packs at compile time), as it applies the heuristics."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator, Optional
+
+from tvmscript.ir import tir
+
+__all__ = ["CHOICES_ATTR", "TILE_SHAPE", "ROWS", "KINDS", "choose", "choice_points", "choices_of", "with_choices"]
+
+CHOICES_ATTR = "tvms.cpu_schedule_choices"
+TILE_SHAPE = "tile_shape"  # a register tile's (vectors per row, rows)
+ROWS = "rows"  # the loop a register tile's rows run along
+KINDS = (TILE_SHAPE, ROWS)
+MAX_OPTIONS = 12  # options kept per point, the heuristic's best first
+
+
+class _Choices:
+    """The choices of one scheduling: the decisions by kind (None: record the options)."""
+
+    def __init__(self, decisions: Optional[dict]) -> None:
+        self.decisions = decisions
+        self.met = {kind: 0 for kind in KINDS}
+        self.options: dict = {kind: [] for kind in KINDS}   # recorded: per point, its option count
+
+
+_active: ContextVar[Optional[_Choices]] = ContextVar("tvms_cpu_schedule_choices", default=None)
+
+
+def choose(kind: str, options: list):
+    """The option taken at this choice point: ``options[0]`` (the heuristic's pick) unless a
+    function's choices say otherwise (see the module docstring)."""
+    options = options[:MAX_OPTIONS]
+    active = _active.get()
+    if active is None:
+        return options[0]
+    n = active.met[kind]
+    active.met[kind] = n + 1
+    if active.decisions is None:
+        active.options[kind].append(len(options))
+        return options[0]
+    picks = active.decisions.get(kind, ())
+    index = picks[n] if n < len(picks) else 0
+    return options[index] if 0 <= index < len(options) else options[0]
+
+
+@contextmanager
+def _choosing(decisions: Optional[dict]) -> Iterator[_Choices]:
+    token = _active.set(_Choices(decisions))
+    try:
+        yield _active.get()
+    finally:
+        _active.reset(token)
+
+
+def choices_of(func: tir.PrimFunc) -> Optional[dict]:
+    """The function's `CHOICES_ATTR` as ``{kind: [index, ...]}``, or None. The attribute is
+    kept as ``[[kind, [index, ...]], ...]`` (what a schedule's trace and TVMScript hold)."""
+    value = (func.attrs or {}).get(CHOICES_ATTR)
+    if value is None:
+        return None
+    return {str(kind): [int(i) for i in picks] for kind, picks in value}
+
+
+def with_choices(func: tir.PrimFunc, decisions: dict) -> tir.PrimFunc:
+    """``func`` carrying ``decisions`` (``{kind: [index, ...]}``) for its default schedule."""
+    attrs = dict(func.attrs or {})
+    attrs[CHOICES_ATTR] = [[kind, [int(i) for i in decisions[kind]]] for kind in KINDS if kind in decisions]
+    return tir.PrimFunc(func.params, func.buffer_map, func.body, func.ret_type, attrs, func.private, func.span,
+                        func.comments)
+
+
+@contextmanager
+def applying(func: tir.PrimFunc) -> Iterator[None]:
+    """While scheduling ``func``: its choices (if it carries any) are the ones taken."""
+    decisions = choices_of(func)
+    if decisions is None:
+        yield
+        return
+    with _choosing(decisions):
+        yield
+
+
+def choice_points(func: tir.PrimFunc) -> dict:
+    """``{kind: [options at each point, ...]}``: the choice points the default schedule meets
+    scheduling ``func`` (for this machine), in order; empty lists where it meets none."""
+    from .driver import default_schedule
+
+    plain = func
+    if CHOICES_ATTR in (func.attrs or {}):
+        attrs = {k: v for k, v in func.attrs.items() if k != CHOICES_ATTR}
+        plain = tir.PrimFunc(func.params, func.buffer_map, func.body, func.ret_type, attrs, func.private, func.span,
+                             func.comments)
+    with _choosing(None) as recorder:
+        default_schedule(plain)
+    return recorder.options
