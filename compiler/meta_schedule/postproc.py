@@ -210,10 +210,11 @@ def _max_fusible(sch: Schedule, block, fors: list) -> int:
     return best
 
 
-def _rewritable(lp: tir.For) -> bool:
-    """A loop the rewrite may fuse into a parallel or vector loop: serial, unannotated,
-    spatial, of constant extent, with one statement in its body."""
-    return lp.kind == "serial" and not lp.annotations and loop_iter_type(lp) == "S" and is_single_stmt(lp.body) \
+def _rewritable(lp: tir.For, kind: str) -> bool:
+    """A loop (of iterator type ``kind``, `loop_iter_type`) the rewrite may fuse into a parallel
+    or vector loop: serial, unannotated, spatial, of constant extent, with one statement in its
+    body."""
+    return lp.kind == "serial" and not lp.annotations and kind == "S" and is_single_stmt(lp.body) \
         and loop_extent(lp) is not None
 
 
@@ -241,7 +242,7 @@ def _parallel_vectorize_plan(sch: Schedule, block, loops: list, max_parallel: in
     if max_vectorize != -1:
         n_vec, product = 0, 1
         for lp, kind in zip(reversed(fors), reversed(kinds)):
-            if kind != "S" or n_vec >= max_fusible or not _rewritable(lp):
+            if kind != "S" or n_vec >= max_fusible or not _rewritable(lp, kind):
                 break
             if product * loop_extent(lp) > max_vectorize:
                 break
@@ -249,7 +250,7 @@ def _parallel_vectorize_plan(sch: Schedule, block, loops: list, max_parallel: in
             n_vec += 1
         n_vec = -1 if product == 1 else n_vec
     if n_par != -1 and n_vec != -1:
-        if sum(map(_rewritable, fors)) == n and max_fusible == n:
+        if sum(map(_rewritable, fors, kinds)) == n and max_fusible == n:
             return n, n
         n_par = min(n_par, n - n_vec)
     return n_par, n_vec

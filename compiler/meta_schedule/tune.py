@@ -82,6 +82,7 @@ class TuneTask:
         self.failures: Counter = Counter()   # why candidates were discarded (search and measurement)
         self.pending: set = set()     # structural hashes of candidates being built or measured
         self._replays: OrderedDict = OrderedDict()  # decisions (JSON) -> Candidate or None, latest last
+        self._scheduled_picks: dict = {}   # the default schedule's picks -> (hash, features) of its kernel
 
     @property
     def best_secs(self) -> Optional[float]:
@@ -123,7 +124,16 @@ class TuneTask:
         if mod is None:
             self.failures["postprocessor rejected"] += 1
             return None
-        func = _as_built(mod["main"], self.target)
+        func = mod["main"]
+        picks = func.attrs.get(CHOICES_ATTR)
+        if picks is not None:
+            # The default schedule's picks: described as the build will schedule them (once
+            # per picks: the same picks come back from every mutation that keeps them).
+            key = repr(picks)
+            if key not in self._scheduled_picks:
+                built = _as_built(func, self.target)
+                self._scheduled_picks[key] = (structural_hash(built), extract_features(built))
+            return Candidate(decided, sch.trace, mod, *self._scheduled_picks[key])
         return Candidate(decided, sch.trace, mod, structural_hash(func), extract_features(func))
 
     def compute_location_count(self, trace: Trace, index: int) -> Optional[int]:
@@ -141,11 +151,10 @@ class TuneTask:
 
 
 def _as_built(func: tir.PrimFunc, target: str) -> tir.PrimFunc:
-    """``func`` as the build will compile it: a candidate of the default schedule's picks
-    (`schedule_rules.DefaultScheduleChoices`) scheduled with them, so that two picks that make
-    the same kernel are one candidate and the cost model sees the loops that run."""
-    if CHOICES_ATTR not in (func.attrs or {}):
-        return func
+    """``func``, a candidate of the default schedule's picks
+    (`schedule_rules.DefaultScheduleChoices`), as the build will compile it: scheduled with
+    them, so that two picks that make the same kernel are one candidate and the cost model
+    sees the loops that run."""
     from ..build_target import cpu_build_options
     from ..schedule_cpu import default_schedule, scheduling_for
 
