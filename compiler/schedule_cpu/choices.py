@@ -14,7 +14,9 @@ each kind met (the rules meet them in a fixed order) taking ``options[index[n]]`
 of range (another target offers fewer options) keeps the heuristic's. `choice_points` runs the
 schedule to list the points and their options. The choices live on the function, not in the
 schedule, so that a build applies them in its own context (its target's registers, the
-weights it packs at compile time), as it applies the heuristics."""
+weights it packs at compile time), as it applies the heuristics; a tuner's trace records them
+with the schedule primitive ``choose_cpu_schedule`` (a method of `Schedule` once this module
+is imported)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,11 @@ from typing import Iterator, Optional
 
 from tvmscript.ir import tir
 
-__all__ = ["CHOICES_ATTR", "TILE_SHAPE", "ROWS", "KINDS", "choose", "choice_points", "choices_of", "with_choices"]
+from ..schedule import Schedule
+from ..schedule.state import primitive
+
+__all__ = ["CHOICES_ATTR", "TILE_SHAPE", "ROWS", "KINDS", "choose", "choice_points", "choices_of", "with_choices",
+           "choose_cpu_schedule"]
 
 CHOICES_ATTR = "tvms.cpu_schedule_choices"
 TILE_SHAPE = "tile_shape"  # a register tile's (vectors per row, rows)
@@ -112,3 +118,19 @@ def choice_points(func: tir.PrimFunc) -> dict:
     with _choosing(None) as recorder:
         default_schedule(plain)
     return recorder.options
+
+
+@primitive
+def choose_cpu_schedule(sch: Schedule, choices: list, func_name: str = "main") -> None:
+    """Record ``choices`` (``[[kind, [option index, ...]], ...]``: a list, so that a trace
+    replays the sampled indices in it) as the default schedule's picks for function
+    ``func_name``."""
+    sch.replace_func(func_name, with_choices(sch.func(func_name), {str(k): list(v) for k, v in choices}))
+
+
+def check_choices(choices) -> None:
+    """ValueError unless ``choices`` (a ``choose_cpu_schedule`` argument read from a file) is
+    ``[[kind, [index, ...]], ...]`` of known kinds."""
+    if not isinstance(choices, list) or not all(
+            isinstance(c, list) and len(c) == 2 and c[0] in KINDS and isinstance(c[1], list) for c in choices):
+        raise ValueError(f"not the default schedule's picks: {str(choices)[:80]}")

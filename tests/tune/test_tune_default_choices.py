@@ -10,6 +10,9 @@ as the picks, with the function left to the default schedule."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -112,3 +115,13 @@ def test_a_record_of_picks_applies_as_picks(tmp_path, conv):
     assert applied.attrs[CHOICES_ATTR] == cand.func("main").attrs[CHOICES_ATTR]
     assert not any(k in applied.attrs for k in TUNED_ATTRS)
     run_conv(applied)
+    # Read back from disk by a process that never imported the schedule rules (`tvms run
+    # --tuned`): the record is valid there too, its primitive known.
+    (tmp_path / "conv.tvms").write_text(CONV)
+    code = ("import sys, tvmscript as tvms; from tvmscript.compiler.meta_schedule.apply import apply_database; "
+            "f = tvms.parse(open(sys.argv[1]).read()); "
+            "print(apply_database(tvms.IRModule({'main': f}), sys.argv[2], 'llvm')['main'].attrs.get(sys.argv[3]))")
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code, str(tmp_path / "conv.tvms"), str(tmp_path),
+                          CHOICES_ATTR], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(cand.func("main").attrs[CHOICES_ATTR])

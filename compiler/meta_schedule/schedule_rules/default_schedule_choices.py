@@ -9,16 +9,15 @@ makes those picks ``sample_categorical`` decisions (option 0: the heuristic's), 
 mutates them like any tile size. The schedule rules after it leave the function alone
 (`space.generate_design_space` skips a function carrying choices).
 
-The decisions reach the function through the traced primitive ``choose_cpu_schedule``, which
-records them as the function's `CHOICES_ATTR`: a build (the tuner's, or ``tvms.compile``'s
+The decisions reach the function through the traced primitive ``choose_cpu_schedule``
+(`compiler.schedule_cpu.choices`), which records them as the function's `CHOICES_ATTR`: a build (the tuner's, or ``tvms.compile``'s
 with the database) applies the default schedule with them, in its own context.
 """
 
 from __future__ import annotations
 
 from ...schedule import BlockRV, Schedule
-from ...schedule.state import primitive
-from ...schedule_cpu.choices import CHOICES_ATTR, KINDS, choice_points, with_choices
+from ...schedule_cpu.choices import CHOICES_ATTR, KINDS, choice_points
 from .analysis import is_root_block
 from .base import ScheduleRule, as_target, fork, is_gpu
 
@@ -60,11 +59,3 @@ def _choice_points_for(func, target) -> dict:
 
     with scheduling_for(cpu_build_options(str(target))["target"]):
         return choice_points(func)
-
-
-@primitive
-def choose_cpu_schedule(sch: Schedule, choices: list, func_name: str = "main") -> None:
-    """Record ``choices`` (``[[kind, [option index, ...]], ...]``: a list, so that a trace
-    replays the sampled indices in it) as the default schedule's picks for function
-    ``func_name`` (`compiler.schedule_cpu.choices`)."""
-    sch.replace_func(func_name, with_choices(sch.func(func_name), {str(k): list(v) for k, v in choices}))
