@@ -312,18 +312,16 @@ class _InBackground:
 
 
 def _shares(tasks: list, budget: int, per_iter: int) -> dict:
-    """Trials per task: ``budget`` divided in proportion to weight x default time (a task
-    whose default failed to run gets the mean share), at least one batch each while the
-    budget lasts."""
+    """Trials per task, ``budget`` in all: each task one batch (while the budget lasts), and
+    the rest divided in proportion to weight x default time (a task whose default failed to
+    run gets the mean share)."""
     times = [t.weight * (t.default_secs or 0.0) for t in tasks]
     mean = (sum(times) / len([x for x in times if x])) if any(times) else 1.0
     times = [x or mean for x in times]
     total = sum(times) or 1.0
-    shares = {id(t): int(budget * x / total) for t, x in zip(tasks, times)}
     floor = min(per_iter, budget // max(1, len(tasks)))
-    for t in tasks:
-        shares[id(t)] = max(shares[id(t)], floor)
-    return shares
+    rest = budget - floor * len(tasks)
+    return {id(t): floor + int(rest * x / total) for t, x in zip(tasks, times)}
 
 
 class _TaskContext:

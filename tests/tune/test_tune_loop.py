@@ -188,3 +188,19 @@ def test_tvms_names_as_tvm_spells_them(tmp_path):
     with tvms.target.Target("llvm"):
         tuned = relax.transform.MetaScheduleApplyDatabase(str(tmp_path))(mod)
     assert tuned["main"].attrs.get("tvms.no_default_schedule")      # the fake runner made a candidate best
+
+
+def test_trials_are_shared_by_time_within_the_budget():
+    """Each task one batch, the rest by weight x default time; never more than the budget
+    (`tvms tune --trials 48` on a 2-kernel model measured 68 before)."""
+    from types import SimpleNamespace
+
+    from tvmscript.compiler.meta_schedule.tune import _shares
+
+    tasks = [SimpleNamespace(weight=1.0, default_secs=8e-3), SimpleNamespace(weight=2.0, default_secs=1e-3),
+             SimpleNamespace(weight=1.0, default_secs=None)]
+    for budget, per_iter in ((48, 32), (1000, 32), (5, 32), (0, 8)):
+        shares = [_shares(tasks, budget, per_iter)[id(t)] for t in tasks]
+        assert sum(shares) <= budget and min(shares) >= min(per_iter, budget // 3)
+    shares = [_shares(tasks, 1000, 32)[id(t)] for t in tasks]
+    assert shares[0] > shares[2] > shares[1]     # 8 ms, then the mean of the others (5 ms), then 2 ms
