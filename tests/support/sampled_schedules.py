@@ -27,6 +27,30 @@ def matmul_src(m: int, n: int, k: int) -> str:
 
 MATMUL = matmul_src(128, 96, 64)
 
+CONV2D_TEMPLATE = '''
+@T.prim_func
+def main(X: T.Buffer((1, {c}, {s}, {s}), "float32"), W: T.Buffer(({f}, {c}, 3, 3), "float32"),
+         Y: T.Buffer((1, {f}, {s}, {s}), "float32")):
+    pad = T.alloc_buffer((1, {c}, {p}, {p}))
+    for n, c, h, w in T.grid(1, {c}, {p}, {p}):
+        with T.block("pad"):
+            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
+            pad[vn, vc, vh, vw] = T.if_then_else(1 <= vh and vh < {end} and 1 <= vw and vw < {end},
+                                                 X[vn, vc, vh - 1, vw - 1], T.float32(0))
+    for n, f, y, x, c, ry, rx in T.grid(1, {f}, {s}, {s}, {c}, 3, 3):
+        with T.block("conv"):
+            vn, vf, vy, vx, vc, vry, vrx = T.axis.remap("SSSSRRR", [n, f, y, x, c, ry, rx])
+            with T.init():
+                Y[vn, vf, vy, vx] = T.float32(0)
+            Y[vn, vf, vy, vx] = Y[vn, vf, vy, vx] + pad[vn, vc, vy + vry, vx + vrx] * W[vf, vc, vry, vrx]
+'''
+
+
+def conv2d_src(channels: int, filters: int, size: int) -> str:
+    """A plain 3x3 convolution of padding 1 over a ``size`` x ``size`` image, its padding a
+    stage of its own (as legalization writes it), ``main``."""
+    return CONV2D_TEMPLATE.format(c=channels, f=filters, s=size, p=size + 2, end=size + 1)
+
 
 def func(src: str = MATMUL):
     parsed = tvms.parse(src)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
-from support.sampled_schedules import func, matmul_src
+from support.sampled_schedules import conv2d_src, func, matmul_src
 from tvmscript.compiler.meta_schedule.apply import TUNED_ATTRS, apply_database
 from tvmscript.compiler.meta_schedule.database import JSONDatabase, TuningRecord
 from tvmscript.compiler.meta_schedule.postproc import finish
@@ -26,23 +26,7 @@ from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.compiler.schedule_cpu.choices import CHOICES_ATTR, ROWS, TILE_SHAPE, choice_points, with_choices
 from tvmscript.ir.structural import structural_equal, structural_hash
 
-CONV = '''
-@T.prim_func
-def main(x: T.Buffer((1, 64, 56, 56), "float32"), w: T.Buffer((64, 64, 3, 3), "float32"),
-         y: T.Buffer((1, 64, 56, 56), "float32")):
-    pad = T.alloc_buffer((1, 64, 58, 58))
-    for n, c, h, v in T.grid(1, 64, 58, 58):
-        with T.block("pad"):
-            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, v])
-            pad[vn, vc, vh, vw] = T.if_then_else(1 <= vh and vh < 57 and 1 <= vw and vw < 57,
-                                                 x[vn, vc, vh - 1, vw - 1], T.float32(0))
-    for n, f, yy, xx, rc, ry, rx in T.grid(1, 64, 56, 56, 64, 3, 3):
-        with T.block("conv"):
-            vn, vf, vy, vx, vc, vry, vrx = T.axis.remap("SSSSRRR", [n, f, yy, xx, rc, ry, rx])
-            with T.init():
-                y[vn, vf, vy, vx] = T.float32(0)
-            y[vn, vf, vy, vx] = y[vn, vf, vy, vx] + pad[vn, vc, vy + vry, vx + vrx] * w[vf, vc, vry, vrx]
-'''
+CONV = conv2d_src(64, 64, 56)
 
 
 @pytest.fixture(scope="module")

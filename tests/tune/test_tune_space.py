@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 import tvmscript as tvms
-from support.sampled_schedules import matmul_src
+from support.sampled_schedules import conv2d_src, matmul_src
 from tvmscript.compiler.meta_schedule.postproc import (
     ENTER_POSTPROC, NO_DEFAULT_SCHEDULE, RewriteParallelVectorizeUnroll, finish, mark_scheduled, replay_finished,
     strip_postprocs)
@@ -58,23 +58,7 @@ def main(A: T.Buffer((4, 32, 64), "float32"), B: T.Buffer((4, 64, 48), "float32"
             C[vb, vi, vj] = C[vb, vi, vj] + A[vb, vi, vk] * B[vb, vk, vj]
 '''
 
-CONV2D = '''
-@T.prim_func
-def main(X: T.Buffer((1, 4, 12, 12), "float32"), W: T.Buffer((8, 4, 3, 3), "float32"),
-         Y: T.Buffer((1, 8, 12, 12), "float32")):
-    pad = T.alloc_buffer((1, 4, 14, 14))
-    for n, c, h, w in T.grid(1, 4, 14, 14):
-        with T.block("pad"):
-            vn, vc, vh, vw = T.axis.remap("SSSS", [n, c, h, w])
-            pad[vn, vc, vh, vw] = T.if_then_else(1 <= vh and vh < 13 and 1 <= vw and vw < 13,
-                                                 X[vn, vc, vh - 1, vw - 1], T.float32(0))
-    for n, f, y, x, c, ry, rx in T.grid(1, 8, 12, 12, 4, 3, 3):
-        with T.block("conv"):
-            vn, vf, vy, vx, vc, vry, vrx = T.axis.remap("SSSSRRR", [n, f, y, x, c, ry, rx])
-            with T.init():
-                Y[vn, vf, vy, vx] = T.float32(0)
-            Y[vn, vf, vy, vx] = Y[vn, vf, vy, vx] + pad[vn, vc, vy + vry, vx + vrx] * W[vf, vc, vry, vrx]
-'''
+CONV2D = conv2d_src(4, 8, 12)
 
 
 def softmax_src(rows: int, cols: int) -> str:
