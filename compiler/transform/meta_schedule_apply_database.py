@@ -57,14 +57,14 @@ class MetaScheduleApplyDatabase:
                                  "it inside `with database:`")
         built = kernels_as_built(mod, target_name_of(target), relax_pipeline=None)
         out = apply_database(built, database, target)
-        if out is built:
-            out = mod   # nothing tuned: the module as it came
         if self.enable_warning:
+            # (Untuned: a function `apply_database` left as the build's form has it. `mod` may
+            # not hold it: the build's rewrites make new kernels, transposed reads.)
             for gv, func in out.functions.items():
-                if isinstance(func, tir.PrimFunc) and mod[gv] is func:
+                if isinstance(func, tir.PrimFunc) and built[gv] is func:
                     warnings.warn(f"MetaScheduleApplyDatabase: no tuning record of '{gv.name_hint}' for {target}; "
                                   "it keeps the default schedule", stacklevel=2)
-        return out
+        return mod if out is built else out   # nothing tuned: the module as it came
 
     def __repr__(self) -> str:
         where = f"work_dir={self.work_dir!r}" if self.work_dir is not None else \
