@@ -21,11 +21,13 @@ import os
 
 from tvmscript.ir import IRModule, tir
 
+from ..dlight.base import IS_SCHEDULED
 from ..schedule_cpu.choices import CHOICES_ATTR
+from ..schedule_cpu.driver import NO_DEFAULT_SCHEDULE
 
 __all__ = ["apply_database", "as_database", "TUNED_ATTRS"]
 
-TUNED_ATTRS = {"tvms.no_default_schedule": True, "tir.is_scheduled": True}
+TUNED_ATTRS = {NO_DEFAULT_SCHEDULE: True, IS_SCHEDULED: True}
 
 
 def as_database(database):

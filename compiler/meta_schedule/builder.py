@@ -35,14 +35,13 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from ..schedule_cpu.driver import NO_DEFAULT_SCHEDULE   # scheduled already: no default schedule may touch it
 from .measure import BuildInput, BuildResult
 from .runner import WorkerCrashed, WorkerError, WorkerProcess, WorkerTimeout, short_error
 
 __all__ = ["LocalBuilder", "CPUArtifact", "CUDAArtifact", "build_artifact", "build_one", "prim_func_of",
            "target_kind", "NO_DEFAULT_SCHEDULE"]
 
-# A function carrying this attribute is scheduled already: no default schedule may touch it.
-NO_DEFAULT_SCHEDULE = "tvms.no_default_schedule"
 
 
 # ----------------------------------------------------------------------------- artifacts

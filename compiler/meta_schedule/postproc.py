@@ -33,11 +33,13 @@ from tvmscript.ir.arith import simplify
 from tvmscript.ir.mutator import substitute
 from tvmscript.ir.tir_visitor import vars_in
 
+from ..dlight.base import IS_SCHEDULED               # DLight's default GPU schedules leave it alone
 from ..schedule import LoopRV, Schedule, ScheduleError
 from ..schedule.common import blocks_under, const_value
 from ..schedule.trace import Trace
 from ..schedule.tree import stmt_children
 from ..schedule_cpu.choices import CHOICES_ATTR
+from ..schedule_cpu.driver import NO_DEFAULT_SCHEDULE   # the CPU build compiles the function as scheduled
 from ..verify_gpu_code import gpu_code_errors
 from .schedule_rules.analysis import (COOPERATIVE_FETCH, PARALLEL, THREAD_EXTENT_HIGH, THREAD_EXTENT_LOW,
                                       UNROLL_EXPLICIT, UNROLL_IMPLICIT, VECTORIZE, is_single_stmt, is_spatial,
@@ -51,8 +53,6 @@ __all__ = ["Postproc", "DisallowDynamicLoop", "RewriteParallelVectorizeUnroll", 
            "mark_scheduled", "replay_finished", "strip_postprocs", "NO_DEFAULT_SCHEDULE", "IS_SCHEDULED",
            "ENTER_POSTPROC"]
 
-NO_DEFAULT_SCHEDULE = "tvms.no_default_schedule"   # the CPU build compiles the function as scheduled
-IS_SCHEDULED = "tir.is_scheduled"                 # DLight's default GPU schedules leave it alone
 ENTER_POSTPROC = "enter_postproc"       # `compiler.schedule.sampling.enter_postproc`'s trace name
 AUTO_UNROLL_MAX_STEP = "pragma_auto_unroll_max_step"
 UNROLL_EXPLICIT_PRAGMA = "pragma_unroll_explicit"

@@ -155,10 +155,10 @@ def _as_built(func: tir.PrimFunc, target: str) -> tir.PrimFunc:
     (`schedule_rules.DefaultScheduleChoices`), as the build will compile it: scheduled with
     them, so that two picks that make the same kernel are one candidate and the cost model
     sees the loops that run."""
-    from ..build_target import cpu_build_options
-    from ..schedule_cpu import default_schedule, scheduling_for
+    from ..schedule_cpu import default_schedule
+    from .schedule_rules.base import cpu_scheduling
 
-    with scheduling_for(cpu_build_options(target)["target"]):
+    with cpu_scheduling(target):
         return default_schedule(func)
 
 
@@ -363,9 +363,9 @@ class _TaskContext:
             return
         (built,) = builder.build([BuildInput(IRModule({"main": task.func}), task.target)])
         result = self._run([built], runner)[0] if built.artifact is not None else None
-        task.default_secs = min(result.run_secs) if result is not None and result.ok else None
-        database.commit_tuning_record(TuningRecord(Trace(), self.workload, result.run_secs if result else None,
-                                                   task.target))
+        record = TuningRecord(Trace(), self.workload, result.run_secs if result else None, task.target)
+        task.default_secs = record.best_run_secs
+        database.commit_tuning_record(record)
 
     def _run(self, built: list, runner) -> list:
         best = self.task.best_secs
@@ -389,13 +389,14 @@ class _TaskContext:
                 task.failures["build"] += 1
             elif not result.ok:
                 task.failures[result.error_kind] += 1
-            best = min(run_secs) if run_secs else None   # ranked as `TuningRecord.best_run_secs`
+            record = TuningRecord(cand.record_trace, self.workload, run_secs, task.target)
+            best = record.best_run_secs
             task.pending.discard(cand.shash)
             task.measured[cand.shash] = best
             task.trials += 1
             if best is not None:
                 task.records.append((best, cand.trace))
-            database.commit_tuning_record(TuningRecord(cand.record_trace, self.workload, run_secs, task.target))
+            database.commit_tuning_record(record)
             feats.append(cand.features)
             secs.append(best)
         model.update(task.key, feats, secs)

@@ -20,6 +20,7 @@ is imported)."""
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator, Optional
@@ -88,10 +89,8 @@ def choices_of(func: tir.PrimFunc) -> Optional[dict]:
 
 def with_choices(func: tir.PrimFunc, decisions: dict) -> tir.PrimFunc:
     """``func`` carrying ``decisions`` (``{kind: [index, ...]}``) for its default schedule."""
-    attrs = dict(func.attrs or {})
-    attrs[CHOICES_ATTR] = [[kind, [int(i) for i in decisions[kind]]] for kind in KINDS if kind in decisions]
-    return tir.PrimFunc(func.params, func.buffer_map, func.body, func.ret_type, attrs, func.private, func.span,
-                        func.comments)
+    picks = [[kind, [int(i) for i in decisions[kind]]] for kind in KINDS if kind in decisions]
+    return dataclasses.replace(func, attrs={**(func.attrs or {}), CHOICES_ATTR: picks})
 
 
 @contextmanager
@@ -112,9 +111,7 @@ def choice_points(func: tir.PrimFunc) -> dict:
 
     plain = func
     if CHOICES_ATTR in (func.attrs or {}):
-        attrs = {k: v for k, v in func.attrs.items() if k != CHOICES_ATTR}
-        plain = tir.PrimFunc(func.params, func.buffer_map, func.body, func.ret_type, attrs, func.private, func.span,
-                             func.comments)
+        plain = dataclasses.replace(func, attrs={k: v for k, v in func.attrs.items() if k != CHOICES_ATTR})
     with _choosing(None) as recorder:
         default_schedule(plain)
     return recorder.options

@@ -33,12 +33,13 @@ from .symbolic import no_locality_pack, symbolic_extents_small
 
 
 SCHEDULED_ATTR = "tvms.default_scheduled"
+NO_DEFAULT_SCHEDULE = "tvms.no_default_schedule"  # scheduled already (a tuner's candidate): left as it is
 _TILE_DTYPES = ("float32", "float64", "int32", "int64")  # register tiles: types LLVM vectorizes well
 
 
 def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     """``func`` with every matching loop nest rescheduled (see the package docstring)."""
-    if func.attrs.get("tvms.lowered") or func.attrs.get(SCHEDULED_ATTR) or func.attrs.get("tvms.no_default_schedule"):
+    if func.attrs.get("tvms.lowered") or func.attrs.get(SCHEDULED_ATTR) or func.attrs.get(NO_DEFAULT_SCHEDULE):
         return func
 
     body = flash_attention(func)  # the whole function, when it is an attention chain

@@ -14,7 +14,7 @@ import os
 
 from ...schedule import BlockRV, Schedule
 
-__all__ = ["ScheduleRule", "as_target", "is_gpu", "num_cores", "fork"]
+__all__ = ["ScheduleRule", "as_target", "is_gpu", "num_cores", "fork", "cpu_scheduling"]
 
 
 class ScheduleRule:
@@ -46,6 +46,16 @@ def num_cores(target) -> int:
     (what TVM's ``GetTargetNumCores`` falls back to)."""
     n = as_target(target).attrs.get("num-cores")
     return int(n) if n else (os.cpu_count() or 1)
+
+
+def cpu_scheduling(target):
+    """The context the CPU build schedules its kernels for ``target`` in
+    (`compiler.schedule_cpu.scheduling_for` the CPU it names): the default schedule's
+    register tiles sized for that CPU, here as in the build."""
+    from ...build_target import cpu_build_options
+    from ...schedule_cpu import scheduling_for
+
+    return scheduling_for(cpu_build_options(str(target))["target"])
 
 
 def fork(sch: Schedule) -> Schedule:

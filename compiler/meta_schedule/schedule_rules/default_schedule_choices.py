@@ -17,13 +17,15 @@ with the database) applies the default schedule with them, in its own context.
 from __future__ import annotations
 
 from ...schedule import BlockRV, Schedule
+from ...dlight.base import IS_SCHEDULED
 from ...schedule_cpu.choices import CHOICES_ATTR, KINDS, choice_points
+from ...schedule_cpu.driver import NO_DEFAULT_SCHEDULE, SCHEDULED_ATTR
 from .analysis import is_root_block
-from .base import ScheduleRule, as_target, fork, is_gpu
+from .base import ScheduleRule, as_target, cpu_scheduling, fork, is_gpu
 
 __all__ = ["DefaultScheduleChoices"]
 
-_SCHEDULED_ATTRS = ("tvms.default_scheduled", "tvms.no_default_schedule", "tir.is_scheduled")
+_SCHEDULED_ATTRS = (SCHEDULED_ATTR, NO_DEFAULT_SCHEDULE, IS_SCHEDULED)   # scheduled already, by whoever
 
 
 class DefaultScheduleChoices(ScheduleRule):
@@ -42,7 +44,8 @@ class DefaultScheduleChoices(ScheduleRule):
         func = sch.func(block.func_name)
         if any((func.attrs or {}).get(k) for k in (CHOICES_ATTR,) + _SCHEDULED_ATTRS):
             return [sch]
-        points = _choice_points_for(func, self.target)
+        with cpu_scheduling(self.target):
+            points = choice_points(func)
         if not any(n > 1 for counts in points.values() for n in counts):
             return [sch]
         alt = fork(sch)
@@ -50,12 +53,3 @@ class DefaultScheduleChoices(ScheduleRule):
                  for kind in KINDS]
         alt.choose_cpu_schedule(picks, func_name=block.func_name)
         return [sch, alt]
-
-
-def _choice_points_for(func, target) -> dict:
-    """`choice_points` of ``func`` as the CPU build for ``target`` schedules it."""
-    from ...build_target import cpu_build_options
-    from ...schedule_cpu import scheduling_for
-
-    with scheduling_for(cpu_build_options(str(target))["target"]):
-        return choice_points(func)
