@@ -179,7 +179,37 @@ def _short(err: BaseException) -> str:
     return short_error(err)
 
 
-class DaskBuilder:
+def _in_order(results: Iterator[tuple], n: int) -> list:
+    """The results of ``(input index, result)`` pairs, in input order."""
+    out: list = [None] * n
+    for i, result in results:
+        out[i] = result
+    return out
+
+
+class _OnCluster:
+    """What `DaskBuilder` and `DaskRunner` share: the connection to the cluster, and closing it
+    (the workers' processes stopped first; the cluster too when it is ours)."""
+
+    def __init__(self, scheduler, n_workers: int) -> None:
+        self._conn = _Connection(scheduler, n_workers)
+
+    @property
+    def client(self):
+        return self._conn.client
+
+    def close(self) -> None:
+        _stop_remote(self.client)
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class DaskBuilder(_OnCluster):
     """`LocalBuilder`'s interface on a Dask cluster (see the module docstring): each input a
     task, compiled in a subprocess of the worker that takes it, with ``timeout_s`` each.
     ``resources``: what each build task asks of its worker (none by default).
@@ -188,14 +218,10 @@ class DaskBuilder:
 
     def __init__(self, scheduler=None, timeout_s: float = 30.0, bounds_check: bool = True, n_workers: int = 1,
                  resources: Optional[dict] = None, batch_timeout_s: Optional[float] = 600.0) -> None:
+        super().__init__(scheduler, n_workers)
         self.timeout_s, self.batch_timeout_s = timeout_s, batch_timeout_s
         self.bounds_check = bounds_check
         self.resources = resources
-        self._conn = _Connection(scheduler, n_workers)
-
-    @property
-    def client(self):
-        return self._conn.client
 
     def build_iter(self, inputs: list) -> Iterator[tuple]:
         """(input index, `BuildResult`) as each build finishes."""
@@ -207,24 +233,11 @@ class DaskBuilder:
 
     def build(self, inputs: list) -> list:
         """One `BuildResult` per input, in order."""
-        results: list = [None] * len(inputs)
-        for i, result in self.build_iter(list(inputs)):
-            results[i] = result
-        return results
-
-    def close(self) -> None:
-        """Stop the workers' compiling processes (when the cluster is ours: the cluster)."""
-        _stop_remote(self.client)
-        self._conn.close()
-
-    def __enter__(self) -> "DaskBuilder":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        inputs = list(inputs)
+        return _in_order(self.build_iter(inputs), len(inputs))
 
 
-class DaskRunner:
+class DaskRunner(_OnCluster):
     """`LocalRunner`'s interface on a Dask cluster (see the module docstring): each input a
     task asking for ``resources`` (``{"device": 1}``: one candidate at a time per worker),
     timed in a subprocess of its worker with ``timeout_s`` (None: each input's own).
@@ -233,13 +246,9 @@ class DaskRunner:
 
     def __init__(self, scheduler=None, timeout_s: Optional[float] = None, n_workers: int = 1,
                  resources: Optional[dict] = DEVICE_RESOURCE, batch_timeout_s: Optional[float] = 600.0) -> None:
+        super().__init__(scheduler, n_workers)
         self.timeout_s, self.batch_timeout_s = timeout_s, batch_timeout_s
         self.resources = dict(resources) if resources else None
-        self._conn = _Connection(scheduler, n_workers)
-
-    @property
-    def client(self):
-        return self._conn.client
 
     def run_iter(self, inputs: list) -> Iterator[tuple]:
         """(input index, `RunnerResult`) as each candidate's measurement finishes."""
@@ -257,10 +266,8 @@ class DaskRunner:
 
     def run(self, inputs: list) -> list:
         """One `RunnerResult` per input, in order."""
-        results: list = [None] * len(inputs)
-        for i, result in self.run_iter(list(inputs)):
-            results[i] = result
-        return results
+        inputs = list(inputs)
+        return _in_order(self.run_iter(inputs), len(inputs))
 
     def reference(self, inp, args: list, outputs: list, timeout_s: float = 120.0) -> dict:
         """`LocalRunner.reference` on one of the cluster's workers: the expected outputs come
@@ -281,15 +288,4 @@ class DaskRunner:
     def _lost(err: BaseException) -> RunnerResult:
         return RunnerResult(error=f"the candidate's Dask workers died while measuring it: {_short(err)}",
                             error_kind="crash")
-
-    def close(self) -> None:
-        """Stop the workers' measuring processes (when the cluster is ours: the cluster)."""
-        _stop_remote(self.client)
-        self._conn.close()
-
-    def __enter__(self) -> "DaskRunner":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
