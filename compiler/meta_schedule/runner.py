@@ -672,22 +672,16 @@ def output_indices(func) -> list:
             if isinstance(func.buffer_map.get(p), tir.Buffer) and func.buffer_map[p].data in written]
 
 
-def numpy_dtype(dtype: str) -> np.dtype:
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
-
-
 def random_args(arg_infos: list, seed: int = 0) -> list:
     """Random arrays for ``arg_infos`` (outputs too: a kernel that forgets to initialize one
     then gives another result than the reference): floats uniform in [-1, 1), integers small
     (their products do not overflow), booleans fair."""
+    from tvmscript.runtime.ndarray import _np_dtype   # (bfloat16 through ml_dtypes, as tvms.nd arrays)
+
     rng = np.random.default_rng(seed)
     out = []
     for info in arg_infos:
-        dtype = numpy_dtype(info.dtype)
+        dtype = _np_dtype(info.dtype)
         if info.dtype == "bool":
             arr = rng.random(info.shape) < 0.5
         elif info.dtype.startswith("uint"):
