@@ -113,12 +113,15 @@ class Program:
         import warnings
 
         from .. import tir
+        from ..compiler.build import kernels_as_built
+        from ..compiler.build_target import target_name_of
         from ..compiler.meta_schedule.apply import apply_database
         from ..compiler.meta_schedule.database import DatabaseWarning, JSONDatabase
 
         if not os.path.isdir(work_dir):
             raise fail(f"--tuned {work_dir}: no such folder")
-        mod = self.module()
+        # The kernels as the build compiles them, the form `tvms tune` tuned (`kernels_as_built`).
+        mod = kernels_as_built(self.module(), target_name_of(target), relax_pipeline=None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DatabaseWarning)
             try:
@@ -132,8 +135,10 @@ class Program:
         _show_warnings(caught, DatabaseWarning)
         kernels = [gv for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)]
         names = [gv.name_hint for gv in kernels if tuned[gv] is not mod[gv]]
-        hint = "" if any(database.has_workload(mod[gv]) for gv in kernels) else \
-            "; it holds none of this module's kernels (tune the file with the --pipeline it is compiled with)"
+        held = sum(database.has_workload(mod[gv]) for gv in kernels)
+        hint = "" if held == len(kernels) else \
+            "; it holds none of this module's kernels (tune the file with the --pipeline it is compiled with)" \
+            if not held else f"; it holds {held} of them (the others were not tuned)"
         print(f"note: --tuned {work_dir}: tuned schedules for {len(names)} of {len(kernels)} kernels"
               + (f" ({', '.join(names)})" if names else "") + f" on {target}{hint}", file=sys.stderr)
         self.node = tuned
