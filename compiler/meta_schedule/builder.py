@@ -267,6 +267,15 @@ class LocalBuilder:
             raise
         return results
 
+    def start(self) -> None:
+        """Launch every worker now, without waiting for them: they warm up while the caller
+        does something else (a tuner computes its references and searches its first batch).
+        Otherwise each build starts the workers it uses."""
+        while len(self._slots) < self.max_workers:
+            self._slots.append(_Slot(WorkerProcess(warm_up=warm_builder, name="tvms-builder")))
+        for slot in self._slots:
+            slot.worker.start()
+
     def _start(self, n: int) -> None:
         """At least ``n`` workers, started together: they import and start LLVM in parallel."""
         while len(self._slots) < n:

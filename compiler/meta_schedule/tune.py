@@ -12,8 +12,9 @@ is called, times its default schedule's time), as MetaSchedule's task scheduler 
 rounds of ``num_trials_per_iter`` candidates: the search proposes (`search`), the builder
 compiles, the runner times and checks, every result goes to the database as it comes (so an
 interrupted run keeps them) and to the cost model. The next batch is searched while one is
-compiled (`_InBackground`), so its search has not seen that one's times yet; nothing runs
-while a kernel is timed. A candidate already twice as slow as the task's best after one round
+compiled (`_InBackground`), so its search has not seen that one's times yet, and the first
+while the workers start, the references are computed and the defaults are built (`_prepare`);
+nothing runs while a kernel is timed. A candidate already twice as slow as the task's best after one round
 is not timed further (`SLOW_FACTOR`). A second run on the same work directory continues: what
 the database holds counts as measured.
 """
@@ -229,29 +230,34 @@ def tune_tasks(tasks: list, database, *, max_trials_global: int, num_trials_per_
     model = make_cost_model(cost_model, seed)
     report = TuningReport(tasks)
     start = time.perf_counter()
-    building = None
+    background = None
     try:
         contexts = [_TaskContext(task, database, runner, seed) for task in tasks]
-        for ctx in contexts:
-            ctx.measure_default(builder, runner, database)
         budget = max(0, max_trials_global - sum(t.trials for t in tasks))
-        shares = _shares(tasks, budget, num_trials_per_iter)
+        shares = _first_shares(tasks, budget, num_trials_per_iter)
         searches = {id(t): EvolutionarySearch(t, model, seed=seed + i, config=search_config)
                     for i, t in enumerate(tasks)}
         batches = _batches(contexts, searches, shares, num_trials_per_iter)
+        # The references computed and the default schedules built (in the workers) while the
+        # first batch is searched here; then the defaults are timed, with nothing else running.
+        background = _InBackground(_prepare, contexts, builder, runner)
         current = next(batches, None)
+        background.result()
+        for ctx in contexts:
+            ctx.measure_default(runner, database)
+        _share_the_rest(shares, tasks, budget, num_trials_per_iter)
         while current is not None:
             ctx, batch = current
-            building = _InBackground(builder.build, [BuildInput(c.mod, ctx.task.target) for c in batch])
+            background = _InBackground(builder.build, [BuildInput(c.mod, ctx.task.target) for c in batch])
             current = next(batches, None)     # the next batch is searched while this one compiles
-            ctx.measure(batch, building.result(), runner, database, model)
+            ctx.measure(batch, background.result(), runner, database, model)
             if on_progress is not None:
                 report.seconds = time.perf_counter() - start
                 on_progress(report)
     except KeyboardInterrupt:
         report.interrupted = True
-        if building is not None:
-            building.join()           # the builder is idle again before it is closed
+        if background is not None:
+            background.join()         # the builder and runner are idle again before they are closed
     finally:
         if own_builder:
             builder.close()
@@ -311,17 +317,34 @@ class _InBackground:
         return self._value
 
 
-def _shares(tasks: list, budget: int, per_iter: int) -> dict:
-    """Trials per task, ``budget`` in all: each task one batch (while the budget lasts), and
-    the rest divided in proportion to weight x default time (a task whose default failed to
-    run gets the mean share)."""
+def _first_shares(tasks: list, budget: int, per_iter: int) -> dict:
+    """Trials per task before the default schedules are timed: one batch each, while
+    ``budget`` lasts (`_share_the_rest` adds the rest once they are)."""
+    floor = min(per_iter, budget // max(1, len(tasks)))
+    return {id(t): floor for t in tasks}
+
+
+def _share_the_rest(shares: dict, tasks: list, budget: int, per_iter: int) -> None:
+    """Add to ``shares`` (`_first_shares`, some perhaps proposed already) the rest of ``budget``,
+    divided in proportion to weight x default time (a task whose default failed to run gets
+    the mean share); the sum stays within ``budget``."""
     times = [t.weight * (t.default_secs or 0.0) for t in tasks]
     mean = (sum(times) / len([x for x in times if x])) if any(times) else 1.0
     times = [x or mean for x in times]
     total = sum(times) or 1.0
-    floor = min(per_iter, budget // max(1, len(tasks)))
-    rest = budget - floor * len(tasks)
-    return {id(t): floor + int(rest * x / total) for t, x in zip(tasks, times)}
+    rest = budget - min(per_iter, budget // max(1, len(tasks))) * len(tasks)
+    for t, x in zip(tasks, times):
+        shares[id(t)] += int(rest * x / total)
+
+
+def _prepare(contexts: list, builder, runner) -> None:
+    """Each task's reference outputs and default build (`_TaskContext.prepare`), the builder's
+    workers started first so that they warm up together (nothing here is timed)."""
+    start = getattr(builder, "start", None)   # a LocalBuilder's processes; a cluster's are running
+    if start is not None:
+        start()
+    for ctx in contexts:
+        ctx.prepare(builder, runner)
 
 
 class _TaskContext:
@@ -333,7 +356,7 @@ class _TaskContext:
 
         self.task = task
         self.args = random_args(arg_infos_of(task.func), seed)
-        self.expected = None
+        self.expected = self.default_built = None
         self.workload = database.commit_workload(IRModule({"main": task.func}))
         for record in database.get_top_k(self.workload, 10 ** 9):
             self._resume(record)
@@ -353,15 +376,24 @@ class _TaskContext:
         if secs is not None:
             task.records.append((secs, cand.trace))
 
-    def measure_default(self, builder, runner, database) -> None:
-        from .database import TuningRecord
+    def prepare(self, builder, runner) -> None:
+        """The outputs every candidate must give (the default schedule's, computed in the
+        runner's worker) and, unless the database has it timed, the default schedule built."""
         from .runner import reference_outputs
 
         task = self.task
         self.expected = reference_outputs(task.func, task.target, self.args, runner=runner)
+        if task.default_secs is None:
+            (self.default_built,) = builder.build([BuildInput(IRModule({"main": task.func}), task.target)])
+
+    def measure_default(self, runner, database) -> None:
+        """Time the default schedule built by `prepare` (a record with an empty trace)."""
+        from .database import TuningRecord
+
+        task = self.task
         if task.default_secs is not None:
             return
-        (built,) = builder.build([BuildInput(IRModule({"main": task.func}), task.target)])
+        built = self.default_built
         result = self._run([built], runner)[0] if built.artifact is not None else None
         record = TuningRecord(Trace(), self.workload, result.run_secs if result else None, task.target)
         task.default_secs = record.best_run_secs

@@ -195,12 +195,18 @@ def test_trials_are_shared_by_time_within_the_budget():
     (`tvms tune --trials 48` on a 2-kernel model measured 68 before)."""
     from types import SimpleNamespace
 
-    from tvmscript.compiler.meta_schedule.tune import _shares
+    from tvmscript.compiler.meta_schedule.tune import _first_shares, _share_the_rest
+
+    def shares_of(budget, per_iter):
+        shares = _first_shares(tasks, budget, per_iter)
+        _share_the_rest(shares, tasks, budget, per_iter)
+        return [shares[id(t)] for t in tasks]
 
     tasks = [SimpleNamespace(weight=1.0, default_secs=8e-3), SimpleNamespace(weight=2.0, default_secs=1e-3),
              SimpleNamespace(weight=1.0, default_secs=None)]
     for budget, per_iter in ((48, 32), (1000, 32), (5, 32), (0, 8)):
-        shares = [_shares(tasks, budget, per_iter)[id(t)] for t in tasks]
+        shares = shares_of(budget, per_iter)
         assert sum(shares) <= budget and min(shares) >= min(per_iter, budget // 3)
-    shares = [_shares(tasks, 1000, 32)[id(t)] for t in tasks]
+        assert _first_shares(tasks, budget, per_iter)[id(tasks[0])] == min(per_iter, budget // 3)
+    shares = shares_of(1000, 32)
     assert shares[0] > shares[2] > shares[1]     # 8 ms, then the mean of the others (5 ms), then 2 ms
