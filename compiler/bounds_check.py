@@ -59,6 +59,9 @@ CHECK_INDEX = "tvms.check_index"  # (index, extent, message) -> index
 CHECK_RANGE = "tvms.check_range"  # (lowest, highest, extent, message), evaluated as a statement
 
 
+FACT_MULTIPLES = (1, 2, 4, 8)  # of a fact, subtracted to prove an expression non-negative (`nonnegative`)
+
+
 @dataclasses.dataclass
 class _Loop:
     var: tir.Var
@@ -136,10 +139,14 @@ class _Analysis:
         return const_int_bound(iv[0], self.bound_ranges())[0]
 
     def nonnegative(self, e) -> bool:
-        """Whether ``e >= 0`` wherever this point of the program runs."""
+        """Whether ``e >= 0`` wherever this point of the program runs: its lower bound over the
+        loops, or that of ``e - k * fact`` for a fact known here (``fact >= 0``) and a small
+        ``k`` (`FACT_MULTIPLES`), which cancels the fact's terms where ``e`` has them scaled: a
+        GPU thread's two elements ``2 * t + j`` (j < 2) of 198 under its guard ``t < 99``."""
         if self.lower_bound(e) >= 0:
             return True
-        return any(self.lower_bound(_sub(e, f)) >= 0 for f in self.facts)
+        return any(self.lower_bound(_sub(e, f if k == 1 else tir.Mul("int64", tir.IntImm("int64", k), f))) >= 0
+                   for f in self.facts for k in FACT_MULTIPLES)
 
     def in_bounds(self, index, extent) -> bool:
         index, extent = widen(self.expand(index)), widen(self.expand(extent))
@@ -147,7 +154,14 @@ class _Analysis:
         lo, hi = const_int_bound(index, self.bound_ranges())
         if lo >= 0 and isinstance(extent, tir.IntImm) and hi < extent.value:
             return True
-        return (lo >= 0 or self.nonnegative(index)) and self.nonnegative(_sub(_sub(extent, index), _one()))
+        if (lo >= 0 or self.nonnegative(index)) and self.nonnegative(_sub(_sub(extent, index), _one())):
+            return True
+        # ``x // c`` (c > 0) lies in [0, n) exactly when x lies in [0, n * c): a GPU tile's row
+        # of fused thread indices, ``(ty * 16 + tx) // 8``, under its guard ``ty * 16 + tx < 80``.
+        if isinstance(index, tir.FloorDiv) and isinstance(index.b, tir.IntImm) and index.b.value > 0:
+            x, scaled = index.a, tir.Mul("int64", extent, tir.IntImm("int64", index.b.value))
+            return self.nonnegative(x) and self.nonnegative(_sub(_sub(scaled, x), _one()))
+        return False
 
     # ---- conditions
     def facts_of(self, cond, holds: bool) -> list:
@@ -347,12 +361,15 @@ def _message(access: _Access, axis: int, places: dict | None) -> str:
 
 
 class _Instrumenter(_Walker):
-    def __init__(self, func: tir.PrimFunc, places: dict | None) -> None:
+    def __init__(self, func: tir.PrimFunc, places: dict | None, checked=None) -> None:
         super().__init__(func)
         self.places = places
+        self.checked = checked
 
     def on_access(self, access: _Access) -> Optional[list]:
         a = self.a
+        if self.checked is not None and not self.checked(access.buffer):
+            return None
         changed = False
         indices = list(access.indices)
         for axis, (index, extent) in enumerate(zip(access.indices, access.buffer.shape)):
@@ -422,12 +439,13 @@ class _Instrumenter(_Walker):
         return tir.seq(unique + [stmt])
 
 
-def instrument_bounds_checks(func: tir.PrimFunc, places: dict | None = None) -> tir.PrimFunc:
+def instrument_bounds_checks(func: tir.PrimFunc, places: dict | None = None, checked=None) -> tir.PrimFunc:
     """``func`` (blocks already converted to loops, buffers not yet flattened) with a run-time
     check for every access not proven in bounds (see the module docstring). ``places``
     numbers the accesses' spans (`kernel_places.numbered_spans` of the PrimFunc before any
-    schedule), so a failed check says where the access is."""
-    body = _Instrumenter(func, places).visit_stmt(func.body)
+    schedule), so a failed check says where the access is. ``checked(buffer)``, when given,
+    says which buffers' accesses are checked (the GPU's: global memory, `lower_gpu`)."""
+    body = _Instrumenter(func, places, checked).visit_stmt(func.body)
     if body is func.body:
         return func
     return dataclasses.replace(func, body=body)

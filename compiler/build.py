@@ -14,6 +14,8 @@ function is translated once into the Python source the VM runs (`compiler.vm_cod
 
 from __future__ import annotations
 
+import dataclasses
+
 from tvmscript import ir
 from tvmscript.ir import relax, tir
 from tvmscript.runtime.executable import Executable
@@ -46,10 +48,12 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
     another pipeline's name, or a pass. A module without them compiles as written, and
     ``relax_pipeline=None`` never transforms (a high-level op left is then a BuildError).
 
-    ``bounds_check`` (CPU): every buffer access not proven in bounds at compile time is
-    checked when it runs, and an access outside its buffer raises `BoundsCheckError` instead
-    of touching memory there (`compiler.bounds_check`); ``bounds_check=False`` leaves the
-    checks out. CUDA kernels are not checked.
+    ``bounds_check``: every buffer access not proven in bounds at compile time is checked when
+    it runs, and an access outside its buffer raises `BoundsCheckError` instead of touching
+    memory there (`compiler.bounds_check`); ``bounds_check=False`` leaves the checks out. On
+    a GPU, accesses to global memory are checked, on the host where a check depends only on
+    sizes, else in the kernel, which records the failure for the host to raise
+    (`compiler.codegen_cuda.checks`).
 
     ``tuning_db`` (a MetaSchedule `JSONDatabase`, or the path of its work dir): each PrimFunc
     it has a record of for ``target`` gets the best record's schedule instead of the default
@@ -88,9 +92,13 @@ def build(mod, target="llvm", params=None, exec_mode: str = "bytecode", system_l
         _check_lowered(name, func)
 
     gpu = target_name.split()[0] == "cuda"
-    cuda_code = build_cuda(prim_funcs, target) if gpu and prim_funcs else None
+    cuda_code = build_cuda(prim_funcs, target, bounds_check=bounds_check) if gpu and prim_funcs else None
     if gpu:
-        kernels = dict(cuda_code.functions) if cuda_code is not None else {}
+        # Each placing its failures in its PrimFunc here (a cached build may be another's).
+        kernels = {name: dataclasses.replace(f, places=place_table(prim_funcs[name]))
+                   for name, f in cuda_code.functions.items()} if cuda_code is not None else {}
+        if cuda_code is not None:
+            cuda_code = dataclasses.replace(cuda_code, functions=kernels)
     else:
         kernels, layouts = _compile_kernels(prim_funcs, relax_funcs, bounds_check, cpu_build_options(target)) \
             if prim_funcs else ({}, {})

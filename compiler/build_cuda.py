@@ -81,13 +81,15 @@ def clear_cuda_cache() -> None:
         _cuda_builds.clear()
 
 
-def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin", trace: bool = False):
+def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin", trace: bool = False, bounds_check: bool = True):
     """CUDA C and NVRTC's CUBIN for ``prim_funcs``, as a `cuda_spec.CUDACode` (``kind="ptx"``:
     PTX instead; ``kind="source"``: the CUDA C alone, NVRTC not needed). Functions without
     thread bindings get the default GPU schedules first. Needs no GPU. The result is cached
     (`compiler.build_cache`): in memory, and on disk keyed by the functions' structure, the
     target, the kind, tvms's source and NVRTC's version. ``trace`` (with ``kind="source"``):
-    the printer's trace mode (`codegen_cuda.trace`), CUDA C for the CPU emulator's counters."""
+    the printer's trace mode (`codegen_cuda.trace`), CUDA C for the CPU emulator's counters.
+    ``bounds_check``: accesses to global memory that are not proven in bounds are checked at
+    run time, on the host where they depend only on sizes (`codegen_cuda.checks`)."""
     global _cuda_builds
     from . import nvrtc
     from .build_cache import BuildCache
@@ -102,22 +104,25 @@ def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin", trace: bool
     except nvrtc.NVRTCUnavailable as err:
         raise BuildError(str(err)) from None
     if _cuda_builds is None:
-        _cuda_builds = BuildCache("cuda-builds", b"TVMSCUDABUILD2")  # 2: CUDACode.ptxas
+        _cuda_builds = BuildCache("cuda-builds", b"TVMSCUDABUILD3")  # 3: CUDAFunction.checks
     funcs = dict(prim_funcs)
-    key = ("cuda", str(target), arch, kind, version) + (("trace",) if trace else ())
-    make = (lambda: _build_cuda(funcs, target, arch, kind, trace=True)) if trace else \
-        (lambda: _build_cuda(funcs, target, arch, kind))
+    key = ("cuda", str(target), arch, kind, version, bool(bounds_check)) + (("trace",) if trace else ())
+    make = (lambda: _build_cuda(funcs, target, arch, kind, trace=True, bounds_check=bounds_check)) if trace else \
+        (lambda: _build_cuda(funcs, target, arch, kind, bounds_check=bounds_check))
     return _cuda_builds.build(funcs, key, make, lambda code: {"code": code}, lambda entry: entry["code"])
 
 
-def _build_cuda(prim_funcs: dict, target, arch: str, kind: str, trace: bool = False):
+def _build_cuda(prim_funcs: dict, target, arch: str, kind: str, trace: bool = False, bounds_check: bool = True):
     from . import nvrtc
     from .codegen_cuda import codegen_cuda
     from .cuda_spec import CUDACode
+    from .kernel_places import numbered_spans
     from .kernel_resources import parse_ptxas_log
     from .lower_gpu import GPULoweringError, has_thread_bindings
     from .schedule import ScheduleError
 
+    # Numbered before the schedules move them: the runtime numbers the PrimFuncs it was given.
+    places = {n: numbered_spans(f) for n, f in prim_funcs.items()} if bounds_check else None
     unscheduled = {n: f for n, f in prim_funcs.items() if not has_thread_bindings(f)}
     if unscheduled:
         try:
@@ -128,7 +133,7 @@ def _build_cuda(prim_funcs: dict, target, arch: str, kind: str, trace: bool = Fa
     fallen_back: set = set()
     while True:
         try:
-            src = codegen_cuda(prim_funcs, trace, arch)
+            src = codegen_cuda(prim_funcs, trace, arch, bounds_check, places)
             break
         except GPULoweringError as err:
             name = getattr(err, "func_name", None)

@@ -36,6 +36,7 @@ import re
 import sys
 import threading
 import types
+from typing import Optional
 
 import numpy as np
 
@@ -46,6 +47,8 @@ __all__ = [
     "CUDAUnavailableError", "unavailable_reason", "device_arch", "runtime", "DeviceRuntime", "MemoryPool",
     "memory_stats", "empty_cache", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch", "frame_factory",
 ]
+
+_ERROR_RECORD = np.zeros(4, np.int64)  # a cleared bounds-check error record (`DeviceRuntime.error_record`)
 
 PYCUDA_MISSING = 'pycuda is not installed (pip install -e ".[cuda]"; it builds from source against a CUDA toolkit)'
 
@@ -265,6 +268,7 @@ class DeviceRuntime:
         self.stream = drv.Stream()
         self.pool = MemoryPool(self._device_alloc)
         self.tensor_class = tensor_class(index)
+        self._errors = None  # the kernels' bounds-check error record (`error_record`)
 
     @property
     def arch(self) -> str:
@@ -299,6 +303,27 @@ class DeviceRuntime:
     def empty_cache(self) -> None:
         self.activate()
         self.pool.release_cached()
+
+    # ---- bounds checks
+    @property
+    def error_record(self) -> int:
+        """The device address of the record where kernels note a failed bounds check (four
+        int64 words, all zero until one fails: `compiler.cuda_spec.BoundsChecks`), allocated
+        and cleared on first use; kernels that check take it as their last argument."""
+        if self._errors is None:
+            self._errors = self._device_alloc(_ERROR_RECORD.nbytes)
+            self.copy_from_host(int(self._errors), _ERROR_RECORD)
+        return int(self._errors)
+
+    def take_bounds_failure(self) -> Optional[tuple]:
+        """``(site, lowest, highest, size)`` of the bounds check that failed first since the
+        last call, or None; waits for the work queued on the stream, and clears the record."""
+        record = np.empty(4, np.int64)
+        self.copy_to_host(record, self.error_record)
+        if not record[0]:
+            return None
+        self.copy_from_host(self.error_record, _ERROR_RECORD)
+        return int(record[0]) - 1, int(record[1]), int(record[2]), int(record[3])
 
     # ---- tensors
     def empty(self, shape, dtype: str, malloc=None) -> "CUDATensor":

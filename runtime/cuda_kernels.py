@@ -15,9 +15,9 @@ import re
 
 from . import cuda
 from .cuda import DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRuntime, _one_line, _type_name, as_tensor_on, check_arch, runtime
-from .kernel import bind_scalars, check_arity, eval_dim_text
+from .kernel import BoundsCheckError, bind_scalars, bounds_error, check_arity, eval_dim_text, place_in
 
-__all__ = ["load_module", "CUDAModule", "CUDAKernel"]
+__all__ = ["load_module", "CUDAModule", "CUDAKernel", "raise_bounds_failure"]
 
 
 def load_module(code, dev) -> "CUDAModule":
@@ -52,6 +52,24 @@ class CUDAModule:
                 raise RuntimeError(f"the CUDA code has no kernel '{symbol}': {_one_line(err)}") from None
 
         self.kernels = {name: CUDAKernel(func, get_function, rt) for name, func in code.functions.items()}
+
+
+def raise_bounds_failure(rt, kernels) -> None:
+    """Raise the bounds check that failed on ``rt``'s device since it was last read (the error
+    record, `compiler.codegen_cuda.checks`), as the `BoundsCheckError` of the one of
+    ``kernels`` (`CUDAKernel`s, of one module) whose check it is; nothing if none failed.
+    Waits for the device's stream."""
+    found = rt.take_bounds_failure()
+    if found is None:
+        return
+    site, lowest, highest, size = found
+    for kernel in kernels:
+        local = site - kernel.first_site
+        if 0 <= local < len(kernel.check_messages):
+            raise kernel.bounds_error(local, lowest, highest, size)
+    found = f"index {lowest}" if lowest == highest else f"indices {lowest} to {highest}"
+    raise BoundsCheckError(f"an out-of-bounds access on {rt.device} ({found}, size {size}; check {site} of a "
+                           "module whose kernels are not the ones just run)")
 
 
 def _picker(positions: list):
@@ -115,6 +133,16 @@ class CUDAKernel:
         self._sym_start = nb + ns
         ws_start = nb + ns + len(self.sym_vars)
         sym_pos = {name: nb + ns + k for k, name in enumerate(self.sym_vars)}
+        # Bounds checks the compiler left to run time (`compiler.cuda_spec.BoundsChecks`), and
+        # where their failures are in the PrimFunc (`compiler.kernel_places`).
+        checks = getattr(func, "checks", None)
+        self.check_messages = list(checks.messages) if checks is not None else []
+        self.first_site = checks.first_site if checks is not None else 0
+        self.checks_on_device = bool(checks is not None and checks.device)
+        self._host_checks = [(_literal(c.lowest), _literal(c.highest), _literal(c.size),
+                              None if c.runs_if is None else _literal(c.runs_if), c.site)
+                             for c in (checks.host if checks is not None else ())]
+        self.places = getattr(func, "places", None)
 
         def position(arg) -> int:
             if arg.kind == "buffer":
@@ -125,6 +153,8 @@ class CUDAKernel:
                 return sym_pos[arg.name]
             if arg.kind == "workspace":
                 return ws_start + arg.index
+            if arg.kind == "errors":  # after the workspaces: the device's error record
+                return ws_start + len(func.workspaces)
             raise ValueError(f"{self.name}: a kernel argument the runtime cannot supply: {arg}")
 
         self._launches = [_Launch(spec, get_function(spec.kernel), position) for spec in func.launches]
@@ -158,12 +188,16 @@ class CUDAKernel:
         if workspace_sizes:
             scratch = [rt.pool.malloc(n) for n in workspace_sizes]  # back to the pool on return
             args += tuple(b.ptr for b in scratch)
+        if self.checks_on_device:
+            args += (rt.error_record,)
         stream = rt.stream
         try:
             for call, grid, block, shared, pick in steps:
                 call(grid, block, stream, *pick(args), shared_size=shared)
         except Exception as err:
             raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
+        if self.checks_on_device:
+            raise_bounds_failure(rt, (self,))
 
     def launch_on(self, stream, malloc, args: tuple) -> int:
         """`launch` on ``stream``, its workspaces from ``malloc(nbytes)`` (a pool block); the
@@ -179,6 +213,8 @@ class CUDAKernel:
         steps, workspace_sizes = self._plans.get(syms) or self._plan(syms)
         scratch = [malloc(n) for n in workspace_sizes]
         args += tuple(b.ptr for b in scratch)
+        if self.checks_on_device:  # the graph's replay reads the record (`runtime.vm_cuda_graph`)
+            args += (rt.error_record,)
         try:
             for call, grid, block, shared, pick in steps:
                 call(grid, block, stream, *pick(args), shared_size=shared)
@@ -196,6 +232,7 @@ class CUDAKernel:
         (pycuda call, grid, block, shared bytes, argument picker) each, empty grids left out;
         and the workspace sizes."""
         env = dict(zip([*self.sym_vars, *(name for _, name in self._dim_scalars)], syms))
+        self._run_host_checks(env)  # a failing one raises: no plan is kept, nothing is launched
         steps = []
         for ln in self._launches:
             grid = tuple(self._dim(d, env, ln, "grid") for d in ln.grid)
@@ -213,13 +250,35 @@ class CUDAKernel:
         plan = self._plans[syms] = (steps, sizes)
         return plan
 
-    def _dim(self, dim, env: dict, ln, what: str) -> int:
+    def _run_host_checks(self, env: dict) -> None:
+        """The bounds checks hoisted out of every kernel (`compiler.cuda_spec.HostCheckSpec`),
+        for these sizes: a `BoundsCheckError` for the first that fails."""
+        for lowest, highest, size, runs_if, site in self._host_checks:
+            if runs_if is not None and self._dim(runs_if, env, None, "bounds check") <= 0:
+                continue
+            lo, hi, n = (self._dim(x, env, None, "bounds check", signed=True) for x in (lowest, highest, size))
+            if lo < 0 or hi >= n:
+                raise self.bounds_error(site, lo, hi, n)
+
+    def place(self, error) -> None:
+        """Give a failure of this kernel (a `KernelAssertionError`) its span in the PrimFunc,
+        as a CPU `runtime.kernel.Kernel` does (the VM asks, `runtime.sites`)."""
+        place_in(error, self.places)
+
+    def bounds_error(self, site: int, lowest: int, highest: int, size: int) -> BoundsCheckError:
+        """The error of this function's check ``site`` (a place in `check_messages`), placed
+        in its PrimFunc."""
+        error = bounds_error(self.check_messages[site], lowest, highest, size)
+        self.place(error)
+        return error
+
+    def _dim(self, dim, env: dict, ln, what: str, signed: bool = False) -> int:
         value = dim if isinstance(dim, int) else eval_dim_text(dim, env)
         where = f"kernel '{ln.symbol}'" if ln is not None else "a workspace"
         if value is None:
             raise ValueError(f"{self.name}: the {what} size of {where}, {dim!r}, uses a symbol that is not one of "
                              f"the kernel's symbolic variables ({', '.join(self.sym_vars) or 'none'})")
-        if value < 0:
+        if value < 0 and not signed:
             raise ValueError(f"{self.name}: the {what} size of {where}, {dim}, is {value} for "
                              f"{', '.join(f'{k} = {v}' for k, v in env.items())}")
         return value

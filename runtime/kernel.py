@@ -91,11 +91,16 @@ def _assert_fail(msg):
         _errors.append(error)
 
 
+def bounds_error(message: str, lowest: int, highest: int, size: int) -> BoundsCheckError:
+    """The error of a failed bounds check: its baked-in ``message`` (`compiler.bounds_check`)
+    completed with the index (or range of indices) found and the axis's size."""
+    found = f"index {lowest} is" if lowest == highest else f"indices {lowest} to {highest} reach"
+    return _failure(BoundsCheckError, message.replace(INDEX_MARK, found).replace(SIZE_MARK, str(size)))
+
+
 @ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 def _bounds_fail(msg, lowest, highest, size):
-    text = msg.decode("utf-8", "replace") if msg else "out-of-bounds access"
-    found = f"index {lowest} is" if lowest == highest else f"indices {lowest} to {highest} reach"
-    error = _failure(BoundsCheckError, text.replace(INDEX_MARK, found).replace(SIZE_MARK, str(size)))
+    error = bounds_error(msg.decode("utf-8", "replace") if msg else "out-of-bounds access", lowest, highest, size)
     with _errors_lock:
         _errors.append(error)
 

@@ -44,6 +44,7 @@ import numpy as np
 
 from . import cuda
 from .cuda_graph import capture_stream, graph_api
+from .cuda_kernels import raise_bounds_failure
 from .ndarray import Tensor
 from .vm_helpers import (ARGSORT, ASSERT, DYNAMIC_STRIDED_SLICE, EMPTY, EXTERN, PRINT, SHAPE_TENSOR, SORT, TOPK,
                          TRUTH)
@@ -83,6 +84,7 @@ class _Session:
         self.next = 0
         self.host_work = None              # recording: the first host work seen
         self.launches = 0                  # __global__ launches made
+        self.checked: list = []            # the kernels launched that check bounds on the device
         self.outputs = None                # capture: the run's result, over the reserved memory
 
     def malloc(self, nbytes: int):
@@ -133,9 +135,16 @@ class _Namespace:
     def _launcher(self, kernel):
         launch_on = kernel.launch_on
 
+        checked = kernel.checks_on_device
+
         def launch(*args) -> None:
             s = self.session
             s.launches += launch_on(s.stream, s.malloc, args)
+            if checked:
+                if s.recording:   # a real run: its failed check is raised now, as `CUDAKernel.launch` does
+                    raise_bounds_failure(s.rt, (kernel,))
+                elif kernel not in s.checked:
+                    s.checked.append(kernel)
 
         return launch
 
@@ -180,8 +189,9 @@ class _Replay:
     """An instantiated graph with the memory it keeps: `replay` launches it, then copies each
     output it wrote into a fresh tensor, rebuilt in the shape of the function's result."""
 
-    def __init__(self, rt, graph, blocks: list, staged: list, template) -> None:
+    def __init__(self, rt, graph, blocks: list, staged: list, template, checked: tuple = ()) -> None:
         self.rt = rt
+        self.checked = tuple(checked)      # its kernels that check bounds: the error record is read after it
         self.graph = graph                 # the CUgraph, kept with its instance
         self.exec = graph.instance()
         self.blocks = blocks               # the memory the graph's kernels use
@@ -193,6 +203,8 @@ class _Replay:
         if cuda._thread.runtime is not rt:
             rt.activate()
         self.exec.launch(rt.stream)
+        if self.checked:
+            raise_bounds_failure(rt, self.checked)
         outs = []
         for shape, dtype, nbytes, ptr in self.staged:
             t = rt.empty(shape, dtype)
@@ -297,7 +309,7 @@ class CUDAGraphs:
             raise NotCapturable(f"the captured graph holds {nodes} node(s) for {session.launches} kernel launch(es)")
         staged: list = []
         template = _flatten(outputs, {id(b) for _, b in reserved}, staged, {})
-        replay = _Replay(rt, graph, [b for _, b in reserved], staged, template)
+        replay = _Replay(rt, graph, [b for _, b in reserved], staged, template, session.checked)
         for got, want in zip(_leaves(replay.replay()), _leaves(result)):
             if not _same(got.numpy(), want.numpy()):
                 raise NotCapturable("the graph's first replay gave other values than the run")

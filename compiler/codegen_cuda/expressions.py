@@ -20,6 +20,7 @@ from tvmscript.ir import tir
 from tvmscript.ir.mutator import substitute
 
 from ...ir.arith import const_int_bound
+from ..bounds_check import CHECK_INDEX
 from ..lower_gpu import THREAD_VARS, GPULoweringError
 from ..lower_tir import dtype_bytes
 from .literals import CTYPES, HALF_TYPES, NARROW_INTS, ctype, float_literal, int_literal, limit_literal
@@ -171,6 +172,8 @@ class ExprGen:
             return f"({self.expr(args[0])} ? {self.expr(args[1])} : {self.expr(args[2])})"
         if op == "tir.likely":
             return self.expr(args[0])
+        if op == CHECK_INDEX:
+            return self.check_index(e)
         if op in _BITWISE:
             return self.narrow(e.dtype, f"({self.expr(args[0])} {_BITWISE[op]} {self.expr(args[1])})")
         if op == "tir.bitwise_not":

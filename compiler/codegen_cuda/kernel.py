@@ -28,7 +28,10 @@ from tvmscript.ir.tir_visitor import TIRVisitor
 from ..lower_gpu import (ALLREDUCE_OP, FRAGMENT_SCOPES, THREAD_VARS, GPULoweringError, Kernel, is_shared,
                          pointer_targets)
 from ..lower_tir import THREAD_SYNC_OPS, dtype_bytes
+from ..bounds_check import CHECK_RANGE
+from ..cuda_spec import BoundsChecks
 from .allreduce import AllreduceGen
+from .checks import ERRORS_PARAM, CheckGen
 from .expressions import ExprGen
 from .literals import ctype, ident, is_zero
 from .ptx import PtxGen, register_arrays
@@ -41,7 +44,7 @@ from .wmma import WmmaGen, fragment_declaration
 STATIC_SHARED_LIMIT = 48 * 1024
 
 
-class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, ExprGen, TraceGen):
+class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, CheckGen, ExprGen, TraceGen):
     """Prints one `Kernel` as a ``__global__`` function.
 
     The methods here hold the kernel's names, shared memory and statements; vectorized loops,
@@ -49,15 +52,16 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, ExprGen, TraceGen):
     from the mixins. ``arch`` (``"sm_80"``), when known, is the architecture the kernel is for."""
 
     def __init__(self, kernel: Kernel, symbol: str, names: dict, dims: set, trace: bool = False,
-                 arch: Optional[str] = None) -> None:
+                 arch: Optional[str] = None, checks: Optional[BoundsChecks] = None) -> None:
         self.kernel = kernel
+        self.checks = checks if checks is not None else BoundsChecks()
         self.trace = trace
         self.arch = arch
         self.symbol = symbol
         self.lines: list = []
         self.indent = 1
         self.names: dict = {}
-        self.taken: set = set()
+        self.taken: set = {ERRORS_PARAM}
         self.ranges: dict = {}           # Var -> (min, extent) for proving indices non-negative
         self.dims = dims
         for v in dims:
@@ -186,6 +190,8 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, ExprGen, TraceGen):
                 self.line("__syncthreads();")
             elif isinstance(v, tir.Call) and v.op == ALLREDUCE_OP:
                 self.allreduce(v)
+            elif isinstance(v, tir.Call) and v.op == CHECK_RANGE:
+                self.check_range(v)
             else:
                 self.line(f"{self.expr(v)};")
         else:

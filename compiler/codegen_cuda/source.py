@@ -20,10 +20,11 @@ from typing import Optional
 from tvmscript.ir import tir
 from tvmscript.ir.tir_visitor import TIRVisitor
 
-from ..cuda_spec import CUDAFunction, KernelArg, LaunchSpec
+from ..cuda_spec import BoundsChecks, CUDAFunction, KernelArg, LaunchSpec
 from ..kernel_params import collect_free, dim_text, kernel_signature, written_data_vars
 from ..lower_gpu import THREAD_VARS, GPULoweringError, lower_for_gpu
 from ..lower_tir import dtype_bytes
+from .checks import ERRORS_PARAM, check_helpers, collect_messages, has_device_checks, host_check_specs
 from .kernel import KernelGen
 from .literals import ctype, ident
 from .ptx import helper_definitions
@@ -73,14 +74,18 @@ class CUDASource:
     functions: dict
     kernel_lines: dict = field(default_factory=dict)
     kernel_funcs: dict = field(default_factory=dict)
+    sites: int = 0  # bounds-check messages numbered so far (`cuda_spec.BoundsChecks.first_site`)
 
 
-def codegen_cuda(funcs: dict, trace: bool = False, arch: Optional[str] = None) -> CUDASource:
+def codegen_cuda(funcs: dict, trace: bool = False, arch: Optional[str] = None, bounds_check: bool = False,
+                 places: Optional[dict] = None) -> CUDASource:
     """CUDA C for ``funcs`` (name -> thread-bound PrimFunc); GPULoweringError for a function
     that cannot run on a GPU as scheduled (the message names it). ``trace``: the trace mode
     (`trace`), CUDA C that only the CPU emulator compiles, reporting each memory access and the
     arithmetic done. ``arch`` (``"sm_80"``): the architecture the code is for, when known (an
-    instruction it lacks is then an error here rather than NVRTC's)."""
+    instruction it lacks is then an error here rather than NVRTC's). ``bounds_check``: accesses
+    to global memory not proven in bounds are checked at run time (`checks`); ``places``
+    (function name -> `kernel_places.numbered_spans` of it before any schedule) locates them."""
     lines = PRELUDE.splitlines()
     if trace:
         lines.insert(1, "// Trace mode: for the CPU emulator's counters only (tests/support/cuda_emulator.py).")
@@ -89,14 +94,16 @@ def codegen_cuda(funcs: dict, trace: bool = False, arch: Optional[str] = None) -
     used: set = set()
     for name, func in funcs.items():
         try:
-            out.functions[name] = _emit_function(name, func, lines, used, out, trace, arch)
+            out.functions[name] = _emit_function(name, func, lines, used, out, trace, arch, bounds_check,
+                                                 (places or {}).get(name))
         except GPULoweringError as err:
             out_err = GPULoweringError(f"prim_func '{name}': {err}")
             out_err.func_name = name
             raise out_err from None
     # What the kernels need before them (the kernels' line numbers move down as much): the PTX
     # builtins' helpers, mma.h for wmma.
-    helpers = helper_definitions("\n".join(lines[prelude_end:]))
+    kernels_text = "\n".join(lines[prelude_end:])
+    helpers = check_helpers(kernels_text) + helper_definitions(kernels_text)
     lines[prelude_end:prelude_end] = helpers
     shift = len(helpers)
     if any("nvcuda::wmma::" in line for line in lines):
@@ -109,10 +116,11 @@ def codegen_cuda(funcs: dict, trace: bool = False, arch: Optional[str] = None) -
 
 
 def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: CUDASource,
-                   trace: bool = False, arch: Optional[str] = None) -> CUDAFunction:
+                   trace: bool = False, arch: Optional[str] = None, bounds_check: bool = False,
+                   places: Optional[dict] = None) -> CUDAFunction:
     specs, sym_names, buffers, scalars, sym_vars = kernel_signature(name, func)
     base = kernel_symbol(name)
-    program = lower_for_gpu(func, base)
+    program = lower_for_gpu(func, base, bounds_check, places)
     # Which parameters are outputs shows in the kernels (blocks hide their stores from kernel_signature).
     written = set().union(*(written_data_vars(k.body) for k in program.kernels))
     for spec, p in zip(specs, func.params):
@@ -127,6 +135,10 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
     sym_name = dict(zip(sym_vars, sym_names))
     workspace_index = {b.data: i for i, b in enumerate(program.workspaces)}
     names = {**{v: n for v, n in sym_name.items()}, **{p: sym for p, sym in zip(scalars, [s.name for s in specs if s.kind == "scalar"])}}
+    checks = BoundsChecks(first_site=out.sites)
+    checks.host = host_check_specs(program, names, checks.messages)
+    collect_messages(program, checks.messages)
+    out.sites += len(checks.messages)
     launches = []
     for k in program.kernels:
         symbol = k.name
@@ -142,7 +154,7 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
         # Pointers first (in parameter order, then scratch buffers), then scalars: TVM's order.
         order = {v: i for i, v in enumerate(list(buffer_index) + list(workspace_index))}
         free.sort(key=lambda v: order.get(v, len(order)))
-        gen = KernelGen(k, symbol, names, set(sym_vars), trace, arch)
+        gen = KernelGen(k, symbol, names, set(sym_vars), trace, arch, checks)
         for v in free:
             if v in buffer_index or v in workspace_index:
                 buf = buffer_of[v]
@@ -160,6 +172,10 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
                 args.append(KernelArg("sym", _ARG_LETTERS[v.dtype], name=sym_name[v]))
             else:
                 raise GPULoweringError(f"kernel '{symbol}' uses '{v.name}', which nothing defines")
+        if has_device_checks(k.body):  # last: the device's error record (`checks`)
+            params_c.append(f"long long* __restrict__ {ERRORS_PARAM}")
+            args.append(KernelArg("errors", "P"))
+            checks.device = True
         first = len(lines) + 1
         lines.extend(gen.emit(params_c))
         out.kernel_lines[symbol] = (first, len(lines))
@@ -168,7 +184,7 @@ def _emit_function(name: str, func: tir.PrimFunc, lines: list, used: set, out: C
         block = tuple(_launch_text(k.extents.get(f"threadIdx.{d}"), names) for d in "xyz")
         launches.append(LaunchSpec(symbol, grid, block, str(gen.dynamic_shared_bytes), args))
     workspaces = [dim_text(_bytes_of(b), names) for b in program.workspaces]
-    return CUDAFunction(name, specs, sym_names, workspaces, launches, span=func.span)
+    return CUDAFunction(name, specs, sym_names, workspaces, launches, span=func.span, checks=checks)
 
 
 def _bytes_of(buf: tir.Buffer):

@@ -56,7 +56,7 @@ so buffers are per thread or per block and reductions across threads need commun
 
 from .buffer_locations import plan_buffer_locations
 from .common import (ALLREDUCE_OP, FRAGMENT_SCOPES, ON_CHIP_SCOPES, SHARED_SCOPES, SYNC_OP, THREAD_TAGS, THREAD_VARS,
-                     DeviceProgram, GPULoweringError, Kernel, has_thread_bindings, is_shared, pointer_targets)
+                     DeviceProgram, GPULoweringError, HostCheck, Kernel, has_thread_bindings, is_shared, pointer_targets)
 from .compaction import aligned_strides, collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import combine, lower_cross_thread_reduction, reduction_identity
 from .index_simplify import simplify_indices
@@ -69,7 +69,7 @@ from .software_pipeline import inject_software_pipeline
 from .thread_sync import inject_thread_sync
 
 __all__ = [
-    "GPULoweringError", "Kernel", "DeviceProgram", "THREAD_VARS", "THREAD_TAGS", "ALLREDUCE_OP", "SYNC_OP",
+    "GPULoweringError", "Kernel", "DeviceProgram", "HostCheck", "THREAD_VARS", "THREAD_TAGS", "ALLREDUCE_OP", "SYNC_OP",
     "lower_for_gpu", "lower_cross_thread_reduction", "plan_buffer_locations", "split_kernels",
     "collect_dim_aligns", "compact_buffers", "aligned_strides", "inject_thread_sync", "narrow_indices",
     "simplify_indices", "is_shared",

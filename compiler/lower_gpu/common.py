@@ -114,6 +114,18 @@ class DeviceProgram:
     func: tir.PrimFunc
     workspaces: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
+    host_checks: list = field(default_factory=list)  # `HostCheck`s, run before the kernels
+
+
+@dataclass
+class HostCheck:
+    """A bounds check hoisted out of every kernel (`compiler.bounds_check`'s ``CHECK_RANGE``
+    over the whole launch): the host evaluates it from the function's sizes before launching
+    kernel ``before`` (the first kernel it guards), when ``condition`` (None: always) holds."""
+
+    before: int
+    check: tir.Call
+    condition: Optional[tir.PrimExpr] = None
 
 
 def is_thread_loop(s) -> bool:

@@ -4,7 +4,8 @@ Each outermost thread-bound loop nest is one kernel; thread loops inside it beco
 ``threadIdx.x``... (`common.THREAD_VARS`), guarded when a loop is shorter than the launch;
 ``vthread`` loops stay serial. What lies outside every nest must be the host's: allocations
 (global ones become scratch buffers the host allocates), lets and asserts; anything else is
-code no thread runs, and an error.
+code no thread runs, and an error. A bounds check hoisted above every thread loop
+(`compiler.bounds_check`'s ``CHECK_RANGE``) is the host's too: a `HostCheck`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from tvmscript.ir.mutator import IRMutator, substitute
 from tvmscript.ir.tir import Allocate
 from tvmscript.ir.tir_arith import is_one, make_cast
 
+from ..bounds_check import CHECK_RANGE
 from ..lower_tir import _e
 
-from .common import (ON_CHIP_SCOPES, THREAD_VARS, DeviceProgram, GPULoweringError, Kernel, all_loops, buffer_accesses,
-                     is_thread_loop, same_expr, thread_value)
+from .common import (ON_CHIP_SCOPES, THREAD_VARS, DeviceProgram, GPULoweringError, HostCheck, Kernel, all_loops,
+                     buffer_accesses, is_thread_loop, same_expr, thread_value)
 
 
 def _unbound_error(what: str) -> GPULoweringError:
@@ -45,6 +47,11 @@ def split_kernels(func: tir.PrimFunc, name: str) -> DeviceProgram:
             host(s.body, lets)
         elif isinstance(s, tir.Evaluate) and isinstance(s.value, tir.IntImm):
             return
+        elif _is_range_check(s):  # hoisted out of every kernel: the host's (`HostCheck`)
+            program.host_checks.append(HostCheck(len(program.kernels), substitute(s.value, lets)))
+        elif isinstance(s, tir.IfThenElse) and s.else_case is None and _is_range_check(s.then_case):
+            program.host_checks.append(HostCheck(len(program.kernels), substitute(s.then_case.value, lets),
+                                                 substitute(s.condition, lets)))
         elif isinstance(s, tir.AssertStmt):
             host(s.body, lets)  # host-side checks are the VM's; device code has no asserts
         elif is_thread_loop(s):
@@ -72,6 +79,10 @@ def split_kernels(func: tir.PrimFunc, name: str) -> DeviceProgram:
         elif buf.data not in params_data:
             program.workspaces.append(buf)
     return program
+
+
+def _is_range_check(s) -> bool:
+    return isinstance(s, tir.Evaluate) and isinstance(s.value, tir.Call) and s.value.op == CHECK_RANGE
 
 
 def _make_kernel(name: str, root: tir.For) -> Kernel:

@@ -3,14 +3,17 @@ docstring gives, from a scheduled prim_func to a `DeviceProgram`."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from tvmscript.ir import tir
 
+from ..bounds_check import instrument_bounds_checks
 from ..lower_tir import _with_body, buffer_size, convert_blocks_to_loops, flatten_buffers, lower_init, lower_intrinsics
 from ..mma_tiles import tensorize_mma
 from ..tensor_cores import MMA_ANN, WMMA_ANN, tensorize_wmma
 from .async_copy import inject_async_copy
 from .buffer_locations import plan_buffer_locations
-from .common import DeviceProgram
+from .common import ON_CHIP_SCOPES, DeviceProgram
 from .compaction import collect_dim_aligns, compact_buffers
 from .cross_thread_reduction import lower_cross_thread_reduction
 from .index_simplify import simplify_indices
@@ -21,13 +24,19 @@ from .software_pipeline import inject_software_pipeline
 from .thread_sync import inject_thread_sync
 
 
-def lower_for_gpu(func: tir.PrimFunc, name: str = "main") -> DeviceProgram:
-    """All GPU lowering passes, in order (see the package docstring)."""
+def lower_for_gpu(func: tir.PrimFunc, name: str = "main", bounds_check: bool = False,
+                  places: Optional[dict] = None) -> DeviceProgram:
+    """All GPU lowering passes, in order (see the package docstring). ``bounds_check``: every
+    access to global memory not proven in bounds is checked at run time (`bounds_check`,
+    while the thread-bound loops are still loops, so that their ranges prove most accesses);
+    ``places`` numbers the accesses' spans for the messages (`compiler.kernel_places`)."""
     func = lower_cross_thread_reduction(func)
     func = plan_buffer_locations(func)
     func = lower_init(func)
     aligns, permuted = collect_dim_aligns(func), collect_permuted_layouts(func)
     func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN, MMA_ANN))
+    if bounds_check:
+        func = instrument_bounds_checks(func, places, checked=lambda buf: buf.scope not in ON_CHIP_SCOPES)
     program = split_kernels(func, name)
     for k in program.kernels:
         body = inject_software_pipeline(compact_buffers(k.body, k.extents, aligns))

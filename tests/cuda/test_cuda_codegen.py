@@ -445,7 +445,7 @@ def test_whole_builds_are_cached_in_memory_and_on_disk(monkeypatch):
     cuda_build.clear_cuda_cache()                  # a new process, as far as memory goes
     made = []
     real = cuda_build._build_cuda
-    monkeypatch.setattr(cuda_build, "_build_cuda", lambda *a: made.append(a[2:]) or real(*a))
+    monkeypatch.setattr(cuda_build, "_build_cuda", lambda *a, **k: made.append(a[2:]) or real(*a, **k))
     again = build_cuda(funcs, "cuda -arch=sm_90")
     assert made == [] and again is not first
     assert (again.source, again.cubin, again.arch) == (first.source, first.cubin, first.arch)

@@ -1,7 +1,7 @@
 """The CUDA target on a GPU: the samples, the seed's GPU section, dynamic shapes, float16 and
 the runtime's memory, each against the CPU backend.
 
-Each test runs twice, through the `gpu` fixture:
+Each test runs twice, through the `gpu` fixture (tests/cuda/conftest.py):
 
 * ``emulated``, everywhere: pycuda's driver is `gpu_drivers.EmulatedDriver`, so the CUDA C
   that NVRTC compiled runs in the CUDA emulator, launched by the real runtime and VM;
@@ -21,18 +21,10 @@ import pytest
 
 import tvmscript as tvms
 
-from support.gpu_drivers import EmulatedDriver, install_driver
+from support.gpu_drivers import EmulatedDriver
 from test_cuda_codegen import ELEMENTWISE_DYN, FP16, MATMUL, ROW_SUM, VECTORIZED, BIG_TILE, wmma_source
 
 
-@pytest.fixture(params=["emulated", pytest.param("real", marks=pytest.mark.cuda)])
-def gpu(request, monkeypatch):
-    """GPU 0, emulated or real (see the module's docstring): the driver in use."""
-    import tvmscript.runtime.cuda as cuda_rt
-
-    if request.param == "emulated":
-        install_driver(monkeypatch, EmulatedDriver())
-    return cuda_rt._driver()
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 

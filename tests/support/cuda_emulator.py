@@ -506,7 +506,7 @@ class EmulatedModule:
                     if isinstance(st, str) and st.isidentifier():
                         env.setdefault(st, got // arg.itemsize)
             buffers.append((spec, arg))
-        from tvmscript.runtime.kernel import eval_dim_text
+        from tvmscript.runtime.kernel import bounds_error, eval_dim_text
 
         for text, got, pname in deferred:
             want = eval_dim_text(text, env)
@@ -537,6 +537,16 @@ class EmulatedModule:
                 staged[key] = st
             buffer_staged.append((spec, arr, st))
         workspaces = [_Staged(dim(w, "workspace size")) for w in fn.workspaces]
+        # Bounds checks (compiler/codegen_cuda/checks.py): the host's before any launch, the
+        # kernels' in an error record read after each launch; a failure is the runtime's error.
+        checks = getattr(fn, "checks", None)
+        for hc in (checks.host if checks is not None else ()):
+            if hc.runs_if is not None and dim(hc.runs_if, "bounds check") <= 0:
+                continue
+            lo, hi, n = (eval_dim_text(str(t), env) for t in (hc.lowest, hc.highest, hc.size))
+            if lo < 0 or hi >= n:
+                raise bounds_error(checks.messages[hc.site], lo, hi, n)
+        errors = np.zeros(4, np.int64)
         self.timings = []
         for launch in fn.launches:
             grid = tuple(dim(t, "grid dimension") for t in launch.grid)
@@ -568,9 +578,14 @@ class EmulatedModule:
                     if a.name not in env:
                         raise EmulationError(f"{func_name}: symbol '{a.name}' is unbound", launch.kernel)
                     values.append(_LETTERS[a.ctype](env[a.name]))
+                elif a.kind == "errors":
+                    values.append(ctypes.c_void_p(errors.ctypes.data))
                 else:
                     raise EmulationError(f"{func_name}: unknown kernel argument kind {a.kind!r}", launch.kernel)
             self._launch(launch.kernel, grid, block, values, dyn)
+            if errors[0]:
+                site = int(errors[0]) - 1 - checks.first_site
+                raise bounds_error(checks.messages[site], int(errors[1]), int(errors[2]), int(errors[3]))
             damage = []
             for spec, arr, st in buffer_staged:
                 bad = st.guard_damage()

@@ -198,6 +198,14 @@ static inline double min(float a, double b) { return fmin((double)a, b); }
 static inline double max(double a, float b) { return fmax(a, (double)b); }
 static inline double min(double a, float b) { return fmin(a, (double)b); }
 
+// atomicCAS: the generated bounds checks record the first failure with it (a thread's fibers
+// of one block run one at a time, but blocks may not: a real compare-and-swap).
+static inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare,
+                                           unsigned long long val) {
+  __atomic_compare_exchange_n(address, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return compare;
+}
+
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
