@@ -17,6 +17,9 @@ convolutions and fuses their epilogues. Rows (the GPU speed issue's goals):
   batch 1, length 128;
 * mobilenet_v2 at batch 1.
 
+The "checks" column counts the bounds checks the build left to run time: kernels that check
+in the kernel (each costs a read of the device's error record after it) / checks the host
+runs before launching (free on the GPU).
 Every row prints the number of kernel launches one call makes (``Executable.stats``: the
 VM function's kernel call sites; resnet18's goal is at most 25) and whether its calls replay
 them as one CUDA graph (the compiler's RewriteCUDAGraph: "yes", else "no" and why). That needs
@@ -124,6 +127,14 @@ def launches(ex) -> int:
     return ex.functions["main"].num_kernel_calls
 
 
+def bounds_checks(ex) -> str:
+    """The bounds checks the build left to run time (`compiler.codegen_cuda.checks`), as
+    "kernels/host": the kernels that check in the kernel (each then a read of the error record
+    after it) and the checks the host runs before launching (free on the GPU)."""
+    functions = [f for f in ex.kernels.values() if getattr(f, "checks", None) is not None]
+    return f"{sum(f.checks.device for f in functions)}/{sum(len(f.checks.host) for f in functions)}"
+
+
 def graph_note(ex) -> str:
     """Whether calls of ``main`` replay a CUDA graph, as compiled: "yes", or "no: why"."""
     f = ex.functions["main"]
@@ -158,13 +169,13 @@ def main() -> int:
     from tvmscript.compiler import roofline
 
     gpu = "h200" if reason else cuda_estimates.gpu_present(torch)
-    print(f"{'model':<18} {'launches':>8} {'est ms':>8} {'tvms ms':>9} {'no graph':>9} {'eager ms':>9} "
+    print(f"{'model':<18} {'launches':>8} {'checks':>7} {'est ms':>8} {'tvms ms':>9} {'no graph':>9} {'eager ms':>9} "
           f"{'ratio':>7}  goal; CUDA graph")
     met = total = 0
     for case in (c for c in CASES if c.name in wanted):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = case.precision == "tf32"
         model, x, ex, ours_x = compiled(case)
-        n = launches(ex)
+        n, checked = launches(ex), bounds_checks(ex)
         checks = []
         if case.max_launches is not None:
             checks.append(n <= case.max_launches)
@@ -174,14 +185,15 @@ def main() -> int:
             total += len(checks)
             met += sum(checks)
             goal = f"{launch_goal}; " if launch_goal else ""
-            print(f"{case.name:<18} {n:>8} {est:>8} {'':>9} {'':>9} {'':>9} {'':>7}  {goal}graph {graph_note(ex)}")
+            print(f"{case.name:<18} {n:>8} {checked:>7} {est:>8} {'':>9} {'':>9} {'':>9} {'':>7}  {goal}graph "
+                  f"{graph_note(ex)}")
             continue
         try:
             ours, plain, eager, graph, report = time_on_gpu(model, x, ex, args.repeat, args.profile, ours_x)
         except Exception as err:  # a wrong output or a failed launch: say so, and go on to the next model
             total += len(checks) + (case.goal is not None)
             met += sum(checks)
-            print(f"{case.name:<18} {n:>8} {est:>8}  FAILED: {type(err).__name__}: {err}")
+            print(f"{case.name:<18} {n:>8} {checked:>7} {est:>8}  FAILED: {type(err).__name__}: {err}")
             continue
         ratio = ours / eager
         if case.goal is not None:
@@ -190,7 +202,7 @@ def main() -> int:
         met += sum(checks)
         goals = ", ".join(g for g in (launch_goal, f"<= {case.goal:g}x eager" if case.goal else "") if g)
         verdict = "met" if all(checks) else "NOT met"
-        print(f"{case.name:<18} {n:>8} {est:>8} {ours * 1e3:9.3f} {plain * 1e3:9.3f} {eager * 1e3:9.3f} "
+        print(f"{case.name:<18} {n:>8} {checked:>7} {est:>8} {ours * 1e3:9.3f} {plain * 1e3:9.3f} {eager * 1e3:9.3f} "
               f"{ratio:7.2f}  {goals}: {verdict}; graph {graph}")
         if report is not None:
             print(report)

@@ -156,12 +156,44 @@ class _Analysis:
             return True
         if (lo >= 0 or self.nonnegative(index)) and self.nonnegative(_sub(_sub(extent, index), _one())):
             return True
-        # ``x // c`` (c > 0) lies in [0, n) exactly when x lies in [0, n * c): a GPU tile's row
-        # of fused thread indices, ``(ty * 16 + tx) // 8``, under its guard ``ty * 16 + tx < 80``.
-        if isinstance(index, tir.FloorDiv) and isinstance(index.b, tir.IntImm) and index.b.value > 0:
-            x, scaled = index.a, tir.Mul("int64", extent, tir.IntImm("int64", index.b.value))
-            return self.nonnegative(x) and self.nonnegative(_sub(_sub(scaled, x), _one()))
-        return False
+        return self.in_bounds_by_quotients(index, extent)
+
+    def in_bounds_by_quotients(self, index, extent) -> bool:
+        """Whether ``index`` is in ``[0, extent)`` once each quotient ``x // c`` in it (c > 0)
+        whose dividend a fact bounds (``x <= u``, `fact_upper_bound`) is taken to range over
+        ``[0, u // c]``: a GPU tile's pixel row ``(t * 32 + p) // 28 * 2`` (a stride-2
+        convolution over 28 x 28 outputs) under its guard ``t * 32 + p < 784``."""
+        quotients: dict = {}
+
+        def replace(e):
+            if isinstance(e, tir.FloorDiv) and isinstance(e.b, tir.IntImm) and e.b.value > 0:
+                top = self.fact_upper_bound(e.a)
+                if top is not None and self.nonnegative(e.a):
+                    q = tir.Var(f"quotient{len(quotients)}", e.dtype)
+                    quotients[q] = (tir.IntImm(e.dtype, 0), tir.IntImm(e.dtype, top // e.b.value + 1))
+                    return q
+            if isinstance(e, (tir.Add, tir.Sub, tir.Mul, tir.FloorMod, tir.FloorDiv)):
+                return type(e)(e.dtype, replace(e.a), replace(e.b))
+            return e
+
+        if not self.facts or not isinstance(extent, tir.IntImm):
+            return False
+        bounded = replace(index)
+        if not quotients:
+            return False
+        lo, hi = const_int_bound(bounded, {**self.bound_ranges(), **quotients})
+        return lo >= 0 and hi < extent.value
+
+    def fact_upper_bound(self, x) -> Optional[int]:
+        """The least constant ``u`` with ``x <= u`` by a fact known here (a fact ``f >= 0``
+        with ``f + x`` constant), or None."""
+        canonical = Canonical(self.bound_ranges())
+        best = None
+        for f in self.facts:
+            total = canonical.simplify(tir.Add("int64", f, x))
+            if isinstance(total, tir.IntImm) and (best is None or total.value < best):
+                best = total.value
+        return best
 
     # ---- conditions
     def facts_of(self, cond, holds: bool) -> list:

@@ -14,13 +14,14 @@ The modules, each with what it prints and why in its docstring:
 
 - `source`       `codegen_cuda`: the translation unit, each kernel's parameters and launch;
 - `kernel`       one kernel (`KernelGen`): names, local and shared memory, statements, loops;
-                 `KernelGen` gathers the five parts below;
+                 `KernelGen` gathers the parts below;
 - `vectorize`    ``T.vectorized`` loops as vector loads and stores (``float4``, ``half2``...);
 - `allreduce`    ``tvm_thread_allreduce`` as warp shuffles and shared memory;
 - `wmma`         tensor-core fragments and intrinsics (``nvcuda::wmma``);
 - `ptx`          PTX's ldmatrix, mma.sync and cp.async (TVM's ``ptx_*`` builtins) as calls of
                  inline-assembly helpers, and the helpers;
 - `expressions`  arithmetic, casts, math functions, intrinsics;
+- `checks`       the bounds checks left to run time: on the host, or recorded by the kernel;
 - `trace`        the trace mode the CPU emulator counts accesses and operations with;
 - `literals`     CUDA's spellings of dtypes, constants and names.
 """

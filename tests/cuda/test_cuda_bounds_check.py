@@ -142,10 +142,24 @@ def test_no_bounds_check_leaves_every_check_out():
     assert "tvms_check_index" not in ex.cuda_code.source
 
 
+DOWNSAMPLE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 64, 56, 56), "float32"), w: R.Tensor((128, 64, 1, 1), "float32")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w, strides=[2, 2])
+            R.output(y)
+        return y
+"""
+
+
 def test_the_benchmark_kernels_prove_every_access():
     """benchmarks/cuda.py's kernels (DLight's schedules of a matmul in fp32 and fp16, the
-    hand-written tensor-core matmul, the add, the softmax, the seed MLP): no check is left in
-    any kernel or on the host, so bounds checking costs them nothing."""
+    hand-written tensor-core matmul, the add, the softmax, the seed MLP) and resnet18's
+    stride-2 1x1 convolution (its pixel rows ``(t * 32 + p) // 28 * 2`` under the tile's guard:
+    benchmarks/cuda_models.py counts the checks of whole models): no check is left in any
+    kernel or on the host, so bounds checking costs them nothing."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import cuda as bench
@@ -155,7 +169,7 @@ def test_the_benchmark_kernels_prove_every_access():
 
     modules = [tvms.parse(bench.matmul_src(256, "float32")), tvms.parse(bench.matmul_src(256, "float16")),
                tvms.parse(bench.tensor_core_matmul_src(256)), tvms.parse(bench.ADD_SRC.format(n=1 << 20)),
-               bench.softmax_module(256, 512), bench.load_mlp()]
+               bench.softmax_module(256, 512), bench.load_mlp(), tvms.parse(DOWNSAMPLE)]
     for mod in modules:
         mod = kernels_as_built(mod, "cuda")
         funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
