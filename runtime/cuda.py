@@ -48,6 +48,9 @@ __all__ = [
     "memory_stats", "empty_cache", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch", "frame_factory",
 ]
 
+# The device attributes a launch is checked against (`DeviceRuntime.limits`).
+LAUNCH_LIMITS = ("MAX_THREADS_PER_BLOCK", "MAX_BLOCK_DIM_X", "MAX_BLOCK_DIM_Y", "MAX_BLOCK_DIM_Z", "MAX_GRID_DIM_X",
+                 "MAX_GRID_DIM_Y", "MAX_GRID_DIM_Z", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "MAX_REGISTERS_PER_BLOCK")
 _ERROR_RECORD = np.zeros(4, np.int64)  # a cleared bounds-check error record (`DeviceRuntime.error_record`)
 
 PYCUDA_MISSING = 'pycuda is not installed (pip install -e ".[cuda]"; it builds from source against a CUDA toolkit)'
@@ -303,6 +306,24 @@ class DeviceRuntime:
     def empty_cache(self) -> None:
         self.activate()
         self.pool.release_cached()
+
+    @functools.cached_property
+    def limits(self) -> dict:
+        """The device's launch limits, by pycuda's attribute names (`LAUNCH_LIMITS`): what
+        `runtime.cuda_kernels` checks a launch against before making it. A limit the driver
+        does not report is left out (not checked)."""
+        gpu = self.drv.Device(self.index)
+        names = getattr(self.drv, "device_attribute", None)
+        out = {}
+        for name in LAUNCH_LIMITS:
+            attr = getattr(names, name, None)
+            if attr is None:
+                continue
+            try:
+                out[name] = int(gpu.get_attribute(attr))
+            except Exception:  # noqa: BLE001 - a driver without this attribute: not checked
+                continue
+        return out
 
     # ---- bounds checks
     @property

@@ -15,9 +15,11 @@ import re
 
 from . import cuda
 from .cuda import DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRuntime, _one_line, _type_name, as_tensor_on, check_arch, runtime
+from tvmscript.diagnostics import TVMScriptError
+
 from .kernel import BoundsCheckError, bind_scalars, bounds_error, check_arity, eval_dim_text, place_in
 
-__all__ = ["load_module", "CUDAModule", "CUDAKernel", "raise_bounds_failure"]
+__all__ = ["load_module", "CUDAModule", "CUDAKernel", "LaunchConfigError", "raise_bounds_failure"]
 
 
 def load_module(code, dev) -> "CUDAModule":
@@ -51,7 +53,13 @@ class CUDAModule:
             except rt.drv.Error as err:
                 raise RuntimeError(f"the CUDA code has no kernel '{symbol}': {_one_line(err)}") from None
 
-        self.kernels = {name: CUDAKernel(func, get_function, rt) for name, func in code.functions.items()}
+        self.kernels = {name: CUDAKernel(func, get_function, rt, code.ptxas) for name, func in code.functions.items()}
+
+
+class LaunchConfigError(TVMScriptError, ValueError):
+    """A kernel's launch does not fit the device (too many threads per block, blocks, shared
+    memory or registers): raised before launching, naming the device's limit; its span is
+    the kernel's PrimFunc."""
 
 
 def raise_bounds_failure(rt, kernels) -> None:
@@ -121,8 +129,10 @@ class CUDAKernel:
 
     _MAX_PLANS = 256
 
-    def __init__(self, func, get_function, rt) -> None:
+    def __init__(self, func, get_function, rt, ptxas=None) -> None:
         self.name = func.name
+        self.span = getattr(func, "span", None)
+        self._ptxas = dict(ptxas or {})  # kernel symbol -> what ptxas reported (registers, shared memory)
         self.params = list(func.params)
         self.sym_vars = list(func.sym_vars)
         self.device = rt.device
@@ -240,6 +250,7 @@ class CUDAKernel:
             shared = self._dim(ln.shared, env, ln, "dynamic shared memory")
             if 0 in grid or 0 in block:
                 continue  # nothing to run (a dimension of extent 0)
+            self._check_fits(ln, grid, block, shared)
             if shared > ln.shared_allowed:
                 ln.func.set_attribute(self._rt.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
                 ln.shared_allowed = shared
@@ -249,6 +260,37 @@ class CUDAKernel:
             self._plans.clear()
         plan = self._plans[syms] = (steps, sizes)
         return plan
+
+    def _check_fits(self, ln, grid: tuple, block: tuple, shared: int) -> None:
+        """A `LaunchConfigError` naming the limit when launch ``ln`` with these dimensions
+        cannot run on this device, read from its attributes (`DeviceRuntime.limits`): threads
+        per block, block and grid dimensions, shared memory (the kernel's static, by ptxas, plus
+        the launch's dynamic) and registers (ptxas's per thread, times the threads: the driver
+        rounds up, so a launch over the limit here is certain to fail there). What the driver
+        would refuse with a bare "too many resources requested for launch"."""
+        limits = self._rt.limits
+        where = f"{self.name}: kernel '{ln.symbol}'"
+        device = f"{self.device} ({self._rt.name})"
+
+        def over(what: str, needed: int, limit: str, unit: str) -> None:
+            most = limits.get(limit)
+            if most is not None and needed > most:
+                raise LaunchConfigError(f"{where} {what} {needed} {unit}; {device} allows at most {most} ({limit})",
+                                        self.span)
+
+        threads = block[0] * block[1] * block[2]
+        over("needs", threads, "MAX_THREADS_PER_BLOCK", "threads per block")
+        for axis, n in zip("XYZ", block):
+            over(f"has a block dimension {axis.lower()} of", n, f"MAX_BLOCK_DIM_{axis}", "threads")
+        for axis, n in zip("XYZ", grid):
+            over(f"has a grid dimension {axis.lower()} of", n, f"MAX_GRID_DIM_{axis}", "blocks")
+        info = self._ptxas.get(ln.symbol)
+        static = getattr(info, "shared_bytes", 0)
+        over(f"needs ({static} static + {shared} dynamic =)", static + shared, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+             "bytes of shared memory per block")
+        registers = getattr(info, "registers", 0)
+        over(f"needs ({registers} per thread x {threads} threads =)", registers * threads, "MAX_REGISTERS_PER_BLOCK",
+             "registers per block")
 
     def _run_host_checks(self, env: dict) -> None:
         """The bounds checks hoisted out of every kernel (`compiler.cuda_spec.HostCheckSpec`),

@@ -355,7 +355,7 @@ class RecordingFunction:
 def fake_runtime(log=None):
     log = [] if log is None else log
     return types.SimpleNamespace(
-        device=tvms.cuda(0), stream="the stream", activate=lambda: None,
+        device=tvms.cuda(0), name="Fake GPU", stream="the stream", activate=lambda: None, limits={},
         pool=cuda.MemoryPool(lambda n: FakeAllocation(log, n)),
         drv=types.SimpleNamespace(function_attribute=types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)))
 

@@ -39,7 +39,8 @@ class FakeDriver(types.ModuleType):
     pointers are host addresses, a CUBIN loads as the CPU kernels given in ``kernels``
     (symbol -> callable taking the launch's arguments), events read the wall clock."""
 
-    def __init__(self, count=1, capability=(9, 0), init_error=None, kernels=None, memory_limit=None) -> None:
+    def __init__(self, count=1, capability=(9, 0), init_error=None, kernels=None, memory_limit=None,
+                 attributes=None) -> None:
         super().__init__("pycuda.driver")
         driver = self
 
@@ -70,6 +71,10 @@ class FakeDriver(types.ModuleType):
 
             def compute_capability(self):
                 return capability
+
+            @staticmethod
+            def get_attribute(attr):
+                return driver.attributes[attr]
 
             def retain_primary_context(self):
                 # pycuda frees a context's objects at exit only from this thread (it warns "in
@@ -183,6 +188,12 @@ class FakeDriver(types.ModuleType):
         self.Error, self.MemoryError, self.Device, self.Stream, self.Event = Error, MemoryError, Device, Stream, Event
         self.Graph = Graph
         self.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
+        # An H100's launch limits (`runtime.cuda.LAUNCH_LIMITS`), by name; ``attributes`` changes them.
+        self.attributes = {"MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024,
+                           "MAX_BLOCK_DIM_Z": 64, "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535,
+                           "MAX_GRID_DIM_Z": 65535, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+                           "MAX_REGISTERS_PER_BLOCK": 65536, **(attributes or {})}
+        self.device_attribute = types.SimpleNamespace(**{name: name for name in self.attributes})
         self.kernels = dict(kernels or {})
         self.context_stack, self.launches, self.events, self.context_threads = [], [], [], []
         self.syncs = self.freed = self.allocations = 0
