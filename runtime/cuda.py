@@ -40,18 +40,22 @@ from typing import Optional
 
 import numpy as np
 
+from tvmscript.diagnostics import TVMScriptError
+
 from .devices import DEVICE_TYPES, Device, cuda as cuda_device, device as as_device, kDLCPU, kDLCUDA
 from .ndarray import Tensor, _aligned_empty, _dtype_name, _np_dtype, _wrap
 
 __all__ = [
     "CUDAUnavailableError", "unavailable_reason", "device_arch", "runtime", "DeviceRuntime", "MemoryPool",
-    "memory_stats", "empty_cache", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch", "frame_factory",
+    "memory_stats", "empty_cache", "DeviceMemoryError", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch",
+    "frame_factory",
 ]
 
 # The device attributes a launch is checked against (`DeviceRuntime.limits`).
 LAUNCH_LIMITS = ("MAX_THREADS_PER_BLOCK", "MAX_BLOCK_DIM_X", "MAX_BLOCK_DIM_Y", "MAX_BLOCK_DIM_Z", "MAX_GRID_DIM_X",
                  "MAX_GRID_DIM_Y", "MAX_GRID_DIM_Z", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "MAX_REGISTERS_PER_BLOCK")
-_ERROR_RECORD = np.zeros(4, np.int64)  # a cleared bounds-check error record (`DeviceRuntime.error_record`)
+_ERROR_RECORD = np.zeros(4, np.int64)
+DEFAULT_CACHE_LIMIT = 1 << 30  # bytes of free blocks a device's pool keeps at most (`MemoryPool.cache_limit`)  # a cleared bounds-check error record (`DeviceRuntime.error_record`)
 
 PYCUDA_MISSING = 'pycuda is not installed (pip install -e ".[cuda]"; it builds from source against a CUDA toolkit)'
 
@@ -205,13 +209,14 @@ class MemoryPool:
     finalizers, which may run in the middle of `malloc` on the same thread; each list and dict
     operation is atomic, and only the counters may drift when several threads allocate."""
 
-    def __init__(self, allocate) -> None:
+    def __init__(self, allocate, cache_limit: Optional[int] = DEFAULT_CACHE_LIMIT) -> None:
         self._allocate = allocate
         self._cached: dict = {}      # size class -> [(allocation, address)]
         self.in_use = 0              # bytes lent out (by size class)
         self.pooled = 0              # bytes cached, free
         self.peak = 0
         self.device_allocations = 0  # times the driver was asked for memory
+        self.cache_limit = cache_limit  # the high-water mark of `pooled` (None: no limit)
 
     def malloc(self, nbytes: int) -> _Block:
         size = round_size(nbytes)
@@ -219,6 +224,10 @@ class MemoryPool:
             alloc, ptr = self._cached[size].pop()  # one step: another thread may take the last one
             self.pooled -= size
         except (KeyError, IndexError):
+            if self.cache_limit is not None and self.pooled > self.cache_limit:
+                # Above the high-water mark (calls of ever new shapes leave blocks of ever new
+                # sizes): the cached blocks go back to the driver before it is asked for more.
+                self.release_cached()
             alloc = self._allocate(size)
             ptr = int(alloc)
             self.device_allocations += 1
@@ -249,6 +258,46 @@ class MemoryPool:
         return {"in_use_bytes": self.in_use, "pooled_bytes": self.pooled,
                 "reserved_bytes": self.in_use + self.pooled, "peak_in_use_bytes": self.peak,
                 "device_allocations": self.device_allocations}
+
+
+class DeviceMemoryError(TVMScriptError, MemoryError):
+    """The GPU is out of memory, even after the pool released its cached blocks: the message
+    names what was being allocated (a tensor's dtype and shape, when it is one: ``tensor``),
+    its size, the bytes tvms's tensors hold and what the device has free. Raised at a Relax
+    binding, the VM places it there (which tensor of the program)."""
+
+    def __init__(self, rt: "DeviceRuntime", nbytes: int, driver_message: str = "") -> None:
+        self.device, self.nbytes, self.in_use, self.driver_message = rt.device, nbytes, rt.pool.in_use, driver_message
+        self.free = self.total = None
+        try:
+            self.free, self.total = (int(x) for x in rt.drv.mem_get_info())
+        except Exception:  # noqa: BLE001 - a driver that cannot tell: left out of the message
+            pass
+        self._tensor = None
+        super().__init__(self._text())
+
+    @property
+    def tensor(self) -> Optional[str]:
+        return self._tensor
+
+    @tensor.setter
+    def tensor(self, what: str) -> None:
+        self._tensor = what
+        self.message = self._text()
+
+    def _text(self) -> str:
+        what = f"{self._tensor} ({_bytes(self.nbytes)})" if self._tensor else _bytes(self.nbytes)
+        free = f", {_bytes(self.free)} of {_bytes(self.total)} free on the device" if self.total is not None else ""
+        return (f"out of memory on {self.device}: cannot allocate {what}; tvms's tensors hold "
+                f"{_bytes(self.in_use)}{free} (the pool's cached blocks were released first)")
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes, readably: ``"4.0 MiB"``, ``"512 bytes"``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 # ----------------------------------------------------------------------------- one device
@@ -291,6 +340,8 @@ class DeviceRuntime:
         self.stream.synchronize()
 
     def _device_alloc(self, nbytes: int):
+        """``nbytes`` from the driver; when the device is out of memory, the pool's cached
+        blocks are released and the driver asked once more; then `DeviceMemoryError`."""
         self.activate()
         try:
             return self.drv.mem_alloc(nbytes)
@@ -300,8 +351,7 @@ class DeviceRuntime:
         try:
             return self.drv.mem_alloc(nbytes)
         except self.drv.MemoryError as err:
-            raise MemoryError(f"out of memory on {self.device}: cannot allocate {nbytes} bytes "
-                              f"({self.pool.in_use} bytes in use by tensors): {_one_line(err)}") from None
+            raise DeviceMemoryError(self, nbytes, _one_line(err)) from None
 
     def empty_cache(self) -> None:
         self.activate()
@@ -355,7 +405,11 @@ class DeviceRuntime:
         n = _ITEMSIZE.get(dtype) or _itemsize(dtype)
         for d in shape:
             n *= d
-        block = self.pool.malloc(n) if malloc is None else malloc(n)
+        try:
+            block = self.pool.malloc(n) if malloc is None else malloc(n)
+        except DeviceMemoryError as err:
+            err.tensor = f"a {dtype} tensor of shape {shape}"
+            raise
         t = _new(self.tensor_class)
         t._mem = block
         t._ptr = block.ptr

@@ -570,9 +570,50 @@ def test_fake_gpu_memory_goes_back_to_the_pool(fake_gpu):
 def test_fake_gpu_out_of_memory(driver_state):
     driver_state(FakeDriver(memory_limit=1 << 20))
     keep = tvms.nd.empty((1 << 18,), "float32", tvms.cuda())  # 1 MiB
-    with pytest.raises(MemoryError, match=r"out of memory on cuda:0: cannot allocate 2097152 bytes \(1048576 bytes in"):
+    with pytest.raises(cuda.DeviceMemoryError, match=r"out of memory on cuda:0: cannot allocate a float32 tensor of "
+                                                     r"shape \(524288,\) \(2.0 MiB\); tvms's tensors hold 1.0 MiB, 0 "
+                                                     r"bytes of 1.0 MiB free on the device"):
         tvms.nd.empty((1 << 19,), "float32", tvms.cuda())
     del keep
+
+
+def test_out_of_memory_the_pool_releases_its_cache_and_retries_once(driver_state):
+    fake = FakeDriver(memory_limit=1 << 20)
+    driver_state(fake)
+    dev = tvms.cuda()
+    cached = tvms.nd.empty((1 << 17,), "float32", dev)    # 512 KiB, then cached by the pool
+    del cached
+    assert cuda.memory_stats()["pooled_bytes"] == 1 << 19 and fake.freed == 0
+    big = tvms.nd.empty((3 << 16,), "float32", dev)        # 768 KiB: fits once the cached block is freed
+    assert fake.freed == 1 and cuda.memory_stats()["pooled_bytes"] == 0
+    del big
+
+
+def test_an_out_of_memory_error_in_the_vm_names_the_binding(driver_state):
+    driver_state(FakeDriver(memory_limit=64 << 10))
+    vm = tvms.relax.VirtualMachine(fake_cuda_executable(cuda._driver()), tvms.cuda())
+    x = tvms.nd.array(np.ones((1024, 4), "float32"), tvms.cuda())   # 16 KiB; each intermediate 16 KiB more
+    with pytest.raises(cuda.DeviceMemoryError, match=r"cannot allocate a float32 tensor of shape \(1024, 4\) "
+                                                     r"\(16.0 KiB\).*in function 'main', binding") as info:
+        [vm["main"](x) for _ in range(8)]   # each result kept until the memory runs out
+    assert info.value.span is not None
+
+
+def test_varying_shapes_keep_device_memory_under_the_high_water_mark(fake_gpu):
+    """1,000 calls of ever new sizes leave blocks of ever new size classes in the pool: above
+    its high-water mark (`MemoryPool.cache_limit`) it releases them, so the memory held stays
+    bounded (without the mark: the sum of every size class used, 250 MB here)."""
+    vm = tvms.relax.VirtualMachine(fake_cuda_executable(fake_gpu), tvms.cuda())
+    pool = cuda.runtime(tvms.cuda()).pool
+    pool.cache_limit = 4 << 20
+    for n in range(1, 1001):
+        x = np.full((n * 64, 4), n, "float32")                   # n KiB: a new size class each call
+        out = vm["main"](tvms.nd.array(x, tvms.cuda()))
+        assert out.shape == (n * 64, 4)
+        assert pool.pooled <= pool.cache_limit + 4 * (n << 10)    # the mark, and at most this call's blocks
+        assert fake_gpu.live_bytes <= pool.in_use + pool.pooled
+    np.testing.assert_allclose(out.numpy(), main_ref(x))
+    assert fake_gpu.live_bytes < 16 << 20
 
 
 def test_fake_gpu_vm(fake_gpu):

@@ -197,6 +197,7 @@ class FakeDriver(types.ModuleType):
         self.kernels = dict(kernels or {})
         self.context_stack, self.launches, self.events, self.context_threads = [], [], [], []
         self.syncs = self.freed = self.allocations = 0
+        self.live_bytes = 0          # device memory allocated and not freed (`memory_limit` bounds it)
         self.loaded = []
         # Stream capture: the stream capturing on each thread; graphs captured, graph launches and
         # the kernels they ran (`launches` holds only the kernels launched one by one).
@@ -209,10 +210,23 @@ class FakeDriver(types.ModuleType):
 
         def mem_alloc(nbytes):
             driver.refuse_while_capturing("cuMemAlloc")
-            if memory_limit is not None and nbytes > memory_limit:
+            if memory_limit is not None and driver.live_bytes + nbytes > memory_limit:
                 raise MemoryError("cuMemAlloc failed: out of memory")
             driver.allocations += 1
-            return driver.allocate(Allocation, nbytes)
+            alloc = driver.allocate(Allocation, nbytes)
+            driver.live_bytes += nbytes
+            free = alloc.free
+
+            def freeing():
+                driver.live_bytes -= nbytes
+                free()
+
+            alloc.free = freeing
+            return alloc
+
+        def mem_get_info():
+            total = memory_limit if memory_limit is not None else 80 << 30
+            return total - driver.live_bytes, total
 
         def memcpy_htod_async(dst, src, stream=None):
             driver.refuse_while_capturing("cuMemcpyHtoDAsync")
@@ -230,6 +244,7 @@ class FakeDriver(types.ModuleType):
             return Module(driver.kernels_of(bytes(image)))
 
         self.init, self.mem_alloc, self.module_from_buffer = init, mem_alloc, module_from_buffer
+        self.mem_get_info = mem_get_info
         self.memcpy_htod_async, self.memcpy_dtoh_async = memcpy_htod_async, memcpy_dtoh_async
         self.memcpy_dtod_async = memcpy_dtod_async
 
