@@ -59,7 +59,7 @@ CHECK_INDEX = "tvms.check_index"  # (index, extent, message) -> index
 CHECK_RANGE = "tvms.check_range"  # (lowest, highest, extent, message), evaluated as a statement
 
 
-FACT_MULTIPLES = (1, 2, 4, 8)  # of a fact, subtracted to prove an expression non-negative (`nonnegative`)
+MAX_FACT_MULTIPLE = 64  # of a fact subtracted to prove an expression non-negative (`_Analysis.nonnegative`)
 
 
 @dataclasses.dataclass
@@ -140,13 +140,25 @@ class _Analysis:
 
     def nonnegative(self, e) -> bool:
         """Whether ``e >= 0`` wherever this point of the program runs: its lower bound over the
-        loops, or that of ``e - k * fact`` for a fact known here (``fact >= 0``) and a small
-        ``k`` (`FACT_MULTIPLES`), which cancels the fact's terms where ``e`` has them scaled: a
-        GPU thread's two elements ``2 * t + j`` (j < 2) of 198 under its guard ``t < 99``."""
+        loops, or that of ``e - k * fact`` for a fact known here (``fact >= 0``) and a ``k``
+        that cancels one of the fact's terms where ``e`` has it scaled (`_multiples`): a GPU
+        thread's two elements ``2 * t + j`` (j < 2) of 198 under its guard ``t < 99``."""
         if self.lower_bound(e) >= 0:
             return True
         return any(self.lower_bound(_sub(e, f if k == 1 else tir.Mul("int64", tir.IntImm("int64", k), f))) >= 0
-                   for f in self.facts for k in FACT_MULTIPLES)
+                   for f in self.facts for k in self._multiples(e, f))
+
+    def _multiples(self, e, fact) -> list:
+        """1, then each ``k > 1`` (at most `MAX_FACT_MULTIPLE`) by which a term of ``e`` is
+        ``-k`` times the same term of ``fact``: the multiples of the fact worth subtracting."""
+        canonical = Canonical(self.bound_ranges())
+        found = {1}
+        e_terms, f_terms = canonical.to_sum(e).terms, canonical.to_sum(fact).terms
+        for t in f_terms:
+            for u in e_terms:
+                if t.scale and u.same_shape(t) and u.scale % t.scale == 0 and 1 < u.scale // t.scale <= MAX_FACT_MULTIPLE:
+                    found.add(u.scale // t.scale)
+        return sorted(found)
 
     def in_bounds(self, index, extent) -> bool:
         index, extent = widen(self.expand(index)), widen(self.expand(extent))

@@ -749,12 +749,14 @@ def compare_with_cpu(prim_funcs: dict, *, code=None, target: str = "cuda", sym_v
     else:
         mod = EmulatedModule(code)
     results = {}
-    for name in names or list(prim_funcs):
+    names = names or list(prim_funcs)
+    cpu = build_cpu({name: prim_funcs[name] for name in names})   # one LLVM module for them all
+    for name in names:
         fn = code.functions[name]
         args = random_arguments(fn.params, sym_values, seed, (given or {}).get(name), int_range)
         gpu_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         cpu_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-        build_cpu({name: prim_funcs[name]})[name](*cpu_args)
+        cpu[name](*cpu_args)
         t0 = time.perf_counter()
         try:
             mod.run(name, *gpu_args)
