@@ -29,6 +29,7 @@ one line what is missing; `unavailable_reason()` says it without raising.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import functools
 import importlib.util
@@ -47,7 +48,7 @@ from .ndarray import Tensor, _aligned_empty, _dtype_name, _np_dtype, _wrap
 
 __all__ = [
     "CUDAUnavailableError", "unavailable_reason", "device_arch", "runtime", "DeviceRuntime", "MemoryPool",
-    "memory_stats", "empty_cache", "DeviceMemoryError", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch",
+    "memory_stats", "empty_cache", "DeviceError", "DeviceMemoryError", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch",
     "frame_factory",
 ]
 
@@ -260,6 +261,33 @@ class MemoryPool:
                 "device_allocations": self.device_allocations}
 
 
+class DeviceError(TVMScriptError, RuntimeError):
+    """A kernel failed on the GPU: its launch was refused, or it faulted (an illegal address, an
+    unspecified launch failure) and the next synchronization found out. The message names the
+    kernel and its prim_func (for a fault found later, the kernels launched since the device
+    last synchronized), and its span is the prim_func. ``sticky``: the error is one of those
+    that leave the CUDA context unusable (`STICKY_ERRORS`); the message then says so."""
+
+    def __init__(self, message: str, span=None, sticky: bool = False) -> None:
+        if sticky:
+            message += ("; this error leaves the CUDA context unusable: every later call on the device fails "
+                        "until the process starts again")
+        super().__init__(message, span)
+        self.sticky = sticky
+
+
+# What a sticky CUDA error says (CUDA_ERROR_ILLEGAL_ADDRESS, _LAUNCH_FAILED, _MISALIGNED_ADDRESS,
+# _ILLEGAL_INSTRUCTION, _HARDWARE_STACK_ERROR, _INVALID_PC, _ASSERT): after one, the context is lost.
+STICKY_ERRORS = ("illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
+                 "illegal instruction", "hardware stack error", "invalid program counter", "device-side assert")
+
+
+def is_sticky(message: str) -> bool:
+    """Whether a driver's error message is one of `STICKY_ERRORS`."""
+    text = message.lower()
+    return any(s in text for s in STICKY_ERRORS)
+
+
 class DeviceMemoryError(TVMScriptError, MemoryError):
     """The GPU is out of memory, even after the pool released its cached blocks: the message
     names what was being allocated (a tensor's dtype and shape, when it is one: ``tensor``),
@@ -321,6 +349,9 @@ class DeviceRuntime:
         self.pool = MemoryPool(self._device_alloc)
         self.tensor_class = tensor_class(index)
         self._errors = None  # the kernels' bounds-check error record (`error_record`)
+        # The prim_funcs launched since the device last synchronized: the suspects of a fault
+        # found there (`faults_found`); bounded, as a call may launch many.
+        self.launched = collections.deque(maxlen=16)
 
     @property
     def arch(self) -> str:
@@ -337,7 +368,22 @@ class DeviceRuntime:
     def sync(self) -> None:
         """Wait until the work queued on the device's stream is done."""
         self.activate()
-        self.stream.synchronize()
+        with self.faults_found():
+            self.stream.synchronize()
+
+    @contextlib.contextmanager
+    def faults_found(self):
+        """Around a synchronization: a driver error there is a kernel's fault found late,
+        raised as a `DeviceError` naming the kernels launched since the last synchronization
+        (`launched`), which one of them faulted."""
+        try:
+            yield
+        except self.drv.Error as err:
+            kernels = ", ".join(f"'{k}'" for k in dict.fromkeys(self.launched)) or "none"
+            self.launched.clear()
+            raise DeviceError(f"a kernel failed on {self.device}: {_one_line(err)} (launched since the last "
+                              f"synchronization: {kernels})", sticky=is_sticky(str(err))) from None
+        self.launched.clear()
 
     def _device_alloc(self, nbytes: int):
         """``nbytes`` from the driver; when the device is out of memory, the pool's cached
@@ -445,8 +491,9 @@ class DeviceRuntime:
         """Copy into C-contiguous ``out`` once the work queued before is done."""
         if out.nbytes:
             self.activate()
-            self.drv.memcpy_dtoh_async(_bytes_of(out), ptr, self.stream)
-            self.stream.synchronize()
+            with self.faults_found():
+                self.drv.memcpy_dtoh_async(_bytes_of(out), ptr, self.stream)
+                self.stream.synchronize()
 
     def copy_on_device(self, dst: int, src: int, nbytes: int) -> None:
         if nbytes:

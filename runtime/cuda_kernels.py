@@ -13,10 +13,11 @@ from __future__ import annotations
 import operator
 import re
 
-from . import cuda
-from .cuda import DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceRuntime, _one_line, _type_name, as_tensor_on, check_arch, runtime
 from tvmscript.diagnostics import TVMScriptError
 
+from . import cuda
+from .cuda import (DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceError, DeviceRuntime, _one_line, _type_name, as_tensor_on,
+                   check_arch, is_sticky, runtime)
 from .kernel import BoundsCheckError, bind_scalars, bounds_error, check_arity, eval_dim_text, place_in
 
 __all__ = ["load_module", "CUDAModule", "CUDAKernel", "LaunchConfigError", "raise_bounds_failure"]
@@ -201,11 +202,12 @@ class CUDAKernel:
         if self.checks_on_device:
             args += (rt.error_record,)
         stream = rt.stream
+        rt.launched.append(self.name)
         try:
             for call, grid, block, shared, pick in steps:
                 call(grid, block, stream, *pick(args), shared_size=shared)
         except Exception as err:
-            raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
+            raise self._launch_error(err) from err
         if self.checks_on_device:
             raise_bounds_failure(rt, (self,))
 
@@ -229,8 +231,14 @@ class CUDAKernel:
             for call, grid, block, shared, pick in steps:
                 call(grid, block, stream, *pick(args), shared_size=shared)
         except Exception as err:
-            raise RuntimeError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}") from err
+            raise self._launch_error(err) from err
         return len(steps)
+
+    def _launch_error(self, err: Exception) -> DeviceError:
+        """A launch the driver refused (or a fault an earlier kernel left it), as a `DeviceError`
+        naming this kernel, placed at its prim_func."""
+        return DeviceError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}", self.span,
+                           sticky=is_sticky(str(err)))
 
     def call_raw(self, pointers, syms=(), scalars=()) -> None:
         """`launch` with the buffers' addresses, the values of `sym_vars` and the scalar

@@ -355,7 +355,7 @@ class RecordingFunction:
 def fake_runtime(log=None):
     log = [] if log is None else log
     return types.SimpleNamespace(
-        device=tvms.cuda(0), name="Fake GPU", stream="the stream", activate=lambda: None, limits={},
+        device=tvms.cuda(0), name="Fake GPU", stream="the stream", activate=lambda: None, limits={}, launched=[],
         pool=cuda.MemoryPool(lambda n: FakeAllocation(log, n)),
         drv=types.SimpleNamespace(function_attribute=types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)))
 
@@ -444,8 +444,33 @@ def test_a_failing_launch_names_the_kernel():
             raise RuntimeError("cuLaunchKernel failed: too many resources requested for launch")
 
     k = cuda_kernels.CUDAKernel(SOFTMAX, lambda s: Failing(s, []), fake_runtime())
-    with pytest.raises(RuntimeError, match="softmax: launching a kernel on cuda:0 failed: cuLaunchKernel failed: too"):
+    with pytest.raises(cuda.DeviceError, match="softmax: launching a kernel on cuda:0 failed: cuLaunchKernel failed: "
+                                               "too many resources requested for launch$") as info:
         k.launch(1, 2, 0.5, 4)
+    assert not info.value.sticky
+
+    class Faulted(RecordingFunction):
+        def prepared_async_call(self, *args, **kwargs):
+            raise RuntimeError("cuLaunchKernel failed: an illegal memory access was encountered")
+
+    k = cuda_kernels.CUDAKernel(SOFTMAX, lambda s: Faulted(s, []), fake_runtime())
+    with pytest.raises(cuda.DeviceError, match="illegal memory access was encountered; this error leaves the CUDA "
+                                               "context unusable") as info:
+        k.launch(1, 2, 0.5, 4)
+    assert info.value.sticky
+
+
+def test_a_fault_found_at_a_synchronization_names_the_kernels_launched_since(fake_gpu):
+    vm = tvms.relax.VirtualMachine(fake_cuda_executable(fake_gpu), tvms.cuda())
+    out = vm["main"](tvms.nd.array(np.ones((3, 4), "float32"), tvms.cuda()))
+    fake_gpu.fault = "cuStreamSynchronize failed: an illegal memory access was encountered"
+    with pytest.raises(cuda.DeviceError, match=r"a kernel failed on cuda:0: cuStreamSynchronize failed: an illegal "
+                                               r"memory access was encountered \(launched since the last "
+                                               r"synchronization: 'scale_add'.*\); this error leaves the CUDA "
+                                               r"context unusable") as info:
+        out.numpy()
+    assert info.value.sticky
+    np.testing.assert_allclose(out.numpy(), main_ref(np.ones((3, 4), "float32")))   # the fake device goes on
 
 
 def test_calling_a_kernel_checks_its_arguments():

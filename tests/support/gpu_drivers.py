@@ -92,6 +92,9 @@ class FakeDriver(types.ModuleType):
             def synchronize(self):
                 driver.refuse_while_capturing("cuStreamSynchronize")
                 driver.syncs += 1
+                if driver.fault is not None:   # a fault a kernel left, found here (a test sets it)
+                    fault, driver.fault = driver.fault, None
+                    raise Error(fault)
 
             # Stream capture, pycuda-style (pycuda itself has none: runtime/cuda_graph.py
             # calls libcuda for it, and uses these methods where a driver module has them).
@@ -198,6 +201,7 @@ class FakeDriver(types.ModuleType):
         self.context_stack, self.launches, self.events, self.context_threads = [], [], [], []
         self.syncs = self.freed = self.allocations = 0
         self.live_bytes = 0          # device memory allocated and not freed (`memory_limit` bounds it)
+        self.fault = None            # the next synchronization's error, when a test sets one
         self.loaded = []
         # Stream capture: the stream capturing on each thread; graphs captured, graph launches and
         # the kernels they ran (`launches` holds only the kernels launched one by one).
