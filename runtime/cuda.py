@@ -373,16 +373,19 @@ class DeviceRuntime:
 
     @contextlib.contextmanager
     def faults_found(self):
-        """Around a synchronization: a driver error there is a kernel's fault found late,
-        raised as a `DeviceError` naming the kernels launched since the last synchronization
-        (`launched`), which one of them faulted."""
+        """Around a synchronization: a sticky driver error there (`STICKY_ERRORS`) is a
+        kernel's fault found late, raised as a `DeviceError` naming the kernels launched since
+        the last synchronization (`launched`), which one of them faulted. Other errors (a
+        misuse of the API, such as synchronizing a capturing stream) pass as they are."""
         try:
             yield
         except self.drv.Error as err:
+            if not is_sticky(str(err)):
+                raise
             kernels = ", ".join(f"'{k}'" for k in dict.fromkeys(self.launched)) or "none"
             self.launched.clear()
             raise DeviceError(f"a kernel failed on {self.device}: {_one_line(err)} (launched since the last "
-                              f"synchronization: {kernels})", sticky=is_sticky(str(err))) from None
+                              f"synchronization: {kernels})", sticky=True) from None
         self.launched.clear()
 
     def _device_alloc(self, nbytes: int):

@@ -17,6 +17,7 @@ Each test runs on the emulated GPU everywhere and, under ``pytest -m cuda``, on 
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -160,9 +161,12 @@ def test_the_benchmark_kernels_prove_every_access():
     stride-2 1x1 convolution (its pixel rows ``(t * 32 + p) // 28 * 2`` under the tile's guard:
     benchmarks/cuda_models.py counts the checks of whole models): no check is left in any
     kernel or on the host, so bounds checking costs them nothing."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    # By its path: "cuda" is also NVIDIA's package (cuda-bindings), which the suite may have imported.
+    spec = importlib.util.spec_from_file_location("benchmarks_cuda", ROOT / "benchmarks" / "cuda.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))      # its own imports (_gpu)
     try:
-        import cuda as bench
+        spec.loader.exec_module(bench)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     from tvmscript.compiler.build import kernels_as_built
