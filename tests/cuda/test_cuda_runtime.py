@@ -439,24 +439,20 @@ def test_a_dimension_over_an_integer_scalar_parameter():
 
 
 def test_a_failing_launch_names_the_kernel():
-    class Failing(RecordingFunction):
-        def prepared_async_call(self, *args, **kwargs):
-            raise RuntimeError("cuLaunchKernel failed: too many resources requested for launch")
+    def failing(error: str):
+        class Failing(RecordingFunction):
+            def prepared_async_call(self, *args, **kwargs):
+                raise RuntimeError(error)
 
-    k = cuda_kernels.CUDAKernel(SOFTMAX, lambda s: Failing(s, []), fake_runtime())
+        return cuda_kernels.CUDAKernel(SOFTMAX, lambda s: Failing(s, []), fake_runtime())
+
     with pytest.raises(cuda.DeviceError, match="softmax: launching a kernel on cuda:0 failed: cuLaunchKernel failed: "
                                                "too many resources requested for launch$") as info:
-        k.launch(1, 2, 0.5, 4)
+        failing("cuLaunchKernel failed: too many resources requested for launch").launch(1, 2, 0.5, 4)
     assert not info.value.sticky
-
-    class Faulted(RecordingFunction):
-        def prepared_async_call(self, *args, **kwargs):
-            raise RuntimeError("cuLaunchKernel failed: an illegal memory access was encountered")
-
-    k = cuda_kernels.CUDAKernel(SOFTMAX, lambda s: Faulted(s, []), fake_runtime())
     with pytest.raises(cuda.DeviceError, match="illegal memory access was encountered; this error leaves the CUDA "
                                                "context unusable") as info:
-        k.launch(1, 2, 0.5, 4)
+        failing("cuLaunchKernel failed: an illegal memory access was encountered").launch(1, 2, 0.5, 4)
     assert info.value.sticky
 
 
