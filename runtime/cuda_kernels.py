@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import re
+from typing import Optional
 
 from tvmscript.diagnostics import TVMScriptError
 
@@ -20,7 +21,8 @@ from .cuda import (DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceError, DeviceRuntime, _on
                    check_arch, is_sticky, runtime)
 from .kernel import BoundsCheckError, bind_scalars, bounds_error, check_arity, eval_dim_text, place_in
 
-__all__ = ["load_module", "CUDAModule", "CUDAKernel", "LaunchConfigError", "raise_bounds_failure"]
+__all__ = ["load_module", "CUDAModule", "CUDAKernel", "LaunchConfigError", "failed_host_check",
+           "raise_bounds_failure"]
 
 
 def load_module(code, dev) -> "CUDAModule":
@@ -79,6 +81,20 @@ def raise_bounds_failure(rt, kernels) -> None:
     found = f"index {lowest}" if lowest == highest else f"indices {lowest} to {highest}"
     raise BoundsCheckError(f"an out-of-bounds access on {rt.device} ({found}, size {size}; check {site} of a "
                            "module whose kernels are not the ones just run)")
+
+
+def failed_host_check(specs, value) -> Optional[tuple]:
+    """``(site, lowest, highest, size)`` of the first of the host's bounds checks ``specs``
+    (`compiler.cuda_spec.HostCheckSpec`) that fails, ``value(text)`` evaluating a dimension
+    text for the call's sizes; None when they all hold. A check whose loops do not run (its
+    ``runs_if`` not positive) holds."""
+    for spec in specs:
+        if spec.runs_if is not None and value(spec.runs_if) <= 0:
+            continue
+        lo, hi, n = value(spec.lowest), value(spec.highest), value(spec.size)
+        if lo < 0 or hi >= n:
+            return spec.site, lo, hi, n
+    return None
 
 
 def _picker(positions: list):
@@ -150,9 +166,7 @@ class CUDAKernel:
         self.check_messages = list(checks.messages) if checks is not None else []
         self.first_site = checks.first_site if checks is not None else 0
         self.checks_on_device = bool(checks is not None and checks.device)
-        self._host_checks = [(_literal(c.lowest), _literal(c.highest), _literal(c.size),
-                              None if c.runs_if is None else _literal(c.runs_if), c.site)
-                             for c in (checks.host if checks is not None else ())]
+        self.host_checks = list(checks.host) if checks is not None else []
         self.places = getattr(func, "places", None)
 
         def position(arg) -> int:
@@ -303,12 +317,9 @@ class CUDAKernel:
     def _run_host_checks(self, env: dict) -> None:
         """The bounds checks hoisted out of every kernel (`compiler.cuda_spec.HostCheckSpec`),
         for these sizes: a `BoundsCheckError` for the first that fails."""
-        for lowest, highest, size, runs_if, site in self._host_checks:
-            if runs_if is not None and self._dim(runs_if, env, None, "bounds check") <= 0:
-                continue
-            lo, hi, n = (self._dim(x, env, None, "bounds check", signed=True) for x in (lowest, highest, size))
-            if lo < 0 or hi >= n:
-                raise self.bounds_error(site, lo, hi, n)
+        found = failed_host_check(self.host_checks, lambda text: self._dim(text, env, None, "bounds check", signed=True))
+        if found is not None:
+            raise self.bounds_error(*found)
 
     def place(self, error) -> None:
         """Give a failure of this kernel (a `KernelAssertionError`) its span in the PrimFunc,

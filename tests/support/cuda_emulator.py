@@ -506,6 +506,7 @@ class EmulatedModule:
                     if isinstance(st, str) and st.isidentifier():
                         env.setdefault(st, got // arg.itemsize)
             buffers.append((spec, arg))
+        from tvmscript.runtime.cuda_kernels import failed_host_check
         from tvmscript.runtime.kernel import bounds_error, eval_dim_text
 
         for text, got, pname in deferred:
@@ -540,12 +541,9 @@ class EmulatedModule:
         # Bounds checks (compiler/codegen_cuda/checks.py): the host's before any launch, the
         # kernels' in an error record read after each launch; a failure is the runtime's error.
         checks = getattr(fn, "checks", None)
-        for hc in (checks.host if checks is not None else ()):
-            if hc.runs_if is not None and dim(hc.runs_if, "bounds check") <= 0:
-                continue
-            lo, hi, n = (eval_dim_text(str(t), env) for t in (hc.lowest, hc.highest, hc.size))
-            if lo < 0 or hi >= n:
-                raise bounds_error(checks.messages[hc.site], lo, hi, n)
+        failed = failed_host_check(checks.host if checks is not None else (), lambda text: dim(text, "bounds check"))
+        if failed is not None:
+            raise bounds_error(checks.messages[failed[0]], *failed[1:])
         errors = np.zeros(4, np.int64)
         self.timings = []
         for launch in fn.launches:
