@@ -1,4 +1,4 @@
-"""The CUDA runtime, through pycuda: the driver, a caching memory pool, one stream per device,
+"""The CUDA runtime, through pycuda: the driver, a caching memory pool, streams (one per VM),
 tensors in GPU memory and event timing. The kernels loaded on a GPU are in `runtime.cuda_kernels`,
 the DLPack exchange with PyTorch and CuPy in `runtime.cuda_dlpack`.
 
@@ -13,14 +13,20 @@ How tvms uses a GPU:
 * Each GPU is used through its *primary context* (the one the CUDA runtime API, hence PyTorch
   and CuPy, use too), made current on each thread that touches the device, and popped again
   when that thread ends (pycuda aborts the process when a thread exits with a context pushed).
-* All work on a GPU (copies, kernels) goes to one stream of that GPU, so it runs in the order
-  it was issued: memory a tensor gives back to the pool can serve the next allocation at once,
-  as later work on the stream runs after the earlier work that used it.
-* Memory comes from a caching pool (`MemoryPool`): sizes are rounded up to a few classes,
+* Work on a GPU (copies, kernels) goes to a stream (`Stream`): each VM has one of its own
+  (`DeviceRuntime.acquire_stream`), made current on the calling thread while it runs
+  (`DeviceRuntime.using`); outside a VM the device's default stream is current. Within a
+  stream work runs in the order it was issued. Between streams, the memory of each tensor
+  orders them: a block remembers the stream it was taken on and the streams that used it
+  since, a stream about to use it waits for those first (`DeviceRuntime.order_after`, an
+  event each), and a block used on several streams goes back to the pool only once their
+  work is done (`MemoryPool`). So a VM's output fed to another VM, or read on the host, is
+  complete, and two VMs on two threads run side by side.
+* Memory comes from a caching pool (`MemoryPool`, in `runtime.cuda_memory`): sizes are rounded up to a few classes,
   blocks freed by tensors that die are kept and handed out again, so a VM call in a loop
   allocates nothing from the driver after the first one. `memory_stats` and `empty_cache`
   show and release it.
-* Kernels (`runtime.cuda_kernels.CUDAKernel`) are launched on that stream too.
+* Kernels (`runtime.cuda_kernels.CUDAKernel`) are launched on the current stream too.
 
 Everything that needs pycuda or a GPU raises `CUDAUnavailableError` (a RuntimeError) saying in
 one line what is missing; `unavailable_reason()` says it without raising.
@@ -43,20 +49,21 @@ import numpy as np
 
 from tvmscript.diagnostics import TVMScriptError
 
-from .devices import DEVICE_TYPES, Device, cuda as cuda_device, device as as_device, kDLCPU, kDLCUDA
-from .ndarray import Tensor, _aligned_empty, _dtype_name, _np_dtype, _wrap
+from .cuda_memory import DEFAULT_CACHE_LIMIT, DeviceMemoryError, MemoryPool, _Block, _new, round_size
+from .cuda_tensor import _ITEMSIZE, CUDATensor, _bytes_of, _itemsize, as_tensor_on, tensor_class
+from .devices import Device, cuda as cuda_device, device as as_device, kDLCUDA
+from .ndarray import _dtype_name
 
 __all__ = [
     "CUDAUnavailableError", "unavailable_reason", "device_arch", "runtime", "DeviceRuntime", "MemoryPool",
     "memory_stats", "empty_cache", "DeviceError", "DeviceMemoryError", "CUDATensor", "tensor_class", "as_tensor_on", "check_arch",
-    "frame_factory",
+    "frame_factory", "Stream", "recreate_context", "round_size", "DEFAULT_CACHE_LIMIT",
 ]
 
 # The device attributes a launch is checked against (`DeviceRuntime.limits`).
 LAUNCH_LIMITS = ("MAX_THREADS_PER_BLOCK", "MAX_BLOCK_DIM_X", "MAX_BLOCK_DIM_Y", "MAX_BLOCK_DIM_Z", "MAX_GRID_DIM_X",
                  "MAX_GRID_DIM_Y", "MAX_GRID_DIM_Z", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "MAX_REGISTERS_PER_BLOCK")
-_ERROR_RECORD = np.zeros(4, np.int64)
-DEFAULT_CACHE_LIMIT = 1 << 30  # bytes of free blocks a device's pool keeps at most (`MemoryPool.cache_limit`)  # a cleared bounds-check error record (`DeviceRuntime.error_record`)
+_ERROR_RECORD = np.zeros(4, np.int64)  # a cleared bounds-check error record (`DeviceRuntime.error_record`)
 
 PYCUDA_MISSING = 'pycuda is not installed (pip install -e ".[cuda]"; it builds from source against a CUDA toolkit)'
 
@@ -164,6 +171,8 @@ class _PushedContext:
 class _ThreadState(threading.local):
     runtime = None   # the DeviceRuntime whose context is current on this thread
     pushed = None    # its _PushedContext
+    stream = None    # the `Stream` current on this thread (a VM's, while it runs), else None
+    errors = None    # device index -> this thread's bounds-check error record (`DeviceRuntime.error_record`)
 
 
 _thread = _ThreadState()
@@ -174,91 +183,41 @@ def _release_thread() -> None:
     _thread.pushed = None
 
 
-# ----------------------------------------------------------------------------- memory
+# ----------------------------------------------------------------------------- streams
 
 
-def round_size(nbytes: int) -> int:
-    """The pool's size class for ``nbytes``: a multiple of 512 bytes below 1 MiB, then eight
-    classes per power of two (at most 12.5% more than asked)."""
-    if nbytes <= 512:
-        return 512
-    if nbytes < 1 << 20:
-        return (nbytes + 511) & ~511
-    step = 1 << (nbytes.bit_length() - 4)
-    return (nbytes + step - 1) // step * step
+class Stream:
+    """A stream of one GPU: a queue whose work runs in the order it was issued. ``raw`` is the
+    driver's stream object. Each VM gets one (`DeviceRuntime.acquire_stream`); the device has
+    a default one for everything else. Streams are kept and reused, never destroyed, so the
+    pool's blocks cached for a stream stay valid for its next user."""
 
+    __slots__ = ("rt", "raw", "name")
 
-class _Block:
-    """A block of device memory lent by a `MemoryPool`. Tensors hold it (views of one block
-    share it); when the last one goes, the block goes back to the pool, not to the driver."""
+    def __init__(self, rt: "DeviceRuntime", raw, name: str) -> None:
+        self.rt, self.raw, self.name = rt, raw, name
 
-    __slots__ = ("pool", "alloc", "size", "ptr")
+    def synchronize(self) -> None:
+        """Wait until the work queued on this stream is done."""
+        self.rt.activate()
+        with self.rt.faults_found():
+            self.raw.synchronize()
 
-    def __del__(self) -> None:
-        self.pool._give_back(self.alloc, self.ptr, self.size)
+    def record(self):
+        """An event recorded on this stream now: done once the work queued so far is."""
+        event = self.rt.drv.Event()
+        event.record(self.raw)
+        return event
 
+    def wait_for(self, others) -> None:
+        """Make this stream's later work wait until the work queued so far on each of
+        ``others`` is done (an event each; the host does not wait)."""
+        for other in others:
+            if other is not self:
+                self.raw.wait_for_event(other.record())
 
-_new = object.__new__
-
-
-class MemoryPool:
-    """A caching allocator for one GPU. ``allocate(nbytes)`` gets memory from the driver (an
-    object whose ``int()`` is the device address and whose ``free()`` releases it); blocks
-    are handed out by size class (`round_size`) and kept, when given back, for the next
-    request of that class. Reuse needs no synchronization because all of tvms's work on the
-    device is on one stream (see the module's docstring). No lock: blocks come back from
-    finalizers, which may run in the middle of `malloc` on the same thread; each list and dict
-    operation is atomic, and only the counters may drift when several threads allocate."""
-
-    def __init__(self, allocate, cache_limit: Optional[int] = DEFAULT_CACHE_LIMIT) -> None:
-        self._allocate = allocate
-        self._cached: dict = {}      # size class -> [(allocation, address)]
-        self.in_use = 0              # bytes lent out (by size class)
-        self.pooled = 0              # bytes cached, free
-        self.peak = 0
-        self.device_allocations = 0  # times the driver was asked for memory
-        self.cache_limit = cache_limit  # the high-water mark of `pooled` (None: no limit)
-
-    def malloc(self, nbytes: int) -> _Block:
-        size = round_size(nbytes)
-        try:
-            alloc, ptr = self._cached[size].pop()  # one step: another thread may take the last one
-            self.pooled -= size
-        except (KeyError, IndexError):
-            if self.cache_limit is not None and self.pooled > self.cache_limit:
-                # Above the high-water mark (calls of ever new shapes leave blocks of ever new
-                # sizes): the cached blocks go back to the driver before it is asked for more.
-                self.release_cached()
-            alloc = self._allocate(size)
-            ptr = int(alloc)
-            self.device_allocations += 1
-        self.in_use += size
-        if self.in_use > self.peak:
-            self.peak = self.in_use
-        block = _new(_Block)
-        block.pool = self
-        block.alloc = alloc
-        block.size = size
-        block.ptr = ptr
-        return block
-
-    def _give_back(self, alloc, ptr: int, size: int) -> None:
-        self.in_use -= size
-        self.pooled += size
-        self._cached.setdefault(size, []).append((alloc, ptr))
-
-    def release_cached(self) -> None:
-        """Free the cached blocks back to the driver (those lent out stay)."""
-        cached, self._cached = self._cached, {}
-        self.pooled = 0
-        for blocks in cached.values():
-            for alloc, _ in blocks:
-                alloc.free()
-
-    def stats(self) -> dict:
-        return {"in_use_bytes": self.in_use, "pooled_bytes": self.pooled,
-                "reserved_bytes": self.in_use + self.pooled, "peak_in_use_bytes": self.peak,
-                "device_allocations": self.device_allocations}
+    def __repr__(self) -> str:
+        return f"<tvms CUDA stream '{self.name}' of {self.rt.device}>"
 
 
 class DeviceError(TVMScriptError, RuntimeError):
@@ -266,12 +225,14 @@ class DeviceError(TVMScriptError, RuntimeError):
     unspecified launch failure) and the next synchronization found out. The message names the
     kernel and its prim_func (for a fault found later, the kernels launched since the device
     last synchronized), and its span is the prim_func. ``sticky``: the error is one of those
-    that leave the CUDA context unusable (`STICKY_ERRORS`); the message then says so."""
+    that leave the CUDA context unusable (`STICKY_ERRORS`); the message then says so, and how
+    the context is recreated (`DeviceRuntime.recreate`). Also raised for a tensor whose memory
+    was lost with a context."""
 
     def __init__(self, message: str, span=None, sticky: bool = False) -> None:
         if sticky:
-            message += ("; this error leaves the CUDA context unusable: every later call on the device fails "
-                        "until the process starts again")
+            message += ("; this error leaves the CUDA context unusable: the next VM call recreates it (the "
+                        "tensors on the device are lost), or call tvms.runtime.cuda.recreate_context()")
         super().__init__(message, span)
         self.sticky = sticky
 
@@ -288,52 +249,12 @@ def is_sticky(message: str) -> bool:
     return any(s in text for s in STICKY_ERRORS)
 
 
-class DeviceMemoryError(TVMScriptError, MemoryError):
-    """The GPU is out of memory, even after the pool released its cached blocks: the message
-    names what was being allocated (a tensor's dtype and shape, when it is one: ``tensor``),
-    its size, the bytes tvms's tensors hold and what the device has free. Raised at a Relax
-    binding, the VM places it there (which tensor of the program)."""
-
-    def __init__(self, rt: "DeviceRuntime", nbytes: int, driver_message: str = "") -> None:
-        self.device, self.nbytes, self.in_use, self.driver_message = rt.device, nbytes, rt.pool.in_use, driver_message
-        self.free = self.total = None
-        try:
-            self.free, self.total = (int(x) for x in rt.drv.mem_get_info())
-        except Exception:  # noqa: BLE001 - a driver that cannot tell: left out of the message
-            pass
-        self._tensor = None
-        super().__init__(self._text())
-
-    @property
-    def tensor(self) -> Optional[str]:
-        return self._tensor
-
-    @tensor.setter
-    def tensor(self, what: str) -> None:
-        self._tensor = what
-        self.message = self._text()
-
-    def _text(self) -> str:
-        what = f"{self._tensor} ({_bytes(self.nbytes)})" if self._tensor else _bytes(self.nbytes)
-        free = f", {_bytes(self.free)} of {_bytes(self.total)} free on the device" if self.total is not None else ""
-        return (f"out of memory on {self.device}: cannot allocate {what}; tvms's tensors hold "
-                f"{_bytes(self.in_use)}{free} (the pool's cached blocks were released first)")
-
-
-def _bytes(n: int) -> str:
-    """``n`` bytes, readably: ``"4.0 MiB"``, ``"512 bytes"``."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"
-
-
 # ----------------------------------------------------------------------------- one device
 
 
 class DeviceRuntime:
-    """One GPU as tvms uses it: its primary context, the stream all of tvms's work on it goes
-    to, its memory pool, and the class of the tensors that live on it. One per device
+    """One GPU as tvms uses it: its primary context, its streams (the default one and those of
+    the VMs), its memory pool, and the class of the tensors that live on it. One per device
     (`runtime`)."""
 
     def __init__(self, drv, index: int) -> None:
@@ -345,13 +266,20 @@ class DeviceRuntime:
         self.compute_capability = tuple(gpu.compute_capability())
         self.context = gpu.retain_primary_context()
         self.activate()
-        self.stream = drv.Stream()
-        self.pool = MemoryPool(self._device_alloc)
+        self.default_stream = Stream(self, drv.Stream(), "default")
+        self._streams = [self.default_stream]   # every stream made, so `sync` can name them
+        self._idle_streams: list = []            # VMs' streams whose VM is gone, for the next VM
+        self._streams_lock = threading.Lock()
+        self.pool = MemoryPool(self._device_alloc, fence=self._fence)
         self.tensor_class = tensor_class(index)
-        self._errors = None  # the kernels' bounds-check error record (`error_record`)
         # The prim_funcs launched since the device last synchronized: the suspects of a fault
         # found there (`faults_found`); bounded, as a call may launch many.
         self.launched = collections.deque(maxlen=16)
+        # Context recreation (`recreate`): what lost the context (None while it is sound), and
+        # how many times it was recreated; what loaded code or kept memory checks it against.
+        self.lost: Optional[str] = None
+        self.generation = 0
+        self._graveyard: list = []  # the lost contexts' objects, kept: freeing them would fail
 
     @property
     def arch(self) -> str:
@@ -365,11 +293,115 @@ class DeviceRuntime:
             _thread.pushed = _PushedContext(self.context)
             _thread.runtime = self
 
+    # ---- streams
+    def current_stream(self) -> Stream:
+        """The stream work on this device goes to from the calling thread: the running VM's,
+        else the default one."""
+        stream = _thread.stream
+        return stream if stream is not None and stream.rt is self else self.default_stream
+
+    @contextlib.contextmanager
+    def using(self, stream: Stream):
+        """Make ``stream`` the calling thread's current stream for the block's duration."""
+        previous = _thread.stream
+        _thread.stream = stream
+        try:
+            yield stream
+        finally:
+            _thread.stream = previous
+
+    def acquire_stream(self) -> Stream:
+        """A stream for a new VM: one a collected VM left (`release_stream`), else a new one."""
+        with self._streams_lock:
+            if self._idle_streams:
+                return self._idle_streams.pop()
+            self.activate()
+            stream = Stream(self, self.drv.Stream(), f"vm{len(self._streams)}")
+            self._streams.append(stream)
+            return stream
+
+    def release_stream(self, stream: Stream) -> None:
+        """Give a VM's stream back for the next VM (called when the VM is collected: it only
+        files the stream, no driver call). The pool's blocks cached for it stay valid, as the
+        next VM's work on it runs after the last one's."""
+        self._idle_streams.append(stream)
+
+    def order_after(self, values, stream: Stream) -> None:
+        """Before ``stream`` uses the tensors in ``values`` (a sequence; tuples in it are
+        walked), make it wait for the other streams that took or used their memory, and note
+        it among the memory's users. The VM calls it on its arguments, a kernel called directly
+        on its buffers, a copy on its source and target."""
+        waits = None
+        for value in values:
+            block = getattr(value, "_mem", None)
+            if block is None:
+                if value.__class__ is tuple:
+                    self.order_after(value, stream)
+                continue
+            owner = getattr(block, "stream", None)
+            if owner is None:  # memory of a DLPack exporter: ordered when it was lent
+                continue
+            if block.pool is not self.pool:
+                if not block.pool.retired:  # another GPU's memory: the argument checks say so
+                    continue
+                raise DeviceError(f"a tensor on {self.device} was lost when the CUDA context was recreated after "
+                                  f"an error ({self._graveyard[-1][0] if self._graveyard else 'a fault'}): make it "
+                                  "again")
+            users = block.users
+            if owner is stream and users is None:
+                continue
+            if waits is None:
+                waits = set()
+            waits.add(owner)
+            if users:
+                waits.update(users)
+            if owner is not stream and (users is None or stream not in users):
+                block.users = (users or frozenset()) | {stream}
+        if waits:
+            waits.discard(stream)
+            if waits:
+                self.activate()
+                stream.wait_for(waits)
+
+    def _fence(self, streams) -> list:
+        """An event recorded on each of ``streams`` now (the pool waits for them)."""
+        self.activate()
+        return [s.record() for s in streams]
+
     def sync(self) -> None:
-        """Wait until the work queued on the device's stream is done."""
+        """Wait until the work queued on the device, on all its streams, is done."""
         self.activate()
         with self.faults_found():
-            self.stream.synchronize()
+            self.drv.Context.synchronize()
+
+    # ---- a lost context
+    def recreate(self) -> None:
+        """Recreate the device's context after a sticky error (`lost`): the primary context is
+        reset (all its memory and loaded code go), retained again and made current; every
+        stream gets a new driver stream, the pool starts empty, and `generation` counts one
+        more, so loaded modules (`runtime.cuda_kernels.CUDAModule`) and VMs load their code and
+        constants again. Tensors made before are lost: using one is a `DeviceError`. The
+        lost context's objects are kept, not freed (freeing would fail). Nothing to do while
+        the context is sound. Other threads must not be using the device meanwhile (as for
+        ``cuDevicePrimaryCtxReset``)."""
+        with self._streams_lock:
+            if self.lost is None:
+                return
+            reset_primary_context(self.drv, self.index)
+            old_context = self.context
+            self.context = self.drv.Device(self.index).retain_primary_context()
+            if _thread.runtime is self:  # pushed again, retained anew
+                _thread.runtime = None
+                _thread.pushed = None
+            self.activate()
+            self.pool.retired = True
+            self._graveyard.append((self.lost, old_context, self.pool, [s.raw for s in self._streams]))
+            for stream in self._streams:
+                stream.raw = self.drv.Stream()
+            self.pool = MemoryPool(self._device_alloc, fence=self._fence)
+            self.launched.clear()
+            self.generation += 1
+            self.lost = None
 
     @contextlib.contextmanager
     def faults_found(self):
@@ -384,6 +416,7 @@ class DeviceRuntime:
                 raise
             kernels = ", ".join(f"'{k}'" for k in dict.fromkeys(self.launched)) or "none"
             self.launched.clear()
+            self.lost = _one_line(err)
             raise DeviceError(f"a kernel failed on {self.device}: {_one_line(err)} (launched since the last "
                               f"synchronization: {kernels})", sticky=True) from None
         self.launched.clear()
@@ -427,23 +460,36 @@ class DeviceRuntime:
     # ---- bounds checks
     @property
     def error_record(self) -> int:
-        """The device address of the record where kernels note a failed bounds check (four
-        int64 words, all zero until one fails: `compiler.cuda_spec.BoundsChecks`), allocated
-        and cleared on first use; kernels that check take it as their last argument."""
-        if self._errors is None:
-            self._errors = self._device_alloc(_ERROR_RECORD.nbytes)
-            self.copy_from_host(int(self._errors), _ERROR_RECORD)
-        return int(self._errors)
+        """The device address of the calling thread's record where kernels note a failed bounds
+        check (four int64 words, all zero until one fails: `compiler.cuda_spec.BoundsChecks`),
+        made on first use; kernels that check take it as their last argument. One per thread,
+        so a failure is raised by the call that made it even when threads share a VM."""
+        records = _thread.errors
+        if records is None:
+            records = _thread.errors = {}
+        block = records.get(self.index)
+        if block is None or block.pool is not self.pool:  # none yet, or lost with a context
+            block = records[self.index] = self.new_error_record()
+        return block.ptr
 
-    def take_bounds_failure(self) -> Optional[tuple]:
+    def new_error_record(self) -> _Block:
+        """A cleared error record, ready for any stream (a CUDA graph keeps one of its own)."""
+        block = self.pool.malloc(_ERROR_RECORD.nbytes, self.current_stream())
+        self.copy_from_host(block.ptr, _ERROR_RECORD)
+        self.current_stream().synchronize()
+        return block
+
+    def take_bounds_failure(self, record: Optional[int] = None) -> Optional[tuple]:
         """``(site, lowest, highest, size)`` of the bounds check that failed first since the
-        last call, or None; waits for the work queued on the stream, and clears the record."""
-        record = np.empty(4, np.int64)
-        self.copy_to_host(record, self.error_record)
-        if not record[0]:
+        last call (in ``record``, the thread's by default), or None; waits for the work queued
+        on the current stream, and clears the record."""
+        record = self.error_record if record is None else record
+        found = np.empty(4, np.int64)
+        self.copy_to_host(found, record)
+        if not found[0]:
             return None
-        self.copy_from_host(self.error_record, _ERROR_RECORD)
-        return int(record[0]) - 1, int(record[1]), int(record[2]), int(record[3])
+        self.copy_from_host(record, _ERROR_RECORD)
+        return int(found[0]) - 1, int(found[1]), int(found[2]), int(found[3])
 
     # ---- tensors
     def empty(self, shape, dtype: str, malloc=None) -> "CUDATensor":
@@ -451,11 +497,13 @@ class DeviceRuntime:
         ``malloc(nbytes)`` (a CUDA graph's own memory, `runtime.vm_cuda_graph`)."""
         if shape.__class__ is not tuple:
             shape = tuple(int(d) for d in shape)
+        if self.lost is not None:  # the first new tensor after a sticky error recreates the context
+            self.recreate()
         n = _ITEMSIZE.get(dtype) or _itemsize(dtype)
         for d in shape:
             n *= d
         try:
-            block = self.pool.malloc(n) if malloc is None else malloc(n)
+            block = self.pool.malloc(n, self.current_stream()) if malloc is None else malloc(n)
         except DeviceMemoryError as err:
             err.tensor = f"a {dtype} tensor of shape {shape}"
             raise
@@ -483,36 +531,41 @@ class DeviceRuntime:
         self.copy_from_host(t._ptr, arr)
         return t
 
-    def copy_from_host(self, ptr: int, arr: np.ndarray) -> None:
-        """Queue a copy of C-contiguous ``arr`` to ``ptr``. From pageable host memory the
-        driver stages the data before returning, so ``arr`` may change or go right after."""
+    def copy_from_host(self, ptr: int, arr: np.ndarray, stream: Optional[Stream] = None) -> None:
+        """Queue a copy of C-contiguous ``arr`` to ``ptr`` on ``stream`` (the current one by
+        default). From pageable host memory the driver stages the data before returning, so
+        ``arr`` may change or go right after."""
         if arr.nbytes:
             self.activate()
-            self.drv.memcpy_htod_async(ptr, _bytes_of(arr), self.stream)
+            self.drv.memcpy_htod_async(ptr, _bytes_of(arr), (stream or self.current_stream()).raw)
 
-    def copy_to_host(self, out: np.ndarray, ptr: int) -> None:
-        """Copy into C-contiguous ``out`` once the work queued before is done."""
+    def copy_to_host(self, out: np.ndarray, ptr: int, stream: Optional[Stream] = None) -> None:
+        """Copy into C-contiguous ``out`` once the work queued before on ``stream`` (the current
+        one by default) is done."""
         if out.nbytes:
             self.activate()
+            raw = (stream or self.current_stream()).raw
             with self.faults_found():
-                self.drv.memcpy_dtoh_async(_bytes_of(out), ptr, self.stream)
-                self.stream.synchronize()
+                self.drv.memcpy_dtoh_async(_bytes_of(out), ptr, raw)
+                raw.synchronize()
 
-    def copy_on_device(self, dst: int, src: int, nbytes: int) -> None:
+    def copy_on_device(self, dst: int, src: int, nbytes: int, stream: Optional[Stream] = None) -> None:
         if nbytes:
             self.activate()
-            self.drv.memcpy_dtod_async(dst, src, nbytes, self.stream)
+            self.drv.memcpy_dtod_async(dst, src, nbytes, (stream or self.current_stream()).raw)
 
     # ---- timing
-    def time_calls(self, f, args: tuple, number: int) -> float:
+    def time_calls(self, f, args: tuple, number: int, stream: Optional[Stream] = None) -> float:
         """Seconds that ``number`` calls of ``f(*args)`` take on the GPU, measured with CUDA
-        events recorded on the device's stream before and after them."""
+        events recorded on ``stream`` (the current one by default: a VM passes its own) before
+        and after them."""
         self.activate()
+        raw = (stream or self.current_stream()).raw
         start, end = self.drv.Event(), self.drv.Event()
-        start.record(self.stream)
+        start.record(raw)
         for _ in range(number):
             f(*args)
-        end.record(self.stream)
+        end.record(raw)
         end.synchronize()
         return start.time_till(end) / 1000.0
 
@@ -538,6 +591,33 @@ def runtime(dev) -> DeviceRuntime:
                     raise CUDAUnavailableError(reason)
                 rt = _RUNTIMES[index] = DeviceRuntime(_driver(), index)
     return rt
+
+
+def recreate_context(dev=None) -> None:
+    """Recreate GPU ``dev``'s CUDA context after a sticky error (`DeviceRuntime.recreate`);
+    a VM does it itself on its next call."""
+    runtime(dev).recreate()
+
+
+def reset_primary_context(drv, index: int) -> None:
+    """``cuDevicePrimaryCtxReset`` on GPU ``index``: pycuda wraps none, so through ``libcuda``
+    (the library pycuda loaded), unless driver module ``drv`` offers
+    ``reset_primary_context(index)`` itself (the test suite's stand-in does)."""
+    own = getattr(drv, "reset_primary_context", None)
+    if own is not None:
+        own(index)
+        return
+    import ctypes
+    import ctypes.util
+
+    lib = ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so.1")
+    handle = ctypes.c_int()
+    status = lib.cuDeviceGet(ctypes.byref(handle), ctypes.c_int(index))
+    if status == 0:
+        status = lib.cuDevicePrimaryCtxReset_v2(handle)
+    if status != 0:
+        raise DeviceError(f"cannot recreate the CUDA context of cuda:{index}: cuDevicePrimaryCtxReset failed "
+                          f"(error {status}); the process must start again")
 
 
 def _cuda_of(dev) -> Device:
@@ -576,194 +656,14 @@ def _shutdown() -> None:
             _release_thread()
 
 
-# ----------------------------------------------------------------------------- dtypes
-
-
-_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
-             "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
-
-
-def _itemsize(dtype: str) -> int:
-    m = re.fullmatch(r"(?:u?int|float|bfloat)(\d+)", dtype)
-    if m is not None:
-        return max(1, int(m.group(1)) // 8)
-    return _np_dtype(dtype).itemsize
-
-
-def _bytes_of(arr: np.ndarray) -> np.ndarray:
-    """A C-contiguous array's bytes, as a flat uint8 view (every dtype, bfloat16 and bool
-    included, copies as raw bytes)."""
-    return arr.reshape(-1).view(np.uint8)
-
-
-# ----------------------------------------------------------------------------- tensors
-
-
-class CUDATensor(Tensor):
-    """A tensor in GPU memory: ``tvms.nd.array(x, tvms.cuda(0))``, a VM's output on a GPU, or
-    ``tvms.runtime.from_dlpack(torch_cuda_tensor)``. ``numpy()`` copies to the host,
-    ``copyto`` to any device; ``__dlpack__`` lends the memory to PyTorch, CuPy, ...
-
-    The memory (``_mem``) is a block of the device's pool, returned to it when the last tensor
-    over it goes, or the memory of a DLPack exporter. Each device has its own subclass
-    (`tensor_class`), so a VM knows a tensor is on its GPU from its class alone."""
-
-    __slots__ = ("_mem",)
-
-    def __init__(self, *args, **kwargs) -> None:
-        raise TypeError("GPU tensors are made with tvms.nd.array(x, tvms.cuda(0)) or "
-                        "tvms.nd.empty(shape, dtype, tvms.cuda(0))")
-
-    @property
-    def _runtime(self) -> DeviceRuntime:
-        return runtime(self._device)
-
-    @property
-    def strides(self) -> tuple:
-        out, n = [], 1
-        for d in reversed(self._shape):
-            out.append(n)
-            n *= d
-        return tuple(reversed(out))
-
-    def numel(self) -> int:
-        n = 1
-        for d in self._shape:
-            n *= d
-        return n
-
-    size = numel
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel() * _itemsize(self._dtype)
-
-    # ---- data in and out
-    def numpy(self) -> np.ndarray:
-        """A copy of the tensor in host memory, once the work queued on the GPU is done."""
-        out = np.empty(self._shape, _np_dtype(self._dtype))
-        self._runtime.copy_to_host(out, self._ptr)
-        return out
-
-    asnumpy = numpy
-
-    def __array__(self, dtype=None, copy=None):
-        out = self.numpy()
-        return out if dtype is None else out.astype(dtype, copy=False)
-
-    def copyfrom(self, source) -> "CUDATensor":
-        """Copy ``source`` (a tensor on any device, a NumPy array, anything array-like) into
-        this tensor; shapes must match, the dtype is converted."""
-        if isinstance(source, CUDATensor) and source._device == self._device and source._dtype == self._dtype:
-            self._check_shape(source._shape)
-            self._runtime.copy_on_device(self._ptr, source._ptr, self.nbytes)
-            return self
-        src = source.numpy() if isinstance(source, Tensor) else np.asarray(source)
-        self._check_shape(src.shape)
-        self._runtime.copy_from_host(self._ptr, np.ascontiguousarray(src, dtype=_np_dtype(self._dtype)))
-        return self
-
-    def _check_shape(self, shape) -> None:
-        if tuple(shape) != self._shape:
-            raise ValueError(f"copyfrom: source shape {tuple(shape)} does not match the tensor's shape {self._shape}")
-
-    def copyto(self, target) -> Tensor:
-        """Copy into another tensor (returned), or onto a device (a new tensor there)."""
-        if isinstance(target, Tensor):
-            return target.copyfrom(self)
-        if not isinstance(target, (Device, str)):
-            raise TypeError(f"copyto expects a Tensor or a Device, got {type(target).__name__}")
-        dev = as_device(target)
-        if dev.device_type == kDLCPU:
-            out = _aligned_empty(self._shape, _np_dtype(self._dtype))
-            self._runtime.copy_to_host(out, self._ptr)
-            return _wrap(out, dev)
-        if dev == self._device:
-            t = self._runtime.empty(self._shape, self._dtype)
-            self._runtime.copy_on_device(t._ptr, self._ptr, self.nbytes)
-            return t
-        return runtime(_cuda_of(dev)).from_host(self.numpy())  # another GPU: through the host
-
-    # ---- DLPack
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A ``"dltensor"`` capsule over the tensor's memory (a copy's, with ``copy=True``).
-        Unless the consumer passes ``stream=-1``, tvms's queued work is finished first, so
-        the consumer's stream sees the data complete."""
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"__dlpack__: the tensor is on {self._device}; cannot export it to device {dl_device}")
-        if copy:
-            return self.copyto(self._device).__dlpack__(stream=stream)
-        if stream != -1:
-            self._runtime.sync()
-        from .cuda_dlpack import export
-
-        return export(self)
-
-    to_dlpack = __dlpack__
-
-    def __repr__(self) -> str:
-        return f"<tvms.runtime.Tensor shape={self._shape}, {self._device}>\n{self.numpy()!r}"
-
-    def __str__(self) -> str:
-        return str(self.numpy())
-
-    def __reduce__(self):
-        return (_unpickle, (self.numpy(), self._device.index))
-
-
-def _unpickle(arr: np.ndarray, index: int) -> CUDATensor:
-    return runtime(cuda_device(index)).from_host(arr)
-
-
-_TENSOR_CLASSES: dict = {}
-
-
-def tensor_class(index: int) -> type:
-    """The class of the tensors on GPU ``index``: a subclass of `CUDATensor` of its own."""
-    cls = _TENSOR_CLASSES.get(index)
-    if cls is None:
-        cls = _TENSOR_CLASSES.setdefault(
-            index, type("CUDATensor", (CUDATensor,), {"__slots__": (), "__module__": __name__,
-                                                      "__doc__": f"A tensor on cuda:{index}."}))
-    return cls
-
-
-def as_tensor_on(value, dev: Device, what: str, name: str = "x"):
-    """``value`` as a tensor on GPU ``dev``: a tvms tensor there as it is, a DLPack exporter
-    there (a PyTorch or CuPy tensor) wrapped without a copy; None when ``value`` is no tensor
-    at all. A tensor anywhere else is a TypeError starting with ``what`` that says where it
-    is and how to copy it over (``name`` stands for the value in that hint)."""
-    if value.__class__ is tensor_class(dev.index):
-        return value
-    if isinstance(value, Tensor):
-        got, hint = f"a tensor on {value._device}", f"{name}.copyto(tvms.cuda({dev.index}))"
-    elif isinstance(value, np.ndarray):
-        got, hint = "a NumPy array on the CPU", f"tvms.nd.array({name}, tvms.cuda({dev.index}))"
-    elif hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
-        dev_type, index = value.__dlpack_device__()
-        if (dev_type, index) == (kDLCUDA, dev.index):
-            from .cuda_dlpack import from_dlpack
-
-            return from_dlpack(value)
-        where = ("the CPU" if dev_type == kDLCPU else str(Device(dev_type, index)) if dev_type in DEVICE_TYPES
-                 else f"DLPack device ({dev_type}, {index})")
-        got, hint = f"a {_type_name(value)} on {where}", f"tvms.nd.array({name}, tvms.cuda({dev.index}))"
-    else:
-        return None
-    raise TypeError(f"{what}: expected a tensor on {dev}, got {got} (copy it with {hint})")
-
-
-def _type_name(value) -> str:
-    t = type(value)
-    return t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__.split('.')[0]}.{t.__name__}"
-
-
 def frame_factory(layout: list, nbytes: int, dev: Device, malloc=None):
     """The VM's arena frames on a GPU: one pool block per frame (from ``malloc``, the pool's by
     default), carved into the function's intermediate tensors (``layout``: (byte offset,
     shape, dtype) each)."""
     rt = runtime(dev)
-    malloc = malloc or rt.pool.malloc
+    if malloc is None:
+        def malloc(n: int):
+            return rt.pool.malloc(n, rt.current_stream())  # the running VM's stream
 
     def new_frame() -> tuple:
         block = malloc(max(nbytes, 1))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import ctypes
 import re
 
-from .cuda import CUDATensor, _type_name, runtime
+from .cuda import CUDATensor, runtime
+from .cuda_tensor import _type_name
 from .devices import cuda as cuda_device, kDLCUDA
 
 __all__ = ["from_dlpack", "export"]
@@ -174,7 +175,7 @@ def from_dlpack(obj) -> CUDATensor:
         raise ValueError(f"from_dlpack: the {_type_name(obj)} is on DLPack device type {dev_type}, not a CUDA GPU")
     rt = runtime(cuda_device(index))
     try:
-        capsule = obj.__dlpack__(stream=rt.stream.handle)
+        capsule = obj.__dlpack__(stream=rt.current_stream().raw.handle)
     except TypeError:  # an exporter from before the stream argument
         capsule = obj.__dlpack__()
     owner, ptr, shape, dtype, _ = _consume(capsule)

@@ -3,7 +3,7 @@
 
 A `CUDAKernel` runs a prim_func compiled by `compiler.codegen_cuda`: the launch dimensions of
 each of its kernels are evaluated from the symbolic variables (once per distinct set of
-values), and each launch is a prepared pycuda call on the device's stream. The VM calls its
+values), and each launch is a prepared pycuda call on the current stream. The VM calls its
 unchecked `CUDAKernel.launch` with the flat arguments of the CPU kernels' ABI; called
 directly, it checks its arguments first, as a CPU `runtime.kernel.Kernel` does.
 """
@@ -17,8 +17,9 @@ from typing import Optional
 from tvmscript.diagnostics import TVMScriptError
 
 from . import cuda
-from .cuda import (DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceError, DeviceRuntime, _one_line, _type_name, as_tensor_on,
-                   check_arch, is_sticky, runtime)
+from .cuda import (DEFAULT_DYNAMIC_SHARED_LIMIT, DeviceError, DeviceRuntime, _one_line, as_tensor_on, check_arch,
+                   is_sticky, runtime)
+from .cuda_tensor import _type_name
 from .kernel import BoundsCheckError, bind_scalars, bounds_error, check_arity, eval_dim_text, place_in
 
 __all__ = ["load_module", "CUDAModule", "CUDAKernel", "LaunchConfigError", "failed_host_check",
@@ -44,6 +45,8 @@ class CUDAModule:
         else:
             raise ValueError("the CUDA code holds neither CUBIN nor PTX: it was built with kind='source'")
         rt.activate()
+        self.runtime = rt
+        self.generation = rt.generation  # the context it is loaded in (`DeviceRuntime.recreate`)
         try:
             self.module = module = rt.drv.module_from_buffer(image)
         except rt.drv.Error as err:
@@ -65,12 +68,12 @@ class LaunchConfigError(TVMScriptError, ValueError):
     the kernel's PrimFunc."""
 
 
-def raise_bounds_failure(rt, kernels) -> None:
-    """Raise the bounds check that failed on ``rt``'s device since it was last read (the error
-    record, `compiler.codegen_cuda.checks`), as the `BoundsCheckError` of the one of
-    ``kernels`` (`CUDAKernel`s, of one module) whose check it is; nothing if none failed.
-    Waits for the device's stream."""
-    found = rt.take_bounds_failure()
+def raise_bounds_failure(rt, kernels, record=None) -> None:
+    """Raise the bounds check that failed on ``rt``'s device since it was last read (in error
+    ``record``, the thread's by default: `compiler.codegen_cuda.checks`), as the
+    `BoundsCheckError` of the one of ``kernels`` (`CUDAKernel`s, of one module) whose check it
+    is; nothing if none failed. Waits for the current stream."""
+    found = rt.take_bounds_failure(record)
     if found is None:
         return
     site, lowest, highest, size = found
@@ -135,7 +138,7 @@ class _Launch:
 
 class CUDAKernel:
     """A prim_func compiled for CUDA, loaded on one GPU: its ``__global__`` functions,
-    launched in order on the device's stream.
+    launched in order on the current stream.
 
     Called like a CPU `runtime.kernel.Kernel`, destination-passing style: ``kernel(a, b, out)``
     with tensors on this GPU (or PyTorch/CuPy GPU tensors, used without a copy) and numbers,
@@ -154,6 +157,7 @@ class CUDAKernel:
         self.sym_vars = list(func.sym_vars)
         self.device = rt.device
         self._rt = rt
+        self.generation = rt.generation  # the context it was loaded in (`DeviceRuntime.recreate`)
         self._buffer_idx = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
         self._scalar_idx = [i for i, p in enumerate(self.params) if p.kind != "buffer"]
         nb, ns = len(self._buffer_idx), len(self._scalar_idx)
@@ -210,25 +214,27 @@ class CUDAKernel:
         if plan is None:
             plan = self._plan(syms)
         steps, workspace_sizes = plan
+        stream = rt.current_stream()
         if workspace_sizes:
-            scratch = [rt.pool.malloc(n) for n in workspace_sizes]  # back to the pool on return
+            scratch = [rt.pool.malloc(n, stream) for n in workspace_sizes]  # back to the pool on return
             args += tuple(b.ptr for b in scratch)
         if self.checks_on_device:
             args += (rt.error_record,)
-        stream = rt.stream
+        raw = stream.raw
         rt.launched.append(self.name)
         try:
             for call, grid, block, shared, pick in steps:
-                call(grid, block, stream, *pick(args), shared_size=shared)
+                call(grid, block, raw, *pick(args), shared_size=shared)
         except Exception as err:
             raise self._launch_error(err) from err
         if self.checks_on_device:
             raise_bounds_failure(rt, (self,))
 
-    def launch_on(self, stream, malloc, args: tuple) -> int:
-        """`launch` on ``stream``, its workspaces from ``malloc(nbytes)`` (a pool block); the
-        number of ``__global__`` launches made. What a CUDA graph's capture runs
-        (`runtime.vm_cuda_graph`): there the stream is capturing and the memory is the graph's.
+    def launch_on(self, stream, malloc, args: tuple, errors: int = 0) -> int:
+        """`launch` on driver stream ``stream``, its workspaces from ``malloc(nbytes)`` (a pool
+        block), a failed bounds check noted in error record ``errors``; the number of
+        ``__global__`` launches made. What a CUDA graph's capture runs (`runtime.vm_cuda_graph`):
+        there the stream is capturing, and the memory and the error record are the graph's.
         Kept apart from `launch`, which the VM calls on every kernel of every call."""
         rt = self._rt
         if cuda._thread.runtime is not rt:
@@ -240,7 +246,7 @@ class CUDAKernel:
         scratch = [malloc(n) for n in workspace_sizes]
         args += tuple(b.ptr for b in scratch)
         if self.checks_on_device:  # the graph's replay reads the record (`runtime.vm_cuda_graph`)
-            args += (rt.error_record,)
+            args += (errors,)
         try:
             for call, grid, block, shared, pick in steps:
                 call(grid, block, stream, *pick(args), shared_size=shared)
@@ -251,8 +257,11 @@ class CUDAKernel:
     def _launch_error(self, err: Exception) -> DeviceError:
         """A launch the driver refused (or a fault an earlier kernel left it), as a `DeviceError`
         naming this kernel, placed at its prim_func."""
+        sticky = is_sticky(str(err))
+        if sticky:
+            self._rt.lost = _one_line(err)
         return DeviceError(f"{self.name}: launching a kernel on {self.device} failed: {_one_line(err)}", self.span,
-                           sticky=is_sticky(str(err)))
+                           sticky=sticky)
 
     def call_raw(self, pointers, syms=(), scalars=()) -> None:
         """`launch` with the buffers' addresses, the values of `sym_vars` and the scalar
@@ -346,6 +355,11 @@ class CUDAKernel:
 
     # ---- checked
     def __call__(self, *args) -> None:
+        if self._rt.lost is not None:  # a sticky error lost the context: recreated first
+            self._rt.recreate()
+        if self.generation != self._rt.generation:
+            raise DeviceError(f"{self.name}: this kernel was loaded in a CUDA context since lost to an error and "
+                              "recreated; take it from the executable again (ex[name])", self.span)
         params = self.params
         check_arity(self.name, params, args)
         env: dict = {}
@@ -383,4 +397,5 @@ class CUDAKernel:
             tensors.append(t)
         scalars, syms = bind_scalars(self.name, params, self._scalar_idx, self.sym_vars, args, env, origin,
                                      deferred)
+        self._rt.order_after(tensors, self._rt.current_stream())
         self.launch(*(t._ptr for t in tensors), *scalars, *syms)

@@ -102,7 +102,8 @@ class Executable:
 
     def kernels_on(self, dev) -> dict:
         """The kernels, ready to run on ``dev``: the CPU kernels as they are; for a ``cuda``
-        target, ``cuda_code`` loaded onto that GPU (once per device)."""
+        target, ``cuda_code`` loaded onto that GPU (once per device, and again after its context
+        was recreated)."""
         dev = dev if isinstance(dev, Device) else as_device(dev)
         if dev.device_type != self.device_type:
             raise ValueError(f"the executable was compiled for target '{self.target}'; its kernels do not run on {dev}")
@@ -110,7 +111,7 @@ class Executable:
             self._check_runnable()
             return self.kernels
         module = self._loaded.get(dev)
-        if module is None:
+        if module is None or module.generation != module.runtime.generation:  # none yet, or lost with a context
             if self.cuda_code is None:
                 raise ValueError("the executable has CUDA kernels but no CUDA code (cuda_code) to load")
             from .cuda_kernels import load_module

@@ -15,7 +15,8 @@ On a CUDA device (``VirtualMachine(ex, tvms.cuda(0))``, for an executable compil
 ``target="cuda"``) the same generated code runs with the helpers of
 `vm_helpers.cuda_helpers`: tensors are `runtime.cuda` tensors of that GPU, new tensors take
 memory from its pool, constants and arena frames live in its memory, and kernels are
-`runtime.cuda_kernels.CUDAKernel`s launched on its stream. Arguments must already be on that
+`runtime.cuda_kernels.CUDAKernel`s launched on the VM's own stream (``vm.stream``), so calls of
+two VMs, on two threads, run side by side on the GPU. Arguments must already be on that
 GPU: the VM copies nothing behind the caller's back. A function the compiler marked
 (``VMFunction.cuda_graph``: it only launches kernels, on static shapes) replays them as one
 CUDA graph after its first call (`runtime.vm_cuda_graph`; ``vm.cuda_graph_stats()``).
@@ -45,15 +46,32 @@ class CallDepthError(RuntimeError):
     no end, most likely (a program error, reported as such rather than as a crash)."""
 
 
-def _entry(name: str, g: dict, ex: Executable, kernels: dict):
+def _entry(name: str, g: dict, ex: Executable, kernels: dict, stream=None, check_context=None):
     """Relax function ``name`` of ``ex`` (defined in the VM namespace ``g``) as called from
     outside the VM: a runaway recursion among the program's functions becomes a
     `CallDepthError` naming the entry function, and an error of the program is placed at the
-    binding that raised it (`runtime.sites`)."""
+    binding that raised it (`runtime.sites`). On a GPU, ``stream`` is the VM's
+    (`runtime.cuda.Stream`): current on the calling thread while the function runs, and made
+    to wait first for the other streams that worked on the arguments' memory; and
+    ``check_context()`` runs first (the VM recreates a lost context there)."""
     import functools
 
     fn = g[ex.functions[name].pyname]
     sites = {g[f.pyname].__code__: f.sites for f in ex.functions.values()}
+    if stream is not None:
+        from .cuda import _thread
+
+        plain = fn
+
+        def fn(*args):
+            check_context()
+            previous = _thread.stream
+            _thread.stream = stream
+            try:
+                stream.rt.order_after(args, stream)
+                return plain(*args)
+            finally:
+                _thread.stream = previous
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
@@ -88,12 +106,27 @@ class VirtualMachine:
         self.executable = rt_mod
         self.device = _pick_device(device, rt_mod)
         self._profile = profile
-        self._kernels = rt_mod.kernels_on(self.device)
-        self._globals = _instantiate(rt_mod, self.device, self._kernels)
-        self._funcs = {name: _entry(name, self._globals, rt_mod, self._kernels) for name in rt_mod.functions}
+        self._kernels = dict(rt_mod.kernels_on(self.device))  # updated in place when reloaded (`_GPUState`)
+        self.stream = self._own_stream()
+        self._globals = _instantiate(rt_mod, self.device, self._kernels, stream=self.stream)
+        self._gpu = _GPUState(self) if self.stream is not None else None
+        self._check_context = self._gpu.check if self._gpu is not None else None
+        self._funcs = {name: self._entry(name, self._globals) for name in rt_mod.functions}
         self._graphs = self._cuda_graphs() if self.device.device_type == kDLCUDA else None
         self._inputs: dict = {}
         self._outputs: dict = {}
+
+    def _own_stream(self):
+        """On a GPU, the VM's own stream (`runtime.cuda.Stream`); None on the CPU. Calls of two
+        VMs run side by side."""
+        if self.device.device_type != kDLCUDA:
+            return None
+        from .cuda import runtime
+
+        return runtime(self.device).acquire_stream()
+
+    def _entry(self, name: str, g: dict):
+        return _entry(name, g, self.executable, self._kernels, self.stream, self._check_context)
 
     def _cuda_graphs(self):
         """The functions the compiler found capturable (``VMFunction.cuda_graph``) replay CUDA
@@ -104,8 +137,10 @@ class VirtualMachine:
             return None
         from .vm_cuda_graph import CUDAGraphs
 
-        kernels = self._kernels
-        graphs = CUDAGraphs(ex, self._globals, kernels, self.device, lambda name, g: _entry(name, g, ex, kernels))
+        kernels, stream, check = self._kernels, self.stream, self._check_context
+        graphs = CUDAGraphs(ex, self._globals, kernels, self.device,
+                            lambda name, g: _entry(name, g, ex, kernels, stream, check), stream, check)
+        self._gpu.graphs = graphs
         for name in names:
             self._funcs[name] = graphs.wrap(name, self._funcs[name])
         return graphs
@@ -176,14 +211,15 @@ class VirtualMachine:
                        cooldown_interval_ms: int = 0, repeats_to_cooldown: int = 1, f_preproc: str = ""):
         """A function that runs ``func_name`` ``number`` times per repeat, ``repeat`` times, and
         returns a `BenchmarkResult` (seconds per call, one entry per repeat). On a GPU the
-        time is the GPU's: CUDA events recorded on the device's stream around the calls."""
+        time is the GPU's: CUDA events recorded on the VM's stream around the calls."""
         f = self[func_name]
         if number < 1 or repeat < 1:
             raise ValueError("time_evaluator: number and repeat must be at least 1")
         if self.device.device_type == kDLCUDA:
-            from .cuda import runtime
+            stream = self.stream
 
-            measure = runtime(self.device).time_calls
+            def measure(f, args, number):
+                return stream.rt.time_calls(f, args, number, stream)
         else:
             measure = _wall_time
 
@@ -238,8 +274,8 @@ class VirtualMachine:
 
             return call
 
-        g = _instantiate(self.executable, self.device, self._kernels, wrap=timed)
-        f = _entry(func_name, g, self.executable, self._kernels)
+        g = _instantiate(self.executable, self.device, self._kernels, wrap=timed, stream=self.stream)
+        f = self._entry(func_name, g)
         f(*args)  # warm-up, and bad arguments fail here
         for record in records.values():
             record[0] = record[1] = 0
@@ -255,6 +291,44 @@ class VirtualMachine:
 
     def __repr__(self) -> str:
         return f"<tvms VirtualMachine on {self.device}: {', '.join(self._funcs)}>"
+
+
+class _GPUState:
+    """What the functions of a VM on a GPU share, and keep alive when the VM itself goes
+    (``VirtualMachine(ex, dev)["main"]`` outlives its VM): its stream, given back for the next
+    VM when this goes (`runtime.cuda.DeviceRuntime.release_stream`), and what `check` reloads
+    when the device's context was lost to a sticky error, or recreated since the VM loaded its
+    code (`runtime.cuda.DeviceRuntime.recreate`): its kernels and namespace, updated in place
+    so the functions already handed out run on the new ones, and its CUDA graphs, captured
+    again."""
+
+    def __init__(self, vm: "VirtualMachine") -> None:
+        import weakref
+
+        self.executable, self.device, self.stream = vm.executable, vm.device, vm.stream
+        self.kernels, self.namespace = vm._kernels, vm._globals
+        self.graphs = None
+        self.rt = vm.stream.rt
+        self.generation = self.rt.generation
+        weakref.finalize(self, self.rt.release_stream, self.stream)
+
+    def check(self) -> None:
+        """Run before each call: reload when the context is lost or was recreated."""
+        rt = self.rt
+        if rt.lost is not None or rt.generation != self.generation:
+            self.recover()
+
+    def recover(self) -> None:
+        rt = self.rt
+        rt.recreate()  # once, whichever VM comes first
+        self.kernels.clear()
+        self.kernels.update(self.executable.kernels_on(self.device))
+        fresh = _instantiate(self.executable, self.device, self.kernels, stream=self.stream)
+        self.namespace.clear()
+        self.namespace.update(fresh)
+        if self.graphs is not None:
+            self.graphs.reset()
+        self.generation = rt.generation
 
 
 def _resource_columns(ex: Executable) -> dict:
@@ -387,11 +461,20 @@ def _pick_device(device, ex: Executable) -> Device:
 # ----------------------------------------------------------------------------- instantiation
 
 
-def _instantiate(ex: Executable, dev: Device, kernels: dict, wrap=None) -> dict:
+def _instantiate(ex: Executable, dev: Device, kernels: dict, wrap=None, stream=None) -> dict:
     """The globals the generated code runs in: helpers, kernels (``kernels``: loaded for
     ``dev``), constants, arenas; then the functions themselves (all in one namespace, so
     Relax functions can call each other). ``wrap(kernel name, entry)``, when given, replaces
-    each kernel's entry (`VirtualMachine.profile` times them)."""
+    each kernel's entry (`VirtualMachine.profile` times them). On a GPU the constants are
+    copied over on the VM's ``stream``, so its calls find them there."""
+    import contextlib
+
+    copying = stream.rt.using(stream) if stream is not None else contextlib.nullcontext()
+    with copying:
+        return _fill_namespace(ex, dev, kernels, wrap)
+
+
+def _fill_namespace(ex: Executable, dev: Device, kernels: dict, wrap) -> dict:
     from . import ndarray as nd
 
     if dev.device_type == kDLCUDA:

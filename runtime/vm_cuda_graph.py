@@ -21,7 +21,7 @@ How a call of such a function runs (`CUDAGraphFunction`):
   addresses stay valid, as TVM's RewriteCUDAGraph lifts the static allocations out of the
   captured region. The graph is instantiated and replayed once, its outputs compared with the
   first run's, and the call returns the first run's result.
-* **Later calls with that key.** One graph launch on the device's stream, then one device to
+* **Later calls with that key.** One graph launch on the VM's stream, then one device to
   device copy per output into a fresh tensor. Outputs never alias those of an earlier call the
   caller still holds: TVM allocates a function's outputs outside the captured region for the
   same reason, so there too the last kernels (those writing the outputs) run outside the graph.
@@ -75,10 +75,13 @@ class _Session:
     run: allocation sizes, host work) or capture (allocations from the blocks reserved for it,
     launches on the capturing stream)."""
 
-    def __init__(self, rt, stream, reserved=None) -> None:
+    def __init__(self, rt, stream, reserved=None, errors=None) -> None:
         self.rt = rt
-        self.stream = stream
+        self.stream = stream               # the driver's stream the launches go to
         self.recording = reserved is None
+        # The error record the checking kernels note a failure in: the thread's for the first
+        # run, the graph's own (a block it keeps) for the capture.
+        self.errors = errors
         self.sizes: list = []              # recording: nbytes of each allocation, in order
         self.reserved = reserved or []     # capture: (nbytes, block) each, handed out in order
         self.next = 0
@@ -90,7 +93,7 @@ class _Session:
     def malloc(self, nbytes: int):
         if self.recording:
             self.sizes.append(nbytes)
-            return self.rt.pool.malloc(nbytes)
+            return self.rt.pool.malloc(nbytes, self.rt.current_stream())
         if self.next >= len(self.reserved) or self.reserved[self.next][0] != nbytes:
             raise NotCapturable("the capture allocated other sizes than the first run did")
         block = self.reserved[self.next][1]
@@ -139,7 +142,8 @@ class _Namespace:
 
         def launch(*args) -> None:
             s = self.session
-            s.launches += launch_on(s.stream, s.malloc, args)
+            errors = s.errors.ptr if s.errors is not None else s.rt.error_record
+            s.launches += launch_on(s.stream, s.malloc, args, errors)
             if checked:
                 if s.recording:   # a real run: its failed check is raised now, as `CUDAKernel.launch` does
                     raise_bounds_failure(s.rt, (kernel,))
@@ -189,9 +193,10 @@ class _Replay:
     """An instantiated graph with the memory it keeps: `replay` launches it, then copies each
     output it wrote into a fresh tensor, rebuilt in the shape of the function's result."""
 
-    def __init__(self, rt, graph, blocks: list, staged: list, template, checked: tuple = ()) -> None:
+    def __init__(self, rt, graph, blocks: list, staged: list, template, checked: tuple = (), errors=None) -> None:
         self.rt = rt
-        self.checked = tuple(checked)      # its kernels that check bounds: the error record is read after it
+        self.checked = tuple(checked)      # its kernels that check bounds: its error record is read after it
+        self.errors = errors               # that record (a pool block), None when none checks
         self.graph = graph                 # the CUgraph, kept with its instance
         self.exec = graph.instance()
         self.blocks = blocks               # the memory the graph's kernels use
@@ -199,16 +204,20 @@ class _Replay:
         self.template = template
 
     def replay(self):
+        """Launch the graph on the current stream (the VM's) and copy its outputs out. The
+        caller holds the function's lock: replays of one graph share its memory, so they run
+        one at a time, and on one stream, in order."""
         rt = self.rt
         if cuda._thread.runtime is not rt:
             rt.activate()
-        self.exec.launch(rt.stream)
+        stream = rt.current_stream()
+        self.exec.launch(stream.raw)
         if self.checked:
-            raise_bounds_failure(rt, self.checked)
+            raise_bounds_failure(rt, self.checked, self.errors.ptr)
         outs = []
         for shape, dtype, nbytes, ptr in self.staged:
             t = rt.empty(shape, dtype)
-            rt.copy_on_device(t._ptr, ptr, nbytes)
+            rt.copy_on_device(t._ptr, ptr, nbytes, stream)
             outs.append(t)
         return _build(self.template, outs)
 
@@ -269,8 +278,10 @@ class CUDAGraphs:
     first capture), the stream they capture on, and the lock that lets one capture run at a
     time (the instance's helpers serve one session)."""
 
-    def __init__(self, ex, g: dict, kernels: dict, dev, make_entry) -> None:
+    def __init__(self, ex, g: dict, kernels: dict, dev, make_entry, stream, check_context) -> None:
         self.rt = cuda.runtime(dev)
+        self.stream = stream               # the VM's: the graphs replay there
+        self.check_context = check_context  # the VM's: run before each call (a lost context is recreated)
         self._args = (ex, g, kernels, dev, make_entry)
         self._namespace = None
         self._stream = None
@@ -286,7 +297,7 @@ class CUDAGraphs:
         """The first call's real run (under `lock`): its result and its `_Session`."""
         if self._namespace is None:
             self._namespace = _Namespace(*self._args)
-        session = _Session(self.rt, self.rt.stream)
+        session = _Session(self.rt, self.rt.current_stream().raw)
         return self._namespace.run(name, session, args), session
 
     def capture(self, name: str, recording: _Session, args: tuple, result) -> _Replay:
@@ -298,8 +309,9 @@ class CUDAGraphs:
         if self._api is None:
             self._api = graph_api(rt.drv)
             self._stream = capture_stream(rt.drv)
-        reserved = [(n, rt.pool.malloc(n)) for n in recording.sizes]
-        session = _Session(rt, self._stream, reserved)
+        stream = rt.current_stream()
+        reserved = [(n, rt.pool.malloc(n, stream)) for n in recording.sizes]
+        session = _Session(rt, self._stream, reserved, rt.new_error_record())
         graph = self._captured(name, session, args)
         outputs = session.outputs
         if session.next != len(reserved):
@@ -309,7 +321,8 @@ class CUDAGraphs:
             raise NotCapturable(f"the captured graph holds {nodes} node(s) for {session.launches} kernel launch(es)")
         staged: list = []
         template = _flatten(outputs, {id(b) for _, b in reserved}, staged, {})
-        replay = _Replay(rt, graph, [b for _, b in reserved], staged, template, session.checked)
+        replay = _Replay(rt, graph, [b for _, b in reserved], staged, template, session.checked,
+                         session.errors if session.checked else None)
         for got, want in zip(_leaves(replay.replay()), _leaves(result)):
             if not _same(got.numpy(), want.numpy()):
                 raise NotCapturable("the graph's first replay gave other values than the run")
@@ -334,6 +347,16 @@ class CUDAGraphs:
             if collecting:
                 gc.enable()
 
+    def reset(self) -> None:
+        """Forget the graphs and the capture instance (after the context was recreated: their
+        memory and code were the lost context's); the next calls capture again."""
+        with self.lock:
+            self._namespace = self._stream = self._api = None
+            for fn in self.functions.values():
+                with fn._lock:
+                    fn._cache.clear()
+                    fn._unreplayed = 0
+
     def stats(self) -> dict:
         return {name: fn.stats() for name, fn in self.functions.items()}
 
@@ -357,6 +380,17 @@ class CUDAGraphFunction:
         self.disabled = None               # why the function stopped capturing, once it has
 
     def __call__(self, *args):
+        self._graphs.check_context()
+        stream = self._graphs.stream
+        previous = cuda._thread.stream
+        cuda._thread.stream = stream
+        try:
+            stream.rt.order_after(args, stream)
+            return self._call(args)
+        finally:
+            cuda._thread.stream = previous
+
+    def _call(self, args: tuple):
         key = self._key(args)
         if key is not None:
             with self._lock:

@@ -400,7 +400,7 @@ def test_the_fake_driver_captures_as_the_driver_does(fake):
         rt.sync()
     graph = api.end(stream)
     assert graph.node_count() == 0 and fake.captures == 1
-    graph.instance().launch(rt.stream)
+    graph.instance().launch(rt.default_stream.raw)
     assert fake.graph_launches == 1
 
 

@@ -352,10 +352,16 @@ class RecordingFunction:
         self.calls.append((self.symbol, grid, block, stream, args, shared_size))
 
 
+class FakeStream:
+    raw = "the stream"
+
+
 def fake_runtime(log=None):
     log = [] if log is None else log
+    stream = FakeStream()
     return types.SimpleNamespace(
-        device=tvms.cuda(0), name="Fake GPU", stream="the stream", activate=lambda: None, limits={}, launched=[],
+        device=tvms.cuda(0), name="Fake GPU", activate=lambda: None, limits={}, launched=[],
+        current_stream=lambda: stream, order_after=lambda values, stream: None, generation=0, lost=None,
         pool=cuda.MemoryPool(lambda n: FakeAllocation(log, n)),
         drv=types.SimpleNamespace(function_attribute=types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)))
 
@@ -466,7 +472,11 @@ def test_a_fault_found_at_a_synchronization_names_the_kernels_launched_since(fak
                                                r"context unusable") as info:
         out.numpy()
     assert info.value.sticky
-    np.testing.assert_allclose(out.numpy(), main_ref(np.ones((3, 4), "float32")))   # the fake device goes on
+    with pytest.raises(cuda.DeviceError, match="illegal memory access"):   # the context is lost: every call fails
+        out.numpy()
+    x = tvms.nd.array(np.ones((3, 4), "float32"), tvms.cuda())              # until the next use recreates it
+    np.testing.assert_allclose(vm["main"](x).numpy(), main_ref(np.ones((3, 4), "float32")))
+    assert fake_gpu.resets == 1
 
 
 def test_calling_a_kernel_checks_its_arguments():
@@ -729,15 +739,16 @@ def test_fake_gpu_time_evaluator_uses_events(fake_gpu):
     result = vm.time_evaluator("main", tvms.cuda(), number=4, repeat=3)(x)
     assert isinstance(result, tvms.runtime.vm.BenchmarkResult) and len(result.results) == 3
     assert all(r > 0 for r in result.results)
-    rt = cuda.runtime(tvms.cuda())
-    assert fake_gpu.events == [rt.stream] * 6               # start and end, on tvms's stream, per repeat
+    timers = [s for s in fake_gpu.events if s is vm.stream.raw]
+    assert timers == [vm.stream.raw] * 6                     # start and end, on the VM's stream, per repeat
+    assert cuda.runtime(tvms.cuda()).default_stream.raw not in timers
 
 
 def test_fake_gpu_sync_and_threads(fake_gpu):
     vm = tvms.relax.VirtualMachine(fake_cuda_executable(fake_gpu), tvms.cuda())
     syncs = fake_gpu.syncs
     tvms.cuda().sync()
-    assert fake_gpu.syncs == syncs + 1
+    assert fake_gpu.syncs == syncs + 2                      # the device's streams: the default one, the VM's
     assert len(fake_gpu.context_stack) == 1                 # pushed once, on this thread
     results = []
 

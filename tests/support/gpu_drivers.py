@@ -15,6 +15,12 @@
   zones, which are checked after every launch: a kernel that writes outside its buffers fails
   there, naming the kernel.
 
+Either runs each operation when it is issued, unless made ``asynchronous=DELAY``: then each
+stream runs its work in order on a thread of its own (`_StreamWorker`), after random pauses,
+events mark points in that order and ``wait_for_event`` orders two streams, as on a GPU. Tests
+of concurrency use it: work the runtime forgot to order across streams then reads stale or
+half-written memory, and gives wrong results.
+
 `install_driver` puts either in place of pycuda for one test (through ``monkeypatch``).
 """
 
@@ -24,6 +30,8 @@ import ctypes
 import functools
 import importlib
 import importlib.machinery
+import queue
+import random
 import sys
 import threading
 import time
@@ -40,9 +48,13 @@ class FakeDriver(types.ModuleType):
     (symbol -> callable taking the launch's arguments), events read the wall clock."""
 
     def __init__(self, count=1, capability=(9, 0), init_error=None, kernels=None, memory_limit=None,
-                 attributes=None) -> None:
+                 attributes=None, asynchronous=None) -> None:
         super().__init__("pycuda.driver")
         driver = self
+        # ``asynchronous``: the most seconds a stream's worker waits before each operation (see
+        # `_StreamWorker`); None runs every operation at once, on the calling thread.
+        self.asynchronous = asynchronous
+        self.lock = threading.RLock()   # one kernel runs at a time, whichever thread launched it
 
         class Error(Exception):
             pass
@@ -57,6 +69,11 @@ class FakeDriver(types.ModuleType):
             @staticmethod
             def pop():
                 driver.context_stack.pop()
+
+            @staticmethod
+            def synchronize():
+                for stream in list(driver.streams):
+                    stream.synchronize()
 
         class Device:
             def __init__(self, index):
@@ -88,12 +105,25 @@ class FakeDriver(types.ModuleType):
             def __init__(self, flags=0):
                 self.flags = flags
                 self.captured = None        # the launches recorded while capturing, else None
+                self.worker = None          # asynchronous: the `_StreamWorker` running its work
+                self.context = driver.context_id
+                driver.streams.append(self)
+
+            def wait_for_event(self, event):
+                driver.waits.append((self, event))
+                done = getattr(event, "done", None)
+                if done is not None:
+                    driver.on_stream(self, done.wait)
 
             def synchronize(self):
                 driver.refuse_while_capturing("cuStreamSynchronize")
                 driver.syncs += 1
+                if self.worker is not None:
+                    self.worker.drain()
                 if driver.fault is not None:   # a fault a kernel left, found here (a test sets it)
                     fault, driver.fault = driver.fault, None
+                    if cuda.is_sticky(fault):  # the context is lost: every later call fails the same way
+                        driver.lost = fault
                     raise Error(fault)
 
             # Stream capture, pycuda-style (pycuda itself has none: runtime/cuda_graph.py
@@ -127,22 +157,44 @@ class FakeDriver(types.ModuleType):
         class GraphExec:
             def __init__(self, ops):
                 self.ops = ops
+                self.context = driver.context_id
 
             def launch(self, stream):
                 assert stream.captured is None, "a graph launched on a capturing stream"
+                driver.check_alive("cuGraphLaunch")
+                driver.check_context(self.context, "cuGraphLaunch")
                 driver.graph_launches += 1
-                for function, grid, block, args, shared_size in self.ops:
-                    driver.replayed += 1
-                    driver.run_kernel(function, grid, block, args, shared_size)
+
+                def replay():
+                    for function, grid, block, args, shared_size in self.ops:
+                        driver.replayed += 1
+                        driver.run_kernel(function, grid, block, args, shared_size)
+
+                driver.on_stream(stream, replay)
 
         class Event:
+            done = None   # asynchronous: set once the stream reaches the event
+
             def record(self, stream=None):
                 driver.events.append(stream)
                 self.t = time.perf_counter()
+                if driver.asynchronous is not None and stream is not None:
+                    self.done = threading.Event()
+
+                    def reached():
+                        self.t = time.perf_counter()
+                        self.done.set()
+
+                    driver.on_stream(stream, reached)
                 return self
 
             def synchronize(self):
+                if self.done is not None:
+                    self.done.wait()
                 return self
+
+            def query(self):
+                return self.done is None or self.done.is_set()
 
             def time_till(self, end):
                 return (end.t - self.t) * 1000.0
@@ -151,9 +203,14 @@ class FakeDriver(types.ModuleType):
             def __init__(self, nbytes):
                 self.buf = ctypes.create_string_buffer(nbytes + 256)
                 self.ptr = (ctypes.addressof(self.buf) + 255) & ~255
+                self.nbytes = nbytes
 
             def __int__(self):
                 return self.ptr
+
+            def poison(self):
+                if self.buf is not None:
+                    ctypes.memset(self.ptr, 0xFF, self.nbytes)
 
             def free(self):
                 driver.freed += 1
@@ -162,6 +219,7 @@ class FakeDriver(types.ModuleType):
         class Function:
             def __init__(self, symbol, run):
                 self.symbol, self.run, self.attributes = symbol, run, {}
+                self.context = driver.context_id
 
             def prepare(self, arg_format):
                 self.arg_format = "".join(arg_format)
@@ -176,8 +234,10 @@ class FakeDriver(types.ModuleType):
                 if stream.captured is not None:  # recorded into the graph, not run
                     stream.captured.append((self, grid, block, args, shared_size))
                     return
+                driver.check_alive("cuLaunchKernel")
+                driver.check_context(self.context, "cuLaunchKernel")
                 driver.launches.append((self.symbol, grid, block, args, shared_size))
-                driver.run_kernel(self, grid, block, args, shared_size)
+                driver.on_stream(stream, lambda: driver.run_kernel(self, grid, block, args, shared_size))
 
         class Module:
             def __init__(self, kernels):
@@ -189,7 +249,7 @@ class FakeDriver(types.ModuleType):
                 return Function(symbol, self.kernels[symbol])
 
         self.Error, self.MemoryError, self.Device, self.Stream, self.Event = Error, MemoryError, Device, Stream, Event
-        self.Graph = Graph
+        self.Graph, self.Context = Graph, Context
         self.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
         # An H100's launch limits (`runtime.cuda.LAUNCH_LIMITS`), by name; ``attributes`` changes them.
         self.attributes = {"MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024,
@@ -199,9 +259,16 @@ class FakeDriver(types.ModuleType):
         self.device_attribute = types.SimpleNamespace(**{name: name for name in self.attributes})
         self.kernels = dict(kernels or {})
         self.context_stack, self.launches, self.events, self.context_threads = [], [], [], []
+        self.streams, self.waits = [], []  # every stream made; (stream, event) of each wait_for_event
         self.syncs = self.freed = self.allocations = 0
         self.live_bytes = 0          # device memory allocated and not freed (`memory_limit` bounds it)
         self.fault = None            # the next synchronization's error, when a test sets one
+        self.lost = None             # the sticky error that lost the context, until it is reset
+        self.resets = 0              # primary context resets
+        # Each reset starts a new context: objects of an older one (functions, streams, graphs)
+        # are refused, and its memory is overwritten with 0xff bytes, as it is gone on a GPU.
+        self.context_id = 0
+        self.allocated = weakref.WeakSet()
         self.loaded = []
         # Stream capture: the stream capturing on each thread; graphs captured, graph launches and
         # the kernels they ran (`launches` holds only the kernels launched one by one).
@@ -222,6 +289,7 @@ class FakeDriver(types.ModuleType):
             free = alloc.free
 
             def freeing():
+                driver.drain()   # as cuMemFree waits for the device
                 driver.live_bytes -= nbytes
                 free()
 
@@ -234,16 +302,19 @@ class FakeDriver(types.ModuleType):
 
         def memcpy_htod_async(dst, src, stream=None):
             driver.refuse_while_capturing("cuMemcpyHtoDAsync")
-            ctypes.memmove(dst, src.ctypes.data, src.nbytes)
+            staged = bytes(src)  # from pageable memory the driver stages the data at once
+            driver.on_stream(stream, lambda: ctypes.memmove(dst, staged, len(staged)))
 
         def memcpy_dtoh_async(dst, src, stream=None):
             driver.refuse_while_capturing("cuMemcpyDtoHAsync")
-            ctypes.memmove(dst.ctypes.data, src, dst.nbytes)
+            driver.on_stream(stream, lambda: ctypes.memmove(dst.ctypes.data, src, dst.nbytes))
 
         def memcpy_dtod_async(dst, src, nbytes, stream=None):
-            ctypes.memmove(dst, src, nbytes)
+            driver.check_alive("cuMemcpyDtoDAsync")
+            driver.on_stream(stream, lambda: ctypes.memmove(dst, src, nbytes))
 
         def module_from_buffer(image):
+            driver.check_alive("cuModuleLoadData")
             driver.loaded.append(bytes(image))
             return Module(driver.kernels_of(bytes(image)))
 
@@ -255,20 +326,108 @@ class FakeDriver(types.ModuleType):
     def refuse_while_capturing(self, call: str) -> None:
         """What a capture in thread-local mode refuses on its thread: an allocation, a
         synchronization. Stricter than CUDA for copies (one on another stream would run at once
-        rather than be captured): tvms must make none while capturing."""
+        rather than be captured): tvms must make none while capturing. And what a lost context
+        refuses: everything (`check_alive`)."""
+        self.check_alive(call)
         if threading.get_ident() in self.capturing:
             raise self.Error(f"{call} failed: operation not permitted when stream is capturing")
 
+    def check_alive(self, call: str) -> None:
+        """After a sticky fault (``fault`` set to one, found at a synchronization), every call
+        fails with it until the context is reset, as on a GPU."""
+        if self.lost is not None:
+            raise self.Error(f"{call} failed: {self.lost}")
+
+    def reset_primary_context(self, index: int) -> None:
+        """``cuDevicePrimaryCtxReset`` (`runtime.cuda.reset_primary_context`): a new context,
+        usable again; the old one's memory holds 0xff bytes and its objects are refused."""
+        self.drain()
+        self.lost = None
+        self.resets += 1
+        self.context_id += 1
+        for alloc in list(self.allocated):
+            alloc.poison()
+
+    def check_context(self, context: int, call: str) -> None:
+        """Refuse an object (a function, stream or graph) of a context reset since it was made."""
+        if context != self.context_id:
+            raise self.Error(f"{call} failed: invalid resource handle (an object of a context that was reset)")
+
+    def on_stream(self, stream, work) -> None:
+        """Run ``work`` as operation of ``stream``: at once, or (asynchronous) queued on the
+        stream's worker thread, after the stream's earlier work."""
+        if stream is not None:
+            self.check_context(stream.context, "a call on a stream")
+        if self.asynchronous is None or stream is None:
+            work()
+            return
+        if stream.worker is None:
+            stream.worker = _StreamWorker(self.asynchronous, seed=len(self.streams) * 7919 + id(stream) % 7919)
+        stream.worker.submit(work)
+
+    def drain(self) -> None:
+        """Wait until every stream's queued work is done (asynchronous), its errors kept."""
+        for stream in list(self.streams):
+            if stream.worker is not None:
+                stream.worker.drain(raising=False)
+
     # What the emulated GPU below replaces.
     def allocate(self, allocation_class, nbytes):
-        return allocation_class(nbytes)
+        with self.lock:
+            alloc = allocation_class(nbytes)
+            self.allocated.add(alloc)
+            return alloc
 
     def kernels_of(self, image: bytes) -> dict:
         """The kernels (symbol -> what `run_kernel` runs) of a loaded image."""
         return self.kernels
 
     def run_kernel(self, function, grid, block, args, shared_size) -> None:
-        function.run(*args)
+        with self.lock:
+            function.run(*args)
+
+
+class _StreamWorker:
+    """A stream of the asynchronous fake GPU: its operations run in order on a thread of its
+    own, each after a random pause of up to ``delay`` seconds, so work on two streams
+    interleaves at random, as on a GPU, and work the runtime failed to order across streams
+    shows as wrong results. The first operation that raises keeps its error for the next
+    `drain` (a synchronization) and the stream's later work is skipped, as after a fault."""
+
+    def __init__(self, delay: float, seed: int) -> None:
+        self.delay = delay
+        self.rng = random.Random(seed)
+        self.queue: queue.Queue = queue.Queue()
+        self.pending = 0
+        self.idle = threading.Condition()
+        self.error = None
+        threading.Thread(target=self._run, daemon=True, name="fake-gpu-stream").start()
+
+    def submit(self, work) -> None:
+        with self.idle:
+            self.pending += 1
+        self.queue.put(work)
+
+    def _run(self) -> None:
+        while True:
+            work = self.queue.get()
+            time.sleep(self.rng.uniform(0, self.delay))
+            try:
+                if self.error is None:
+                    work()
+            except Exception as err:  # noqa: BLE001 - kept for the next synchronization
+                self.error = err
+            finally:
+                with self.idle:
+                    self.pending -= 1
+                    self.idle.notify_all()
+
+    def drain(self, raising: bool = True) -> None:
+        with self.idle:
+            self.idle.wait_for(lambda: self.pending == 0)
+        if raising and self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
 
 def install_driver(monkeypatch, driver) -> None:
@@ -319,9 +478,11 @@ class EmulatedDriver(FakeDriver):
         monkeypatch.setattr(build, "build_cuda", recording)
 
     def allocate(self, allocation_class, nbytes):
-        alloc = _GuardedAllocation(self, nbytes)
-        self._live[alloc.ptr] = alloc
-        return alloc
+        with self.lock:
+            alloc = _GuardedAllocation(self, nbytes)
+            self._live[alloc.ptr] = alloc
+            self.allocated.add(alloc)
+            return alloc
 
     def kernels_of(self, image: bytes) -> dict:
         from .cuda_emulator import EmulatedModule
@@ -336,6 +497,10 @@ class EmulatedDriver(FakeDriver):
         return {name: module for name in module.kernels}
 
     def run_kernel(self, function, grid, block, args, shared_size) -> None:
+        with self.lock:
+            self._run_emulated(function, grid, block, args, shared_size)
+
+    def _run_emulated(self, function, grid, block, args, shared_size) -> None:
         from .cuda_emulator import _LETTERS
 
         values = [_LETTERS[letter](a) for letter, a in zip(function.arg_format, args)]
@@ -368,6 +533,10 @@ class _GuardedAllocation:
 
     def guard_damage(self):
         return None if self.buffer is None else self.buffer.guard_damage()
+
+    def poison(self) -> None:
+        if self.buffer is not None:
+            self.buffer.data[:] = 0xFF
 
     def free(self) -> None:
         self.driver.freed += 1
