@@ -1,7 +1,8 @@
 """The ``tvms`` command line.
 
-    tvms show FILE [--func NAME] [--no-color] [--show-meta]
-                                                  canonical TVMScript ('-' reads standard input)
+    tvms show FILE [--func NAME] [--no-color] [--show-meta] [--graph OUT.svg|.dot|.png]
+                                                  canonical TVMScript ('-' reads standard input), or
+                                                  a picture of a Relax function's dataflow
     tvms fmt FILE... [--check] [--diff]           rewrite files in canonical form
     tvms check FILE... [--max-errors N]           parse and check; a diagnostic per independent error
     tvms run FILE [--inputs F.npz] [--input NAME=F.npy] [--params F.npz] [--shape SYM=N]
@@ -18,6 +19,7 @@
     tvms import MODEL.pt2|MODEL.onnx [-o FILE.tvms] [--params-out F.npz | --inline-params]
                                                   a PyTorch or ONNX model as a .tvms file + weights
     tvms lsp                                      the language server editors start (stdio)
+    tvms env [--json]                             versions and capabilities, for a bug report
 
 Errors in the user's program are printed as located diagnostics and exit with status 1; a
 Python traceback is a bug in tvms.
@@ -33,10 +35,10 @@ import argparse
 import os
 import sys
 
-from . import check, compile, fmt, import_model, lsp, run, show, tune
+from . import check, compile, env, fmt, import_model, lsp, run, show, tune
 from .reporting import Failure, print_failure
 
-_COMMANDS = (show, fmt, check, run, compile, tune, import_model, lsp)  # in the order --help lists them
+_COMMANDS = (show, fmt, check, run, compile, tune, import_model, lsp, env)  # in the order --help lists them
 
 
 def main(argv: list[str] | None = None) -> int:
