@@ -36,7 +36,8 @@ from tvmscript.diagnostics import TVMScriptError
 
 from .devices import Device, device as _as_device, kDLCPU, kDLCUDA
 from .executable import Executable
-from .vm_helpers import cpu_helpers, cuda_helpers
+from .profiling import ProfileReport, resource_columns
+from .vm_helpers import EMPTY, cpu_helpers, cuda_helpers
 
 __all__ = ["VirtualMachine", "BenchmarkResult", "ProfileReport", "CallDepthError"]
 
@@ -258,10 +259,11 @@ class VirtualMachine:
         if repeat < 1:
             raise ValueError("profile: repeat must be at least 1")
         records: dict = {}
+        events: list = []   # (track, name, start ns, duration ns, details), for `ProfileReport.chrome_trace`
         sync = self.device.sync if self.device.device_type == kDLCUDA else None
+        clock = _time.perf_counter_ns
 
         def timed(kname: str, entry):
-            clock = _time.perf_counter_ns
             record = records.setdefault(kname, [0, 0])
 
             def call(*a):
@@ -269,25 +271,39 @@ class VirtualMachine:
                 entry(*a)
                 if sync is not None:
                     sync()
+                t1 = clock()
                 record[0] += 1
-                record[1] += clock() - t0
+                record[1] += t1 - t0
+                events.append(("device", kname, t0, t1 - t0, None))
 
             return call
 
         g = _instantiate(self.executable, self.device, self._kernels, wrap=timed, stream=self.stream)
+        allocate = g[EMPTY]
+
+        def allocation(shape, dtype):
+            t0 = clock()
+            t = allocate(shape, dtype)
+            events.append(("vm", "allocate", t0, clock() - t0, {"shape": str(tuple(shape)), "dtype": dtype}))
+            return t
+
+        g[EMPTY] = allocation
         f = self._entry(func_name, g)
         f(*args)  # warm-up, and bad arguments fail here
         for record in records.values():
             record[0] = record[1] = 0
-        t0 = _time.perf_counter_ns()
+        events.clear()
+        t0 = clock()
         for _ in range(repeat):
+            start = clock()
             f(*args)
-        if sync is not None:
-            sync()
-        total = _time.perf_counter_ns() - t0
+            if sync is not None:
+                sync()
+            events.append(("vm", func_name, start, clock() - start, None))
+        total = clock() - t0
         return ProfileReport(func_name, {k: (n // repeat, t / repeat / 1e9) for k, (n, t) in records.items()},
                              total / repeat / 1e9, str(self.device),
-                             _resource_columns(self.executable) if sync is not None else None)
+                             resource_columns(self.executable) if sync is not None else None, events)
 
     def __repr__(self) -> str:
         return f"<tvms VirtualMachine on {self.device}: {', '.join(self._funcs)}>"
@@ -331,83 +347,12 @@ class _GPUState:
         self.generation = rt.generation
 
 
-def _resource_columns(ex: Executable) -> dict:
-    """prim_func name -> (registers, occupancy) texts of the CUDA kernels it launches, from the
-    compiler's ptxas report (`Executable.kernel_resources`); a function launching several kernels
-    has their values joined with " / "."""
-    columns: dict = {}
-    for r in ex.kernel_resources().values():
-        if r.ptxas is None:
-            continue
-        regs, occ = columns.setdefault(r.func, ([], []))
-        regs.append(str(r.ptxas.registers))
-        occ.append(str(r.occupancy) if r.occupancy is not None else "-")
-    return {f: (" / ".join(regs), " / ".join(occ)) for f, (regs, occ) in columns.items()}
-
-
 def _wall_time(f, args: tuple, number: int) -> float:
     """Seconds that ``number`` calls of ``f(*args)`` take (CPU work is synchronous)."""
     t0 = _time.perf_counter()
     for _ in range(number):
         f(*args)
     return _time.perf_counter() - t0
-
-
-class ProfileReport:
-    """`VirtualMachine.profile`'s result: ``rows`` are ``(kernel, calls, seconds)`` per call of
-    the function, heaviest first; ``total`` is the whole call's seconds; ``resources`` (on a
-    GPU, when the compiler's ptxas report is known) maps a kernel to its (registers, occupancy)
-    texts, shown as two more columns."""
-
-    def __init__(self, func_name: str, kernels: dict, total: float, device: str, resources=None) -> None:
-        self.func_name, self.total, self.device = func_name, total, device
-        self.rows = sorted(((k, n, t) for k, (n, t) in kernels.items()), key=lambda r: -r[2])
-        self.resources = dict(resources or {})
-
-    @property
-    def header(self) -> tuple:
-        """The columns of `table`."""
-        extra = ("Registers", "Occupancy") if self.resources else ()
-        return ("Name", "Calls", "Total (us)", "Mean (us)", "Percent") + extra
-
-    @property
-    def vm_time(self) -> float:
-        """Seconds of the call spent outside kernels: the VM's checks and allocations, externs."""
-        return max(0.0, self.total - sum(t for _, _, t in self.rows))
-
-    def table(self) -> list:
-        """The report as rows of text: name, calls, total, mean, percent of the call (and, with
-        ``resources``, registers and occupancy: `header`)."""
-        def us(t: float) -> str:
-            return f"{t * 1e6:,.1f}"
-
-        rows = [(k, str(n), us(t), us(t / n) if n else "-", f"{100 * t / self.total:.1f}" if self.total else "-",
-                 *self._resource_cells(k)) for k, n, t in self.rows]
-        rows.append(("(VM: checks, allocation, externs)", "", us(self.vm_time), "",
-                     f"{100 * self.vm_time / self.total:.1f}" if self.total else "-", *self._resource_cells(None)))
-        rows.append((f"total: {self.func_name}", "1", us(self.total), us(self.total), "100.0",
-                     *self._resource_cells(None)))
-        return rows
-
-    def _resource_cells(self, kernel) -> tuple:
-        """A row's registers and occupancy cells: none without ``resources``, blank for the
-        rows that are no kernel (``kernel`` None)."""
-        if not self.resources:
-            return ()
-        return ("", "") if kernel is None else self.resources.get(kernel, ("-", "-"))
-
-    def __str__(self) -> str:
-        header = self.header
-        rows = self.table()
-        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-
-        def line(r) -> str:
-            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-
-        return "\n".join([f"profile of '{self.func_name}' on {self.device}", line(header)] + [line(r) for r in rows])
-
-    def __repr__(self) -> str:
-        return str(self)
 
 
 class BenchmarkResult:

@@ -21,6 +21,7 @@ from .progress import CompileProgress
 from .relax_call import call_relax
 from .reporting import fail, stream_is_terminal
 from .symbols import parse_shapes
+from .writing import write_new_atomically
 
 
 def register(sub) -> None:
@@ -51,6 +52,9 @@ def register(sub) -> None:
     run.add_argument("--profile", action="store_true",
                      help="also time each kernel the function calls (over --repeat calls) and print a table: "
                      "calls, total and mean time, share of the call, heaviest first")
+    run.add_argument("--trace", metavar="FILE.json", type=file_name, default=None,
+                     help="with --profile (implied), write every kernel, allocation and call as a Chrome trace "
+                     "that Perfetto (ui.perfetto.dev) and chrome://tracing open")
     run.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                      help="after a first call, time N calls and report the median (default 1)")
     run.add_argument("--out", metavar="FILE.npz", type=file_name,
@@ -81,7 +85,7 @@ def run_command(args) -> int:
     for path in args.extern:
         _load_extern_file(path)
     options = CallOptions(GivenFiles(() if args.bind else tuple(args.params), tuple(args.inputs), tuple(args.input)),
-                          shapes, target, args.seed, args.repeat, args.bounds_check, args.profile)
+                          shapes, target, args.seed, args.repeat, args.bounds_check, args.profile or bool(args.trace))
     program.progress = CompileProgress().__enter__()
     try:
         program.transform(pipeline_options(args, params_are_inputs=True), args.func, args.target)
@@ -98,7 +102,12 @@ def run_command(args) -> int:
         print_outputs(result, "compile", result.compile_s, color)
     if result.profile is not None:
         print(f"\n{result.profile}")
-    elif args.profile:
+        if args.trace:
+            import json
+
+            write_new_atomically(args.trace, json.dumps(result.profile.chrome_trace()).encode())
+            print(f"wrote the trace to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
+    elif args.profile or args.trace:
         print(f"note: --profile times the kernels of a Relax function; '{name}' is a T.prim_func, whose time "
               "is the run's", file=sys.stderr)
     if args.out:

@@ -8,6 +8,7 @@ from .options import add_pipeline_arguments, pipeline_options
 from .program import Program
 from .reporting import stream_is_terminal
 from .sources import parse
+from .writing import write_new_atomically
 
 
 def register(sub) -> None:
@@ -18,6 +19,9 @@ def register(sub) -> None:
     show.add_argument("--show-meta", action="store_true",
                       help="print the metadata section (the values of large constants); left out by default, "
                       "as TVM's show() does")
+    show.add_argument("--graph", metavar="OUT", default=None,
+                      help="draw the dataflow of a Relax function (main, or --func) instead of printing: OUT.dot, "
+                      "OUT.svg, OUT.png or OUT.pdf (the latter three need Graphviz's dot)")
     add_pipeline_arguments(show, default="none")
     show.add_argument("--target", default=None,
                       help="with a GPU target (cuda, 'cuda -arch=sm_90'), apply the default GPU schedules "
@@ -37,6 +41,8 @@ def show_command(args) -> int:
         if args.target:
             program.gpu_schedule(args.target)
         node = program.node
+    if args.graph:
+        return _draw(node, args.func or "main", args.graph)
     if args.func:
         if not isinstance(node, ir.IRModule):
             print("error: --func needs a file holding an @I.ir_module", file=sys.stderr)
@@ -48,4 +54,28 @@ def show_command(args) -> int:
         node = node[args.func]
     color = not args.no_color and stream_is_terminal(sys.stdout)
     show(node, color=color, show_meta=args.show_meta)
+    return 0
+
+
+def _draw(node, func: str, out: str) -> int:
+    """``--graph OUT``: the dataflow of Relax function ``func`` written to ``out`` (its format by
+    its extension), drawn first, so that a failed drawing leaves nothing behind."""
+    import os
+
+    from ..relax.dataflow_graph import FORMATS, GraphvizMissing, visualize
+
+    fmt = out.rsplit(".", 1)[-1].lower() if "." in os.path.basename(out) else ""
+    if fmt not in FORMATS:
+        print(f"error: --graph {out}: the file must end in one of .{', .'.join(FORMATS)}", file=sys.stderr)
+        return 1
+    try:
+        data = visualize(node, func).render(fmt)
+    except (KeyError, TypeError) as err:
+        print(f"error: --graph: {err.args[0] if err.args else err}", file=sys.stderr)
+        return 1
+    except GraphvizMissing as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    write_new_atomically(out, data)
+    print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -17,8 +17,8 @@ _LOAD_PRINTER = None
 
 
 def register_printer(load) -> None:
-    """``load()`` returns the printer: an object with ``to_script(node, show_meta, name)`` and
-    ``show(node, file, show_meta, name)`` (the module tvmscript.printer)."""
+    """``load()`` returns the printer: an object with ``to_script(node, show_meta, name)``,
+    ``show(node, file, show_meta, name)`` and ``to_html(node)`` (the module tvmscript.printer)."""
     global _LOAD_PRINTER
     _LOAD_PRINTER = load
 
@@ -46,6 +46,10 @@ class Node:
         """Print as TVMScript: highlighted on a terminal, plain otherwise (or into ``file``);
         the metadata section only with ``show_meta=True``, as TVM's ``show``."""
         printer().show(self, file=file, show_meta=show_meta, name=name)
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the TVMScript, highlighted (`tvmscript.printer.to_html`)."""
+        return printer().to_html(self)
 
     def __str__(self) -> str:
         return self.script()

@@ -197,23 +197,45 @@ def _trailing(comments):
 
 
 def show(node, file=None, color: bool | None = None, show_meta: bool = False, name: str | None = None) -> None:
-    """Print canonical TVMScript, syntax-highlighted when writing to a terminal. The metadata
-    section is left out unless ``show_meta`` (as TVM's ``show``): it is for display."""
+    """Print canonical TVMScript, syntax-highlighted when writing to a terminal or, in a Jupyter
+    notebook, to the cell's output (as TVM's ``show`` does there). The metadata section is left
+    out unless ``show_meta`` (as TVM's ``show``): it is for display."""
     text = to_script(node, show_meta=show_meta, name=name)
+    notebook = file is None and _in_notebook()
     out = file or sys.stdout
     if color is None:
-        color = getattr(out, "isatty", lambda: False)()
+        color = notebook or getattr(out, "isatty", lambda: False)()
     if color:
         from rich.console import Console
         from rich.syntax import Syntax
 
         from ..highlight import TVMScriptLexer, TVMScriptStyle
 
-        Console(file=out, force_terminal=True).print(
-            Syntax(text.rstrip("\n"), TVMScriptLexer(), theme=TVMScriptStyle, background_color="default")
-        )
+        console = Console(force_jupyter=True) if notebook else Console(file=out, force_terminal=True)
+        console.print(Syntax(text.rstrip("\n"), TVMScriptLexer(), theme=TVMScriptStyle, background_color="default"))
     else:
         out.write(text)
+
+
+def to_html(node, show_meta: bool = False, name: str | None = None) -> str:
+    """``node``'s TVMScript as highlighted HTML with inline styles (`highlight.TVMScriptLexer`,
+    through Pygments): what a notebook shows for an IRModule, a PrimFunc or a Relax function
+    (`ir.Node._repr_html_`)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+
+    from ..highlight import TVMScriptLexer, TVMScriptStyle
+
+    text = to_script(node, show_meta=show_meta, name=name)
+    return highlight(text, TVMScriptLexer(), HtmlFormatter(noclasses=True, style=TVMScriptStyle, nowrap=False))
+
+
+def _in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (IPython is never imported here: only looked at
+    when something else already did)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def _global_infos_text(infos: dict) -> str:

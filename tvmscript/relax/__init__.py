@@ -32,6 +32,8 @@ def __getattr__(name: str):
         from ..ir.op import api
 
         value = api if name == "op" else getattr(api, name)
+    elif name == "visualize":  # tvms.relax.visualize(mod): a picture of a Relax function's dataflow
+        from .dataflow_graph import visualize as value
     elif name == "frontend":  # tvms.relax.frontend.{nn,torch,onnx}, detach_params
         # (a subpackage of this one: `from . import frontend` would ask this __getattr__ again)
         value = importlib.import_module(f"{__name__}.frontend")
