@@ -50,7 +50,7 @@ def test_the_tour_notebook_runs():
                             resources={"metadata": {"path": str(TOUR.parent)}}).execute()
     outputs = [c.outputs for c in nb.cells if c.cell_type == "code"]
     module_display = outputs[0][0]["data"]
-    assert "text/html" in module_display and "TVMScriptModule" in text_of(module_display["text/html"])
+    assert "text/html" in module_display and "@I.ir_module" in text_of(module_display["text/html"])
     shown = outputs[1][0]
     assert "fused_matmul_add_relu" in text_of(shown["data"].get("text/html", "")) + str(shown.get("text", ""))
     profile = outputs[3][0]["data"]["text/html"]
