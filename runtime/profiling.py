@@ -29,19 +29,22 @@ class ProfileReport:
     texts, shown as two more columns."""
 
     def __init__(self, func_name: str, kernels: dict, total: float, device: str, resources=None,
-                 events=None) -> None:
+                 events=None, device_track: str | None = None) -> None:
         self.func_name, self.total, self.device = func_name, total, device
         self.rows = sorted(((k, n, t) for k, (n, t) in kernels.items()), key=lambda r: -r[2])
         self.resources = dict(resources or {})
         # What happened, in order: (track "vm" or "device", name, start ns, duration ns, details).
         self.events = list(events or [])
+        # The device track's name in a trace: where the kernels ran (the CPU's threads, a GPU stream).
+        self.device_track = device_track or f"{device}: kernels"
 
     def chrome_trace(self) -> dict:
         """The events in the Chrome trace event format (what Perfetto and chrome://tracing
         open): one track for the VM (each call of the function, each allocation) and one for
-        the device (each kernel; on a GPU, its time until the device synchronized after it)."""
+        the device (each kernel, named where it ran: the CPU's threads, or the GPU stream;
+        on a GPU, its time until the device synchronized after it)."""
         start = min((e[2] for e in self.events), default=0)
-        tracks = {"vm": (1, "VM: calls and allocations"), "device": (2, f"{self.device}: kernels")}
+        tracks = {"vm": (1, "VM: calls and allocations"), "device": (2, self.device_track)}
         out = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": f"tvms: profile of {self.func_name}"}}]
         out += [{"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": name}}
                 for tid, name in tracks.values()]

@@ -303,7 +303,16 @@ class VirtualMachine:
         total = clock() - t0
         return ProfileReport(func_name, {k: (n // repeat, t / repeat / 1e9) for k, (n, t) in records.items()},
                              total / repeat / 1e9, str(self.device),
-                             resource_columns(self.executable) if sync is not None else None, events)
+                             resource_columns(self.executable) if sync is not None else None, events,
+                             self._kernel_track())
+
+    def _kernel_track(self) -> str:
+        """Where this VM's kernels run, as a trace names the device's track."""
+        if self.stream is not None:
+            return f"{self.device} stream '{self.stream.name}': kernels"
+        from .cpu import num_threads
+
+        return f"{self.device} ({num_threads()} threads): kernels"
 
     def __repr__(self) -> str:
         return f"<tvms VirtualMachine on {self.device}: {', '.join(self._funcs)}>"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,6 @@ def test_the_tour_notebook_runs():
     assert "fused_matmul_add_relu" in text_of(shown["data"].get("text/html", "")) + str(shown.get("text", ""))
     profile = outputs[3][0]["data"]["text/html"]
     assert "profile of &#x27;main&#x27; on cpu:0" in profile and "width:" in profile
+    if shutil.which("dot"):                       # the dataflow picture, inline
+        svg = outputs[4][0]["data"]["image/svg+xml"]
+        assert "fused_matmul_add_relu" in svg and svg.count("class=\"cluster\"") == 2

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support.cli import TVMS, tvms
 
+from tvmscript.runtime.cpu import num_threads
 from tvmscript.runtime.vm import ProfileReport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,7 @@ def test_the_trace_holds_every_kernel_allocation_and_call(tmp_path):
     assert len(rows) >= 2 and any(name.startswith("fused_matmul_add_relu") for name in rows)
     events = json.loads(trace.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}
-    assert names == {"tvms: profile of main", "VM: calls and allocations", "cpu:0: kernels"}
+    assert names == {"tvms: profile of main", "VM: calls and allocations", f"cpu:0 ({num_threads()} threads): kernels"}
     slices = [e for e in events if e["ph"] == "X"]
     assert [e["name"] for e in slices if e["tid"] == 1 and e["cat"] == "vm" and e["name"] == "main"] == ["main"] * 3
     for kernel, (calls, total_us) in rows.items():

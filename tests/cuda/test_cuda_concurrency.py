@@ -142,6 +142,16 @@ def test_timers_are_per_stream(emulated):
     opened.set()
 
 
+def test_a_profiles_trace_names_the_vms_stream(emulated):
+    vm = tvms.relax.VirtualMachine(executable(graphs=False), tvms.cuda())
+    x, w = (tvms.nd.array(a, tvms.cuda()) for a in inputs(4))
+    trace = vm.profile("main", x, w, repeat=2).chrome_trace()["traceEvents"]
+    tracks = {e["tid"]: e["args"]["name"] for e in trace if e["ph"] == "M" and "tid" in e}
+    assert tracks[2] == f"cuda:0 stream '{vm.stream.name}': kernels"
+    kernels = [e for e in trace if e["ph"] == "X" and e["tid"] == 2]
+    assert kernels and len(kernels) % 2 == 0
+
+
 # ----------------------------------------------------------------------------- threads
 
 
