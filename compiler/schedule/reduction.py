@@ -369,7 +369,8 @@ def rfactor(sch: Schedule, loop: LoopRV, factor_axis: int) -> BlockRV:
     # the printer tells buffers of one name apart (``matmul_rf_1``), as TVM's does.
     shape = list(buf.shape)
     shape.insert(axis, lp.extent)
-    rf_buf = tir.Buffer(buf.name + "_rf", shape, buf.dtype, scope=buf.scope)
+    rf_buf = tir.Buffer(buf.name + "_rf", shape, buf.dtype, scope=buf.scope,
+                        data=tir.Var("handle", buf.name + "_rf"))  # as T.alloc_buffer reads back
 
     # The rfactor block: the loop becomes a spatial iterator; reduce iterators that used it are
     # replaced by one reduce iterator per other loop they use.
