@@ -61,7 +61,6 @@ def apply_database(mod: IRModule, database, target) -> IRModule:
             continue
         if out is None:
             out = mod.copy()
-            out.source_header = None
         out[gv] = _tuned(sch.mod["main"], func)
     return mod if out is None else out
 

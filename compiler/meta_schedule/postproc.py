@@ -509,7 +509,6 @@ def mark_scheduled(mod: IRModule) -> IRModule:
     compile it as it is instead of scheduling it again (`compiler.schedule_cpu.driver`, DLight),
     as `apply.apply_database` marks a tuned function."""
     out = mod.copy()
-    out.source_header = None
     for gv in list(out.functions):
         name = getattr(gv, "name_hint", gv)
         f = out[name]

@@ -75,7 +75,6 @@ class Schedule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"Schedule takes an IRModule or a PrimFunc, not {type(mod).__name__}")
         self._mod = mod.copy()
-        self._mod.source_header = None
         self._index: dict = {}
         self._rvs: "weakref.WeakSet" = weakref.WeakSet()
         self.trace = Trace()
@@ -95,9 +94,7 @@ class Schedule:
     # ---- the module
     @property
     def mod(self) -> IRModule:
-        out = self._mod.copy()
-        out.source_header = None
-        return out
+        return self._mod.copy()
 
     def func(self, func_name: str) -> tir.PrimFunc:
         if func_name not in self._mod:

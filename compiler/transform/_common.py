@@ -104,11 +104,8 @@ def call_tir_args(expr) -> list:
 
 
 def copy_module(mod: ir.IRModule) -> ir.IRModule:
-    """A new module holding the same functions (same GlobalVars); no header kept, so the
-    result prints with the canonical one."""
-    new = mod.copy()
-    new.source_header = None
-    return new
+    """A new module holding the same functions (same GlobalVars)."""
+    return mod.copy()
 
 
 def replace_fields(node, **changes):

@@ -7,7 +7,7 @@ An `IRModule` maps `GlobalVar`s to functions, Relax (`relax.Function`) or Tensor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 from .node import Node
 
@@ -82,16 +82,13 @@ class GlobalVarList(list):
 class IRModule(Node):
     """A collection of functions indexed by `GlobalVar` (or by name)."""
 
-    __slots__ = ("functions", "attrs", "global_infos", "source_header", "comments", "_by_name", "name")
+    __slots__ = ("functions", "attrs", "global_infos", "comments", "_by_name", "name")
 
     def __init__(self, functions: dict | None = None, attrs: dict | None = None) -> None:
         self.functions: dict[GlobalVar, Any] = {}
         self._by_name: dict[str, GlobalVar] = {}
         self.attrs: dict = dict(attrs or {})
         self.global_infos: dict = {}
-        # The `# from tvm.script import ...` lines the source began with, if any (the printer
-        # keeps them when they still describe the module; see printer.module_header).
-        self.source_header: Optional[list[str]] = None
         # Comments the user wrote outside functions, keyed by the node they belong to (the module
         # itself, or a GlobalVar for comments before a function's decorators).
         self.comments: dict = {}

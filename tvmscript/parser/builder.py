@@ -16,7 +16,7 @@ from ..ir import relax, tir
 from ..diagnostics import Span, TVMScriptError
 from . import ast
 from .arguments import bind_arguments, dotted_name, literal
-from .comments import attach_comments, comments_of, is_printer_artifact, merge_comments, source_header
+from .comments import attach_comments, comments_of, is_printer_artifact, merge_comments
 from .context import Context
 
 
@@ -61,7 +61,6 @@ def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, file
     from .relax_builder import RelaxFunctionBuilder
     from .tir_builder import PrimFuncBuilder
 
-    header = source_header(stmts, comments)
     comments = [c for c in comments if not is_printer_artifact(c.text)]
     ctx = Context(source, filename, comments)
     ctx.py_scope = py_scope
@@ -99,7 +98,6 @@ def _build(stmts: list[ast.Stmt], comments: list[ast.Comment], source: str, file
     item = items[0]
     if isinstance(item, ast.ClassDef):
         result = _build_module(ctx, item, PrimFuncBuilder, RelaxFunctionBuilder)
-        result.source_header = header
         _keep_leftovers(result.comments, result, leftovers)
         return result
     kind = function_kind(ctx, item)

@@ -161,7 +161,6 @@ def merge_comments(table: dict, node, extra: ir.Comments | None) -> None:
 
 # ----------------------------------------------------------------------------- TVM's own comments
 
-HEADER_PREFIX = "# from tvm.script import "
 _ARTIFACT = re.compile(
     r'# from tvm\.script import \w+ as \w+|# from typing import TypeVar|# from tvm\.tirx?\.layout import Axis'
     r'|# with T\.s?block\("root"\):?|# function attr dict|# body|# block \d+'
@@ -173,10 +172,3 @@ def is_printer_artifact(text: str) -> bool:
     section markers). The printer regenerates what is still true of them, so they are not kept
     as user comments; every other comment is."""
     return _ARTIFACT.fullmatch(text.rstrip()) is not None
-
-
-def source_header(stmts, comments) -> list[str] | None:
-    """The ``# from tvm.script import X as Y`` lines at the top of the file, if any."""
-    first_line = ast.header_line(stmts[0]) if stmts else 10**9
-    lines = [c.text for c in comments if c.line < first_line and c.text.startswith(HEADER_PREFIX)]
-    return lines or None

@@ -130,7 +130,7 @@ def print_module(mod: ir.IRModule, show_meta: bool = True, name: str | None = No
         body.after(mc)
     _file_end(body, mod.comments.get(("end", mod)))
     _metadata_section(body, metadata, show_meta)
-    return _with_header(body, used, mod.source_header)
+    return _with_header(body, used)
 
 
 def _metadata_section(doc: Doc, metadata: Tables, show_meta: bool) -> None:
@@ -165,28 +165,19 @@ def print_function(func, name: str, show_meta: bool = True) -> str:
     _file_end(doc, (func.comments or {}).get(("end", func)))
     if isinstance(func, relax.Function):
         _metadata_section(doc, metadata, show_meta)
-    return _with_header(doc, used, None)
+    return _with_header(doc, used)
 
 
-def module_header(used: set, source_header: list | None) -> list[str]:
-    """The ``# from tvm.script import ...`` lines. A header the source already had is kept when it
-    is a classic one naming every dialect the text uses (TVM's printer sometimes leaves out
-    ``ir as I``, and a file already in canonical form must print back unchanged)."""
-    canonical = [HEADER_LINES[d] for d in ("ir", "tir", "relax") if d in used]
-    if source_header:
-        known = set(HEADER_LINES.values())
-        needed = {HEADER_LINES[d] for d in used if d != "ir"}
-        if all(line in known for line in source_header) and needed <= set(source_header) \
-                and len(set(source_header)) == len(source_header) \
-                and all(HEADER_LINES[d] in HEADER_LINES.values() for d in used):
-            unused = {line for line in source_header} - {HEADER_LINES[d] for d in used}
-            if not unused:
-                return list(source_header)
-    return canonical
+def module_header(used: set) -> list[str]:
+    """The ``# from tvm.script import ...`` lines, as TVM's printer writes them: one per dialect
+    the text uses, in the order ir, tir, relax. A header the source had is regenerated, not kept
+    (a partial one, without ``ir as I``, gets it back), as the README promises of every comment
+    TVM's printer generates."""
+    return [HEADER_LINES[d] for d in ("ir", "tir", "relax") if d in used]
 
 
-def _with_header(doc: Doc, used: set, source_header) -> str:
-    header = module_header(used, source_header)
+def _with_header(doc: Doc, used: set) -> str:
+    header = module_header(used)
     return "\n".join(header) + "\n\n" + doc.text()
 
 
