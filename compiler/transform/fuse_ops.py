@@ -33,7 +33,7 @@ from tvmscript.diagnostics import FusedPart, FusedSpan, plain_span
 
 from ._common import (call_tir_args, call_tir_tir_vars, copy_module, is_call_tir, kBroadcast,
                       kElemWise, kOpaque, known_shape, replace_fields, same_shape, sinfo_tir_vars,
-                      var_use_counts)
+                      substitute_relax, var_use_counts)
 from .fusion_partition import FusionGraph, partition
 
 
@@ -110,7 +110,7 @@ class FuseOps:
     def __call__(self, mod: ir.IRModule) -> ir.IRModule:
         new = copy_module(mod)
         taken: set = set()
-        self._lv_count = 0
+        self._lv_count = self._gv_count = 0
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function) and not func.attrs.get("Primitive"):
                 new[gv] = self._fuse_function(mod, new, func, taken, gv.name_hint)
@@ -123,9 +123,17 @@ class FuseOps:
         self._lv_count += 1
         return name
 
+    def _fresh_gv(self) -> str:
+        """``gv``, ``gv1``...: the name TVM's BlockBuilder gives a fused call whose result leaves
+        the dataflow block (``R.output``), counted over the whole module as ``lv`` is."""
+        name = "gv" if self._gv_count == 0 else f"gv{self._gv_count}"
+        self._gv_count += 1
+        return name
+
     def _fuse_function(self, mod, new, func, taken, fname: str):
         blocks = list(func.body.blocks)
         changed = False
+        self._renamed: dict = {}  # block outputs a group call now binds under TVM's name (`_fresh_gv`)
         for bi, block in enumerate(blocks):
             if not isinstance(block, relax.DataflowBlock):
                 continue
@@ -143,7 +151,10 @@ class FuseOps:
             blocks[bi] = self._rewrite_block(mod, new, block, roots, members, taken, outside, fname)
         if not changed:
             return func
-        return replace_fields(func, body=replace_fields(func.body, blocks=blocks))
+        body = replace_fields(func.body, blocks=blocks)
+        if self._renamed:  # their uses after their block: later blocks, the result
+            body = substitute_relax(body, self._renamed)
+        return replace_fields(func, body=body)
 
     def _rewrite_block(self, mod, new, block, roots, members, taken, outside, fname: str):
         bindings = block.bindings
@@ -208,9 +219,12 @@ class FuseOps:
                             and not isinstance(b.var, relax.DataflowVar):
                         var = b.var
                         drop.add(k)
-            if var is old_var and isinstance(old_var, relax.DataflowVar):
-                var = relax.DataflowVar(self._fresh_lv(), ret)
+            if var is old_var:  # a fresh variable, named as TVM's BlockBuilder names what it emits
+                var = relax.DataflowVar(self._fresh_lv(), ret) if isinstance(old_var, relax.DataflowVar) \
+                    else relax.Var(self._fresh_gv(), ret)
             rename[old_var] = var
+            if not isinstance(old_var, relax.DataflowVar) and var is not old_var:
+                self._renamed[old_var] = var  # used after the block too: renamed there by `_fuse_function`
             for i in idxs[:-1]:
                 drop.add(i)
             replacement[last] = relax.VarBinding(var, call)
@@ -220,7 +234,7 @@ class FuseOps:
                 continue
             b = replacement.get(k, b)
             out_bindings.append(_subst_binding(b, rename))
-        return replace_fields(block, bindings=out_bindings)
+        return replace_fields(block, bindings=out_bindings, outputs=[rename.get(v, v) for v in block.outputs])
 
 
 def _group_span(fname: str, members: list, used_by: list):
