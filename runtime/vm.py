@@ -47,32 +47,15 @@ class CallDepthError(RuntimeError):
     no end, most likely (a program error, reported as such rather than as a crash)."""
 
 
-def _entry(name: str, g: dict, ex: Executable, kernels: dict, stream=None, check_context=None):
+def _entry(name: str, g: dict, ex: Executable, kernels: dict):
     """Relax function ``name`` of ``ex`` (defined in the VM namespace ``g``) as called from
     outside the VM: a runaway recursion among the program's functions becomes a
     `CallDepthError` naming the entry function, and an error of the program is placed at the
-    binding that raised it (`runtime.sites`). On a GPU, ``stream`` is the VM's
-    (`runtime.cuda.Stream`): current on the calling thread while the function runs, and made
-    to wait first for the other streams that worked on the arguments' memory; and
-    ``check_context()`` runs first (the VM recreates a lost context there)."""
+    binding that raised it (`runtime.sites`)."""
     import functools
 
     fn = g[ex.functions[name].pyname]
     sites = {g[f.pyname].__code__: f.sites for f in ex.functions.values()}
-    if stream is not None:
-        from .cuda import _thread
-
-        plain = fn
-
-        def fn(*args):
-            check_context()
-            previous = _thread.stream
-            _thread.stream = stream
-            try:
-                stream.rt.order_after(args, stream)
-                return plain(*args)
-            finally:
-                _thread.stream = previous
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
@@ -89,6 +72,31 @@ def _entry(name: str, g: dict, ex: Executable, kernels: dict, stream=None, check
                 if site is not None:
                     locate(err, site, kernels)
             raise
+
+    return call
+
+
+def _on_stream(fn, stream, check_context):
+    """``fn`` (a VM function on a GPU, plain or replayed as CUDA graphs) called on the VM's
+    ``stream`` (`runtime.cuda.Stream`): ``check_context()`` first (the VM recreates a lost
+    context there), then the stream is made current on the calling thread for the call, after
+    waiting for the other streams that worked on the arguments' memory."""
+    import functools
+
+    from .cuda import _thread
+
+    order_after = stream.rt.order_after
+
+    @functools.wraps(fn, updated=())  # fn may be a CUDAGraphFunction: its attributes stay its own
+    def call(*args):
+        check_context()
+        previous = _thread.stream
+        _thread.stream = stream
+        try:
+            order_after(args, stream)
+            return fn(*args)
+        finally:
+            _thread.stream = previous
 
     return call
 
@@ -127,7 +135,11 @@ class VirtualMachine:
         return runtime(self.device).acquire_stream()
 
     def _entry(self, name: str, g: dict):
-        return _entry(name, g, self.executable, self._kernels, self.stream, self._check_context)
+        return self._on_stream(_entry(name, g, self.executable, self._kernels))
+
+    def _on_stream(self, fn):
+        """``fn`` called on this VM's stream (`_on_stream`); as it is on the CPU."""
+        return fn if self.stream is None else _on_stream(fn, self.stream, self._check_context)
 
     def _cuda_graphs(self):
         """The functions the compiler found capturable (``VMFunction.cuda_graph``) replay CUDA
@@ -138,12 +150,12 @@ class VirtualMachine:
             return None
         from .vm_cuda_graph import CUDAGraphs
 
-        kernels, stream, check = self._kernels, self.stream, self._check_context
-        graphs = CUDAGraphs(ex, self._globals, kernels, self.device,
-                            lambda name, g: _entry(name, g, ex, kernels, stream, check), stream, check)
+        kernels = self._kernels
+        # The graph functions and their capture instance run inside `_on_stream`'s wrapper.
+        graphs = CUDAGraphs(ex, self._globals, kernels, self.device, lambda name, g: _entry(name, g, ex, kernels))
         self._gpu.graphs = graphs
         for name in names:
-            self._funcs[name] = graphs.wrap(name, self._funcs[name])
+            self._funcs[name] = self._on_stream(graphs.wrap(name, _entry(name, self._globals, ex, kernels)))
         return graphs
 
     def cuda_graph_stats(self) -> dict:

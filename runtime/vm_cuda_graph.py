@@ -278,10 +278,8 @@ class CUDAGraphs:
     first capture), the stream they capture on, and the lock that lets one capture run at a
     time (the instance's helpers serve one session)."""
 
-    def __init__(self, ex, g: dict, kernels: dict, dev, make_entry, stream, check_context) -> None:
+    def __init__(self, ex, g: dict, kernels: dict, dev, make_entry) -> None:
         self.rt = cuda.runtime(dev)
-        self.stream = stream               # the VM's: the graphs replay there
-        self.check_context = check_context  # the VM's: run before each call (a lost context is recreated)
         self._args = (ex, g, kernels, dev, make_entry)
         self._namespace = None
         self._stream = None
@@ -380,17 +378,8 @@ class CUDAGraphFunction:
         self.disabled = None               # why the function stopped capturing, once it has
 
     def __call__(self, *args):
-        self._graphs.check_context()
-        stream = self._graphs.stream
-        previous = cuda._thread.stream
-        cuda._thread.stream = stream
-        try:
-            stream.rt.order_after(args, stream)
-            return self._call(args)
-        finally:
-            cuda._thread.stream = previous
-
-    def _call(self, args: tuple):
+        """Called on the VM's stream (`runtime.vm._on_stream` makes it current): graphs replay
+        there."""
         key = self._key(args)
         if key is not None:
             with self._lock:

@@ -43,16 +43,17 @@ def collect() -> dict:
     """The report: section -> {item: text}. Each probe that fails says why in its item."""
     from ..version import __version__
 
+    nvrtc = _nvrtc()
     return {
         "tvms": {"version": __version__, "installed at": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                  "Python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
                  "platform": platform.platform()},
         "libraries": {name: _version_of(name) or "not installed" for name in REQUIRED} | {"LLVM": _llvm_version()},
         "CPU": _cpu(),
-        "CUDA": _cuda(),
+        "CUDA": _cuda(nvrtc),
         "extras": {name: _version_of(name) or f"not installed (pip install 'tvms[{extra}]')"
                    for name, extra in EXTRAS.items()},
-        "targets": _targets(),
+        "targets": _targets(nvrtc),
     }
 
 
@@ -114,14 +115,19 @@ def _cpu() -> dict:
     return out
 
 
-def _cuda() -> dict:
-    out = {}
+def _nvrtc() -> tuple:
+    """(NVRTC's version, None), or (None, why it cannot be loaded)."""
     try:
         from ..compiler.nvrtc import nvrtc_version
 
-        out["NVRTC"] = ".".join(map(str, nvrtc_version()))
+        return ".".join(map(str, nvrtc_version())), None
     except Exception as err:  # noqa: BLE001 - reported, not raised
-        out["NVRTC"] = f"missing: {_one_line(err)} (pip install 'tvms[cuda]')"
+        return None, _one_line(err)
+
+
+def _cuda(nvrtc: tuple) -> dict:
+    version, missing = nvrtc
+    out = {"NVRTC": version or f"missing: {missing} (pip install 'tvms[cuda]')"}
     out["pycuda"] = _version_of("pycuda") or "not installed (pip install 'tvms[cuda]'; it builds against a CUDA toolkit)"
     from ..runtime.cuda import _driver_or_reason
 
@@ -138,16 +144,11 @@ def _cuda() -> dict:
     return out
 
 
-def _targets() -> dict:
+def _targets(nvrtc: tuple) -> dict:
     """Per target: "ready", or what is missing."""
     out = {"llvm (CPU)": "ready"}
-    try:
-        from ..compiler.nvrtc import nvrtc_version
-
-        nvrtc_version()
-        out["cuda, compiling"] = "ready"
-    except Exception as err:  # noqa: BLE001 - reported, not raised
-        out["cuda, compiling"] = f"missing NVRTC: {_one_line(err)} (pip install 'tvms[cuda]')"
+    missing = nvrtc[1]
+    out["cuda, compiling"] = "ready" if missing is None else f"missing NVRTC: {missing} (pip install 'tvms[cuda]')"
     from ..runtime.cuda import unavailable_reason
 
     reason = unavailable_reason(0)

@@ -60,13 +60,12 @@ def show_command(args) -> int:
 def _draw(node, func: str, out: str) -> int:
     """``--graph OUT``: the dataflow of Relax function ``func`` written to ``out`` (its format by
     its extension), drawn first, so that a failed drawing leaves nothing behind."""
-    import os
+    from ..relax.dataflow_graph import GraphvizMissing, format_of, visualize
 
-    from ..relax.dataflow_graph import FORMATS, GraphvizMissing, visualize
-
-    fmt = out.rsplit(".", 1)[-1].lower() if "." in os.path.basename(out) else ""
-    if fmt not in FORMATS:
-        print(f"error: --graph {out}: the file must end in one of .{', .'.join(FORMATS)}", file=sys.stderr)
+    try:
+        fmt = format_of(out)
+    except ValueError as err:
+        print(f"error: --graph {err}", file=sys.stderr)
         return 1
     try:
         data = visualize(node, func).render(fmt)

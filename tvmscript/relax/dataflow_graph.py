@@ -17,13 +17,14 @@ relay_viz a Relay one:
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
 from ..ir import IRModule, relax as rx, tir
 from ..ir.relax import DPS_CALL_OPS
 
-__all__ = ["visualize", "to_dot", "Graph", "GraphvizMissing"]
+__all__ = ["visualize", "to_dot", "format_of", "Graph", "GraphvizMissing"]
 
 FORMATS = ("dot", "svg", "png", "pdf")
 
@@ -60,10 +61,7 @@ class Graph:
 
     def save(self, path: str) -> None:
         """Write the graph, in the format the file's extension names (.dot, .svg, .png, .pdf)."""
-        fmt = str(path).rsplit(".", 1)[-1].lower() if "." in str(path) else ""
-        if fmt not in FORMATS:
-            raise ValueError(f"'{path}': the graph's file must end in one of .{', .'.join(FORMATS)}")
-        data = self.render(fmt)
+        data = self.render(format_of(path))
         with open(path, "wb") as f:
             f.write(data)
 
@@ -72,6 +70,16 @@ class Graph:
 
     def __str__(self) -> str:
         return self.dot
+
+
+def format_of(path) -> str:
+    """The format a picture's file name asks for, by its extension (one of `FORMATS`); a
+    ValueError naming the file otherwise."""
+    name = os.path.basename(str(path))
+    fmt = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if fmt not in FORMATS:
+        raise ValueError(f"{path}: the file must end in one of .{', .'.join(FORMATS)}")
+    return fmt
 
 
 def to_dot(mod, func_name: str = "main") -> str:
