@@ -4,22 +4,31 @@ Why: FuseOps decides what may be fused from these kinds alone (TVM's OpPatternKi
 stored as the ``"op_pattern"`` attribute), so the analysis runs once on the TensorIR that
 legalization produced instead of on the high-level op names, which are gone by then.
 
-Per block that stores to a buffer: every load indexed exactly like the store is elementwise,
-a load whose indices are the store's variables in order with some left out is broadcast, any
-other load makes it injective; a reduction block (one with ``T.init`` or a reduce iterator) is
-out-ewise-fusable when its update is ``C = C + A * B`` (matmul-like) or a load's index mixes
-a reduce variable into an expression (pooling windows), and comm-reduce otherwise. The
-function's kind is the largest over its blocks, except that (TVM's rule for softmax) a
-non-reduction block writing an output after reductions makes it out-ewise-fusable; anything
-else (no blocks, opaque statements) is kOpaque. A function already tagged keeps its tag, so
-the pass is idempotent.
+The rules are TVM's (its ``AnalyzeOpPatternKind``), so a legalized module gets the tags TVM
+gives it and fuses the same way. Each block (the root block aside) is read as one store and
+the loads in its body:
 
-A block with a scan (``T.axis.scan``) or opaque (``T.axis.opaque``) iterator is kOpaque too:
-its instances depend on each other in order (a prefix sum reads its own previous output), which
-its loads alone do not show (they look elementwise, the block's own buffer being skipped).
-TVM 0.27's analysis does not read iterator kinds, but TVM builds its scans (``topi.cumsum``)
-with the IR builder, as opaque code without blocks, so they are kOpaque there; tvms writes them
-as blocks with a scan iterator (compiler/topi/scan.py), and this rule gives them TVM's answer.
+- every load is classified against the store: indexed exactly like it is elementwise; its
+  indices the store's in order, some left out (or a unit dimension read at 0), is broadcast;
+  using no variable the store's indices do not is injective; anything else (a load inside an
+  index, as ``take`` reads ``x[i[j], k]``) fails. The block's kind is the largest, except
+  that one elementwise load makes broadcast loads elementwise (``x[i, j] + b[j]``).
+- a block whose loads all pass joins the function's kind, or, when it writes a parameter
+  after a reduction, makes the function out-ewise-fusable (softmax: reduce, then an output).
+- otherwise a block with reduce iterators is out-ewise-fusable when its body is a multiply
+  add whose both operands reuse data (each misses one of the store's variables: matmul,
+  convolution) or when a load mixes a reduce variable into an index (pooling windows), and
+  comm-reduce when not (a sum, a matrix-vector product); without reduce iterators it is
+  kOpaque.
+- a block with no store, or with two stores to different indices, is kOpaque.
+
+The function's kind is the largest over its blocks, starting from kElemWise. One rule is
+tvms's own: a block with a scan (``T.axis.scan``) or opaque (``T.axis.opaque``) iterator is
+kOpaque, since its instances depend on each other in order (a prefix sum reads its own
+previous output), which its loads alone do not show. TVM builds its scans (``topi.cumsum``)
+with the IR builder, as opaque code, so they are kOpaque there too; tvms writes them as blocks
+with a scan iterator (compiler/topi/scan.py), and this rule gives them TVM's answer. A
+function already tagged keeps its tag, so the pass is idempotent.
 """
 
 from __future__ import annotations
@@ -35,141 +44,165 @@ from ._common import kBroadcast, kCommReduce, kElemWise, kInjective, kOpaque, kO
 _ORDERED_KINDS = ("C", "O")
 
 
-class _Loads(TIRVisitor):
+def _same(a, b) -> bool:
+    """The same index expressions, node for node (TVM's ``same_as``; equal constants count)."""
+    return len(a) == len(b) and all(x is y or (isinstance(x, tir.IntImm) and isinstance(y, tir.IntImm)
+                                               and x.value == y.value) for x, y in zip(a, b))
+
+
+def _is_const(e, value) -> bool:
+    return isinstance(e, tir.IntImm) and e.value == value
+
+
+def _is_broadcast(store: tir.BufferStore, load: tir.BufferLoad) -> bool:
+    j = 0
+    for extent, index in zip(load.buffer.shape, load.indices):
+        if _is_const(extent, 1) and _is_const(index, 0):
+            continue  # a unit dimension
+        while j < len(store.indices) and store.indices[j] is not index:
+            j += 1
+        if j == len(store.indices):
+            return False
+    return True
+
+
+class _Uses(TIRVisitor):
+    """The variables an expression reads, a nested load's buffer counting as one."""
+
     def __init__(self):
+        self.vars = set()
+
+    def visit_Var(self, node):
+        self.vars.add(id(node))
+
+    def visit_BufferLoad(self, node):
+        self.vars.add(id(node.buffer))
+        self.generic_visit(node)
+
+
+def _uses(exprs) -> set:
+    u = _Uses()
+    for e in exprs:
+        u.visit(e)
+    return u.vars
+
+
+def _store_vars(store: tir.BufferStore):
+    """ids of the store's index variables, or None when an index is not a plain variable."""
+    if not all(isinstance(i, tir.Var) for i in store.indices):
+        return None
+    return {id(i) for i in store.indices}
+
+
+def _is_injective(store: tir.BufferStore, load: tir.BufferLoad) -> bool:
+    own = _store_vars(store)
+    return own is not None and _uses(load.indices) <= own
+
+
+def _reuses_data(store: tir.BufferStore, load: tir.BufferLoad) -> bool:
+    """Whether some store variable is absent from the load's indices (each loaded element
+    serves several outputs)."""
+    own = _store_vars(store)
+    return own is not None and bool(own - _uses(load.indices))
+
+
+def _strip_casts(e):
+    while isinstance(e, tir.Cast):
+        e = e.value
+    return e
+
+
+def _is_fma(body) -> bool:
+    """``C[...] = C[...] + A[...] * B[...]`` (casts allowed) with A and B both reused."""
+    if not isinstance(body, tir.BufferStore):
+        return False
+    add = _strip_casts(body.value)
+    if not isinstance(add, tir.Add):
+        return False
+    acc, mul = _strip_casts(add.a), _strip_casts(add.b)
+    if not (isinstance(mul, tir.Mul) and isinstance(acc, tir.BufferLoad) and acc.buffer is body.buffer
+            and _same(acc.indices, body.indices)):
+        return False
+    lhs, rhs = _strip_casts(mul.a), _strip_casts(mul.b)
+    return (isinstance(lhs, tir.BufferLoad) and isinstance(rhs, tir.BufferLoad)
+            and _reuses_data(body, lhs) and _reuses_data(body, rhs))
+
+
+def _is_pure_reduce(reduce_vars: list, indices) -> bool:
+    """Whether every index that uses a reduce variable is that variable itself (``B[i, k]``,
+    not ``B[i * 2 + k]`` as pooling reads)."""
+    ids = {id(v): v for v in reduce_vars}
+    for index in indices:
+        used = _uses([index]) & ids.keys()
+        if used and not (isinstance(index, tir.Var) and id(index) in ids):
+            return False
+    return True
+
+
+def _load_kind(store: tir.BufferStore, loads: list) -> int:
+    """The kind the loads of a block give it, kOpaque when one is none of the three."""
+    kind, elementwise = kElemWise, False
+    for load in loads:
+        if _same(store.indices, load.indices):
+            elementwise = True
+        elif _is_broadcast(store, load):
+            kind = max(kind, kBroadcast)
+        elif _is_injective(store, load):
+            kind = max(kind, kInjective)
+        else:
+            return kOpaque
+    return kElemWise if kind == kBroadcast and elementwise else kind
+
+
+class _Analyzer(TIRVisitor):
+    def __init__(self, params):
+        self.kind = kElemWise
+        self.params = params  # ids of the function's parameter buffers
+        self.store = None
         self.loads = []
+
+    def visit_BufferStore(self, node):
+        if self.store is not None and not _same(node.indices, self.store.indices):
+            self.kind = kOpaque
+            return
+        self.store = node
+        self.generic_visit(node)
 
     def visit_BufferLoad(self, node):
         self.loads.append(node)
         self.generic_visit(node)
 
-
-def _same(a, b) -> bool:
-    return len(a) == len(b) and all(x is y or (isinstance(x, tir.IntImm) and isinstance(y, tir.IntImm)
-                                               and x.value == y.value) for x, y in zip(a, b))
-
-
-def _is_broadcast(store_idx, load_idx) -> bool:
-    if not all(isinstance(i, tir.Var) for i in store_idx):
-        return False
-    pos = 0
-    for i in load_idx:
-        if isinstance(i, tir.IntImm):  # a size-1 broadcast dimension
-            continue
-        while pos < len(store_idx) and store_idx[pos] is not i:
-            pos += 1
-        if pos == len(store_idx):
-            return False
-        pos += 1
-    return True
-
-
-def _store_kind(store: tir.BufferStore) -> int:
-    finder = _Loads()
-    finder.visit(store.value)
-    kind = kElemWise
-    for load in finder.loads:
-        if load.buffer is store.buffer:
-            continue
-        if _same(store.indices, load.indices):
-            continue
-        if _is_broadcast(store.indices, load.indices):
-            kind = max(kind, kBroadcast)
-        else:
-            kind = max(kind, kInjective)
-    return kind
-
-
-def _is_matmul_like(store: tir.BufferStore) -> bool:
-    v = store.value
-    if not isinstance(v, tir.Add):
-        return False
-    a, b = v.a, v.b
-    if isinstance(b, tir.BufferLoad) and b.buffer is store.buffer:
-        a, b = b, a
-    if not (isinstance(a, tir.BufferLoad) and a.buffer is store.buffer):
-        return False
-    while isinstance(b, tir.Cast):
-        b = b.value
-    return isinstance(b, tir.Mul)
-
-
-def _is_pure_reduce(block: tir.Block, store: tir.BufferStore) -> bool:
-    """Whether every load index using a reduce variable is that variable itself (``B[i, k]``,
-    not ``B[i * 2 + k]`` as pooling reads)."""
-    from tvmscript.ir.tir_visitor import vars_in
-
-    reduce_vars = {id(iv.var) for iv in block.iter_vars if iv.kind in ("R", "reduce")}
-    finder = _Loads()
-    finder.visit(store.value)
-    for load in finder.loads:
-        for index in load.indices:
-            if any(id(v) in reduce_vars for v in vars_in([index])) and not (
-                    isinstance(index, tir.Var) and id(index) in reduce_vars):
-                return False
-    return True
-
-
-class _Analyzer(TIRVisitor):
-    def __init__(self, params=()):
-        self.kind = None
-        self.opaque = False
-        self.params = params  # ids of the function's parameter buffers
-
-    def _join(self, k):
-        self.kind = k if self.kind is None else max(self.kind, k)
-
     def visit_Block(self, block: tir.Block):
+        if block.name == "root":
+            self.visit(block.body)
+            return
         if any(iv.kind in _ORDERED_KINDS for iv in block.iter_vars):
-            self.opaque = True  # a scan: see the module's docstring
+            self.kind = kOpaque  # a scan: see the module's docstring
             return
-        stores = [s for s in _direct_stores(block.body)]
-        if block.name == "root" and not block.iter_vars and not stores:
-            self.generic_visit(block)
+        self.store, self.loads = None, []
+        self.visit(block.body)
+        if self.store is None:
+            self.kind = kOpaque
             return
-        if not stores:
-            self.generic_visit(block)
+        kind = _load_kind(self.store, self.loads)
+        if kind != kOpaque:
+            writes_param = any(id(region.buffer) in self.params for region in block.writes)
+            self.kind = kOutEWiseFusable if writes_param and self.kind == kCommReduce else max(self.kind, kind)
             return
-        reduction = block.init is not None or any(iv.kind == "reduce" for iv in block.iter_vars)
-        for store in stores:
-            if reduction:
-                fusable = _is_matmul_like(store) or not _is_pure_reduce(block, store)
-                self._join(kOutEWiseFusable if fusable else kCommReduce)
-            elif self.kind == kCommReduce and id(store.buffer) in self.params:
-                self._join(kOutEWiseFusable)  # reduce, then an output stage: softmax, mean
-            else:
-                self._join(_store_kind(store))
-        self.generic_visit(block)
-
-    def visit_Evaluate(self, node):
-        self.opaque = True
-
-    def visit_While(self, node):
-        self.opaque = True
-
-
-def _direct_stores(stmt) -> list:
-    """BufferStores in ``stmt`` not nested in another block."""
-    out = []
-
-    class _S(TIRVisitor):
-        def visit_BufferStore(self, node):
-            out.append(node)
-
-        def visit_Block(self, node):
-            pass
-
-    _S().visit(stmt)
-    return out
+        reduce_vars = [iv.var for iv in block.iter_vars if iv.kind == "R"]
+        if not reduce_vars:
+            self.kind = kOpaque
+        elif _is_fma(block.body) or not all(_is_pure_reduce(reduce_vars, ld.indices) for ld in self.loads):
+            self.kind = max(self.kind, kOutEWiseFusable)
+        else:
+            self.kind = max(self.kind, kCommReduce)
 
 
 def analyze_op_pattern(func: tir.PrimFunc) -> int:
     """The OpPatternKind of a PrimFunc's body."""
-    a = _Analyzer({id(b) for b in func.buffer_map.values()})
-    a.visit(func.body)
-    if a.opaque or a.kind is None:
-        return kOpaque
-    return a.kind
+    analyzer = _Analyzer({id(b) for b in func.buffer_map.values()})
+    analyzer.visit(func.body)
+    return analyzer.kind
 
 
 class AnnotateTIROpPattern:
