@@ -14,6 +14,7 @@ helpers.
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.arith.canonical import simplify
 from tvmscript.ir.arith.index_map import inverse_indices, map_shape
 from tvmscript.ir.op.shape_arith import (add, as_int, dim_expr, floordiv, floormod, int_imm, mul, product, ravel,
                                          slice_bounds, split_bounds, sub, unify_dtypes, unravel)
@@ -58,7 +59,19 @@ def reshape(x: te.Tensor, newshape) -> te.Tensor:
     ishape = list(x.shape)
     if not ishape:
         return compute(oshape, lambda idx: x[()], name="T_reshape")
-    return compute(oshape, lambda idx: x[tuple(unravel(ravel(idx, oshape), ishape))], name="T_reshape")
+    return compute(oshape, lambda idx: x[tuple(_source_indices(ravel(idx, oshape), ishape))], name="T_reshape")
+
+
+def _source_indices(flat, shape: list) -> list:
+    """TOPI's unravel of a flat index, ``% d`` on every dimension (the outermost too) over nested
+    divisions, put in canonical form without the loops' ranges: the form TVM's legalized
+    reshape prints, as its ``create_prim_func`` simplifies each body (``(v_ax1 // 48 + v_ax0)
+    % 2``, ``v_ax1 % 16 // 4``)."""
+    out = []
+    for d in reversed(shape):
+        out.append(simplify(floormod(flat, d)))
+        flat = floordiv(flat, d)
+    return out[::-1]
 
 
 def expand_dims(x: te.Tensor, axis) -> te.Tensor:

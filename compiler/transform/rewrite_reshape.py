@@ -15,7 +15,8 @@ the input element of the same row-major position: the input's row-major position
 the output's (``expand_dims``: ``Y[i, 0, j] = X[i, j]``), or its indices are the "unravel" of
 one linear index ``G`` (``G // c0, G // c1 % n1, ..., G % nk``, ``c`` the input's row-major
 strides and ``n`` its dimensions), ``G`` is the output's row-major position, and both hold the
-same number of elements. Each of these is proved with the arithmetic simplifier, symbolic
+same number of elements. Divisions by a symbolic dimension are resolved with the iterators'
+ranges first (`arith.symbolic_divmod`). Each of these is proved with the arithmetic simplifier, symbolic
 dimensions included, or the call is left alone.
 
 Not rewritten: a reshape of a function parameter (its result would share the caller's
@@ -30,6 +31,7 @@ from typing import Optional
 from tvmscript import ir
 from tvmscript.ir import relax, tir
 from tvmscript.ir.arith.analyzer import Analyzer
+from tvmscript.ir.arith.symbolic_divmod import simplify_divmod
 from tvmscript.ir.mutator import substitute
 
 from ._common import call_tir_args, global_vars_used, is_call_tir, op_name, single_block_nest, walk_relax
@@ -152,7 +154,10 @@ def is_reshape(func: tir.PrimFunc) -> bool:
         return False
     position = substitute(_ravel(ivars, list(y.shape)), unit)
     indices = [substitute(i, unit) for i in load.indices]
-    if an.can_prove_equal(_ravel(indices, list(x.shape)), position):
+    # TVM's form of a symbolic reshape, ``((v1 * 32 + v2) // 256 + v0) % n``, is ``v0`` once
+    # the ranges resolve the division by ``n``.
+    resolved = [simplify_divmod(i, an.ranges) for i in indices]
+    if an.can_prove_equal(_ravel(resolved, list(x.shape)), position):
         return True  # each index an iterator (expand_dims, squeeze) or a product of a few
     linear = _unraveled(indices, list(x.shape), an)
     return linear is not None and an.can_prove_equal(linear, position)

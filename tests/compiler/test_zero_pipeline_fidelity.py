@@ -23,9 +23,6 @@ MODELS = sorted(p.name[: -len(".input.tvms")] for p in GOLDEN.glob("*.input.tvms
 
 # Rule numbers are issue 32's.
 KNOWN_DIFFERENT = {
-    "flatten": "rule 3: reshape's source indices in TVM's simplified form",
-    "reshape_3d": "rule 3: reshape's source indices in TVM's simplified form",
-    "transpose_then_reshape": "rule 3: reshape's source indices in TVM's simplified form",
     "avg_pool2d_padded": "rule 4: avg_pool2d's divisor in another equal form",
     "symbolic_add": "rule 5: a symbolic buffer's handle is x_handle in TVM, var_x in tvms",
     "symbolic_matmul": "rule 5: a symbolic buffer's handle is x_handle in TVM, var_x in tvms",
