@@ -636,7 +636,9 @@ def create_prim_func(ops: Sequence, index_dtype_override: Optional[str] = None) 
         buf_map[t.buffer] = tir.Buffer(t.name, shape, t.dtype)
     for t in args:
         buf = buf_map[t.buffer]
-        handle = tir.Var("handle", t.name if _is_static(buf.shape) else f"var_{t.name}")
+        # The handle has the buffer's name, as TVM 0.27's parameter is the buffer itself; a
+        # symbolic one prints as ``x_handle: T.handle`` and its T.match_buffer.
+        handle = tir.Var("handle", t.name)
         buf.data = handle
         params.append(handle)
         buffer_map[handle] = buf

@@ -29,8 +29,7 @@ def _dims(shape) -> list:
 
 
 def _handle(buf: tir.Buffer) -> tir.Var:
-    static = all(isinstance(d, tir.IntImm) for d in buf.shape)
-    handle = tir.Var("handle", buf.name if static else f"var_{buf.name}")
+    handle = tir.Var("handle", buf.name)  # named as create_prim_func names it (compiler/te.py)
     buf.data = handle
     return handle
 

@@ -120,8 +120,8 @@ class Module:
 def test_symbolic_shapes_legalize_to_match_buffers_and_run_at_two_sizes():
     out = LegalizeOps()(tvms.parse(DYNAMIC))
     text = out.script()
-    assert "def matmul(var_x: T.handle, w: T.Buffer((T.int64(4), T.int64(3)), \"float32\"), var_matmul: T.handle):" in text
-    assert "x = T.match_buffer(var_x, (n, T.int64(4)))" in text
+    assert "def matmul(x_handle: T.handle, w: T.Buffer((T.int64(4), T.int64(3)), \"float32\"), matmul_handle: T.handle):" in text
+    assert "x = T.match_buffer(x_handle, (n, T.int64(4)))" in text
     assert 'y = R.call_tir(cls.matmul, (x, w), out_sinfo=R.Tensor((n, 3), dtype="float32"))' in text
     rng = np.random.default_rng(2)
     w = rng.standard_normal((4, 3)).astype("float32")

@@ -282,11 +282,11 @@ def test_symbolic_shape():
 # from tvm.script import tir as T
 
 @T.prim_func
-def main(var_X: T.handle, var_relu: T.handle):
+def main(X_handle: T.handle, relu_handle: T.handle):
     T.func_attr({"tir.noalias": True})
     n = T.int32()
-    X = T.match_buffer(var_X, (n, 4))
-    relu = T.match_buffer(var_relu, (n, 4))
+    X = T.match_buffer(X_handle, (n, 4))
+    relu = T.match_buffer(relu_handle, (n, 4))
     # with T.block("root"):
     for i0, i1 in T.grid(n, 4):
         with T.block("relu"):

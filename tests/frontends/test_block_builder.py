@@ -331,7 +331,7 @@ def test_call_te_passes_unbound_sizes_as_tir_vars(size):
         bb.emit_func_output(relax.Tuple([a, f]))
     legal = tvms.relax.transform.LegalizeOps()(bb.get())
     text = legal.script()
-    assert "def arange(var_T_arange: T.handle, n: T.int64)" in text
+    assert "def arange(T_arange_handle: T.handle, n: T.int64)" in text
     assert "tir_vars=R.shape([n])" in text
     assert tvms.parse(text).script() == text
     vm = tvms.relax.VirtualMachine(tvms.compile(legal), tvms.cpu())
