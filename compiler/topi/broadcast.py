@@ -142,7 +142,9 @@ def where(condition: te.Tensor, x: te.Tensor, y: te.Tensor) -> te.Tensor:
 
     def f(idx):
         cond = load(condition, idx)
-        if cond.dtype != "bool":
+        if cond.dtype == "bool":  # TVM tests a bool as its simplifier leaves ``c != 0``
+            cond = tir.LT("bool", tir.IntImm("int64", 0), tir.Cast("int64", cond))
+        else:
             cond = tir.NE("bool", cond, tir.const(0, cond.dtype))
         return tir.Select(x.dtype, cond, load(x, idx), load(y, idx))
 

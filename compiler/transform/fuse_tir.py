@@ -36,6 +36,7 @@ from tvmscript import ir
 from tvmscript.diagnostics import FusedSpan, plain_span
 from tvmscript.ir import relax, tir
 from tvmscript.ir.mutator import substitute
+from tvmscript.ir.structural import structural_equal
 from tvmscript.ir.tir_visitor import TIRVisitor, vars_in
 
 from ..block_builder import BlockBuilder
@@ -134,6 +135,27 @@ def _uniquify_names(buffers, stmts) -> None:
 
     for st in stmts:
         _Blocks().visit(st)
+
+
+def _merge_repeated_regions(stmt) -> None:
+    """One read (write) region per buffer where fusion made two the same: ``multiply(b, b)``
+    reads ``A[i]`` and ``B[i]``, which both become ``b[i]``. TVM's FuseTIR keeps the first
+    region of each buffer; tvms keeps a later one that differs, so the regions still cover
+    every access."""
+
+    def merged(regions):
+        out = []
+        for r in regions:
+            if not any(o.buffer is r.buffer and structural_equal(o.region, r.region) for o in out):
+                out.append(r)
+        return out
+
+    class _Blocks(TIRVisitor):
+        def visit_Block(self, node):
+            node.reads, node.writes = merged(node.reads), merged(node.writes)
+            self.generic_visit(node)
+
+    _Blocks().visit(stmt)
 
 
 def _rename_buffer(buf, name: str) -> None:
@@ -279,6 +301,8 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
         else:
             allocs.append(out_buf)
         _replace_in_place(stmt, tir.Buffer, bmap, set())
+        if bmap:
+            _merge_repeated_regions(stmt)
         stmts.append(stmt)
     params, buffer_map = [], {}
     tensor_params = [p for p in gfunc.params if not isinstance(p.struct_info, relax.ShapeStructInfo)]

@@ -24,9 +24,6 @@ MODELS = sorted(p.name[: -len(".input.tvms")] for p in GOLDEN.glob("*.input.tvms
 # Rule numbers are issue 32's.
 KNOWN_DIFFERENT = {
     "avg_pool2d_padded": "rule 4: avg_pool2d's divisor in another equal form",
-    "multiply_chain": "a fused function reading one buffer twice lists the region twice in T.reads; TVM once",
-    "expand_squeeze": "a fused function reading one buffer twice lists the region twice in T.reads; TVM once",
-    "where": "TVM's where tests its bool condition as T.int64(0) < T.Cast(\"int64\", c)",
     "batch_norm": "the legalized batch_norm's intermediate buffers differ (TVM reshapes the statistics first)",
     "rms_norm": "TVM's legalized rms_norm computes in a cast and names its output T_cast",
 }
