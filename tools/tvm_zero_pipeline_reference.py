@@ -21,6 +21,7 @@ and ``VERSION.txt``, the versions used.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -45,6 +46,7 @@ MODELS = {
     "gelu_tanh": ([("x", (4, 64))], ["gv = R.nn.gelu_tanh(x)"]),
     "silu_multiply": ([("x", (4, 64)), ("y", (4, 64))], ["a = R.nn.silu(x)", "gv = R.multiply(a, y)"]),
     "where": ([("c", (4, 4), "bool"), ("x", (4, 4)), ("y", (4, 4))], ["gv = R.where(c, x, y)"]),
+    "where_broadcast": ([("c", (4, 1), "bool"), ("x", (4, 4)), ("y", (4,))], ["gv = R.where(c, x, y)"]),
     # the result's name (rule 1: TVM names the fused call that makes the block's output `gv`)
     "result_named_y": ([("x", (4, 8))], ['a = R.astype(x, "float16")', 'y = R.astype(a, "float32")']),
     "result_named_z": ([("x", (4, 8)), ("y", (4, 8))], ["a = R.add(x, y)", "z = R.nn.relu(a)"]),
@@ -72,6 +74,10 @@ MODELS = {
     "strided_slice": ([("x", (8, 8))], ["gv = R.strided_slice(x, axes=[0, 1], begin=[1, 0], end=[7, 8], "
                                         "strides=[2, 1])"]),
     "take": ([("x", (10, 4)), ("i", (3,), "int64")], ["gv = R.take(x, i, axis=0)"]),
+    "take_then_multiply": ([("x", (10, 4)), ("i", (3,), "int64")],
+                           ["a = R.take(x, i, axis=0)", 'gv = R.multiply(a, R.const(2.0, "float32"))']),
+    "reshape_to_1d": ([("x", (2, 3, 4))], ["gv = R.reshape(x, R.shape([24]))"]),
+    "reshape_split_last": ([("x", (4, 12))], ["a = R.reshape(x, R.shape([4, 3, 4]))", "gv = R.nn.relu(a)"]),
     # pooling
     "max_pool2d": ([("x", (1, 4, 8, 8))], ["gv = R.nn.max_pool2d(x, pool_size=[2, 2], strides=[2, 2])"]),
     "avg_pool2d_padded": ([("x", (1, 4, 8, 8))], ["gv = R.nn.avg_pool2d(x, pool_size=[3, 3], strides=[1, 1], "
@@ -89,6 +95,9 @@ MODELS = {
     # matmul shapes
     "matmul": ([("x", (4, 8)), ("w", (8, 16))], ["gv = R.matmul(x, w)"]),
     "matvec": ([("x", (4, 8)), ("v", (8,))], ["gv = R.matmul(x, v)"]),
+    "vecmat": ([("v", (8,)), ("w", (8, 16))], ["gv = R.matmul(v, w)"]),
+    "batch_matvec": ([("x", (2, 4, 8)), ("v", (8,))], ["gv = R.matmul(x, v)"]),
+    "matvec_relu": ([("x", (4, 8)), ("v", (8,))], ["a = R.matmul(x, v)", "gv = R.nn.relu(a)"]),
     "batch_matmul": ([("x", (2, 4, 8)), ("w", (2, 8, 16))], ["gv = R.matmul(x, w)"]),
     "broadcast_matmul": ([("x", (2, 4, 8)), ("w", (8, 16))], ["gv = R.matmul(x, w)"]),
     "linear": ([("x", (4, 8)), ("w", (16, 8)), ("b", (16,))],
@@ -112,6 +121,10 @@ MODELS = {
     "symbolic_add": ([("x", ("n", 16)), ("y", ("n", 16))], ["gv = R.add(x, y)"]),
     "symbolic_matmul": ([("x", ("n", 32)), ("w", (32, 16))], ["gv = R.matmul(x, w)"]),
     "symbolic_softmax": ([("x", ("n", "m"))], ["gv = R.nn.softmax(x, axis=-1)"]),
+    "symbolic_reshape_transpose": ([("x", ("n", 64))], ["a = R.reshape(x, R.shape([n, 4, 16]))",
+                                                        "gv = R.permute_dims(a, axes=[1, 0, 2])"]),
+    "symbolic_linear_relu": ([("x", ("n", 32)), ("w", (32, 16)), ("b", (16,))],
+                             ["a = R.matmul(x, w)", "c = R.add(a, b)", "gv = R.nn.relu(c)"]),
 }
 
 
@@ -127,9 +140,14 @@ def source(params, lines) -> str:
 
     body = "\n".join(f"            {line}" for line in lines)
     result = lines[-1].split("=", 1)[0].strip()
-    return ("# from tvm.script import ir as I\n# from tvm.script import relax as R\n\n"
+    # a symbolic dimension the body names (``R.shape([n, 4])``) is declared first
+    symbols = dict.fromkeys(d for p in params for d in p[1] if isinstance(d, str)
+                            and re.search(rf"\b{d}\b", " ".join(lines)))
+    decls = "".join(f"        {d} = T.int64()\n" for d in symbols)
+    header = "# from tvm.script import ir as I\n" + ("# from tvm.script import tir as T\n" if decls else "")
+    return (header + "# from tvm.script import relax as R\n\n"
             "@I.ir_module\nclass Module:\n    @R.function\n"
-            f"    def main({', '.join(sig(p) for p in params)}):\n"
+            f"    def main({', '.join(sig(p) for p in params)}):\n{decls}"
             f"        with R.dataflow():\n{body}\n            R.output({result})\n        return {result}\n")
 
 

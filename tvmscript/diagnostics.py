@@ -53,7 +53,7 @@ class FusedSpan(Span):
     ``params`` says, for each tensor the fused kernel takes (its arguments in order, then its
     result), ``(part index, what)``: the part that uses it first (makes it, for the result)
     and what the tensor is to it (``argument 'x'``, ``the result``), so an error about a kernel
-    parameter is told in the user's terms, not in the kernel's (``p_x``, ``p_output0``).
+    parameter is told in the user's terms, not in the kernel's (``T_add_intermediate``).
 
     FuseTIR says, per part, where the kernel's TIR for it is: ``stamped``, the span it wrote on
     the TIR that has no place of its own (what LegalizeOps made), and ``owned``, the spans the

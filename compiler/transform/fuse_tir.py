@@ -20,8 +20,9 @@ in the fused kernel points at the op (or the user's own TIR) it came from.
 Symbolic shapes: each fused PrimFunc's own ``n`` is bound, by matching every inner PrimFunc's
 buffer shapes (and scalar parameters) against the Relax shapes of the values it is called
 with, to one fresh variable per symbolic variable of the group, so the merged loop nests agree
-on ``n``. A parameter whose shape is symbolic is a ``T.handle`` (``p_<name>``, the output
-``p_output0``, as TVM names them) with a ``T.match_buffer`` that binds ``n``; variables the
+on ``n``. A parameter whose shape is symbolic is a ``T.handle`` named after its buffer (printed
+``x_handle``: TVM 0.27's parameter is the buffer itself) with a ``T.match_buffer`` that binds
+``n``; variables the
 group received through a ``tir_vars: R.Shape([m])`` parameter (see FuseOps) become trailing
 ``T.int64`` parameters, passed by the call_tir's ``tir_vars=R.shape([m])``.
 """
@@ -249,12 +250,12 @@ def _member_places(mod: ir.IRModule, gfunc: relax.Function) -> tuple:
     return stamped, owned
 
 
-def _param_handle(handle: tir.Var, buf: tir.Buffer, name: str) -> tir.Var:
+def _param_handle(handle: tir.Var, buf: tir.Buffer) -> tir.Var:
     """The fused parameter for ``buf``: a symbolic-shape buffer is matched from a fresh handle
-    named as TVM's FuseTIR names it (``name``); a static one keeps its handle, printed as
-    ``A: T.Buffer(...)``."""
+    (named after the buffer once the buffers' names are final); a static one keeps its handle,
+    printed as ``A: T.Buffer(...)``."""
     if _is_symbolic(buf):
-        return tir.Var(handle.dtype, name)
+        return tir.Var(handle.dtype, buf.name)
     return handle
 
 
@@ -284,7 +285,7 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
                 bmap[buf] = value_buf[a]
             else:
                 value_buf[a] = buf
-                param_handles[a] = _param_handle(p, buf, f"p_{a.name_hint}")
+                param_handles[a] = _param_handle(p, buf)
         inner_allocs, stmt = _root_parts(prim)
         _stamp_spans(stmt, plain_span(b.value.span))
         allocs.extend(inner_allocs)
@@ -294,7 +295,7 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
         _rename_buffer(out_buf, _intermediate_name(out_buf.name, allocs + outputs))
         value_buf[b.var] = out_buf
         if b.var is out_var:
-            param_handles[b.var] = _param_handle(buf_params[len(args)], out_buf, "p_output0")
+            param_handles[b.var] = _param_handle(buf_params[len(args)], out_buf)
             if param_handles[b.var] is buf_params[len(args)]:
                 param_handles[b.var].name = out_buf.name
             outputs.append(out_buf)
@@ -315,6 +316,7 @@ def fuse_group(mod: ir.IRModule, gfunc: relax.Function, name: str) -> tir.PrimFu
     for h, buf in buffer_map.items():
         if _is_symbolic(buf):
             buf.data = h  # a matched buffer's data is its handle, as the parser builds it
+            h.name = buf.name  # TVM 0.27's parameter is the buffer: printed ``x_handle``
     root = tir.Block("root", [], [], [], tir.seq(stmts), alloc_buffers=allocs)
     body = tir.BlockRealize([], tir.IntImm("bool", 1), root)
     return tir.PrimFunc(params, buffer_map, body, attrs=attrs, private=True)

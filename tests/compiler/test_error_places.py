@@ -123,14 +123,14 @@ y = R.call_tir(Module.add_one, (x,), out_sinfo=R.Tensor((8, 64), "float32"))
 @needs_cli
 def test_a_fused_call_tir_names_the_users_values_not_the_kernels_parameters(tmp_path):
     """The same mistake in a call FuseOps fused with the op before it: the fused kernel's
-    parameter ``p_output0`` is told as the result of binding 'z', and ``p_x`` as 'x'."""
+    parameter for its result is told as the result of binding 'z', and the one for ``x`` as 'x'."""
     text = program('''
 y = R.multiply(x, R.const(2.0, "float32"))
 z = R.call_tir(Module.add_one, (y,), out_sinfo=R.Tensor((8, 64), "float32"))''')
     err = run_fails(tmp_path, text)
     assert err.startswith("error: the result dimension 0 is 8, but n = 2 (from argument 'x' dimension 0) "
                           "(in function 'main', binding 'z')\n"), err
-    assert "p_output0" not in err and "p_x" not in err
+    assert "_handle" not in err and "intermediate" not in err
     assert_diagnostic(err, tmp_path / "prog.tvms", text, "z = R.call_tir", "R.call_tir(")
     path = tmp_path / "prog.tvms"
     assert (f"= note: bindings 'y' ({path}:{line_of(text, 'y = R.multiply')}:17), 'z' ({path}:"

@@ -134,13 +134,13 @@ def test_symbolic_matmul_bias_relu_is_one_primfunc_with_matched_buffers():
     fused = prims["fused_matmul_add_relu"]
     # n reaches the fused function through handles matched to symbolic buffers
     x_param, out_param = fused.params[0], fused.params[-1]
-    assert (x_param.name, out_param.name) == ("p_x", "p_output0")
+    assert (x_param.name, out_param.name) == ("x", "compute_intermediate")  # printed x_handle...
     n = fused.buffer_map[x_param].shape[0]
     assert isinstance(n, tir.Var) and fused.buffer_map[out_param].shape[0] is n
     text = out.script()
-    assert "def fused_matmul_add_relu(p_x: T.handle, w: T.Buffer((T.int64(256), T.int64(128)), \"float32\")" in text
-    assert "x = T.match_buffer(p_x, (n, T.int64(256)))" in text
-    assert "compute_intermediate = T.match_buffer(p_output0, (n, T.int64(128)))" in text
+    assert "def fused_matmul_add_relu(x_handle: T.handle, w: T.Buffer((T.int64(256), T.int64(128)), \"float32\")" in text
+    assert "x = T.match_buffer(x_handle, (n, T.int64(256)))" in text
+    assert "compute_intermediate = T.match_buffer(compute_intermediate_handle, (n, T.int64(128)))" in text
     assert "matmul_intermediate = T.alloc_buffer((n, T.int64(128)))" in text
     assert_round_trip(out)
 
@@ -274,7 +274,7 @@ def test_symbolic_gpt_block_fuses_like_the_static_one(gpt_fused):
     assert {"reshape", "reshape1"} <= set(prim_funcs(symbolic))
     assert {name for name in fused_static if "reshape" not in name} <= fused
     assert "fused_dense1_add3_gelu" in fused and "fused_dense2_add_add2" in fused
-    assert "T.match_buffer(p_output0" in symbolic.script()
+    assert "T.match_buffer(T_add_intermediate_handle" in symbolic.script()
     assert_round_trip(symbolic)
 
 
@@ -306,7 +306,7 @@ def test_dim_only_in_output_is_passed_as_trailing_int64_param_and_tir_vars():
     assert m.dtype == "int64" and m not in fused.buffer_map
     assert fused.buffer_map[fused.params[1]].shape[0] is m
     text = out.script()
-    assert "def fused_head_add_relu(p_x: T.handle, p_output0: T.handle, m: T.int64):" in text
+    assert "def fused_head_add_relu(x_handle: T.handle, compute_intermediate_handle: T.handle, m: T.int64):" in text
     assert "tir_vars=R.shape([m])" in text
     assert_round_trip(out)
     vm = tvms.relax.VirtualMachine(tvms.compile(out, target="llvm"), tvms.cpu())
