@@ -14,7 +14,8 @@ module follows the model of TVM's canonical simplifier (not its code):
   single term into a split; two splits of one index that are the two halves of one division
   merge (``f // 4 * 4 + f % 4`` is ``f``);
 * a sum prints its terms by decreasing scale, positive ones first (``i * 32 + j * 8 + k``),
-  keeping the order of equal scales, then subtracts the negative ones, then adds the base.
+  keeping the order of equal scales, then adds a positive base, then subtracts the negative
+  ones and a negative base (``x + 2 - y``, ``x - y - 2``, as TVM's canonical form prints).
 
 Comparisons against constants are decided from bounds (``i * 4 + j < 128`` is true when ``i``
 and ``j`` cover a 128-element range), and reduced when a common factor allows it.
@@ -377,6 +378,8 @@ class Canonical:
             e = x if e is None else tir.Add(dt, e, x)
         if e is None and neg:  # only subtractions: they start from the base (``1 - i``)
             e, base = tir.IntImm(dt, base), 0
+        if e is not None and base > 0:  # as TVM's: ``x + 2 - y``, a positive base before
+            e, base = tir.Add(dt, e, tir.IntImm(dt, base)), 0  # the subtractions
         for t in neg:
             e = tir.Sub(dt, e, self.split_expr(t, dt, -t.scale))
         if e is None:
