@@ -24,8 +24,6 @@ MODELS = sorted(p.name[: -len(".input.tvms")] for p in GOLDEN.glob("*.input.tvms
 # Rule numbers are issue 32's.
 KNOWN_DIFFERENT = {
     "avg_pool2d_padded": "rule 4: avg_pool2d's divisor in another equal form",
-    "batch_norm": "the legalized batch_norm's intermediate buffers differ (TVM reshapes the statistics first)",
-    "rms_norm": "TVM's legalized rms_norm computes in a cast and names its output T_cast",
 }
 
 
