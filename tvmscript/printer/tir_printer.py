@@ -304,18 +304,21 @@ class TIRPrinter:
                 params.append(f"{bname}: {self.buffer_decl(buf, 'T.Buffer', keep_dtype=True)}")
                 continue
             # `A: T.Buffer((n, 784))` whose shape needs a match_buffer prints as a handle plus
-            # T.match_buffer: the buffer keeps the name, the handle gets one of its own.
-            hint = f"{p.name}_handle" if buf is not None and p.name == buf.name else p.name
+            # T.match_buffer: the buffer keeps the name, the handle gets one of its own. The
+            # buffer is named here, in parameter order, as TVM's buffers are (of two parameters
+            # both named ``T_add``, batch_norm's outputs, the first keeps the name even when it
+            # is the matched one), and its handle after it (``T_add_1_handle``).
+            bname = names.define(buf, buf.name) if buf is not None else None
+            hint = f"{bname}_handle" if buf is not None and p.name == buf.name else p.name
             pname = names.define(p, hint)
             params.append(f"{pname}: {self.var_type(p)}")
             if buf is not None:
-                matched.append((pname, buf))
-        for pname, buf in matched:
+                matched.append((pname, buf, bname))
+        for pname, buf, bname in matched:
             for v in vars_in(buf.shape + list(buf.strides) + [buf.elem_offset]):
                 if not names.is_defined(v):
                     vname = names.define(v, v.name)
                     prelude.append(f"{vname} = T.{v.dtype}()")
-            bname = names.define(buf, buf.name)
             prelude.append(f"{bname} = T.match_buffer({pname}, {self.buffer_args(buf, keep_dtype=False)})")
         returns = f" -> T.{func.ret_type}" if func.ret_type else ""
         header = f"def {name}({', '.join(params)}){returns}:"

@@ -7,7 +7,7 @@ Stage (block) and loop names follow TVM's TOPI so legalized modules read like TV
 and pooling in other layouts (``NHWC``, ``HWIO`` kernels, packed ``NCHW16c``) bring their
 operands to the canonical order with `to_primal` (``T_layout_trans``), compute there, and write
 the result in the output layout with `from_primal`. Where TVM's own TE is an elaborate
-composition (batch_norm's chain of reshapes, adaptive pooling's variable-extent loops,
+composition (adaptive pooling's variable-extent loops,
 avg-pool's divisor, attention's transposes and reshapes to 3-D batch matmuls, group norm's
 reshapes) the stages here are fewer but compute the same values. The shapes they compute with
 (window extents, layouts) are `tvmscript.ir.op.nn_shapes`, shared with the ops' inference.

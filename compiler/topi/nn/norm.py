@@ -1,7 +1,8 @@
 """Softmax and normalization: ``T_softmax_maxelem``/``T_softmax_exp``/``T_softmax_expsum``/
 ``T_softmax_norm``, ``<data>_sum``/``<data>_mean``/``<data>_var_sum``/``T_layer_norm``
-(``T_group_norm``), ``T_multiply_red``/``rsqrt``/``T_rms_norm``, and batch_norm (where TVM's
-chain of reshapes is fewer stages here, computing the same values).
+(``T_group_norm``), rms_norm (``T_cast``/``T_multiply``/``T_multiply_red``/``rsqrt``/
+``T_rms_norm``, in float32) and batch_norm (TVM's chain of TOPI operators: reshapes of the
+per-channel vectors, then broadcast arithmetic).
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from tvmscript.ir.op.nn_shapes import floordiv_dim, mul_dim, plain_dim, static_i
 
 from ... import te
 from .._util import compute, float_const
+from ..broadcast import add, divide, multiply, subtract
+from ..elemwise import sqrt
+from ..reduction import sum as reduce_sum
+from ..transform import reshape
 
 
 # ----------------------------------------------------------------------------- softmax
@@ -157,6 +162,50 @@ def layer_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, axes, epsilon
     return compute(data.shape, f, name="T_layer_norm")
 
 
+def _bn_stat_shape(data: te.Tensor, axis: int) -> list:
+    """``[1, .., C, .., 1]``: the shape TVM reshapes batch_norm's per-channel vectors to, so
+    that they broadcast against the data along ``axis``."""
+    return [data.shape[i] if i == axis else tir.IntImm(data.shape[i].dtype, 1) for i in range(len(data.shape))]
+
+
+def _divide_by_count(x: te.Tensor, count) -> te.Tensor:
+    """``T_divide``: ``x / count``. TVM's division by a scalar folds a count of 1 away (a
+    1-D batch_norm has nothing to reduce), leaving a copy stage of that name."""
+    if isinstance(count, tir.FloatImm) and count.value == 1.0:
+        return compute(x.shape, lambda idx: x[tuple(idx)], name="T_divide")
+    return divide(x, count)
+
+
+def _batch_stats(data: te.Tensor, axis: int, stat_shape: list) -> tuple:
+    """The batch's mean and biased variance along ``axis``, flat and reshaped to
+    ``stat_shape``: (mean, mean_rs, var, var_rs).
+
+    As TVM's ``topi.nn.batch_norm``, the variance is ``sum((x - mean_rs) * (x - mean_rs))`` with
+    the two differences separate stages (``T_subtract_1``/``T_subtract_2``), and each statistic
+    is a sum (``<data>_red``, ``T_multiply_red``) divided by the count (``T_divide``,
+    ``T_divide_1``) then reshaped (``T_reshape``, ``T_reshape_1``)."""
+    others = [i for i in range(len(data.shape)) if i != axis]
+    count = _count_expr(data.shape, others, data.dtype)
+    mean = _divide_by_count(reduce_sum(data, others), count)
+    mean_rs = reshape(mean, stat_shape)
+    sq_dev = multiply(subtract(data, mean_rs), subtract(data, mean_rs))
+    var = _divide_by_count(reduce_sum(sq_dev, others), count)
+    return mean, mean_rs, var, reshape(var, stat_shape)
+
+
+def _moving_update(moving: te.Tensor, batch: te.Tensor, momentum: float) -> te.Tensor:
+    """``(1 - momentum) * moving + momentum * batch``: TVM's three stages (two ``T_multiply``
+    with the constant on the left, then ``T_add``)."""
+    return add(multiply(1.0 - momentum, moving), multiply(momentum, batch))
+
+
+def _times_one(t: te.Tensor) -> te.Tensor:
+    """``t * 1``: in inference TVM returns the moving statistics multiplied by 1 (a new
+    tensor rather than the input placeholder); its multiply folds the 1 away, leaving a copy
+    stage named ``T_multiply``."""
+    return compute(t.shape, lambda idx: t[tuple(idx)], name="T_multiply")
+
+
 def batch_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, moving_mean: te.Tensor,
                moving_var: te.Tensor, axis: int = 1, epsilon: float = 1e-5, center: bool = True,
                scale: bool = True, momentum: float = 0.1, training: bool = True) -> list:
@@ -164,72 +213,69 @@ def batch_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, moving_mean: 
     var) as TVM's ``topi.nn.batch_norm``.
 
     ``training=True`` normalizes with the batch's statistics (mean and biased variance over
-    every axis but ``axis``: stages ``<data>_red``/``T_divide``/``T_multiply_red``/
-    ``T_divide_1``) and returns ``(1 - momentum) * moving + momentum * batch`` for the moving
-    statistics; ``training=False`` (inference) normalizes with the moving statistics and
-    returns them unchanged. The output is one stage rather than TVM's chain of reshapes."""
+    every axis but ``axis``) and returns ``(1 - momentum) * moving + momentum * batch`` for the
+    moving statistics; ``training=False`` (inference) normalizes with the moving statistics and
+    returns them unchanged.
+
+    The stages are TVM's, one TOPI operator each, rather than one fused output stage: every
+    per-channel vector is reshaped to ``[1, .., C, .., 1]`` (``T_reshape*``) and broadcast, and
+    ``out = (x - mean_rs) / sqrt(var_rs + eps) * gamma_rs + beta_rs`` is ``T_subtract``,
+    ``T_add``, ``compute`` (the square root), ``T_divide``, ``T_multiply``, ``T_add``; so the
+    legalized PrimFunc prints as TVM's, block for block. One difference is deliberate: TVM's
+    ``eps`` and momentum are float32 constants, which promote float16 data to float32 (its
+    float16 batch_norm returns float32); here they take the data's dtype, as the op's type says."""
     n = len(data.shape)
     axis = axis + n if axis < 0 else axis
-    dtype = data.dtype
-    eps = float_const(epsilon, dtype)
+    stat_shape = _bn_stat_shape(data, axis)
     if training:
-        others = [i for i in range(n) if i != axis]
-        count = _count_expr(data.shape, others, dtype)
-        total = _reduce_over(data, others, f"{data.name}_red", lambda full: data[tuple(full)])
-        mean = compute(total.shape, lambda idx: total[tuple(idx)] / count, name="T_divide")
-
-        def sq_dev(full):
-            d = data[tuple(full)] - mean[full[axis]]
-            return d * d
-
-        sq_sum = _reduce_over(data, others, "T_multiply_red", sq_dev)
-        var = compute(sq_sum.shape, lambda idx: sq_sum[tuple(idx)] / count, name="T_divide")
+        mean, mean_rs, var, var_rs = _batch_stats(data, axis, stat_shape)
     else:
-        mean, var = moving_mean, moving_var
-
-    def f(idx):
-        c = idx[axis]
-        out = (data[tuple(idx)] - mean[c]) / te.sqrt(var[c] + eps)
-        if scale:
-            out = out * gamma[c]
-        if center:
-            out = out + beta[c]
-        return out
-
-    last = "T_add" if center else ("T_multiply" if scale else "T_divide")
-    out = compute(data.shape, f, name=last)
+        mean_rs, var_rs = reshape(moving_mean, stat_shape), reshape(moving_var, stat_shape)
+    # Blocks print in dependency order from the outputs, so this subtract, the output's, comes
+    # before the variance's two and is the one named ``T_subtract``, as in TVM.
+    out = divide(subtract(data, mean_rs), sqrt(add(var_rs, epsilon)))
+    if scale:
+        out = multiply(out, reshape(gamma, stat_shape))
+    if center:
+        out = add(out, reshape(beta, stat_shape))
     if not training:
-        keep_mean = compute(moving_mean.shape, lambda idx: moving_mean[tuple(idx)], name="T_multiply")
-        keep_var = compute(moving_var.shape, lambda idx: moving_var[tuple(idx)], name="T_multiply")
-        return [out, keep_mean, keep_var]
-    keep = float_const(1.0 - momentum, dtype)
-    mom = float_const(momentum, dtype)
-    new_mean = compute(moving_mean.shape, lambda idx: keep * moving_mean[idx[0]] + mom * mean[idx[0]], name="T_add")
-    new_var = compute(moving_var.shape, lambda idx: keep * moving_var[idx[0]] + mom * var[idx[0]], name="T_add")
-    return [out, new_mean, new_var]
+        return [out, _times_one(moving_mean), _times_one(moving_var)]
+    return [out, _moving_update(moving_mean, mean, momentum), _moving_update(moving_var, var, momentum)]
+
+
+def _cast_stage(x: te.Tensor, dtype: str) -> te.Tensor:
+    """``T_cast``: ``x`` in ``dtype`` (a copy when it already is), TVM's C++ cast stage (loops
+    ``ax0...``), which its rms_norm uses."""
+    return compute(x.shape, lambda idx: te.cast(x[tuple(idx)], dtype), name="T_cast")
 
 
 def rms_norm(data: te.Tensor, weight: te.Tensor, axes, epsilon: float = 1e-5) -> te.Tensor:
-    """``x * rsqrt(mean(x^2 over axes) + eps) * weight``: TVM's ``T_multiply_red`` (the sum of
-    squares), ``rsqrt`` and ``T_rms_norm`` stages (``weight`` has the shape of ``axes``)."""
+    """``x * rsqrt(mean(x^2 over axes) + eps) * weight`` (``weight`` has the shape of ``axes``),
+    as TVM's ``topi.nn.rms_norm``: computed in float32 whatever the data's dtype, the result
+    cast back to it.
+
+    TVM's stages: ``T_cast`` (data to float32), ``T_multiply`` (the squares),
+    ``T_multiply_red`` (their sum), ``rsqrt``, ``T_cast`` (weight to float32), ``T_rms_norm``,
+    ``T_cast`` (back to the data's dtype). ``eps`` is a constant of the data's dtype, so for
+    float64 data the float32 mean is promoted and the last stages compute in float64, as in
+    TVM. TVM only handles trailing ``axes`` (it indexes the statistics by the leading loop
+    variables); here any axes work, the statistics indexed by the kept ones."""
     n = len(data.shape)
     axes = sorted(a + n if a < 0 else a for a in axes)
     kept = [i for i in range(n) if i not in axes]
-    dtype = data.dtype
-    count = _count_expr(data.shape, axes, dtype)
-
-    def square(full):
-        x = data[tuple(full)]
-        return x * x
-
-    sq_sum = _reduce_over(data, axes, "T_multiply_red", square)
-    inv = compute(sq_sum.shape, lambda idx: te.rsqrt(sq_sum[tuple(idx)] / count + float_const(epsilon, dtype)),
-                  name="rsqrt")
+    data32 = _cast_stage(data, "float32")
+    sq_sum = reduce_sum(multiply(data32, data32), axes)
+    count = _count_expr(data.shape, axes, "float32")
+    # TVM's eps has the data's dtype: added to the float32 mean, the wider of the two wins.
+    eps = float_const(epsilon, "float64" if data.dtype == "float64" else "float32")
+    inv = compute(sq_sum.shape, lambda idx: te.rsqrt(sq_sum[tuple(idx)] / count + eps), name="rsqrt")
+    weight32 = _cast_stage(weight, "float32")
 
     def f(idx):
-        return inv[tuple(idx[i] for i in kept)] * data[tuple(idx)] * weight[tuple(idx[a] for a in axes)]
+        stat = inv[tuple(idx[i] for i in kept)]
+        return stat * data32[tuple(idx)] * weight32[tuple(idx[a] for a in axes)]
 
-    return compute(data.shape, f, name="T_rms_norm")
+    return _cast_stage(compute(data.shape, f, name="T_rms_norm"), data.dtype)
 
 
 def group_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, num_groups: int, channel_axis: int, axes,
