@@ -82,6 +82,13 @@ MODELS = {
     "max_pool2d": ([("x", (1, 4, 8, 8))], ["gv = R.nn.max_pool2d(x, pool_size=[2, 2], strides=[2, 2])"]),
     "avg_pool2d_padded": ([("x", (1, 4, 8, 8))], ["gv = R.nn.avg_pool2d(x, pool_size=[3, 3], strides=[1, 1], "
                                                  "padding=[1, 1, 1, 1])"]),
+    "avg_pool2d_stride2": ([("x", (1, 4, 8, 8))], ["gv = R.nn.avg_pool2d(x, pool_size=[3, 3], strides=[2, 2], "
+                                                  "padding=[1, 1, 1, 1])"]),
+    "avg_pool2d_2x2": ([("x", (1, 4, 8, 8))], ["gv = R.nn.avg_pool2d(x, pool_size=[2, 2], strides=[2, 2])"]),
+    "avg_pool2d_count_pad": ([("x", (1, 4, 8, 8))], ["gv = R.nn.avg_pool2d(x, pool_size=[3, 3], strides=[1, 1], "
+                                                    "padding=[1, 1, 1, 1], count_include_pad=True)"]),
+    "avg_pool2d_dilated": ([("x", (1, 4, 8, 8))], ["gv = R.nn.avg_pool2d(x, pool_size=[3, 3], strides=[1, 1], "
+                                                  "padding=[1, 1, 1, 1], dilation=[2, 2])"]),
     "adaptive_avg_pool2d": ([("x", (1, 4, 7, 7))], ["gv = R.nn.adaptive_avg_pool2d(x, output_size=[1, 1])"]),
     # convolutions
     "conv2d": ([("x", (1, 3, 8, 8)), ("w", (4, 3, 3, 3))], ["gv = R.nn.conv2d(x, w)"]),

@@ -54,7 +54,39 @@ CASES = [
     (lambda: i * 4 + j < 128, "T.bool(True)"),
     (lambda: (n * 4 + j) // 4, "n"),
     (lambda: (i * 4 + j) // 3, "(i * 4 + j) // 3"),
+    # the order of a sum's constant and subtracted terms (TVM's canonical_simplify, n free)
+    (lambda: n - f + 2, "n + 2 - f"),
+    (lambda: n - f * 2 - k, "n - k - f * 2"),
+    (lambda: 0 - n - 1, "0 - n - 1"),
+    (lambda: 5 - n * 2 - f, "5 - f - n * 2"),
 ]
+
+def _min(a, b):
+    return tir.Min(I32, a, tir.IntImm(I32, b))
+
+
+def _max(a, b):
+    return tir.Max(I32, a, tir.IntImm(I32, b))
+
+
+# TVM's rewrite rules between two canonical forms (`arith.rewrite.tvm_simplify`), n free: what
+# TVM 0.27's canonical_simplify(rewrite_simplify(canonical_simplify(e))) printed for each.
+REWRITE_CASES = [
+    (lambda: _min(n + 1, 7) - n + 2, "T.min(1, 7 - n) + 2"),
+    (lambda: _min(n, 7) - n, "T.min(0, 7 - n)"),
+    (lambda: _min(n * 2 + 1, 7) - _max(0 - n * 2, 0) + 1, "T.min(n, 0) * 2 + T.min(n * 2 + 1, 7) + 1"),
+    (lambda: _max(2 - n * 2, 0), "T.max(1 - n, 0) * 2"),
+    (lambda: _min(n * 2, 8) - n * 2 + 2, "T.min(0, 4 - n) * 2 + 2"),
+    (lambda: tir.Div(I32, 4 - n * 2, tir.IntImm(I32, 2)), "2 - n"),
+    (lambda: _min(n * 2 + 1, 7) - _max(1 - n * 2, 0) - n * 2, "T.min(n * 2 + 1, 7) - T.max(1 - n * 2, 0) - n * 2"),
+]
+
+
+@pytest.mark.parametrize("make,expected", REWRITE_CASES, ids=[c[1] for c in REWRITE_CASES])
+def test_rewrite_rules_like_tvm(make, expected):
+    from tvmscript.ir.arith.rewrite import tvm_simplify
+
+    assert expr_text(tvm_simplify(make())) == expected
 
 
 @pytest.mark.parametrize("make,expected", CASES, ids=[c[1] for c in CASES])

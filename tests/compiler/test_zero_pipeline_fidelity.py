@@ -23,8 +23,6 @@ MODELS = sorted(p.name[: -len(".input.tvms")] for p in GOLDEN.glob("*.input.tvms
 
 # Rule numbers are issue 32's.
 KNOWN_DIFFERENT = {
-    "avg_pool2d_padded": ("rule 4: avg_pool2d's divisor in another equal form: TVM's rewrite simplifier "
-                          "folds min(x + y, z) - x into min(y, z - x), which tvms's simplifier does not"),
 }
 
 

@@ -6,6 +6,7 @@ differently; the values are the same).
 from __future__ import annotations
 
 from tvmscript.ir import tir
+from tvmscript.ir.arith.rewrite import tvm_simplify
 from tvmscript.ir.op.nn_shapes import add_int, floordiv_dim, mul_dim, plain_dim, pool_out_dim, static_int
 
 from ... import te
@@ -15,17 +16,6 @@ from .layout import from_primal, to_primal
 
 
 # ----------------------------------------------------------------------------- pooling
-
-
-def _taps(start, lo: int, hi, kernel: int, dilation: int):
-    """How many of the taps ``start + k * dilation`` (``0 <= k < kernel``) lie in [lo, hi)
-    (``start >= 0``, so a window never misses ``lo == 0``)."""
-    zero = tir.IntImm(start.dtype, 0)
-    last = te.min(floordiv_dim(add_int(hi, -1) - start, dilation), tir.IntImm(start.dtype, kernel - 1))
-    if lo == 0:
-        return last + 1
-    first = te.max(floordiv_dim(tir.IntImm(start.dtype, lo + dilation - 1) - start, dilation), zero)
-    return last - first + 1
 
 
 def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,
@@ -83,17 +73,58 @@ def pool(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil
 def avg_pool_divisor(out_idx, spatial, pool_size, strides, dilation, padding, count_include_pad: bool):
     """The divisor of average-pooling output ``out_idx`` (its spatial indices): the number of
     its taps inside the input (inside the explicitly padded input with ``count_include_pad``),
-    at least 1. ``padding`` is the pads before each spatial axis, then those after."""
+    at least 1. ``padding`` is the pads before each spatial axis, then those after.
+
+    Built as TOPI builds it (the first and last tap in the input, per axis) and simplified as
+    TVM simplifies it (`arith.rewrite.tvm_simplify`), so the legalized avg_pool prints TVM's
+    expression, ``T.min(1, 7 - v) + 2 - T.max(1 - v, 0)`` for a 3-wide window padded by 1."""
     nsp = len(spatial)
     count = None
     for a in range(nsp):
-        start = mul_dim(out_idx[a], strides[a])
-        size = plain_dim(spatial[a])
-        pb, pa = padding[a], padding[nsp + a]
-        lo, hi = (0, add_int(size, pb + pa)) if count_include_pad else (pb, add_int(size, pb))
-        n = _taps(start, lo, hi, pool_size[a], dilation[a])
+        n = tvm_simplify(_topi_taps(out_idx[a], plain_dim(spatial[a]), pool_size[a], strides[a], dilation[a],
+                                    padding[a], padding[nsp + a], count_include_pad))
         count = n if count is None else count * n
-    return te.max(count, tir.IntImm(count.dtype, 1))
+    # every tap of a window in the padded input is counted: at least one, no floor needed
+    return count if count_include_pad else te.max(count, tir.IntImm(count.dtype, 1))
+
+
+def _topi_taps(out, size, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int,
+               count_include_pad: bool):
+    """TOPI's count of the taps of window ``out`` along one axis: from its first tap in the
+    input (or, with ``count_include_pad``, in the padded input) to its last, stepping by the
+    dilation; constants folded as TVM's expression constructors fold them."""
+    dt = out.dtype
+
+    def c(v):
+        return tir.IntImm(dt, v)
+
+    start = out if stride == 1 else tir.Mul(dt, out, c(stride))
+    if pad_before:
+        start = tir.Sub(dt, start, c(pad_before))
+    reach = (kernel - 1) * dilation
+    end = tir.Add(dt, start, c(reach)) if reach else start
+    if count_include_pad:
+        end = te.min(end, _plus(size, pad_after - 1))
+        first = start
+    else:
+        # the taps before the input: (dilation - 1 - start) // dilation of them, at least 0
+        jumps = tir.Sub(dt, c(dilation - 1), start)
+        if dilation != 1:
+            jumps = tir.Div(dt, jumps, c(dilation))
+        jumps = te.max(jumps, c(0))
+        end = te.min(end, _plus(size, -1))
+        first = tir.Add(dt, start, jumps if dilation == 1 else tir.Mul(dt, c(dilation), jumps))
+    span = tir.Sub(dt, end, first)
+    if dilation != 1:
+        span = tir.Div(dt, span, c(dilation))
+    return tir.Add(dt, span, c(1))
+
+
+def _plus(size, k: int):
+    """``size + k`` folded when ``size`` is a constant."""
+    if isinstance(size, tir.IntImm):
+        return tir.IntImm(size.dtype, size.value + k)
+    return tir.Add(size.dtype, size, tir.IntImm(size.dtype, k)) if k else size
 
 
 def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,

@@ -15,7 +15,8 @@ module follows the model of TVM's canonical simplifier (not its code):
   merge (``f // 4 * 4 + f % 4`` is ``f``);
 * a sum prints its terms by decreasing scale, positive ones first (``i * 32 + j * 8 + k``),
   keeping the order of equal scales, then adds a positive base, then subtracts the negative
-  ones and a negative base (``x + 2 - y``, ``x - y - 2``, as TVM's canonical form prints).
+  ones, smallest first, and a negative base (``x + 2 - z - y * 2``, ``0 - x - 1``), as TVM's
+  canonical form prints.
 
 Comparisons against constants are decided from bounds (``i * 4 + j < 128`` is true when ``i``
 and ``j`` cover a 128-element range), and reduced when a common factor allows it.
@@ -370,14 +371,14 @@ class Canonical:
     def to_expr(self, s: Sum) -> tir.PrimExpr:
         dt = s.dtype
         pos = sorted((t for t in s.terms if t.scale > 0), key=lambda t: -t.scale)
-        neg = sorted((t for t in s.terms if t.scale < 0), key=lambda t: t.scale)
+        neg = sorted((t for t in s.terms if t.scale < 0), key=lambda t: -t.scale)
         base = s.base
         e = None
         for t in pos:
             x = self.split_expr(t, dt, t.scale)
             e = x if e is None else tir.Add(dt, e, x)
-        if e is None and neg:  # only subtractions: they start from the base (``1 - i``)
-            e, base = tir.IntImm(dt, base), 0
+        if e is None and neg:  # only subtractions: from a positive base (``1 - i``), else 0
+            e, base = tir.IntImm(dt, max(base, 0)), min(base, 0)  # (``0 - i - 1``), as TVM's
         if e is not None and base > 0:  # as TVM's: ``x + 2 - y``, a positive base before
             e, base = tir.Add(dt, e, tir.IntImm(dt, base)), 0  # the subtractions
         for t in neg:
