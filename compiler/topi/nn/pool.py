@@ -104,7 +104,7 @@ def _topi_taps(out, size, kernel: int, stride: int, dilation: int, pad_before: i
     reach = (kernel - 1) * dilation
     end = tir.Add(dt, start, c(reach)) if reach else start
     if count_include_pad:
-        end = te.min(end, _plus(size, pad_after - 1))
+        end = te.min(end, add_int(size, pad_after - 1))
         first = start
     else:
         # the taps before the input: (dilation - 1 - start) // dilation of them, at least 0
@@ -112,19 +112,12 @@ def _topi_taps(out, size, kernel: int, stride: int, dilation: int, pad_before: i
         if dilation != 1:
             jumps = tir.Div(dt, jumps, c(dilation))
         jumps = te.max(jumps, c(0))
-        end = te.min(end, _plus(size, -1))
+        end = te.min(end, add_int(size, -1))
         first = tir.Add(dt, start, jumps if dilation == 1 else tir.Mul(dt, c(dilation), jumps))
     span = tir.Sub(dt, end, first)
     if dilation != 1:
         span = tir.Div(dt, span, c(dilation))
     return tir.Add(dt, span, c(1))
-
-
-def _plus(size, k: int):
-    """``size + k`` folded when ``size`` is a constant."""
-    if isinstance(size, tir.IntImm):
-        return tir.IntImm(size.dtype, size.value + k)
-    return tir.Add(size.dtype, size, tir.IntImm(size.dtype, k)) if k else size
 
 
 def pool2d(data: te.Tensor, kind: str, pool_size, strides, dilation, padding, ceil_mode: bool = False,

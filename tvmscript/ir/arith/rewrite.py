@@ -23,6 +23,8 @@ Rules (``c`` an integer constant):
 
 from __future__ import annotations
 
+from math import gcd
+
 from tvmscript.ir import tir
 from tvmscript.ir.structural import structural_equal
 
@@ -129,8 +131,6 @@ def _common_factor(e) -> int:
     if _int(e) is not None:
         return abs(e.value)
     if isinstance(e, (tir.Add, tir.Sub)):
-        from math import gcd
-
         a, b = _common_factor(e.a), _common_factor(e.b)
         return gcd(a, b) if a and b else 0
     if isinstance(e, tir.Mul) and _int(e.b) is not None:
