@@ -17,7 +17,8 @@ between its guarded and unguarded copies, which together write every element. Un
 condition that cannot be evaluated it marks nothing (it may not run), nor does a store in a
 loop of symbolic extent. The walk stops at the first statement that reads the buffer (or
 uses its address in any other way), or where a loop nest's iteration space exceeds
-`MAX_POINTS`; the answer is whether every element has been marked by then. Anything not
+`MAX_POINTS` (a loop that stores nothing into the buffer is not enumerated); the answer is
+whether every element has been marked by then. Anything not
 understood leaves the fill in place: it can only cost time, never correctness."""
 
 from __future__ import annotations
@@ -128,9 +129,15 @@ class _Coverage:
         if s.else_case is not None:
             self.stmt(s.else_case, env, shape, np.logical_and(runs, np.logical_not(cond)))
 
+    def stores(self, node) -> bool:
+        """Whether ``node`` stores into the buffer."""
+        return contains(node, lambda n: isinstance(n, tir.BufferStore) and n.buffer.data is self.data)
+
     def loop(self, s: tir.For, env: dict, shape: tuple, runs) -> None:
         if self.uses(s.body) or self.uses(s.min) or self.uses(s.extent):
             raise _Stop  # a loop that reads what it may have written: not followed
+        if not self.stores(s.body):
+            return  # nothing to mark, however many iterations (a matmul's inner loops)
         lo, n = evaluate_on_arrays(s.min, env), evaluate_on_arrays(s.extent, env)
         step = 1 if s.step is None else evaluate_on_arrays(s.step, env)
         if not all(isinstance(v, (int, np.integer)) for v in (lo, n, step)) or step <= 0:

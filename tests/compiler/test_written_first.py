@@ -102,6 +102,22 @@ def main(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), n: T.int64)
         B[i] = X[i]
 '''
 
+# A loop nest of more iterations than the walk enumerates (MAX_POINTS) that stores nothing into
+# X, before the loop that writes it: skipped, not a stop (a matmul's inner loops, then its
+# output written from registers).
+LONG_LOOP_ELSEWHERE = '''# from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer((1,), "float32")):
+    X = T.alloc_buffer((8,))
+    for i, j, k in T.grid(256, 256, 256):
+        C[0] = C[0] + A[i % 8]
+    for i in range(8):
+        X[i] = A[i]
+    for i in range(8):
+        B[i] = X[i]
+'''
+
+
 # A loop that branches on its iterator, as a parallel loop partitioned around a padding
 # guard does (`loop_partition`): the two branches write every element between them.
 def branched(n: int = 10) -> str:
@@ -132,7 +148,8 @@ BRANCH_READS = BRANCHED.replace("X[i] = T.float32(0)", "X[i] = X[0]")
 
 @pytest.mark.parametrize("src, expected", [(COVERED, True), (GAP, False), (CONDITIONAL, False),
                                            (READ_FIRST, False), (TILED, True), (SYMBOLIC, False),
-                                           (BRANCHED, True), (ONE_BRANCH, False), (BRANCH_READS, False)])
+                                           (BRANCHED, True), (ONE_BRANCH, False), (BRANCH_READS, False),
+                                           (LONG_LOOP_ELSEWHERE, True)])
 def test_written_before_read(src, expected):
     assert allocations(src) == {"X": expected}
 
