@@ -32,6 +32,7 @@ import ctypes
 import ctypes.util
 import os
 import threading
+import weakref
 from typing import Optional
 
 import llvmlite.binding as llvm
@@ -39,7 +40,8 @@ import llvmlite.binding as llvm
 from . import kernel as kernel_mod
 from .host_cpu import HostTarget, host_target
 from .kernel import Kernel
-from .kernel_abi import ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, THREADS_SYMBOL
+from .kernel_abi import (ASSERT_FAIL_SYMBOL, BOUNDS_FAIL_SYMBOL, RELEASE_SCRATCH_SYMBOL, SCRATCH_BUDGET_SYMBOL,
+                         THREADS_SYMBOL)
 
 __all__ = ["CPUModule", "load_object", "bind_kernels", "parallel_runtime", "wait_policy", "num_threads",
            "default_threads", "TVMS_SPINCOUNT"]
@@ -64,6 +66,8 @@ def parallel_runtime() -> str:
             llvm.add_symbol(BOUNDS_FAIL_SYMBOL, kernel_mod.bounds_callback_address())
             _threads.value = default_threads()
             llvm.add_symbol(THREADS_SYMBOL, ctypes.addressof(_threads))
+            _scratch_left.value = scratch_budget()
+            llvm.add_symbol(SCRATCH_BUDGET_SYMBOL, ctypes.addressof(_scratch_left))
             # libgcc's float16 helpers (__truncsfhf2, ...) for hosts without F16C.
             try:
                 llvm.load_library_permanently("libgcc_s.so.1")
@@ -79,6 +83,18 @@ def parallel_runtime() -> str:
 # counts as one core), which made every tvms kernel run on one thread after `import torch`
 # (mobilenet_v2: 6.5 ms instead of 4.0).
 _threads = ctypes.c_int32(1)
+
+
+# Bytes of scratch blocks the JIT-compiled kernels may still keep between calls
+# (`SCRATCH_BUDGET_SYMBOL`; `compiler.codegen_llvm.scratch`): they take from it and give back.
+_scratch_left = ctypes.c_int64(0)
+
+
+def scratch_budget() -> int:
+    """The most bytes of scratch blocks a process's kernels keep between calls:
+    ``TVMS_SCRATCH_KEEP_MB`` mebibytes when set (0: keep none), else 256 MiB."""
+    value = os.environ.get("TVMS_SCRATCH_KEEP_MB", "").strip()
+    return (int(value) if value.isdigit() else 256) << 20
 
 
 def default_threads() -> int:
@@ -265,6 +281,24 @@ def bind_kernels(module, address_of) -> None:
         if not addr:
             raise RuntimeError(f"no address for kernel symbol {info.symbol}")
         module.kernels[info.name] = Kernel(info.name, info.params, info.sym_vars, addr, info.symbol, owner=module)
+    _release_scratch_when_dropped(module, address_of)
+
+
+def _release_scratch_when_dropped(module, address_of) -> None:
+    """When ``module`` is garbage, call its kernels' `RELEASE_SCRATCH_SYMBOL` (if it has one),
+    which frees the scratch blocks they keep between calls (`compiler.codegen_llvm.scratch`).
+    The finalizer holds the function, and through it the code, until then."""
+    try:
+        addr = address_of(RELEASE_SCRATCH_SYMBOL)
+    except Exception:  # noqa: BLE001 - a library without the symbol says so by raising
+        addr = None
+    if addr:
+        code = getattr(module, "_engine", None) or getattr(module, "_handle", None)
+        weakref.finalize(module, _call_release, ctypes.CFUNCTYPE(None)(addr), code)
+
+
+def _call_release(release, _code) -> None:
+    release()
 
 
 def load_object(object_code: bytes, tm, infos: list, llvm_ir_unopt: str, target: HostTarget, runtime: str,

@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-__all__ = ["ParamSpec", "KernelInfo", "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "THREADS_SYMBOL", "INDEX_MARK",
-           "SIZE_MARK", "PLACE_MARK", "split_place", "PlaceTable"]
+__all__ = ["ParamSpec", "KernelInfo", "ASSERT_FAIL_SYMBOL", "BOUNDS_FAIL_SYMBOL", "THREADS_SYMBOL",
+           "RELEASE_SCRATCH_SYMBOL", "SCRATCH_BUDGET_SYMBOL", "INDEX_MARK", "SIZE_MARK", "PLACE_MARK", "split_place",
+           "PlaceTable"]
 
 Dim = Union[int, str]  # a buffer dimension: a size, a symbol's name or an expression's text
 
@@ -67,6 +68,11 @@ class KernelInfo:
 ASSERT_FAIL_SYMBOL = "tvms_assert_fail"
 BOUNDS_FAIL_SYMBOL = "tvms_bounds_fail"  # (message, lowest index, highest index, axis size)
 THREADS_SYMBOL = "tvms_num_threads"  # i32: the most threads a parallel loop runs on
+# void(void), in a module whose kernels keep scratch blocks between calls: frees them
+# (`compiler.codegen_llvm.scratch`); the runtime calls it when it drops the module.
+RELEASE_SCRATCH_SYMBOL = "tvms_release_scratch"
+# i64 the runtime provides: bytes of scratch blocks the kernels may still keep (same module).
+SCRATCH_BUDGET_SYMBOL = "tvms_scratch_budget"
 INDEX_MARK = "\x01"  # replaced by the index (or the range of indices) that fell outside
 SIZE_MARK = "\x02"   # replaced by the size of the axis
 PLACE_MARK = "\x03"  # followed by the number of the check's place in its PrimFunc

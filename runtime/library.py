@@ -23,7 +23,8 @@ What the library holds:
   check to the function pointers ``load_module`` sets: in the JIT those symbols are Python
   callbacks LLVM resolves, which a library loaded by the dynamic linker cannot see; and the
   thread count the parallel loops read (``tvms_num_threads``), which ``load_module`` sets to
-  the runtime's (`runtime.cpu.num_threads`).
+  the runtime's (`runtime.cpu.num_threads`), and the library's budget of scratch blocks kept
+  between calls (``tvms_scratch_budget``, `runtime.cpu.scratch_budget`).
 
 Linking needs a C compiler (``$CC``, else ``cc``), as TVM's ``export_library`` does; loading
 needs only the dynamic linker. A library is code: load only libraries you trust, as with any
@@ -54,6 +55,7 @@ _PROGRAM_END = "tvms_library_program_end"
 _GLUE_C = r"""
 #include <stdint.h>
 int32_t tvms_num_threads = 1;
+int64_t tvms_scratch_budget = 0;
 void (*tvms_assert_fail_ptr)(const char *) = 0;
 void (*tvms_bounds_fail_ptr)(const char *, int64_t, int64_t, int64_t) = 0;
 void tvms_assert_fail(const char *message) { tvms_assert_fail_ptr(message); }
@@ -236,8 +238,8 @@ class _ProgramUnpickler(pickle.Unpickler):
 def load_module(path: str):
     """The `Executable` saved in the shared library ``path`` by ``export_library``."""
     from . import kernel as kernel_mod
-    from .cpu import bind_kernels, num_threads, parallel_runtime
-    from .kernel_abi import THREADS_SYMBOL
+    from .cpu import bind_kernels, num_threads, parallel_runtime, scratch_budget
+    from .kernel_abi import SCRATCH_BUDGET_SYMBOL, THREADS_SYMBOL
     from .executable import Executable, VMFunction, compile_source
 
     path = os.path.abspath(os.fspath(path))
@@ -258,6 +260,10 @@ def load_module(path: str):
     for pointer, address in callbacks.items():
         ctypes.c_void_p.in_dll(handle, pointer).value = address
     ctypes.c_int32.in_dll(handle, THREADS_SYMBOL).value = num_threads()
+    try:  # (a library exported before kernels kept scratch blocks has no budget)
+        ctypes.c_int64.in_dll(handle, SCRATCH_BUDGET_SYMBOL).value = scratch_budget()
+    except ValueError:
+        pass
 
     def address_of(symbol: str) -> int:
         try:

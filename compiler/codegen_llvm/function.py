@@ -26,6 +26,7 @@ from .calls import CallGen
 from .dtypes import I8, I64, PTR, VOID, dtype_bits, is_signed, is_unsigned, memory_type
 from .expressions import ExprGen
 from .parallel import ParallelGen
+from .scratch import release
 from .statements import StmtGen
 
 
@@ -41,6 +42,7 @@ class ModuleGen:
         self.parallel_runtime = parallel_runtime
         self.counter = 0
         self.strings: dict = {}
+        self.scratch_sites: list = []  # (block, busy flag) globals of kept allocations (`scratch`)
 
     def unique(self, base: str) -> str:
         self.counter += 1
@@ -104,7 +106,7 @@ class FuncGen(StmtGen, ParallelGen, ExprGen, CallGen):
         self.noalias = noalias  # data Vars whose pointers may be marked noalias
         self.in_parallel = in_parallel
         self.beside_team = False  # the kernel surely starts a thread team (`cost.starts_a_team`)
-        self.heap: list = []  # heap allocations live at the current point, freed on a failed check
+        self.heap: list = []  # heap blocks (`scratch.Scratch`) live at the current point, given back on a failed check
         self.entry = fn.append_basic_block("entry")
         self.entry_builder = ir.IRBuilder(self.entry)
         start = fn.append_basic_block("start")
@@ -169,9 +171,8 @@ class FuncGen(StmtGen, ParallelGen, ExprGen, CallGen):
         else:
             fail_fn = self.mg.declare(BOUNDS_FAIL_SYMBOL, VOID, [PTR, I64, I64, I64])
             self.b.call(fail_fn, [self.mg.cstring(message)] + bounds)
-        free = self.mg.declare("free", VOID, [PTR])
-        for ptr in reversed(self.heap):  # nothing leaks when a check stops the kernel
-            self.b.call(free, [ptr])
+        for block in reversed(self.heap):  # nothing leaks when a check stops the kernel
+            release(self, block)
         self.b.ret_void()
         self.b.position_at_end(ok)
 

@@ -32,6 +32,7 @@ from ..lower_tir import lower
 from .cost import starts_a_team
 from .dtypes import I8, I64, PTR, VOID, abi_type, constant, value_type
 from .function import FuncGen, ModuleGen
+from .scratch import emit_release_function
 
 
 def symbol_name(name: str) -> str:
@@ -147,4 +148,5 @@ def codegen(funcs: dict, parallel_runtime: str = "gomp", target: Optional[HostTa
             symbol, i = f"{base}_{i}", i + 1
         used.add(symbol)
         result.kernels.append(_emit_kernel(mg, name, symbol, func, bounds_check, (places or {}).get(name)))
+    emit_release_function(mg)
     return result

@@ -14,7 +14,8 @@ Below O3, LLVM unrolls and interleaves only what the IR asks for (`target.optimi
 annotations, and the full unrolling asked for on small loop nests (`cost.UNROLL_BUDGET`).
 
 Allocations are zero-filled (`StmtGen.zero_fill`, why there); heap ones are freed when their
-statement ends, or when a failed check leaves the kernel.
+statement ends, or when a failed check leaves the kernel, except large ones of constant size
+outside parallel loops, whose block the next call reuses (`scratch`).
 
 `StmtGen` is mixed into `function.FuncGen`; it uses the builder ``self.b``, ``self.expr``
 and ``self.fail_if`` from there, and ``self.stmt_parallel`` from `parallel.ParallelGen`.
@@ -32,6 +33,7 @@ from ..written_first import needs_zero_fill
 from ..kernel_places import at_span
 from ..lower_tir import INTERLEAVE_ANN, UNROLL_ANN, VECTORIZE_ANN
 from .cost import UNROLL_BUDGET, unroll_cost
+from .scratch import KEEP_MIN_BYTES, Scratch, kept_allocation, release
 from .dtypes import (I1, I8, I32, I64, PTR, VOID, constant, dtype_bits, elem_align, is_unsigned, memory_type,
                      value_type)
 
@@ -124,25 +126,30 @@ class StmtGen:
             self.noalias.add(buf.data)
             self.stmt(s.body)
             return
-        n = self.b.sext(self.expr(size), I64) if dtype_bits(size.dtype) < 64 else self.expr(size)
         esize = elem_align(buf.dtype)
-        nbytes = self.b.mul(n, ir.Constant(I64, esize))
-        nbytes = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, ~63))
-        nbytes = self.b.select(self.b.icmp_signed("==", nbytes, ir.Constant(I64, 0)), ir.Constant(I64, 64), nbytes)
-        alloc = self.mg.declare("aligned_alloc", PTR, [I64, I64])
-        free = self.mg.declare("free", VOID, [PTR])
-        ptr = self.b.call(alloc, [ir.Constant(I64, 64), nbytes], name=buf.name)
+        const_bytes = -(-size.value * esize // 64) * 64 if isinstance(size, tir.IntImm) else None
+        if const_bytes is not None and const_bytes >= KEEP_MIN_BYTES and not self.in_parallel:
+            nbytes = ir.Constant(I64, const_bytes)
+            block = kept_allocation(self, const_bytes, buf.name)  # reused across calls (`scratch`)
+        else:
+            n = self.b.sext(self.expr(size), I64) if dtype_bits(size.dtype) < 64 else self.expr(size)
+            nbytes = self.b.mul(n, ir.Constant(I64, esize))
+            nbytes = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, ~63))
+            nbytes = self.b.select(self.b.icmp_signed("==", nbytes, ir.Constant(I64, 0)), ir.Constant(I64, 64), nbytes)
+            alloc = self.mg.declare("aligned_alloc", PTR, [I64, I64])
+            block = Scratch(self.b.call(alloc, [ir.Constant(I64, 64), nbytes], name=buf.name))
+        ptr = block.ptr
+        self.heap.append(block)  # given back if a check fails from here on (free(NULL) is nothing)
         self.fail_if(self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)),
                      f"cannot allocate '{buf.name}' ({buf.dtype}, {dim_text(size, NameOf())} elements): out of memory")
         if needs_zero_fill(s.body, buf):
             self.zero_fill(ptr, nbytes)
         self.env[buf.data] = ptr
         self.noalias.add(buf.data)
-        self.heap.append(ptr)
         self.stmt(s.body)
         self.heap.pop()
         if not self.b.block.is_terminated:
-            self.b.call(free, [ptr])
+            release(self, block)
 
     def zero_fill(self, ptr, nbytes) -> None:
         """Zeros over a new allocation. Why: a kernel may read an element it never wrote; LLVM
