@@ -7,8 +7,12 @@ of 2 vectors x 14 rows against 0.90 ms with the 4 x 4 the heuristic picks. The t
 (`compiler.meta_schedule`, rule `DefaultScheduleChoices`) samples these picks and measures
 them, and its best ones are applied by every later build of the function.
 
-How: each place where a rule picks is a *choice point* of a kind (`TILE_SHAPE`, `ROWS`),
-``choose(kind, options)``, whose ``options[0]`` is the heuristic's pick. A function whose
+The algorithm of a 3x3 convolution is a choice point too (`ALGORITHM`: direct, or Winograd's,
+`winograd`), whose first option, the direct convolution, the default schedule always takes: the
+others round differently, so only a tuner, which checks each candidate's output, picks them.
+
+How: each place where a rule picks is a *choice point* of a kind (`TILE_SHAPE`, `ROWS`,
+`ALGORITHM`), ``choose(kind, options)``, whose ``options[0]`` is the heuristic's pick. A function whose
 attribute `CHOICES_ATTR` holds ``{kind: [index, ...]}`` is scheduled with the n-th point of
 each kind met (the rules meet them in a fixed order) taking ``options[index[n]]``; an index out
 of range (another target offers fewer options) keeps the heuristic's. `choice_points` runs the
@@ -21,6 +25,7 @@ is imported)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator, Optional
@@ -30,21 +35,24 @@ from tvmscript.ir import tir
 from ..schedule import Schedule
 from ..schedule.state import primitive
 
-__all__ = ["CHOICES_ATTR", "TILE_SHAPE", "ROWS", "KINDS", "choose", "choice_points", "choices_of", "with_choices",
+__all__ = ["CHOICES_ATTR", "TILE_SHAPE", "ROWS", "ALGORITHM", "KINDS", "choose", "choice_points", "choices_of", "with_choices",
            "choose_cpu_schedule"]
 
 CHOICES_ATTR = "tvms.cpu_schedule_choices"
 TILE_SHAPE = "tile_shape"  # a register tile's (vectors per row, rows)
 ROWS = "rows"  # the loop a register tile's rows run along
-KINDS = (TILE_SHAPE, ROWS)
+ALGORITHM = "algorithm"  # a 3x3 convolution's algorithm: direct, or Winograd (`winograd`)
+KINDS = (TILE_SHAPE, ROWS, ALGORITHM)
 MAX_OPTIONS = 12  # options kept per point, the heuristic's best first
 
 
 class _Choices:
-    """The choices of one scheduling: the decisions by kind (None: record the options)."""
+    """The choices of one scheduling: the decisions by kind (None: the heuristic's), and
+    whether to record each point's option count."""
 
-    def __init__(self, decisions: Optional[dict]) -> None:
+    def __init__(self, decisions: Optional[dict], record: bool = False) -> None:
         self.decisions = decisions
+        self.record = record or decisions is None
         self.met = {kind: 0 for kind in KINDS}
         self.options: dict = {kind: [] for kind in KINDS}   # recorded: per point, its option count
 
@@ -61,8 +69,9 @@ def choose(kind: str, options: list):
         return options[0]
     n = active.met[kind]
     active.met[kind] = n + 1
-    if active.decisions is None:
+    if active.record:
         active.options[kind].append(len(options))
+    if active.decisions is None:
         return options[0]
     picks = active.decisions.get(kind, ())
     index = picks[n] if n < len(picks) else 0
@@ -70,8 +79,8 @@ def choose(kind: str, options: list):
 
 
 @contextmanager
-def _choosing(decisions: Optional[dict]) -> Iterator[_Choices]:
-    token = _active.set(_Choices(decisions))
+def _choosing(decisions: Optional[dict], record: bool = False) -> Iterator[_Choices]:
+    token = _active.set(_Choices(decisions, record))
     try:
         yield _active.get()
     finally:
@@ -107,13 +116,28 @@ def applying(func: tir.PrimFunc) -> Iterator[None]:
 def choice_points(func: tir.PrimFunc) -> dict:
     """``{kind: [options at each point, ...]}``: the choice points the default schedule meets
     scheduling ``func`` (for this machine), in order; empty lists where it meets none."""
-    from .driver import default_schedule
-
     plain = func
     if CHOICES_ATTR in (func.attrs or {}):
         plain = dataclasses.replace(func, attrs={k: v for k, v in func.attrs.items() if k != CHOICES_ATTR})
-    with _choosing(None) as recorder:
-        default_schedule(plain)
+    options = _recorded(plain, None)
+    # Another algorithm (a Winograd convolution) meets other points: the n-th point of a kind
+    # offers the most options it has under any algorithm (an index past one's options keeps
+    # the heuristic's pick there).
+    algorithms = options[ALGORITHM]
+    for pick in range(1, max(algorithms, default=1)):
+        other = _recorded(plain, {ALGORITHM: [pick] * len(algorithms)})
+        options = {kind: [max(a, b) for a, b in itertools.zip_longest(options[kind], other[kind], fillvalue=0)]
+                   for kind in KINDS}
+    return options
+
+
+def _recorded(func: tir.PrimFunc, decisions: Optional[dict]) -> dict:
+    """The option counts of the points the default schedule meets with ``decisions`` taken
+    (None: the heuristic's picks everywhere)."""
+    from .driver import default_schedule
+
+    with _choosing(decisions, record=True) as recorder:
+        default_schedule(func)
     return recorder.options
 
 

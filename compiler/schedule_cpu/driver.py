@@ -30,6 +30,7 @@ from .register_tile import finish_register_tile, plan_register_tile
 from .row_fusion import fuse_row_stages
 from .strided_window import StridedWindow, plan_strided_window
 from .symbolic import no_locality_pack, symbolic_extents_small
+from .winograd import winograd_convolutions
 
 
 SCHEDULED_ATTR = "tvms.default_scheduled"
@@ -49,10 +50,11 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = AffineSymbolicIndices().visit_stmt(body)
     body = inline_elementwise(func, body)
     body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
-    body = merge_contiguous_loops(body)
-    body = fuse_row_stages(body)
     # Weights bound as constants: packed by the build (`prepack`); a tuner's picks (`choices`).
     with prepacking(func), applying(func):
+        body = winograd_convolutions(func, body)  # only where a tuner's choices say so
+        body = merge_contiguous_loops(body)
+        body = fuse_row_stages(body)
         body = collapse_parallel(schedule_nests(func, body))
         buffer_map, body, attrs = with_packed_params(func, body)
     packed = [buffer_map[func.params[i]] for i in attrs.get(PACKED_LAYOUTS_ATTR, {})]

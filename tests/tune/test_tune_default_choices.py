@@ -23,7 +23,8 @@ from tvmscript.compiler.meta_schedule.database import JSONDatabase, TuningRecord
 from tvmscript.compiler.meta_schedule.postproc import finish
 from tvmscript.compiler.meta_schedule.space import generate_design_space, sample_candidate
 from tvmscript.compiler.schedule_cpu import default_schedule
-from tvmscript.compiler.schedule_cpu.choices import CHOICES_ATTR, ROWS, TILE_SHAPE, choice_points, with_choices
+from tvmscript.compiler.schedule_cpu.choices import (ALGORITHM, CHOICES_ATTR, ROWS, TILE_SHAPE, choice_points,
+                                                      with_choices)
 from tvmscript.ir.structural import structural_equal, structural_hash
 
 CONV = conv2d_src(64, 64, 56)
@@ -56,7 +57,9 @@ def test_the_default_schedule_offers_tile_shapes_and_row_loops(conv):
     points = choice_points(conv)
     assert len(points[TILE_SHAPE]) == 1 and points[TILE_SHAPE][0] > 1
     assert len(points[ROWS]) == 1 and points[ROWS][0] > 1      # the output's rows or columns
-    assert choice_points(func(matmul_src(64, 64, 64)))[TILE_SHAPE][0] > 1
+    assert points[ALGORITHM] == [3]                             # direct, Winograd 4x4 or 2x2
+    matmul = choice_points(func(matmul_src(64, 64, 64)))
+    assert matmul[TILE_SHAPE][0] > 1 and matmul[ALGORITHM] == []
 
 
 def test_every_pick_computes_the_same_and_picks_make_different_kernels(conv):
@@ -79,7 +82,8 @@ def test_pick_zero_and_an_index_out_of_range_are_the_heuristics(conv):
 def test_the_design_space_samples_the_picks_and_the_build_schedules_them(conv):
     (space,) = [s for s in generate_design_space(conv, "llvm") if CHOICES_ATTR in s.func("main").attrs]
     kinds = [inst.kind for inst in space.trace.insts]
-    assert kinds.count("sample_categorical") == 2 and kinds[-1] == "choose_cpu_schedule"
+    # The register tile's shape and rows, and the convolution's algorithm (direct or Winograd).
+    assert kinds.count("sample_categorical") == 3 and kinds[-1] == "choose_cpu_schedule"
     seen = set()
     for seed in range(6):
         mod = finish(sample_candidate(space, seed), "llvm")

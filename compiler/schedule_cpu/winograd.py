@@ -1,0 +1,425 @@
+"""Winograd convolution: a 3x3 convolution of stride 1 computed by Winograd's minimal
+filtering algorithm F(m x m, 3 x 3), as an alternative to the direct convolution that a tuner
+may pick (`choices.ALGORITHM`; the default schedule never picks it by itself).
+
+Why: the direct convolution is a matrix multiply of ``9 C`` terms per output, and tvms's
+register tiles run it near the machine's peak (resnet18's first 3x3 convolution at about 75% of
+two AVX-512 cores), so no schedule of it can go much faster. Winograd's algorithm computes an
+``m x m`` tile of outputs from an ``(m + 2) x (m + 2)`` tile of inputs with ``(m + 2)^2``
+multiplications per input and output channel pair instead of ``9 m^2``: 2.25 times fewer for
+m = 2, 4 times fewer for m = 4, at the price of linear transforms of the input, the weights and
+the output. It is what cuDNN, oneDNN and TVM's TOPI (``conv2d_nchw_winograd``) offer.
+
+How (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): with
+``a = m + 2`` and the constant matrices ``B`` (a x a), ``G`` (a x 3) and ``A`` (a x m) of
+`TRANSFORMS`, each tile of outputs is ``A^T [(G g G^T) * (B^T d B)] A`` for the weights ``g``
+(3 x 3) and the input tile ``d`` (a x a), ``*`` elementwise and summed over input channels.
+The convolution's stage is replaced by six stages:
+
+* ``pack``: the padded input copied channels-last, ``d[n, i, j, c]``, over whole tiles (zeros
+  past the input's end), so that every later read is contiguous along channels;
+* ``input transform``: ``V[e, f, p, c] = (B^T d_p B)[e, f]`` for each tile ``p`` (tiles
+  numbered across the batch), written out as additions of constant multiples and vectorized
+  along ``c``;
+* ``weight transform``: ``U[e, f, c, k] = (G g_kc G^T)[e, f]``, vectorized along ``k``;
+* ``batched matrix multiply``: ``M[e, f, p, k] = sum_c V[e, f, p, c] * U[e, f, c, k]``, an
+  ordinary reduction block that the register tile schedules like any matmul;
+* ``output transform``: ``Y[p's rows and columns, k] = (A^T M_pk A)``, vectorized along ``k``;
+* ``unpack``: the convolution's output written from ``Y`` in its own layout, the tiles' extra
+  rows and columns past the output left out.
+
+The transforms are written already scheduled (a parallel loop over rows of tiles, a vector
+loop over channels, the tile's arithmetic unrolled with its zero coefficients left out): the
+rules take only nests of one store, and the point of the transforms is to be cheap. The padding
+stage the convolution read, when it is the only reader, is inlined into ``pack``.
+
+Numerics: the result differs from the direct convolution's by rounding: the transforms add and
+subtract terms of different sizes (by 4 and 5 for m = 4), so the error grows with m; for
+float32 and 64 channels about 1e-5 of the outputs' magnitude for m = 4, against 1e-6 for the
+direct sum. That is why only a tuner picks it, after checking the candidate's output against
+the default schedule's (`compiler.meta_schedule`), as TVM applies ``conv2d_winograd`` only
+when tuning or its op strategy asks for it.
+
+Matched: a float32 block ``out[n, k, y, x] += data[n, c, y + ry, x + rx] * w[k, c, ry, rx]``
+with an init of zero, ``ry`` and ``rx`` over 0..2, every extent constant (the legalized
+``R.nn.conv2d`` of stride 1 and dilation 1, NCHW and OIHW, no groups), at the function's top
+level."""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+from typing import Optional
+
+from tvmscript.ir import tir
+from tvmscript.ir.tir_analysis import infer_access_regions
+
+from ..schedule import Schedule, ScheduleError
+from ..schedule.common import blocks_under
+from .analysis import affine, reduction_rhs
+from .choices import ALGORITHM, choose
+from .inline import is_padding
+
+__all__ = ["DIRECT", "WINOGRAD_2", "WINOGRAD_4", "ALGORITHMS", "TRANSFORMS", "Conv3x3", "match_conv3x3",
+           "winograd_convolutions"]
+
+DIRECT = "direct"
+WINOGRAD_4 = "winograd_4x4"  # F(4x4, 3x3): 6x6 input tiles, 4x fewer multiplications
+WINOGRAD_2 = "winograd_2x2"  # F(2x2, 3x3): 4x4 input tiles, 2.25x fewer, smaller rounding error
+ALGORITHMS = (DIRECT, WINOGRAD_4, WINOGRAD_2)  # the choice point's options; the first is the default's
+
+_F = Fraction
+# m -> (B^T, G, A^T), Lavin and Gray's matrices (interpolation points 0, 1, -1, 2, -2, inf for m = 4).
+TRANSFORMS = {
+    4: (((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
+         (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1)),
+        ((_F(1, 4), 0, 0), (_F(-1, 6), _F(-1, 6), _F(-1, 6)), (_F(-1, 6), _F(1, 6), _F(-1, 6)),
+         (_F(1, 24), _F(1, 12), _F(1, 6)), (_F(1, 24), _F(-1, 12), _F(1, 6)), (0, 0, 1)),
+        ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))),
+    2: (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
+        ((1, 0, 0), (_F(1, 2), _F(1, 2), _F(1, 2)), (_F(1, 2), _F(-1, 2), _F(1, 2)), (0, 0, 1)),
+        ((1, 1, 1, 0), (0, 1, -1, -1))),
+}
+_TILE = {WINOGRAD_4: 4, WINOGRAD_2: 2}
+
+
+@dataclasses.dataclass
+class Conv3x3:
+    """A matched convolution block (see the module docstring) and its sizes."""
+
+    realize: tir.BlockRealize
+    out: tir.Buffer  # [N, K, OH, OW]
+    data: tir.Buffer  # [N, C, IH, IW], padded already
+    weight: tir.Buffer  # [K, C, 3, 3]
+    n: int
+    k: int
+    oh: int
+    ow: int
+    c: int
+
+
+def winograd_convolutions(func: tir.PrimFunc, body):
+    """``body`` (of ``func``, its root BlockRealize) with each matched convolution that the
+    function's choices make Winograd (`choices.ALGORITHM`) rewritten into the stages of the
+    module docstring. Each match is a choice point, met in program order."""
+    root = body.block if isinstance(body, tir.BlockRealize) else None
+    if root is None:
+        return body
+    stages = list(root.body.seq) if isinstance(root.body, tir.SeqStmt) else [root.body]
+    new_stages, allocs, inline, changed = [], list(root.alloc_buffers), [], False
+    for stage in stages:
+        conv = _stage_conv(stage)
+        algorithm = choose(ALGORITHM, list(ALGORITHMS)) if conv is not None else DIRECT
+        if algorithm == DIRECT:
+            new_stages.append(stage)
+            continue
+        built = _Builder(conv, _TILE[algorithm])
+        new_stages += built.stages()
+        allocs += built.buffers()
+        changed = True
+        if conv.data in root.alloc_buffers:
+            inline.append(conv.data)
+    if not changed:
+        return body
+    root = dataclasses.replace(root, body=tir.seq(new_stages), alloc_buffers=allocs)
+    body = dataclasses.replace(body, block=root)
+    return _inline_paddings(func, body, inline)
+
+
+def _stage_conv(stage) -> Optional[Conv3x3]:
+    """The convolution a top-level stage computes, when it is a loop nest around one block
+    that matches (`match_conv3x3`)."""
+    realizes = blocks_under(stage) if not isinstance(stage, tir.BlockRealize) else [stage]
+    if len(realizes) != 1 or not _loops_only(stage):
+        return None
+    return match_conv3x3(realizes[0])
+
+
+def _loops_only(stage) -> bool:
+    while isinstance(stage, tir.For):
+        stage = stage.body
+    return isinstance(stage, tir.BlockRealize)
+
+
+def match_conv3x3(realize: tir.BlockRealize) -> Optional[Conv3x3]:
+    """The convolution ``realize``'s block computes (see the module docstring), or None."""
+    block = realize.block
+    store = block.body
+    if not isinstance(store, tir.BufferStore) or store.buffer.dtype != "float32" or block.init is None:
+        return None
+    init = block.init
+    if not (isinstance(init, tir.BufferStore) and isinstance(init.value, tir.FloatImm) and init.value.value == 0.0):
+        return None
+    spatial = [iv for iv in block.iter_vars if iv.kind == "S"]
+    reduce = [iv for iv in block.iter_vars if iv.kind == "R"]
+    if len(spatial) != 4 or len(reduce) != 3 or len(block.iter_vars) != 7:
+        return None
+    if any(not isinstance(iv.dom.min, tir.IntImm) or iv.dom.min.value != 0 or not isinstance(iv.dom.extent, tir.IntImm)
+           for iv in block.iter_vars):
+        return None
+    if len(store.indices) != 4 or not all(a is b.var for a, b in zip(store.indices, spatial)):
+        return None
+    rhs = reduction_rhs(store)
+    if not isinstance(store.value, tir.Add) or not isinstance(rhs, tir.Mul):
+        return None
+    loads = [rhs.a, rhs.b]
+    if not all(isinstance(ld, tir.BufferLoad) and ld.dtype == "float32" for ld in loads):
+        return None
+    vn, vk, vy, vx = (iv.var for iv in spatial)
+    for data, weight in (loads, loads[::-1]):
+        roles = _conv_roles(data, weight, (vn, vk, vy, vx), [iv.var for iv in reduce])
+        if roles is None:
+            continue
+        vc, vry, vrx = roles
+        ext = {iv.var: iv.dom.extent.value for iv in block.iter_vars}
+        if ext[vry] != 3 or ext[vrx] != 3:
+            return None
+        n, c, ih, iw = (_const(d) for d in data.buffer.shape)
+        if None in (n, c, ih, iw) or len(weight.buffer.shape) != 4:
+            return None
+        if ih < ext[vy] + 2 or iw < ext[vx] + 2 or c != ext[vc] or n != ext[vn]:
+            return None
+        return Conv3x3(realize, store.buffer, data.buffer, weight.buffer, ext[vn], ext[vk], ext[vy], ext[vx], ext[vc])
+    return None
+
+
+def _conv_roles(data: tir.BufferLoad, weight: tir.BufferLoad, spatial, reduce) -> Optional[tuple]:
+    """``(c, ry, rx)``, the reduce iterators' roles, when ``data`` is read at ``[n, c, y + ry,
+    x + rx]`` and ``weight`` at ``[k, c, ry, rx]``; else None."""
+    vn, vk, vy, vx = spatial
+    if len(data.indices) != 4 or len(weight.indices) != 4:
+        return None
+    wk, wc, wry, wrx = weight.indices
+    if wk is not vk or not all(isinstance(v, tir.Var) and v in reduce for v in (wc, wry, wrx)):
+        return None
+    if len({wc, wry, wrx}) != 3:
+        return None
+    dn, dc, dy, dx = data.indices
+    if dn is not vn or dc is not wc:
+        return None
+    if affine(dy) != {vy: 1, wry: 1, None: 0} or affine(dx) != {vx: 1, wrx: 1, None: 0}:
+        return None
+    return wc, wry, wrx
+
+
+def _const(e) -> Optional[int]:
+    return e.value if isinstance(e, tir.IntImm) else None
+
+
+# ----------------------------------------------------------------------------- the stages
+
+
+class _Builder:
+    """Builds the stages for one convolution with tile size ``m`` (see the module docstring)."""
+
+    def __init__(self, conv: Conv3x3, m: int) -> None:
+        self.conv, self.m, self.a = conv, m, m + 2
+        self.bt, self.g, self.at = TRANSFORMS[m]
+        self.idx = conv.realize.block.iter_vars[0].var.dtype  # the index type the function uses
+        self.th, self.tw = -(-conv.oh // m), -(-conv.ow // m)  # tiles down and across
+        self.rows = conv.n * self.th  # rows of tiles, across the batch
+        self.tiles = self.rows * self.tw
+        name = conv.out.name
+        self.d = self.buffer(f"{name}_wino_d", [conv.n, self.th * m + 2, self.tw * m + 2, conv.c])
+        self.v = self.buffer(f"{name}_wino_v", [self.a, self.a, self.tiles, conv.c])
+        self.u = self.buffer(f"{name}_wino_u", [self.a, self.a, conv.c, conv.k])
+        self.mm = self.buffer(f"{name}_wino_m", [self.a, self.a, self.tiles, conv.k])
+        self.y = self.buffer(f"{name}_wino_y", [self.rows * m, self.tw * m, conv.k])
+
+    def buffer(self, name: str, shape: list) -> tir.Buffer:
+        return tir.Buffer(name, [self.i(s) for s in shape], "float32", data=tir.Var("handle", name))
+
+    def i(self, v: int) -> tir.IntImm:
+        return tir.IntImm(self.idx, v)
+
+    def var(self, name: str) -> tir.Var:
+        return tir.Var(self.idx, name)
+
+    def buffers(self) -> list:
+        """The buffers the stages allocate."""
+        return [self.d, self.v, self.u, self.mm, self.y]
+
+    def stages(self) -> list:
+        """The stages replacing the convolution's, in order (see the module docstring)."""
+        return [self.pack(), self.input_transform(), self.weight_transform(), self.batched_matmul(),
+                self.output_transform(), self.unpack()]
+
+    # -- plain blocks (the rules schedule them)
+
+    def block_nest(self, name: str, axes: str, extents: list, kinds: str, make, init=None) -> tir.Stmt:
+        """A loop nest over ``extents`` around a block of those iterators (named by the
+        letters of ``axes``, of ``kinds``), whose body ``make(iterators)`` builds (and whose
+        init ``init(iterators)``)."""
+        loops = [self.var(a) for a in axes]
+        ivars = [self.var(f"v_{a}") for a in axes]
+        ivs = [tir.IterVar(v, tir.Range(self.i(0), self.i(e)), kind) for v, e, kind in zip(ivars, extents, kinds)]
+        body = make(ivars)
+        init_stmt = init(ivars) if init is not None else None
+        reads, writes = infer_access_regions(body, init_stmt, [])
+        stmt = tir.BlockRealize(list(loops), tir.IntImm("bool", 1),
+                                tir.Block(name, ivs, reads, writes, body, init=init_stmt))
+        for lv, e in reversed(list(zip(loops, extents))):
+            stmt = tir.For(lv, self.i(0), self.i(e), "serial", stmt)
+        return stmt
+
+    def pack(self) -> tir.Stmt:
+        """``d[n, i, j, c] = data[n, c, i, j]``, zero past the data's end."""
+        conv, d = self.conv, self.d
+        ih, iw = (_const(s) for s in conv.data.shape[2:])
+        hp, wp = (_const(s) for s in d.shape[1:3])
+
+        def make(v):
+            n, i, j, c = v
+            value = tir.BufferLoad("float32", conv.data, [n, c, i, j])
+            conds = ([i < self.i(ih)] if hp > ih else []) + ([j < self.i(iw)] if wp > iw else [])
+            if conds:
+                cond = conds[0] if len(conds) == 1 else tir.And("bool", conds[0], conds[1])
+                value = tir.Call("float32", "tir.if_then_else", [cond, value, tir.FloatImm("float32", 0.0)])
+            return tir.BufferStore(d, value, [n, i, j, c])
+        return self.block_nest(f"{d.name}_pack", "nijc", [conv.n, hp, wp, conv.c], "SSSS", make)
+
+    def batched_matmul(self) -> tir.Stmt:
+        """``M[e, f, p, k] = sum_c V[e, f, p, c] * U[e, f, c, k]``."""
+        conv, v, u, mm = self.conv, self.v, self.u, self.mm
+
+        def make(it):
+            e, f, p, k, c = it
+            acc = tir.BufferLoad("float32", mm, [e, f, p, k])
+            prod = tir.Mul("float32", tir.BufferLoad("float32", v, [e, f, p, c]), tir.BufferLoad("float32", u, [e, f, c, k]))
+            return tir.BufferStore(mm, tir.Add("float32", acc, prod), [e, f, p, k])
+
+        def init(it):
+            e, f, p, k, _ = it
+            return tir.BufferStore(mm, tir.FloatImm("float32", 0.0), [e, f, p, k])
+        return self.block_nest(f"{conv.out.name}_wino_gemm", "efpkc", [self.a, self.a, self.tiles, conv.k, conv.c], "SSSSR",
+                               make, init)
+
+    def unpack(self) -> tir.Stmt:
+        """``out[n, k, y, x] = Y[n * rows + y, x, k]``."""
+        conv, y = self.conv, self.y
+
+        def make(it):
+            n, k, yy, xx = it
+            row = tir.Add(self.idx, tir.Mul(self.idx, n, self.i(self.th * self.m)), yy)
+            return tir.BufferStore(conv.out, tir.BufferLoad("float32", y, [row, xx, k]), [n, k, yy, xx])
+        return self.block_nest(f"{conv.out.name}_wino_unpack", "nkyx", [conv.n, conv.k, conv.oh, conv.ow], "SSSS", make)
+
+    # -- the transforms, scheduled here (see the module docstring)
+
+    def transform_stage(self, name: str, outer: int, middle: Optional[int], lanes: int, body) -> tir.Stmt:
+        """An opaque block around ``for r in parallel(outer): for s in range(middle): for l in
+        vectorized(lanes): body(r, s, l)`` (no ``s`` loop when ``middle`` is None)."""
+        r, s, lane = self.var("r"), self.var("s"), self.var("l")
+        stmt = tir.For(lane, self.i(0), self.i(lanes), "vectorized", body(r, s if middle else None, lane))
+        if middle is not None:
+            stmt = tir.For(s, self.i(0), self.i(middle), "serial", stmt)
+        stmt = tir.For(r, self.i(0), self.i(outer), "parallel", stmt)
+        reads, writes = _regions(stmt)
+        return tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(name, [], reads, writes, stmt))
+
+    def input_transform(self) -> tir.Stmt:
+        m, d, v = self.m, self.d, self.v
+
+        def body(r, s, c):
+            n, t = tir.FloorDiv(self.idx, r, self.i(self.th)), tir.FloorMod(self.idx, r, self.i(self.th))
+            tile = [[tir.BufferLoad("float32", d, [n, _add(self, _mul(self, t, m), a), _add(self, _mul(self, s, m), b), c])
+                     for b in range(self.a)] for a in range(self.a)]
+            p = tir.Add(self.idx, _mul(self, r, self.tw), s)
+            return _transform2d("d", self.bt, tile, self.bt, lambda e, f: [self.i(e), self.i(f), p, c], v)
+        return self.transform_stage(f"{v.name}_transform", self.rows, self.tw, self.conv.c, body)
+
+    def weight_transform(self) -> tir.Stmt:
+        conv, u = self.conv, self.u
+
+        def body(c, _s, k):
+            g = [[tir.BufferLoad("float32", conv.weight, [k, c, self.i(a), self.i(b)]) for b in range(3)]
+                 for a in range(3)]
+            return _transform2d("g", self.g, g, self.g, lambda e, f: [self.i(e), self.i(f), c, k], u)
+        return self.transform_stage(f"{u.name}_transform", conv.c, None, conv.k, body)
+
+    def output_transform(self) -> tir.Stmt:
+        m, mm, y = self.m, self.mm, self.y
+
+        def body(r, s, k):
+            p = tir.Add(self.idx, _mul(self, r, self.tw), s)
+            tile = [[tir.BufferLoad("float32", mm, [self.i(e), self.i(f), p, k]) for f in range(self.a)]
+                    for e in range(self.a)]
+            return _transform2d("m", self.at, tile, self.at,
+                                lambda i, j: [_add(self, _mul(self, r, m), i), _add(self, _mul(self, s, m), j), k], y)
+        return self.transform_stage(f"{y.name}_transform", self.rows, self.tw, self.conv.k, body)
+
+
+def _mul(b: _Builder, x, c: int):
+    return x if c == 1 else tir.Mul(b.idx, x, b.i(c))
+
+
+def _add(b: _Builder, x, c: int):
+    return x if c == 0 else tir.Add(b.idx, x, b.i(c))
+
+
+def _transform2d(prefix: str, left, tile: list, right, out_indices, out: tir.Buffer) -> tir.Stmt:
+    """Stores ``out[out_indices(i, j)] = (L tile R^T)[i, j]`` for the constant matrices
+    ``left`` (L) and ``right`` (R): the products ``L tile`` bound to variables first (each
+    used by every ``j``), then one linear combination per output; zero coefficients are left
+    out and coefficients of 1 and -1 are additions and subtractions."""
+    lets, rows = [], []
+    for i, lrow in enumerate(left):
+        row = []
+        for b in range(len(tile[0])):
+            value = _combination(lrow, [tile[a][b] for a in range(len(tile))])
+            var = tir.Var("float32", f"{prefix}_{i}_{b}")
+            lets.append((var, value))
+            row.append(var)
+        rows.append(row)
+    stores = [tir.BufferStore(out, _combination(rrow, rows[i]), out_indices(i, j))
+              for i in range(len(left)) for j, rrow in enumerate(right)]
+    stmt = tir.seq(stores)
+    for var, value in reversed(lets):
+        stmt = tir.LetStmt(var, value, stmt)
+    return stmt
+
+
+def _combination(coefs, terms: list):
+    """``sum coefs[i] * terms[i]`` in float32, zero terms left out, a positive term first
+    where there is one (a leading ``0 - x`` is one more instruction: LLVM may not fold it into
+    a negation, which differs for x = 0)."""
+    out = None
+    pairs = sorted(zip(coefs, terms), key=lambda ct: Fraction(ct[0]) < 0)
+    for c, t in pairs:
+        c = Fraction(c)
+        if c == 0:
+            continue
+        if abs(c) != 1:
+            t = tir.Mul("float32", tir.FloatImm("float32", float(abs(c))), t)
+        if out is None:
+            out = t if c > 0 else tir.Sub("float32", tir.FloatImm("float32", 0.0), t)
+        else:
+            out = tir.Add("float32", out, t) if c > 0 else tir.Sub("float32", out, t)
+    return out if out is not None else tir.FloatImm("float32", 0.0)
+
+
+def _regions(stmt) -> tuple:
+    """The regions ``stmt`` (loops around loads and stores) reads and writes, as an opaque
+    block declares them."""
+    return infer_access_regions(stmt, None, [])
+
+
+def _inline_paddings(func: tir.PrimFunc, body, paddings: list):
+    """``body`` with the padding stage that wrote each buffer of ``paddings`` (read now only by
+    a Winograd ``pack`` stage) inlined into it: one pass over the input instead of two."""
+    if not paddings:
+        return body
+    sch = Schedule(tir.PrimFunc(func.params, func.buffer_map, body, func.ret_type, dict(func.attrs),
+                                func.private, func.span))
+    for buf in paddings:
+        current = sch.func("main").body
+        writers = [r.block for r in blocks_under(current)
+                   if isinstance(r.block.body, tir.BufferStore) and r.block.body.buffer is buf]
+        readers = [r.block for r in blocks_under(current) if any(region.buffer is buf for region in r.block.reads)]
+        if len(writers) != 1 or len(readers) != 1 or not is_padding(writers[0]):
+            continue
+        try:
+            sch.compute_inline(sch.get_block(writers[0].name))
+        except ScheduleError:
+            continue
+    return sch.func("main").body

@@ -1,0 +1,146 @@
+"""Winograd convolutions (compiler/schedule_cpu/winograd.py): the algorithm a tuner may pick
+for a 3x3 convolution of stride 1 (`choices.ALGORITHM`).
+
+Checked: the transform matrices compute a correlation exactly; every convolution the rewrite
+takes, as legalization and fusion give it to the build (padded or not, a batch, sizes that are
+not a multiple of the tile, a fused bias and ReLU), computes what NumPy computes, with either
+tile size; the default schedule never picks it; convolutions it does not take (strided,
+dilated, 1x1, grouped, float16) offer no such choice; and the choice points the tuner samples
+cover the Winograd kernel's own register tile."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import tvmscript as tvms
+from tvmscript import meta_schedule as ms
+from tvmscript.compiler.schedule_cpu import default_schedule
+from tvmscript.compiler.schedule_cpu.choices import ALGORITHM, ROWS, TILE_SHAPE, choice_points, with_choices
+from tvmscript.compiler.schedule_cpu.winograd import ALGORITHMS, DIRECT, TRANSFORMS, WINOGRAD_2, WINOGRAD_4
+from tvmscript.ir.structural import structural_equal
+
+CONV = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({n}, {c}, {h}, {w}), "{dt}"), wt: R.Tensor(({k}, {cg}, {r}, {r}), "{dt}"),
+             b: R.Tensor((1, {k}, 1, 1), "{dt}")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, wt, strides=[{s}, {s}], padding=[{p}, {p}, {p}, {p}], dilation=[{d}, {d}],
+                            groups={g})
+            z = {epilogue}
+            R.output(z)
+        return z
+'''
+
+
+def conv_task(n=1, c=8, k=8, h=12, w=12, r=3, s=1, p=1, d=1, g=1, dt="float32", epilogue="y"):
+    """The kernel the build compiles for a conv2d (and its epilogue) on x (n, c, h, w)."""
+    src = CONV.format(n=n, c=c, k=k, h=h, w=w, r=r, cg=c // g, s=s, p=p, d=d, g=g, dt=dt,
+                      epilogue={"y": "y", "bias_relu": "R.nn.relu(R.add(y, b))"}[epilogue])
+    tasks = ms.extract_tasks(tvms.parse(src), "llvm")
+    (conv,) = [f for name, f, _ in tasks if "conv2d" in name]
+    return conv
+
+
+def reference(x, wt, b, p, epilogue):
+    """NumPy's convolution (stride 1, float64) and the epilogue."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+    oh, ow = xp.shape[2] - 2, xp.shape[3] - 2
+    out = np.zeros((x.shape[0], wt.shape[0], oh, ow))
+    for ry in range(3):
+        for rx in range(3):
+            out += np.einsum("nchw,kc->nkhw", xp[:, :, ry:ry + oh, rx:rx + ow], wt[:, :, ry, rx].astype(np.float64))
+    return np.maximum(out + b, 0) if epilogue == "bias_relu" else out
+
+
+def run(func, n, c, k, h, w, p, epilogue, seed=0) -> tuple:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((1, k, 1, 1)).astype(np.float32)
+    want = reference(x, wt, b, p, epilogue)
+    y = np.zeros(want.shape, np.float32)
+    args = [x, wt, b, y] if epilogue == "bias_relu" else [x, wt, y]
+    tvms.compile(tvms.IRModule({"main": func}))["main"](*args)
+    return y, want
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_the_transforms_compute_a_correlation_exactly(m):
+    bt, g, at = ([[Fraction(v) for v in row] for row in mat] for mat in TRANSFORMS[m])
+    rng = np.random.default_rng(m)
+    d = [[Fraction(int(v)) for v in row] for row in rng.integers(-9, 9, (m + 2, m + 2))]
+    f = [[Fraction(int(v)) for v in row] for row in rng.integers(-9, 9, (3, 3))]
+
+    def mul(a, b):
+        return [[sum(a[i][t] * b[t][j] for t in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
+
+    def tr(a):
+        return [list(col) for col in zip(*a)]
+
+    u, v = mul(mul(g, f), tr(g)), mul(mul(bt, d), tr(bt))
+    y = mul(mul(at, [[u[i][j] * v[i][j] for j in range(m + 2)] for i in range(m + 2)]), tr(at))
+    want = [[sum(d[i + a][j + b] * f[a][b] for a in range(3) for b in range(3)) for j in range(m)] for i in range(m)]
+    assert y == want
+
+
+SHAPES = [  # n, c, k, h, w, padding, epilogue
+    (1, 16, 24, 12, 12, 1, "y"),         # tiles fill the output exactly (m = 2 and 4)
+    (2, 3, 5, 7, 9, 1, "y"),             # a batch, odd channels, partial tiles in both directions
+    (1, 8, 16, 10, 11, 0, "y"),          # no padding: the input is the function's parameter
+    (1, 16, 16, 14, 14, 1, "bias_relu"),  # fused with its epilogue
+]
+
+
+@pytest.mark.parametrize("algorithm", [WINOGRAD_4, WINOGRAD_2])
+@pytest.mark.parametrize("n,c,k,h,w,p,epilogue", SHAPES)
+def test_a_winograd_convolution_computes_the_convolution(algorithm, n, c, k, h, w, p, epilogue):
+    conv = conv_task(n=n, c=c, k=k, h=h, w=w, p=p, epilogue=epilogue)
+    assert choice_points(conv)[ALGORITHM] == [len(ALGORITHMS)]
+    picked = with_choices(conv, {ALGORITHM: [ALGORITHMS.index(algorithm)]})
+    scheduled = default_schedule(picked).script()
+    assert "wino_v_transform" in scheduled and "wino_gemm" in scheduled
+    y, want = run(picked, n, c, k, h, w, p, epilogue)
+    # Winograd rounds differently from the direct sum: within float32's error for these sizes.
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_the_padding_stage_is_inlined_into_the_packing():
+    picked = with_choices(conv_task(), {ALGORITHM: [ALGORITHMS.index(WINOGRAD_4)]})
+    text = default_schedule(picked).script()
+    assert 'T.block("pad_temp")' not in text and "if_then_else" in text.split("wino_d_pack")[1].split("T.block")[0]
+
+
+def test_the_default_schedule_never_picks_winograd():
+    conv = conv_task(c=16, k=16, h=14, w=14)
+    direct = default_schedule(conv)
+    assert "wino" not in direct.script()
+    assert structural_equal(default_schedule(with_choices(conv, {ALGORITHM: [ALGORITHMS.index(DIRECT)]})).body,
+                            direct.body)
+    y, want = run(conv, 1, 16, 16, 14, 14, 1, "y")
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("kwargs", [dict(s=2), dict(d=2, p=2), dict(r=1, p=0), dict(g=2), dict(dt="float16")],
+                         ids=["stride2", "dilation2", "1x1", "groups2", "float16"])
+def test_other_convolutions_offer_no_algorithm(kwargs):
+    conv = conv_task(**kwargs)
+    assert choice_points(conv)[ALGORITHM] == []
+    assert "wino" not in default_schedule(with_choices(conv, {ALGORITHM: [1]})).script()
+
+
+def test_the_points_sampled_cover_the_winograd_kernels_register_tile():
+    conv = conv_task(c=32, k=32, h=16, w=16)
+    points = choice_points(conv)
+    direct = choice_points(with_choices(conv, {ALGORITHM: [0]}))  # (recorded as if unpicked)
+    assert points[ALGORITHM] == [3]
+    assert len(points[TILE_SHAPE]) >= 1 and points[TILE_SHAPE][0] >= direct[TILE_SHAPE][0]
+    # Every sampled pick schedules a kernel that computes the convolution.
+    for tile in range(points[TILE_SHAPE][0]):
+        picked = with_choices(conv, {ALGORITHM: [1], TILE_SHAPE: [tile], ROWS: [points[ROWS][0] - 1]})
+        y, want = run(picked, 1, 32, 32, 16, 16, 1, "y", seed=tile)
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
