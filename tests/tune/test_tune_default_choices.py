@@ -24,7 +24,7 @@ from tvmscript.compiler.meta_schedule.postproc import finish
 from tvmscript.compiler.meta_schedule.space import generate_design_space, sample_candidate
 from tvmscript.compiler.schedule_cpu import default_schedule
 from tvmscript.compiler.schedule_cpu.choices import (ALGORITHM, CHOICES_ATTR, ROWS, TILE_SHAPE, choice_points,
-                                                      with_choices)
+                                                      choices_of, with_choices)
 from tvmscript.ir.structural import structural_equal, structural_hash
 
 CONV = conv2d_src(64, 64, 56)
@@ -113,3 +113,17 @@ def test_a_record_of_picks_applies_as_picks(tmp_path, conv):
                           CHOICES_ATTR], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(cand.func("main").attrs[CHOICES_ATTR])
+
+
+def test_a_record_picking_winograd_builds_the_winograd_kernel(tmp_path, conv):
+    """A tuned record whose pick is Winograd's algorithm (`schedule_cpu.winograd`) applies as
+    that pick: the build makes the Winograd kernel, and it computes the convolution."""
+    (space,) = [s for s in generate_design_space(conv, "llvm") if CHOICES_ATTR in s.func("main").attrs]
+    cand = next(c for c in (sample_candidate(space, seed) for seed in range(40))
+                if choices_of(c.func("main"))[ALGORITHM] == [1])
+    db = JSONDatabase(str(tmp_path))
+    workload = db.commit_workload(tvms.IRModule({"main": conv}))
+    db.commit_tuning_record(TuningRecord(cand.trace, workload, [1e-3], "llvm"))
+    applied = apply_database(tvms.IRModule({"main": conv}), db, "llvm")["main"]
+    assert "wino_gemm" in default_schedule(applied).script()
+    run_conv(applied)
