@@ -24,6 +24,7 @@ from tvmscript.ir import IRModule
 
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import with_unique_block_names
+from ..schedule_choices import applying
 from . import analysis
 from .analysis import BlockInfo, IterInfo, SBlockInfo, has_thread_binding, normalize_prim_func
 
@@ -112,7 +113,8 @@ class ApplyDefaultSchedule:
             body = with_unique_block_names(func.body)   # the rules find blocks by name
             if body is not func.body:
                 func = dataclasses.replace(func, body=body)
-            space = apply_rules(func, target, self.rules, tunable=False)
+            with applying(func):   # a tuner's picks for DLight's choice points (`schedule_choices`)
+                space = apply_rules(func, target, self.rules, tunable=False)
             if space is None:
                 continue
             if len(space) != 1:

@@ -22,7 +22,7 @@ import os
 from tvmscript.ir import IRModule, tir
 
 from ..dlight.base import IS_SCHEDULED
-from ..schedule_cpu.choices import CHOICES_ATTR
+from ..schedule_choices import CHOICES_ATTR
 from ..schedule_cpu.driver import NO_DEFAULT_SCHEDULE
 
 __all__ = ["apply_database", "as_database", "TUNED_ATTRS"]

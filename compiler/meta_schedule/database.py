@@ -49,7 +49,7 @@ from tvmscript.version import __version__
 
 from ..schedule import Schedule, ScheduleError
 from ..schedule.trace import Trace, TraceError
-from ..schedule_cpu.choices import check_choices  # (importing it makes choose_cpu_schedule a primitive)
+from ..schedule_choices import check_choices  # (importing it makes choose_cpu_schedule and choose_gpu_schedule primitives)
 from .measure import ArgInfo
 
 __all__ = ["Workload", "TuningRecord", "Database", "JSONDatabase", "DatabaseWarning", "workload_module",
@@ -169,7 +169,7 @@ class TuningRecord:
         for inst in trace.insts:
             if not _is_primitive(inst.kind):
                 raise TraceError(f"'{inst.kind}' is not a schedule primitive")
-            if inst.kind == "choose_cpu_schedule":
+            if inst.kind in ("choose_cpu_schedule", "choose_gpu_schedule"):
                 check_choices(inst.arg("choices"))
         record = cls(trace, workload, data.get("run_secs"), data.get("target"), data.get("args_info"))
         version = data.get("version")

@@ -38,7 +38,7 @@ from ..schedule import LoopRV, Schedule, ScheduleError
 from ..schedule.common import blocks_under, const_value
 from ..schedule.trace import Trace
 from ..schedule.tree import stmt_children
-from ..schedule_cpu.choices import CHOICES_ATTR
+from ..schedule_choices import CHOICES_ATTR
 from ..schedule_cpu.driver import NO_DEFAULT_SCHEDULE   # the CPU build compiles the function as scheduled
 from ..verify_gpu_code import gpu_code_errors
 from .schedule_rules.analysis import (COOPERATIVE_FETCH, PARALLEL, THREAD_EXTENT_HIGH, THREAD_EXTENT_LOW,

@@ -29,7 +29,7 @@ from tvmscript.ir import IRModule, tir
 
 from ..schedule import Schedule, ScheduleError
 from ..schedule.trace import TraceError
-from ..schedule_cpu.choices import CHOICES_ATTR
+from ..schedule_choices import CHOICES_ATTR
 from .schedule_rules import default_rules
 from .schedule_rules.analysis import SCHEDULE_RULE, has_block, post_order_blocks, prim_func_names
 from .schedule_rules.base import as_target

@@ -36,7 +36,7 @@ from tvmscript.ir.structural import structural_hash
 from ..schedule import Schedule, ScheduleError
 from ..schedule.sampling import compute_location_candidates
 from ..schedule.trace import Trace, TraceError
-from ..schedule_cpu.choices import CHOICES_ATTR
+from ..schedule_choices import CHOICES_ATTR
 from .cost_model import make_cost_model
 from .features import estimate_flops, extract_features
 from .measure import BuildInput, RunnerInput

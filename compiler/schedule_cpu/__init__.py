@@ -67,7 +67,7 @@ prefetch hints, which change no result).
 
 A tuner may also make a 3x3 convolution of stride 1 Winograd's (`winograd`: six stages, a
 batched matrix multiply the rules above schedule between hand-scheduled transforms); that
-choice (`choices.ALGORITHM`) changes the rounding, so the default schedule never makes it.
+choice (`schedule_choices.ALGORITHM`) changes the rounding, so the default schedule never makes it.
 
 Where the rest lives: `host` (the target CPU's vector width and registers, threads, cache
 budgets), `analysis` (strides, loads, and other questions the rules ask of expressions), `affine_indices`

@@ -14,7 +14,7 @@ from .affine_indices import AffineSymbolicIndices
 from .analysis import only_blocks
 from .apply import apply_plan
 from .attention import flash_attention
-from .choices import applying
+from ..schedule_choices import applying
 from .balance import collapse_parallel
 from .block_edits import renamed_blocks
 from .dot_product import DotProduct, plan_dot_product
@@ -50,7 +50,7 @@ def default_schedule(func: tir.PrimFunc) -> tir.PrimFunc:
     body = AffineSymbolicIndices().visit_stmt(body)
     body = inline_elementwise(func, body)
     body = AffineSymbolicIndices(static=True).visit_stmt(body)  # the inlined stages' indices
-    # Weights bound as constants: packed by the build (`prepack`); a tuner's picks (`choices`).
+    # Weights bound as constants: packed by the build (`prepack`); a tuner's picks (`schedule_choices`).
     with prepacking(func), applying(func):
         body = winograd_convolutions(func, body)  # only where a tuner's choices say so
         body = merge_contiguous_loops(body)

@@ -37,7 +37,7 @@ from tvmscript.ir import tir
 
 from ..lower_tir import INTERLEAVE_ANN, VECTORIZE_ANN
 from .analysis import pick_tile
-from .choices import ROWS, TILE_SHAPE, choose
+from ..schedule_choices import ROWS, TILE_SHAPE, choose
 from .host import VECTOR_REGISTERS_PER_TILE, packed_panel_bytes, parallel_threads, vector_bytes, vector_registers
 from .nest import Nest, extent_product
 from .packing import pack_reuse
@@ -227,7 +227,7 @@ def _pick_row_loop(spatial, vec, loads, packed, symbolic: bool = False):
             continue
         ranked.append(((all(not st.get(lp.iv.var, 0) for st in vector_reads), pos), lp))
     ranked.sort(key=lambda kl: kl[0], reverse=True)
-    return choose(ROWS, [lp for _, lp in ranked]) if ranked else None   # the others: a tuner's (`choices`)
+    return choose(ROWS, [lp for _, lp in ranked]) if ranked else None   # the others: a tuner's (`schedule_choices`)
 
 
 def _locality_pack(vec, rows, reduce_, nontrivial, loads, rhs_loads):
@@ -265,7 +265,7 @@ def _pick_tile_shape(nvecs: int, row_extent: int, shift_rows: bool = False, shif
     if shift_rows:
         shifted = _best_tile_shape(nvecs, row_extent, True, shift_vecs)
         best = shifted if shifted[0][0] >= SHIFTED_ROWS_GAIN * exact[0][0] else exact
-    # The other shapes a tuner may pick instead (`choices`): any that fit the registers.
+    # The other shapes a tuner may pick instead (`schedule_choices`): any that fit the registers.
     others = sorted(_tile_shapes(nvecs, row_extent, shift_rows, shift_vecs, vector_registers()), reverse=True)
     return choose(TILE_SHAPE, [(best[1], best[2])] + [(nv, mr) for _, nv, mr in others if (nv, mr) != best[1:]])
 

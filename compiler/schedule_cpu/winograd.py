@@ -1,6 +1,6 @@
 """Winograd convolution: a 3x3 convolution of stride 1 computed by Winograd's minimal
 filtering algorithm F(m x m, 3 x 3), as an alternative to the direct convolution that a tuner
-may pick (`choices.ALGORITHM`; the default schedule never picks it by itself).
+may pick (`schedule_choices.ALGORITHM`; the default schedule never picks it by itself).
 
 Why: the direct convolution is a matrix multiply of ``9 C`` terms per output, and tvms's
 register tiles run it near the machine's peak (resnet18's first 3x3 convolution at about 75% of
@@ -57,7 +57,7 @@ from tvmscript.ir.tir_analysis import infer_access_regions
 from ..schedule import Schedule, ScheduleError
 from ..schedule.common import blocks_under
 from .analysis import affine, reduction_rhs
-from .choices import ALGORITHM, choose
+from ..schedule_choices import ALGORITHM, choose
 from .inline import is_padding
 
 __all__ = ["DIRECT", "WINOGRAD_2", "WINOGRAD_4", "ALGORITHMS", "TRANSFORMS", "Conv3x3", "match_conv3x3",
@@ -100,7 +100,7 @@ class Conv3x3:
 
 def winograd_convolutions(func: tir.PrimFunc, body):
     """``body`` (of ``func``, its root BlockRealize) with each matched convolution that the
-    function's choices make Winograd (`choices.ALGORITHM`) rewritten into the stages of the
+    function's choices make Winograd (`schedule_choices.ALGORITHM`) rewritten into the stages of the
     module docstring. Each match is a choice point, met in program order."""
     root = body.block if isinstance(body, tir.BlockRealize) else None
     if root is None:

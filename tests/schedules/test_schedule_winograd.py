@@ -18,7 +18,7 @@ import pytest
 import tvmscript as tvms
 from tvmscript import meta_schedule as ms
 from tvmscript.compiler.schedule_cpu import default_schedule
-from tvmscript.compiler.schedule_cpu.choices import ALGORITHM, ROWS, TILE_SHAPE, choice_points, with_choices
+from tvmscript.compiler.schedule_choices import ALGORITHM, ROWS, TILE_SHAPE, choice_points, with_choices
 from tvmscript.compiler.schedule_cpu.winograd import ALGORITHMS, DIRECT, TRANSFORMS, WINOGRAD_2, WINOGRAD_4
 from tvmscript.ir.structural import structural_equal
 

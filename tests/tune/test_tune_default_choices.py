@@ -23,7 +23,7 @@ from tvmscript.compiler.meta_schedule.database import JSONDatabase, TuningRecord
 from tvmscript.compiler.meta_schedule.postproc import finish
 from tvmscript.compiler.meta_schedule.space import generate_design_space, sample_candidate
 from tvmscript.compiler.schedule_cpu import default_schedule
-from tvmscript.compiler.schedule_cpu.choices import (ALGORITHM, CHOICES_ATTR, ROWS, TILE_SHAPE, choice_points,
+from tvmscript.compiler.schedule_choices import (ALGORITHM, CHOICES_ATTR, ROWS, TILE_SHAPE, choice_points,
                                                       choices_of, with_choices)
 from tvmscript.ir.structural import structural_equal, structural_hash
 

@@ -37,7 +37,7 @@ from tvmscript.compiler.meta_schedule.postproc import (
 from tvmscript.compiler.meta_schedule.schedule_rules import ScheduleRule
 from tvmscript.compiler.meta_schedule.schedule_rules.analysis import (
     COOPERATIVE_FETCH, TILING_STRUCTURE, UNROLL_EXPLICIT, loop_iter_type)
-from tvmscript.compiler.schedule_cpu.choices import CHOICES_ATTR
+from tvmscript.compiler.schedule_choices import CHOICES_ATTR
 from tvmscript.compiler.meta_schedule.space import SampleStats, SamplingError, generate_design_space, sample_candidate
 from tvmscript.compiler.schedule import Schedule
 from tvmscript.compiler.schedule.common import blocks_under, iter_kinds_of_loop

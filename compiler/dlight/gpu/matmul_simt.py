@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 
+from ...schedule_choices import BLOCK_TILING, PIPELINE_STAGES, choose
 from .base import FILL_BLOCKS, SMS, GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, copy_along_contiguous_rows, find_matmul_block,
@@ -56,6 +57,7 @@ MICRO = 8             # each thread computes MICRO x MICRO of C
 VECTOR = 4            # floats per 16-byte access
 STEP_K = 8            # K per pipeline step
 STAGES = 3
+CHOSEN_STAGES = (2, 3, 4, 5)  # the stage counts a tuner may pick instead (5 of 8 KiB fit 48 KiB)
 # Shared rows of the K-major tiles: 128 + 4 floats, so that the 8 rows a transposing copy
 # writes at once start in different banks (4 apart) and every row stays 16-byte aligned.
 ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 4
@@ -139,7 +141,9 @@ class MatmulSIMT(GPUScheduleRule):
         plan = None if main is None else _plan(sch.get(main), candidates)
         if plan is None:
             return None
-        tile_j, splits = plan
+        # A tuner's picks (`schedule_choices`): the other block width, where it qualifies too.
+        others = [p for p in (_plan(sch.get(main), (t,)) for t in candidates) if p is not None and p != plan]
+        tile_j, splits = choose(BLOCK_TILING, [plan] + others)
         threads_j = tile_j // MICRO                        # 16 (256 threads) or 8 (128)
         to_canonical_form(sch, main)
         sch.pad_einsum(main, [1, TILE, tile_j, STEP_K])    # past I and K: zeros (a no-op if none)
@@ -176,7 +180,8 @@ class MatmulSIMT(GPUScheduleRule):
         sch.decompose_reduction(main, ko)
         for lp in (ki, jo, ii, ji):
             sch.unroll(lp)
-        sch.annotate(ko, "software_pipeline_stage", [0, 0, STAGES - 1])
+        stages = choose(PIPELINE_STAGES, [STAGES] + [n for n in CHOSEN_STAGES if n != STAGES])
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, stages - 1])
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
         sch.annotate(ko, "software_pipeline_async_stages", [0])
         return sch

@@ -51,6 +51,7 @@ from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
+from ...schedule_choices import BLOCK_TILING, PIPELINE_STAGES as STAGES_CHOICE, STEP_K as STEP_K_CHOICE, choose
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
 from .base import FILL_BLOCKS, GPUScheduleRule
 from .matmul import (
@@ -79,6 +80,8 @@ PIPELINE_STAGES = 4
 # which 2 would not fit is not taken.
 PIPELINE_SHARED_BYTES = {80: 160 * 1024, 87: 160 * 1024, 90: 224 * 1024}
 PIPELINE_SHARED_BYTES_OTHER = 96 * 1024
+# The stage counts a tuner may pick instead of the heuristic's (those that fit the GPU).
+CHOSEN_STAGES = (2, 3, 4, 5, 6)
 
 
 @dataclass(frozen=True)
@@ -167,10 +170,8 @@ class MatmulTensorCore(GPUScheduleRule):
         tilings = self.mma_tilings or (TF32_TILINGS if tf32 else MMA_TILINGS)
         stages = self.stages or (TF32_STAGES if tf32 else PIPELINE_STAGES)
         elem_bytes = 4 if tf32 else 2
-        # (a tiling of which 2 stages would not fit the GPU's shared memory is no choice)
-        tilings = [t for t in tilings
-                   if 2 * _stage_bytes(t, elem_bytes, tf32, self.step_k) <= _shared_budget(target)]
-        tiling = _mma_tiling_for(sch.get(main), tilings) if _uses_mma(target) else None
+        tiling = _mma_tiling_for(sch.get(main), _fitting(tilings, elem_bytes, tf32, self.step_k, target)) \
+            if _uses_mma(target) else None
         mma = tiling is not None
         tiling = tiling or _tiling_for(sch.get(main))
         if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
@@ -178,6 +179,8 @@ class MatmulTensorCore(GPUScheduleRule):
         # The k of one instruction (m16n8k16; m16n8k8 for TF32) and of a step of the pipeline.
         frag_k = TF32_K if tf32 else FRAGMENT
         step_k = self.step_k if mma else STEP_K
+        if mma:   # a tuner's picks (`schedule_choices`): option 0 is what the lines above chose
+            step_k, tiling = _chosen_step_and_tiling(sch.get(main), tilings, elem_bytes, tf32, step_k, tiling, target)
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
@@ -240,7 +243,10 @@ class MatmulTensorCore(GPUScheduleRule):
         if mma:
             # Copies of the next stages - 1 steps are in flight (cp.async) while step k computes.
             steps = const_int(sch.get(k0).extent)
-            stages = _pipeline_stages(stages, _stage_bytes(tiling, elem_bytes, tf32, step_k), target, steps)
+            stage_bytes = _stage_bytes(tiling, elem_bytes, tf32, step_k)
+            stages = _pipeline_stages(stages, stage_bytes, target, steps)
+            stages = choose(STAGES_CHOICE, [stages] + [n for n in CHOSEN_STAGES if n != stages and
+                                                          n <= _pipeline_stages(n, stage_bytes, target, steps)])
             sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
             sch.annotate(k0, "software_pipeline_async_stages", [0])
@@ -341,6 +347,27 @@ def _tiling_for(block: tir.Block):
     if i is None:
         return min(TILINGS, key=lambda t: (padded(j, t.tile_j), t.tile_i))
     return min(TILINGS, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
+
+
+def _fitting(tilings, elem_bytes: int, padded: bool, step_k: int, target) -> list:
+    """The ``tilings`` of which 2 pipeline stages fit the GPU's shared memory (the others are
+    no choice)."""
+    return [t for t in tilings if 2 * _stage_bytes(t, elem_bytes, padded, step_k) <= _shared_budget(target)]
+
+
+def _chosen_step_and_tiling(block: tir.Block, tilings, elem_bytes: int, padded: bool, step_k: int, tiling,
+                            target) -> tuple:
+    """``(step_k, tiling)`` as a tuner picked them (`schedule_choices.STEP_K`, then
+    `BLOCK_TILING`): the heuristic's first, then every other step of `STEP_K_CHOICES` some
+    tiling still fits with, and every other fitting tiling that divides I and J."""
+    steps = [step_k] + [k for k in STEP_K_CHOICES
+                        if k != step_k and _mma_tiling_for(block, _fitting(tilings, elem_bytes, padded, k, target))]
+    chosen_k = choose(STEP_K_CHOICE, steps)
+    fitting = _fitting(tilings, elem_bytes, padded, chosen_k, target)
+    first = tiling if chosen_k == step_k else _mma_tiling_for(block, fitting)
+    _, i, j = _extents(block)
+    others = [t for t in fitting if t != first and i % t.tile_i == 0 and j % t.tile_j == 0]
+    return chosen_k, choose(BLOCK_TILING, [first] + others)
 
 
 def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):

@@ -31,6 +31,7 @@ def default_rules(target) -> list:
     the elementwise stages are inlined into them (a padding into the shared-memory copy)."""
     if is_gpu(target):
         return [
+            DefaultScheduleChoices(),   # tvms's own: DLight's matmul schedules (tensor cores), their picks sampled
             MultiLevelTiling(structure="SSSRRSRS", tile_binds=["blockIdx.x", "vthread.x", "threadIdx.x"],
                              max_innermost_factor=64, vector_load_lens=[1, 2, 3, 4, 8, 16],
                              reuse_read={"req": "must", "levels": [4], "scope": "shared"},
