@@ -25,9 +25,10 @@ from tvmscript.ir import relax, tir
 from tvmscript.ir.tir_numpy import evaluate_on_arrays
 
 from .schedule_cpu.prepack import LAYOUT_FREE_ATTR, PackedLayout
+from .schedule_cpu.winograd import TRANSFORMS, WinogradWeights
 from .transform._common import call_tir_args, copy_module, is_call_tir, replace_fields, walk_relax
 
-__all__ = ["mark_layout_free", "pack_constants"]
+__all__ = ["mark_layout_free", "pack_constants", "pack_array", "gather_index"]
 
 
 def mark_layout_free(mod: ir.IRModule) -> ir.IRModule:
@@ -150,15 +151,38 @@ class _Packer:
             new_tuple = new[0]
         return replace_fields(call, args=[call.args[0], new_tuple] + list(call.args[2:]))
 
-    def constant(self, const: relax.Constant, layout: PackedLayout) -> relax.Constant:
-        index = gather_index(layout)
-        digest = hashlib.sha1(b"".join(np.ascontiguousarray(i).tobytes() for i in index)).hexdigest()
-        key = (id(const), layout.shape, digest)
+    def constant(self, const: relax.Constant, layout) -> relax.Constant:
+        key = (id(const), layout_key(layout))
         if key not in self.packed:
-            data = np.ascontiguousarray(np.asarray(const.data)[index])
+            data = pack_array(layout, const.data)
             self.packed[key] = relax.Constant(data, relax.tensor_sinfo(list(data.shape), str(data.dtype)))
             self.keep.append(const)
         return self.packed[key]
+
+
+def pack_array(layout, array) -> np.ndarray:
+    """``array`` in ``layout``: a `PackedLayout`'s elements gathered (`gather_index`), or a
+    Winograd convolution's weights transformed (`schedule_cpu.winograd.WinogradWeights`)."""
+    array = np.asarray(array)
+    if isinstance(layout, WinogradWeights):
+        return winograd_weights(array, layout)
+    return np.ascontiguousarray(array[gather_index(layout)])
+
+
+def layout_key(layout) -> tuple:
+    """What tells two layouts apart, for packing a constant once per layout."""
+    if isinstance(layout, WinogradWeights):
+        return ("winograd", layout.m, tuple(layout.shape))
+    index = gather_index(layout)
+    return (tuple(layout.shape), hashlib.sha1(b"".join(np.ascontiguousarray(i).tobytes() for i in index)).hexdigest())
+
+
+def winograd_weights(weight: np.ndarray, layout: WinogradWeights) -> np.ndarray:
+    """``U[e, f, c, k] = (G w[k, c] G^T)[e, f]``: a Winograd convolution's weight transform
+    (`schedule_cpu.winograd`), done once on the constant, in float64, instead of on every call."""
+    g = np.array([[float(v) for v in row] for row in TRANSFORMS[layout.m][1]])
+    u = np.einsum("ea,kcab,fb->efck", g, weight.astype(np.float64), g)
+    return np.ascontiguousarray(u.astype(weight.dtype))
 
 
 def gather_index(layout: PackedLayout) -> tuple:

@@ -66,13 +66,11 @@ class CPUArtifact:
         as the build packs a model's bound weights once (`compiler.prepack_constants`)."""
         if not self.packed:
             return list(args)
-        import numpy as np
-
-        from ..prepack_constants import gather_index
+        from ..prepack_constants import pack_array
 
         out = list(args)
         for index, layout in self.packed:
-            out[index] = np.ascontiguousarray(np.asarray(out[index])[gather_index(layout)])
+            out[index] = pack_array(layout, out[index])
         return out
 
     def load(self):

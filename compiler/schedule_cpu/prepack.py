@@ -182,6 +182,19 @@ def prepacked_panel(plan, base):
     return (lambda stmt: stmt), (ld.buffer, tir.BufferLoad(ld.dtype, buffer, index))
 
 
+def claim_whole(buffer: tir.Buffer, new: tir.Buffer, layout, signature: tuple) -> bool:
+    """Give the layout-free parameter ``buffer`` the layout ``layout`` (an object the build
+    packs with, `prepack_constants.pack_array`) as the buffer ``new``, when it is open to one
+    and has none yet; whether it did. The caller reads only ``new`` from then on: nothing reads
+    ``buffer`` through a forward map (a Winograd convolution's transformed weights,
+    `winograd`)."""
+    state = _current.get()
+    if state is None or state.frozen or buffer not in state.buffers or buffer in state.claimed:
+        return False
+    state.claimed[buffer] = (new, layout, None, signature)
+    return True
+
+
 def with_packed_params(func: tir.PrimFunc, body) -> tuple:
     """``(buffer_map, body, attrs)`` of the scheduled ``func`` with the layouts given: each
     packed parameter's new buffer, the reads left of the old one through its forward map,

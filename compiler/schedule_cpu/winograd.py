@@ -28,6 +28,11 @@ The convolution's stage is replaced by six stages:
 * ``unpack``: the convolution's output written from ``Y`` in its own layout, the tiles' extra
   rows and columns past the output left out.
 
+When the build binds the weights to a constant (a model's weights, `prepack`: the parameter
+is layout-free) and only the convolution reads them, the weight transform is not a stage: the
+parameter takes the layout of ``U`` (`WinogradWeights`), which the build computes once from the
+constant, as TVM folds ``conv2d_winograd_weight_transform`` into the constants.
+
 The transforms are written already scheduled (a parallel loop over rows of tiles, a vector
 loop over channels, the tile's arithmetic unrolled with its zero coefficients left out): the
 rules take only nests of one store, and the point of the transforms is to be cheap. The padding
@@ -59,9 +64,10 @@ from ..schedule.common import blocks_under
 from .analysis import affine, reduction_rhs
 from ..schedule_choices import ALGORITHM, choose
 from .inline import is_padding
+from .prepack import claim_whole
 
-__all__ = ["DIRECT", "WINOGRAD_2", "WINOGRAD_4", "ALGORITHMS", "TRANSFORMS", "Conv3x3", "match_conv3x3",
-           "winograd_convolutions"]
+__all__ = ["DIRECT", "WINOGRAD_2", "WINOGRAD_4", "ALGORITHMS", "TRANSFORMS", "Conv3x3", "WinogradWeights",
+           "match_conv3x3", "winograd_convolutions"]
 
 DIRECT = "direct"
 WINOGRAD_4 = "winograd_4x4"  # F(4x4, 3x3): 6x6 input tiles, 4x fewer multiplications
@@ -113,7 +119,7 @@ def winograd_convolutions(func: tir.PrimFunc, body):
         if algorithm == DIRECT:
             new_stages.append(stage)
             continue
-        built = _Builder(conv, _TILE[algorithm])
+        built = _Builder(conv, _TILE[algorithm], _weight_prepacked(conv, stages, _TILE[algorithm]))
         new_stages += built.stages()
         allocs += built.buffers()
         changed = True
@@ -209,10 +215,41 @@ def _const(e) -> Optional[int]:
 # ----------------------------------------------------------------------------- the stages
 
 
-class _Builder:
-    """Builds the stages for one convolution with tile size ``m`` (see the module docstring)."""
+@dataclasses.dataclass(frozen=True)
+class WinogradWeights:
+    """The layout a layout-free weight (one the build binds to a constant, `prepack`) takes in
+    a Winograd convolution: ``U = G w G^T`` per pair of channels, ``[m + 2, m + 2, C, K]``,
+    which the build computes once from the constant (`prepack_constants.pack_array`) instead
+    of the weight transform stage on every call."""
 
-    def __init__(self, conv: Conv3x3, m: int) -> None:
+    m: int
+    shape: tuple
+
+    def __repr__(self) -> str:  # as a scheduled function's attribute prints
+        return f"WinogradWeights(m={self.m}, shape={tuple(self.shape)})"
+
+
+def _weight_prepacked(conv: Conv3x3, stages: list, m: int) -> Optional[tir.Buffer]:
+    """The buffer of transformed weights that replaces ``conv``'s weight parameter when the
+    build binds it to a constant and nothing but the convolution reads it (`prepack.
+    claim_whole`), else None (the weight transform runs in the kernel)."""
+    readers = [r for stage in stages for r in blocks_under(stage) + ([stage] if isinstance(stage, tir.BlockRealize)
+                                                                        else [])
+               if any(region.buffer is conv.weight for region in r.block.reads)]
+    if readers != [conv.realize]:
+        return None
+    a = m + 2
+    shape = [tir.IntImm("int64", v) for v in (a, a, conv.c, conv.k)]
+    new = dataclasses.replace(conv.weight, shape=shape, strides=[])
+    layout = WinogradWeights(m, (a, a, conv.c, conv.k))
+    return new if claim_whole(conv.weight, new, layout, ("winograd", m)) else None
+
+
+class _Builder:
+    """Builds the stages for one convolution with tile size ``m`` (see the module docstring);
+    ``u``: the weights transformed already (a parameter, `WinogradWeights`), or None."""
+
+    def __init__(self, conv: Conv3x3, m: int, u: Optional[tir.Buffer] = None) -> None:
         self.conv, self.m, self.a = conv, m, m + 2
         self.bt, self.g, self.at = TRANSFORMS[m]
         self.idx = conv.realize.block.iter_vars[0].var.dtype  # the index type the function uses
@@ -222,7 +259,8 @@ class _Builder:
         name = conv.out.name
         self.d = self.buffer(f"{name}_wino_d", [conv.n, self.th * m + 2, self.tw * m + 2, conv.c])
         self.v = self.buffer(f"{name}_wino_v", [self.a, self.a, self.tiles, conv.c])
-        self.u = self.buffer(f"{name}_wino_u", [self.a, self.a, conv.c, conv.k])
+        self.prepacked = u is not None
+        self.u = u if u is not None else self.buffer(f"{name}_wino_u", [self.a, self.a, conv.c, conv.k])
         self.mm = self.buffer(f"{name}_wino_m", [self.a, self.a, self.tiles, conv.k])
         self.y = self.buffer(f"{name}_wino_y", [self.rows * m, self.tw * m, conv.k])
 
@@ -237,12 +275,13 @@ class _Builder:
 
     def buffers(self) -> list:
         """The buffers the stages allocate."""
-        return [self.d, self.v, self.u, self.mm, self.y]
+        return [self.d, self.v] + ([] if self.prepacked else [self.u]) + [self.mm, self.y]
 
     def stages(self) -> list:
         """The stages replacing the convolution's, in order (see the module docstring)."""
-        return [self.pack(), self.input_transform(), self.weight_transform(), self.batched_matmul(),
-                self.output_transform(), self.unpack()]
+        weights = [] if self.prepacked else [self.weight_transform()]
+        return [self.pack(), self.input_transform()] + weights + [self.batched_matmul(), self.output_transform(),
+                                                                  self.unpack()]
 
     # -- plain blocks (the rules schedule them)
 

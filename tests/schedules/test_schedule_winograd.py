@@ -144,3 +144,37 @@ def test_the_points_sampled_cover_the_winograd_kernels_register_tile():
         picked = with_choices(conv, {ALGORITHM: [1], TILE_SHAPE: [tile], ROWS: [points[ROWS][0] - 1]})
         y, want = run(picked, 1, 32, 32, 16, 16, 1, "y", seed=tile)
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_a_constant_weight_is_transformed_once_by_the_build(tmp_path):
+    """A model whose convolution weight is bound to a constant, tuned to Winograd's algorithm:
+    the kernel reads the weight already transformed (`WinogradWeights`, no weight-transform
+    stage), the build transforms the constant once, and the model computes the convolution."""
+    from tvmscript.compiler.meta_schedule.database import JSONDatabase, TuningRecord
+    from tvmscript.compiler.schedule import Schedule
+    from tvmscript.compiler.schedule_cpu.prepack import PACKED_LAYOUTS_ATTR
+    from tvmscript.compiler.schedule_cpu.winograd import WinogradWeights
+    from tvmscript.compiler.transform import BindParams
+
+    rng = np.random.default_rng(0)
+    wt, b = rng.standard_normal((16, 8, 3, 3)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
+    src = CONV.format(n=1, c=8, k=16, h=12, w=12, r=3, cg=8, s=1, p=1, d=1, g=1, dt="float32",
+                      epilogue="R.nn.relu(R.add(y, b))")
+    mod = BindParams("main", {"wt": wt, "b": b})(tvms.parse(src))
+    (name, task, _), = [t for t in ms.extract_tasks(mod, "llvm") if "conv2d" in t[0]]
+    scheduled = default_schedule(with_choices(task, {ALGORITHM: [ALGORITHMS.index(WINOGRAD_4)]}))
+    layouts = dict(scheduled.attrs[PACKED_LAYOUTS_ATTR])
+    assert list(layouts.values()) == [WinogradWeights(4, (6, 6, 8, 16))]
+    assert "wino_u_transform" not in scheduled.script() and "wino_v_transform" in scheduled.script()
+    # Through a tuning record, as `tvms compile --tuned` applies it.
+    sch = Schedule(tvms.IRModule({"main": task}))
+    sch.choose_cpu_schedule([[ALGORITHM, [ALGORITHMS.index(WINOGRAD_4)]]])
+    db = JSONDatabase(str(tmp_path))
+    db.commit_tuning_record(TuningRecord(sch.trace, db.commit_workload(tvms.IRModule({"main": task})), [1e-4], "llvm"))
+    ex = tvms.compile(mod, tuning_db=db)
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    got = tvms.relax.VirtualMachine(ex, tvms.cpu())["main"](tvms.nd.array(x)).numpy()
+    want = reference(x, wt, b, 1, "bias_relu")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    untuned = tvms.relax.VirtualMachine(tvms.compile(mod), tvms.cpu())["main"](tvms.nd.array(x)).numpy()
+    assert not np.array_equal(got, untuned)   # (the Winograd kernel ran: it rounds differently)
