@@ -6,6 +6,8 @@ order has; every other nest stays bit for bit the unscheduled kernel's."""
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,8 @@ import tvmscript as tvms
 from tvmscript import tir
 from tvmscript.compiler.schedule_cpu import default_schedule, vector_bytes
 from tvmscript.compiler.build_cpu import build_cpu
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 RNG = np.random.default_rng(11)
 LANES = vector_bytes() // 4
@@ -93,6 +97,6 @@ def test_the_seed_mlp_at_batch_one_runs_its_matrix_vector_products_as_dot_produc
     """After ReadTransposedInPlace, the MLP's matmuls read the weights in rows: dot products."""
     from tvmscript.compiler.transform.read_transposed import read_transposed_in_place
 
-    mod = read_transposed_in_place(tvms.load("samples/mlp_zero.tvms"))
+    mod = read_transposed_in_place(tvms.load(str(ROOT / "samples" / "mlp_zero.tvms")))
     funcs = [f for f in mod.functions.values() if isinstance(f, tir.PrimFunc)]
     assert len(funcs) == 2 and all(is_dot_product(f) for f in funcs)

@@ -244,6 +244,15 @@ def _cxx_flags() -> list:
 _pch_header: Optional[str] = None
 
 
+def _copied_shim() -> str:
+    """The shim's copy in the work folder (with the headers it includes)."""
+    header = os.path.join(_workdir(), "cuda_emulator_shim.h")
+    if not os.path.exists(header):
+        for included in (COUNTERS, PTX, SHIM):
+            shutil.copyfile(included, os.path.join(_workdir(), os.path.basename(included)))
+    return header
+
+
 def _precompiled_shim() -> str:
     """The shim to ``-include``: a copy in the work folder with its precompiled header beside it
     (built once per process; g++ then skips parsing the shim, half of a kernel's compile), or
@@ -251,14 +260,40 @@ def _precompiled_shim() -> str:
     compile's flags differ from the header's)."""
     global _pch_header
     if _pch_header is None:
-        header = os.path.join(_workdir(), "cuda_emulator_shim.h")
-        shutil.copyfile(SHIM, header)
-        for included in (COUNTERS, PTX):
-            shutil.copyfile(included, os.path.join(_workdir(), os.path.basename(included)))
+        header = _copied_shim()
         proc = subprocess.run(["g++", *_cxx_flags(), "-x", "c++-header", header, "-o", header + ".gch"],
                               capture_output=True, text=True)
         _pch_header = header if proc.returncode == 0 else SHIM
     return _pch_header
+
+
+_split: dict = {}          # extra flags -> (kernels' header, runtime object), or None: one unit
+
+
+def _split_build(extra_flags: tuple):
+    """The split build for ``extra_flags`` (see the shim's head): a header that -includes the
+    shim with TVMS_EMU_KERNELS, precompiled, and the runtime (TVMS_EMU_RUNTIME) compiled once
+    to an object every module links; None where g++ cannot, and each module is then one unit.
+    The runtime's functions are then compiled once per process instead of once per module,
+    two thirds of the g++ time of a small kernel."""
+    if extra_flags not in _split:
+        included = _copied_shim()
+        d = _workdir()
+        tag = hashlib.sha256(" ".join(extra_flags).encode()).hexdigest()[:12]
+        header = os.path.join(d, f"cuda_emulator_kernels_{tag}.h")
+        runtime_src = os.path.join(d, f"cuda_emulator_runtime_{tag}.cc")
+        runtime_obj = os.path.join(d, f"cuda_emulator_runtime_{tag}.o")
+        with open(header, "w") as f:
+            f.write(f'#define TVMS_EMU_KERNELS 1\n#include "{included}"\n')
+        with open(runtime_src, "w") as f:
+            f.write(f'#define TVMS_EMU_RUNTIME 1\n#include "{included}"\n')
+        ok = subprocess.run(["g++", *_cxx_flags(), *extra_flags, "-c", runtime_src, "-o", runtime_obj],
+                            capture_output=True, text=True).returncode == 0
+        if ok:  # a precompiled header is only a speed-up: g++ reads the header itself without it
+            subprocess.run(["g++", *_cxx_flags(), *extra_flags, "-x", "c++-header", header, "-o", header + ".gch"],
+                           capture_output=True, text=True)
+        _split[extra_flags] = (header, runtime_obj) if ok else None
+    return _split[extra_flags]
 
 
 def _compile(text: str, extra_flags=()) -> ctypes.CDLL:
@@ -274,10 +309,12 @@ def _compile(text: str, extra_flags=()) -> ctypes.CDLL:
         with open(src, "w") as f:
             f.write(text)
         obj = os.path.join(d, f"{key}.o")
-        cmd = ["g++", *_cxx_flags(), *extra_flags, "-include", _precompiled_shim(), "-x", "c++", "-c", src, "-o", obj]
+        split = _split_build(tuple(extra_flags))
+        include, objects = (split[0], [obj, split[1]]) if split else (_precompiled_shim(), [obj])
+        cmd = ["g++", *_cxx_flags(), *extra_flags, "-include", include, "-x", "c++", "-c", src, "-o", obj]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode == 0:
-            proc = subprocess.run(["g++", *LINK_FLAGS, obj, "-o", so], capture_output=True, text=True)
+            proc = subprocess.run(["g++", *LINK_FLAGS, *objects, "-o", so], capture_output=True, text=True)
         if proc.returncode != 0:
             log = proc.stderr
             raise EmulatorCompileError(f"g++ could not compile the CUDA C for the emulator:\n{log[:6000]}", log)

@@ -74,17 +74,18 @@ struct Group {  // one warp-level memory instruction
   unsigned long long signature;
 };
 
-static bool enabled = false;
-static unsigned long long totals[NFIELDS];
-static Site sites[kMaxSites];
-static unsigned seen[32][kMaxSites];  // executions per lane and site since the warp last stopped
-static bool in_window[kMaxSites];
-static unsigned seq[32];
-static std::vector<unsigned> touched;
-static std::vector<Access> pending;
-static unsigned long long history[kMaxThreads / 32][kHistory];  // signatures of recent loads, per warp
-static unsigned history_len[kMaxThreads / 32];
+TVMS_EMU_STATE bool enabled TVMS_EMU_INIT(= false);
+TVMS_EMU_STATE unsigned long long totals[NFIELDS];
+TVMS_EMU_STATE Site sites[kMaxSites];
+TVMS_EMU_STATE unsigned seen[32][kMaxSites];  // executions per lane and site since the warp last stopped
+TVMS_EMU_STATE bool in_window[kMaxSites];
+TVMS_EMU_STATE unsigned seq[32];
+TVMS_EMU_STATE std::vector<unsigned> touched;
+TVMS_EMU_STATE std::vector<Access> pending;
+TVMS_EMU_STATE unsigned long long history[kMaxThreads / 32][kHistory];  // signatures of recent loads, per warp
+TVMS_EMU_STATE unsigned history_len[kMaxThreads / 32];
 
+#ifndef TVMS_EMU_KERNELS
 static void begin_launch() {
   memset(totals, 0, sizeof totals);
   memset(history_len, 0, sizeof history_len);
@@ -96,6 +97,7 @@ static void begin_launch() {
   touched.clear();
   pending.clear();
 }
+#endif  // TVMS_EMU_KERNELS
 
 // The calling lane's count of earlier executions of `site` since its warp last stopped.
 static inline unsigned bump(unsigned site, SiteKind kind) {
@@ -148,6 +150,7 @@ static inline void mma(int site, int m, int n, int k, int precision) {
 }
 
 // Operations and MMAs of the sites executed since the warp last stopped.
+#ifndef TVMS_EMU_KERNELS
 static void flush_sites() {
   for (unsigned s : touched) {
     unsigned long long most = 0, sum = 0;
@@ -289,10 +292,11 @@ static void flush(unsigned base) {
   if (!shuffle) history_len[base / 32] = 0;
   memset(seq, 0, sizeof seq);
 }
+#endif  // TVMS_EMU_KERNELS
 
 // The blocks a launch runs (linear indices, sorted); empty: all of them. Counting a big grid
 // runs a sample and scales the totals (cuda_counters.py).
-static std::vector<unsigned long long> selected;
+TVMS_EMU_STATE std::vector<unsigned long long> selected;
 
 static inline bool skip_block(unsigned long long b) {
   return !selected.empty() && !std::binary_search(selected.begin(), selected.end(), b);
@@ -301,6 +305,7 @@ static inline bool skip_block(unsigned long long b) {
 }  // namespace counters
 }  // namespace tvms_emu
 
+#ifndef TVMS_EMU_KERNELS
 extern "C" {
 // Counting on (or off) for the next launches; each launch starts its totals from zero.
 __attribute__((visibility("default"))) void tvms_emu__trace(int enable) { tvms_emu::counters::enabled = enable != 0; }
@@ -316,6 +321,7 @@ __attribute__((visibility("default"))) void tvms_emu__select_blocks(const unsign
   std::sort(tvms_emu::counters::selected.begin(), tvms_emu::counters::selected.end());
 }
 }
+#endif  // TVMS_EMU_KERNELS
 
 template <typename T>
 static inline T* tvms_trace(int site, int flags, T* p) {

@@ -53,10 +53,13 @@ static inline bool in_shared(const void* p, size_t n) {
 
 // ---- ldmatrix
 
-static const unsigned char* ldmatrix_rows[kMaxThreads];  // the row address each lane gives
+TVMS_EMU_STATE const unsigned char* ldmatrix_rows[kMaxThreads];  // the row address each lane gives
 
 // The row address a lane gives, after the checks; null when nothing may be read there.
-static const unsigned char* checked_row(int line, const void* row) {
+#ifdef TVMS_EMU_KERNELS
+TVMS_EMU_FN const unsigned char* checked_row(int line, const void* row);
+#else
+TVMS_EMU_FN const unsigned char* checked_row(int line, const void* row) {
   char w[128];
   if (!in_shared(row, 16)) {
     where(w, sizeof w);
@@ -69,6 +72,7 @@ static const unsigned char* checked_row(int line, const void* row) {
   }
   return (const unsigned char*)row;
 }
+#endif  // TVMS_EMU_KERNELS
 
 static inline unsigned short b16_at(const unsigned char* row, unsigned element) {
   unsigned short v = 0xffff;  // a row that failed its checks
@@ -99,7 +103,7 @@ static void ldmatrix(int line, unsigned* dst, const void* row) {
 // ---- mma.sync
 
 enum InputKind { F16, BF16, TF32 };
-static unsigned mma_regs[kMaxThreads][6];  // each lane's A (4) and B (2) registers
+TVMS_EMU_STATE unsigned mma_regs[kMaxThreads][6];  // each lane's A (4) and B (2) registers
 
 static inline float f16_bits(unsigned short b) {
   half h;
@@ -138,7 +142,10 @@ static inline float b16_value(unsigned reg, unsigned half_index, InputKind kind)
 //   first); B register i holds rows 2t + 8i and +1, column g;
 // - tf32, k8: A register i holds row g + 8*(i&1), column t + 4*(i>>1); B register i, row t + 4i,
 //   column g.
-static void gather(unsigned base, InputKind kind, float a[16][16], float b[16][8]) {
+#ifdef TVMS_EMU_KERNELS
+TVMS_EMU_FN void gather(unsigned base, InputKind kind, float a[16][16], float b[16][8]);
+#else
+TVMS_EMU_FN void gather(unsigned base, InputKind kind, float a[16][16], float b[16][8]) {
   for (unsigned lane = 0; lane < 32; ++lane) {
     const unsigned* r = mma_regs[base + lane];
     unsigned g = lane >> 2, t = lane & 3u;
@@ -158,6 +165,7 @@ static void gather(unsigned base, InputKind kind, float a[16][16], float b[16][8
     }
   }
 }
+#endif  // TVMS_EMU_KERNELS
 
 // The lane's four accumulator elements of D = A * B + C: element i is at row g + 8*(i>>1),
 // column 2t + (i&1) (the same for f32 registers and for the halves of two f16x2 registers).
@@ -198,7 +206,7 @@ struct Pending {
   std::vector<Copy> open;                 // issued, not yet committed
   std::deque<std::vector<Copy>> groups;   // committed, oldest first
 };
-static Pending pending[kMaxThreads];
+TVMS_EMU_STATE Pending pending[kMaxThreads];
 
 static inline void perform(const std::vector<Copy>& copies) {
   for (const Copy& c : copies) {
@@ -210,7 +218,12 @@ static inline void perform(const std::vector<Copy>& copies) {
   }
 }
 
-static void cp_async(int line, void* dst, const void* src, unsigned bytes, bool pred) {
+#ifdef TVMS_EMU_KERNELS
+TVMS_EMU_FN void cp_async(int line, void* dst, const void* src, unsigned bytes, bool pred);
+TVMS_EMU_FN void commit_group();
+TVMS_EMU_FN void wait_group(unsigned n);
+#else
+TVMS_EMU_FN void cp_async(int line, void* dst, const void* src, unsigned bytes, bool pred) {
   char w[128];
   if (!in_shared(dst, bytes)) {
     where(w, sizeof w);
@@ -226,22 +239,24 @@ static void cp_async(int line, void* dst, const void* src, unsigned bytes, bool 
   pending[cur->lid].open.push_back({(unsigned char*)dst, (const unsigned char*)src, bytes, !pred});
 }
 
-static void commit_group() {
+TVMS_EMU_FN void commit_group() {
   Pending& p = pending[cur->lid];
   p.groups.push_back(std::move(p.open));
   p.open.clear();
 }
 
-static void wait_group(unsigned n) {
+TVMS_EMU_FN void wait_group(unsigned n) {
   Pending& p = pending[cur->lid];
   while (p.groups.size() > n) {
     perform(p.groups.front());
     p.groups.pop_front();
   }
 }
+#endif  // TVMS_EMU_KERNELS
 
 }  // namespace ptx
 
+#ifndef TVMS_EMU_KERNELS
 static void ptx_block_start() {
   for (unsigned i = 0; i < nthreads; ++i) {
     ptx::pending[i].open.clear();
@@ -258,6 +273,7 @@ static void ptx_block_end() {
     p.open.clear();
   }
 }
+#endif  // TVMS_EMU_KERNELS
 
 }  // namespace tvms_emu
 

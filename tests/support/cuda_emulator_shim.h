@@ -50,6 +50,26 @@
 #include <mutex>
 #include <type_traits>
 
+// One translation unit (the default): everything below is static, in the kernels' own unit.
+// Split (tests/support/cuda_emulator.py, where g++ can): the runtime (the fiber scheduler, the
+// launcher, the checks' bookkeeping, the counters' and cp.async's flushing) is compiled once
+// with TVMS_EMU_RUNTIME and linked into each module's shared object; the kernels' unit, with
+// TVMS_EMU_KERNELS, sees its state as hidden externs and its functions as declarations. Each
+// shared object still has its own copy of the state; only g++'s work per module shrinks.
+#if defined(TVMS_EMU_KERNELS)
+#define TVMS_EMU_STATE extern __attribute__((visibility("hidden")))
+#define TVMS_EMU_INIT(...)
+#define TVMS_EMU_FN __attribute__((visibility("hidden")))
+#elif defined(TVMS_EMU_RUNTIME)
+#define TVMS_EMU_STATE __attribute__((visibility("hidden")))
+#define TVMS_EMU_INIT(...) __VA_ARGS__
+#define TVMS_EMU_FN __attribute__((visibility("hidden")))
+#else
+#define TVMS_EMU_STATE static
+#define TVMS_EMU_INIT(...) __VA_ARGS__
+#define TVMS_EMU_FN static
+#endif
+
 // ----------------------------------------------------------------------------- qualifiers
 
 #define __global__
@@ -71,8 +91,8 @@ struct dim3 {
   unsigned x, y, z;
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
-static uint3 threadIdx, blockIdx;
-static dim3 blockDim, gridDim;
+TVMS_EMU_STATE uint3 threadIdx, blockIdx;
+TVMS_EMU_STATE dim3 blockDim, gridDim;
 static const int warpSize = 32;
 
 // ----------------------------------------------------------------------------- half, bfloat16
@@ -266,24 +286,24 @@ static const unsigned long long kCanary = 0x7476'6d73'6361'6e61ULL;
 
 // The fibers' stacks: one region per process (tvms_emu__alloc_stacks), which every module
 // compiled by tests/support/cuda_emulator.py uses in turn (tvms_emu__use_stacks; launches are serialized).
-static char* stack_base = nullptr;
-static size_t stack_bytes = 0;
+TVMS_EMU_STATE char* stack_base TVMS_EMU_INIT(= nullptr);
+TVMS_EMU_STATE size_t stack_bytes TVMS_EMU_INIT(= 0);
 
-static Fiber fibers[kMaxThreads];
-static unsigned nthreads = 0;
-static Fiber* cur = nullptr;
-static ucontext_t sched_ctx;
-static jmp_buf sched_jb;
-static void (*body_fn)(void**) = nullptr;
-static void** body_args = nullptr;
-static unsigned char slots[kMaxThreads * kSlotBytes];  // a shuffle's value per thread, as written
-static unsigned char snap[kMaxThreads * kSlotBytes];   // the same, copied when the shuffle opens
-static unsigned long long epoch_counter = 0;
-static std::mutex launch_mutex;
+TVMS_EMU_STATE Fiber fibers[kMaxThreads];
+TVMS_EMU_STATE unsigned nthreads TVMS_EMU_INIT(= 0);
+TVMS_EMU_STATE Fiber* cur TVMS_EMU_INIT(= nullptr);
+TVMS_EMU_STATE ucontext_t sched_ctx;
+TVMS_EMU_STATE jmp_buf sched_jb;
+TVMS_EMU_STATE void (*body_fn)(void**) TVMS_EMU_INIT(= nullptr);
+TVMS_EMU_STATE void** body_args TVMS_EMU_INIT(= nullptr);
+TVMS_EMU_STATE unsigned char slots[kMaxThreads * kSlotBytes];  // a shuffle's value per thread, as written
+TVMS_EMU_STATE unsigned char snap[kMaxThreads * kSlotBytes];   // the same, copied when the shuffle opens
+TVMS_EMU_STATE unsigned long long epoch_counter TVMS_EMU_INIT(= 0);
+TVMS_EMU_STATE std::mutex launch_mutex;
 
-static char errors[kMaxErrors][768];
-static int nerrors = 0;
-static int nerrors_total = 0;
+TVMS_EMU_STATE char errors[kMaxErrors][768];
+TVMS_EMU_STATE int nerrors TVMS_EMU_INIT(= 0);
+TVMS_EMU_STATE int nerrors_total TVMS_EMU_INIT(= 0);
 
 static inline void error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline void error(const char* fmt, ...) {
@@ -310,6 +330,7 @@ static inline void yield() {
   if (!_setjmp(cur->jb)) _longjmp(sched_jb, 1);
 }
 
+#ifndef TVMS_EMU_KERNELS
 // cuda_emulator_ptx.h: a block's threads start with no cp.async pending; the copies still
 // pending when the block ends are performed then.
 static void ptx_block_start();
@@ -342,6 +363,7 @@ static __attribute__((noinline)) void resume(Fiber* f) {
     swapcontext(&sched_ctx, &f->ctx);  // returns only by the _longjmp above
   }
 }
+#endif  // TVMS_EMU_KERNELS
 
 static inline void syncthreads(int line) {
   cur->state = AT_BARRIER;
@@ -405,6 +427,7 @@ static inline T shuffle(int line, ShuffleKind kind, unsigned mask, T var, int ar
 
 static inline void syncwarp(int line, unsigned mask = 0xffffffffu) { shuffle(line, SYNCWARP, mask, 0, 0, 32); }
 
+#ifndef TVMS_EMU_KERNELS
 static void restart_fibers() {
   for (unsigned i = 0; i < kMaxThreads; ++i) fibers[i].started = false;
 }
@@ -485,6 +508,7 @@ static bool open_shuffle(unsigned base, bool* opened) {
   }
   return true;
 }
+#endif  // TVMS_EMU_KERNELS
 
 }  // namespace tvms_emu
 #include "cuda_emulator_counters.h"
@@ -497,11 +521,12 @@ static __attribute__((section("tvms_shared"), used)) char shared_anchor[16];
 
 static const size_t kDynSmemCapacity = 256 * 1024;
 static const size_t kDynSmemGuard = 4096;
-static __attribute__((aligned(128))) unsigned char dyn_smem[kDynSmemCapacity + kDynSmemGuard];
-static size_t dyn_smem_bytes = 0;
-static bool reverse_odd_blocks = true;
-static bool poison_shared = true;
+TVMS_EMU_STATE __attribute__((aligned(128))) unsigned char dyn_smem[kDynSmemCapacity + kDynSmemGuard];
+TVMS_EMU_STATE size_t dyn_smem_bytes TVMS_EMU_INIT(= 0);
+TVMS_EMU_STATE bool reverse_odd_blocks TVMS_EMU_INIT(= true);
+TVMS_EMU_STATE bool poison_shared TVMS_EMU_INIT(= true);
 
+#ifndef TVMS_EMU_KERNELS
 // Runs one block; false when the launch must stop (an error that leaves threads stuck).
 static bool run_block(bool reverse) {
   for (unsigned i = 0; i < nthreads; ++i) {
@@ -577,7 +602,7 @@ static void poison() {
   memset(dyn_smem, 0xff, dyn_smem_bytes + kDynSmemGuard);
 }
 
-static void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args,
+TVMS_EMU_FN void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args,
                    void (*fn)(void**)) {
   std::lock_guard<std::mutex> guard(launch_mutex);
   nerrors = 0;
@@ -632,6 +657,10 @@ static void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned 
         if (!ok || nerrors_total) return;  // the first block with a problem is enough
       }
 }
+#else
+TVMS_EMU_FN void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args,
+                        void (*fn)(void**));
+#endif  // TVMS_EMU_KERNELS
 
 // UBSan handlers (-fsanitize=bounds,alignment), defined here so that no sanitizer runtime is needed.
 struct SourceLocation { const char* file; unsigned line, column; };
@@ -644,6 +673,7 @@ struct TypeMismatchData { SourceLocation loc; const TypeDescriptor* type; unsign
 // `extern __shared__ T name[];` in a kernel becomes `T* const name = (T*)tvms_emu__dynamic_smem;`.
 static unsigned char* const tvms_emu__dynamic_smem = tvms_emu::dyn_smem;
 
+#ifndef TVMS_EMU_KERNELS
 extern "C" {
 __attribute__((visibility("default"))) int tvms_emu__errors(char* out, int n) {
   using namespace tvms_emu;
@@ -701,6 +731,7 @@ __attribute__((visibility("hidden"))) void __ubsan_handle_type_mismatch_v1_abort
   __ubsan_handle_type_mismatch_v1(d, ptr);
 }
 }
+#endif  // TVMS_EMU_KERNELS
 
 #define __syncthreads() ::tvms_emu::syncthreads(__LINE__)
 namespace tvms_emu {
