@@ -181,7 +181,8 @@ def winograd_weights(weight: np.ndarray, layout: WinogradWeights) -> np.ndarray:
     """``U[e, f, c, k] = (G w[k, c] G^T)[e, f]``: a Winograd convolution's weight transform
     (`schedule_cpu.winograd`), done once on the constant, in float64, instead of on every call."""
     g = np.array([[float(v) for v in row] for row in TRANSFORMS[layout.m][1]])
-    u = np.einsum("ea,kcab,fb->efck", g, weight.astype(np.float64), g)
+    axes = layout.weight_axes.replace("y", "a").replace("x", "b")   # (kcyx -> kcab, yxck -> abck)
+    u = np.einsum(f"ea,{axes},fb->efck", g, weight.astype(np.float64), g)
     return np.ascontiguousarray(u.astype(weight.dtype))
 
 

@@ -46,9 +46,10 @@ the default schedule's (`compiler.meta_schedule`), as TVM applies ``conv2d_winog
 when tuning or its op strategy asks for it.
 
 Matched: a float32 block ``out[n, k, y, x] += data[n, c, y + ry, x + rx] * w[k, c, ry, rx]``
-with an init of zero, ``ry`` and ``rx`` over 0..2, every extent constant (the legalized
-``R.nn.conv2d`` of stride 1 and dilation 1, NCHW and OIHW, no groups), at the function's top
-level."""
+with an init of zero, ``ry`` and ``rx`` over 0..2, every extent constant, the axes of each
+buffer in any order (the legalized ``R.nn.conv2d`` of stride 1 and dilation 1, no groups, NCHW
+and OIHW, or NHWC and HWIO as the CPU build lays out a model's convolutions), at the
+function's top level."""
 
 from __future__ import annotations
 
@@ -91,17 +92,29 @@ _TILE = {WINOGRAD_4: 4, WINOGRAD_2: 2}
 
 @dataclasses.dataclass
 class Conv3x3:
-    """A matched convolution block (see the module docstring) and its sizes."""
+    """A matched convolution block (see the module docstring) and its sizes. The layouts say
+    which axis of each buffer is which, one letter per axis: ``n`` batch, ``c`` input channel,
+    ``k`` output channel, ``y`` and ``x`` rows and columns (of the window, in the weights):
+    ``"ncyx"`` / ``"kcyx"`` / ``"nkyx"`` for NCHW and OIHW, ``"nyxc"`` / ``"yxck"`` / ``"nyxk"``
+    for NHWC and HWIO (the CPU build's layout for models)."""
 
     realize: tir.BlockRealize
-    out: tir.Buffer  # [N, K, OH, OW]
-    data: tir.Buffer  # [N, C, IH, IW], padded already
-    weight: tir.Buffer  # [K, C, 3, 3]
+    out: tir.Buffer  # [N, K, OH, OW] in out_axes' order
+    data: tir.Buffer  # [N, C, IH, IW] in data_axes' order, padded already
+    weight: tir.Buffer  # [K, C, 3, 3] in weight_axes' order
     n: int
     k: int
     oh: int
     ow: int
     c: int
+    data_axes: str = "ncyx"
+    weight_axes: str = "kcyx"
+    out_axes: str = "nkyx"
+
+
+def _at(axes: str, **index) -> list:
+    """Indices in the order ``axes`` names them (`Conv3x3`), from one per letter."""
+    return [index[a] for a in axes]
 
 
 def winograd_convolutions(func: tir.PrimFunc, body):
@@ -156,56 +169,74 @@ def match_conv3x3(realize: tir.BlockRealize) -> Optional[Conv3x3]:
     init = block.init
     if not (isinstance(init, tir.BufferStore) and isinstance(init.value, tir.FloatImm) and init.value.value == 0.0):
         return None
-    spatial = [iv for iv in block.iter_vars if iv.kind == "S"]
-    reduce = [iv for iv in block.iter_vars if iv.kind == "R"]
+    spatial = [iv.var for iv in block.iter_vars if iv.kind == "S"]
+    reduce = [iv.var for iv in block.iter_vars if iv.kind == "R"]
     if len(spatial) != 4 or len(reduce) != 3 or len(block.iter_vars) != 7:
         return None
     if any(not isinstance(iv.dom.min, tir.IntImm) or iv.dom.min.value != 0 or not isinstance(iv.dom.extent, tir.IntImm)
            for iv in block.iter_vars):
         return None
-    if len(store.indices) != 4 or not all(a is b.var for a, b in zip(store.indices, spatial)):
+    if len(store.indices) != 4 or not all(isinstance(i, tir.Var) and i in spatial for i in store.indices) \
+            or len(set(store.indices)) != 4:
         return None
     rhs = reduction_rhs(store)
     if not isinstance(store.value, tir.Add) or not isinstance(rhs, tir.Mul):
         return None
     loads = [rhs.a, rhs.b]
-    if not all(isinstance(ld, tir.BufferLoad) and ld.dtype == "float32" for ld in loads):
+    if not all(isinstance(ld, tir.BufferLoad) and ld.dtype == "float32" and len(ld.indices) == 4 for ld in loads):
         return None
-    vn, vk, vy, vx = (iv.var for iv in spatial)
+    ext = {iv.var: iv.dom.extent.value for iv in block.iter_vars}
     for data, weight in (loads, loads[::-1]):
-        roles = _conv_roles(data, weight, (vn, vk, vy, vx), [iv.var for iv in reduce])
+        roles = _conv_roles(data, weight, spatial, reduce)
         if roles is None:
             continue
-        vc, vry, vrx = roles
-        ext = {iv.var: iv.dom.extent.value for iv in block.iter_vars}
-        if ext[vry] != 3 or ext[vrx] != 3:
+        var, data_axes, weight_axes = roles
+        if ext[var["ry"]] != 3 or ext[var["rx"]] != 3:
             return None
-        n, c, ih, iw = (_const(d) for d in data.buffer.shape)
-        if None in (n, c, ih, iw) or len(weight.buffer.shape) != 4:
+        out_axes = "".join(next(r for r in "nkyx" if var[r] is i) for i in store.indices)
+        shape = dict(zip(data_axes, (_const(d) for d in data.buffer.shape)))
+        if None in shape.values() or shape["y"] < ext[var["y"]] + 2 or shape["x"] < ext[var["x"]] + 2 \
+                or shape["c"] != ext[var["c"]] or shape["n"] != ext[var["n"]]:
             return None
-        if ih < ext[vy] + 2 or iw < ext[vx] + 2 or c != ext[vc] or n != ext[vn]:
-            return None
-        return Conv3x3(realize, store.buffer, data.buffer, weight.buffer, ext[vn], ext[vk], ext[vy], ext[vx], ext[vc])
+        return Conv3x3(realize, store.buffer, data.buffer, weight.buffer, ext[var["n"]], ext[var["k"]], ext[var["y"]],
+                       ext[var["x"]], ext[var["c"]], data_axes, weight_axes, out_axes)
     return None
 
 
-def _conv_roles(data: tir.BufferLoad, weight: tir.BufferLoad, spatial, reduce) -> Optional[tuple]:
-    """``(c, ry, rx)``, the reduce iterators' roles, when ``data`` is read at ``[n, c, y + ry,
-    x + rx]`` and ``weight`` at ``[k, c, ry, rx]``; else None."""
-    vn, vk, vy, vx = spatial
-    if len(data.indices) != 4 or len(weight.indices) != 4:
+def _conv_roles(data: tir.BufferLoad, weight: tir.BufferLoad, spatial: list, reduce: list) -> Optional[tuple]:
+    """``(iterators by role, data axes, weight axes)`` when ``data`` is read at ``n``, ``c``,
+    ``y + ry`` and ``x + rx`` (in some order, rows before columns) and ``weight`` at ``k``,
+    ``c``, ``ry`` and ``rx`` (in some order), every index one iterator or a window's sum of
+    two; else None. Roles: ``n``, ``k``, ``y``, ``x`` (spatial), ``c``, ``ry``, ``rx`` (reduce)."""
+    var, data_axes = {}, ""
+    for index in data.indices:
+        if isinstance(index, tir.Var) and index in spatial and "n" not in var:
+            var["n"], data_axes = index, data_axes + "n"
+        elif isinstance(index, tir.Var) and index in reduce and "c" not in var:
+            var["c"], data_axes = index, data_axes + "c"
+        else:
+            terms = affine(index)
+            pair = [v for v in (terms or {}) if v is not None and terms[v] == 1]
+            if terms is None or terms.get(None) != 0 or len(terms) != 3 or len(pair) != 2:
+                return None
+            s_var = next((v for v in pair if v in spatial), None)
+            r_var = next((v for v in pair if v in reduce), None)
+            role = "y" if "y" not in var else "x"
+            if s_var is None or r_var is None or role in var:
+                return None
+            var[role], var["r" + role], data_axes = s_var, r_var, data_axes + role
+    if sorted(data_axes) != sorted("ncyx"):
         return None
-    wk, wc, wry, wrx = weight.indices
-    if wk is not vk or not all(isinstance(v, tir.Var) and v in reduce for v in (wc, wry, wrx)):
+    rest = [v for v in spatial if v not in (var["n"], var["y"], var["x"])]
+    if len(rest) != 1:
         return None
-    if len({wc, wry, wrx}) != 3:
+    var["k"] = rest[0]
+    by_var = {id(var[r]): r for r in ("k", "c", "ry", "rx")}
+    weight_roles = [by_var.get(id(i)) if isinstance(i, tir.Var) else None for i in weight.indices]
+    if sorted(map(str, weight_roles)) != sorted(["k", "c", "ry", "rx"]):
         return None
-    dn, dc, dy, dx = data.indices
-    if dn is not vn or dc is not wc:
-        return None
-    if affine(dy) != {vy: 1, wry: 1, None: 0} or affine(dx) != {vx: 1, wrx: 1, None: 0}:
-        return None
-    return wc, wry, wrx
+    weight_axes = "".join({"ry": "y", "rx": "x"}.get(r, r) for r in weight_roles)
+    return var, data_axes, weight_axes
 
 
 def _const(e) -> Optional[int]:
@@ -224,9 +255,10 @@ class WinogradWeights:
 
     m: int
     shape: tuple
+    weight_axes: str = "kcyx"  # the constant's layout (`Conv3x3.weight_axes`): OIHW, or HWIO
 
     def __repr__(self) -> str:  # as a scheduled function's attribute prints
-        return f"WinogradWeights(m={self.m}, shape={tuple(self.shape)})"
+        return f"WinogradWeights(m={self.m}, shape={tuple(self.shape)}, weight_axes={self.weight_axes!r})"
 
 
 def _weight_prepacked(conv: Conv3x3, stages: list, m: int) -> Optional[tir.Buffer]:
@@ -241,7 +273,7 @@ def _weight_prepacked(conv: Conv3x3, stages: list, m: int) -> Optional[tir.Buffe
     a = m + 2
     shape = [tir.IntImm("int64", v) for v in (a, a, conv.c, conv.k)]
     new = dataclasses.replace(conv.weight, shape=shape, strides=[])
-    layout = WinogradWeights(m, (a, a, conv.c, conv.k))
+    layout = WinogradWeights(m, (a, a, conv.c, conv.k), conv.weight_axes)
     return new if claim_whole(conv.weight, new, layout, ("winograd", m)) else None
 
 
@@ -302,14 +334,14 @@ class _Builder:
         return stmt
 
     def pack(self) -> tir.Stmt:
-        """``d[n, i, j, c] = data[n, c, i, j]``, zero past the data's end."""
+        """``d[n, i, j, c] = data[n, c, i, j]`` (NHWC: a copy), zero past the data's end."""
         conv, d = self.conv, self.d
-        ih, iw = (_const(s) for s in conv.data.shape[2:])
+        ih, iw = (_const(conv.data.shape[conv.data_axes.index(a)]) for a in "yx")
         hp, wp = (_const(s) for s in d.shape[1:3])
 
         def make(v):
             n, i, j, c = v
-            value = tir.BufferLoad("float32", conv.data, [n, c, i, j])
+            value = tir.BufferLoad("float32", conv.data, _at(conv.data_axes, n=n, c=c, y=i, x=j))
             conds = ([i < self.i(ih)] if hp > ih else []) + ([j < self.i(iw)] if wp > iw else [])
             if conds:
                 cond = conds[0] if len(conds) == 1 else tir.And("bool", conds[0], conds[1])
@@ -334,14 +366,17 @@ class _Builder:
                                make, init)
 
     def unpack(self) -> tir.Stmt:
-        """``out[n, k, y, x] = Y[n * rows + y, x, k]``."""
+        """``out[n, k, y, x] = Y[n * rows + y, x, k]`` (NHWC: a copy), looping in ``out``'s
+        order."""
         conv, y = self.conv, self.y
+        axes = conv.out_axes
+        extents = _at(axes, n=conv.n, k=conv.k, y=conv.oh, x=conv.ow)
 
         def make(it):
-            n, k, yy, xx = it
-            row = tir.Add(self.idx, tir.Mul(self.idx, n, self.i(self.th * self.m)), yy)
-            return tir.BufferStore(conv.out, tir.BufferLoad("float32", y, [row, xx, k]), [n, k, yy, xx])
-        return self.block_nest(f"{conv.out.name}_wino_unpack", "nkyx", [conv.n, conv.k, conv.oh, conv.ow], "SSSS", make)
+            v = dict(zip(axes, it))
+            row = tir.Add(self.idx, tir.Mul(self.idx, v["n"], self.i(self.th * self.m)), v["y"])
+            return tir.BufferStore(conv.out, tir.BufferLoad("float32", y, [row, v["x"], v["k"]]), list(it))
+        return self.block_nest(f"{conv.out.name}_wino_unpack", axes, extents, "SSSS", make)
 
     # -- the transforms, scheduled here (see the module docstring)
 
@@ -371,7 +406,8 @@ class _Builder:
         conv, u = self.conv, self.u
 
         def body(c, _s, k):
-            g = [[tir.BufferLoad("float32", conv.weight, [k, c, self.i(a), self.i(b)]) for b in range(3)]
+            g = [[tir.BufferLoad("float32", conv.weight, _at(conv.weight_axes, k=k, c=c, y=self.i(a), x=self.i(b)))
+                  for b in range(3)]
                  for a in range(3)]
             return _transform2d("g", self.g, g, self.g, lambda e, f: [self.i(e), self.i(f), c, k], u)
         return self.transform_stage(f"{u.name}_transform", conv.c, None, conv.k, body)

@@ -37,10 +37,30 @@ class Module:
 '''
 
 
+# The layout the CPU build gives a model's convolutions: NHWC data, HWIO weights.
+CONV_NHWC = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({n}, {h}, {w}, {c}), "float32"), wt: R.Tensor((3, 3, {c}, {k}), "float32"),
+             b: R.Tensor((1, 1, 1, {k}), "float32")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, wt, padding=[{p}, {p}, {p}, {p}], data_layout="NHWC", kernel_layout="HWIO")
+            z = {epilogue}
+            R.output(z)
+        return z
+'''
+EPILOGUES = {"y": "y", "bias_relu": "R.nn.relu(R.add(y, b))"}
+
+
+def nhwc_module(n, c, k, h, w, p, epilogue):
+    return tvms.parse(CONV_NHWC.format(n=n, c=c, k=k, h=h, w=w, p=p, epilogue=EPILOGUES[epilogue]))
+
+
 def conv_task(n=1, c=8, k=8, h=12, w=12, r=3, s=1, p=1, d=1, g=1, dt="float32", epilogue="y"):
     """The kernel the build compiles for a conv2d (and its epilogue) on x (n, c, h, w)."""
     src = CONV.format(n=n, c=c, k=k, h=h, w=w, r=r, cg=c // g, s=s, p=p, d=d, g=g, dt=dt,
-                      epilogue={"y": "y", "bias_relu": "R.nn.relu(R.add(y, b))"}[epilogue])
+                      epilogue=EPILOGUES[epilogue])
     tasks = ms.extract_tasks(tvms.parse(src), "llvm")
     (conv,) = [f for name, f, _ in tasks if "conv2d" in name]
     return conv
@@ -109,6 +129,26 @@ def test_a_winograd_convolution_computes_the_convolution(algorithm, n, c, k, h, 
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("algorithm", [WINOGRAD_4, WINOGRAD_2])
+@pytest.mark.parametrize("n,c,k,h,w,p,epilogue", [(1, 16, 8, 12, 12, 1, "bias_relu"), (2, 3, 5, 7, 9, 1, "y")])
+def test_an_nhwc_convolution_with_hwio_weights(algorithm, n, c, k, h, w, p, epilogue):
+    """The CPU build's layout for models (NHWC data, HWIO weights): the same rewrite, each
+    buffer read and written along its own axes."""
+    (conv,) = [f for name, f, _ in ms.extract_tasks(nhwc_module(n, c, k, h, w, p, epilogue), "llvm")
+               if "conv2d" in name]
+    assert choice_points(conv)[ALGORITHM] == [len(ALGORITHMS)]
+    picked = with_choices(conv, {ALGORITHM: [ALGORITHMS.index(algorithm)]})
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    wt = rng.standard_normal((3, 3, c, k)).astype(np.float32)
+    b = rng.standard_normal((1, 1, 1, k)).astype(np.float32)
+    want = reference(x.transpose(0, 3, 1, 2), wt.transpose(3, 2, 0, 1), b.transpose(0, 3, 1, 2), p, epilogue)
+    want = want.transpose(0, 2, 3, 1)
+    y = np.zeros(want.shape, np.float32)
+    tvms.compile(tvms.IRModule({"main": picked}))["main"](*([x, wt, b, y] if epilogue == "bias_relu" else [x, wt, y]))
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
 def test_the_padding_stage_is_inlined_into_the_packing():
     picked = with_choices(conv_task(), {ALGORITHM: [ALGORITHMS.index(WINOGRAD_4)]})
     text = default_schedule(picked).script()
@@ -146,7 +186,8 @@ def test_the_points_sampled_cover_the_winograd_kernels_register_tile():
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-def test_a_constant_weight_is_transformed_once_by_the_build(tmp_path):
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_a_constant_weight_is_transformed_once_by_the_build(tmp_path, layout):
     """A model whose convolution weight is bound to a constant, tuned to Winograd's algorithm:
     the kernel reads the weight already transformed (`WinogradWeights`, no weight-transform
     stage), the build transforms the constant once, and the model computes the convolution."""
@@ -158,13 +199,18 @@ def test_a_constant_weight_is_transformed_once_by_the_build(tmp_path):
 
     rng = np.random.default_rng(0)
     wt, b = rng.standard_normal((16, 8, 3, 3)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
-    src = CONV.format(n=1, c=8, k=16, h=12, w=12, r=3, cg=8, s=1, p=1, d=1, g=1, dt="float32",
-                      epilogue="R.nn.relu(R.add(y, b))")
-    mod = BindParams("main", {"wt": wt, "b": b})(tvms.parse(src))
+    if layout == "NCHW":
+        src = tvms.parse(CONV.format(n=1, c=8, k=16, h=12, w=12, r=3, cg=8, s=1, p=1, d=1, g=1, dt="float32",
+                                     epilogue=EPILOGUES["bias_relu"]))
+        mod = BindParams("main", {"wt": wt, "b": b})(src)
+    else:
+        mod = BindParams("main", {"wt": wt.transpose(2, 3, 1, 0), "b": b.transpose(0, 2, 3, 1)})(
+            nhwc_module(1, 8, 16, 12, 12, 1, "bias_relu"))
     (name, task, _), = [t for t in ms.extract_tasks(mod, "llvm") if "conv2d" in t[0]]
     scheduled = default_schedule(with_choices(task, {ALGORITHM: [ALGORITHMS.index(WINOGRAD_4)]}))
     layouts = dict(scheduled.attrs[PACKED_LAYOUTS_ATTR])
-    assert list(layouts.values()) == [WinogradWeights(4, (6, 6, 8, 16))]
+    axes = "kcyx" if layout == "NCHW" else "yxck"
+    assert list(layouts.values()) == [WinogradWeights(4, (6, 6, 8, 16), axes)]
     assert "wino_u_transform" not in scheduled.script() and "wino_v_transform" in scheduled.script()
     # Through a tuning record, as `tvms compile --tuned` applies it.
     sch = Schedule(tvms.IRModule({"main": task}))
@@ -173,8 +219,10 @@ def test_a_constant_weight_is_transformed_once_by_the_build(tmp_path):
     db.commit_tuning_record(TuningRecord(sch.trace, db.commit_workload(tvms.IRModule({"main": task})), [1e-4], "llvm"))
     ex = tvms.compile(mod, tuning_db=db)
     x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
-    got = tvms.relax.VirtualMachine(ex, tvms.cpu())["main"](tvms.nd.array(x)).numpy()
+    xin = x if layout == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    got = tvms.relax.VirtualMachine(ex, tvms.cpu())["main"](tvms.nd.array(xin)).numpy()
     want = reference(x, wt, b, 1, "bias_relu")
+    want = want if layout == "NCHW" else want.transpose(0, 2, 3, 1)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
-    untuned = tvms.relax.VirtualMachine(tvms.compile(mod), tvms.cpu())["main"](tvms.nd.array(x)).numpy()
+    untuned = tvms.relax.VirtualMachine(tvms.compile(mod), tvms.cpu())["main"](tvms.nd.array(xin)).numpy()
     assert not np.array_equal(got, untuned)   # (the Winograd kernel ran: it rounds differently)
