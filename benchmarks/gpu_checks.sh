@@ -12,7 +12,9 @@
 #                default schedules pick from
 #   cuda.log     benchmarks/cuda.py: kernels against cuBLAS and PyTorch, beside their estimates
 #   pytest.log   pytest -m cuda: the tests that need a GPU
-# Limits (seconds) from T_MODELS, T_TILINGS, T_CUDA, T_PYTEST. Needs pycuda and a GPU
+#   tune.log     benchmarks/tune.py --only gpu: the tuning issue's GPU goals (fp16 and fp32
+#                4096^3 matmuls tuned, against cuBLAS; GPU_TRIALS candidates each, default 48)
+# Limits (seconds) from T_MODELS, T_TILINGS, T_CUDA, T_PYTEST, T_TUNE. Needs pycuda and a GPU
 # (pip install -e ".[cuda,test]"); without them each script says what is missing.
 set -u
 cd "$(dirname "$0")/.."
@@ -38,4 +40,6 @@ step cuda "${T_CUDA:-100}" python3 benchmarks/cuda.py
 head -12 "$LOGS/cuda.log"
 step pytest "${T_PYTEST:-190}" python3 -m pytest -v -m cuda -n 8 -p no:cacheprovider --tb=short -rfE tests
 grep -E "^(FAILED|ERROR)|passed|failed|skipped" "$LOGS/pytest.log" | tail -15
+step tune "${T_TUNE:-240}" python3 benchmarks/tune.py --only gpu --gpu-trials "${GPU_TRIALS:-48}"
+cat "$LOGS/tune.log"
 echo "== done ($((SECONDS - start)) s)"

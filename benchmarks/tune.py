@@ -1,7 +1,7 @@
-"""Auto-tuning (``tvms.meta_schedule.tune_tir``) on the CPU: what tuning buys, beside the
-references, as ratios from one run.
+"""Auto-tuning (``tvms.meta_schedule.tune_tir``): what tuning buys, beside the references, as
+ratios from one run.
 
-    python benchmarks/tune.py [--only matmul,conv,resnet,throughput,dask] [--trials 200]
+    python benchmarks/tune.py [--only matmul,conv,resnet,throughput,dask,gpu] [--trials 200]
                               [--resnet-trials 600] [--work-dir DIR] [--rounds 5]
 
 Rows (the tuning issue's goals):
@@ -18,7 +18,10 @@ Rows (the tuning issue's goals):
   start-up included, in ``tune_tir``'s default batches of 32: goal >= 4 on 2 cores;
 * ``dask``: the same small matmul tuned on a Dask LocalCluster of 2 worker processes and with
   the local runner, same seed: the best schedule each found, timed side by side (needs
-  ``distributed``).
+  ``distributed``);
+* ``gpu``: fp16 and fp32 ``--gpu-n``^3 matmuls tuned for ``cuda`` (``--gpu-trials`` each),
+  against cuBLAS (``torch.matmul``, TF32 off): goals >= 0.90x and >= 0.85x its TFLOP/s (needs
+  a GPU, pycuda and PyTorch; ``benchmarks/gpu_checks.sh`` runs it).
 
 The tuned and untuned builds are timed in alternating rounds (`_timing.interleaved`), the
 best of the rounds' medians, so that load from other processes hits both alike. Each tuning
@@ -60,10 +63,10 @@ def report_row(name: str, ours: str, reference: str, ratio: float, goal: str, me
     print(f"{name:<34} {ours:>16} {reference:>22} {ratio:8.2f}x  {goal:<22} {'yes' if met else 'NO'}", flush=True)
 
 
-def tuned(mod, work_dir: str, trials: int, **kwargs):
+def tuned(mod, work_dir: str, trials: int, target: str = "llvm", **kwargs):
     """``mod`` tuned for ``trials`` candidates into ``work_dir``; the database and seconds."""
     t0 = time.perf_counter()
-    db = ms.tune_tir(mod, "llvm", work_dir, trials, **kwargs)
+    db = ms.tune_tir(mod, target, work_dir, trials, **kwargs)
     return db, time.perf_counter() - t0
 
 
@@ -182,8 +185,62 @@ def bench_dask(args, work_dir: str) -> None:
     print(f"dask: 32 trials in {dask_s:.0f} s, local: {local_s:.0f} s")
 
 
+GPU_MATMUL = '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def mm(A: T.Buffer(({n}, {n}), "{dt}"), B: T.Buffer(({n}, {n}), "{dt}"), C: T.Buffer(({n}, {n}), "{dt}")):
+        T.func_attr({{"tir.noalias": True}})
+        for i, j, k in T.grid({n}, {n}, {n}):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.{dt}(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+
+def bench_gpu(args, work_dir: str) -> None:
+    """The GPU goals: fp16 and fp32 n^3 matmuls tuned for ``--gpu-trials`` candidates each
+    (DLight's tensor-core and CUDA-core schedules with their picks sampled, and the generic
+    rules), against ``torch.matmul`` (cuBLAS, TF32 off), GPU time by CUDA events."""
+    from tvmscript.runtime.cuda import unavailable_reason
+
+    reason = unavailable_reason(0)
+    if reason:
+        print(f"gpu: needs a GPU ({reason})")
+        return
+    try:
+        import torch
+    except ImportError:
+        print("gpu: compares with PyTorch's cuBLAS: pip install torch")
+        return
+    from _gpu import gpu_time
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n, dev = args.gpu_n, tvms.cuda(0)
+    for dt, goal in (("float16", 0.90), ("float32", 0.85)):
+        mod = tvms.parse(GPU_MATMUL.format(n=n, dt=dt))
+        db, secs = tuned(mod, os.path.join(work_dir, dt), args.gpu_trials, target="cuda")
+        kernels = [tvms.compile(mod, target="cuda", tuning_db=db)["mm"], tvms.compile(mod, target="cuda")["mm"]]
+        rng = np.random.default_rng(0)
+        a, b = ((rng.standard_normal((n, n)) / 8).astype(dt) for _ in range(2))
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        ga, gb, gc = (tvms.nd.array(x, dev) for x in (a, b, np.zeros((n, n), dt)))
+        ref = (ta @ tb).float().cpu().numpy()
+        for k in kernels:
+            k(ga, gb, gc)
+            np.testing.assert_allclose(gc.numpy().astype("float32"), ref, rtol=5e-2, atol=5e-2)
+        flops = 2 * n ** 3
+        tflops = [flops / gpu_time(lambda k=k: k(ga, gb, gc), 5, torch) / 1e12 for k in kernels]
+        cublas = flops / gpu_time(lambda: ta @ tb, 5, torch) / 1e12
+        print(f"gpu {dt} matmul {n}^3: {args.gpu_trials} trials in {secs:.0f} s; untuned {tflops[1]:.1f} TFLOP/s")
+        report_row(f"{dt} matmul {n}^3 tuned vs cuBLAS", f"{tflops[0]:.1f} TFLOP/s", f"{cublas:.1f} TFLOP/s",
+                   tflops[0] / cublas, f">= {goal:.2f}x cuBLAS", tflops[0] / cublas >= goal)
+
+
 BENCHES = {"throughput": bench_throughput, "matmul": bench_matmul, "conv": bench_conv, "resnet": bench_resnet,
-           "dask": bench_dask}
+           "dask": bench_dask, "gpu": bench_gpu}
 
 
 def main() -> int:
@@ -191,6 +248,8 @@ def main() -> int:
     p.add_argument("--only", default=",".join(BENCHES), help="comma-separated: " + ", ".join(BENCHES))
     p.add_argument("--trials", type=int, default=200, help="candidates for the matmul and the convolution")
     p.add_argument("--resnet-trials", type=int, default=600, help="candidates for resnet18, all kernels")
+    p.add_argument("--gpu-trials", type=int, default=48, help="candidates for each GPU matmul")
+    p.add_argument("--gpu-n", type=int, default=4096, help="the GPU matmuls' size")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--work-dir", help="where the databases go (default: a temporary folder)")
     args = p.parse_args()
