@@ -17,7 +17,8 @@ How (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016):
 The convolution's stage is replaced by six stages:
 
 * ``pack``: the padded input copied channels-last, ``d[n, i, j, c]``, over whole tiles (zeros
-  past the input's end), so that every later read is contiguous along channels;
+  past the input's end), so that every later read is contiguous along channels (no pass at
+  all for channels-last data that covers whole tiles: it is read in place);
 * ``input transform``: ``V[e, f, p, c] = (B^T d_p B)[e, f]`` for each tile ``p`` (tiles
   numbered across the batch), written out as additions of constant multiples and vectorized
   along ``c``;
@@ -26,7 +27,8 @@ The convolution's stage is replaced by six stages:
   ordinary reduction block that the register tile schedules like any matmul;
 * ``output transform``: ``Y[p's rows and columns, k] = (A^T M_pk A)``, vectorized along ``k``;
 * ``unpack``: the convolution's output written from ``Y`` in its own layout, the tiles' extra
-  rows and columns past the output left out.
+  rows and columns past the output left out (none for a channels-last output of whole tiles:
+  the output transform writes it).
 
 When the build binds the weights to a constant (a model's weights, `prepack`: the parameter
 is layout-free) and only the convolution reads them, the weight transform is not a stage: the
@@ -136,7 +138,7 @@ def winograd_convolutions(func: tir.PrimFunc, body):
         new_stages += built.stages()
         allocs += built.buffers()
         changed = True
-        if conv.data in root.alloc_buffers:
+        if conv.data in root.alloc_buffers and not built.data_in_place:
             inline.append(conv.data)
     if not changed:
         return body
@@ -289,12 +291,18 @@ class _Builder:
         self.rows = conv.n * self.th  # rows of tiles, across the batch
         self.tiles = self.rows * self.tw
         name = conv.out.name
-        self.d = self.buffer(f"{name}_wino_d", [conv.n, self.th * m + 2, self.tw * m + 2, conv.c])
+        # Channels-last data that covers whole tiles is read in place, and a channels-last
+        # output of whole tiles written in place: no packing or unpacking pass (NHWC models).
+        hp, wp = self.th * m + 2, self.tw * m + 2
+        ih, iw = (_const(conv.data.shape[conv.data_axes.index(a)]) for a in "yx")
+        self.data_in_place = conv.data_axes == "nyxc" and hp <= ih and wp <= iw
+        self.out_in_place = conv.out_axes == "nyxk" and conv.oh % m == 0 and conv.ow % m == 0
+        self.d = conv.data if self.data_in_place else self.buffer(f"{name}_wino_d", [conv.n, hp, wp, conv.c])
         self.v = self.buffer(f"{name}_wino_v", [self.a, self.a, self.tiles, conv.c])
         self.prepacked = u is not None
         self.u = u if u is not None else self.buffer(f"{name}_wino_u", [self.a, self.a, conv.c, conv.k])
         self.mm = self.buffer(f"{name}_wino_m", [self.a, self.a, self.tiles, conv.k])
-        self.y = self.buffer(f"{name}_wino_y", [self.rows * m, self.tw * m, conv.k])
+        self.y = conv.out if self.out_in_place else self.buffer(f"{name}_wino_y", [self.rows * m, self.tw * m, conv.k])
 
     def buffer(self, name: str, shape: list) -> tir.Buffer:
         return tir.Buffer(name, [self.i(s) for s in shape], "float32", data=tir.Var("handle", name))
@@ -307,13 +315,14 @@ class _Builder:
 
     def buffers(self) -> list:
         """The buffers the stages allocate."""
-        return [self.d, self.v] + ([] if self.prepacked else [self.u]) + [self.mm, self.y]
+        return ([] if self.data_in_place else [self.d]) + [self.v] + ([] if self.prepacked else [self.u]) + \
+            [self.mm] + ([] if self.out_in_place else [self.y])
 
     def stages(self) -> list:
         """The stages replacing the convolution's, in order (see the module docstring)."""
-        weights = [] if self.prepacked else [self.weight_transform()]
-        return [self.pack(), self.input_transform()] + weights + [self.batched_matmul(), self.output_transform(),
-                                                                  self.unpack()]
+        return ([] if self.data_in_place else [self.pack()]) + [self.input_transform()] + \
+            ([] if self.prepacked else [self.weight_transform()]) + [self.batched_matmul(), self.output_transform()] + \
+            ([] if self.out_in_place else [self.unpack()])
 
     # -- plain blocks (the rules schedule them)
 
@@ -419,8 +428,12 @@ class _Builder:
             p = tir.Add(self.idx, _mul(self, r, self.tw), s)
             tile = [[tir.BufferLoad("float32", mm, [self.i(e), self.i(f), p, k]) for f in range(self.a)]
                     for e in range(self.a)]
-            return _transform2d("m", self.at, tile, self.at,
-                                lambda i, j: [_add(self, _mul(self, r, m), i), _add(self, _mul(self, s, m), j), k], y)
+            if self.out_in_place:   # out[n, t * m + i, s * m + j, k]
+                n, t = tir.FloorDiv(self.idx, r, self.i(self.th)), tir.FloorMod(self.idx, r, self.i(self.th))
+                at = lambda i, j: [n, _add(self, _mul(self, t, m), i), _add(self, _mul(self, s, m), j), k]  # noqa: E731
+            else:                   # Y[r * m + i, s * m + j, k]
+                at = lambda i, j: [_add(self, _mul(self, r, m), i), _add(self, _mul(self, s, m), j), k]  # noqa: E731
+            return _transform2d("m", self.at, tile, self.at, at, y)
         return self.transform_stage(f"{y.name}_transform", self.rows, self.tw, self.conv.k, body)
 
 
