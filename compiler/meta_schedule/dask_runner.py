@@ -43,13 +43,24 @@ DEVICE_RESOURCE = {"device": 1}
 def local_cluster(n_workers: int = 1, **kwargs):
     """A `distributed.LocalCluster` for tuning on this machine: one thread per worker, worker
     processes, and the ``device`` resource each worker has one of. Its scheduler's HTTP
-    server takes a free port (not 8787, which two clusters on one machine would share)."""
+    server takes a free port (not 8787, which two clusters on one machine would share).
+
+    The environment Dask gives its workers (``distributed.nanny.pre-spawn-environ``:
+    ``OMP_NUM_THREADS=1`` and others) is set in each worker process, not in ours: Dask's
+    nanny writes it into the parent's ``os.environ`` before it starts a worker, and this
+    process's kernels, whose default schedule and thread team follow ``OMP_NUM_THREADS``,
+    then ran on one thread for the rest of the process (a test after the Dask tests got a
+    schedule for one thread)."""
+    import dask
     from distributed import LocalCluster
 
+    worker_env = {str(k): str(v) for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
+                  if v is not None}
     options = dict(n_workers=n_workers, threads_per_worker=1, processes=True, resources=dict(DEVICE_RESOURCE),
-                   dashboard_address=":0")
+                   dashboard_address=":0", env=worker_env)
     options.update(kwargs)
-    return LocalCluster(**options)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": {}}):   # (read by each nanny when it is made)
+        return LocalCluster(**options)
 
 
 class _Connection:

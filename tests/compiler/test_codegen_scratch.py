@@ -147,6 +147,7 @@ def test_kept_bytes_come_from_the_budget_and_go_back_when_the_module_is_dropped(
     kept through a failed check (whose site is given back: a site left busy would not be
     freed), returned when the module is garbage."""
     runtime_cpu.parallel_runtime()
+    gc.collect()   # modules other tests dropped give their blocks back now, not during this test
     before = runtime_cpu._scratch_left.value
     module = build_cpu({"main": tvms.parse(CHECKED)}, use_cache=False)
     a, b = np.ones(N, "float32"), np.zeros(1, "float32")
@@ -163,6 +164,7 @@ def test_kept_bytes_come_from_the_budget_and_go_back_when_the_module_is_dropped(
 
 def test_past_the_budget_a_site_allocates_as_before():
     runtime_cpu.parallel_runtime()
+    gc.collect()
     saved = runtime_cpu._scratch_left.value
     runtime_cpu._scratch_left.value = N * 4 - 1   # one byte short
     try:

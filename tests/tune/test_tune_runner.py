@@ -446,6 +446,22 @@ def mixed_batch(matmul_task):
     return [b.artifact for b in built], args, expected
 
 
+def test_a_local_cluster_sets_its_workers_environment_not_ours(monkeypatch):
+    """Dask's nanny writes ``OMP_NUM_THREADS=1`` (and more) into the parent's environment before
+    it starts a worker; this process's kernels would then be scheduled for one thread for the
+    rest of its life. `local_cluster` gives that environment to the workers only."""
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from tvmscript.compiler.meta_schedule.dask_runner import local_cluster
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    with local_cluster(n_workers=1) as cluster, Client(cluster) as client:
+        assert list(client.run(lambda: os.environ.get("OMP_NUM_THREADS")).values()) == ["1"]
+        client.restart()
+        assert os.environ.get("OMP_NUM_THREADS") == "2"
+
+
 def test_dask_gives_the_results_of_the_local_runner_and_keeps_its_workers(dask_client, runner, mixed_batch):
     from tvmscript.compiler.meta_schedule.dask_runner import DaskBuilder, DaskRunner
 
