@@ -174,13 +174,17 @@ def choose_cpu_schedule(sch: Schedule, choices: list, func_name: str = "main") -
     """Record ``choices`` (``[[kind, [option index, ...]], ...]``: a list, so that a trace
     replays the sampled indices in it) as the CPU default schedule's picks for function
     ``func_name``."""
-    sch.replace_func(func_name, with_choices(sch.func(func_name), {str(k): list(v) for k, v in choices}))
+    _record(sch, choices, func_name)
 
 
 @primitive
 def choose_gpu_schedule(sch: Schedule, choices: list, func_name: str = "main") -> None:
     """`choose_cpu_schedule` for DLight's picks on a GPU (the same attribute; the name says
     which schedule a trace's record is for)."""
+    _record(sch, choices, func_name)
+
+
+def _record(sch: Schedule, choices: list, func_name: str) -> None:
     sch.replace_func(func_name, with_choices(sch.func(func_name), {str(k): list(v) for k, v in choices}))
 
 

@@ -42,7 +42,7 @@ class ModuleGen:
         self.parallel_runtime = parallel_runtime
         self.counter = 0
         self.strings: dict = {}
-        self.scratch_sites: list = []  # (block, busy flag) globals of kept allocations (`scratch`)
+        self.scratch_sites: list = []  # (block, busy flag, bytes) of each kept allocation (`scratch`)
 
     def unique(self, base: str) -> str:
         self.counter += 1
@@ -57,6 +57,12 @@ class ModuleGen:
                                 f"{existing.function_type} and {fnty}")
             return existing
         return ir.Function(self.module, fnty, name=name)
+
+    def runtime_global(self, name: str, ty: ir.Type) -> ir.GlobalVariable:
+        """The variable ``name`` of type ``ty`` the runtime provides (the thread count, the
+        scratch budget: `runtime.kernel_abi`), declared once per module."""
+        existing = self.module.globals.get(name)
+        return existing if existing is not None else ir.GlobalVariable(self.module, ty, name=name)
 
     def cstring(self, text: str) -> ir.GlobalVariable:
         gv = self.strings.get(text)

@@ -134,11 +134,8 @@ class ParallelGen:
         self.b.position_at_end(end_bb)
 
     def _threads_global(self) -> ir.GlobalVariable:
-        """The runtime's thread count (`THREADS_SYMBOL`), declared once per module."""
-        existing = self.module.globals.get(THREADS_SYMBOL)
-        if existing is not None:
-            return existing
-        return ir.GlobalVariable(self.module, I32, name=THREADS_SYMBOL)
+        """The runtime's thread count (`THREADS_SYMBOL`)."""
+        return self.mg.runtime_global(THREADS_SYMBOL, I32)
 
     def team_size(self, extent, dtype: str, iters_per_thread: int, work=None,
                   min_work: int = PARALLEL_MIN_WORK_PER_THREAD):

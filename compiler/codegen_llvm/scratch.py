@@ -54,10 +54,10 @@ def kept_allocation(gen, nbytes: int, name: str) -> Scratch:
     or when keeping a first block would exceed the process's budget."""
     mg = gen.mg
     slot, busy = _site_globals(mg, name, nbytes)
-    budget = _budget(mg)
+    budget = mg.runtime_global(SCRATCH_BUDGET_SYMBOL, I64)
     alloc = mg.declare("aligned_alloc", PTR, [I64, I64])
-    size = [ir.Constant(I64, 64), ir.Constant(I64, nbytes)]
     n = ir.Constant(I64, nbytes)
+    size = [ir.Constant(I64, 64), n]
     b = gen.b
     pair = b.cmpxchg(busy, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire", "monotonic")
     kept, fresh, take, refuse, own, join = (gen.new_block(f"{name}.{part}")
@@ -121,14 +121,6 @@ def _site_globals(mg, name: str, nbytes: int) -> tuple:
     return slot, busy
 
 
-def _budget(mg) -> ir.GlobalVariable:
-    """The runtime's budget of kept bytes (`SCRATCH_BUDGET_SYMBOL`), declared once per module."""
-    existing = mg.module.globals.get(SCRATCH_BUDGET_SYMBOL)
-    if existing is not None:
-        return existing
-    return ir.GlobalVariable(mg.module, I64, name=SCRATCH_BUDGET_SYMBOL)
-
-
 def emit_release_function(mg) -> None:
     """``void RELEASE_SCRATCH_SYMBOL()``: frees each kept block whose site no call holds,
     giving its bytes back to the budget, when the module has kept sites."""
@@ -136,7 +128,7 @@ def emit_release_function(mg) -> None:
         return
     fn = ir.Function(mg.module, ir.FunctionType(VOID, []), name=RELEASE_SCRATCH_SYMBOL)
     free = mg.declare("free", VOID, [PTR])
-    budget = _budget(mg)
+    budget = mg.runtime_global(SCRATCH_BUDGET_SYMBOL, I64)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     for slot, busy, nbytes in mg.scratch_sites:
         pair = b.cmpxchg(busy, ir.Constant(I32, 0), ir.Constant(I32, 1), "acquire", "monotonic")

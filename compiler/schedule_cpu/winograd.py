@@ -293,11 +293,12 @@ class _Builder:
         name = conv.out.name
         # Channels-last data that covers whole tiles is read in place, and a channels-last
         # output of whole tiles written in place: no packing or unpacking pass (NHWC models).
-        hp, wp = self.th * m + 2, self.tw * m + 2
-        ih, iw = (_const(conv.data.shape[conv.data_axes.index(a)]) for a in "yx")
-        self.data_in_place = conv.data_axes == "nyxc" and hp <= ih and wp <= iw
+        self.hp, self.wp = self.th * m + 2, self.tw * m + 2  # the input the tiles read
+        self.ih, self.iw = (_const(conv.data.shape[conv.data_axes.index(a)]) for a in "yx")
+        self.data_in_place = conv.data_axes == "nyxc" and self.hp <= self.ih and self.wp <= self.iw
         self.out_in_place = conv.out_axes == "nyxk" and conv.oh % m == 0 and conv.ow % m == 0
-        self.d = conv.data if self.data_in_place else self.buffer(f"{name}_wino_d", [conv.n, hp, wp, conv.c])
+        self.d = conv.data if self.data_in_place else \
+            self.buffer(f"{name}_wino_d", [conv.n, self.hp, self.wp, conv.c])
         self.v = self.buffer(f"{name}_wino_v", [self.a, self.a, self.tiles, conv.c])
         self.prepacked = u is not None
         self.u = u if u is not None else self.buffer(f"{name}_wino_u", [self.a, self.a, conv.c, conv.k])
@@ -312,6 +313,10 @@ class _Builder:
 
     def var(self, name: str) -> tir.Var:
         return tir.Var(self.idx, name)
+
+    def image_and_row(self, r) -> tuple:
+        """``(n, t)``: the image and its row of tiles of the ``r``-th row of tiles."""
+        return tir.FloorDiv(self.idx, r, self.i(self.th)), tir.FloorMod(self.idx, r, self.i(self.th))
 
     def buffers(self) -> list:
         """The buffers the stages allocate."""
@@ -345,8 +350,7 @@ class _Builder:
     def pack(self) -> tir.Stmt:
         """``d[n, i, j, c] = data[n, c, i, j]`` (NHWC: a copy), zero past the data's end."""
         conv, d = self.conv, self.d
-        ih, iw = (_const(conv.data.shape[conv.data_axes.index(a)]) for a in "yx")
-        hp, wp = (_const(s) for s in d.shape[1:3])
+        ih, iw, hp, wp = self.ih, self.iw, self.hp, self.wp
 
         def make(v):
             n, i, j, c = v
@@ -397,14 +401,14 @@ class _Builder:
         if middle is not None:
             stmt = tir.For(s, self.i(0), self.i(middle), "serial", stmt)
         stmt = tir.For(r, self.i(0), self.i(outer), "parallel", stmt)
-        reads, writes = _regions(stmt)
+        reads, writes = infer_access_regions(stmt, None, [])
         return tir.BlockRealize([], tir.IntImm("bool", 1), tir.Block(name, [], reads, writes, stmt))
 
     def input_transform(self) -> tir.Stmt:
         m, d, v = self.m, self.d, self.v
 
         def body(r, s, c):
-            n, t = tir.FloorDiv(self.idx, r, self.i(self.th)), tir.FloorMod(self.idx, r, self.i(self.th))
+            n, t = self.image_and_row(r)
             tile = [[tir.BufferLoad("float32", d, [n, _add(self, _mul(self, t, m), a), _add(self, _mul(self, s, m), b), c])
                      for b in range(self.a)] for a in range(self.a)]
             p = tir.Add(self.idx, _mul(self, r, self.tw), s)
@@ -429,7 +433,7 @@ class _Builder:
             tile = [[tir.BufferLoad("float32", mm, [self.i(e), self.i(f), p, k]) for f in range(self.a)]
                     for e in range(self.a)]
             if self.out_in_place:   # out[n, t * m + i, s * m + j, k]
-                n, t = tir.FloorDiv(self.idx, r, self.i(self.th)), tir.FloorMod(self.idx, r, self.i(self.th))
+                n, t = self.image_and_row(r)
                 at = lambda i, j: [n, _add(self, _mul(self, t, m), i), _add(self, _mul(self, s, m), j), k]  # noqa: E731
             else:                   # Y[r * m + i, s * m + j, k]
                 at = lambda i, j: [_add(self, _mul(self, r, m), i), _add(self, _mul(self, s, m), j), k]  # noqa: E731
@@ -484,12 +488,6 @@ def _combination(coefs, terms: list):
         else:
             out = tir.Add("float32", out, t) if c > 0 else tir.Sub("float32", out, t)
     return out if out is not None else tir.FloatImm("float32", 0.0)
-
-
-def _regions(stmt) -> tuple:
-    """The regions ``stmt`` (loops around loads and stores) reads and writes, as an opaque
-    block declares them."""
-    return infer_access_regions(stmt, None, [])
 
 
 def _inline_paddings(func: tir.PrimFunc, body, paddings: list):
