@@ -185,21 +185,6 @@ def bench_dask(args, work_dir: str) -> None:
     print(f"dask: 32 trials in {dask_s:.0f} s, local: {local_s:.0f} s")
 
 
-GPU_MATMUL = '''
-@I.ir_module
-class Module:
-    @T.prim_func
-    def mm(A: T.Buffer(({n}, {n}), "{dt}"), B: T.Buffer(({n}, {n}), "{dt}"), C: T.Buffer(({n}, {n}), "{dt}")):
-        T.func_attr({{"tir.noalias": True}})
-        for i, j, k in T.grid({n}, {n}, {n}):
-            with T.block("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.{dt}(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
-
-
 def bench_gpu(args, work_dir: str) -> None:
     """The GPU goals: fp16 and fp32 n^3 matmuls tuned for ``--gpu-trials`` candidates each
     (DLight's tensor-core and CUDA-core schedules with their picks sampled, and the generic
@@ -216,11 +201,12 @@ def bench_gpu(args, work_dir: str) -> None:
         print("gpu: compares with PyTorch's cuBLAS: pip install torch")
         return
     from _gpu import gpu_time
+    from support.cuda_check import matmul_src
 
     torch.backends.cuda.matmul.allow_tf32 = False
     n, dev = args.gpu_n, tvms.cuda(0)
     for dt, goal in (("float16", 0.90), ("float32", 0.85)):
-        mod = tvms.parse(GPU_MATMUL.format(n=n, dt=dt))
+        mod = tvms.parse(matmul_src(n, n, n, dt, dtype=dt))   # mm: C = A @ B, all of type dt
         db, secs = tuned(mod, os.path.join(work_dir, dt), args.gpu_trials, target="cuda")
         kernels = [tvms.compile(mod, target="cuda", tuning_db=db)["mm"], tvms.compile(mod, target="cuda")["mm"]]
         rng = np.random.default_rng(0)
