@@ -8,7 +8,9 @@ Each figure is printed with PyTorch's beside it, their ratio and the goal from t
   ``torch.matmul`` with TF32 off (cuBLAS SGEMM);
 * fp16 matmul n x n x n, against ``torch.matmul`` in float16: the default schedule (tensor
   cores, through ``dlight.gpu.MatmulTensorCore``), and `tensor_core_matmul_src`, a kernel
-  written by hand in TVMScript with TVM's tensor-core (wmma) intrinsics;
+  written by hand in TVMScript with TVM's tensor-core (wmma) intrinsics; on an H100 or H200
+  also Hopper's wgmma schedule (``MatmulTensorCore(instructions="wgmma")``), whose result is
+  checked and reported WRONG rather than timed if it differs;
 * elementwise add of 2**26 float32, in GB/s moved (three arrays), against ``torch.add``;
 * row softmax of a 4096 x 4096 float32 matrix, in GB/s, against ``torch.softmax``;
 * the seed MLP at batch 1 end to end through the Relax VM (inputs already on the GPU), in
@@ -48,6 +50,7 @@ from support.cuda_check import square_matmul_src as matmul_src  # noqa: E402
 # The GPU speed issue's goals (the CUDA issue's were 0.5, 0.3 and 0.8).
 GOALS = {
     "fp32 matmul": ("ratio", 0.8), "fp16 matmul": ("ratio", 0.6), "fp16 matmul (wmma)": ("ratio", 0.6),
+    "fp16 matmul (wgmma)": ("ratio", 0.6),
     "add 2^26": ("ratio", 0.9),
     "softmax 4096^2": ("ratio", 0.5), "MLP batch 1 (VM)": ("time_ratio", 2.0),
     "NVRTC per kernel": ("ms", 300.0), "NVRTC cached": ("ms", 20.0), "VM launch overhead": ("us", 10.0),
@@ -130,6 +133,23 @@ def kernel_of(src: str, name: str):
     return tvms.compile(tvms.parse(src), target="cuda")[name]
 
 
+def wgmma_time(n: int, ga, gb, gc, ref, repeat: int, torch):
+    """The fp16 n^3 product scheduled with Hopper's wgmma (`MatmulTensorCore(instructions=
+    "wgmma")`, which the default schedule does not pick yet): its time, or None, said why,
+    when its result is wrong (it is new, and this is where it first meets a GPU)."""
+    from support.cuda_check import scheduled_by
+    from tvmscript.compiler import dlight as dl
+
+    funcs = scheduled_by(dl.gpu.MatmulTensorCore(instructions="wgmma"), matmul_src(n, "float16"))
+    k = tvms.compile(tvms.IRModule(funcs), target="cuda")["mm"]
+    k(ga, gb, gc)
+    got = gc.numpy().astype("float32")
+    if not np.allclose(got, ref, rtol=5e-2, atol=5e-2):
+        print(f"fp16 matmul (wgmma): WRONG result ({int((~np.isclose(got, ref, 5e-2, 5e-2)).sum())} elements differ)")
+        return None
+    return gpu_time(lambda: k(ga, gb, gc), repeat, torch)
+
+
 def nvrtc_rows(mlp) -> list:
     """NVRTC, cold and cached, over the MLP's kernels: needs NVRTC but no GPU."""
     from tvmscript import tir
@@ -197,6 +217,9 @@ def main() -> int:
         return 1
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = tvms.cuda(0)
+    from tvmscript.runtime.cuda import device_arch
+
+    dev_arch = device_arch(0)
     rows = []
     n, rep = args.n, args.repeat
 
@@ -223,6 +246,10 @@ def main() -> int:
             np.testing.assert_allclose(gc.numpy().astype("float32"), ref, rtol=5e-2, atol=5e-2)
             t_wmma = gpu_time(lambda: wmma(ga, gb, gc), max(rep // 4, 3), torch)
             rows.append(("fp16 matmul (wmma)", flops / t_wmma / 1e12, flops / t_ref / 1e12, "TFLOP/s"))
+        if dtype == "float16" and n % 256 == 0 and dev_arch == "sm_90":
+            t_wgmma = wgmma_time(n, ga, gb, gc, ref, max(rep // 4, 3), torch)
+            if t_wgmma is not None:
+                rows.append(("fp16 matmul (wgmma)", flops / t_wgmma / 1e12, flops / t_ref / 1e12, "TFLOP/s"))
 
     # Elementwise add, bandwidth.
     m = 1 << 26

@@ -339,7 +339,7 @@ def _unroll_register_loops(body, register_data: set) -> tir.Stmt:
         def visit_expr(self, x):
             if isinstance(x, tir.BufferLoad) and x.buffer.data in register_data:
                 indexing.update(vars_in(list(x.indices)))
-            if isinstance(x, tir.Call) and x.op in ("tir.ptx_ldmatrix", "tir.ptx_mma"):
+            if isinstance(x, tir.Call) and x.op in ("tir.ptx_ldmatrix", "tir.ptx_mma", "tir.ptx_wgmma"):
                 args = list(x.args)
                 for i, a in enumerate(args[:-1]):
                     if isinstance(a, tir.Var) and a in register_data:

@@ -41,7 +41,7 @@ from tvmscript.ir import tir
 from .schedule import Schedule
 from .schedule.state import primitive
 
-__all__ = ["CHOICES_ATTR", "TILE_SHAPE", "ROWS", "ALGORITHM", "BLOCK_TILING", "STEP_K", "PIPELINE_STAGES", "KINDS",
+__all__ = ["CHOICES_ATTR", "TILE_SHAPE", "ROWS", "ALGORITHM", "BLOCK_TILING", "STEP_K", "PIPELINE_STAGES", "INSTRUCTIONS", "KINDS",
            "CPU_KINDS", "GPU_KINDS", "choose", "choice_points", "choices_of", "with_choices", "applying",
            "choose_cpu_schedule", "choose_gpu_schedule", "check_choices"]
 
@@ -55,7 +55,8 @@ CPU_KINDS = (TILE_SHAPE, ROWS, ALGORITHM)
 BLOCK_TILING = "block_tiling"  # a thread block's share of C (MatmulTensorCore's tiling, MatmulSIMT's columns)
 STEP_K = "step_k"  # K per software-pipeline step (MatmulTensorCore)
 PIPELINE_STAGES = "pipeline_stages"  # steps whose tiles are in shared memory at once
-GPU_KINDS = (BLOCK_TILING, STEP_K, PIPELINE_STAGES)
+INSTRUCTIONS = "instructions"  # a tensor-core product's instructions on sm_90: mma.sync or wgmma
+GPU_KINDS = (BLOCK_TILING, STEP_K, PIPELINE_STAGES, INSTRUCTIONS)
 KINDS = CPU_KINDS + GPU_KINDS
 MAX_OPTIONS = 12  # options kept per point, the heuristic's best first
 
@@ -135,14 +136,15 @@ def choice_points(func: tir.PrimFunc, target=None) -> dict:
     if CHOICES_ATTR in (func.attrs or {}):
         plain = dataclasses.replace(func, attrs={k: v for k, v in func.attrs.items() if k != CHOICES_ATTR})
     options = _recorded(plain, None, target)
-    # Another algorithm (a Winograd convolution) meets other points: the n-th point of a kind
-    # offers the most options it has under any algorithm (an index past one's options keeps
-    # the heuristic's pick there).
-    algorithms = options[ALGORITHM]
-    for pick in range(1, max(algorithms, default=1)):
-        other = _recorded(plain, {ALGORITHM: [pick] * len(algorithms)}, target)
-        options = {kind: [max(a, b) for a, b in itertools.zip_longest(options[kind], other[kind], fillvalue=0)]
-                   for kind in KINDS}
+    # Another algorithm (a Winograd convolution) or instruction set (wgmma) meets other points:
+    # the n-th point of a kind offers the most options it has under any of them (an index past
+    # one's options keeps the heuristic's pick there).
+    for kind in (ALGORITHM, INSTRUCTIONS):
+        counts = options[kind]
+        for pick in range(1, max(counts, default=1)):
+            other = _recorded(plain, {kind: [pick] * len(counts)}, target)
+            options = {k: [max(a, b) for a, b in itertools.zip_longest(options[k], other[k], fillvalue=0)]
+                       for k in KINDS}
     return options
 
 

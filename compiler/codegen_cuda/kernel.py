@@ -34,7 +34,7 @@ from .allreduce import AllreduceGen
 from .checks import ERRORS_PARAM, CheckGen
 from .expressions import ExprGen
 from .literals import ctype, ident, is_zero
-from .ptx import PtxGen, register_arrays
+from .ptx import WGMMA_TILE_ALIGN, PtxGen, calls_op, register_arrays
 from .trace import TraceGen
 from .vectorize import VectorGen
 from .wmma import WmmaGen, fragment_declaration
@@ -127,6 +127,12 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, CheckGen, ExprGen, Tra
         # Tensor-core loads and stores (through tvm_access_ptr) need 32-byte aligned addresses.
         pointers = pointer_targets(self.kernel.body)
         self.shared_align = 32 if any(b.data in pointers for b in allocs) else 16
+        # Tiles a wgmma reads through descriptors are 128-byte swizzled, which the tensor cores
+        # apply to the address bits: each tile starts at a 1024-byte boundary of dynamic
+        # shared memory (whose base is so aligned).
+        wgmma = calls_op(self.kernel.body, "tir.ptx_wgmma_desc")
+        if wgmma:
+            self.shared_align = WGMMA_TILE_ALIGN
         total = self.allreduce_smem
         sizes = {}
         for buf in allocs:
@@ -135,7 +141,7 @@ class KernelGen(VectorGen, AllreduceGen, WmmaGen, PtxGen, CheckGen, ExprGen, Tra
                 raise GPULoweringError(f"shared buffer '{buf.name}' has no constant size")
             sizes[buf] = size.value * dtype_bytes(buf.dtype)
             total += sizes[buf]
-        dynamic = total > STATIC_SHARED_LIMIT or any(b.scope == "shared.dyn" for b in allocs)
+        dynamic = total > STATIC_SHARED_LIMIT or any(b.scope == "shared.dyn" for b in allocs) or wgmma
         if dynamic:
             offset = 0
             for buf in allocs:

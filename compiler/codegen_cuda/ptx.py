@@ -43,7 +43,15 @@ from ..lower_gpu import GPULoweringError
 from ..lower_tir import dtype_bytes
 from .trace import GLOBAL, NO_REUSE, SHARED, STORE
 
-PTX_OPS = ("tir.ptx_ldmatrix", "tir.ptx_mma", "tir.ptx_cp_async", "tir.ptx_commit_group", "tir.ptx_wait_group")
+PTX_OPS = ("tir.ptx_ldmatrix", "tir.ptx_mma", "tir.ptx_cp_async", "tir.ptx_commit_group", "tir.ptx_wait_group",
+           "tir.ptx_wgmma", "tir.ptx_wgmma_desc", "tir.ptx_wgmma_fence", "tir.ptx_wgmma_commit_group",
+           "tir.ptx_wgmma_wait_group", "tir.ptx_fence_proxy_async")
+# Hopper's warpgroup MMA (`wgmma` below): the N of ``m64nNk16`` a kernel may use, and the
+# operand and accumulator types (TVM's spellings) it takes.
+WGMMA_N = (64, 128, 256)
+WGMMA_INPUTS = {"fp16": "f16", "bf16": "bf16"}
+WGMMA_TILE_ALIGN = 1024   # bytes: one 128-byte swizzle's period (8 rows of 128 bytes)
+WGMMA_ACCUMULATORS = {"fp32": ("float", "f32"), "fp16": ("unsigned", "f16")}
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,34 @@ __device__ __forceinline__ void {name}({params}) {{
 }}""")
 
 
+def wgmma_helper_name(n: int, acc: str, inputs: str, trans_a: int, trans_b: int) -> str:
+    """The helper of ``wgmma.mma_async.m64n{n}k16.{acc}.{inputs}.{inputs}`` with the operands'
+    majorness (0: K-major, 1: M- or N-major) in its name."""
+    return f"tvms_wgmma_m64n{n}k16_{WGMMA_ACCUMULATORS[acc][1]}_{WGMMA_INPUTS[inputs]}_t{trans_a}{trans_b}"
+
+
+def _wgmma_helper(n: int, acc: str, inputs: str, trans_a: int, trans_b: int) -> Helper:
+    """``wgmma.mma_async.sync.aligned.m64n{n}k16``, D = A * B + D with A and B in shared memory
+    (their descriptors, `tvms_wgmma_desc`) and D the thread's accumulator registers: ``n / 2``
+    floats, or ``n / 4`` registers of two halves. Asynchronous: the registers are D only after
+    the ``wgmma.wait_group`` that covers the group it was committed in."""
+    ctype, acc_ptx = WGMMA_ACCUMULATORS[acc]
+    regs = n // 2 if ctype == "float" else n // 4
+    constraint = "+f" if ctype == "float" else "+r"
+    d_list = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"{constraint}"(d[{i}])' for i in range(regs))
+    op = f"wgmma.mma_async.sync.aligned.m64n{n}k16.{acc_ptx}.{WGMMA_INPUTS[inputs]}.{WGMMA_INPUTS[inputs]}"
+    return Helper(90, (), f"""\
+__device__ __forceinline__ void {wgmma_helper_name(n, acc, inputs, trans_a, trans_b)}({ctype}* d, \
+unsigned long long desc_a, unsigned long long desc_b) {{
+  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
+               "{op} {{{d_list}}}, %{regs}, %{regs + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"
+               : {outs}
+               : "l"(desc_a), "l"(desc_b), "r"(1)
+               : "memory");
+}}""")
+
+
 def _helpers() -> dict:
     out = {}
     for num in (1, 2, 4):
@@ -166,6 +202,34 @@ __device__ __forceinline__ void tvms_cp_async_commit() { asm volatile("cp.async.
     out["tvms_cp_async_wait"] = Helper(80, (), """\
 template <int N> __device__ __forceinline__ void tvms_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\\n" :: "n"(N) : "memory");
+}""")
+    # Hopper (sm_90a): warpgroup MMA from shared memory.
+    out["tvms_wgmma_desc"] = Helper(90, (), """\
+__device__ __forceinline__ unsigned long long tvms_wgmma_desc(const void* smem, unsigned lbo, unsigned sbo) {
+  unsigned long long addr = static_cast<unsigned long long>(__cvta_generic_to_shared(smem));
+  return ((addr & 0x3FFFFull) >> 4) | (static_cast<unsigned long long>((lbo >> 4) & 0x3FFFu) << 16)
+         | (static_cast<unsigned long long>((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}""")
+    for n in WGMMA_N:
+        for acc in WGMMA_ACCUMULATORS:
+            for inputs in WGMMA_INPUTS:
+                if (acc, inputs) == ("fp16", "bf16"):
+                    continue  # bfloat16 products accumulate in float32 only
+                for trans_b in (0, 1):
+                    out[wgmma_helper_name(n, acc, inputs, 0, trans_b)] = _wgmma_helper(n, acc, inputs, 0, trans_b)
+    out["tvms_wgmma_fence"] = Helper(90, (), """\
+__device__ __forceinline__ void tvms_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }""")
+    out["tvms_wgmma_commit"] = Helper(90, (), """\
+__device__ __forceinline__ void tvms_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+}""")
+    out["tvms_wgmma_wait"] = Helper(90, (), """\
+template <int N> __device__ __forceinline__ void tvms_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"(N) : "memory");
+}""")
+    out["tvms_fence_proxy_async"] = Helper(90, (), """\
+__device__ __forceinline__ void tvms_fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
 }""")
     return out
 
@@ -202,6 +266,7 @@ class PtxGen:
     """The PTX builtins of a kernel being printed (mixed into `kernel.KernelGen`)."""
 
     arch: Optional[str] = None
+    uses_wgmma = False   # its shared tiles then start at 1024-byte boundaries (the swizzle's)
 
     def ptx(self, call: tir.Call) -> str:
         """The helper call of one of `PTX_OPS` (TVM's argument order, its dtype first left out)."""
@@ -212,6 +277,8 @@ class PtxGen:
             return self._mma(call)
         if op == "tir.ptx_cp_async":
             return self._cp_async(call)
+        if op.startswith("tir.ptx_wgmma") or op == "tir.ptx_fence_proxy_async":
+            return self._wgmma_op(call)
         self._require("cp.async", 80)
         if op == "tir.ptx_commit_group":
             return "tvms_cp_async_commit()"
@@ -259,6 +326,46 @@ class PtxGen:
         text = (f"{form.helper}({self._registers(form.accumulator_ctype, c, c_off)}, "
                 f"{self._registers(form.operand_ctype, a, a_off)}, {self._registers(form.operand_ctype, b, b_off)})")
         return self.traced_mma(text, form.shape, form.input_dtype)
+
+    def _wgmma_op(self, call: tir.Call) -> str:
+        """Hopper's warpgroup MMA and what orders it: ``ptx_wgmma`` (shape, A dtype, B dtype,
+        C dtype, trans_a, trans_b, d, d_offset, desc_a, desc_b), ``ptx_wgmma_desc`` (shared
+        pointer, leading and stride byte offsets: a 128-byte-swizzled tile), the fence, commit
+        and wait of its groups, and ``fence.proxy.async`` (what threads wrote to shared memory
+        made visible to the tensor cores' reads)."""
+        op = call.op
+        self._require("wgmma", 90)
+        self.uses_wgmma = True
+        if op == "tir.ptx_wgmma_fence":
+            return "tvms_wgmma_fence()"
+        if op == "tir.ptx_wgmma_commit_group":
+            return "tvms_wgmma_commit()"
+        if op == "tir.ptx_fence_proxy_async":
+            return "tvms_fence_proxy_async()"
+        if op == "tir.ptx_wgmma_wait_group":
+            (n,) = call.args
+            return f"tvms_wgmma_wait<{_const(n, 'ptx_wgmma_wait_group', 'the number of groups left pending')}>()"
+        if op == "tir.ptx_wgmma_desc":
+            ptr, lbo, sbo = call.args
+            self._check_space("ptx_wgmma_desc", "its tile", ptr, SHARED)
+            return f"tvms_wgmma_desc({self.expr(ptr)}, {self.expr(lbo)}, {self.expr(sbo)})"
+        shape, a_dt, b_dt, c_dt, trans_a, trans_b, d, d_off, desc_a, desc_b = call.args
+        m = re.fullmatch(r"m64n(\d+)k16", _string(shape))
+        types = tuple(_DTYPE_SPELLINGS.get(_string(t), _string(t)) for t in (a_dt, b_dt, c_dt))
+        n = int(m.group(1)) if m else None
+        ta, tb = _const(trans_a, "ptx_wgmma", "trans_a"), _const(trans_b, "ptx_wgmma", "trans_b")
+        if (n not in WGMMA_N or types[0] != types[1] or types[0] not in WGMMA_INPUTS
+                or types[2] not in WGMMA_ACCUMULATORS or types == ("bf16", "bf16", "fp16") or ta not in (0, 1)
+                or tb not in (0, 1)):
+            raise GPULoweringError(f"ptx_wgmma {_string(shape)} {' x '.join(types[:2])} -> {types[2]} is not "
+                                   f"supported (m64n{{{', '.join(map(str, WGMMA_N))}}}k16, fp16 or bf16 operands, "
+                                   f"fp32 or (for fp16) fp16 accumulators)")
+        self._check_space("ptx_wgmma", "its accumulator", d, None)
+        ctype = WGMMA_ACCUMULATORS[types[2]][0]
+        text = (f"{wgmma_helper_name(n, types[2], types[0], ta, tb)}({self._registers(ctype, d, d_off)}, "
+                f"{self.expr(desc_a)}, {self.expr(desc_b)})")
+        # Counted per warp (trace mode): each of the warpgroup's 4 warps does 16 of its 64 rows.
+        return self.traced_mma(text, (16, n, 16), {"fp16": "float16", "bf16": "bfloat16"}[types[0]])
 
     def _cp_async(self, call: tir.Call) -> str:
         """(shared_ptr, shared_offset, global_ptr, global_offset, bytes[, predicate])."""
@@ -323,12 +430,26 @@ class _RegisterArrays(TIRVisitor):
         self.found: set = set()
 
     def visit_Call(self, node) -> None:
-        positions = {"tir.ptx_ldmatrix": (3,), "tir.ptx_mma": (6, 8, 10)}.get(node.op, ())
+        positions = {"tir.ptx_ldmatrix": (3,), "tir.ptx_mma": (6, 8, 10), "tir.ptx_wgmma": (6,)}.get(node.op, ())
         for i in positions:
             data = _target(node.args[i])
             if data is not None:
                 self.found.add(data)
         self.generic_visit(node)
+
+
+def calls_op(body, op: str) -> bool:
+    """Whether ``body`` calls the builtin ``op``."""
+    found = []
+
+    class V(TIRVisitor):
+        def visit_Call(self, node) -> None:
+            if node.op == op:
+                found.append(node)
+            self.generic_visit(node)
+
+    V().visit(body)
+    return bool(found)
 
 
 def register_arrays(body) -> set:

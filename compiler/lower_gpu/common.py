@@ -41,7 +41,10 @@ FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 # `mma_tiles.tensorize_mma` gives each lane its registers ("local" arrays). TVM's mma
 # intrinsics keep them in "warp" memory; the tag says which operand.
 MMA_FRAGMENT_SCOPES = ("warp.mma_a", "warp.mma_b", "warp.mma_acc")
-ON_CHIP_SCOPES = ("local", "warp", "shared", "shared.dyn") + FRAGMENT_SCOPES + MMA_FRAGMENT_SCOPES
+# wgmma's accumulators (Hopper): a warpgroup's tiles of C, until `wgmma_tiles.tensorize_wgmma`
+# gives each of its 128 threads its registers; the operands stay in shared memory.
+WGMMA_ACC_SCOPE = "warpgroup.wgmma_acc"
+ON_CHIP_SCOPES = ("local", "warp", "shared", "shared.dyn") + FRAGMENT_SCOPES + MMA_FRAGMENT_SCOPES + (WGMMA_ACC_SCOPE,)
 
 
 class GPULoweringError(ValueError):

@@ -11,6 +11,7 @@ from ..bounds_check import instrument_bounds_checks
 from ..lower_tir import _with_body, buffer_size, convert_blocks_to_loops, flatten_buffers, lower_init, lower_intrinsics
 from ..mma_tiles import tensorize_mma
 from ..tensor_cores import MMA_ANN, WMMA_ANN, tensorize_wmma
+from ..wgmma_tiles import WGMMA_ANN, tensorize_wgmma
 from .async_copy import inject_async_copy
 from .buffer_locations import plan_buffer_locations
 from .common import ON_CHIP_SCOPES, DeviceProgram
@@ -34,13 +35,14 @@ def lower_for_gpu(func: tir.PrimFunc, name: str = "main", bounds_check: bool = F
     func = plan_buffer_locations(func)
     func = lower_init(func)
     aligns, permuted = collect_dim_aligns(func), collect_permuted_layouts(func)
-    func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN, MMA_ANN))
+    func = convert_blocks_to_loops(func, keep_annotations=(WMMA_ANN, MMA_ANN, WGMMA_ANN))
     if bounds_check:
         func = instrument_bounds_checks(func, places, checked=lambda buf: buf.scope not in ON_CHIP_SCOPES)
     program = split_kernels(func, name)
     for k in program.kernels:
         body = inject_software_pipeline(compact_buffers(k.body, k.extents, aligns))
-        body = permute_layouts(tensorize_mma(tensorize_wmma(body), k.extents), permuted)
+        body = tensorize_wgmma(tensorize_mma(tensorize_wmma(body), k.extents), k.extents)
+        body = permute_layouts(body, permuted)
         flat = flatten_buffers(_with_body(func, body))
         body = lower_intrinsics(_with_body(func, inject_async_copy(flat.body))).body
         k.body = inject_thread_sync(simplify_indices(narrow_indices(body, k.extents), k.extents))

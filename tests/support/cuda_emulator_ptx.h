@@ -35,6 +35,22 @@
 //   zeros and reads nothing. The destination must be in shared memory and both addresses
 //   aligned to the copy's size, else an error.
 
+// - wgmma (tvms_wgmma_m64n{N}k16_*, Hopper's warpgroup MMA; tvms_wgmma_desc builds its shared
+//   memory descriptors): each of the warpgroup's 128 threads (128 consecutive linear thread ids)
+//   computes its own accumulator elements, D += A * B, at once (the GPU's asynchrony is not
+//   modelled: the fence, commit and wait helpers and fence.proxy.async do nothing here). The
+//   operands are read from dynamic shared memory through the descriptors as the tensor cores
+//   read a 128-byte-swizzled tile (the only swizzle tvms uses; any other is an error), with the
+//   descriptor's address taken relative to the dynamic shared memory's start, which the GPU
+//   code aligns to 1024 bytes: element (mn, k) of a K-major operand (trans 0) is at byte
+//   start + (mn / 8) * SBO + (mn % 8) * 128 + 2k, of an MN-major one (trans 1) at
+//   start + (mn / 64) * LBO + 2 (mn % 64) + (k / 8) * SBO + (k % 8) * 128; the address's bits
+//   4-6 are then XORed with its bits 7-9. Thread t (warp w = t / 32, lane l) holds, in float
+//   element i, row 16w + l/4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (l % 4) + i % 2 (f16
+//   accumulators: elements 2r and 2r + 1 in register r, low half first), as the PTX ISA's
+//   "Register Fragments and Shared Memory Matrix Layouts" for wgmma's D say. Products are summed
+//   in float in k order and added to D (rounded to half once for f16 accumulators).
+
 #pragma once
 
 #include <deque>
@@ -346,3 +362,108 @@ static inline void tvms_cp_async_wait() {
   static_assert(N >= 0, "cp.async.wait_group takes a non-negative count");
   ::tvms_emu::ptx::wait_group((unsigned)N);
 }
+
+// ---- wgmma (Hopper)
+
+namespace tvms_emu {
+namespace ptx {
+
+// The descriptor of a 128-byte-swizzled shared tile at `smem`: start address (from the dynamic
+// shared memory's start), leading and stride byte offsets, 16-byte units.
+static inline unsigned long long wgmma_desc(int line, const void* smem, unsigned lbo, unsigned sbo) {
+  const unsigned char* p = (const unsigned char*)smem;
+  if (p < dyn_smem || p >= dyn_smem + dyn_smem_bytes) {
+    error("line %d: a wgmma descriptor's tile %p is not in dynamic shared memory", line, smem);
+    return 0;
+  }
+  unsigned long long addr = (unsigned long long)(p - dyn_smem);
+  if (addr & 15u) error("line %d: a wgmma descriptor's tile is not 16-byte aligned", line);
+  return ((addr & 0x3FFFFull) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
+         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+// Element (mn, k) of the operand `desc` describes, as a float.
+static inline float wgmma_operand(int line, unsigned long long desc, unsigned mn, unsigned k, bool mn_major,
+                                  bool bf16) {
+  if ((desc >> 62) != 1u) {
+    error("line %d: a wgmma descriptor asks for swizzle mode %u; the emulator knows 128-byte swizzling (1) only",
+          line, (unsigned)(desc >> 62));
+    return 0.f;
+  }
+  unsigned long long start = (desc & 0x3FFFull) << 4, lbo = ((desc >> 16) & 0x3FFFull) << 4,
+                     sbo = ((desc >> 32) & 0x3FFFull) << 4;
+  unsigned long long at = mn_major ? start + (mn / 64) * lbo + 2 * (mn % 64) + (k / 8) * sbo + (k % 8) * 128
+                                   : start + (mn / 8) * sbo + (mn % 8) * 128 + 2 * k;
+  at ^= ((at >> 7) & 7u) << 4;
+  if (at + 2 > dyn_smem_bytes) {
+    error("line %d: wgmma reads byte %llu of dynamic shared memory, past its %zu", line, at, dyn_smem_bytes);
+    return 0.f;
+  }
+  unsigned short bits;
+  memcpy(&bits, dyn_smem + at, 2);
+  return bf16 ? bf16_bits(bits) : f16_bits(bits);
+}
+
+// D += A * B for the calling thread's elements of a warpgroup's m64nNk16 (float accumulators:
+// d[N / 2]).
+template <int N>
+static void wgmma(int line, float* d, unsigned long long desc_a, unsigned long long desc_b, bool trans_a,
+                  bool trans_b, bool bf16) {
+  unsigned t = cur->lid % 128u, w = t / 32u, lane = t % 32u;
+  for (unsigned i = 0; i < N / 2; ++i) {
+    unsigned row = 16 * w + lane / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float sum = 0.f;
+    for (unsigned k = 0; k < 16; ++k)
+      sum += wgmma_operand(line, desc_a, row, k, trans_a, bf16) * wgmma_operand(line, desc_b, col, k, trans_b, bf16);
+    d[i] += sum;
+  }
+}
+
+}  // namespace ptx
+}  // namespace tvms_emu
+
+static inline unsigned long long tvms_wgmma_desc(const void* smem, unsigned lbo, unsigned sbo,
+                                                 int line = __builtin_LINE()) {
+  return ::tvms_emu::ptx::wgmma_desc(line, smem, lbo, sbo);
+}
+static inline void tvms_wgmma_fence() {}
+static inline void tvms_wgmma_commit() {}
+template <int N> static inline void tvms_wgmma_wait() {}
+static inline void tvms_fence_proxy_async() {}
+
+#define TVMS_EMU_WGMMA_F32(n, in, bf16, tb)                                                                  \
+  static inline void tvms_wgmma_m64n##n##k16_f32_##in##_t0##tb(float* d, unsigned long long desc_a,         \
+                                                               unsigned long long desc_b,                   \
+                                                               int line = __builtin_LINE()) {               \
+    ::tvms_emu::ptx::wgmma<n>(line, d, desc_a, desc_b, false, tb, bf16);                                     \
+  }
+// f16 accumulators: register r holds elements 2r (low half) and 2r + 1.
+#define TVMS_EMU_WGMMA_F16(n, tb)                                                                            \
+  static inline void tvms_wgmma_m64n##n##k16_f16_f16_t0##tb(unsigned* d, unsigned long long desc_a,         \
+                                                            unsigned long long desc_b,                      \
+                                                            int line = __builtin_LINE()) {                  \
+    float acc[n / 2];                                                                                        \
+    for (int i = 0; i < n / 2; ++i)                                                                          \
+      acc[i] = ::tvms_emu::ptx::f16_bits((unsigned short)(d[i / 2] >> (16 * (i % 2))));                      \
+    ::tvms_emu::ptx::wgmma<n>(line, acc, desc_a, desc_b, false, tb, false);                                  \
+    for (int r = 0; r < n / 4; ++r) {                                                                        \
+      half lo = (half)acc[2 * r], hi = (half)acc[2 * r + 1];                                                 \
+      unsigned short l, h;                                                                                   \
+      memcpy(&l, &lo, 2);                                                                                    \
+      memcpy(&h, &hi, 2);                                                                                    \
+      d[r] = (unsigned)l | ((unsigned)h << 16);                                                              \
+    }                                                                                                        \
+  }
+#define TVMS_EMU_WGMMA_ALL(n)                                                                                \
+  TVMS_EMU_WGMMA_F32(n, f16, false, 0)                                                                       \
+  TVMS_EMU_WGMMA_F32(n, f16, false, 1)                                                                       \
+  TVMS_EMU_WGMMA_F32(n, bf16, true, 0)                                                                       \
+  TVMS_EMU_WGMMA_F32(n, bf16, true, 1)                                                                       \
+  TVMS_EMU_WGMMA_F16(n, 0)                                                                                   \
+  TVMS_EMU_WGMMA_F16(n, 1)
+TVMS_EMU_WGMMA_ALL(64)
+TVMS_EMU_WGMMA_ALL(128)
+TVMS_EMU_WGMMA_ALL(256)
+#undef TVMS_EMU_WGMMA_ALL
+#undef TVMS_EMU_WGMMA_F16
+#undef TVMS_EMU_WGMMA_F32

@@ -24,8 +24,8 @@ from tvmscript.compiler.meta_schedule.database import JSONDatabase, TuningRecord
 from tvmscript.compiler.meta_schedule.postproc import finish
 from tvmscript.compiler.meta_schedule.schedule_rules import DefaultScheduleChoices, default_rules
 from tvmscript.compiler.meta_schedule.space import generate_design_space, sample_candidate
-from tvmscript.compiler.schedule_choices import (BLOCK_TILING, CHOICES_ATTR, GPU_KINDS, PIPELINE_STAGES, STEP_K,
-                                                 TILE_SHAPE, choice_points, choices_of, with_choices)
+from tvmscript.compiler.schedule_choices import (BLOCK_TILING, CHOICES_ATTR, GPU_KINDS, INSTRUCTIONS, PIPELINE_STAGES,
+                                                 STEP_K, TILE_SHAPE, choice_points, choices_of, with_choices)
 
 SM90 = "cuda -arch=sm_90"
 
@@ -50,8 +50,14 @@ def stages_in(source: str) -> set:
 
 
 def test_a_tensor_core_product_offers_tilings_steps_and_stages(fp16):
-    points = choice_points(fp16, SM90)
+    points = choice_points(fp16, "cuda -arch=sm_80")
     assert len(points[BLOCK_TILING]) == 1 and points[BLOCK_TILING][0] > 1
+    assert points[STEP_K] == [3] and len(points[PIPELINE_STAGES]) == 1 and points[PIPELINE_STAGES][0] > 1
+    assert points[INSTRUCTIONS] == []
+    # sm_90 offers Hopper's wgmma too, whose tiling is a second point (its stages share the
+    # first: one schedule or the other meets it).
+    points = choice_points(fp16, SM90)
+    assert points[INSTRUCTIONS] == [2] and len(points[BLOCK_TILING]) == 2 and points[BLOCK_TILING][1] > 1
     assert points[STEP_K] == [3] and len(points[PIPELINE_STAGES]) == 1 and points[PIPELINE_STAGES][0] > 1
     simt = choice_points(only(matmul_src(2048, 1024, 32, "float32", dtype="float32")), SM90)
     assert simt[BLOCK_TILING] == [2] and simt[PIPELINE_STAGES] == [4] and simt[STEP_K] == []
@@ -91,14 +97,15 @@ def test_the_design_space_samples_the_picks_and_a_record_applies_them(tmp_path, 
     spaces = [s for s in generate_design_space(fp16, SM90) if CHOICES_ATTR in s.func("main").attrs]
     (space,) = spaces
     kinds = [inst.kind for inst in space.trace.insts]
-    assert kinds.count("sample_categorical") == 3 and kinds[-1] == "choose_gpu_schedule"
+    # The tiling (mma.sync's, wgmma's), the step, the stages and the instructions.
+    assert kinds.count("sample_categorical") == 5 and kinds[-1] == "choose_gpu_schedule"
     seen = set()
     for seed in range(8):
         mod = finish(sample_candidate(space, seed), SM90)
         seen.add(str(choices_of(mod["main"])))
     assert len(seen) > 2
     cand = next(c for c in (sample_candidate(space, seed) for seed in range(40))
-                if choices_of(c.func("main"))[PIPELINE_STAGES] != [0])
+                if choices_of(c.func("main"))[PIPELINE_STAGES] != [0] and choices_of(c.func("main"))[INSTRUCTIONS] == [0])
     db = JSONDatabase(str(tmp_path))
     db.commit_tuning_record(TuningRecord(cand.trace, db.commit_workload(tvms.IRModule({"main": fp16})), [1e-4], SM90))
     # Read back from disk: the record validates (``choose_gpu_schedule`` is a primitive) and

@@ -573,12 +573,22 @@ BUILTINS = {
     "ptx_cp_async": ("tir.ptx_cp_async", "handle"),
     "ptx_commit_group": ("tir.ptx_commit_group", "handle"),
     "ptx_wait_group": ("tir.ptx_wait_group", "handle"),
+    # Hopper's warpgroup MMA (no TVM TIR builtin spells it; tvms's own): ``ptx_wgmma`` multiplies
+    # shared-memory tiles its descriptors (``ptx_wgmma_desc``) describe into registers,
+    # asynchronously, between a fence and a commit / wait of its group.
+    "ptx_wgmma": ("tir.ptx_wgmma", "handle"),
+    "ptx_wgmma_desc": ("tir.ptx_wgmma_desc", "uint64"),
+    "ptx_wgmma_fence": ("tir.ptx_wgmma_fence", "handle"),
+    "ptx_wgmma_commit_group": ("tir.ptx_wgmma_commit_group", "handle"),
+    "ptx_wgmma_wait_group": ("tir.ptx_wgmma_wait_group", "handle"),
+    "ptx_fence_proxy_async": ("tir.ptx_fence_proxy_async", "handle"),
     "mma_store": ("tir.mma_store", "handle"),
     "mma_fill": ("tir.mma_fill", "handle"),
 }
 # Builtins TVM writes with their dtype first, ``T.ptx_mma("float32", "m16n8k16", ...)``
 # (older TVM: ``dtype=`` last, which reads too).
-DTYPE_FIRST_BUILTINS = {"tir.ptx_mma", "tir.ptx_ldmatrix", "tir.ptx_cp_async", "tir.mma_store", "tir.mma_fill"}
+DTYPE_FIRST_BUILTINS = {"tir.ptx_mma", "tir.ptx_ldmatrix", "tir.ptx_cp_async", "tir.mma_store", "tir.mma_fill",
+                        "tir.ptx_wgmma"}
 # The name each builtin op prints as (the first spelling in BUILTINS).
 BUILTIN_NAMES = {}
 for _name, (_op, _dtype) in BUILTINS.items():

@@ -51,13 +51,15 @@ from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
-from ...schedule_choices import BLOCK_TILING, PIPELINE_STAGES as STAGES_CHOICE, STEP_K as STEP_K_CHOICE, choose
+from ...schedule_choices import (BLOCK_TILING, INSTRUCTIONS, PIPELINE_STAGES as STAGES_CHOICE, STEP_K as STEP_K_CHOICE,
+                                 choose)
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
 from .base import FILL_BLOCKS, GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loop_of_last_index, product_extents,
     to_canonical_form,
 )
+from .matmul_wgmma import WGMMA_STEP_K, WGMMA_TILINGS, a_is_k_major, schedule_wgmma, wgmma_stage_bytes, wgmma_tiling_for
 
 __all__ = ["MatmulTensorCore"]
 
@@ -142,13 +144,18 @@ class MatmulTensorCore(GPUScheduleRule):
     alternatives (benchmarks/cuda_tilings.py). A longer step halves the barriers and
     pipeline waits per product, for twice the shared memory a stage."""
 
-    def __init__(self, mma_tilings=None, stages=None, step_k=None) -> None:
+    def __init__(self, mma_tilings=None, stages=None, step_k=None, instructions: str = "mma",
+                 wgmma_tilings=None) -> None:
         if stages is not None and stages < 2:
             raise ValueError(f"MatmulTensorCore: a pipeline needs 2 stages or more, not {stages}")
         if step_k is not None and step_k not in STEP_K_CHOICES:
             raise ValueError(f"MatmulTensorCore: step_k must be one of {STEP_K_CHOICES}, not {step_k}")
+        if instructions not in ("mma", "wgmma"):
+            raise ValueError(f"MatmulTensorCore: instructions must be 'mma' or 'wgmma', not {instructions!r}")
         self.mma_tilings, self.stages = (tuple(mma_tilings) if mma_tilings else None), stages
         self.step_k = step_k or STEP_K
+        self.instructions = instructions
+        self.wgmma_tilings = tuple(wgmma_tilings) if wgmma_tilings else WGMMA_TILINGS
 
     def apply(self, func, target, tunable: bool = False):
         sch = self.new_schedule(func, target)
@@ -183,6 +190,8 @@ class MatmulTensorCore(GPUScheduleRule):
             step_k, tiling = _chosen_step_and_tiling(sch.get(main), tilings, elem_bytes, tf32, step_k, tiling, target)
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
+        if mma and not tf32 and self._wgmma(sch, main, target, c_dtype):
+            return sch
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
         sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, step_k])
 
@@ -251,6 +260,40 @@ class MatmulTensorCore(GPUScheduleRule):
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
             sch.annotate(k0, "software_pipeline_async_stages", [0])
         return sch
+
+    def _wgmma(self, sch, main, target, c_dtype: str) -> bool:
+        """Schedule the canonical product ``main`` with Hopper's wgmma (`matmul_wgmma`) where
+        it can and the choice (`schedule_choices.INSTRUCTIONS`: the rule's ``instructions``
+        first, a tuner's pick otherwise) says so; whether it did. wgmma is sm_90's only (not
+        its successors'), takes A K-major, and its tiles must divide I and J."""
+        if _arch_number(target) != 90:
+            return False
+        b = sch.get(main)
+        extents = _extents(b)
+        if extents is None or extents[1] is None or not a_is_k_major(sch, main):
+            return False
+        if c_dtype == "float16" and b.reads and any(r.buffer.dtype == "bfloat16" for r in b.reads):
+            return False
+        s, i, j = extents
+        budget = _shared_budget(target)
+        fitting = [t for t in self.wgmma_tilings if 2 * wgmma_stage_bytes(t) <= budget]
+        first = wgmma_tiling_for(s, i, j, fitting, FILL_BLOCKS)
+        if first is None:
+            return False
+        order = ["wgmma", "mma"] if self.instructions == "wgmma" else ["mma", "wgmma"]
+        if choose(INSTRUCTIONS, order) != "wgmma":
+            return False
+        # wgmma's own points come after the choice of it (`choice_points` lists them too).
+        others = [t for t in fitting if t != first and i % t.tile_i == 0 and j % t.tile_j == 0]
+        tiling = choose(BLOCK_TILING, [first] + others)
+        stage_bytes = wgmma_stage_bytes(tiling)
+        steps = -(-const_int(b.iter_vars[3].dom.extent) // WGMMA_STEP_K)
+        stages = _pipeline_stages(self.stages or PIPELINE_STAGES, stage_bytes, target, steps)
+        stages = choose(STAGES_CHOICE, [stages] + [n for n in CHOSEN_STAGES if n != stages and
+                                                    n <= _pipeline_stages(n, stage_bytes, target, steps)])
+        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, WGMMA_STEP_K])
+        schedule_wgmma(sch, main, tiling, stages)
+        return True
 
     @staticmethod
     def _shared_layout(sch, copy, elem_bytes: int = 2, mma: bool = False) -> None:

@@ -1,0 +1,227 @@
+"""Hopper's warpgroup MMA (``wgmma``) for `MatmulTensorCore`: fp16 and bf16 products on sm_90.
+
+Why: on an H100 or H200 ``mma.sync`` reaches about two thirds of the tensor cores' peak (the
+operands go through registers, each warp loading its own with ``ldmatrix``); cuBLAS's kernels
+use ``wgmma.mma_async``, which reads both operands straight from shared memory for a whole
+warpgroup (4 warps, 128 threads) and runs asynchronously, m64nNk16 at a time with N up to 256.
+The mma.sync schedule measured 56% of cuBLAS on the 4096^3 fp16 product (H200, 2026-11-28).
+
+The structure (the mma.sync schedule's, with warpgroups for warps):
+
+* a thread block computes a `WgmmaTiling`: ``warpgroups`` warpgroups (threadIdx.y; threadIdx.x
+  the 128 threads of one) along I, each ``frags_m`` tiles of 64 rows by the block's ``n``
+  columns, one ``m64n{n}k16`` instruction per tile and 16 of K;
+* K runs in steps of 64 (128 bytes of fp16: one row of a 128-byte swizzle), each step's tiles
+  of A and B copied into shared memory by every thread with ``cp.async``, in a software pipeline
+  of `stages` steps (TVM's ``software_pipeline_stage`` annotations, as the mma.sync schedule);
+* the shared tiles are laid out as the tensor cores read a 128-byte-swizzled operand: A's
+  [rows][64] (K-major), B's [J][64] when B is K-major (``x @ w.T``), else [J / 64][64][64] (B of
+  ``A @ B``: N-major, 64 columns of 128 bytes a row, 8 rows an atom), their 16-byte chunks
+  XOR-swizzled by row (``permuted_layout``, which is that swizzle on 1024-byte-aligned tiles);
+* the accumulators live in scope ``warpgroup.wgmma_acc``, a warpgroup's tiles, which
+  `compiler.wgmma_tiles` gives to the threads as registers (n / 2 per thread per tile); each
+  thread writes its elements of C itself, with the epilogue;
+* the blocks annotated ``tvms.wgmma`` (``"fill"``, ``"mma"``, ``"store"``) are what
+  `wgmma_tiles.tensorize_wgmma` makes instructions of; the loop over a step's K (annotated
+  ``tvms.wgmma_step``) is one batch between a fence and a commit, waited for at its end.
+
+Only K-major A is taken (A of ``A @ B`` and of ``x @ w.T`` is); a transposed A is left to the
+mma.sync schedule. A product whose tiles would need padding is too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvmscript.ir.tir_arith import const_int
+from tvmscript.ir.tir_visitor import vars_in
+
+from ...lower_gpu.common import WGMMA_ACC_SCOPE
+from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
+from ...wgmma_tiles import WGMMA_ANN, WGMMA_STEP_ANN
+from .matmul import auto_inline_consumer_chain, auto_inline_producers, loop_of_last_index
+
+__all__ = ["WgmmaTiling", "WGMMA_TILINGS", "WGMMA_ANN", "WGMMA_STEP_ANN", "WGMMA_STEP_K", "schedule_wgmma",
+           "wgmma_tiling_for", "wgmma_stage_bytes", "a_is_k_major"]
+
+WGMMA_M, WGMMA_K = 64, 16      # m64nNk16
+WGMMA_STEP_K = 64              # K per pipeline step: one 128-byte row of fp16
+WARPGROUP = 128
+COPY_BYTES = 16
+
+
+@dataclass(frozen=True)
+class WgmmaTiling:
+    """A thread block's share of C: ``warpgroups`` warpgroups along I, each ``frags_m`` tiles
+    of 64 rows by ``n`` columns (the wgmma's N)."""
+
+    warpgroups: int
+    frags_m: int
+    n: int
+
+    @property
+    def tile_i(self) -> int:
+        return self.warpgroups * self.frags_m * WGMMA_M
+
+    @property
+    def tile_j(self) -> int:
+        return self.n
+
+    @property
+    def threads(self) -> int:
+        return self.warpgroups * WARPGROUP
+
+
+# Largest first, as cuBLAS's Hopper kernels: 128x256 of 2 warpgroups (128 accumulators a
+# thread; 48 KiB a stage), 128x128, then 64-row tiles for products of few blocks.
+WGMMA_TILINGS = (WgmmaTiling(2, 1, 256), WgmmaTiling(2, 1, 128), WgmmaTiling(1, 1, 256), WgmmaTiling(1, 1, 128),
+                 WgmmaTiling(1, 1, 64))
+
+
+def wgmma_stage_bytes(tiling: WgmmaTiling, elem_bytes: int = 2) -> int:
+    """Shared memory for one step's tiles of A and B."""
+    return (tiling.tile_i + tiling.tile_j) * WGMMA_STEP_K * elem_bytes
+
+
+def wgmma_tiling_for(s: int, i: int, j: int, tilings, fill_blocks: int):
+    """The largest of ``tilings`` that divides I and J and still gives ``fill_blocks`` thread
+    blocks, else the smallest that divides them; None when none does."""
+    fits = [t for t in tilings if i % t.tile_i == 0 and j % t.tile_j == 0]
+    if not fits:
+        return None
+    filled = [t for t in fits if s * (i // t.tile_i) * (j // t.tile_j) >= fill_blocks]
+    return filled[0] if filled else fits[-1]
+
+
+def a_is_k_major(sch, main) -> bool:
+    """Whether the matrix A of the canonical block ``main`` (the operand indexed by I; the
+    block's iteration variables are S, I, J, K) is K-major in memory: its contiguous index
+    follows K, through the reindexing block that `to_canonical_form` put before ``main`` when
+    there is one."""
+    b = sch.get(main)
+    i_var, k_var = b.iter_vars[1].var, b.iter_vars[3].var
+    a = [x for x in _loads(b.body.value) if x.buffer is not b.body.buffer
+         and any(i_var in vars_in([idx]) for idx in x.indices)]
+    if len(a) != 1:
+        return False
+    a = a[0]
+    if k_var not in vars_in([a.indices[-1]]):
+        return False
+    for producer in sch.get_producers(main):
+        p = sch.get(producer)
+        if p.writes and p.writes[0].buffer is a.buffer:
+            sources = _loads(p.body.value)
+            k_position = set(vars_in([p.body.indices[-1]]))
+            return len(sources) == 1 and set(vars_in([sources[0].indices[-1]])) <= k_position
+    return True
+
+
+def _loads(e) -> list:
+    """The buffer loads in ``e``."""
+    from tvmscript.ir import tir
+    from tvmscript.ir.mutator import IRMutator
+
+    found = []
+
+    class F(IRMutator):
+        def visit_expr(self, x):
+            if isinstance(x, tir.BufferLoad):
+                found.append(x)
+            return super().visit_expr(x)
+
+    F().visit_expr(e)
+    return found
+
+
+def schedule_wgmma(sch, main, tiling: WgmmaTiling, stages: int) -> None:
+    """Schedule the canonical, padded product block ``main`` (``C[S, I, J] += A[S, I, K] *
+    B[S, J, K]``) for wgmma with ``tiling`` and a ``stages``-step pipeline (module docstring)."""
+    batch, i, j, k = sch.get_loops(main)
+    i0, i1, i2, i3 = sch.split(i, [None, tiling.warpgroups, tiling.frags_m, WGMMA_M])
+    j0, j1 = sch.split(j, [None, tiling.n])
+    k0, k1, k2 = sch.split(k, [None, WGMMA_STEP_K // WGMMA_K, WGMMA_K])
+    sch.reorder(i0, j0, i1, k0, k1, i2, i3, j1, k2)
+    by = sch.fuse(batch, i0)
+    sch.bind(by, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.y")
+
+    # Each thread holds its part of its warpgroup's accumulators and writes it to C itself.
+    c_acc = sch.cache_write(main, 0, WGMMA_ACC_SCOPE)
+    sch.reverse_compute_at(c_acc, i1, preserve_unit_loops=True)
+
+    def to_shared(index: int):
+        block = sch.cache_read(main, index, "shared")
+        sch.compute_at(block, k0, preserve_unit_loops=True)
+        return block
+
+    a_shared, b_shared = to_shared(0), to_shared(1)
+    auto_inline_producers(sch, a_shared)
+    auto_inline_producers(sch, b_shared)
+    auto_inline_consumer_chain(sch, c_acc)
+    for copy in (a_shared, b_shared):
+        _swizzled_layout(sch, copy)
+        _cooperative(sch, copy, tiling.warpgroups)
+
+    init = sch.decompose_reduction(main, k0)
+    _tile_op(sch, init, 2, "fill", (WGMMA_M, tiling.n))
+    _tile_op(sch, main, 3, "mma")
+    _tile_op(sch, c_acc, 2, "store", (WGMMA_M, tiling.n))
+    # One step's wgmmas are one batch: a fence before, a commit and a wait after.
+    sch.annotate(k1, WGMMA_STEP_ANN, 1)
+    sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
+    sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+    sch.annotate(k0, "software_pipeline_async_stages", [0])
+
+
+def _swizzled_layout(sch, copy) -> None:
+    """The shared tile ``copy`` writes ([S, rows, K]) as wgmma reads it: K-major as it is when
+    the global matrix's contiguous index is K's, else [S, rows / 64, K, 64] (N-major, 64
+    columns of 128 bytes a row), then its 16-byte chunks XOR-swizzled by row."""
+    b = sch.get(copy)
+    dst = b.writes[0]
+    src = next((r for r in b.reads if r.buffer.scope in ("global", "")), None)
+    if src is not None and len(dst.region) >= 2:
+        rows = set(vars_in([dst.region[-2].min]))
+        k = set(vars_in([dst.region[-1].min]))
+        last = set(vars_in([src.region[-1].min]))
+        if last & rows and not last & k:
+            sch.transform_layout(copy, ("write", 0),
+                                 lambda *idx: (*idx[:-2], idx[-2] // 64, idx[-1], idx[-2] % 64))
+    sch.annotate(copy, PERMUTED_LAYOUT, 1)
+
+
+def _cooperative(sch, block, warpgroups: int) -> None:
+    """The copy ``block`` spread over all threads, 16 bytes each per instruction, neighbouring
+    threads on neighbouring elements of the global matrix."""
+    loops = sch.get_loops(block)
+    n = len(sch.get(block).iter_vars)
+    own = loops[-n:]
+    fastest = loop_of_last_index(sch, block, own)
+    if fastest is not None and fastest is not own[-1]:
+        own = [lp for lp in own if lp is not fastest] + [fastest]
+        sch.reorder(*own)
+    fused = sch.fuse(*own)
+    vector = COPY_BYTES // 2
+    _, ty, tx, vec = sch.split(fused, [None, warpgroups, WARPGROUP, vector])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+
+
+def _tile_op(sch, block, inner: int, kind: str, tiles: tuple = ()) -> None:
+    """The innermost ``inner`` loops of ``block`` (first split into ``tiles``) one block
+    annotated with the wgmma operation it is."""
+    loops = sch.get_loops(block)
+    if tiles:
+        parts = []
+        for lp, extent in zip(loops[-inner:], tiles):
+            if const_int(sch.get(lp).extent) != extent:
+                parts.append(sch.split(lp, [None, extent]))
+            else:
+                parts.append((None, lp))
+        outer = [p[0] for p in parts if p[0] is not None]
+        if outer:
+            sch.reorder(*outer, *[p[1] for p in parts])
+        loops = sch.get_loops(block)
+    sch.annotate(sch.blockize(loops[-inner]), WGMMA_ANN, kind)

@@ -1,0 +1,300 @@
+"""Warpgroup MMA tiles (Hopper's ``wgmma``): the GPU lowering's `tensorize_wgmma`.
+
+`dlight.gpu.matmul_wgmma` leaves a warpgroup's accumulators in scope ``warpgroup.wgmma_acc``
+and each piece of work a block annotated ``tvms.wgmma`` holding plain loops over one tile; a
+step's loop over K is annotated ``tvms.wgmma_step``. After compaction (the accumulator then has
+the shape of one warpgroup's tiles, [tiles x 64, n]) this pass makes them instructions:
+
+* the accumulator becomes each thread's registers: n / 2 elements per 64 x n tile, tiles in
+  row-major order; thread t of the warpgroup (warp w = t / 32, lane l) holds in element i row
+  ``16 w + l / 4 + 8 ((i / 2) % 2)``, column ``8 (i / 4) + 2 (l % 4) + i % 2`` (the PTX ISA's
+  layout of wgmma's D, which is mma.sync's m16n8 accumulator repeated over 4 warps and n / 8
+  column blocks);
+* ``"fill"``  each thread zeroes its elements of the tile;
+* ``"mma"``   ``C[i, j] += A[i, k] * B[j, k]`` over 64 x n x 16 becomes one
+              ``T.ptx_wgmma("m64n{n}k16", ...)`` whose operands are descriptors
+              (``T.ptx_wgmma_desc``) of the shared tiles at the loops' origin: a K-major tile
+              ([rows][64]: 8 rows of 128 bytes an atom, the next 8 rows 1024 bytes on) or an
+              N-major one ([n / 64][K][64]: 8 K-rows of 128 bytes an atom, the next 64 columns
+              a block further, the leading byte offset); both 128-byte swizzled, as the
+              ``permuted_layout`` the schedule asked for lays them out;
+* ``"store"`` the tile's copy to C (with whatever the block computes from it: the epilogue) at
+              each of the thread's elements, pairs of columns as 2-wide vectors;
+* a ``tvms.wgmma_step`` loop is wrapped as one batch of asynchronous MMAs: first
+  ``fence.proxy.async`` and a barrier (what every thread copied into shared memory is visible
+  to the tensor cores' reads), ``wgmma.fence`` (the accumulator registers are ready), the loop,
+  then ``wgmma.commit_group`` and ``wgmma.wait_group 0`` (the batch is done before anything
+  reads the accumulators or overwrites the tiles).
+
+The descriptors point at the tiles' unswizzled addresses: the tensor cores swizzle the
+addresses they compute themselves, so this pass runs before `permute_layouts`, which rewrites
+element accesses only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tvmscript.ir import tir
+from tvmscript.ir.arith.canonical import simplify
+from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.tir import Allocate
+from tvmscript.ir.tir_arith import make_add, make_floordiv, make_floormod, make_mul
+from tvmscript.ir.tir_visitor import vars_in
+
+from .lower_gpu.common import SYNC_OP, THREAD_VARS, WGMMA_ACC_SCOPE, GPULoweringError
+from .lower_tir import _row_major_strides, dtype_bytes
+from .mma_tiles import _fragment_load, _replace_load, _unroll_register_loops
+from .tensor_cores import WMMAError, _load, _tile_nest
+
+__all__ = ["tensorize_wgmma", "WGMMA_ANN", "WGMMA_STEP_ANN"]
+
+WGMMA_ANN = "tvms.wgmma"
+WGMMA_STEP_ANN = "tvms.wgmma_step"
+WARPGROUP = 128
+M, K = 64, 16
+ROW_BYTES = 128                  # a 128-byte swizzle's row
+ATOM_BYTES = 8 * ROW_BYTES       # its 8 rows: the stride byte offset of both majornesses
+_PTX_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
+def tensorize_wgmma(body: tir.Stmt, extents: dict) -> tir.Stmt:
+    """``body`` (one kernel, compacted) with its ``tvms.wgmma`` tiles made wgmma instructions
+    and its accumulators per-thread register arrays."""
+    accumulators = _accumulators(body)
+    if not accumulators:
+        return body
+    threads = extents.get("threadIdx.x")
+    if not (isinstance(threads, tir.IntImm) and threads.value == WARPGROUP):
+        raise GPULoweringError("wgmma accumulators need warpgroups of 128 threads on threadIdx.x")
+    registers = {data: _registers(buf) for data, buf in accumulators.items()}
+    thread = THREAD_VARS["threadIdx.x"]
+
+    class Mut(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, tir.AttrStmt) and s.attr_key == WGMMA_ANN:
+                kind = s.value.value if isinstance(s.value, tir.StringImm) else str(s.value)
+                try:
+                    return _TileOp(kind, s.body, registers, thread).lower()
+                except WMMAError as err:
+                    raise GPULoweringError(f"wgmma tile ({kind}): {err}") from None
+            s = super().visit_stmt(s)
+            if isinstance(s, tir.For) and WGMMA_STEP_ANN in (s.annotations or {}):
+                return _batch(dataclasses.replace(s, annotations={k: v for k, v in s.annotations.items()
+                                                                  if k != WGMMA_STEP_ANN}))
+            if isinstance(s, Allocate) and s.buffer.data in registers:
+                return Allocate(registers[s.buffer.data], s.body, s.storage)
+            return s
+
+    out = Mut().visit_stmt(body)
+    _check_no_accumulator_left(out, accumulators)
+    return _unroll_register_loops(out, set(registers))
+
+
+def _batch(loop: tir.For) -> tir.Stmt:
+    """One step's wgmmas between their fences and their commit and wait (module docstring)."""
+    def call(op: str, *args) -> tir.Evaluate:
+        return tir.Evaluate(tir.Call("handle", op, list(args)))
+
+    return tir.seq([call("tir.ptx_fence_proxy_async"), call(SYNC_OP, tir.StringImm("handle", "shared")),
+                    call("tir.ptx_wgmma_fence"), loop, call("tir.ptx_wgmma_commit_group"),
+                    call("tir.ptx_wgmma_wait_group", tir.IntImm("int32", 0))])
+
+
+def _accumulators(body) -> dict:
+    found = {}
+
+    class F(IRMutator):
+        def visit_stmt(self, s):
+            if isinstance(s, Allocate) and s.buffer.scope == WGMMA_ACC_SCOPE:
+                found[s.buffer.data] = s.buffer
+            return super().visit_stmt(s)
+
+    F().visit_stmt(body)
+    return found
+
+
+def _registers(buf: tir.Buffer) -> tir.Buffer:
+    """An accumulator's per-thread array: n / 2 elements per 64 x n tile."""
+    shape = [d.value if isinstance(d, tir.IntImm) else None for d in buf.shape]
+    if None in shape or len(shape) < 2 or shape[-2] % M:
+        raise GPULoweringError(f"wgmma accumulator '{buf.name}' is not made of 64-row tiles")
+    size = 1
+    for d in shape:
+        size *= d
+    return dataclasses.replace(buf, shape=[tir.IntImm("int32", size // WARPGROUP)], strides=[], scope="local")
+
+
+class _TileOp:
+    """One ``tvms.wgmma`` tile operation, lowered for the threads of a warpgroup."""
+
+    def __init__(self, kind: str, nest, registers: dict, thread) -> None:
+        self.kind, self.registers, self.thread = kind, registers, thread
+        loops = []
+        s = nest
+        while isinstance(s, tir.For):
+            loops.append(s)
+            s = s.body
+        depth = 3 if kind == "mma" else 2
+        if len(loops) != depth or not isinstance(s, tir.BufferStore):
+            raise WMMAError(f"a wgmma operation must be {depth} loops around one store")
+        self.n = _extent(loops[1])
+        self.loops, self.store = _tile_nest(nest, depth, (M, self.n, K)[:depth])
+        if self.n % 8:
+            raise WMMAError(f"a wgmma tile's n must be a multiple of 8, not {self.n}")
+        self.at_origin = {lp.loop_var: tir.IntImm(lp.loop_var.dtype, 0) for lp in self.loops}
+
+    def lower(self) -> tir.Stmt:
+        if self.kind == "fill":
+            return self._fill()
+        if self.kind == "mma":
+            return self._mma()
+        if self.kind == "store":
+            return self._store()
+        raise WMMAError(f"unknown wgmma operation {self.kind!r}")
+
+    def _regs(self, buf: tir.Buffer) -> tir.Buffer:
+        if buf.data not in self.registers:
+            raise WMMAError(f"'{buf.name}' is not a wgmma accumulator ({WGMMA_ACC_SCOPE})")
+        return self.registers[buf.data]
+
+    def _offset(self, access):
+        """Where the thread's elements of the tile ``access`` is at start in its registers:
+        tiles of 64 x n in row-major order over the accumulator's shape, n / 2 elements each."""
+        buf = access.buffer
+        idx = [simplify(substitute(i, self.at_origin)) for i in access.indices]
+        shape = [d.value for d in buf.shape]
+        if shape[-1] % self.n:
+            raise WMMAError(f"accumulator '{buf.name}' of shape {tuple(shape)} is not made of 64x{self.n} tiles")
+        dtype = idx[-1].dtype
+        c = lambda v: tir.IntImm(dtype, v)  # noqa: E731
+        tiles = shape[:-2] + [shape[-2] // M, shape[-1] // self.n]
+        coords = list(idx[:-2]) + [make_floordiv(idx[-2], c(M)), make_floordiv(idx[-1], c(self.n))]
+        flat = coords[0]
+        for coord, count in zip(coords[1:], tiles[1:]):
+            flat = make_add(make_mul(flat, c(count)), coord)
+        return simplify(make_mul(flat, c(self.n // 2)))
+
+    def _fill(self) -> tir.Stmt:
+        e = tir.Var("int32", "e")
+        regs = self._regs(self.store.buffer)
+        store = tir.BufferStore(regs, self.store.value, [make_add(self._offset(self.store), e)])
+        return tir.For(e, tir.IntImm("int32", 0), tir.IntImm("int32", self.n // 2), "unrolled", store)
+
+    def _mma(self) -> tir.Stmt:
+        acc, a, b = self._operands()
+        i_var, j_var, k_var = (lp.loop_var for lp in self.loops)
+        types = [_PTX_TYPES.get(x.buffer.dtype) for x in (a, b, acc)]
+        if types[0] not in ("fp16", "bf16") or types[1] != types[0] or types[2] not in ("fp32", "fp16") \
+                or types == ["bf16", "bf16", "fp16"]:
+            raise WMMAError(f"wgmma takes float16 or bfloat16 operands and a float32 (or, for float16, float16) "
+                            f"accumulator, not {a.buffer.dtype}, {b.buffer.dtype}, {acc.buffer.dtype}")
+        desc_a, trans_a = self._descriptor(a, i_var, k_var, "A")
+        desc_b, trans_b = self._descriptor(b, j_var, k_var, "B")
+        if trans_a:
+            raise WMMAError("wgmma here takes A K-major (its contiguous index K's)")
+        regs = self._regs(acc.buffer)
+        return tir.Evaluate(tir.Call(acc.buffer.dtype, "tir.ptx_wgmma", [
+            tir.StringImm("handle", f"m64n{self.n}k16"), *[tir.StringImm("handle", t) for t in types],
+            tir.IntImm("int32", trans_a), tir.IntImm("int32", trans_b), regs.data, self._offset(self.store),
+            desc_a, desc_b]))
+
+    def _operands(self) -> tuple:
+        """(accumulator, A, B) loads of ``C = C + A * B`` (operands possibly cast): A indexed by
+        the tile's rows, B by its columns."""
+        value = self.store.value
+        if not isinstance(value, tir.Add):
+            raise WMMAError("a wgmma must be C = C + A * B")
+        acc, prod = (value.a, value.b) if isinstance(value.a, tir.BufferLoad) else (value.b, value.a)
+        while isinstance(prod, tir.Cast):
+            prod = prod.value
+        if not isinstance(acc, tir.BufferLoad) or acc.buffer is not self.store.buffer or not isinstance(prod, tir.Mul):
+            raise WMMAError("a wgmma must be C = C + A * B")
+        x, y = _load(prod.a), _load(prod.b)
+        i_var = self.loops[0].loop_var
+        a, b = (x, y) if any(i_var in vars_in([i]) for i in x.indices) else (y, x)
+        for name, op in (("A", a), ("B", b)):
+            if op.buffer.scope not in ("shared", "shared.dyn"):
+                raise WMMAError(f"wgmma reads {name} from shared memory, not '{op.buffer.name}' ({op.buffer.scope})")
+        return acc, a, b
+
+    def _descriptor(self, load: tir.BufferLoad, mn_var, k_var, name: str) -> tuple:
+        """(``T.ptx_wgmma_desc`` of the operand tile ``load`` reads at the loops' origin, its
+        transpose flag: 0 K-major, 1 M/N-major)."""
+        buf, idx = load.buffer, load.indices
+        shape = [d.value if isinstance(d, tir.IntImm) else None for d in buf.shape]
+        follows = lambda e, v: v in vars_in([e])  # noqa: E731
+        if None in shape or len(shape) < 2 or shape[-1] * dtype_bytes(buf.dtype) != ROW_BYTES or buf.strides:
+            raise WMMAError(f"wgmma's {name} tile '{buf.name}' must have rows of {ROW_BYTES} bytes, unpadded")
+        if follows(idx[-1], k_var) and not follows(idx[-1], mn_var) and follows(idx[-2], mn_var):
+            trans, lbo = 0, 16   # the leading byte offset is unused by a K-major swizzled tile
+        elif follows(idx[-1], mn_var) and follows(idx[-2], k_var):
+            trans = 1
+            if self.n * dtype_bytes(buf.dtype) > ROW_BYTES and name == "B":
+                if len(idx) < 3 or not follows(idx[-3], mn_var):
+                    raise WMMAError(f"wgmma's N-major {name} tile '{buf.name}' must be [{name} / 64][K][64]")
+                lbo = shape[-1] * shape[-2] * dtype_bytes(buf.dtype)
+            else:
+                lbo = 16
+        else:
+            raise WMMAError(f"wgmma's {name} tile '{buf.name}' must be K-major or M/N-major")
+        strides = _row_major_strides(buf.shape, idx[-1].dtype)
+        offset = tir.IntImm(idx[-1].dtype, 0)
+        for i, stride in zip(idx, strides):
+            offset = make_add(offset, make_mul(simplify(substitute(i, self.at_origin)), stride))
+        size = 1
+        for d in shape:
+            size *= d
+        ptr = tir.Call("handle", "tir.tvm_access_ptr", [tir.Call(buf.dtype, "tir.type_annotation", []), buf.data,
+                                                         simplify(offset), tir.IntImm("int32", size),
+                                                         tir.IntImm("int32", 1)])
+        desc = tir.Call("uint64", "tir.ptx_wgmma_desc", [ptr, tir.IntImm("int32", lbo),
+                                                         tir.IntImm("int32", ATOM_BYTES)])
+        return desc, trans
+
+    def _store(self) -> tir.Stmt:
+        """The tile's copy (and epilogue) at each of the thread's elements: element ``4h + 2r +
+        e`` is row ``16 w + l / 4 + 8r``, column ``8h + 2 (l % 4) + e``; each pair ``e`` one
+        2-wide vector."""
+        src = _fragment_load(self.store.value, self.registers)
+        if src is None:
+            raise WMMAError("a wgmma store must read one accumulator element")
+        row_var, col_var = self.loops[0].loop_var, self.loops[1].loop_var
+        if not (row_var in vars_in([src.indices[-2]]) and col_var in vars_in([src.indices[-1]])):
+            raise WMMAError("a wgmma store must copy the accumulator's tile, rows then columns")
+        regs = self._regs(src.buffer)
+        base = self._offset(src)
+        c = lambda v: tir.IntImm("int32", v)  # noqa: E731
+        h, r, e = tir.Var("int32", "h"), tir.Var("int32", "r"), tir.Var("int32", "e")
+        warp, lane = make_floordiv(self.thread, c(32)), make_floormod(self.thread, c(32))
+        row = make_add(make_add(make_mul(warp, c(16)), make_floordiv(lane, c(4))), make_mul(r, c(8)))
+        col = make_add(make_add(make_mul(h, c(8)), make_mul(make_floormod(lane, c(4)), c(2))), e)
+        offset = make_add(make_add(make_mul(h, c(4)), make_mul(r, c(2))), e)
+        element = tir.BufferLoad(regs.dtype, regs, [simplify(make_add(base, offset))])
+        value = _replace_load(self.store.value, src.buffer, element)
+        stmt = tir.BufferStore(self.store.buffer, value, self.store.indices, self.store.span)
+        stmt = substitute(stmt, {row_var: row, col_var: col})
+        pair = tir.For(e, c(0), c(2), "vectorized", stmt)
+        return tir.For(h, c(0), c(self.n // 8), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))
+
+
+def _extent(loop: tir.For) -> int:
+    if not isinstance(loop.extent, tir.IntImm):
+        raise WMMAError("a wgmma tile's loops must have constant extents")
+    return loop.extent.value
+
+
+def _check_no_accumulator_left(body, accumulators: dict) -> None:
+    class C(IRMutator):
+        def visit_expr(self, x):
+            if isinstance(x, tir.BufferLoad) and x.buffer.data in accumulators and x.buffer.scope == WGMMA_ACC_SCOPE:
+                raise GPULoweringError(f"accumulator '{x.buffer.name}' is read outside a tvms.wgmma tile operation")
+            return super().visit_expr(x)
+
+        def visit_stmt(self, s):
+            if isinstance(s, tir.BufferStore) and s.buffer.data in accumulators and s.buffer.scope == WGMMA_ACC_SCOPE:
+                raise GPULoweringError(f"accumulator '{s.buffer.name}' is written outside a tvms.wgmma tile "
+                                       f"operation")
+            return super().visit_stmt(s)
+
+    C().visit_stmt(body)

@@ -1,0 +1,188 @@
+"""Hopper's warpgroup MMA (dlight.gpu.matmul_wgmma, compiler.wgmma_tiles): fp16 and bf16 products
+from 128-byte-swizzled shared tiles, held to its design without a GPU: the CUDA C and PTX it
+prints (sm_90a), its results in the emulator against the CPU (the emulator reads the operands
+through the descriptors as the PTX ISA lays out a swizzled tile), ptxas's report (no spills, no
+wgmma serialized), and where the tuner may pick it (choice kind ``instructions``). On an H100 or
+H200 (``-m cuda``) the same kernels run against NumPy."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tvmscript as tvms
+from tvmscript.compiler import dlight as dl
+from tvmscript.compiler import nvrtc
+from tvmscript.compiler.build_cuda import build_cuda
+from tvmscript.compiler.dlight.gpu.matmul_wgmma import WgmmaTiling
+from tvmscript.compiler.kernel_resources import resources_of
+from tvmscript.compiler.schedule_choices import INSTRUCTIONS, choice_points, with_choices
+from support.cuda_check import batch_matmul_src, matmul_src, prim_funcs_of, scheduled_by, square_matmul_src
+from support.cuda_emulator import compare_with_cpu
+
+SM90 = "cuda -arch=sm_90"
+
+
+def wgmma_funcs(src: str, tiling=None, target: str = SM90) -> dict:
+    """The prim_funcs of ``src`` scheduled by `MatmulTensorCore` with wgmma first (``tiling``
+    alone when given)."""
+    rule = dl.gpu.MatmulTensorCore(instructions="wgmma", wgmma_tilings=(tiling,) if tiling else None)
+    return dict(scheduled_by(rule, tvms.parse(src), target))
+
+
+def source_of(funcs: dict, target: str = SM90):
+    return build_cuda(funcs, target, kind="source")
+
+
+@pytest.mark.parametrize("tiling", [WgmmaTiling(2, 1, 256), WgmmaTiling(2, 1, 128), WgmmaTiling(1, 2, 128),
+                                    WgmmaTiling(2, 2, 64)], ids=str)
+@pytest.mark.parametrize("b_transposed", [False, True], ids=["b_n_major", "b_k_major"])
+def test_wgmma_matmuls_match_the_cpu(tiling, b_transposed):
+    """Each tiling (2 warpgroups or 1, one or two 64-row tiles each, wgmma's n 256, 128, 64),
+    with B N-major (``A @ B``: [n / 64][K][64] tiles, the descriptor's leading byte offset
+    between them) and K-major (``x @ w.T``); 3 steps of K run the pipeline's prologue, steady
+    state and epilogue."""
+    funcs = wgmma_funcs(matmul_src(256, 256, 192, "float32", b_transposed), tiling)
+    code = source_of(funcs)
+    n = tiling.n
+    assert f"tvms_wgmma_m64n{n}k16_f32_f16_t0{0 if b_transposed else 1}(" in code.source
+    (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-3, atol=1e-3).values()
+    assert result.ok, result
+
+
+@pytest.mark.parametrize("case", ["fp16_accumulators", "bf16", "epilogue", "batched", "long_k"])
+def test_wgmma_variants_match_the_cpu(case):
+    """float16 accumulators (two halves a register), bfloat16 operands, a bias + ReLU epilogue
+    written by each thread from its registers, a batched product (the batch on blockIdx.y),
+    and a K of 16 steps."""
+    tol = 1e-3
+    if case == "fp16_accumulators":
+        src, tol = matmul_src(128, 256, 128, "float16", False), 2e-2
+    elif case == "bf16":
+        src, tol = matmul_src(128, 128, 128, "float32", True, "bfloat16"), 1e-2
+    elif case == "epilogue":
+        src = matmul_src(128, 256, 128, "float32", True, epilogue=True)
+    elif case == "batched":
+        src = batch_matmul_src(4, 128, 128, 64, b_transposed=False)
+    else:
+        src = matmul_src(128, 128, 1024, "float32", False)
+    funcs = wgmma_funcs(src)
+    assert "tvms_wgmma_m64n" in source_of(funcs).source
+    for result in compare_with_cpu(funcs, target=SM90, rtol=tol, atol=tol).values():
+        assert result.ok, result
+
+
+def test_the_cuda_text_and_ptx_of_the_4096_product():
+    """The 4096^3 benchmark product: 128x256 tiles of 2 warpgroups, m64n256k16 from descriptors
+    of 1024-byte-aligned dynamic shared memory, each step's 4 wgmmas between a proxy fence, a
+    barrier and wgmma's fence, and a commit and a wait; a 4-stage cp.async pipeline; sm_90a."""
+    funcs = wgmma_funcs(square_matmul_src(4096, "float16"))
+    code = source_of(funcs)
+    src = code.source
+    assert code.arch == "sm_90a"
+    assert "__align__(1024) unsigned char tvms_dynamic_smem[]" in src
+    assert re.search(r"tvms_fence_proxy_async\(\);\s*__syncthreads\(\);\s*tvms_wgmma_fence\(\);", src)
+    assert re.search(r"tvms_wgmma_commit\(\);\s*tvms_wgmma_wait<0>\(\);", src)
+    assert "tvms_wgmma_m64n256k16_f16_f16_t01(" in src   # float16 C: float16 accumulators
+    assert set(re.findall(r"tvms_cp_async_wait<(\d+)>", src)) == {"3"}   # 4 stages
+    assert "__launch_bounds__(256)" in src and "tvms_mma_m16n8k16" not in src
+    ptx = build_cuda(funcs, SM90, kind="ptx").ptx
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f16.f16.f16" in ptx
+    assert "wgmma.fence.sync.aligned" in ptx and "wgmma.commit_group.sync.aligned" in ptx
+    assert "wgmma.wait_group.sync.aligned 0" in ptx and "fence.proxy.async.shared::cta" in ptx
+
+
+@pytest.mark.parametrize("acc", ["float32", "float16"])
+def test_ptxas_keeps_the_accumulators_in_registers_and_serializes_no_wgmma(acc):
+    """ptxas's report for the 4096^3 product (128 accumulators a thread with float32): no
+    spills, and none of its notes that it had to insert warpgroup waits or serialize the
+    wgmmas (C7515-C7520: registers used by a wgmma in flight), one block a multiprocessor."""
+    funcs = wgmma_funcs(matmul_src(4096, 4096, 4096, acc))
+    code = build_cuda(funcs, SM90)
+    (res,) = resources_of(code).values()
+    assert res.ptxas.spill_store_bytes == 0 and res.ptxas.spill_load_bytes == 0 and res.ptxas.stack_bytes == 0
+    assert res.occupancy.warps_per_block == 8 and res.occupancy.blocks >= 1
+    assert res.dyn_shared_bytes == 4 * (128 + 256) * 64 * 2
+    log = nvrtc.compile_cuda(code.source, code.arch, kind="cubin").log
+    assert not re.search(r"C75\d\d|serializ", log), log
+
+
+def test_the_default_schedule_keeps_mma_sync_and_the_tuner_may_pick_wgmma():
+    """Until timed on a GPU, the default fp16 schedule on sm_90 stays mma.sync; the choice
+    point ``instructions`` offers wgmma beside it on sm_90 (not on sm_80, nor where A is
+    M-major or the tiles do not divide the product), and a choice of it builds wgmma."""
+    (func,) = prim_funcs_of(tvms.parse(matmul_src(1024, 1024, 512, "float32"))).values()
+    assert "tvms_mma_m16n8k16" in source_of({"mm": func}).source
+    assert choice_points(func, SM90)[INSTRUCTIONS] == [2]
+    assert choice_points(func, "cuda -arch=sm_80")[INSTRUCTIONS] == []
+    picked = with_choices(func, {INSTRUCTIONS: [1]})
+    src = source_of({"mm": picked}).source
+    # 64x128 tiles: the largest that still give 128 blocks (an H100's 132 multiprocessors).
+    assert "tvms_wgmma_m64n128k16_f32_f16_t01(" in src and "tvms_mma_m16n8k16" not in src
+    m_major_a = matmul_src(1024, 1024, 512, "float32").replace("A[vi, vk]", "A[vk, vi]").replace(
+        "A: T.Buffer((1024, 512)", "A: T.Buffer((512, 1024)")
+    (func,) = prim_funcs_of(tvms.parse(m_major_a)).values()
+    assert choice_points(func, SM90)[INSTRUCTIONS] == []
+    assert "tvms_wgmma" not in source_of(wgmma_funcs(m_major_a)).source
+    assert "tvms_wgmma" not in source_of(wgmma_funcs(matmul_src(1000, 1024, 512, "float32"))).source
+
+
+def test_a_bad_descriptor_is_an_emulator_error():
+    """The emulator checks what it reads through a descriptor: a tile outside dynamic shared
+    memory is an error, not a silent read."""
+    from support.cuda_emulator import EmulatedModule
+
+    src = r"""
+extern "C" __global__ void k(float* out) {
+  __shared__ __align__(16) unsigned char tile[2048];
+  float d[32] = {0};
+  unsigned long long desc = tvms_wgmma_desc(tile, 16, 1024);
+  tvms_wgmma_m64n64k16_f32_f16_t00(d, desc, desc);
+  out[threadIdx.x] = d[0];
+}
+"""
+    mod = EmulatedModule(src)
+    out = np.zeros(128, "float32")
+    with pytest.raises(Exception, match="not in dynamic shared memory"):
+        mod.launch("k", (1, 1, 1), (128, 1, 1), out)
+
+
+def _on_hopper():
+    try:
+        from tvmscript.runtime.cuda import device_arch, unavailable_reason
+    except ImportError as err:   # no pycuda
+        return f"no CUDA runtime: {err}"
+    reason = unavailable_reason(0)
+    if reason is not None:
+        return reason
+    arch = device_arch(0)
+    return None if arch == "sm_90" else f"wgmma needs an sm_90 GPU, this one is {arch}"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape, b_transposed, acc", [((512, 512, 256), False, "float32"),
+                                                       ((256, 512, 192), True, "float32"),
+                                                       ((4096, 4096, 4096), False, "float16")])
+def test_wgmma_on_a_hopper_gpu(shape, b_transposed, acc):
+    """On an H100 or H200: the wgmma kernels against NumPy (integer-valued operands: the float32
+    products are exact; the 4096^3 float16 one within half's rounding)."""
+    reason = _on_hopper()
+    if reason:
+        pytest.skip(reason)
+    m, n, k = shape
+    funcs = wgmma_funcs(matmul_src(m, n, k, acc, b_transposed))
+    ex = tvms.compile(tvms.IRModule(funcs), target="cuda")
+    assert "tvms_wgmma_m64n" in ex.cuda_code.source
+    rng = np.random.default_rng(3)
+    a = rng.integers(-2, 3, (m, k)).astype("float16")
+    b = rng.integers(-2, 3, (n, k) if b_transposed else (k, n)).astype("float16")
+    dev = tvms.cuda(0)
+    out = tvms.nd.array(np.zeros((m, n), acc), dev)
+    ex["mm"](tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)
+    ref = a.astype("float32") @ (b.T if b_transposed else b).astype("float32")
+    if acc == "float32":
+        np.testing.assert_array_equal(out.numpy(), ref)
+    else:
+        np.testing.assert_allclose(out.numpy().astype("float32"), ref, rtol=2e-2, atol=2.0)
