@@ -53,10 +53,11 @@ MMA_VARIANTS = ((Tiling(2, 2, 4, 4), 3, 32), (Tiling(2, 2, 4, 4), 4, 32), (Tilin
                 (Tiling(2, 2, 4, 4), 3, 64), (Tiling(2, 2, 4, 4), 4, 64), (Tiling(2, 4, 4, 2), 4, 32),
                 (Tiling(4, 2, 2, 4), 4, 32), (Tiling(4, 2, 4, 4), 4, 32))
 # Hopper's wgmma (``MatmulTensorCore(instructions="wgmma")``, sm_90 only), timed first: (tiling,
-# stages). 128x256 of 2 warpgroups (cuBLAS's tile on an H100; 48 KiB a stage) at 4 and 3 stages,
-# 128x128 of 2 at 4 and 6, 64x256 of 1.
-WGMMA_VARIANTS = ((WgmmaTiling(2, 1, 256), 4), (WgmmaTiling(2, 1, 256), 3), (WgmmaTiling(2, 1, 128), 4),
-                  (WgmmaTiling(2, 1, 128), 6), (WgmmaTiling(1, 1, 256), 4))
+# stages, batches in flight). 128x256 of 2 warpgroups (cuBLAS's tile on an H100; 48 KiB a stage)
+# at 4 stages with a step's wgmmas left running while the next copies are issued (the default)
+# and without, and at 3; 128x128 of 2 at 4 and at 3 (two blocks a multiprocessor); 64x256 of 1.
+WGMMA_VARIANTS = ((WgmmaTiling(2, 1, 256), 4, 1), (WgmmaTiling(2, 1, 256), 4, 0), (WgmmaTiling(2, 1, 256), 3, 1),
+                  (WgmmaTiling(2, 1, 128), 4, 1), (WgmmaTiling(2, 1, 128), 3, 1), (WgmmaTiling(1, 1, 256), 4, 1))
 # TF32 (``cuda -allow_tf32=1``, against cuBLAS with TF32 allowed) on the products of resnet18's
 # 3x3 convolutions at batch 32 in NHWC (pixels x channels x 9 channels) and the square one:
 # 256x128 of 8 warps (the default), 128x128 of 4 warps (254 registers a thread with steps of 32;
@@ -74,16 +75,17 @@ def mma_label(kind: str, tiling: Tiling, stages: int, step_k: int) -> str:
     return f"{kind} {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} x {warp}) {stages} x k{step_k}"
 
 
-def wgmma_label(tiling: WgmmaTiling, stages: int) -> str:
+def wgmma_label(tiling: WgmmaTiling, stages: int, in_flight: int) -> str:
     return (f"wgmma {tiling.tile_i}x{tiling.tile_j} ({tiling.warpgroups} wg x {tiling.frags_m * 64}x{tiling.n}) "
-            f"{stages} x k64")
+            f"{stages} x k64{'' if in_flight else ' wait 0'}")
 
 
 def variants():
     """(label, dtype, rule, target) of every variant of the float32 and float16 products."""
-    for tiling, stages in WGMMA_VARIANTS:
-        yield (wgmma_label(tiling, stages), "float16",
-               dl.gpu.MatmulTensorCore(instructions="wgmma", wgmma_tilings=(tiling,), stages=stages), "cuda")
+    for tiling, stages, in_flight in WGMMA_VARIANTS:
+        yield (wgmma_label(tiling, stages, in_flight), "float16",
+               dl.gpu.MatmulTensorCore(instructions="wgmma", wgmma_tilings=(tiling,), stages=stages,
+                                       wgmma_in_flight=in_flight), "cuda")
     for tile_j in SIMT_TILES:
         yield f"SIMT 128x{tile_j}", "float32", dl.gpu.MatmulSIMT(tile_j=tile_j), "cuda"
     for tiling, stages, step_k in MMA_VARIANTS:

@@ -23,8 +23,9 @@ the shape of one warpgroup's tiles, [tiles x 64, n]) this pass makes them instru
 * a ``tvms.wgmma_step`` loop is wrapped as one batch of asynchronous MMAs: first
   ``fence.proxy.async`` and a barrier (what every thread copied into shared memory is visible
   to the tensor cores' reads), ``wgmma.fence`` (the accumulator registers are ready), the loop,
-  then ``wgmma.commit_group`` and ``wgmma.wait_group 0`` (the batch is done before anything
-  reads the accumulators or overwrites the tiles).
+  then ``wgmma.commit_group`` and ``wgmma.wait_group N``, N the annotation's value: the batches
+  left running (the schedule's copies into the tiles a batch reads come after the wait that
+  finishes it; ``"store"`` waits for all first).
 
 The descriptors point at the tiles' unswizzled addresses: the tensor cores swizzle the
 addresses they compute themselves, so this pass runs before `permute_layouts`, which rewrites
@@ -80,8 +81,10 @@ def tensorize_wgmma(body: tir.Stmt, extents: dict) -> tir.Stmt:
                     raise GPULoweringError(f"wgmma tile ({kind}): {err}") from None
             s = super().visit_stmt(s)
             if isinstance(s, tir.For) and WGMMA_STEP_ANN in (s.annotations or {}):
+                in_flight = s.annotations[WGMMA_STEP_ANN]
+                in_flight = int(getattr(in_flight, "value", in_flight))
                 return _batch(dataclasses.replace(s, annotations={k: v for k, v in s.annotations.items()
-                                                                  if k != WGMMA_STEP_ANN}))
+                                                                  if k != WGMMA_STEP_ANN}), in_flight)
             if isinstance(s, Allocate) and s.buffer.data in registers:
                 return Allocate(registers[s.buffer.data], s.body, s.storage)
             return s
@@ -91,14 +94,16 @@ def tensorize_wgmma(body: tir.Stmt, extents: dict) -> tir.Stmt:
     return _unroll_register_loops(out, set(registers))
 
 
-def _batch(loop: tir.For) -> tir.Stmt:
-    """One step's wgmmas between their fences and their commit and wait (module docstring)."""
-    def call(op: str, *args) -> tir.Evaluate:
-        return tir.Evaluate(tir.Call("handle", op, list(args)))
+def _call(op: str, *args) -> tir.Evaluate:
+    return tir.Evaluate(tir.Call("handle", op, list(args)))
 
-    return tir.seq([call("tir.ptx_fence_proxy_async"), call(SYNC_OP, tir.StringImm("handle", "shared")),
-                    call("tir.ptx_wgmma_fence"), loop, call("tir.ptx_wgmma_commit_group"),
-                    call("tir.ptx_wgmma_wait_group", tir.IntImm("int32", 0))])
+
+def _batch(loop: tir.For, in_flight: int) -> tir.Stmt:
+    """One step's wgmmas between their fences and their commit and the wait that leaves
+    ``in_flight`` batches running (module docstring)."""
+    return tir.seq([_call("tir.ptx_fence_proxy_async"), _call(SYNC_OP, tir.StringImm("handle", "shared")),
+                    _call("tir.ptx_wgmma_fence"), loop, _call("tir.ptx_wgmma_commit_group"),
+                    _call("tir.ptx_wgmma_wait_group", tir.IntImm("int32", in_flight))])
 
 
 def _accumulators(body) -> dict:
@@ -275,7 +280,9 @@ class _TileOp:
         stmt = tir.BufferStore(self.store.buffer, value, self.store.indices, self.store.span)
         stmt = substitute(stmt, {row_var: row, col_var: col})
         pair = tir.For(e, c(0), c(2), "vectorized", stmt)
-        return tir.For(h, c(0), c(self.n // 8), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))
+        # The last batch may still be running (a step's wait leaves one): wait for all first.
+        done = _call("tir.ptx_wgmma_wait_group", c(0))
+        return tir.seq([done, tir.For(h, c(0), c(self.n // 8), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))])
 
 
 def _extent(loop: tir.For) -> int:

@@ -25,10 +25,11 @@ from support.cuda_emulator import compare_with_cpu
 SM90 = "cuda -arch=sm_90"
 
 
-def wgmma_funcs(src: str, tiling=None, target: str = SM90) -> dict:
+def wgmma_funcs(src: str, tiling=None, target: str = SM90, in_flight: int = 1) -> dict:
     """The prim_funcs of ``src`` scheduled by `MatmulTensorCore` with wgmma first (``tiling``
-    alone when given)."""
-    rule = dl.gpu.MatmulTensorCore(instructions="wgmma", wgmma_tilings=(tiling,) if tiling else None)
+    alone when given; ``in_flight`` step batches left running)."""
+    rule = dl.gpu.MatmulTensorCore(instructions="wgmma", wgmma_tilings=(tiling,) if tiling else None,
+                                   wgmma_in_flight=in_flight)
     return dict(scheduled_by(rule, tvms.parse(src), target))
 
 
@@ -52,12 +53,35 @@ def test_wgmma_matmuls_match_the_cpu(tiling, b_transposed):
     assert result.ok, result
 
 
-@pytest.mark.parametrize("case", ["fp16_accumulators", "bf16", "epilogue", "batched", "long_k"])
+@pytest.mark.parametrize("in_flight", [1, 0])
+def test_copies_land_only_in_tiles_no_wgmma_still_reads(in_flight):
+    """The emulator's other extreme, each cp.async performed as soon as it is issued (a GPU
+    may): a step's copies go into tiles whose wgmmas the wait before them has finished, so the
+    results still match; with the copies moved before the wgmmas of their step while a batch
+    stays running, they overwrite the tiles of the batch in flight, which the emulator reports."""
+    from tvmscript.target import Target
+
+    src = matmul_src(128, 256, 384, "float32", False)
+    funcs = wgmma_funcs(src, in_flight=in_flight)
+    for result in compare_with_cpu(funcs, target=SM90, rtol=1e-3, atol=1e-3, eager_copies=True).values():
+        assert result.ok, result
+    if not in_flight:
+        return
+    (func,) = prim_funcs_of(tvms.parse(src)).values()
+    sch = dl.gpu.MatmulTensorCore(instructions="wgmma").apply(func, Target(SM90), False)
+    (k0,) = [lp for lp in sch.get_loops(sch.get_block("C_update_o"))
+             if "software_pipeline_order" in (sch.get(lp).annotations or {})]
+    sch.annotate(k0, "software_pipeline_order", [0, 1, 2])    # copies first: wrong with a batch in flight
+    (result,) = compare_with_cpu({"mm": sch.mod["main"]}, target=SM90, eager_copies=True).values()
+    assert not result.ok and "changed between its issue and the wait" in result.error
+
+
+@pytest.mark.parametrize("case", ["fp16_accumulators", "bf16", "epilogue", "batched", "long_k", "wait_0"])
 def test_wgmma_variants_match_the_cpu(case):
     """float16 accumulators (two halves a register), bfloat16 operands, a bias + ReLU epilogue
     written by each thread from its registers, a batched product (the batch on blockIdx.y),
-    and a K of 16 steps."""
-    tol = 1e-3
+    a K of 16 steps, and each step's batch finished before the next step's copies."""
+    tol, in_flight = 1e-3, 1
     if case == "fp16_accumulators":
         src, tol = matmul_src(128, 256, 128, "float16", False), 2e-2
     elif case == "bf16":
@@ -66,9 +90,11 @@ def test_wgmma_variants_match_the_cpu(case):
         src = matmul_src(128, 256, 128, "float32", True, epilogue=True)
     elif case == "batched":
         src = batch_matmul_src(4, 128, 128, 64, b_transposed=False)
-    else:
+    elif case == "long_k":
         src = matmul_src(128, 128, 1024, "float32", False)
-    funcs = wgmma_funcs(src)
+    else:
+        src, in_flight = matmul_src(128, 256, 384, "float32", False), 0
+    funcs = wgmma_funcs(src, in_flight=in_flight)
     assert "tvms_wgmma_m64n" in source_of(funcs).source
     for result in compare_with_cpu(funcs, target=SM90, rtol=tol, atol=tol).values():
         assert result.ok, result
@@ -77,16 +103,23 @@ def test_wgmma_variants_match_the_cpu(case):
 def test_the_cuda_text_and_ptx_of_the_4096_product():
     """The 4096^3 benchmark product: 128x256 tiles of 2 warpgroups, m64n256k16 from descriptors
     of 1024-byte-aligned dynamic shared memory, each step's 4 wgmmas between a proxy fence, a
-    barrier and wgmma's fence, and a commit and a wait; a 4-stage cp.async pipeline; sm_90a."""
+    barrier and wgmma's fence, and a commit and a wait that leaves that batch running; a
+    4-stage cp.async pipeline; sm_90a."""
     funcs = wgmma_funcs(square_matmul_src(4096, "float16"))
     code = source_of(funcs)
     src = code.source
     assert code.arch == "sm_90a"
     assert "__align__(1024) unsigned char tvms_dynamic_smem[]" in src
     assert re.search(r"tvms_fence_proxy_async\(\);\s*__syncthreads\(\);\s*tvms_wgmma_fence\(\);", src)
-    assert re.search(r"tvms_wgmma_commit\(\);\s*tvms_wgmma_wait<0>\(\);", src)
+    # A step's batch stays running while the copies of a later step go into the tiles of the
+    # step before it, which the wait finished: commit, wait for all but one, barrier, copies.
+    assert re.search(r"tvms_wgmma_commit\(\);\s*tvms_wgmma_wait<1>\(\);\s*__syncthreads\(\);\s*for [^\n]*\n"
+                     r"\s*tvms_cp_async16", src)
+    assert re.search(r"tvms_wgmma_wait<0>\(\);\s*#pragma unroll\s*for \(int h", src)   # all done before the store
     assert "tvms_wgmma_m64n256k16_f16_f16_t01(" in src   # float16 C: float16 accumulators
-    assert set(re.findall(r"tvms_cp_async_wait<(\d+)>", src)) == {"3"}   # 4 stages
+    # 4 stages: step s waits for its tiles with the copies of steps s + 1 and s + 2 in flight
+    # (those of s + 3 are issued after its wgmmas).
+    assert set(re.findall(r"tvms_cp_async_wait<(\d+)>", src)) == {"2"}
     assert "__launch_bounds__(256)" in src and "tvms_mma_m16n8k16" not in src
     ptx = build_cuda(funcs, SM90, kind="ptx").ptx
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f16.f16.f16" in ptx
@@ -147,6 +180,47 @@ extern "C" __global__ void k(float* out) {
     out = np.zeros(128, "float32")
     with pytest.raises(Exception, match="not in dynamic shared memory"):
         mod.launch("k", (1, 1, 1), (128, 1, 1), out)
+
+
+ASYNC_KERNEL = r"""
+extern "C" __global__ void k(float* before, float* after, int wait, int overwrite) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  half* h = (half*)smem;
+  for (int i = threadIdx.x; i < 8192; i += 128) h[i] = __float2half(1.0f);
+  __syncthreads();
+  float d[32];
+  for (int i = 0; i < 32; ++i) d[i] = 0.f;
+  unsigned long long da = tvms_wgmma_desc(smem, 16, 1024), db = tvms_wgmma_desc(smem + 8192, 16, 1024);
+  tvms_wgmma_fence();
+  tvms_wgmma_m64n64k16_f32_f16_t00(d, da, db);
+  tvms_wgmma_commit();
+  before[blockIdx.x * 128 + threadIdx.x] = d[0];
+  if (overwrite) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < 8192; i += 128) h[i] = __float2half(2.0f);
+  }
+  if (wait) tvms_wgmma_wait<0>();
+  after[blockIdx.x * 128 + threadIdx.x] = d[0];
+}
+"""
+
+
+def test_the_emulator_runs_wgmma_asynchronously():
+    """As on the GPU, a wgmma's registers hold D only once the wait that covers its group has
+    returned: read before it, they hold what they held (0 here; 16, the sum of 16 products of
+    ones, after). A thread that returns with a group it never waited for is reported, and so is
+    shared memory a wgmma reads overwritten before its wait."""
+    from support.cuda_emulator import EmulatedModule
+
+    mod = EmulatedModule(ASYNC_KERNEL)
+    before, after = np.full(256, -1, "float32"), np.full(256, -1, "float32")
+    mod.launch("k", (2, 1, 1), (128, 1, 1), before, after, 1, 0, dyn_shared_bytes=16384)
+    assert (before == 0).all() and (after == 16).all()
+    with pytest.raises(Exception, match="never waited for"):
+        mod.launch("k", (2, 1, 1), (128, 1, 1), before, after, 0, 0, dyn_shared_bytes=16384)
+    mod = EmulatedModule(ASYNC_KERNEL)
+    with pytest.raises(Exception, match="changed between its issue and the wait"):
+        mod.launch("k", (1, 1, 1), (128, 1, 1), before, after, 1, 1, dyn_shared_bytes=16384)
 
 
 def _on_hopper():

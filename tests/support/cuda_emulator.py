@@ -321,7 +321,7 @@ def _compile(text: str, extra_flags=()) -> ctypes.CDLL:
         lib = ctypes.CDLL(so)
         lib.tvms_emu__errors.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.tvms_emu__errors.restype = ctypes.c_int
-        lib.tvms_emu__configure.argtypes = [ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int]
+        lib.tvms_emu__configure.argtypes = [ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.tvms_emu__configure.restype = None
         lib.tvms_emu__alloc_stacks.argtypes = [ctypes.c_uint, ctypes.c_ulonglong]
         lib.tvms_emu__alloc_stacks.restype = ctypes.c_void_p
@@ -370,10 +370,12 @@ class EmulatedModule:
     ``reverse_odd_blocks``: run the threads of odd blocks from the last to the first (so that a
     missing barrier shows whichever thread runs first); ``poison_shared``: fill shared memory
     with 0xff bytes before each block; ``strict``: refuse launches a GPU would refuse (more
-    threads than ``__launch_bounds__``, too much shared memory, grid limits)."""
+    threads than ``__launch_bounds__``, too much shared memory, grid limits); ``eager_copies``:
+    perform each ``cp.async`` when issued rather than at the wait that covers it (the other
+    extreme a GPU may take: see cuda_emulator_ptx.h)."""
 
     def __init__(self, code, *, reverse_odd_blocks: bool = True, poison_shared: bool = True, strict: bool = True,
-                 extra_flags=()) -> None:
+                 extra_flags=(), eager_copies: bool = False) -> None:
         if isinstance(code, str):
             self.code = None
             self.source = code
@@ -387,6 +389,7 @@ class EmulatedModule:
         self.lib = _compile(self.emulated_source, tuple(extra_flags))
         self.reverse_odd_blocks = reverse_odd_blocks
         self.poison_shared = poison_shared
+        self.eager_copies = eager_copies
         self.strict = strict
         self.timings: list = []     # (kernel, grid, block, seconds) of the last run()/launch()
         self._fns = {}
@@ -468,7 +471,8 @@ class EmulatedModule:
             if _stacks_holder is not self.lib:
                 self.lib.tvms_emu__use_stacks(_stacks, STACK_BYTES)
                 _stacks_holder = self.lib
-            self.lib.tvms_emu__configure(dyn, int(self.reverse_odd_blocks), int(self.poison_shared))
+            self.lib.tvms_emu__configure(dyn, int(self.reverse_odd_blocks), int(self.poison_shared),
+                                         int(self.eager_copies))
             t0 = time.perf_counter()
             self._fns[kernel](*grid, *block, argv)
             self.timings.append((kernel, grid, block, time.perf_counter() - t0))
@@ -764,14 +768,15 @@ class Comparison:
 
 def compare_with_cpu(prim_funcs: dict, *, code=None, target: str = "cuda", sym_values: Optional[dict] = None,
                      seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5, given: Optional[dict] = None,
-                     names=None, int_range: tuple = (-8, 8), trace: bool = False) -> dict:
+                     names=None, int_range: tuple = (-8, 8), trace: bool = False, eager_copies: bool = False) -> dict:
     """Run each prim_func of ``prim_funcs`` on the CPU backend and on the emulator (the CUDA C
     of ``code``, or of `build_cuda` on ``prim_funcs``) with the same random arguments; name ->
     `Comparison`. Every buffer starts with the same random contents on both sides, outputs
     included, so an output element the GPU code never writes shows up as a mismatch.
     ``given``: prim_func name -> {parameter name: argument} for inputs that must not be random
     (indices). ``trace``: run the printer's trace mode under the counters
-    (`cuda_counters.CountingModule`); each `Comparison` then holds its launches' ``counters``."""
+    (`cuda_counters.CountingModule`); each `Comparison` then holds its launches' ``counters``.
+    ``eager_copies``: `EmulatedModule`'s."""
     from tvmscript.compiler.build_cuda import build_cuda
     from tvmscript.compiler.build_cpu import build_cpu
 
@@ -782,7 +787,7 @@ def compare_with_cpu(prim_funcs: dict, *, code=None, target: str = "cuda", sym_v
 
         mod = CountingModule(code)
     else:
-        mod = EmulatedModule(code)
+        mod = EmulatedModule(code, eager_copies=eager_copies)
     results = {}
     names = names or list(prim_funcs)
     cpu = build_cpu({name: prim_funcs[name] for name in names})   # one LLVM module for them all

@@ -33,12 +33,21 @@
 //   of the block may count on seeing them (performing them at the thread's return would show
 //   them to threads still running, and hide a missing wait). A false predicate (_zfill) writes
 //   zeros and reads nothing. The destination must be in shared memory and both addresses
-//   aligned to the copy's size, else an error.
+//   aligned to the copy's size, else an error. With `eager_copies` (EmulatedModule's
+//   ``eager_copies=True``) a copy is performed when issued instead, the earliest a GPU may:
+//   what shows a copy overwriting shared memory something asynchronous still reads (a wgmma
+//   not yet waited for).
 
 // - wgmma (tvms_wgmma_m64n{N}k16_*, Hopper's warpgroup MMA; tvms_wgmma_desc builds its shared
 //   memory descriptors): each of the warpgroup's 128 threads (128 consecutive linear thread ids)
-//   computes its own accumulator elements, D += A * B, at once (the GPU's asynchrony is not
-//   modelled: the fence, commit and wait helpers and fence.proxy.async do nothing here). The
+//   computes its own accumulator elements, D += A * B. Asynchronously, as on the GPU: a wgmma
+//   is recorded when issued, wgmma.commit_group closes the thread's open ones into a group, and
+//   wgmma.wait_group N performs every committed group but the N most recent, reading shared
+//   memory then; so registers read before the wait that covers their wgmma hold what they held
+//   before (wgmma.fence and fence.proxy.async do nothing here). The operand elements a thread
+//   reads are digested when it issues the wgmma and again when it is performed: a change in
+//   between (shared memory overwritten while a GPU may still be reading it) is an error. A
+//   thread of a later block finding groups left unwaited reports it. The
 //   operands are read from dynamic shared memory through the descriptors as the tensor cores
 //   read a 128-byte-swizzled tile (the only swizzle tvms uses; any other is an error), with the
 //   descriptor's address taken relative to the dynamic shared memory's start, which the GPU
@@ -54,6 +63,7 @@
 #pragma once
 
 #include <deque>
+#include <vector>
 
 namespace tvms_emu {
 namespace ptx {
@@ -252,6 +262,10 @@ TVMS_EMU_FN void cp_async(int line, void* dst, const void* src, unsigned bytes, 
           dst, bytes, w);
     return;
   }
+  if (eager_copies) {
+    perform({{(unsigned char*)dst, (const unsigned char*)src, bytes, !pred}});
+    return;
+  }
   pending[cur->lid].open.push_back({(unsigned char*)dst, (const unsigned char*)src, bytes, !pred});
 }
 
@@ -406,16 +420,112 @@ static inline float wgmma_operand(int line, unsigned long long desc, unsigned mn
 
 // D += A * B for the calling thread's elements of a warpgroup's m64nNk16 (float accumulators:
 // d[N / 2]).
-template <int N>
-static void wgmma(int line, float* d, unsigned long long desc_a, unsigned long long desc_b, bool trans_a,
-                  bool trans_b, bool bf16) {
+static void wgmma_perform(int line, int n, float* d, unsigned long long desc_a, unsigned long long desc_b,
+                          bool trans_a, bool trans_b, bool bf16) {
   unsigned t = cur->lid % 128u, w = t / 32u, lane = t % 32u;
-  for (unsigned i = 0; i < N / 2; ++i) {
+  for (unsigned i = 0; i < (unsigned)n / 2; ++i) {
     unsigned row = 16 * w + lane / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     float sum = 0.f;
     for (unsigned k = 0; k < 16; ++k)
       sum += wgmma_operand(line, desc_a, row, k, trans_a, bf16) * wgmma_operand(line, desc_b, col, k, trans_b, bf16);
     d[i] += sum;
+  }
+}
+
+// A wgmma issued and not yet waited for: its registers (float, or f16x2 when `halves`) and
+// operands. It is performed (reading shared memory then) by the wgmma.wait_group that covers
+// it, as the GPU's registers hold D only from then on.
+struct Wgmma {
+  int line, n;
+  void* d;
+  bool halves, trans_a, trans_b, bf16;
+  unsigned long long desc_a, desc_b;
+  unsigned long long digest;  // of the operand elements the thread reads, when it issued it
+};
+
+// A digest (FNV-1a) of the operand elements the calling thread's part of `op` reads: its two
+// rows of A and its columns of B, over k.
+static unsigned long long wgmma_digest(const Wgmma& op) {
+  unsigned t = cur->lid % 128u, w = t / 32u, lane = t % 32u;
+  unsigned long long h = 1469598103934665603ull;
+  auto mix = [&h](float v) {
+    unsigned u;
+    memcpy(&u, &v, 4);
+    h = (h ^ u) * 1099511628211ull;
+  };
+  for (unsigned r = 0; r < 2; ++r)
+    for (unsigned k = 0; k < 16; ++k)
+      mix(wgmma_operand(op.line, op.desc_a, 16 * w + lane / 4 + 8 * r, k, op.trans_a, op.bf16));
+  for (unsigned i = 0; i < (unsigned)op.n / 2; i += 2)
+    for (unsigned e = 0; e < 2; ++e)
+      for (unsigned k = 0; k < 16; ++k)
+        mix(wgmma_operand(op.line, op.desc_b, 8 * (i / 4) + 2 * (lane % 4) + e, k, op.trans_b, op.bf16));
+  return h;
+}
+
+struct WgmmaQueue {
+  unsigned long long launch;          // the launch and block whose thread issued them
+  uint3 block;
+  std::vector<Wgmma> open;            // since the last commit
+  std::deque<std::vector<Wgmma>> groups;
+};
+
+// The calling thread's queue; one a thread of an earlier block of the launch left is dropped
+// (its results were never read: reported, as a GPU would have discarded them with the thread's
+// registers), as is one an earlier launch left.
+static WgmmaQueue& wgmma_queue(int line) {
+  static WgmmaQueue queues[kMaxThreads];
+  WgmmaQueue& q = queues[cur->lid];
+  if (q.launch != launch_serial || q.block.x != blockIdx.x || q.block.y != blockIdx.y || q.block.z != blockIdx.z) {
+    if (q.launch == launch_serial && (!q.open.empty() || !q.groups.empty()))
+      error("line %d: a thread of block (%u, %u, %u) returned with wgmma groups it never waited for", line,
+            q.block.x, q.block.y, q.block.z);
+    q.open.clear();
+    q.groups.clear();
+    q.launch = launch_serial;
+    q.block = blockIdx;
+  }
+  return q;
+}
+
+static void wgmma_perform(const Wgmma& op) {
+  if (wgmma_digest(op) != op.digest)
+    error("line %d: the shared memory a wgmma reads changed between its issue and the wait that covers it "
+          "(on a GPU it may still have been reading it)", op.line);
+  if (!op.halves) {
+    wgmma_perform(op.line, op.n, (float*)op.d, op.desc_a, op.desc_b, op.trans_a, op.trans_b, op.bf16);
+    return;
+  }
+  unsigned* d = (unsigned*)op.d;
+  float acc[128];
+  for (int i = 0; i < op.n / 2; ++i) acc[i] = f16_bits((unsigned short)(d[i / 2] >> (16 * (i % 2))));
+  wgmma_perform(op.line, op.n, acc, op.desc_a, op.desc_b, op.trans_a, op.trans_b, false);
+  for (int r = 0; r < op.n / 4; ++r) {
+    half lo = (half)acc[2 * r], hi = (half)acc[2 * r + 1];
+    unsigned short l, h;
+    memcpy(&l, &lo, 2);
+    memcpy(&h, &hi, 2);
+    d[r] = (unsigned)l | ((unsigned)h << 16);
+  }
+}
+
+static void wgmma_issue(Wgmma op) {
+  op.digest = wgmma_digest(op);
+  wgmma_queue(op.line).open.push_back(op);
+}
+
+static void wgmma_commit(int line) {
+  WgmmaQueue& q = wgmma_queue(line);
+  q.groups.push_back(std::move(q.open));
+  q.open.clear();
+}
+
+// wgmma.wait_group N: every committed group but the N most recent is done.
+static void wgmma_wait(int line, unsigned n) {
+  WgmmaQueue& q = wgmma_queue(line);
+  while (q.groups.size() > n) {
+    for (const Wgmma& op : q.groups.front()) wgmma_perform(op);
+    q.groups.pop_front();
   }
 }
 
@@ -427,43 +537,27 @@ static inline unsigned long long tvms_wgmma_desc(const void* smem, unsigned lbo,
   return ::tvms_emu::ptx::wgmma_desc(line, smem, lbo, sbo);
 }
 static inline void tvms_wgmma_fence() {}
-static inline void tvms_wgmma_commit() {}
-template <int N> static inline void tvms_wgmma_wait() {}
+static inline void tvms_wgmma_commit(int line = __builtin_LINE()) { ::tvms_emu::ptx::wgmma_commit(line); }
+template <int N> static inline void tvms_wgmma_wait(int line = __builtin_LINE()) {
+  ::tvms_emu::ptx::wgmma_wait(line, N);
+}
 static inline void tvms_fence_proxy_async() {}
 
-#define TVMS_EMU_WGMMA_F32(n, in, bf16, tb)                                                                  \
-  static inline void tvms_wgmma_m64n##n##k16_f32_##in##_t0##tb(float* d, unsigned long long desc_a,         \
-                                                               unsigned long long desc_b,                   \
-                                                               int line = __builtin_LINE()) {               \
-    ::tvms_emu::ptx::wgmma<n>(line, d, desc_a, desc_b, false, tb, bf16);                                     \
-  }
-// f16 accumulators: register r holds elements 2r (low half) and 2r + 1.
-#define TVMS_EMU_WGMMA_F16(n, tb)                                                                            \
-  static inline void tvms_wgmma_m64n##n##k16_f16_f16_t0##tb(unsigned* d, unsigned long long desc_a,         \
-                                                            unsigned long long desc_b,                      \
-                                                            int line = __builtin_LINE()) {                  \
-    float acc[n / 2];                                                                                        \
-    for (int i = 0; i < n / 2; ++i)                                                                          \
-      acc[i] = ::tvms_emu::ptx::f16_bits((unsigned short)(d[i / 2] >> (16 * (i % 2))));                      \
-    ::tvms_emu::ptx::wgmma<n>(line, acc, desc_a, desc_b, false, tb, false);                                  \
-    for (int r = 0; r < n / 4; ++r) {                                                                        \
-      half lo = (half)acc[2 * r], hi = (half)acc[2 * r + 1];                                                 \
-      unsigned short l, h;                                                                                   \
-      memcpy(&l, &lo, 2);                                                                                    \
-      memcpy(&h, &hi, 2);                                                                                    \
-      d[r] = (unsigned)l | ((unsigned)h << 16);                                                              \
-    }                                                                                                        \
+#define TVMS_EMU_WGMMA(n, acc, ctype, in, halves, bf16, tb)                                                  \
+  static inline void tvms_wgmma_m64n##n##k16_##acc##_##in##_t0##tb(ctype* d, unsigned long long desc_a,     \
+                                                                   unsigned long long desc_b,               \
+                                                                   int line = __builtin_LINE()) {           \
+    ::tvms_emu::ptx::wgmma_issue({line, n, d, halves, false, tb, bf16, desc_a, desc_b, 0});                  \
   }
 #define TVMS_EMU_WGMMA_ALL(n)                                                                                \
-  TVMS_EMU_WGMMA_F32(n, f16, false, 0)                                                                       \
-  TVMS_EMU_WGMMA_F32(n, f16, false, 1)                                                                       \
-  TVMS_EMU_WGMMA_F32(n, bf16, true, 0)                                                                       \
-  TVMS_EMU_WGMMA_F32(n, bf16, true, 1)                                                                       \
-  TVMS_EMU_WGMMA_F16(n, 0)                                                                                   \
-  TVMS_EMU_WGMMA_F16(n, 1)
+  TVMS_EMU_WGMMA(n, f32, float, f16, false, false, 0)                                                        \
+  TVMS_EMU_WGMMA(n, f32, float, f16, false, false, 1)                                                        \
+  TVMS_EMU_WGMMA(n, f32, float, bf16, false, true, 0)                                                        \
+  TVMS_EMU_WGMMA(n, f32, float, bf16, false, true, 1)                                                        \
+  TVMS_EMU_WGMMA(n, f16, unsigned, f16, true, false, 0)                                                      \
+  TVMS_EMU_WGMMA(n, f16, unsigned, f16, true, false, 1)
 TVMS_EMU_WGMMA_ALL(64)
 TVMS_EMU_WGMMA_ALL(128)
 TVMS_EMU_WGMMA_ALL(256)
 #undef TVMS_EMU_WGMMA_ALL
-#undef TVMS_EMU_WGMMA_F16
-#undef TVMS_EMU_WGMMA_F32
+#undef TVMS_EMU_WGMMA

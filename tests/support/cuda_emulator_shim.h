@@ -291,6 +291,7 @@ TVMS_EMU_STATE size_t stack_bytes TVMS_EMU_INIT(= 0);
 
 TVMS_EMU_STATE Fiber fibers[kMaxThreads];
 TVMS_EMU_STATE unsigned nthreads TVMS_EMU_INIT(= 0);
+TVMS_EMU_STATE unsigned long long launch_serial TVMS_EMU_INIT(= 0);  // launches so far (per-launch state's key)
 TVMS_EMU_STATE Fiber* cur TVMS_EMU_INIT(= nullptr);
 TVMS_EMU_STATE ucontext_t sched_ctx;
 TVMS_EMU_STATE jmp_buf sched_jb;
@@ -525,6 +526,7 @@ TVMS_EMU_STATE __attribute__((aligned(128))) unsigned char dyn_smem[kDynSmemCapa
 TVMS_EMU_STATE size_t dyn_smem_bytes TVMS_EMU_INIT(= 0);
 TVMS_EMU_STATE bool reverse_odd_blocks TVMS_EMU_INIT(= true);
 TVMS_EMU_STATE bool poison_shared TVMS_EMU_INIT(= true);
+TVMS_EMU_STATE bool eager_copies TVMS_EMU_INIT(= false);  // cp.async performed when issued (cuda_emulator_ptx.h)
 
 #ifndef TVMS_EMU_KERNELS
 // Runs one block; false when the launch must stop (an error that leaves threads stuck).
@@ -605,6 +607,7 @@ static void poison() {
 TVMS_EMU_FN void launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args,
                    void (*fn)(void**)) {
   std::lock_guard<std::mutex> guard(launch_mutex);
+  ++launch_serial;
   nerrors = 0;
   nerrors_total = 0;
   unsigned long long n = (unsigned long long)bx * by * bz;
@@ -702,10 +705,11 @@ __attribute__((visibility("default"))) void tvms_emu__use_stacks(void* base, uns
   tvms_emu::restart_fibers();
 }
 __attribute__((visibility("default"))) void tvms_emu__configure(unsigned long long dyn_smem_bytes, int reverse_odd_blocks,
-                                                                int poison_shared) {
+                                                                int poison_shared, int eager_copies) {
   tvms_emu::dyn_smem_bytes = (size_t)dyn_smem_bytes;
   tvms_emu::reverse_odd_blocks = reverse_odd_blocks != 0;
   tvms_emu::poison_shared = poison_shared != 0;
+  tvms_emu::eager_copies = eager_copies != 0;
 }
 
 __attribute__((visibility("hidden"))) void __ubsan_handle_out_of_bounds(tvms_emu::OutOfBoundsData* d, void* index) {

@@ -142,10 +142,13 @@ class MatmulTensorCore(GPUScheduleRule):
     one of `STEP_K_CHOICES`) replace `MMA_TILINGS`, `PIPELINE_STAGES` (TF32's: `TF32_TILINGS`,
     `TF32_STAGES`) and `STEP_K` in the mma.sync schedule: knobs for measuring the
     alternatives (benchmarks/cuda_tilings.py). A longer step halves the barriers and
-    pipeline waits per product, for twice the shared memory a stage."""
+    pipeline waits per product, for twice the shared memory a stage. On sm_90,
+    ``instructions="wgmma"`` takes Hopper's warpgroup MMA (`matmul_wgmma`) where it applies,
+    with ``wgmma_tilings`` (`WgmmaTiling`s) for `WGMMA_TILINGS` and ``wgmma_in_flight`` (0 or
+    1) step batches left running while the next step's copies are issued."""
 
     def __init__(self, mma_tilings=None, stages=None, step_k=None, instructions: str = "mma",
-                 wgmma_tilings=None) -> None:
+                 wgmma_tilings=None, wgmma_in_flight: int = 1) -> None:
         if stages is not None and stages < 2:
             raise ValueError(f"MatmulTensorCore: a pipeline needs 2 stages or more, not {stages}")
         if step_k is not None and step_k not in STEP_K_CHOICES:
@@ -156,6 +159,7 @@ class MatmulTensorCore(GPUScheduleRule):
         self.step_k = step_k or STEP_K
         self.instructions = instructions
         self.wgmma_tilings = tuple(wgmma_tilings) if wgmma_tilings else WGMMA_TILINGS
+        self.wgmma_in_flight = wgmma_in_flight
 
     def apply(self, func, target, tunable: bool = False):
         sch = self.new_schedule(func, target)
@@ -292,7 +296,7 @@ class MatmulTensorCore(GPUScheduleRule):
         stages = choose(STAGES_CHOICE, [stages] + [n for n in CHOSEN_STAGES if n != stages and
                                                     n <= _pipeline_stages(n, stage_bytes, target, steps)])
         sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, WGMMA_STEP_K])
-        schedule_wgmma(sch, main, tiling, stages)
+        schedule_wgmma(sch, main, tiling, stages, self.wgmma_in_flight)
         return True
 
     @staticmethod

@@ -23,7 +23,10 @@ The structure (the mma.sync schedule's, with warpgroups for warps):
   thread writes its elements of C itself, with the epilogue;
 * the blocks annotated ``tvms.wgmma`` (``"fill"``, ``"mma"``, ``"store"``) are what
   `wgmma_tiles.tensorize_wgmma` makes instructions of; the loop over a step's K (annotated
-  ``tvms.wgmma_step``) is one batch between a fence and a commit, waited for at its end.
+  ``tvms.wgmma_step``) is one batch between a fence and a commit, after which the wait leaves
+  one batch running: the tensor cores work on step s while the threads wait for step s + 1's
+  tiles, and the copies of a later step go into the tiles of step s - 1, which are free then
+  (the step's copies come after its wgmmas in the loop body).
 
 Only K-major A is taken (A of ``A @ B`` and of ``x @ w.T`` is); a transposed A is left to the
 mma.sync schedule. A product whose tiles would need padding is too.
@@ -133,9 +136,13 @@ def _loads(e) -> list:
     return found
 
 
-def schedule_wgmma(sch, main, tiling: WgmmaTiling, stages: int) -> None:
+def schedule_wgmma(sch, main, tiling: WgmmaTiling, stages: int, in_flight: int = 1) -> None:
     """Schedule the canonical, padded product block ``main`` (``C[S, I, J] += A[S, I, K] *
-    B[S, J, K]``) for wgmma with ``tiling`` and a ``stages``-step pipeline (module docstring)."""
+    B[S, J, K]``) for wgmma with ``tiling`` and a ``stages``-step pipeline (module docstring);
+    ``in_flight``: the steps' wgmma batches left running while the next step's copies are
+    issued (0 or 1)."""
+    if in_flight not in (0, 1):
+        raise ValueError(f"wgmma: 0 or 1 batches may stay in flight, not {in_flight}")
     batch, i, j, k = sch.get_loops(main)
     i0, i1, i2, i3 = sch.split(i, [None, tiling.warpgroups, tiling.frags_m, WGMMA_M])
     j0, j1 = sch.split(j, [None, tiling.n])
@@ -167,10 +174,13 @@ def schedule_wgmma(sch, main, tiling: WgmmaTiling, stages: int) -> None:
     _tile_op(sch, init, 2, "fill", (WGMMA_M, tiling.n))
     _tile_op(sch, main, 3, "mma")
     _tile_op(sch, c_acc, 2, "store", (WGMMA_M, tiling.n))
-    # One step's wgmmas are one batch: a fence before, a commit and a wait after.
-    sch.annotate(k1, WGMMA_STEP_ANN, 1)
+    # One step's wgmmas are one batch: a fence before, a commit and a wait after, which leaves
+    # ``in_flight`` batches running. With one, the step's copies come after its wgmmas: the
+    # copies of step s + stages - 1 overwrite the tiles of step s - 1, whose batch the wait
+    # after step s's has finished, while step s's batch still runs.
+    sch.annotate(k1, WGMMA_STEP_ANN, in_flight)
     sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
-    sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
+    sch.annotate(k0, "software_pipeline_order", [1, 2, 0] if in_flight else [0, 1, 2])
     sch.annotate(k0, "software_pipeline_async_stages", [0])
 
 
