@@ -58,6 +58,12 @@ def benchmark_funcs(n: int) -> list:
            (f"fp16 matmul {n}^3", funcs_of(bench.matmul_src(n, "float16")), "mm", 2)]
     if n % 128 == 0:
         out.append((f"fp16 wmma {n}^3", funcs_of(bench.tensor_core_matmul_src(n)), "mm", 2))
+    if n % 256 == 0:   # Hopper's wgmma schedule (benchmarks/cuda.py times it on an H100 or H200)
+        from support.cuda_check import scheduled_by
+        from tvmscript.compiler import dlight as dl
+
+        wgmma = scheduled_by(dl.gpu.MatmulTensorCore(instructions="wgmma"), bench.matmul_src(n, "float16"))
+        out.append((f"fp16 wgmma {n}^3", wgmma, "mm", 2))
     out.append(("add 2^26", funcs_of(bench.ADD_SRC.format(n=1 << 26)), "add", 64))
     softmax = prim_funcs_of(bench.softmax_module(4096, 4096))
     out.append(("softmax 4096^2", softmax, next(iter(softmax)), 32))
@@ -178,6 +184,7 @@ def measured_seconds(rows: list, n: int) -> dict:
     work = {"fp32 matmul": (f"fp32 matmul {n}^3", 2 * n ** 3 / 1e12),
             "fp16 matmul": (f"fp16 matmul {n}^3", 2 * n ** 3 / 1e12),
             "fp16 matmul (wmma)": (f"fp16 wmma {n}^3", 2 * n ** 3 / 1e12),
+            "fp16 matmul (wgmma)": (f"fp16 wgmma {n}^3", 2 * n ** 3 / 1e12),
             "add 2^26": ("add 2^26", 3 * 4 * (1 << 26) / 1e9),
             "softmax 4096^2": ("softmax 4096^2", 2 * 4 * 4096 ** 2 / 1e9)}
     out = {}

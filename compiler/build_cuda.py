@@ -112,7 +112,7 @@ def build_cuda(prim_funcs: dict, target="cuda", kind: str = "cubin", trace: bool
     return _cuda_builds.build(funcs, key, make, lambda code: {"code": code}, lambda entry: entry["code"])
 
 
-def _feature_arch(source: str, arch: str) -> str:
+def feature_arch(source: str, arch: str) -> str:
     """``arch`` with its ``a`` suffix when ``source`` uses Hopper's architecture-specific
     instructions (wgmma), which NVRTC compiles only for ``sm_90a``: such code runs on that GPU
     only, which the CUBIN for the exact architecture is anyway."""
@@ -154,7 +154,7 @@ def _build_cuda(prim_funcs: dict, target, arch: str, kind: str, trace: bool = Fa
                 prim_funcs[name] = _fallback_schedule(name, unscheduled[name], target)
                 continue
             raise BuildError(str(err), getattr(prim_funcs.get(name), "span", None)) from None
-    arch = _feature_arch(src.source, arch)
+    arch = feature_arch(src.source, arch)
     if kind == "source":
         return CUDACode(src.source, src.functions, arch)
     try:

@@ -77,8 +77,8 @@ def tensorize_mma(body: tir.Stmt, extents: dict) -> tir.Stmt:
             return s
 
     out = M().visit_stmt(body)
-    _check_no_fragment_left(out, fragments)
-    return _unroll_register_loops(out, set(registers))
+    check_no_fragment_left(out, fragments)
+    return unroll_register_loops(out, set(registers))
 
 
 def _fragments(body) -> dict:
@@ -251,34 +251,43 @@ class _TileOp:
         return tir.seq(calls)
 
     def _store(self) -> tir.Stmt:
-        """The tile's copy (and epilogue) at each of the lane's elements: element ``4h + 2r + e``
-        is row ``lane / 4 + 8r``, column ``8h + 2 (lane % 4) + e``. The pair ``e`` is one
-        vectorized loop (an 8-byte store of float32s where the printer can prove it aligned):
-        a warp's store then fills each 32-byte sector it touches."""
-        src = _fragment_load(self.store.value, self.registers)
+        """The tile's copy (and epilogue) at each of the lane's elements (`store_accumulators`)."""
+        src = fragment_load(self.store.value, self.registers)
         if src is None:
             raise WMMAError("a fragment store must read one accumulator element")
         row_var, col_var = self._tile_vars(src)
-        regs = self._regs(src.buffer)
-        base = self._offset(src)
-        c = lambda v: tir.IntImm("int32", v)  # noqa: E731
-        h, r, e = tir.Var("int32", "h"), tir.Var("int32", "r"), tir.Var("int32", "e")
-        row = make_add(make_floordiv(self.lane, c(4)), make_mul(r, c(8)))
-        col = make_add(make_add(make_mul(h, c(8)), make_mul(make_floormod(self.lane, c(4)), c(2))), e)
-        offset = make_add(make_add(make_mul(h, c(4)), make_mul(r, c(2))), e)
-        element = tir.BufferLoad(regs.dtype, regs, [simplify(make_add(base, offset))])
-        value = _replace_load(self.store.value, src.buffer, element)
-        stmt = tir.BufferStore(self.store.buffer, value, self.store.indices, self.store.span)
-        stmt = substitute(stmt, {row_var: row, col_var: col})
-        pair = tir.For(e, c(0), c(2), "vectorized", stmt)
-        return tir.For(h, c(0), c(2), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))
+        return store_accumulators(self.store, src, self._regs(src.buffer), self._offset(src), (row_var, col_var),
+                                  self.lane, tir.IntImm("int32", 0), 2)
+
+
+def store_accumulators(store: tir.BufferStore, src: tir.BufferLoad, regs: tir.Buffer, base, tile_vars: tuple, lane,
+                       first_row, column_blocks: int) -> tir.Stmt:
+    """``store`` (a copy of the accumulator element ``src`` reads, at the tile loops
+    ``tile_vars`` (row, column), with whatever it computes from it: the epilogue) at each of a
+    lane's elements of mma.sync's m16n8 accumulator layout, ``column_blocks`` blocks of 8
+    columns wide, in the register array ``regs`` from ``base``: element ``4h + 2r + e`` is row
+    ``first_row + lane / 4 + 8r``, column ``8h + 2 (lane % 4) + e``. The pair ``e`` is one
+    vectorized loop (an 8-byte store of float32s where the printer can prove it aligned): a
+    warp's store then fills each 32-byte sector it touches. (wgmma's accumulators are that
+    layout over a warpgroup's 4 warps, ``first_row`` 16 rows a warp.)"""
+    c = lambda v: tir.IntImm("int32", v)  # noqa: E731
+    h, r, e = tir.Var("int32", "h"), tir.Var("int32", "r"), tir.Var("int32", "e")
+    row = make_add(make_add(first_row, make_floordiv(lane, c(4))), make_mul(r, c(8)))
+    col = make_add(make_add(make_mul(h, c(8)), make_mul(make_floormod(lane, c(4)), c(2))), e)
+    offset = make_add(make_add(make_mul(h, c(4)), make_mul(r, c(2))), e)
+    element = tir.BufferLoad(regs.dtype, regs, [simplify(make_add(base, offset))])
+    value = _replace_load(store.value, src.buffer, element)
+    stmt = tir.BufferStore(store.buffer, value, store.indices, store.span)
+    stmt = substitute(stmt, {tile_vars[0]: simplify(row), tile_vars[1]: col})
+    pair = tir.For(e, c(0), c(2), "vectorized", stmt)
+    return tir.For(h, c(0), c(column_blocks), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))
 
 
 def _follows(index, var) -> bool:
     return var in vars_in([index])
 
 
-def _fragment_load(e, registers: dict):
+def fragment_load(e, registers: dict):
     """The load of a fragment element in ``e`` (an epilogue may read it more than once, as a
     GELU does: every read must then be of the same element); None if there is none, or reads
     of different elements or fragments."""
@@ -315,22 +324,29 @@ def _evaluate(op: str, dtype: str, args: list) -> tir.Evaluate:
     return tir.Evaluate(tir.Call(dtype, op, args))
 
 
-def _check_no_fragment_left(body, fragments: dict) -> None:
+def check_no_fragment_left(body, fragments: dict, scopes: tuple = MMA_SCOPES, annotation: str = MMA_ANN) -> None:
+    """An error if ``body`` still reads or writes one of the ``fragments`` (of ``scopes``)
+    element by element: outside the tile operations (annotated ``annotation``) that give the
+    lanes their registers, an access would index a buffer that no longer exists."""
+    def check(buf, verb: str) -> None:
+        if buf.data in fragments and buf.scope in scopes:
+            raise GPULoweringError(f"fragment '{buf.name}' is {verb} outside a {annotation} tile operation")
+
     class C(IRMutator):
         def visit_expr(self, x):
-            if isinstance(x, tir.BufferLoad) and x.buffer.data in fragments and x.buffer.scope in MMA_SCOPES:
-                raise GPULoweringError(f"fragment '{x.buffer.name}' is read outside a tvms.mma tile operation")
+            if isinstance(x, tir.BufferLoad):
+                check(x.buffer, "read")
             return super().visit_expr(x)
 
         def visit_stmt(self, s):
-            if isinstance(s, tir.BufferStore) and s.buffer.data in fragments and s.buffer.scope in MMA_SCOPES:
-                raise GPULoweringError(f"fragment '{s.buffer.name}' is written outside a tvms.mma tile operation")
+            if isinstance(s, tir.BufferStore):
+                check(s.buffer, "written")
             return super().visit_stmt(s)
 
     C().visit_stmt(body)
 
 
-def _unroll_register_loops(body, register_data: set) -> tir.Stmt:
+def unroll_register_loops(body, register_data: set) -> tir.Stmt:
     """Unroll every loop whose variable takes part in an index of a register array (or the
     offset an intrinsic is given into one): registers cannot be indexed at run time."""
     indexing: set = set()

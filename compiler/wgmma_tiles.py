@@ -45,7 +45,7 @@ from tvmscript.ir.tir_visitor import vars_in
 
 from .lower_gpu.common import SYNC_OP, THREAD_VARS, WGMMA_ACC_SCOPE, GPULoweringError
 from .lower_tir import _row_major_strides, dtype_bytes
-from .mma_tiles import _fragment_load, _replace_load, _unroll_register_loops
+from .mma_tiles import check_no_fragment_left, fragment_load, store_accumulators, unroll_register_loops
 from .tensor_cores import WMMAError, _load, _tile_nest
 
 __all__ = ["tensorize_wgmma", "WGMMA_ANN", "WGMMA_STEP_ANN"]
@@ -90,8 +90,8 @@ def tensorize_wgmma(body: tir.Stmt, extents: dict) -> tir.Stmt:
             return s
 
     out = Mut().visit_stmt(body)
-    _check_no_accumulator_left(out, accumulators)
-    return _unroll_register_loops(out, set(registers))
+    check_no_fragment_left(out, accumulators, (WGMMA_ACC_SCOPE,), WGMMA_ANN)
+    return unroll_register_loops(out, set(registers))
 
 
 def _call(op: str, *args) -> tir.Evaluate:
@@ -258,50 +258,23 @@ class _TileOp:
         return desc, trans
 
     def _store(self) -> tir.Stmt:
-        """The tile's copy (and epilogue) at each of the thread's elements: element ``4h + 2r +
-        e`` is row ``16 w + l / 4 + 8r``, column ``8h + 2 (l % 4) + e``; each pair ``e`` one
-        2-wide vector."""
-        src = _fragment_load(self.store.value, self.registers)
+        """The tile's copy (and epilogue) at each of the thread's elements: mma.sync's
+        accumulator layout (`mma_tiles.store_accumulators`) over n / 8 column blocks, 16 rows a
+        warp; first a wait for every batch (a step's wait leaves the last one running)."""
+        src = fragment_load(self.store.value, self.registers)
         if src is None:
             raise WMMAError("a wgmma store must read one accumulator element")
         row_var, col_var = self.loops[0].loop_var, self.loops[1].loop_var
         if not (row_var in vars_in([src.indices[-2]]) and col_var in vars_in([src.indices[-1]])):
             raise WMMAError("a wgmma store must copy the accumulator's tile, rows then columns")
-        regs = self._regs(src.buffer)
-        base = self._offset(src)
         c = lambda v: tir.IntImm("int32", v)  # noqa: E731
-        h, r, e = tir.Var("int32", "h"), tir.Var("int32", "r"), tir.Var("int32", "e")
         warp, lane = make_floordiv(self.thread, c(32)), make_floormod(self.thread, c(32))
-        row = make_add(make_add(make_mul(warp, c(16)), make_floordiv(lane, c(4))), make_mul(r, c(8)))
-        col = make_add(make_add(make_mul(h, c(8)), make_mul(make_floormod(lane, c(4)), c(2))), e)
-        offset = make_add(make_add(make_mul(h, c(4)), make_mul(r, c(2))), e)
-        element = tir.BufferLoad(regs.dtype, regs, [simplify(make_add(base, offset))])
-        value = _replace_load(self.store.value, src.buffer, element)
-        stmt = tir.BufferStore(self.store.buffer, value, self.store.indices, self.store.span)
-        stmt = substitute(stmt, {row_var: row, col_var: col})
-        pair = tir.For(e, c(0), c(2), "vectorized", stmt)
-        # The last batch may still be running (a step's wait leaves one): wait for all first.
-        done = _call("tir.ptx_wgmma_wait_group", c(0))
-        return tir.seq([done, tir.For(h, c(0), c(self.n // 8), "unrolled", tir.For(r, c(0), c(2), "unrolled", pair))])
+        copy = store_accumulators(self.store, src, self._regs(src.buffer), self._offset(src), (row_var, col_var),
+                                  lane, make_mul(warp, c(16)), self.n // 8)
+        return tir.seq([_call("tir.ptx_wgmma_wait_group", c(0)), copy])
 
 
 def _extent(loop: tir.For) -> int:
     if not isinstance(loop.extent, tir.IntImm):
         raise WMMAError("a wgmma tile's loops must have constant extents")
     return loop.extent.value
-
-
-def _check_no_accumulator_left(body, accumulators: dict) -> None:
-    class C(IRMutator):
-        def visit_expr(self, x):
-            if isinstance(x, tir.BufferLoad) and x.buffer.data in accumulators and x.buffer.scope == WGMMA_ACC_SCOPE:
-                raise GPULoweringError(f"accumulator '{x.buffer.name}' is read outside a tvms.wgmma tile operation")
-            return super().visit_expr(x)
-
-        def visit_stmt(self, s):
-            if isinstance(s, tir.BufferStore) and s.buffer.data in accumulators and s.buffer.scope == WGMMA_ACC_SCOPE:
-                raise GPULoweringError(f"accumulator '{s.buffer.name}' is written outside a tvms.wgmma tile "
-                                       f"operation")
-            return super().visit_stmt(s)
-
-    C().visit_stmt(body)

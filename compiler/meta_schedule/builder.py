@@ -162,7 +162,7 @@ def _build_cpu(func, target: str, name: str, bounds_check: bool, as_scheduled: b
 
 
 def _build_cuda(func, target: str, name: str, as_scheduled: bool) -> CUDAArtifact:
-    from ..build_cuda import build_cuda, cuda_target
+    from ..build_cuda import build_cuda, cuda_target, feature_arch
     from ..build_error import BuildError
     from ..codegen_cuda import codegen_cuda
     from ..cuda_spec import CUDACode
@@ -178,6 +178,7 @@ def _build_cuda(func, target: str, name: str, as_scheduled: bool) -> CUDAArtifac
                              "threads (the builder applies no default schedule to it)")
         _, arch = cuda_target(target)
         src = codegen_cuda({name: func}, False, arch)
+        arch = feature_arch(src.source, arch)   # sm_90a for wgmma
         result = compile_cuda(src.source, arch, kind="cubin", use_cache=False)
         code = CUDACode(src.source, src.functions, arch, cubin=result.binary, nvrtc_version=nvrtc_version(),
                         compile_seconds=result.seconds, ptxas=parse_ptxas_log(result.log))

@@ -167,8 +167,8 @@ def test_the_cuda_benchmark_without_a_gpu_measures_nvrtc_and_says_what_is_missin
     assert re.match(r"NVRTC cached +\d+\.\d+ +ms; < 20.0 ms: (met|NOT met)$", lines[2]), proc.stdout
     assert lines[3] == "estimated on NVIDIA H200 SXM 141 GB (compiler/roofline.py):"
     kernels = [line.split("  ")[0] for line in lines[5:-1]]
-    assert kernels == ["fp32 matmul 512^3", "fp16 matmul 512^3", "fp16 wmma 512^3", "add 2^26", "softmax 4096^2",
-                       "MLP batch 1"], proc.stdout
+    assert kernels == ["fp32 matmul 512^3", "fp16 matmul 512^3", "fp16 wmma 512^3", "fp16 wgmma 512^3", "add 2^26",
+                       "softmax 4096^2", "MLP batch 1"], proc.stdout
     assert all(re.search(r" \d+\.\d+ (ms|us)  ", line) for line in lines[5:-1]), proc.stdout
     assert lines[-1] == f"the measured rows of benchmarks/cuda.py need a GPU: {reason}"
     assert "Traceback" not in proc.stderr

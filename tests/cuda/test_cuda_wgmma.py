@@ -100,6 +100,35 @@ def test_wgmma_variants_match_the_cpu(case):
         assert result.ok, result
 
 
+NHWC_CONV = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 16, 16, 64), "float16"), w: R.Tensor({w_shape}, "float16")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="{layout}",
+                            out_dtype="float32")
+            R.output(y)
+        return y
+"""
+
+
+@pytest.mark.parametrize("layout, w_shape", [("HWIO", (3, 3, 64, 128)), ("OHWI", (128, 3, 3, 64))])
+def test_an_nhwc_convolution_is_an_implicit_gemm_on_wgmma(layout, w_shape):
+    """A half-precision convolution as the CUDA pipeline lays tensor-core convolutions out
+    (NHWC): A is the input through the im2col index, K-major (channels last), its padding
+    zero-filled by the copies; B the weights, N-major (HWIO) or K-major (OHWI). Against the
+    CPU with each copy landing at its wait and at its issue."""
+    from tvmscript import relax
+
+    mod = relax.transform.LegalizeOps()(tvms.parse(NHWC_CONV.format(w_shape=w_shape, layout=layout)))
+    funcs = dict(scheduled_by(dl.gpu.MatmulTensorCore(instructions="wgmma"), mod, SM90))
+    assert f"_t0{1 if layout == 'HWIO' else 0}(" in source_of(funcs).source
+    for eager in (False, True):
+        (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-3, atol=1e-3, eager_copies=eager).values()
+        assert result.ok, result
+
+
 def test_the_cuda_text_and_ptx_of_the_4096_product():
     """The 4096^3 benchmark product: 128x256 tiles of 2 warpgroups, m64n256k16 from descriptors
     of 1024-byte-aligned dynamic shared memory, each step's 4 wgmmas between a proxy fence, a

@@ -126,6 +126,9 @@ def test_a_picked_candidate_compiles_with_nvrtc(fp16):
         pytest.skip(f"no NVRTC: {err}")
     artifact = build_artifact(BuildInput(with_choices(fp16, {PIPELINE_STAGES: [1], BLOCK_TILING: [1]}), SM90))
     assert isinstance(artifact, CUDAArtifact) and artifact.code.cubin
+    # Hopper's wgmma, picked: compiled for sm_90a, as tvms.compile does.
+    artifact = build_artifact(BuildInput(with_choices(fp16, {INSTRUCTIONS: [1]}), SM90))
+    assert artifact.code.arch == "sm_90a" and "tvms_wgmma_" in artifact.code.source and artifact.code.cubin
 
 
 @pytest.mark.cuda

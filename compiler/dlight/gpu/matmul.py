@@ -408,3 +408,44 @@ class Matmul(GPUScheduleRule):
         auto_inline_consumer_chain(sch, l2g)
         sch.decompose_reduction(main, ko)
         return sch
+
+
+def spread_copy(sch, block, groups: int, lanes: int, vector: int) -> None:
+    """The copy ``block`` spread over a thread block's threads: ``lanes`` on threadIdx.x,
+    ``groups`` of them (warps, warpgroups) on threadIdx.y, ``vector`` elements per thread and
+    instruction. Neighbouring threads take neighbouring elements of the global buffer
+    (coalesced): the loop its last index follows goes innermost (B of ``A @ B`` is read across
+    its rows into a [J, K] tile)."""
+    loops = sch.get_loops(block)
+    n = len(sch.get(block).iter_vars)
+    own = loops[-n:]
+    fastest = loop_of_last_index(sch, block, own)
+    if fastest is not None and fastest is not own[-1]:
+        own = [lp for lp in own if lp is not fastest] + [fastest]
+        sch.reorder(*own)
+    bind_copy_threads(sch, own, groups, lanes, vector)
+
+
+def bind_copy_threads(sch, loops, groups: int, lanes: int, vector: int) -> None:
+    """A copy's ``loops`` (ordered, the innermost along its contiguous elements) fused and
+    split over ``groups`` x ``lanes`` threads (threadIdx.y, threadIdx.x), ``vector`` elements
+    each per instruction (a vectorized loop)."""
+    fused = sch.fuse(*loops)
+    _, ty, tx, vec = sch.split(fused, [None, groups, lanes, vector])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    if vector > 1:
+        sch.vectorize(vec)
+
+
+def blockize_tile_op(sch, block, inner: int, annotation: str, kind: str, tiles: tuple = ()) -> None:
+    """Make the innermost ``inner`` loops of ``block`` one block annotated ``annotation`` =
+    ``kind``: the tile operation a tensorizing pass replaces. ``tiles``: the block's own loops
+    first split into tiles of these extents (a copy between a fragment and memory covering
+    several)."""
+    loops = sch.get_loops(block)
+    if tiles:
+        parts = [sch.split(lp, [None, extent]) for lp, extent in zip(loops[-inner:], tiles)]
+        sch.reorder(*[p[0] for p in parts], *[p[1] for p in parts])
+        loops = sch.get_loops(block)
+    sch.annotate(sch.blockize(loops[-inner]), annotation, kind)

@@ -44,8 +44,8 @@ from tvmscript.ir import tir
 from ...schedule_choices import BLOCK_TILING, PIPELINE_STAGES, choose
 from .base import FILL_BLOCKS, SMS, GPUScheduleRule
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, copy_along_contiguous_rows, find_matmul_block,
-    product_extents, to_canonical_form,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, bind_copy_threads, copy_along_contiguous_rows,
+    find_matmul_block, product_extents, to_canonical_form,
 )
 
 __all__ = ["MatmulSIMT"]
@@ -250,10 +250,4 @@ class MatmulSIMT(GPUScheduleRule):
         n = len(sch.get(block).iter_vars)
         own = loops[-n:]
         own, contiguous = copy_along_contiguous_rows(sch, block, own)
-        vector = VECTOR if contiguous == "rows" else 1
-        fused = sch.fuse(*own)
-        _, ty, tx, vec = sch.split(fused, [None, THREADS, threads_j, vector])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
-        if vector > 1:
-            sch.vectorize(vec)
+        bind_copy_threads(sch, own, THREADS, threads_j, VECTOR if contiguous == "rows" else 1)

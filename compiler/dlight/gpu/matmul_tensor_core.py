@@ -56,8 +56,8 @@ from ...schedule_choices import (BLOCK_TILING, INSTRUCTIONS, PIPELINE_STAGES as 
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
 from .base import FILL_BLOCKS, GPUScheduleRule
 from .matmul import (
-    IterKind, auto_inline_consumer_chain, auto_inline_producers, find_matmul_block, loop_of_last_index, product_extents,
-    to_canonical_form,
+    IterKind, auto_inline_consumer_chain, auto_inline_producers, blockize_tile_op, find_matmul_block, product_extents,
+    spread_copy, to_canonical_form,
 )
 from .matmul_wgmma import WGMMA_STEP_K, WGMMA_TILINGS, a_is_k_major, schedule_wgmma, wgmma_stage_bytes, wgmma_tiling_for
 
@@ -241,18 +241,18 @@ class MatmulTensorCore(GPUScheduleRule):
         auto_inline_consumer_chain(sch, c_frag if mma else c_shared)
         for copy in (a_shared, b_shared):
             self._shared_layout(sch, copy, elem_bytes, mma)
-            self._cooperative(sch, copy, tiling.warps, COPY_BYTES // elem_bytes)
+            spread_copy(sch, copy, tiling.warps, WARP_SIZE, COPY_BYTES // elem_bytes)
         if not mma:
-            self._cooperative(sch, c_shared, tiling.warps, 2)
+            spread_copy(sch, c_shared, tiling.warps, WARP_SIZE, 2)
 
         # The 16x16(x16) pieces the intrinsics take, each a block of its own.
         init = sch.decompose_reduction(main, k0)
         ann = MMA_ANN if mma else WMMA_ANN
-        self._fragment_op(sch, init, 2, "fill", ann)
-        self._fragment_op(sch, main, 3, "mma", ann)
-        self._fragment_op(sch, a_frag, 2, "load_a", ann, tiles=(FRAGMENT, frag_k))
-        self._fragment_op(sch, b_frag, 2, "load_b", ann, tiles=(FRAGMENT, frag_k))
-        self._fragment_op(sch, c_frag, 2, "store", ann, tiles=(FRAGMENT, FRAGMENT))
+        blockize_tile_op(sch, init, 2, ann, "fill")
+        blockize_tile_op(sch, main, 3, ann, "mma")
+        blockize_tile_op(sch, a_frag, 2, ann, "load_a", tiles=(FRAGMENT, frag_k))
+        blockize_tile_op(sch, b_frag, 2, ann, "load_b", tiles=(FRAGMENT, frag_k))
+        blockize_tile_op(sch, c_frag, 2, ann, "store", tiles=(FRAGMENT, FRAGMENT))
         if mma:
             # Copies of the next stages - 1 steps are in flight (cp.async) while step k computes.
             steps = const_int(sch.get(k0).extent)
@@ -329,41 +329,6 @@ class MatmulTensorCore(GPUScheduleRule):
             sch.annotate(copy, PERMUTED_LAYOUT, 1)
             return
         sch.storage_align(copy, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=ROW_ALIGN_OFFSET)
-
-    @staticmethod
-    def _cooperative(sch, block, warps: int, vector: int) -> None:
-        """The copy ``block`` spread over the block's threads: lanes on threadIdx.x, warps on
-        threadIdx.y, ``vector`` elements per thread and instruction. Neighbouring threads take
-        neighbouring elements of the global buffer (coalesced): the loop its last index follows
-        goes innermost (B of ``A @ B`` is read across its rows into the [J, K] tile)."""
-        loops = sch.get_loops(block)
-        n = len(sch.get(block).iter_vars)
-        own = loops[-n:]
-        fastest = loop_of_last_index(sch, block, own)
-        if fastest is not None and fastest is not own[-1]:
-            own = [lp for lp in own if lp is not fastest] + [fastest]
-            sch.reorder(*own)
-        fused = sch.fuse(*own)
-        _, ty, tx, vec = sch.split(fused, [None, warps, WARP_SIZE, vector])
-        sch.bind(ty, "threadIdx.y")
-        sch.bind(tx, "threadIdx.x")
-        if vector > 1:
-            sch.vectorize(vec)
-
-    @staticmethod
-    def _fragment_op(sch, block, inner: int, kind: str, ann: str, tiles: tuple = ()) -> None:
-        """Make the innermost ``inner`` loops of ``block`` one block annotated with the
-        tensor-core operation it is. ``tiles``: the block's own loops first split into tiles of
-        these extents (a copy between a fragment and memory covering several)."""
-        loops = sch.get_loops(block)
-        if tiles:
-            parts = []
-            for lp, extent in zip(loops[-inner:], tiles):
-                parts.append(sch.split(lp, [None, extent]))
-            sch.reorder(*[p[0] for p in parts], *[p[1] for p in parts])
-            loops = sch.get_loops(block)
-        outer = sch.blockize(loops[-inner])
-        sch.annotate(outer, ann, kind)
 
 
 def _extents(block: tir.Block):

@@ -36,13 +36,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.common import WGMMA_ACC_SCOPE
 from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
 from ...wgmma_tiles import WGMMA_ANN, WGMMA_STEP_ANN
-from .matmul import auto_inline_consumer_chain, auto_inline_producers, loop_of_last_index
+from .matmul import auto_inline_consumer_chain, auto_inline_producers, blockize_tile_op, spread_copy
 
 __all__ = ["WgmmaTiling", "WGMMA_TILINGS", "WGMMA_ANN", "WGMMA_STEP_ANN", "WGMMA_STEP_K", "schedule_wgmma",
            "wgmma_tiling_for", "wgmma_stage_bytes", "a_is_k_major"]
@@ -168,12 +167,12 @@ def schedule_wgmma(sch, main, tiling: WgmmaTiling, stages: int, in_flight: int =
     auto_inline_consumer_chain(sch, c_acc)
     for copy in (a_shared, b_shared):
         _swizzled_layout(sch, copy)
-        _cooperative(sch, copy, tiling.warpgroups)
+        spread_copy(sch, copy, tiling.warpgroups, WARPGROUP, COPY_BYTES // 2)
 
     init = sch.decompose_reduction(main, k0)
-    _tile_op(sch, init, 2, "fill", (WGMMA_M, tiling.n))
-    _tile_op(sch, main, 3, "mma")
-    _tile_op(sch, c_acc, 2, "store", (WGMMA_M, tiling.n))
+    blockize_tile_op(sch, init, 2, WGMMA_ANN, "fill")
+    blockize_tile_op(sch, main, 3, WGMMA_ANN, "mma")
+    blockize_tile_op(sch, c_acc, 2, WGMMA_ANN, "store", (WGMMA_M, tiling.n))
     # One step's wgmmas are one batch: a fence before, a commit and a wait after, which leaves
     # ``in_flight`` batches running. With one, the step's copies come after its wgmmas: the
     # copies of step s + stages - 1 overwrite the tiles of step s - 1, whose batch the wait
@@ -199,39 +198,3 @@ def _swizzled_layout(sch, copy) -> None:
             sch.transform_layout(copy, ("write", 0),
                                  lambda *idx: (*idx[:-2], idx[-2] // 64, idx[-1], idx[-2] % 64))
     sch.annotate(copy, PERMUTED_LAYOUT, 1)
-
-
-def _cooperative(sch, block, warpgroups: int) -> None:
-    """The copy ``block`` spread over all threads, 16 bytes each per instruction, neighbouring
-    threads on neighbouring elements of the global matrix."""
-    loops = sch.get_loops(block)
-    n = len(sch.get(block).iter_vars)
-    own = loops[-n:]
-    fastest = loop_of_last_index(sch, block, own)
-    if fastest is not None and fastest is not own[-1]:
-        own = [lp for lp in own if lp is not fastest] + [fastest]
-        sch.reorder(*own)
-    fused = sch.fuse(*own)
-    vector = COPY_BYTES // 2
-    _, ty, tx, vec = sch.split(fused, [None, warpgroups, WARPGROUP, vector])
-    sch.bind(ty, "threadIdx.y")
-    sch.bind(tx, "threadIdx.x")
-    sch.vectorize(vec)
-
-
-def _tile_op(sch, block, inner: int, kind: str, tiles: tuple = ()) -> None:
-    """The innermost ``inner`` loops of ``block`` (first split into ``tiles``) one block
-    annotated with the wgmma operation it is."""
-    loops = sch.get_loops(block)
-    if tiles:
-        parts = []
-        for lp, extent in zip(loops[-inner:], tiles):
-            if const_int(sch.get(lp).extent) != extent:
-                parts.append(sch.split(lp, [None, extent]))
-            else:
-                parts.append((None, lp))
-        outer = [p[0] for p in parts if p[0] is not None]
-        if outer:
-            sch.reorder(*outer, *[p[1] for p in parts])
-        loops = sch.get_loops(block)
-    sch.annotate(sch.blockize(loops[-inner]), WGMMA_ANN, kind)
