@@ -45,7 +45,7 @@ from tvmscript.ir.tir_visitor import vars_in
 
 from .lower_gpu.common import SYNC_OP, THREAD_VARS, WGMMA_ACC_SCOPE, GPULoweringError
 from .lower_tir import _row_major_strides, dtype_bytes
-from .mma_tiles import check_no_fragment_left, fragment_load, store_accumulators, unroll_register_loops
+from .mma_tiles import _PTX_TYPES, check_no_fragment_left, fragment_load, store_accumulators, unroll_register_loops
 from .tensor_cores import WMMAError, _load, _tile_nest
 
 __all__ = ["tensorize_wgmma", "WGMMA_ANN", "WGMMA_STEP_ANN"]
@@ -56,7 +56,6 @@ WARPGROUP = 128
 M, K = 64, 16
 ROW_BYTES = 128                  # a 128-byte swizzle's row
 ATOM_BYTES = 8 * ROW_BYTES       # its 8 rows: the stride byte offset of both majornesses
-_PTX_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
 def tensorize_wgmma(body: tir.Stmt, extents: dict) -> tir.Stmt:
@@ -164,7 +163,7 @@ class _TileOp:
         return self.registers[buf.data]
 
     def _offset(self, access):
-        """Where the thread's elements of the tile ``access`` is at start in its registers:
+        """Where the thread's elements of the tile ``access`` starts begin in its registers:
         tiles of 64 x n in row-major order over the accumulator's shape, n / 2 elements each."""
         buf = access.buffer
         idx = [simplify(substitute(i, self.at_origin)) for i in access.indices]

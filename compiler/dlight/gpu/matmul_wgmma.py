@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tvmscript.ir import tir
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.common import WGMMA_ACC_SCOPE
@@ -120,9 +122,6 @@ def a_is_k_major(sch, main) -> bool:
 
 def _loads(e) -> list:
     """The buffer loads in ``e``."""
-    from tvmscript.ir import tir
-    from tvmscript.ir.mutator import IRMutator
-
     found = []
 
     class F(IRMutator):
