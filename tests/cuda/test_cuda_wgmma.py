@@ -129,6 +129,23 @@ def test_an_nhwc_convolution_is_an_implicit_gemm_on_wgmma(layout, w_shape):
         assert result.ok, result
 
 
+@pytest.mark.parametrize("b_transposed", [False, True], ids=["b_n_major", "b_k_major"])
+def test_counters_tensor_core_work_and_ideal_copies(b_transposed):
+    """The emulator's counters (trace mode): one m64n128k16 per 64 x 128 x 16 of the product
+    (counted per warp, 16 rows each); no FMA; the operands never pass through the load/store
+    unit (wgmma reads shared memory itself); the cp.async copies hit every bank once in the
+    swizzled tiles and read whole 16-byte runs; C stored in full 32-byte sectors."""
+    from support.cuda_counters import count
+
+    n = 256
+    funcs = wgmma_funcs(matmul_src(n, n, n, b_transposed=b_transposed), WgmmaTiling(2, 1, 128))
+    (c,) = count(funcs, "mm", target=SM90)
+    assert c.mma * 2 * 16 * 128 * 16 == 2 * n ** 3 and c.fma == 0 and c.shared_load_requests == 0
+    assert c.shared_store_wavefronts == c.shared_store_ideal
+    assert c.sectors_per_request() == c.ideal_sectors_per_request()
+    assert c.global_store_bytes == 4 * n * n and c.global_store_sectors * 32 == c.global_store_bytes
+
+
 def test_the_cuda_text_and_ptx_of_the_4096_product():
     """The 4096^3 benchmark product: 128x256 tiles of 2 warpgroups, m64n256k16 from descriptors
     of 1024-byte-aligned dynamic shared memory, each step's 4 wgmmas between a proxy fence, a
