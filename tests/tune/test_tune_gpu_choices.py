@@ -60,7 +60,7 @@ def test_a_tensor_core_product_offers_tilings_steps_and_stages(fp16):
     assert points[INSTRUCTIONS] == [2] and len(points[BLOCK_TILING]) == 2 and points[BLOCK_TILING][1] > 1
     assert points[STEP_K] == [3] and len(points[PIPELINE_STAGES]) == 1 and points[PIPELINE_STAGES][0] > 1
     simt = choice_points(only(matmul_src(2048, 1024, 32, "float32", dtype="float32")), SM90)
-    assert simt[BLOCK_TILING] == [2] and simt[PIPELINE_STAGES] == [4] and simt[STEP_K] == []
+    assert simt[BLOCK_TILING] == [2] and simt[PIPELINE_STAGES] == [4] and simt[STEP_K] == [2]   # K of 8 or 16
     assert all(not v for v in choice_points(fp16, "cuda -arch=sm_75").values())   # wmma: no knobs
     cpu = choice_points(fp16)                                   # the CPU's default schedule: its own kinds
     assert all(not cpu[k] for k in GPU_KINDS) and cpu[TILE_SHAPE]
@@ -90,6 +90,13 @@ def test_the_simt_picks_change_the_block_and_the_pipeline():
     assert "__launch_bounds__(256)" in default and "__launch_bounds__(128)" in narrow
     deeper = cuda_source(with_choices(func, {PIPELINE_STAGES: [2]})).source   # (3), 2, 4: 4 stages
     assert stages_in(default) == {2} and stages_in(deeper) == {3}
+    # K of 16 a step: 2 steps of this K of 32, each 16 k's of FMAs.
+    longer = with_choices(func, {STEP_K: [1]})
+    assert len(re.findall(r"tvms_cp_async", cuda_source(longer).source)) != len(re.findall(r"tvms_cp_async", default))
+    from support.cuda_emulator import compare_with_cpu
+
+    (result,) = compare_with_cpu({"mm": longer}, target=SM90, rtol=1e-4, atol=1e-4).values()
+    assert result.ok, result
 
 
 def test_the_design_space_samples_the_picks_and_a_record_applies_them(tmp_path, fp16):

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from tvmscript.ir import tir
 
-from ...schedule_choices import BLOCK_TILING, PIPELINE_STAGES, choose
+from ...schedule_choices import BLOCK_TILING, PIPELINE_STAGES, STEP_K as STEP_K_CHOICE, choose
 from .base import FILL_BLOCKS, SMS, GPUScheduleRule
 from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, bind_copy_threads, copy_along_contiguous_rows,
@@ -56,6 +56,10 @@ THREADS = 16          # threads along I (and J: 256 in all; 8 along J for 64 col
 MICRO = 8             # each thread computes MICRO x MICRO of C
 VECTOR = 4            # floats per 16-byte access
 STEP_K = 8            # K per pipeline step
+# The longer step a tuner may pick instead (`schedule_choices.STEP_K`) where K divides into it:
+# half the barriers and pipeline waits per product, for twice the shared memory a stage (its
+# 2 x 16 x 132 floats, 17 KiB, make 3 stages dynamic shared memory).
+LONG_STEP_K = 16
 STAGES = 3
 CHOSEN_STAGES = (2, 3, 4, 5)  # the stage counts a tuner may pick instead (5 of 8 KiB fit 48 KiB)
 # Shared rows of the K-major tiles: 128 + 4 floats, so that the 8 rows a transposing copy
@@ -125,7 +129,9 @@ def _busiest_share(tiles: int, tile_j: int) -> int:
 class MatmulSIMT(GPUScheduleRule):
     """Big-tile fp32 matmuls on CUDA cores (see the module docstring). ``tile_j`` (`TILE` or
     `HALF_TILE_J`) makes every block take that many columns of C where they qualify, instead
-    of the rule's choice: a knob for measuring the alternatives (benchmarks/cuda_tilings.py)."""
+    of the rule's choice: a knob for measuring the alternatives (benchmarks/cuda_tilings.py).
+    A tuner may pick the other block width, the pipeline's stages and K per step (`STEP_K` or
+    `LONG_STEP_K`)."""
 
     def __init__(self, tile_j=None) -> None:
         if tile_j not in (None, TILE, HALF_TILE_J):
@@ -145,8 +151,10 @@ class MatmulSIMT(GPUScheduleRule):
         others = [p for p in (_plan(sch.get(main), (t,)) for t in candidates) if p is not None and p != plan]
         tile_j, splits = choose(BLOCK_TILING, [plan] + others)
         threads_j = tile_j // MICRO                        # 16 (256 threads) or 8 (128)
+        k_extent = product_extents(sch.get(main))[IterKind.kIter_K]
+        step_k = choose(STEP_K_CHOICE, [STEP_K] + ([LONG_STEP_K] if k_extent % (LONG_STEP_K * splits) == 0 else []))
         to_canonical_form(sch, main)
-        sch.pad_einsum(main, [1, TILE, tile_j, STEP_K])    # past I and K: zeros (a no-op if none)
+        sch.pad_einsum(main, [1, TILE, tile_j, step_k])    # past I and K: zeros (a no-op if none)
         if splits > 1:
             main, s = self._split_k(sch, main, splits)
             _, i, j, k = sch.get_loops(main)
@@ -154,7 +162,7 @@ class MatmulSIMT(GPUScheduleRule):
             s, i, j, k = sch.get_loops(main)
         bi, ty, ii = sch.split(i, [None, THREADS, MICRO])
         bj, jo, tx, ji = sch.split(j, [None, MICRO // VECTOR, threads_j, VECTOR])
-        ko, ki = sch.split(k, [None, STEP_K])
+        ko, ki = sch.split(k, [None, step_k])
         sch.reorder(bi, bj, ty, tx, ko, ki, jo, ii, ji)
         by = sch.fuse(s, bi)
         sch.bind(by, "blockIdx.y")
