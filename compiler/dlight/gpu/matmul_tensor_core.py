@@ -1,15 +1,17 @@
 """`MatmulTensorCore`: float16 (and bfloat16) matrix products on tensor cores.
 
-Two instruction sets, one schedule: on sm_80 and later, where the tiles divide I and J,
-``mma.sync`` m16n8k16 (`compiler.mma_tiles`): blocks of up to 128x128 with warps of 64x64
-(`MMA_TILINGS`, the largest that still gives every multiprocessor a block), each lane's
-accumulators written straight to C with the epilogue, the operands loaded by ``ldmatrix`` from
+Two instruction sets, one schedule: on sm_80 and later ``mma.sync`` m16n8k16
+(`compiler.mma_tiles`): blocks of up to 128x128 with warps of 64x64 (`MMA_TILINGS`, the
+largest that divides I and J and still gives every multiprocessor a block), each lane's
+accumulators written straight to C with the epilogue (where no tiling divides I and J, the
+one that pads least, the accumulators stored into a shared tile of C whose rows are 8
+elements longer, from which all threads write C with the epilogue, the padding skipped),
+the operands loaded by ``ldmatrix`` from
 shared tiles whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
 `lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 4-stage software
 pipeline (fewer where its tiles would outgrow the GPU's shared memory) whose copies are
 ``cp.async`` (TVM's ``software_pipeline_stage`` annotations, `lower_gpu.software_pipeline`).
-Otherwise (older GPUs, tiles that need padding, a symbolic row count) wmma 16x16x16
-fragments, as follows.
+Otherwise (older GPUs, a symbolic row count) wmma 16x16x16 fragments, as follows.
 
 Why: a GPU's tensor cores multiply 16x16 tiles of half-precision numbers many times faster
 than its CUDA cores can; an fp16 matmul that does not use them leaves most of the chip idle.
@@ -51,6 +53,7 @@ from tvmscript.ir.tir_arith import const_int
 from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
+from ...lower_tir import dtype_bytes
 from ...schedule_choices import (BLOCK_TILING, INSTRUCTIONS, PIPELINE_STAGES as STAGES_CHOICE, STEP_K as STEP_K_CHOICE,
                                  choose)
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
@@ -71,6 +74,8 @@ COPY_BYTES = 16               # what one thread moves per instruction into share
 # Shared rows of A and B are padded to a stride of 32k + 8 halfs (TVM's wmma schedules do the
 # same): the rows of one fragment then start in different banks.
 ROW_ALIGN_FACTOR, ROW_ALIGN_OFFSET = 32, 8
+# The shared tile of C a padded mma.sync product goes through: rows of 32n + 8 elements.
+C_ROW_ALIGN_OFFSET = 8
 # Steps of K whose tiles of A and B are in shared memory at once (sm_80+: copied by cp.async
 # three steps ahead of the step the tensor cores work on). On an H200 (2026-11-28,
 # benchmarks/cuda_tilings.py) 4 stages made the 128x128 fp16 4096^3 product 15% faster than 3
@@ -176,13 +181,16 @@ class MatmulTensorCore(GPUScheduleRule):
             return None
         if not _multiplies_operands(sch.get(main)):
             return None
-        # mma.sync where the tiles divide the product (its accumulators go straight to C),
-        # else wmma (which pads, through a shared tile of C).
+        # mma.sync: where the tiles divide the product its accumulators go straight to C; where
+        # they do not (or I is symbolic: wmma), through a shared tile of C whose write-back skips
+        # the padding.
         tilings = self.mma_tilings or (TF32_TILINGS if tf32 else MMA_TILINGS)
         stages = self.stages or (TF32_STAGES if tf32 else PIPELINE_STAGES)
         elem_bytes = 4 if tf32 else 2
-        tiling = _mma_tiling_for(sch.get(main), _fitting(tilings, elem_bytes, tf32, self.step_k, target)) \
-            if _uses_mma(target) else None
+        fitting = _fitting(tilings, elem_bytes, tf32, self.step_k, target) if _uses_mma(target) else []
+        tiling = _mma_tiling_for(sch.get(main), fitting)
+        padded = tiling is None and _padded_tiling_for(sch.get(main), fitting) is not None
+        tiling = tiling or _padded_tiling_for(sch.get(main), fitting)
         mma = tiling is not None
         tiling = tiling or _tiling_for(sch.get(main))
         if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
@@ -190,12 +198,13 @@ class MatmulTensorCore(GPUScheduleRule):
         # The k of one instruction (m16n8k16; m16n8k8 for TF32) and of a step of the pipeline.
         frag_k = TF32_K if tf32 else FRAGMENT
         step_k = self.step_k if mma else STEP_K
-        if mma:   # a tuner's picks (`schedule_choices`): option 0 is what the lines above chose
+        if mma and not padded:   # a tuner's picks (`schedule_choices`): option 0 is what the lines above chose
             step_k, tiling = _chosen_step_and_tiling(sch.get(main), tilings, elem_bytes, tf32, step_k, tiling, target)
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
-        if mma and not tf32 and self._wgmma(sch, main, target, c_dtype):
+        if mma and not padded and not tf32 and self._wgmma(sch, main, target, c_dtype):
             return sch
+        direct = mma and not padded    # the accumulators go straight to C
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
         sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, step_k])
 
@@ -211,18 +220,22 @@ class MatmulTensorCore(GPUScheduleRule):
         sch.bind(warp, "threadIdx.y")
 
         scopes = MMA_SCOPES if mma else WMMA_SCOPES
-        if mma:
+        if direct:
             # Each lane holds its part of the accumulators, which it writes to C itself (the
             # epilogue inlined): no shared tile of C.
             c_frag = sch.cache_write(main, 0, scopes[2])
             sch.reverse_compute_at(c_frag, warp, preserve_unit_loops=True)
         else:
             # The accumulators, stored by each warp into a shared tile of C, written from
-            # there by all threads with the epilogue.
+            # there by all threads with the epilogue, the padding's rows and columns skipped.
             c_shared = sch.cache_write(main, 0, "shared")
             c_frag = sch.cache_write(main, 0, scopes[2])
             sch.reverse_compute_at(c_frag, warp, preserve_unit_loops=True)
             sch.reverse_compute_at(c_shared, j0, preserve_unit_loops=True)
+            if mma:
+                # Rows 8 elements longer: the pairs a half-warp stores (rows lane / 4) fall in
+                # different banks.
+                sch.storage_align(c_frag, 0, axis=-2, factor=ROW_ALIGN_FACTOR, offset=C_ROW_ALIGN_OFFSET)
 
         # A and B: global -> shared (cooperative, every thread) -> fragments (per warp).
         def to_shared(index: int):
@@ -238,11 +251,11 @@ class MatmulTensorCore(GPUScheduleRule):
 
         auto_inline_producers(sch, a_shared)
         auto_inline_producers(sch, b_shared)
-        auto_inline_consumer_chain(sch, c_frag if mma else c_shared)
+        auto_inline_consumer_chain(sch, c_frag if direct else c_shared)
         for copy in (a_shared, b_shared):
             self._shared_layout(sch, copy, elem_bytes, mma)
             spread_copy(sch, copy, tiling.warps, WARP_SIZE, COPY_BYTES // elem_bytes)
-        if not mma:
+        if not direct:
             spread_copy(sch, c_shared, tiling.warps, WARP_SIZE, 2)
 
         # The 16x16(x16) pieces the intrinsics take, each a block of its own.
@@ -257,9 +270,12 @@ class MatmulTensorCore(GPUScheduleRule):
             # Copies of the next stages - 1 steps are in flight (cp.async) while step k computes.
             steps = const_int(sch.get(k0).extent)
             stage_bytes = _stage_bytes(tiling, elem_bytes, tf32, step_k)
-            stages = _pipeline_stages(stages, stage_bytes, target, steps)
+            # The shared tile of C (padded products) takes its share of the shared memory.
+            reserved = 0 if direct else tiling.tile_i * (tiling.tile_j + C_ROW_ALIGN_OFFSET) * dtype_bytes(c_dtype)
+            stages = _pipeline_stages(stages, stage_bytes, target, steps, reserved)
             stages = choose(STAGES_CHOICE, [stages] + [n for n in CHOSEN_STAGES if n != stages and
-                                                          n <= _pipeline_stages(n, stage_bytes, target, steps)])
+                                                          n <= _pipeline_stages(n, stage_bytes, target, steps,
+                                                                                reserved)])
             sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
             sch.annotate(k0, "software_pipeline_async_stages", [0])
@@ -397,12 +413,27 @@ def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):
     return filled[0] if filled else fits[-1]
 
 
-def _pipeline_stages(stages: int, stage_bytes: int, target, steps=None) -> int:
+def _padded_tiling_for(block: tir.Block, tilings):
+    """Where none of ``tilings`` divides I and J (`_mma_tiling_for`): the one that pads the
+    product least (the first, the largest, of equals); None for a symbolic I or no tilings."""
+    extents = _extents(block)
+    if extents is None or extents[1] is None or not tilings:
+        return None
+    _, i, j = extents
+
+    def padded(n: int, tile: int) -> int:
+        return -(-n // tile) * tile
+
+    return min(tilings, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
+
+
+def _pipeline_stages(stages: int, stage_bytes: int, target, steps=None, reserved: int = 0) -> int:
     """``stages``, or fewer (2 at least): no more than the K loop's ``steps`` + 1 (all of its
     copies in flight at once; more would only hold shared memory, which keeps blocks off a
     multiprocessor: attention's scores have K = 64, 2 steps), and no more of ``stage_bytes``
-    (`_stage_bytes`) than fit in the target GPU's `_shared_budget`."""
-    stages = min(stages, _shared_budget(target) // stage_bytes)
+    (`_stage_bytes`) than fit in the target GPU's `_shared_budget` beside ``reserved`` bytes
+    (a shared tile of C)."""
+    stages = min(stages, (_shared_budget(target) - reserved) // stage_bytes)
     if steps is not None:
         stages = min(stages, steps + 1)
     return max(2, stages)
