@@ -4,7 +4,8 @@
 `software_pipeline.inject_software_pipeline` marks the statements of an asynchronous stage
 `ASYNC_COPY`. In them, each vectorized copy of 4, 8 or 16 contiguous bytes from a global
 buffer into a shared one, ``S[s + v] = G[g + v]`` (or ``if_then_else(p, G[g + v], 0)``, the
-zeros a padded tile reads past the end, with ``p`` the same for every lane ``v``), becomes
+zeros a padded tile reads past the end, with ``p`` the same for every lane ``v``: not
+mentioning it, or a bound on a run of whole copies, `_lane_uniform`), becomes
 ``T.ptx_cp_async(dtype, S, s, G, g, bytes[, p])``: the copy goes from global memory to shared
 memory without passing through registers, and the thread goes on while it is in flight. So
 does a copy of one 4- or 8-byte element, ``S[s] = G[g]``: an implicit GEMM's im2col gathers one
@@ -62,17 +63,22 @@ def _vector_cp_async(loop: tir.For):
     if lanes is None:
         return None
     v = loop.loop_var
-    return _cp_async(loop.body, lanes, lambda index: _lane_zero(index, v, loop.min, lanes), v)
+    return _cp_async(loop.body, lanes, lambda index: _lane_zero(index, v, loop.min, lanes),
+                     lambda p: _lane_uniform(p, v, loop.min, lanes))
 
 
-def _cp_async(store, lanes: int, first_lane, lane_var=None):
+def _cp_async(store, lanes: int, first_lane, uniform=lambda p: p):
     """The ``cp.async`` that ``store`` of ``lanes`` lanes is, or None: ``first_lane(index)``
-    is an index at lane 0 (None when the lanes are not one aligned run); the predicate may
-    not depend on ``lane_var``."""
+    is an index at lane 0 (None when the lanes are not one aligned run); ``uniform(p)`` the
+    predicate as one value for all lanes (None when it may differ between them)."""
     if not isinstance(store, tir.BufferStore) or not is_shared(store.buffer):
         return None
     value, predicate = _predicated_load(store.value)
-    if value is None or (predicate is not None and lane_var is not None and lane_var in vars_in([predicate])):
+    if predicate is not None:
+        predicate = uniform(predicate)
+        if predicate is None:
+            return None
+    if value is None:
         return None
     if not isinstance(value, tir.BufferLoad) or is_shared(value.buffer) or value.buffer.scope not in ("global", ""):
         return None
@@ -100,6 +106,25 @@ def _predicated_load(value):
             return None, None
         predicate = p if predicate is None else tir.And("bool", predicate, p)
     return value, predicate
+
+
+def _lane_uniform(p, v, start, lanes: int):
+    """``p`` as one predicate for the lanes ``v`` of a vectorized copy, or None when it may
+    differ between them. One that does not mention ``v`` is; so is ``x < c`` where ``x`` steps
+    by one per lane from a multiple of ``lanes`` and ``c`` is a multiple of ``lanes`` (the
+    padding's bound on a run of whole elements, a TF32 tile's K of 72 floats, say): it is then
+    ``x0 < c`` for every lane, ``x0`` the lane-0 value; and a conjunction of such."""
+    if v not in vars_in([p]):
+        return p
+    if isinstance(p, tir.And):
+        a, b = _lane_uniform(p.a, v, start, lanes), _lane_uniform(p.b, v, start, lanes)
+        return None if a is None or b is None else tir.And("bool", a, b)
+    if isinstance(p, tir.LT):
+        bound = const_int(p.b)
+        first = _lane_zero(p.a, v, start, lanes)
+        if bound is not None and bound % lanes == 0 and first is not None:
+            return tir.LT("bool", first, p.b)
+    return None
 
 
 def _lane_zero(index, v, start, lanes: int):

@@ -106,6 +106,23 @@ def test_the_epilogue_is_applied_to_the_accumulators_in_registers():
     assert result.ok, result
 
 
+def test_a_k_of_whole_chunks_but_not_whole_steps_is_copied_by_cp_async():
+    """TF32 with K = 72 floats (18 chunks of 16 bytes; steps of 32): the padding's predicate on
+    K, per element in the copy loop, is one value for each chunk (`async_copy._lane_uniform`),
+    so the copies are zero-filling cp.async of 16 bytes, not element by element (which
+    conflicted 4 ways in shared memory)."""
+    from support.cuda_counters import count
+
+    target = SM90 + " -allow_tf32=1"
+    src = matmul_src(256, 256, 72, b_transposed=True, dtype="float32")
+    assert "tvms_cp_async16_zfill(" in source_of(src, target)
+    funcs = prim_funcs_of(tvms.parse(src))
+    (c,) = count(funcs, "mm", target=target)
+    assert c.shared_store_wavefronts == c.shared_store_ideal
+    (result,) = compare_with_cpu(funcs, target=target, rtol=2e-2, atol=2e-2).values()
+    assert result.ok, result
+
+
 @pytest.mark.parametrize("case", ["fp32_acc", "b_k_major", "fp16_acc", "bf16", "epilogue", "tf32"])
 def test_tiles_that_do_not_divide_the_product_go_through_a_shared_tile_of_c(case):
     """Where no tiling divides I and J (200 x 136, 77 rows), mma.sync still computes the
@@ -135,8 +152,7 @@ def test_tiles_that_do_not_divide_the_product_go_through_a_shared_tile_of_c(case
             assert result.ok, result
     for c in count(funcs, "mm", target=target):
         assert c.shared_load_wavefronts == c.shared_load_ideal
-        # (TF32's copies of a K that is not whole steps are element by element, not cp.async,
-        # and conflict: as where the tiles divide the product.)
+        # (TF32's copies into padded tiles still conflict: noted in the GPU speed issue.)
         assert c.shared_store_wavefronts == c.shared_store_ideal or case == "tf32"
 
 
