@@ -54,7 +54,7 @@ _PTX_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 def tensorize_mma(body: tir.Stmt, extents: dict) -> tir.Stmt:
     """``body`` (one kernel, compacted) with its ``tvms.mma`` tiles made PTX tensor-core
     instructions and its `MMA_SCOPES` fragments per-lane register arrays."""
-    fragments = _fragments(body)
+    fragments = fragments_of(body)
     if not fragments:
         return body
     lanes = extents.get("threadIdx.x")
@@ -81,12 +81,13 @@ def tensorize_mma(body: tir.Stmt, extents: dict) -> tir.Stmt:
     return unroll_register_loops(out, set(registers))
 
 
-def _fragments(body) -> dict:
+def fragments_of(body, scopes: tuple = MMA_SCOPES) -> dict:
+    """data Var -> buffer of each allocation of ``body`` in one of the fragment ``scopes``."""
     found = {}
 
     class F(IRMutator):
         def visit_stmt(self, s):
-            if isinstance(s, Allocate) and s.buffer.scope in MMA_SCOPES:
+            if isinstance(s, Allocate) and s.buffer.scope in scopes:
                 found[s.buffer.data] = s.buffer
             return super().visit_stmt(s)
 

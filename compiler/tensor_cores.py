@@ -150,8 +150,9 @@ def _row_length(buf: tir.Buffer):
     return buf.strides[-2] if buf.strides else buf.shape[-1]
 
 
-def _pointer(buf: tir.Buffer, indices: list, at_origin: dict, access: int) -> tir.Call:
-    """``T.tvm_access_ptr`` to the tile's first element, ``access`` 1 (read) or 2 (write)."""
+def _pointer(buf: tir.Buffer, indices: list, at_origin: dict, access: int, extent: int = TILE * TILE) -> tir.Call:
+    """``T.tvm_access_ptr`` to the tile's first element, ``access`` 1 (read) or 2 (write),
+    ``extent`` elements from there."""
     idx = _origin(indices, at_origin)
     dtype = idx[-1].dtype
     # The strides `lower_tir.flatten_buffers` addresses the buffer with: explicit, or row-major.
@@ -161,7 +162,7 @@ def _pointer(buf: tir.Buffer, indices: list, at_origin: dict, access: int) -> ti
         offset = make_add(offset, make_mul(i, stride))
     annotation = tir.Call(buf.dtype, "tir.type_annotation", [])
     return tir.Call("handle", "tir.tvm_access_ptr",
-                    [annotation, buf.data, simplify(offset), tir.IntImm(dtype, TILE * TILE), tir.IntImm("int32", access)])
+                    [annotation, buf.data, simplify(offset), tir.IntImm(dtype, extent), tir.IntImm("int32", access)])
 
 
 def _layout(src: tir.BufferLoad, dst: tir.BufferStore, loops: list, kind: str) -> str:
@@ -189,9 +190,9 @@ def _uses(e, v) -> bool:
     return v in vars_in([e])
 
 
-def _mma_operands(store: tir.BufferStore, scopes: tuple = WMMA_SCOPES) -> tuple:
-    """(accumulator, A, B) loads of ``C = C + A * B`` (operands possibly cast); A and B in the
-    fragment ``scopes`` (matrix_a, matrix_b, accumulator)."""
+def _multiply_accumulate(store: tir.BufferStore) -> tuple:
+    """(accumulator, x, y) loads of ``C = C + x * y`` (the operands possibly cast), in the
+    order the product names them."""
     value = store.value
     if not isinstance(value, tir.Add):
         raise WMMAError("a tensor-core multiply must be C = C + A * B")
@@ -200,7 +201,13 @@ def _mma_operands(store: tir.BufferStore, scopes: tuple = WMMA_SCOPES) -> tuple:
         prod = prod.value
     if not isinstance(acc, tir.BufferLoad) or acc.buffer is not store.buffer or not isinstance(prod, tir.Mul):
         raise WMMAError("a tensor-core multiply must be C = C + A * B")
-    a, b = _load(prod.a), _load(prod.b)
+    return acc, _load(prod.a), _load(prod.b)
+
+
+def _mma_operands(store: tir.BufferStore, scopes: tuple = WMMA_SCOPES) -> tuple:
+    """(accumulator, A, B) loads of ``C = C + A * B`` (operands possibly cast); A and B in the
+    fragment ``scopes`` (matrix_a, matrix_b, accumulator)."""
+    acc, a, b = _multiply_accumulate(store)
     if a.buffer.scope == scopes[1]:
         a, b = b, a
     if (a.buffer.scope, b.buffer.scope) != tuple(scopes[:2]):

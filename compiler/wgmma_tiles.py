@@ -38,15 +38,16 @@ import dataclasses
 
 from tvmscript.ir import tir
 from tvmscript.ir.arith.canonical import simplify
-from tvmscript.ir.mutator import IRMutator, substitute
+from tvmscript.ir.mutator import IRMutator
 from tvmscript.ir.tir import Allocate
 from tvmscript.ir.tir_arith import make_add, make_floordiv, make_floormod, make_mul
 from tvmscript.ir.tir_visitor import vars_in
 
 from .lower_gpu.common import SYNC_OP, THREAD_VARS, WGMMA_ACC_SCOPE, GPULoweringError
-from .lower_tir import _row_major_strides, dtype_bytes
-from .mma_tiles import _PTX_TYPES, check_no_fragment_left, fragment_load, store_accumulators, unroll_register_loops
-from .tensor_cores import WMMAError, _load, _tile_nest
+from .lower_tir import dtype_bytes
+from .mma_tiles import (_PTX_TYPES, check_no_fragment_left, fragment_load, fragments_of, store_accumulators,
+                        unroll_register_loops)
+from .tensor_cores import WMMAError, _fragment_index, _multiply_accumulate, _pointer, _tile_nest
 
 __all__ = ["tensorize_wgmma", "WGMMA_ANN", "WGMMA_STEP_ANN"]
 
@@ -61,7 +62,7 @@ ATOM_BYTES = 8 * ROW_BYTES       # its 8 rows: the stride byte offset of both ma
 def tensorize_wgmma(body: tir.Stmt, extents: dict) -> tir.Stmt:
     """``body`` (one kernel, compacted) with its ``tvms.wgmma`` tiles made wgmma instructions
     and its accumulators per-thread register arrays."""
-    accumulators = _accumulators(body)
+    accumulators = fragments_of(body, (WGMMA_ACC_SCOPE,))
     if not accumulators:
         return body
     threads = extents.get("threadIdx.x")
@@ -105,19 +106,6 @@ def _batch(loop: tir.For, in_flight: int) -> tir.Stmt:
                     _call("tir.ptx_wgmma_wait_group", tir.IntImm("int32", in_flight))])
 
 
-def _accumulators(body) -> dict:
-    found = {}
-
-    class F(IRMutator):
-        def visit_stmt(self, s):
-            if isinstance(s, Allocate) and s.buffer.scope == WGMMA_ACC_SCOPE:
-                found[s.buffer.data] = s.buffer
-            return super().visit_stmt(s)
-
-    F().visit_stmt(body)
-    return found
-
-
 def _registers(buf: tir.Buffer) -> tir.Buffer:
     """An accumulator's per-thread array: n / 2 elements per 64 x n tile."""
     shape = [d.value if isinstance(d, tir.IntImm) else None for d in buf.shape]
@@ -134,15 +122,11 @@ class _TileOp:
 
     def __init__(self, kind: str, nest, registers: dict, thread) -> None:
         self.kind, self.registers, self.thread = kind, registers, thread
-        loops = []
-        s = nest
-        while isinstance(s, tir.For):
-            loops.append(s)
-            s = s.body
+        columns = nest.body if isinstance(nest, tir.For) else None   # the tile's n: its second loop
+        if not isinstance(columns, tir.For):
+            raise WMMAError("a wgmma operation must be loops around one store")
+        self.n = _extent(columns)
         depth = 3 if kind == "mma" else 2
-        if len(loops) != depth or not isinstance(s, tir.BufferStore):
-            raise WMMAError(f"a wgmma operation must be {depth} loops around one store")
-        self.n = _extent(loops[1])
         self.loops, self.store = _tile_nest(nest, depth, (M, self.n, K)[:depth])
         if self.n % 8:
             raise WMMAError(f"a wgmma tile's n must be a multiple of 8, not {self.n}")
@@ -165,19 +149,8 @@ class _TileOp:
     def _offset(self, access):
         """Where the thread's elements of the tile ``access`` starts begin in its registers:
         tiles of 64 x n in row-major order over the accumulator's shape, n / 2 elements each."""
-        buf = access.buffer
-        idx = [simplify(substitute(i, self.at_origin)) for i in access.indices]
-        shape = [d.value for d in buf.shape]
-        if shape[-1] % self.n:
-            raise WMMAError(f"accumulator '{buf.name}' of shape {tuple(shape)} is not made of 64x{self.n} tiles")
-        dtype = idx[-1].dtype
-        c = lambda v: tir.IntImm(dtype, v)  # noqa: E731
-        tiles = shape[:-2] + [shape[-2] // M, shape[-1] // self.n]
-        coords = list(idx[:-2]) + [make_floordiv(idx[-2], c(M)), make_floordiv(idx[-1], c(self.n))]
-        flat = coords[0]
-        for coord, count in zip(coords[1:], tiles[1:]):
-            flat = make_add(make_mul(flat, c(count)), coord)
-        return simplify(make_mul(flat, c(self.n // 2)))
+        tile = _fragment_index(access, self.at_origin, (M, self.n))
+        return simplify(make_mul(tile, tir.IntImm(tile.dtype, self.n // 2)))
 
     def _fill(self) -> tir.Stmt:
         e = tir.Var("int32", "e")
@@ -206,15 +179,7 @@ class _TileOp:
     def _operands(self) -> tuple:
         """(accumulator, A, B) loads of ``C = C + A * B`` (operands possibly cast): A indexed by
         the tile's rows, B by its columns."""
-        value = self.store.value
-        if not isinstance(value, tir.Add):
-            raise WMMAError("a wgmma must be C = C + A * B")
-        acc, prod = (value.a, value.b) if isinstance(value.a, tir.BufferLoad) else (value.b, value.a)
-        while isinstance(prod, tir.Cast):
-            prod = prod.value
-        if not isinstance(acc, tir.BufferLoad) or acc.buffer is not self.store.buffer or not isinstance(prod, tir.Mul):
-            raise WMMAError("a wgmma must be C = C + A * B")
-        x, y = _load(prod.a), _load(prod.b)
+        acc, x, y = _multiply_accumulate(self.store)
         i_var = self.loops[0].loop_var
         a, b = (x, y) if any(i_var in vars_in([i]) for i in x.indices) else (y, x)
         for name, op in (("A", a), ("B", b)):
@@ -242,16 +207,10 @@ class _TileOp:
                 lbo = 16
         else:
             raise WMMAError(f"wgmma's {name} tile '{buf.name}' must be K-major or M/N-major")
-        strides = _row_major_strides(buf.shape, idx[-1].dtype)
-        offset = tir.IntImm(idx[-1].dtype, 0)
-        for i, stride in zip(idx, strides):
-            offset = make_add(offset, make_mul(simplify(substitute(i, self.at_origin)), stride))
         size = 1
         for d in shape:
             size *= d
-        ptr = tir.Call("handle", "tir.tvm_access_ptr", [tir.Call(buf.dtype, "tir.type_annotation", []), buf.data,
-                                                         simplify(offset), tir.IntImm("int32", size),
-                                                         tir.IntImm("int32", 1)])
+        ptr = _pointer(buf, idx, self.at_origin, 1, extent=size)   # the whole tile: what the wgmma may read
         desc = tir.Call("uint64", "tir.ptx_wgmma_desc", [ptr, tir.IntImm("int32", lbo),
                                                          tir.IntImm("int32", ATOM_BYTES)])
         return desc, trans

@@ -266,7 +266,6 @@ class PtxGen:
     """The PTX builtins of a kernel being printed (mixed into `kernel.KernelGen`)."""
 
     arch: Optional[str] = None
-    uses_wgmma = False   # its shared tiles then start at 1024-byte boundaries (the swizzle's)
 
     def ptx(self, call: tir.Call) -> str:
         """The helper call of one of `PTX_OPS` (TVM's argument order, its dtype first left out)."""
@@ -335,7 +334,6 @@ class PtxGen:
         made visible to the tensor cores' reads)."""
         op = call.op
         self._require("wgmma", 90)
-        self.uses_wgmma = True
         if op == "tir.ptx_wgmma_fence":
             return "tvms_wgmma_fence()"
         if op == "tir.ptx_wgmma_commit_group":

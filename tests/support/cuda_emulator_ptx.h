@@ -137,6 +137,21 @@ static inline float f16_bits(unsigned short b) {
   return (float)h;
 }
 
+// f16x2 registers (element 2r the low half of register r) as floats, and back (rounded).
+static inline void unpack_halves(const unsigned* regs, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = f16_bits((unsigned short)(regs[i / 2] >> (16 * (i % 2))));
+}
+
+static inline void pack_halves(const float* in, unsigned* regs, int n) {
+  for (int r = 0; r < n / 2; ++r) {
+    half lo = (half)in[2 * r], hi = (half)in[2 * r + 1];
+    unsigned short l, h;
+    memcpy(&l, &lo, 2);
+    memcpy(&h, &hi, 2);
+    regs[r] = (unsigned)l | ((unsigned)h << 16);
+  }
+}
+
 static inline float bf16_bits(unsigned short b) {
   unsigned u = (unsigned)b << 16;
   float f;
@@ -337,15 +352,9 @@ static inline void tvms_mma_m16n8k16_f32_bf16(float* c, const unsigned* a, const
 static inline void tvms_mma_m16n8k16_f16_f16(unsigned* c, const unsigned* a, const unsigned* b,
                                              int line = __builtin_LINE()) {
   float c_in[4], d[4];
-  for (int i = 0; i < 4; ++i) c_in[i] = ::tvms_emu::ptx::f16_bits((unsigned short)(c[i / 2] >> (16 * (i % 2))));
+  ::tvms_emu::ptx::unpack_halves(c, c_in, 4);
   ::tvms_emu::ptx::mma<16>(line, ::tvms_emu::ptx::F16, a, b, c_in, d);
-  for (int r = 0; r < 2; ++r) {
-    half lo = (half)d[2 * r], hi = (half)d[2 * r + 1];
-    unsigned short l, h;
-    memcpy(&l, &lo, 2);
-    memcpy(&h, &hi, 2);
-    c[r] = (unsigned)l | ((unsigned)h << 16);
-  }
+  ::tvms_emu::ptx::pack_halves(d, c, 4);
 }
 
 static inline void tvms_mma_m16n8k8_f32_tf32(float* c, const float* a, const float* b, int line = __builtin_LINE()) {
@@ -496,17 +505,10 @@ static void wgmma_perform(const Wgmma& op) {
     wgmma_perform(op.line, op.n, (float*)op.d, op.desc_a, op.desc_b, op.trans_a, op.trans_b, op.bf16);
     return;
   }
-  unsigned* d = (unsigned*)op.d;
   float acc[128];
-  for (int i = 0; i < op.n / 2; ++i) acc[i] = f16_bits((unsigned short)(d[i / 2] >> (16 * (i % 2))));
+  unpack_halves((unsigned*)op.d, acc, op.n / 2);
   wgmma_perform(op.line, op.n, acc, op.desc_a, op.desc_b, op.trans_a, op.trans_b, false);
-  for (int r = 0; r < op.n / 4; ++r) {
-    half lo = (half)acc[2 * r], hi = (half)acc[2 * r + 1];
-    unsigned short l, h;
-    memcpy(&l, &lo, 2);
-    memcpy(&h, &hi, 2);
-    d[r] = (unsigned)l | ((unsigned)h << 16);
-  }
+  pack_halves(acc, (unsigned*)op.d, op.n / 2);
 }
 
 static void wgmma_issue(Wgmma op) {

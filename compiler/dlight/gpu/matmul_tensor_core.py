@@ -62,7 +62,7 @@ from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, blockize_tile_op, find_matmul_block, product_extents,
     spread_copy, to_canonical_form,
 )
-from .matmul_wgmma import WGMMA_STEP_K, WGMMA_TILINGS, a_is_k_major, schedule_wgmma, wgmma_stage_bytes, wgmma_tiling_for
+from .matmul_wgmma import WGMMA_STEP_K, WGMMA_TILINGS, a_is_k_major, schedule_wgmma, wgmma_stage_bytes
 
 __all__ = ["MatmulTensorCore"]
 
@@ -189,9 +189,11 @@ class MatmulTensorCore(GPUScheduleRule):
         elem_bytes = 4 if tf32 else 2
         fitting = _fitting(tilings, elem_bytes, tf32, self.step_k, target) if _uses_mma(target) else []
         tiling = _mma_tiling_for(sch.get(main), fitting)
-        padded = tiling is None and _padded_tiling_for(sch.get(main), fitting) is not None
-        tiling = tiling or _padded_tiling_for(sch.get(main), fitting)
+        padded = tiling is None
+        if padded:
+            tiling = _padded_tiling_for(sch.get(main), fitting)
         mma = tiling is not None
+        padded = padded and mma
         tiling = tiling or _tiling_for(sch.get(main))
         if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
             return None
@@ -202,7 +204,7 @@ class MatmulTensorCore(GPUScheduleRule):
             step_k, tiling = _chosen_step_and_tiling(sch.get(main), tilings, elem_bytes, tf32, step_k, tiling, target)
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
-        if mma and not padded and not tf32 and self._wgmma(sch, main, target, c_dtype):
+        if mma and not padded and not tf32 and self._wgmma(sch, main, target, a_dtype, c_dtype):
             return sch
         direct = mma and not padded    # the accumulators go straight to C
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
@@ -272,45 +274,35 @@ class MatmulTensorCore(GPUScheduleRule):
             stage_bytes = _stage_bytes(tiling, elem_bytes, tf32, step_k)
             # The shared tile of C (padded products) takes its share of the shared memory.
             reserved = 0 if direct else tiling.tile_i * (tiling.tile_j + C_ROW_ALIGN_OFFSET) * dtype_bytes(c_dtype)
-            stages = _pipeline_stages(stages, stage_bytes, target, steps, reserved)
-            stages = choose(STAGES_CHOICE, [stages] + [n for n in CHOSEN_STAGES if n != stages and
-                                                          n <= _pipeline_stages(n, stage_bytes, target, steps,
-                                                                                reserved)])
+            stages = _chosen_stages(stages, stage_bytes, target, steps, reserved)
             sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
             sch.annotate(k0, "software_pipeline_async_stages", [0])
         return sch
 
-    def _wgmma(self, sch, main, target, c_dtype: str) -> bool:
+    def _wgmma(self, sch, main, target, a_dtype: str, c_dtype: str) -> bool:
         """Schedule the canonical product ``main`` with Hopper's wgmma (`matmul_wgmma`) where
         it can and the choice (`schedule_choices.INSTRUCTIONS`: the rule's ``instructions``
         first, a tuner's pick otherwise) says so; whether it did. wgmma is sm_90's only (not
         its successors'), takes A K-major, and its tiles must divide I and J."""
         if _arch_number(target) != 90:
             return False
+        if (a_dtype, c_dtype) == ("bfloat16", "float16") or not a_is_k_major(sch, main):
+            return False
         b = sch.get(main)
-        extents = _extents(b)
-        if extents is None or extents[1] is None or not a_is_k_major(sch, main):
-            return False
-        if c_dtype == "float16" and b.reads and any(r.buffer.dtype == "bfloat16" for r in b.reads):
-            return False
-        s, i, j = extents
         budget = _shared_budget(target)
         fitting = [t for t in self.wgmma_tilings if 2 * wgmma_stage_bytes(t) <= budget]
-        first = wgmma_tiling_for(s, i, j, fitting, FILL_BLOCKS)
+        first = _mma_tiling_for(b, fitting)
         if first is None:
             return False
         order = ["wgmma", "mma"] if self.instructions == "wgmma" else ["mma", "wgmma"]
         if choose(INSTRUCTIONS, order) != "wgmma":
             return False
         # wgmma's own points come after the choice of it (`choice_points` lists them too).
-        others = [t for t in fitting if t != first and i % t.tile_i == 0 and j % t.tile_j == 0]
-        tiling = choose(BLOCK_TILING, [first] + others)
+        tiling = choose(BLOCK_TILING, [first] + _other_dividing(b, fitting, first))
         stage_bytes = wgmma_stage_bytes(tiling)
         steps = -(-const_int(b.iter_vars[3].dom.extent) // WGMMA_STEP_K)
-        stages = _pipeline_stages(self.stages or PIPELINE_STAGES, stage_bytes, target, steps)
-        stages = choose(STAGES_CHOICE, [stages] + [n for n in CHOSEN_STAGES if n != stages and
-                                                    n <= _pipeline_stages(n, stage_bytes, target, steps)])
+        stages = _chosen_stages(self.stages or PIPELINE_STAGES, stage_bytes, target, steps)
         sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, WGMMA_STEP_K])
         schedule_wgmma(sch, main, tiling, stages, self.wgmma_in_flight)
         return True
@@ -360,12 +352,12 @@ def _extents(block: tir.Block):
     return s, i, j
 
 
-def _tiling_for(block: tir.Block):
-    """The one of `TILINGS` that pads I and J least (the first of equals). With a symbolic I,
-    the one that pads J least, of 64 rows where that ties (fewer padded rows whatever I turns
-    out to be)."""
+def _tiling_for(block: tir.Block, tilings=TILINGS):
+    """The one of ``tilings`` (wmma's `TILINGS`) that pads I and J least (the first of equals).
+    With a symbolic I, the one that pads J least, of 64 rows where that ties (fewer padded rows
+    whatever I turns out to be)."""
     extents = _extents(block)
-    if extents is None:
+    if extents is None or not tilings:
         return None
     _, i, j = extents
 
@@ -373,8 +365,8 @@ def _tiling_for(block: tir.Block):
         return -(-n // tile) * tile
 
     if i is None:
-        return min(TILINGS, key=lambda t: (padded(j, t.tile_j), t.tile_i))
-    return min(TILINGS, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
+        return min(tilings, key=lambda t: (padded(j, t.tile_j), t.tile_i))
+    return min(tilings, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
 
 
 def _fitting(tilings, elem_bytes: int, padded: bool, step_k: int, target) -> list:
@@ -393,15 +385,27 @@ def _chosen_step_and_tiling(block: tir.Block, tilings, elem_bytes: int, padded: 
     chosen_k = choose(STEP_K_CHOICE, steps)
     fitting = _fitting(tilings, elem_bytes, padded, chosen_k, target)
     first = tiling if chosen_k == step_k else _mma_tiling_for(block, fitting)
+    return chosen_k, choose(BLOCK_TILING, [first] + _other_dividing(block, fitting, first))
+
+
+def _other_dividing(block: tir.Block, tilings, first) -> list:
+    """The ``tilings`` other than ``first`` that divide I and J: a tuner's other options."""
     _, i, j = _extents(block)
-    others = [t for t in fitting if t != first and i % t.tile_i == 0 and j % t.tile_j == 0]
-    return chosen_k, choose(BLOCK_TILING, [first] + others)
+    return [t for t in tilings if t != first and i % t.tile_i == 0 and j % t.tile_j == 0]
+
+
+def _chosen_stages(stages: int, stage_bytes: int, target, steps, reserved: int = 0) -> int:
+    """The pipeline's stages as a tuner picked them (`schedule_choices.PIPELINE_STAGES`): the
+    heuristic's (`_pipeline_stages`) first, then every other count of `CHOSEN_STAGES` that fits."""
+    stages = _pipeline_stages(stages, stage_bytes, target, steps, reserved)
+    return choose(STAGES_CHOICE, [stages] + [n for n in CHOSEN_STAGES if n != stages and
+                                             n <= _pipeline_stages(n, stage_bytes, target, steps, reserved)])
 
 
 def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):
-    """The largest of ``tilings`` that divides I and J and still gives a thread block to
-    each multiprocessor (`FILL_BLOCKS`), else the smallest that divides them; None when none
-    does (the wmma schedule pads) or I is symbolic."""
+    """The largest of ``tilings`` (mma.sync's `Tiling`s or wgmma's) that divides I and J and
+    still gives a thread block to each multiprocessor (`FILL_BLOCKS`), else the smallest that
+    divides them; None when none does (the product is padded) or I is symbolic."""
     extents = _extents(block)
     if extents is None or extents[1] is None:
         return None
@@ -415,16 +419,11 @@ def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):
 
 def _padded_tiling_for(block: tir.Block, tilings):
     """Where none of ``tilings`` divides I and J (`_mma_tiling_for`): the one that pads the
-    product least (the first, the largest, of equals); None for a symbolic I or no tilings."""
+    product least (`_tiling_for`); None for a symbolic I (wmma's) or no tilings."""
     extents = _extents(block)
-    if extents is None or extents[1] is None or not tilings:
+    if extents is None or extents[1] is None:
         return None
-    _, i, j = extents
-
-    def padded(n: int, tile: int) -> int:
-        return -(-n // tile) * tile
-
-    return min(tilings, key=lambda t: padded(i, t.tile_i) * padded(j, t.tile_j))
+    return _tiling_for(block, tilings)
 
 
 def _pipeline_stages(stages: int, stage_bytes: int, target, steps=None, reserved: int = 0) -> int:

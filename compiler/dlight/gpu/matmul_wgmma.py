@@ -46,7 +46,7 @@ from ...wgmma_tiles import WGMMA_ANN, WGMMA_STEP_ANN
 from .matmul import auto_inline_consumer_chain, auto_inline_producers, blockize_tile_op, spread_copy
 
 __all__ = ["WgmmaTiling", "WGMMA_TILINGS", "WGMMA_ANN", "WGMMA_STEP_ANN", "WGMMA_STEP_K", "schedule_wgmma",
-           "wgmma_tiling_for", "wgmma_stage_bytes", "a_is_k_major"]
+           "wgmma_stage_bytes", "a_is_k_major"]
 
 WGMMA_M, WGMMA_K = 64, 16      # m64nNk16
 WGMMA_STEP_K = 64              # K per pipeline step: one 128-byte row of fp16
@@ -71,10 +71,6 @@ class WgmmaTiling:
     def tile_j(self) -> int:
         return self.n
 
-    @property
-    def threads(self) -> int:
-        return self.warpgroups * WARPGROUP
-
 
 # Largest first, as cuBLAS's Hopper kernels: 128x256 of 2 warpgroups (128 accumulators a
 # thread; 48 KiB a stage), 128x128, then 64-row tiles for products of few blocks.
@@ -85,16 +81,6 @@ WGMMA_TILINGS = (WgmmaTiling(2, 1, 256), WgmmaTiling(2, 1, 128), WgmmaTiling(1, 
 def wgmma_stage_bytes(tiling: WgmmaTiling, elem_bytes: int = 2) -> int:
     """Shared memory for one step's tiles of A and B."""
     return (tiling.tile_i + tiling.tile_j) * WGMMA_STEP_K * elem_bytes
-
-
-def wgmma_tiling_for(s: int, i: int, j: int, tilings, fill_blocks: int):
-    """The largest of ``tilings`` that divides I and J and still gives ``fill_blocks`` thread
-    blocks, else the smallest that divides them; None when none does."""
-    fits = [t for t in tilings if i % t.tile_i == 0 and j % t.tile_j == 0]
-    if not fits:
-        return None
-    filled = [t for t in fits if s * (i // t.tile_i) * (j // t.tile_j) >= fill_blocks]
-    return filled[0] if filled else fits[-1]
 
 
 def a_is_k_major(sch, main) -> bool:
