@@ -11,13 +11,14 @@ the shape of one warpgroup's tiles, [tiles x 64, n]) this pass makes them instru
   layout of wgmma's D, which is mma.sync's m16n8 accumulator repeated over 4 warps and n / 8
   column blocks);
 * ``"fill"``  each thread zeroes its elements of the tile;
-* ``"mma"``   ``C[i, j] += A[i, k] * B[j, k]`` over 64 x n x 16 becomes one
-              ``T.ptx_wgmma("m64n{n}k16", ...)`` whose operands are descriptors
-              (``T.ptx_wgmma_desc``) of the shared tiles at the loops' origin: a K-major tile
-              ([rows][64]: 8 rows of 128 bytes an atom, the next 8 rows 1024 bytes on) or an
-              N-major one ([n / 64][K][64]: 8 K-rows of 128 bytes an atom, the next 64 columns
-              a block further, the leading byte offset); both 128-byte swizzled, as the
-              ``permuted_layout`` the schedule asked for lays them out;
+* ``"mma"``   ``C[i, j] += A[i, k] * B[j, k]`` over 64 x n x k (k: 32 bytes of operands, 16
+              halves or 8 floats) becomes one ``T.ptx_wgmma("m64n{n}k{k}", ...)`` whose
+              operands are descriptors (``T.ptx_wgmma_desc``) of the shared tiles at the loops'
+              origin: a K-major tile ([rows][128 bytes]: 8 rows an atom, the next 8 rows 1024
+              bytes on) or an N-major one, 16-bit types only ([n / 64][K][64]: 8 K-rows of 128
+              bytes an atom, the next 64 columns a block further, the leading byte offset);
+              both 128-byte swizzled, as the ``permuted_layout`` the schedule asked for lays
+              them out. float32 operands are TF32 (the target allowed it, as for mma.sync);
 * ``"store"`` the tile's copy to C (with whatever the block computes from it: the epilogue) at
               each of the thread's elements, pairs of columns as 2-wide vectors;
 * a ``tvms.wgmma_step`` loop is wrapped as one batch of asynchronous MMAs: first
@@ -40,7 +41,7 @@ from tvmscript.ir import tir
 from tvmscript.ir.arith.canonical import simplify
 from tvmscript.ir.mutator import IRMutator
 from tvmscript.ir.tir import Allocate
-from tvmscript.ir.tir_arith import make_add, make_floordiv, make_floormod, make_mul
+from tvmscript.ir.tir_arith import const_int, make_add, make_floordiv, make_floormod, make_mul
 from tvmscript.ir.tir_visitor import vars_in
 
 from .lower_gpu.common import SYNC_OP, THREAD_VARS, WGMMA_ACC_SCOPE, GPULoweringError
@@ -54,7 +55,8 @@ __all__ = ["tensorize_wgmma", "WGMMA_ANN", "WGMMA_STEP_ANN"]
 WGMMA_ANN = "tvms.wgmma"
 WGMMA_STEP_ANN = "tvms.wgmma_step"
 WARPGROUP = 128
-M, K = 64, 16
+M = 64
+K_BYTES = 32                     # of each operand row per instruction: k16 of halves, k8 of floats
 ROW_BYTES = 128                  # a 128-byte swizzle's row
 ATOM_BYTES = 8 * ROW_BYTES       # its 8 rows: the stride byte offset of both majornesses
 
@@ -127,7 +129,7 @@ class _TileOp:
             raise WMMAError("a wgmma operation must be loops around one store")
         self.n = _extent(columns)
         depth = 3 if kind == "mma" else 2
-        self.loops, self.store = _tile_nest(nest, depth, (M, self.n, K)[:depth])
+        self.loops, self.store = _tile_nest(nest, depth, (M, self.n))   # k: checked by `_mma`
         if self.n % 8:
             raise WMMAError(f"a wgmma tile's n must be a multiple of 8, not {self.n}")
         self.at_origin = {lp.loop_var: tir.IntImm(lp.loop_var.dtype, 0) for lp in self.loops}
@@ -162,17 +164,25 @@ class _TileOp:
         acc, a, b = self._operands()
         i_var, j_var, k_var = (lp.loop_var for lp in self.loops)
         types = [_PTX_TYPES.get(x.buffer.dtype) for x in (a, b, acc)]
-        if types[0] not in ("fp16", "bf16") or types[1] != types[0] or types[2] not in ("fp32", "fp16") \
-                or types == ["bf16", "bf16", "fp16"]:
-            raise WMMAError(f"wgmma takes float16 or bfloat16 operands and a float32 (or, for float16, float16) "
-                            f"accumulator, not {a.buffer.dtype}, {b.buffer.dtype}, {acc.buffer.dtype}")
+        if types == ["fp32"] * 3:
+            types[:2] = ["tf32", "tf32"]
+        if types[0] not in ("fp16", "bf16", "tf32") or types[1] != types[0] or types[2] not in ("fp32", "fp16") \
+                or (types[2] == "fp16" and types[0] != "fp16"):
+            raise WMMAError(f"wgmma takes float16, bfloat16 or (TF32) float32 operands and a float32 (or, for "
+                            f"float16, float16) accumulator, not {a.buffer.dtype}, {b.buffer.dtype}, "
+                            f"{acc.buffer.dtype}")
+        k = K_BYTES // dtype_bytes(a.buffer.dtype)
+        if const_int(self.loops[2].extent) != k:
+            raise WMMAError(f"a wgmma of {a.buffer.dtype} operands takes k {k}, not {self.loops[2].extent}")
         desc_a, trans_a = self._descriptor(a, i_var, k_var, "A")
         desc_b, trans_b = self._descriptor(b, j_var, k_var, "B")
         if trans_a:
             raise WMMAError("wgmma here takes A K-major (its contiguous index K's)")
+        if trans_b and types[0] == "tf32":
+            raise WMMAError("wgmma takes TF32 operands K-major only: B's contiguous index must be K's")
         regs = self._regs(acc.buffer)
         return tir.Evaluate(tir.Call(acc.buffer.dtype, "tir.ptx_wgmma", [
-            tir.StringImm("handle", f"m64n{self.n}k16"), *[tir.StringImm("handle", t) for t in types],
+            tir.StringImm("handle", f"m64n{self.n}k{k}"), *[tir.StringImm("handle", t) for t in types],
             tir.IntImm("int32", trans_a), tir.IntImm("int32", trans_b), regs.data, self._offset(self.store),
             desc_a, desc_b]))
 

@@ -46,10 +46,11 @@ from .trace import GLOBAL, NO_REUSE, SHARED, STORE
 PTX_OPS = ("tir.ptx_ldmatrix", "tir.ptx_mma", "tir.ptx_cp_async", "tir.ptx_commit_group", "tir.ptx_wait_group",
            "tir.ptx_wgmma", "tir.ptx_wgmma_desc", "tir.ptx_wgmma_fence", "tir.ptx_wgmma_commit_group",
            "tir.ptx_wgmma_wait_group", "tir.ptx_fence_proxy_async")
-# Hopper's warpgroup MMA (`wgmma` below): the N of ``m64nNk16`` a kernel may use, and the
-# operand and accumulator types (TVM's spellings) it takes.
+# Hopper's warpgroup MMA (`wgmma` below): the N of ``m64nNkK`` a kernel may use, and the
+# operand types (TVM's spellings: their PTX type and the K of one instruction, 32 bytes of
+# each row) and accumulator types it takes.
 WGMMA_N = (64, 128, 256)
-WGMMA_INPUTS = {"fp16": "f16", "bf16": "bf16"}
+WGMMA_INPUTS = {"fp16": ("f16", 16), "bf16": ("bf16", 16), "tf32": ("tf32", 8)}
 WGMMA_TILE_ALIGN = 1024   # bytes: one 128-byte swizzle's period (8 rows of 128 bytes)
 WGMMA_ACCUMULATORS = {"fp32": ("float", "f32"), "fp16": ("unsigned", "f16")}
 
@@ -152,27 +153,32 @@ __device__ __forceinline__ void {name}({params}) {{
 
 
 def wgmma_helper_name(n: int, acc: str, inputs: str, trans_a: int, trans_b: int) -> str:
-    """The helper of ``wgmma.mma_async.m64n{n}k16.{acc}.{inputs}.{inputs}`` with the operands'
+    """The helper of ``wgmma.mma_async.m64n{n}k{k}.{acc}.{inputs}.{inputs}`` with the operands'
     majorness (0: K-major, 1: M- or N-major) in its name."""
-    return f"tvms_wgmma_m64n{n}k16_{WGMMA_ACCUMULATORS[acc][1]}_{WGMMA_INPUTS[inputs]}_t{trans_a}{trans_b}"
+    ptx, k = WGMMA_INPUTS[inputs]
+    return f"tvms_wgmma_m64n{n}k{k}_{WGMMA_ACCUMULATORS[acc][1]}_{ptx}_t{trans_a}{trans_b}"
 
 
 def _wgmma_helper(n: int, acc: str, inputs: str, trans_a: int, trans_b: int) -> Helper:
-    """``wgmma.mma_async.sync.aligned.m64n{n}k16``, D = A * B + D with A and B in shared memory
+    """``wgmma.mma_async.sync.aligned.m64n{n}k{k}``, D = A * B + D with A and B in shared memory
     (their descriptors, `tvms_wgmma_desc`) and D the thread's accumulator registers: ``n / 2``
     floats, or ``n / 4`` registers of two halves. Asynchronous: the registers are D only after
-    the ``wgmma.wait_group`` that covers the group it was committed in."""
+    the ``wgmma.wait_group`` that covers the group it was committed in. TF32 operands are read
+    from float32 tiles as they are (the tensor cores use their top 19 bits) and must both be
+    K-major: PTX has no transpose immediates for them."""
     ctype, acc_ptx = WGMMA_ACCUMULATORS[acc]
+    ptx, k = WGMMA_INPUTS[inputs]
     regs = n // 2 if ctype == "float" else n // 4
     constraint = "+f" if ctype == "float" else "+r"
     d_list = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"{constraint}"(d[{i}])' for i in range(regs))
-    op = f"wgmma.mma_async.sync.aligned.m64n{n}k16.{acc_ptx}.{WGMMA_INPUTS[inputs]}.{WGMMA_INPUTS[inputs]}"
+    op = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{acc_ptx}.{ptx}.{ptx}"
+    transposes = "" if inputs == "tf32" else f", {trans_a}, {trans_b}"
     return Helper(90, (), f"""\
 __device__ __forceinline__ void {wgmma_helper_name(n, acc, inputs, trans_a, trans_b)}({ctype}* d, \
 unsigned long long desc_a, unsigned long long desc_b) {{
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-               "{op} {{{d_list}}}, %{regs}, %{regs + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"
+               "{op} {{{d_list}}}, %{regs}, %{regs + 1}, p, 1, 1{transposes};\\n}}\\n"
                : {outs}
                : "l"(desc_a), "l"(desc_b), "r"(1)
                : "memory");
@@ -213,9 +219,9 @@ __device__ __forceinline__ unsigned long long tvms_wgmma_desc(const void* smem, 
     for n in WGMMA_N:
         for acc in WGMMA_ACCUMULATORS:
             for inputs in WGMMA_INPUTS:
-                if (acc, inputs) == ("fp16", "bf16"):
-                    continue  # bfloat16 products accumulate in float32 only
-                for trans_b in (0, 1):
+                if acc == "fp16" and inputs != "fp16":
+                    continue  # bfloat16 and TF32 products accumulate in float32 only
+                for trans_b in ((0,) if inputs == "tf32" else (0, 1)):
                     out[wgmma_helper_name(n, acc, inputs, 0, trans_b)] = _wgmma_helper(n, acc, inputs, 0, trans_b)
     out["tvms_wgmma_fence"] = Helper(90, (), """\
 __device__ __forceinline__ void tvms_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }""")
@@ -348,22 +354,25 @@ class PtxGen:
             self._check_space("ptx_wgmma_desc", "its tile", ptr, SHARED)
             return f"tvms_wgmma_desc({self.expr(ptr)}, {self.expr(lbo)}, {self.expr(sbo)})"
         shape, a_dt, b_dt, c_dt, trans_a, trans_b, d, d_off, desc_a, desc_b = call.args
-        m = re.fullmatch(r"m64n(\d+)k16", _string(shape))
+        m = re.fullmatch(r"m64n(\d+)k(\d+)", _string(shape))
         types = tuple(_DTYPE_SPELLINGS.get(_string(t), _string(t)) for t in (a_dt, b_dt, c_dt))
-        n = int(m.group(1)) if m else None
+        n, k = (int(m.group(1)), int(m.group(2))) if m else (None, None)
         ta, tb = _const(trans_a, "ptx_wgmma", "trans_a"), _const(trans_b, "ptx_wgmma", "trans_b")
+        transposes = (0,) if types[0] == "tf32" else (0, 1)
         if (n not in WGMMA_N or types[0] != types[1] or types[0] not in WGMMA_INPUTS
-                or types[2] not in WGMMA_ACCUMULATORS or types == ("bf16", "bf16", "fp16") or ta not in (0, 1)
-                or tb not in (0, 1)):
-            raise GPULoweringError(f"ptx_wgmma {_string(shape)} {' x '.join(types[:2])} -> {types[2]} is not "
-                                   f"supported (m64n{{{', '.join(map(str, WGMMA_N))}}}k16, fp16 or bf16 operands, "
-                                   f"fp32 or (for fp16) fp16 accumulators)")
+                or k != WGMMA_INPUTS[types[0]][1] or types[2] not in WGMMA_ACCUMULATORS
+                or (types[2] == "fp16" and types[0] != "fp16") or ta not in transposes or tb not in transposes):
+            raise GPULoweringError(f"ptx_wgmma {_string(shape)} {' x '.join(types[:2])} -> {types[2]} "
+                                   f"(trans {ta}, {tb}) is not supported (m64n{{{', '.join(map(str, WGMMA_N))}}}k16 "
+                                   f"of fp16 or bf16 operands, fp32 or (for fp16) fp16 accumulators; k8 of tf32 "
+                                   f"operands, both K-major, fp32 accumulators)")
         self._check_space("ptx_wgmma", "its accumulator", d, None)
         ctype = WGMMA_ACCUMULATORS[types[2]][0]
         text = (f"{wgmma_helper_name(n, types[2], types[0], ta, tb)}({self._registers(ctype, d, d_off)}, "
                 f"{self.expr(desc_a)}, {self.expr(desc_b)})")
         # Counted per warp (trace mode): each of the warpgroup's 4 warps does 16 of its 64 rows.
-        return self.traced_mma(text, (16, n, 16), {"fp16": "float16", "bf16": "bfloat16"}[types[0]])
+        dtype = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}[types[0]]
+        return self.traced_mma(text, (16, n, k), dtype)
 
     def _cp_async(self, call: tir.Call) -> str:
         """(shared_ptr, shared_offset, global_ptr, global_offset, bytes[, predicate])."""

@@ -100,6 +100,36 @@ def test_wgmma_variants_match_the_cpu(case):
         assert result.ok, result
 
 
+TF32 = SM90 + " -allow_tf32=1"
+
+
+@pytest.mark.parametrize("tiling", [WgmmaTiling(2, 1, 256), WgmmaTiling(1, 2, 128)], ids=str)
+def test_tf32_wgmma_matches_the_cpu(tiling):
+    """A float32 product where the target allows TF32, B K-major (``x @ w.T``): m64nNk8 from
+    [rows][32] float32 tiles (128-byte rows, the fp16 tiles' swizzle), 3 steps of 32 of K; the
+    emulator reads the operands truncated to TF32 as the tensor cores do."""
+    funcs = wgmma_funcs(matmul_src(256, 256, 96, "float32", True, "float32"), tiling, target=TF32)
+    code = source_of(funcs, TF32)
+    assert f"tvms_wgmma_m64n{tiling.n}k8_f32_tf32_t00(reinterpret_cast" in code.source and code.arch == "sm_90a"
+    for eager in (False, True):
+        (result,) = compare_with_cpu(funcs, target=TF32, rtol=1e-2, atol=1e-2, eager_copies=eager).values()
+        assert result.ok, result
+
+
+def test_tf32_wgmma_ptx_and_where_it_does_not_apply():
+    """TF32's wgmma has no transpose immediates in PTX; an N-major B (``A @ B``) keeps the
+    mma.sync schedule (m16n8k8), as does a float32 product where TF32 is not allowed."""
+    funcs = wgmma_funcs(matmul_src(512, 512, 256, "float32", True, "float32"), target=TF32)
+    ptx = build_cuda(funcs, TF32, kind="ptx").ptx
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, "
+                     r"p, 1, 1;", ptx)
+    n_major = source_of(wgmma_funcs(matmul_src(512, 512, 256, "float32", False, "float32"), target=TF32), TF32)
+    assert "tvms_wgmma" not in n_major.source and "tvms_mma_m16n8k8_f32_tf32" in n_major.source
+    (func,) = prim_funcs_of(tvms.parse(matmul_src(512, 512, 256, "float32", True, "float32"))).values()
+    assert choice_points(func, TF32)[INSTRUCTIONS] == [2]
+    assert choice_points(func, SM90)[INSTRUCTIONS] == []
+
+
 NHWC_CONV = """
 @I.ir_module
 class Module:
@@ -113,19 +143,24 @@ class Module:
 """
 
 
-@pytest.mark.parametrize("layout, w_shape", [("HWIO", (3, 3, 64, 128)), ("OHWI", (128, 3, 3, 64))])
-def test_an_nhwc_convolution_is_an_implicit_gemm_on_wgmma(layout, w_shape):
-    """A half-precision convolution as the CUDA pipeline lays tensor-core convolutions out
-    (NHWC): A is the input through the im2col index, K-major (channels last), its padding
-    zero-filled by the copies; B the weights, N-major (HWIO) or K-major (OHWI). Against the
-    CPU with each copy landing at its wait and at its issue."""
+@pytest.mark.parametrize("layout, w_shape, dtype", [("HWIO", (3, 3, 64, 128), "float16"),
+                                                     ("OHWI", (128, 3, 3, 64), "float16"),
+                                                     ("OHWI", (128, 3, 3, 64), "float32")])
+def test_an_nhwc_convolution_is_an_implicit_gemm_on_wgmma(layout, w_shape, dtype):
+    """A convolution as the CUDA pipeline lays tensor-core convolutions out (NHWC): A is the
+    input through the im2col index, K-major (channels last), its padding zero-filled by the
+    copies; B the weights, N-major (HWIO) or K-major (OHWI; TF32 takes that one only). Against
+    the CPU with each copy landing at its wait and at its issue."""
     from tvmscript import relax
 
-    mod = relax.transform.LegalizeOps()(tvms.parse(NHWC_CONV.format(w_shape=w_shape, layout=layout)))
-    funcs = dict(scheduled_by(dl.gpu.MatmulTensorCore(instructions="wgmma"), mod, SM90))
-    assert f"_t0{1 if layout == 'HWIO' else 0}(" in source_of(funcs).source
+    src = NHWC_CONV.format(w_shape=w_shape, layout=layout).replace("float16", dtype)
+    target, tol = (TF32, 1e-2) if dtype == "float32" else (SM90, 1e-3)
+    mod = relax.transform.LegalizeOps()(tvms.parse(src))
+    funcs = dict(scheduled_by(dl.gpu.MatmulTensorCore(instructions="wgmma"), mod, target))
+    assert f"k{8 if dtype == 'float32' else 16}_f32_{'tf32' if dtype == 'float32' else 'f16'}_" \
+           f"t0{1 if layout == 'HWIO' else 0}(reinterpret_cast" in source_of(funcs, target).source
     for eager in (False, True):
-        (result,) = compare_with_cpu(funcs, target=SM90, rtol=1e-3, atol=1e-3, eager_copies=eager).values()
+        (result,) = compare_with_cpu(funcs, target=target, rtol=tol, atol=tol, eager_copies=eager).values()
         assert result.ok, result
 
 
@@ -173,17 +208,20 @@ def test_the_cuda_text_and_ptx_of_the_4096_product():
     assert "wgmma.wait_group.sync.aligned 0" in ptx and "fence.proxy.async.shared::cta" in ptx
 
 
-@pytest.mark.parametrize("acc", ["float32", "float16"])
-def test_ptxas_keeps_the_accumulators_in_registers_and_serializes_no_wgmma(acc):
-    """ptxas's report for the 4096^3 product (128 accumulators a thread with float32): no
-    spills, and none of its notes that it had to insert warpgroup waits or serialize the
-    wgmmas (C7515-C7520: registers used by a wgmma in flight), one block a multiprocessor."""
-    funcs = wgmma_funcs(matmul_src(4096, 4096, 4096, acc))
-    code = build_cuda(funcs, SM90)
+@pytest.mark.parametrize("acc, dtype", [("float32", "float16"), ("float16", "float16"), ("float32", "float32")])
+def test_ptxas_keeps_the_accumulators_in_registers_and_serializes_no_wgmma(acc, dtype):
+    """ptxas's report for the 4096^3 product (128 accumulators a thread with float32; TF32 with
+    B K-major): no spills, and none of its notes that it had to insert warpgroup waits or
+    serialize the wgmmas (C7515-C7520: registers used by a wgmma in flight), one block a
+    multiprocessor."""
+    target = TF32 if dtype == "float32" else SM90
+    funcs = wgmma_funcs(matmul_src(4096, 4096, 4096, acc, dtype == "float32", dtype), target=target)
+    code = build_cuda(funcs, target)
+    assert "tvms_wgmma_m64n256" in code.source
     (res,) = resources_of(code).values()
     assert res.ptxas.spill_store_bytes == 0 and res.ptxas.spill_load_bytes == 0 and res.ptxas.stack_bytes == 0
     assert res.occupancy.warps_per_block == 8 and res.occupancy.blocks >= 1
-    assert res.dyn_shared_bytes == 4 * (128 + 256) * 64 * 2
+    assert res.dyn_shared_bytes == 4 * (128 + 256) * 128
     log = nvrtc.compile_cuda(code.source, code.arch, kind="cubin").log
     assert not re.search(r"C75\d\d|serializ", log), log
 
@@ -282,22 +320,23 @@ def _on_hopper():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("shape, b_transposed, acc", [((512, 512, 256), False, "float32"),
-                                                       ((256, 512, 192), True, "float32"),
-                                                       ((4096, 4096, 4096), False, "float16")])
-def test_wgmma_on_a_hopper_gpu(shape, b_transposed, acc):
+@pytest.mark.parametrize("shape, b_transposed, acc, dtype", [((512, 512, 256), False, "float32", "float16"),
+                                                              ((256, 512, 192), True, "float32", "float16"),
+                                                              ((4096, 4096, 4096), False, "float16", "float16"),
+                                                              ((512, 256, 160), True, "float32", "float32")])
+def test_wgmma_on_a_hopper_gpu(shape, b_transposed, acc, dtype):
     """On an H100 or H200: the wgmma kernels against NumPy (integer-valued operands: the float32
-    products are exact; the 4096^3 float16 one within half's rounding)."""
+    products, TF32's too, are exact; the 4096^3 float16 one within half's rounding)."""
     reason = _on_hopper()
     if reason:
         pytest.skip(reason)
     m, n, k = shape
-    funcs = wgmma_funcs(matmul_src(m, n, k, acc, b_transposed))
+    funcs = wgmma_funcs(matmul_src(m, n, k, acc, b_transposed, dtype), target=TF32 if dtype == "float32" else SM90)
     ex = tvms.compile(tvms.IRModule(funcs), target="cuda")
     assert "tvms_wgmma_m64n" in ex.cuda_code.source
     rng = np.random.default_rng(3)
-    a = rng.integers(-2, 3, (m, k)).astype("float16")
-    b = rng.integers(-2, 3, (n, k) if b_transposed else (k, n)).astype("float16")
+    a = rng.integers(-2, 3, (m, k)).astype(dtype)
+    b = rng.integers(-2, 3, (n, k) if b_transposed else (k, n)).astype(dtype)
     dev = tvms.cuda(0)
     out = tvms.nd.array(np.zeros((m, n), acc), dev)
     ex["mm"](tvms.nd.array(a, dev), tvms.nd.array(b, dev), out)

@@ -38,7 +38,7 @@
 //   what shows a copy overwriting shared memory something asynchronous still reads (a wgmma
 //   not yet waited for).
 
-// - wgmma (tvms_wgmma_m64n{N}k16_*, Hopper's warpgroup MMA; tvms_wgmma_desc builds its shared
+// - wgmma (tvms_wgmma_m64n{N}k16_* and, TF32, _k8_*: Hopper's warpgroup MMA; tvms_wgmma_desc builds its shared
 //   memory descriptors): each of the warpgroup's 128 threads (128 consecutive linear thread ids)
 //   computes its own accumulator elements, D += A * B. Asynchronously, as on the GPU: a wgmma
 //   is recorded when issued, wgmma.commit_group closes the thread's open ones into a group, and
@@ -52,13 +52,16 @@
 //   read a 128-byte-swizzled tile (the only swizzle tvms uses; any other is an error), with the
 //   descriptor's address taken relative to the dynamic shared memory's start, which the GPU
 //   code aligns to 1024 bytes: element (mn, k) of a K-major operand (trans 0) is at byte
-//   start + (mn / 8) * SBO + (mn % 8) * 128 + 2k, of an MN-major one (trans 1) at
+//   start + (mn / 8) * SBO + (mn % 8) * 128 + k * (its size: 2, or 4 for tf32), of an MN-major
+//   one (trans 1, 16-bit types only) at
 //   start + (mn / 64) * LBO + 2 (mn % 64) + (k / 8) * SBO + (k % 8) * 128; the address's bits
 //   4-6 are then XORed with its bits 7-9. Thread t (warp w = t / 32, lane l) holds, in float
 //   element i, row 16w + l/4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (l % 4) + i % 2 (f16
 //   accumulators: elements 2r and 2r + 1 in register r, low half first), as the PTX ISA's
 //   "Register Fragments and Shared Memory Matrix Layouts" for wgmma's D say. Products are summed
-//   in float in k order and added to D (rounded to half once for f16 accumulators).
+//   in float in k order and added to D (rounded to half once for f16 accumulators). A tf32
+//   operand is the float in shared memory with its low 13 bits dropped (the tensor cores read
+//   the top 19 bits; nothing rounds it first, unlike mma.sync's cvt.rna).
 
 #pragma once
 
@@ -407,7 +410,7 @@ static inline unsigned long long wgmma_desc(int line, const void* smem, unsigned
 
 // Element (mn, k) of the operand `desc` describes, as a float.
 static inline float wgmma_operand(int line, unsigned long long desc, unsigned mn, unsigned k, bool mn_major,
-                                  bool bf16) {
+                                  InputKind kind) {
   if ((desc >> 62) != 1u) {
     error("line %d: a wgmma descriptor asks for swizzle mode %u; the emulator knows 128-byte swizzling (1) only",
           line, (unsigned)(desc >> 62));
@@ -415,28 +418,40 @@ static inline float wgmma_operand(int line, unsigned long long desc, unsigned mn
   }
   unsigned long long start = (desc & 0x3FFFull) << 4, lbo = ((desc >> 16) & 0x3FFFull) << 4,
                      sbo = ((desc >> 32) & 0x3FFFull) << 4;
+  unsigned size = kind == TF32 ? 4u : 2u;
   unsigned long long at = mn_major ? start + (mn / 64) * lbo + 2 * (mn % 64) + (k / 8) * sbo + (k % 8) * 128
-                                   : start + (mn / 8) * sbo + (mn % 8) * 128 + 2 * k;
+                                   : start + (mn / 8) * sbo + (mn % 8) * 128 + size * k;
   at ^= ((at >> 7) & 7u) << 4;
-  if (at + 2 > dyn_smem_bytes) {
+  if (at + size > dyn_smem_bytes) {
     error("line %d: wgmma reads byte %llu of dynamic shared memory, past its %zu", line, at, dyn_smem_bytes);
     return 0.f;
   }
+  if (kind == TF32) {
+    unsigned u;
+    memcpy(&u, dyn_smem + at, 4);
+    u &= ~0x1fffu;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
   unsigned short bits;
   memcpy(&bits, dyn_smem + at, 2);
-  return bf16 ? bf16_bits(bits) : f16_bits(bits);
+  return kind == BF16 ? bf16_bits(bits) : f16_bits(bits);
 }
 
-// D += A * B for the calling thread's elements of a warpgroup's m64nNk16 (float accumulators:
-// d[N / 2]).
+// The K of one wgmma: 32 bytes of each operand row.
+static inline unsigned wgmma_k(InputKind kind) { return kind == TF32 ? 8u : 16u; }
+
+// D += A * B for the calling thread's elements of a warpgroup's m64nNk16 (k8 for tf32; float
+// accumulators: d[N / 2]).
 static void wgmma_perform(int line, int n, float* d, unsigned long long desc_a, unsigned long long desc_b,
-                          bool trans_a, bool trans_b, bool bf16) {
+                          bool trans_a, bool trans_b, InputKind kind) {
   unsigned t = cur->lid % 128u, w = t / 32u, lane = t % 32u;
   for (unsigned i = 0; i < (unsigned)n / 2; ++i) {
     unsigned row = 16 * w + lane / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     float sum = 0.f;
-    for (unsigned k = 0; k < 16; ++k)
-      sum += wgmma_operand(line, desc_a, row, k, trans_a, bf16) * wgmma_operand(line, desc_b, col, k, trans_b, bf16);
+    for (unsigned k = 0; k < wgmma_k(kind); ++k)
+      sum += wgmma_operand(line, desc_a, row, k, trans_a, kind) * wgmma_operand(line, desc_b, col, k, trans_b, kind);
     d[i] += sum;
   }
 }
@@ -447,7 +462,8 @@ static void wgmma_perform(int line, int n, float* d, unsigned long long desc_a, 
 struct Wgmma {
   int line, n;
   void* d;
-  bool halves, trans_a, trans_b, bf16;
+  bool halves, trans_a, trans_b;
+  InputKind kind;
   unsigned long long desc_a, desc_b;
   unsigned long long digest;  // of the operand elements the thread reads, when it issued it
 };
@@ -463,12 +479,12 @@ static unsigned long long wgmma_digest(const Wgmma& op) {
     h = (h ^ u) * 1099511628211ull;
   };
   for (unsigned r = 0; r < 2; ++r)
-    for (unsigned k = 0; k < 16; ++k)
-      mix(wgmma_operand(op.line, op.desc_a, 16 * w + lane / 4 + 8 * r, k, op.trans_a, op.bf16));
+    for (unsigned k = 0; k < wgmma_k(op.kind); ++k)
+      mix(wgmma_operand(op.line, op.desc_a, 16 * w + lane / 4 + 8 * r, k, op.trans_a, op.kind));
   for (unsigned i = 0; i < (unsigned)op.n / 2; i += 2)
     for (unsigned e = 0; e < 2; ++e)
-      for (unsigned k = 0; k < 16; ++k)
-        mix(wgmma_operand(op.line, op.desc_b, 8 * (i / 4) + 2 * (lane % 4) + e, k, op.trans_b, op.bf16));
+      for (unsigned k = 0; k < wgmma_k(op.kind); ++k)
+        mix(wgmma_operand(op.line, op.desc_b, 8 * (i / 4) + 2 * (lane % 4) + e, k, op.trans_b, op.kind));
   return h;
 }
 
@@ -502,12 +518,12 @@ static void wgmma_perform(const Wgmma& op) {
     error("line %d: the shared memory a wgmma reads changed between its issue and the wait that covers it "
           "(on a GPU it may still have been reading it)", op.line);
   if (!op.halves) {
-    wgmma_perform(op.line, op.n, (float*)op.d, op.desc_a, op.desc_b, op.trans_a, op.trans_b, op.bf16);
+    wgmma_perform(op.line, op.n, (float*)op.d, op.desc_a, op.desc_b, op.trans_a, op.trans_b, op.kind);
     return;
   }
   float acc[128];
   unpack_halves((unsigned*)op.d, acc, op.n / 2);
-  wgmma_perform(op.line, op.n, acc, op.desc_a, op.desc_b, op.trans_a, op.trans_b, false);
+  wgmma_perform(op.line, op.n, acc, op.desc_a, op.desc_b, op.trans_a, op.trans_b, F16);
   pack_halves(acc, (unsigned*)op.d, op.n / 2);
 }
 
@@ -545,19 +561,20 @@ template <int N> static inline void tvms_wgmma_wait(int line = __builtin_LINE())
 }
 static inline void tvms_fence_proxy_async() {}
 
-#define TVMS_EMU_WGMMA(n, acc, ctype, in, halves, bf16, tb)                                                  \
-  static inline void tvms_wgmma_m64n##n##k16_##acc##_##in##_t0##tb(ctype* d, unsigned long long desc_a,     \
-                                                                   unsigned long long desc_b,               \
-                                                                   int line = __builtin_LINE()) {           \
-    ::tvms_emu::ptx::wgmma_issue({line, n, d, halves, false, tb, bf16, desc_a, desc_b, 0});                  \
+#define TVMS_EMU_WGMMA(n, kk, acc, ctype, in, halves, kind, tb)                                               \
+  static inline void tvms_wgmma_m64n##n##k##kk##_##acc##_##in##_t0##tb(ctype* d, unsigned long long desc_a,  \
+                                                                      unsigned long long desc_b,            \
+                                                                      int line = __builtin_LINE()) {        \
+    ::tvms_emu::ptx::wgmma_issue({line, n, d, halves, false, tb, ::tvms_emu::ptx::kind, desc_a, desc_b, 0}); \
   }
 #define TVMS_EMU_WGMMA_ALL(n)                                                                                \
-  TVMS_EMU_WGMMA(n, f32, float, f16, false, false, 0)                                                        \
-  TVMS_EMU_WGMMA(n, f32, float, f16, false, false, 1)                                                        \
-  TVMS_EMU_WGMMA(n, f32, float, bf16, false, true, 0)                                                        \
-  TVMS_EMU_WGMMA(n, f32, float, bf16, false, true, 1)                                                        \
-  TVMS_EMU_WGMMA(n, f16, unsigned, f16, true, false, 0)                                                      \
-  TVMS_EMU_WGMMA(n, f16, unsigned, f16, true, false, 1)
+  TVMS_EMU_WGMMA(n, 16, f32, float, f16, false, F16, 0)                                                      \
+  TVMS_EMU_WGMMA(n, 16, f32, float, f16, false, F16, 1)                                                      \
+  TVMS_EMU_WGMMA(n, 16, f32, float, bf16, false, BF16, 0)                                                    \
+  TVMS_EMU_WGMMA(n, 16, f32, float, bf16, false, BF16, 1)                                                    \
+  TVMS_EMU_WGMMA(n, 16, f16, unsigned, f16, true, F16, 0)                                                    \
+  TVMS_EMU_WGMMA(n, 16, f16, unsigned, f16, true, F16, 1)                                                    \
+  TVMS_EMU_WGMMA(n, 8, f32, float, tf32, false, TF32, 0)
 TVMS_EMU_WGMMA_ALL(64)
 TVMS_EMU_WGMMA_ALL(128)
 TVMS_EMU_WGMMA_ALL(256)

@@ -62,7 +62,7 @@ from .matmul import (
     IterKind, auto_inline_consumer_chain, auto_inline_producers, blockize_tile_op, find_matmul_block, product_extents,
     spread_copy, to_canonical_form,
 )
-from .matmul_wgmma import WGMMA_STEP_K, WGMMA_TILINGS, a_is_k_major, schedule_wgmma, wgmma_stage_bytes
+from .matmul_wgmma import WGMMA_TILINGS, is_k_major, schedule_wgmma, wgmma_stage_bytes, wgmma_step_k
 
 __all__ = ["MatmulTensorCore"]
 
@@ -204,7 +204,7 @@ class MatmulTensorCore(GPUScheduleRule):
             step_k, tiling = _chosen_step_and_tiling(sch.get(main), tilings, elem_bytes, tf32, step_k, tiling, target)
 
         to_canonical_form(sch, main)   # C[S, I, J] += A[S, I, K] * B[S, J, K], as in `Matmul`
-        if mma and not padded and not tf32 and self._wgmma(sch, main, target, a_dtype, c_dtype):
+        if mma and not padded and self._wgmma(sch, main, target, a_dtype, c_dtype, tf32):
             return sch
         direct = mma and not padded    # the accumulators go straight to C
         # Extents that are not whole tiles compute on zeros past the end (a no-op otherwise).
@@ -280,14 +280,16 @@ class MatmulTensorCore(GPUScheduleRule):
             sch.annotate(k0, "software_pipeline_async_stages", [0])
         return sch
 
-    def _wgmma(self, sch, main, target, a_dtype: str, c_dtype: str) -> bool:
+    def _wgmma(self, sch, main, target, a_dtype: str, c_dtype: str, tf32: bool) -> bool:
         """Schedule the canonical product ``main`` with Hopper's wgmma (`matmul_wgmma`) where
         it can and the choice (`schedule_choices.INSTRUCTIONS`: the rule's ``instructions``
         first, a tuner's pick otherwise) says so; whether it did. wgmma is sm_90's only (not
-        its successors'), takes A K-major, and its tiles must divide I and J."""
+        its successors'), takes A K-major (TF32: B too), and its tiles must divide I and J."""
         if _arch_number(target) != 90:
             return False
-        if (a_dtype, c_dtype) == ("bfloat16", "float16") or not a_is_k_major(sch, main):
+        if (a_dtype, c_dtype) == ("bfloat16", "float16") or not is_k_major(sch, main, "A"):
+            return False
+        if tf32 and not is_k_major(sch, main, "B"):
             return False
         b = sch.get(main)
         budget = _shared_budget(target)
@@ -300,11 +302,12 @@ class MatmulTensorCore(GPUScheduleRule):
             return False
         # wgmma's own points come after the choice of it (`choice_points` lists them too).
         tiling = choose(BLOCK_TILING, [first] + _other_dividing(b, fitting, first))
-        stage_bytes = wgmma_stage_bytes(tiling)
-        steps = -(-const_int(b.iter_vars[3].dom.extent) // WGMMA_STEP_K)
-        stages = _chosen_stages(self.stages or PIPELINE_STAGES, stage_bytes, target, steps)
-        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, WGMMA_STEP_K])
-        schedule_wgmma(sch, main, tiling, stages, self.wgmma_in_flight)
+        elem_bytes = 4 if tf32 else 2
+        step_k = wgmma_step_k(elem_bytes)
+        steps = -(-const_int(b.iter_vars[3].dom.extent) // step_k)
+        stages = _chosen_stages(self.stages or PIPELINE_STAGES, wgmma_stage_bytes(tiling), target, steps)
+        sch.pad_einsum(main, [1, tiling.tile_i, tiling.tile_j, step_k])
+        schedule_wgmma(sch, main, tiling, stages, self.wgmma_in_flight, elem_bytes)
         return True
 
     @staticmethod
