@@ -48,7 +48,7 @@ from tvmscript.ir.tir_visitor import TIRVisitor
 from .codegen_cuda.trace import op_counts
 from .lower_tir import dtype_bytes
 
-__all__ = ["KernelCounters", "GPUSpec", "GPUS", "gpu_spec", "gpu_for_device", "Estimate", "estimate",
+__all__ = ["KernelCounters", "GPUSpec", "GPUS", "gpu_spec", "gpu_for_device", "Estimate", "estimate", "wave_factor",
            "static_counts", "static_estimate", "format_seconds", "TENSOR_PRECISIONS"]
 
 TENSOR_PRECISIONS = ("fp16", "bf16", "tf32", "int8")
@@ -324,7 +324,7 @@ def estimate(counters: KernelCounters, gpu="h200", dram_bytes: Optional[int] = N
         "special": counters.special_inst * WARP / (g.special_per_clk * sm_clocks),
         "tensor": sum(f / (g.tensor_tflops(p) * 1e12) for p, f in counters.tensor_flops.items() if f),
     }
-    waves = _wave_factor(counters.blocks_total, g.sms)
+    waves = wave_factor(counters.blocks_total, g.sms)
     pipes = {k: v * waves for k, v in pipes.items()}
     times["sm"] = max(pipes.values()) if pipelined else sum(pipes.values())
     times.update(pipes)
@@ -344,7 +344,7 @@ def pipelined_kernel(source: str, kernel: str) -> bool:
     return "tvms_cp_async" in source[start:end if end >= 0 else len(source)]
 
 
-def _wave_factor(blocks: int, sms: int) -> float:
+def wave_factor(blocks: int, sms: int) -> float:
     """How much longer than its even share the busiest SM works: it runs ``ceil(blocks / sms)``
     blocks where the average SM runs ``blocks / sms`` (fewer blocks than SMs: each runs one)."""
     if blocks <= 0:

@@ -5,7 +5,8 @@
 `ASYNC_COPY`. In them, each vectorized copy of 4, 8 or 16 contiguous bytes from a global
 buffer into a shared one, ``S[s + v] = G[g + v]`` (or ``if_then_else(p, G[g + v], 0)``, the
 zeros a padded tile reads past the end, with ``p`` the same for every lane ``v``: not
-mentioning it, or a bound on a run of whole copies, `_lane_uniform`), becomes
+mentioning it, a bound on a run of whole copies, or one on the row the run lies in,
+`_lane_uniform`), becomes
 ``T.ptx_cp_async(dtype, S, s, G, g, bytes[, p])``: the copy goes from global memory to shared
 memory without passing through registers, and the thread goes on while it is in flight. So
 does a copy of one 4- or 8-byte element, ``S[s] = G[g]``: an implicit GEMM's im2col gathers one
@@ -113,7 +114,10 @@ def _lane_uniform(p, v, start, lanes: int):
     differ between them. One that does not mention ``v`` is; so is ``x < c`` where ``x`` steps
     by one per lane from a multiple of ``lanes`` and ``c`` is a multiple of ``lanes`` (the
     padding's bound on a run of whole elements, a TF32 tile's K of 72 floats, say): it is then
-    ``x0 < c`` for every lane, ``x0`` the lane-0 value; and a conjunction of such."""
+    ``x0 < c`` for every lane, ``x0`` the lane-0 value; so is a comparison whose sides do not
+    change from the first lane to the last and never decrease in between (the row a run lies
+    in, ``(x + v) // 32 < rows`` with ``x`` a multiple of the lanes: the padding past a
+    product's last row); and a conjunction of such."""
     if v not in vars_in([p]):
         return p
     if isinstance(p, tir.And):
@@ -124,7 +128,59 @@ def _lane_uniform(p, v, start, lanes: int):
         first = _lane_zero(p.a, v, start, lanes)
         if bound is not None and bound % lanes == 0 and first is not None:
             return tir.LT("bool", first, p.b)
+    if isinstance(p, (tir.LT, tir.LE, tir.GT, tir.GE, tir.EQ, tir.NE)) and \
+            all(_same_in_every_lane(side, v, start, lanes) for side in (p.a, p.b)):
+        return simplify(substitute(p, {v: start}))
     return None
+
+
+def _same_in_every_lane(e, v, start, lanes: int) -> bool:
+    """Whether ``e`` has one value for the lanes ``v`` from ``start``: it never decreases over
+    them (`_nondecreasing`) and is the same at the first lane and the last; or it is an
+    arithmetic operation on such values (an implicit GEMM's pixel row, ``row // 7 % 7``, of
+    a row that is one per run)."""
+    if v not in vars_in([e]):
+        return True
+    if _nondecreasing(e, v, start, lanes):
+        last = tir.Add(start.dtype, start, tir.IntImm(start.dtype, lanes - 1))
+        return const_int(simplify(make_sub(substitute(e, {v: last}), substitute(e, {v: start})))) == 0
+    if isinstance(e, _ARITHMETIC):
+        return _same_in_every_lane(e.a, v, start, lanes) and _same_in_every_lane(e.b, v, start, lanes)
+    if isinstance(e, tir.Cast):
+        return _same_in_every_lane(e.value, v, start, lanes)
+    return False
+
+
+_ARITHMETIC = (tir.Add, tir.Sub, tir.Mul, tir.FloorDiv, tir.FloorMod, tir.Min, tir.Max)
+
+
+def _nondecreasing(e, v, start, lanes: int) -> bool:
+    """Whether integer expression ``e`` never decreases over the lanes ``v`` from ``start``:
+    sums, products by non-negative constants and floor divisions by positive ones of such,
+    ``v`` itself, terms without ``v``, and ``a % c`` of such an ``a`` that does not wrap
+    around within the lanes (``a // c`` the same for all: a channel within a run of 8)."""
+    if v not in vars_in([e]):
+        return True
+    if isinstance(e, tir.Var):
+        return True
+    if isinstance(e, tir.Add):
+        return _nondecreasing(e.a, v, start, lanes) and _nondecreasing(e.b, v, start, lanes)
+    if isinstance(e, tir.Sub):
+        return _nondecreasing(e.a, v, start, lanes) and v not in vars_in([e.b])
+    if isinstance(e, tir.Mul):
+        for x, c in ((e.a, e.b), (e.b, e.a)):
+            n = const_int(c)
+            if n is not None and n >= 0:
+                return _nondecreasing(x, v, start, lanes)
+        return False
+    if isinstance(e, (tir.FloorDiv, tir.FloorMod)):
+        n = const_int(e.b)
+        if n is None or n <= 0 or not _nondecreasing(e.a, v, start, lanes):
+            return False
+        return isinstance(e, tir.FloorDiv) or _same_in_every_lane(tir.FloorDiv(e.dtype, e.a, e.b), v, start, lanes)
+    if isinstance(e, tir.Cast):
+        return _nondecreasing(e.value, v, start, lanes)
+    return False
 
 
 def _lane_zero(index, v, start, lanes: int):

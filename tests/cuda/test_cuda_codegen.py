@@ -283,15 +283,18 @@ def test_the_default_schedule_puts_fp16_matmuls_on_wmma_tensor_cores_before_ampe
 
 
 def test_fills_of_padded_rows_are_16_byte_words_or_zeros():
-    """77 rows of A in tiles of 128: the fill reads a 16-byte word where the row exists and
-    stores zeros past the end; the condition is the row's, the same for the 8 lanes."""
+    """77 rows of A in padded tiles: on sm_75 (wmma, no cp.async) the fill reads a 16-byte word
+    where the row exists and stores zeros past the end; the condition is the row's, the same
+    for the 8 lanes. On sm_80 and later the same fill is a zero-filling cp.async."""
     src = (MATMUL.replace('"float32"', '"float16"').replace("T.float32(0)", "T.float16(0)")
            .replace("A: T.Buffer((512, 512)", "A: T.Buffer((77, 512)")
            .replace("C: T.Buffer((512, 512)", "C: T.Buffer((77, 512)").replace("T.grid(512, 512, 512)", "T.grid(77, 512, 512)"))
-    k = kernel_text(cuda_source(src), "mm_kernel")
+    k = kernel_text(cuda_source(src, "cuda -arch=sm_75"), "mm_kernel")
     assert re.search(r"\*\(uint4\*\)\(A_reindex_pad_shared \+ .*\) = \(\(.*\) < 77\) \? \*\(uint4\*\)\(A \+ .*\) : "
                      r"make_uint4\(0u, 0u, 0u, 0u\)\);", k), k
-    assert_compiles_for_cuda(tvms.parse(src))
+    k = kernel_text(cuda_source(src), "mm_kernel")
+    assert re.search(r"tvms_cp_async16_zfill\(\(A_reindex_pad_shared \+ .*\(bool\)\(\(.*\) < 77\)\)\);", k), k
+    assert_compiles_for_cuda(tvms.parse(src), archs=("sm_75", "sm_80"))
 
 
 def test_a_fragment_loaded_with_two_layouts_is_an_error():

@@ -157,6 +157,112 @@ def test_tiles_that_do_not_divide_the_product_go_through_a_shared_tile_of_c(case
 
 
 
+def test_which_padding_predicates_are_one_value_for_a_copys_lanes():
+    """`async_copy._lane_uniform` on the lanes v of an 8-wide copy starting at a multiple of 8
+    (x = 8t): the row of a run of 32-element rows, (x + v) // 32 < c, is one value (lane 0's);
+    (x + v) // 4 < c is not (lanes 0-3 and 4-7 are different rows), nor is (x + v) % 8 < 3,
+    nor a row that falls as v grows."""
+    from tvmscript.compiler.lower_gpu.async_copy import _lane_uniform
+    from tvmscript.ir import tir
+    from tvmscript.ir.tir_visitor import vars_in
+
+    t, v, c = tir.Var("int32", "t"), tir.Var("int32", "v"), tir.IntImm("int32", 49)
+    x = tir.Add("int32", tir.Mul("int32", t, tir.IntImm("int32", 8)), v)
+    zero = tir.IntImm("int32", 0)
+
+    def uniform(e):
+        return _lane_uniform(tir.LT("bool", e, c), v, zero, 8)
+
+    row = uniform(tir.FloorDiv("int32", x, tir.IntImm("int32", 32)))
+    assert row is not None and v not in vars_in([row])
+    assert uniform(tir.FloorDiv("int32", x, tir.IntImm("int32", 4))) is None
+    assert uniform(tir.FloorMod("int32", x, tir.IntImm("int32", 8))) is None
+    falling = tir.FloorDiv("int32", tir.Sub("int32", tir.Mul("int32", t, tir.IntImm("int32", 8)), v),
+                           tir.IntImm("int32", 32))
+    assert uniform(falling) is None
+
+
+def test_a_padded_tiling_leaves_room_for_its_shared_tile_of_c():
+    """A padded product keeps 2 pipeline stages and its tile of C in shared memory: a TF32
+    256x128 tile of C (136 KiB) beside two 60 KiB stages would exceed sm_90's 227 KiB, a launch
+    the GPU refuses, so the 128x128 tiling is taken instead (the emulator checks the launch's
+    shared memory against the GPU's)."""
+    from tvmscript.compiler import dlight as dl
+    from tvmscript.compiler.dlight.gpu.matmul_tensor_core import Tiling
+
+    target = SM90 + " -allow_tf32=1"
+    rule = dl.gpu.MatmulTensorCore(mma_tilings=(Tiling(4, 2, 4, 4), Tiling(2, 2, 4, 4)))
+    funcs = dict(scheduled_by(rule, tvms.parse(matmul_src(250, 250, 64, dtype="float32")), target))
+    (res,) = resources_of(build_cuda(funcs, target)).values()
+    assert res.block == (32, 4, 1) and res.occupancy.blocks >= 1, res
+    (result,) = compare_with_cpu(funcs, target=target, rtol=2e-2, atol=2e-2).values()
+    assert result.ok, result
+
+
+def test_small_dividing_tiles_give_way_to_padded_ones_where_the_model_says_so():
+    """resnet18's last convolutions at batch 32 are 1568 x 512 x 4608 products: only 32-row
+    tiles divide 1568 (32 x 49), and 392 blocks of 32x64 read A 8 times and B 49 times. The
+    tiling model (`_tiling_cost`: L2 traffic, fragment reads, tensor work, over waves) puts
+    padded 64x128 tiles (1600 rows, 100 blocks) well ahead, so the product takes them, through
+    a shared tile of C, its copies of A zero-filling ``cp.async`` (the predicate on a copy's
+    row is one for its 16 bytes); 4096^3 and the GPT block's 4096 x 2304 x 768, which 128x128
+    divides, keep it and write C straight from the registers."""
+    from tvmscript.compiler.dlight.gpu.matmul_tensor_core import (
+        MMA_TILINGS, PADDING_PAYS, Tiling, _gpu_model, _tiling_cost,
+    )
+    from tvmscript.target import Target
+
+    h100 = _gpu_model(Target(SM90))
+    assert h100.arch == "sm_90" and _gpu_model(Target("cuda -arch=sm_75")) is None
+    small, padded = Tiling(2, 2, 1, 2), Tiling(2, 2, 2, 4)
+    for elem_bytes, c_bytes in ((4, 4), (2, 4)):
+        shape = ((1, 1568, 512), 4608, elem_bytes)
+        assert _tiling_cost(padded, *shape, c_bytes, h100) * PADDING_PAYS < _tiling_cost(small, *shape, 0, h100)
+    for target, dtype in ((SM90 + " -allow_tf32=1", "float32"), (SM90, "float16")):
+        code = build_cuda(prim_funcs_of(tvms.parse(matmul_src(1568, 512, 4608, dtype=dtype, b_transposed=True))),
+                          target, kind="source")
+        text = code.source
+        assert "__launch_bounds__(128)" in text and "C_reindex_pad_shared" in text
+        assert [tuple(map(int, ln.grid)) for ln in code.functions["mm"].launches] == [(4, 25, 1)]   # 64x128
+        assert "tvms_cp_async16_zfill((A_reindex_pad_shared" in text and "*(uint4*)(A_reindex" not in text
+    for m, n, k in ((4096, 4096, 4096), (4096, 2304, 768)):
+        text = source_of(matmul_src(m, n, k), SM90)
+        assert "_pad_shared" not in text and "tvms_mma_m16n8k16" in text
+    assert MMA_TILINGS[0] == Tiling(2, 2, 4, 4)
+
+
+NHWC_CONV = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 7, 7, 64), "{dtype}"), w: R.Tensor((3, 3, 64, 128), "{dtype}")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="HWIO",
+                            out_dtype="float32")
+            R.output(y)
+        return y
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_a_padded_convolution_copies_its_input_with_cp_async(dtype):
+    """resnet18's last stage in miniature: 98 output pixels (2 x 7 x 7), which no tiling
+    divides. Each 16-byte copy of the im2col input is predicated on the padding past the last
+    pixel and on the convolution's own padding, both functions of the copy's pixel, which is
+    one for its 16 bytes (`async_copy._lane_uniform`): zero-filling cp.async, none element by
+    element. Against the CPU with each copy landing at its wait and at its issue."""
+    from tvmscript import relax
+
+    target, tol = (SM90 + " -allow_tf32=1", 2e-2) if dtype == "float32" else (SM90, 1e-3)
+    funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(NHWC_CONV.format(dtype=dtype))))
+    text = build_cuda(funcs, target, kind="source").source
+    assert "_pad_shared" in text and "tvms_cp_async16_zfill((PaddedInput_reindex_pad_shared" in text
+    assert not re.search(r"PaddedInput_reindex_pad_shared\[[^\n]*\] = ", text)
+    for eager in (False, True):
+        (result,) = compare_with_cpu(funcs, target=target, rtol=tol, atol=tol, eager_copies=eager).values()
+        assert result.ok, result
+
+
 @pytest.mark.parametrize("b_transposed", [False, True])
 def test_counters_no_bank_conflicts_coalesced_copies_and_one_mma_per_8x16x16(b_transposed):
     """The shared tiles are XOR-swizzled, not padded (`lower_gpu.permuted_layout`): ldmatrix

@@ -3,9 +3,10 @@
 Two instruction sets, one schedule: on sm_80 and later ``mma.sync`` m16n8k16
 (`compiler.mma_tiles`): blocks of up to 128x128 with warps of 64x64 (`MMA_TILINGS`, the
 largest that divides I and J and still gives every multiprocessor a block), each lane's
-accumulators written straight to C with the epilogue (where no tiling divides I and J, the
-one that pads least, the accumulators stored into a shared tile of C whose rows are 8
-elements longer, from which all threads write C with the epilogue, the padding skipped),
+accumulators written straight to C with the epilogue (where no tiling divides I and J, or
+only small ones do, the padded tiling a roofline of the tiling picks, `_tiling_cost`, the
+accumulators stored into a shared tile of C whose rows are 8 elements longer, from which all
+threads write C with the epilogue, the padding skipped),
 the operands loaded by ``ldmatrix`` from
 shared tiles whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
 `lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 4-stage software
@@ -189,11 +190,14 @@ class MatmulTensorCore(GPUScheduleRule):
         elem_bytes = 4 if tf32 else 2
         fitting = _fitting(tilings, elem_bytes, tf32, self.step_k, target) if _uses_mma(target) else []
         tiling = _mma_tiling_for(sch.get(main), fitting)
-        padded = tiling is None
+        # Padded tilings also hold a shared tile of C; one pays where none divides the product
+        # or those that do are small (`_padded_tiling_for`).
+        padded_fitting = [t for t in fitting if _fits_with_c_tile(t, elem_bytes, tf32, self.step_k, c_dtype, target)]
+        padded_tiling = _padded_tiling_for(sch.get(main), padded_fitting, tiling, elem_bytes, c_dtype, target)
+        padded = padded_tiling is not None
         if padded:
-            tiling = _padded_tiling_for(sch.get(main), fitting)
+            tiling = padded_tiling
         mma = tiling is not None
-        padded = padded and mma
         tiling = tiling or _tiling_for(sch.get(main))
         if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
             return None
@@ -273,7 +277,7 @@ class MatmulTensorCore(GPUScheduleRule):
             steps = const_int(sch.get(k0).extent)
             stage_bytes = _stage_bytes(tiling, elem_bytes, tf32, step_k)
             # The shared tile of C (padded products) takes its share of the shared memory.
-            reserved = 0 if direct else tiling.tile_i * (tiling.tile_j + C_ROW_ALIGN_OFFSET) * dtype_bytes(c_dtype)
+            reserved = 0 if direct else _c_tile_bytes(tiling, c_dtype)
             stages = _chosen_stages(stages, stage_bytes, target, steps, reserved)
             sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
             sch.annotate(k0, "software_pipeline_order", [0, 1, 2])
@@ -420,13 +424,76 @@ def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):
     return filled[0] if filled else fits[-1]
 
 
-def _padded_tiling_for(block: tir.Block, tilings):
-    """Where none of ``tilings`` divides I and J (`_mma_tiling_for`): the one that pads the
-    product least (`_tiling_for`); None for a symbolic I (wmma's) or no tilings."""
+def _padded_tiling_for(block: tir.Block, tilings, dividing, elem_bytes: int, c_dtype: str, target):
+    """The padded tiling of ``tilings`` the product takes, or None where it takes ``dividing``
+    (`_mma_tiling_for`'s, which goes straight to C): where no tiling divides I and J, the one
+    of least `_tiling_cost` on the target's GPU (without a model of it, the one that pads
+    least: `_tiling_for`); where one does, that padded one only if it is estimated at least
+    `PADDING_PAYS` times faster. None for a symbolic I (wmma's) or no tilings."""
     extents = _extents(block)
-    if extents is None or extents[1] is None:
+    if extents is None or extents[1] is None or not tilings:
         return None
-    return _tiling_for(block, tilings)
+    gpu = _gpu_model(target)
+    k = product_extents(block)[IterKind.kIter_K]
+    if gpu is None:
+        return _tiling_for(block, tilings) if dividing is None else None
+    cost = lambda t, padded: _tiling_cost(t, extents, k, elem_bytes, dtype_bytes(c_dtype) if padded else 0,
+                                          gpu)  # noqa: E731
+    best = min(tilings, key=lambda t: cost(t, True))
+    if dividing is None or cost(best, True) * PADDING_PAYS < cost(dividing, False):
+        return best
+    return None
+
+
+# A product some tiling divides takes a padded one (through a shared tile of C) only where the
+# model (`_tiling_cost`) puts it this many times faster: the model knows no more than traffic.
+PADDING_PAYS = 1.25
+
+
+def _gpu_model(target):
+    """The `roofline.GPUSpec` of the target's architecture (sm_90: an H100, sm_80: an A100), or
+    None for another."""
+    from ...roofline import GPUS
+
+    arch = f"sm_{_arch_number(target)}"
+    return next((g for g in GPUS.values() if g.arch == arch), None)
+
+
+def _tiling_cost(t: Tiling, extents: tuple, k: int, elem_bytes: int, c_bytes: int, gpu) -> float:
+    """The estimated seconds of an S x I x J x K product in ``t``'s blocks on ``gpu``, a
+    roofline of its three busiest resources (compiler/roofline.py's, from the tiling alone):
+
+    * L2 to the SMs: each block copies its tiles of A and B, (tile_i + tile_j) x K;
+    * the SMs' shared memory: each warp reads its fragments of A and B, (warp rows + warp
+      columns) x K, and a padded product (``c_bytes``, the accumulator's size) writes and reads
+      its tile of C once;
+    * the tensor cores: the padded product's FLOPs;
+
+    the last two over the blocks' waves (`roofline.wave_factor`). Small tiles read the
+    operands many times; large ones pad the product and leave SMs idle."""
+    from ...roofline import wave_factor
+
+    s, i, j = extents
+    blocks = s * -(-i // t.tile_i) * -(-j // t.tile_j)
+    waves = wave_factor(blocks, gpu.sms)
+    sm_bytes_per_s = gpu.sms * gpu.shared_bytes_per_clk * gpu.clock_ghz * 1e9
+    l2 = blocks * (t.tile_i + t.tile_j) * k * elem_bytes / (gpu.l2_gbs * 1e9)
+    warp_rows, warp_cols = t.frags_i * FRAGMENT, t.frags_j * FRAGMENT
+    shared = blocks * (t.warps * (warp_rows + warp_cols) * k * elem_bytes + 2 * t.tile_i * t.tile_j * c_bytes)
+    precision = {2: "fp16", 4: "tf32"}[elem_bytes]
+    tensor = 2 * blocks * t.tile_i * t.tile_j * k / (gpu.tensor_tflops(precision) * 1e12)
+    return max(l2, shared / sm_bytes_per_s * waves, tensor * waves)
+
+
+def _fits_with_c_tile(t: Tiling, elem_bytes: int, padded: bool, step_k: int, c_dtype: str, target) -> bool:
+    """Whether 2 pipeline stages of ``t`` and its shared tile of C (a padded product's) fit the
+    GPU's shared memory."""
+    return 2 * _stage_bytes(t, elem_bytes, padded, step_k) + _c_tile_bytes(t, c_dtype) <= _shared_budget(target)
+
+
+def _c_tile_bytes(t: Tiling, c_dtype: str) -> int:
+    """A padded product's shared tile of C: rows `C_ROW_ALIGN_OFFSET` elements longer."""
+    return t.tile_i * (t.tile_j + C_ROW_ALIGN_OFFSET) * dtype_bytes(c_dtype)
 
 
 def _pipeline_stages(stages: int, stage_bytes: int, target, steps=None, reserved: int = 0) -> int:
