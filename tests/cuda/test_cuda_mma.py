@@ -152,8 +152,7 @@ def test_tiles_that_do_not_divide_the_product_go_through_a_shared_tile_of_c(case
             assert result.ok, result
     for c in count(funcs, "mm", target=target):
         assert c.shared_load_wavefronts == c.shared_load_ideal
-        # (TF32's copies into padded tiles still conflict: noted in the GPU speed issue.)
-        assert c.shared_store_wavefronts == c.shared_store_ideal or case == "tf32"
+        assert c.shared_store_wavefronts == c.shared_store_ideal
 
 
 
