@@ -16,7 +16,8 @@ features) and the square 4096³ of benchmarks/cuda.py. Each result is checked ag
 PyTorch's. Without a GPU (or with ``--dry``) it builds each variant and prints its launch.
 
 TF32 tilings (``cuda -allow_tf32=1``) follow, beside cuBLAS with TF32 allowed, on the
-products of resnet18's convolutions at batch 32. Then resnet18's float32 3x3 convolutions
+products of resnet18's convolutions at batch 32, and wgmma's TF32 tilings on the same
+products with B K-major (``x @ w.T``: TF32 wgmma transposes no operand). Then resnet18's float32 3x3 convolutions
 (implicit GEMMs of few rows at batch 1, of many at batch 32) under each CUDA rule that takes
 them: `Matmul`, `MatmulSplitK` (K over a warp's lanes, ``warps_k=`` over 2 or 4 warps too)
 and `MatmulSIMT`, beside cuDNN (TF32 off): where the default rule list should hand a
@@ -62,11 +63,14 @@ WGMMA_VARIANTS = ((WgmmaTiling(2, 1, 256), 4, 1), (WgmmaTiling(2, 1, 256), 4, 0)
 # 3x3 convolutions at batch 32 in NHWC (pixels x channels x 9 channels) and the square one:
 # 256x128 of 8 warps (the default), 128x128 of 4 warps (254 registers a thread with steps of 32;
 # 168 with steps of 16, 4 of which take the shared memory of 2 of 32) and of 8 (64x32 each:
-# half the accumulators), 128x64 of 4, and 32x64 (what 1568 rows take).
+# half the accumulators), 128x64 of 4, 32x64 (what divides 1568 rows) and 64x128 (padded to
+# 1600 rows there: what the tiling model picks for it). Then wgmma's TF32 (sm_90, B K-major:
+# the products as x @ w.T, an OHWI convolution's layout) at 4 stages.
 TF32_SHAPES = [(25088, 128, 1152), (6272, 256, 2304), (1568, 512, 4608), (4096, 4096, 4096)]
 TF32_VARIANTS = ((Tiling(4, 2, 4, 4), 3, 32), (Tiling(4, 2, 4, 4), 4, 16), (Tiling(2, 2, 4, 4), 3, 32),
                  (Tiling(2, 2, 4, 4), 4, 16), (Tiling(2, 4, 4, 2), 3, 32), (Tiling(2, 2, 4, 2), 3, 32),
-                 (Tiling(2, 2, 1, 2), 3, 32))
+                 (Tiling(2, 2, 1, 2), 3, 32), (Tiling(2, 2, 2, 4), 3, 32))
+TF32_WGMMA_TILINGS = (WgmmaTiling(2, 1, 256), WgmmaTiling(2, 1, 128), WgmmaTiling(1, 1, 128))
 TF32_TARGET = "cuda -allow_tf32=1"
 
 
@@ -75,9 +79,9 @@ def mma_label(kind: str, tiling: Tiling, stages: int, step_k: int) -> str:
     return f"{kind} {tiling.tile_i}x{tiling.tile_j} ({tiling.warps} x {warp}) {stages} x k{step_k}"
 
 
-def wgmma_label(tiling: WgmmaTiling, stages: int, in_flight: int) -> str:
+def wgmma_label(tiling: WgmmaTiling, stages: int, in_flight: int, step_k: int = 64) -> str:
     return (f"wgmma {tiling.tile_i}x{tiling.tile_j} ({tiling.warpgroups} wg x {tiling.frags_m * 64}x{tiling.n}) "
-            f"{stages} x k64{'' if in_flight else ' wait 0'}")
+            f"{stages} x k{step_k}{'' if in_flight else ' wait 0'}")
 
 
 def variants():
@@ -109,10 +113,10 @@ def conv_module(batch: int, c_in: int, side: int, c_out: int, stride: int):
     return tvms.IRModule(funcs)
 
 
-def scheduled(m: int, n: int, k: int, dtype: str, rule, target: str = "cuda"):
-    """``mm`` (C = A @ B of ``dtype`` operands, float32 C) scheduled by ``rule`` alone for
-    ``target``, or None when the rule does not take it."""
-    mod = tvms.parse(matmul_src(m, n, k, "float32", False, dtype))
+def scheduled(m: int, n: int, k: int, dtype: str, rule, target: str = "cuda", b_transposed: bool = False):
+    """``mm`` (C = A @ B, or A @ B.T, of ``dtype`` operands, float32 C) scheduled by ``rule``
+    alone for ``target``, or None when the rule does not take it."""
+    mod = tvms.parse(matmul_src(m, n, k, "float32", b_transposed, dtype))
     if rule.apply(mod["mm"], Target(target), False) is None:
         return None
     return tvms.IRModule(scheduled_by(rule, mod, target))
@@ -140,6 +144,11 @@ def cases():
             mod = scheduled(m, n, k, "float32", rule, TF32_TARGET)
             yield (f"{m}x{n}x{k}", mma_label("tf32", tiling, stages, step_k), "float32", mod and ("mm", mod),
                    ((m, k), (k, n), (m, n)), lambda a, b: a @ b, TF32_TARGET)
+        for tiling in TF32_WGMMA_TILINGS:
+            rule = dl.gpu.MatmulTensorCore(instructions="wgmma", wgmma_tilings=(tiling,), stages=4)
+            mod = scheduled(m, n, k, "float32", rule, TF32_TARGET, b_transposed=True)
+            yield (f"{m}x{n}x{k}", "tf32 " + wgmma_label(tiling, 4, 1, 32) + " B^T", "float32", mod and ("mm", mod),
+                   ((m, k), (n, k), (m, n)), lambda a, b: a @ b.T, TF32_TARGET)
     for batch, c_in, side, c_out, stride in CONVS:
         mod = conv_module(batch, c_in, side, c_out, stride)
         out_side = side // stride
@@ -208,7 +217,7 @@ def main() -> int:
             reference[key] = gpu_time(lambda: torch_fn(ta, tb), args.repeat, torch)
             torch.backends.cuda.matmul.allow_tf32 = False
         flops = 2 * np.prod(shapes[2]) * np.prod(shapes[1][1:]) if product.startswith("conv") else \
-            2 * shapes[0][0] * shapes[1][1] * shapes[0][1]
+            2 * np.prod(shapes[2]) * shapes[0][1]
         print(f"{product:<26} {label:<40} {grid:<24} {ours * 1e6:9.1f} {flops / ours / 1e12:8.1f} "
               f"{reference[key] * 1e6:9.1f} {reference[key] / ours:6.2f}", flush=True)
     if reason:

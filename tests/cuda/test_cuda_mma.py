@@ -228,6 +228,10 @@ def test_small_dividing_tiles_give_way_to_padded_ones_where_the_model_says_so():
         text = source_of(matmul_src(m, n, k), SM90)
         assert "_pad_shared" not in text and "tvms_mma_m16n8k16" in text
     assert MMA_TILINGS[0] == Tiling(2, 2, 4, 4)
+    # A tiling that divides the product never goes through the shared tile of C: 6272 x 256
+    # in TF32, whose only padded candidate (256x128) does not fit beside its tile of C.
+    text = source_of(matmul_src(6272, 256, 2304, dtype="float32", b_transposed=True), SM90 + " -allow_tf32=1")
+    assert "_pad_shared" not in text and "tvms_mma_m16n8k8" in text
 
 
 NHWC_CONV = """
@@ -382,8 +386,13 @@ def test_the_pipeline_keeps_to_the_gpus_shared_memory(arch, stages):
     """A TF32 128x128 tile pair takes up to 40 KiB a stage (its rows padded): TF32's 3 stages
     where a block may have 227 KiB (sm_90) or 163 (sm_80), 2 where it may have 99 (sm_86),
     so that the kernel launches on every GPU with mma.sync."""
-    funcs = prim_funcs_of(tvms.parse(matmul_src(2048, 1024, 512, "float32", dtype="float32")))  # 128 tiles
-    code = build_cuda(funcs, f"cuda -arch={arch} -allow_tf32=1", kind="source")
+    from tvmscript.compiler import dlight as dl
+    from tvmscript.compiler.dlight.gpu.matmul_tensor_core import Tiling
+
+    target = f"cuda -arch={arch} -allow_tf32=1"
+    rule = dl.gpu.MatmulTensorCore(mma_tilings=(Tiling(2, 2, 4, 4),))
+    funcs = dict(scheduled_by(rule, tvms.parse(matmul_src(2048, 1024, 512, "float32", dtype="float32")), target))
+    code = build_cuda(funcs, target, kind="source")
     (launch,) = code.functions["mm"].launches
     assert launch.block[:2] == ("32", "4"), launch
     limit = {"sm_90": 227, "sm_80": 163, "sm_86": 99}[arch] * 1024

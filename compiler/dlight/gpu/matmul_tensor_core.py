@@ -189,14 +189,11 @@ class MatmulTensorCore(GPUScheduleRule):
         stages = self.stages or (TF32_STAGES if tf32 else PIPELINE_STAGES)
         elem_bytes = 4 if tf32 else 2
         fitting = _fitting(tilings, elem_bytes, tf32, self.step_k, target) if _uses_mma(target) else []
-        tiling = _mma_tiling_for(sch.get(main), fitting)
-        # Padded tilings also hold a shared tile of C; one pays where none divides the product
-        # or those that do are small (`_padded_tiling_for`).
+        # The largest dividing tiling that fills the GPU, unless the tiling model puts another
+        # (padded ones hold a shared tile of C too) well ahead (`_tiling_by_model`).
         padded_fitting = [t for t in fitting if _fits_with_c_tile(t, elem_bytes, tf32, self.step_k, c_dtype, target)]
-        padded_tiling = _padded_tiling_for(sch.get(main), padded_fitting, tiling, elem_bytes, c_dtype, target)
-        padded = padded_tiling is not None
-        if padded:
-            tiling = padded_tiling
+        tiling, padded = _tiling_by_model(sch.get(main), fitting, padded_fitting, _mma_tiling_for(sch.get(main), fitting),
+                                          elem_bytes, c_dtype, target)
         mma = tiling is not None
         tiling = tiling or _tiling_for(sch.get(main))
         if tiling is None or (not mma and a_dtype != "float16"):   # bfloat16, TF32: mma.sync only
@@ -424,29 +421,44 @@ def _mma_tiling_for(block: tir.Block, tilings=MMA_TILINGS):
     return filled[0] if filled else fits[-1]
 
 
-def _padded_tiling_for(block: tir.Block, tilings, dividing, elem_bytes: int, c_dtype: str, target):
-    """The padded tiling of ``tilings`` the product takes, or None where it takes ``dividing``
-    (`_mma_tiling_for`'s, which goes straight to C): where no tiling divides I and J, the one
-    of least `_tiling_cost` on the target's GPU (without a model of it, the one that pads
-    least: `_tiling_for`); where one does, that padded one only if it is estimated at least
-    `PADDING_PAYS` times faster. None for a symbolic I (wmma's) or no tilings."""
+def _tiling_by_model(block: tir.Block, fitting, padded_fitting, first, elem_bytes: int, c_dtype: str, target):
+    """``(tiling, padded)``: the mma.sync tiling the product takes and whether it pads the
+    product (through a shared tile of C). ``first`` is the heuristic's (`_mma_tiling_for`: the
+    largest dividing tiling that fills the GPU); the tiling model (`_tiling_cost`, on the
+    target's GPU) replaces it by a dividing tiling of ``fitting`` or a padded one of
+    ``padded_fitting`` only where it puts that one `PADDING_PAYS` times ahead, and picks the
+    padded one where none divides I and J (without a model of the GPU: the one that pads
+    least, `_tiling_for`). ``(None, False)`` for a symbolic I (wmma's) or no tilings."""
     extents = _extents(block)
-    if extents is None or extents[1] is None or not tilings:
-        return None
+    if extents is None or extents[1] is None:
+        return first, False
+    _, i, j = extents
+
+    def divides(t) -> bool:
+        return i % t.tile_i == 0 and j % t.tile_j == 0
+
+    candidates = [(t, False) for t in fitting if divides(t)] + [(t, True) for t in padded_fitting if not divides(t)]
     gpu = _gpu_model(target)
+    if gpu is None or not candidates:
+        padded = [t for t in padded_fitting if not divides(t)]
+        if first is not None or not padded:
+            return first, False
+        return _tiling_for(block, padded), True
     k = product_extents(block)[IterKind.kIter_K]
-    if gpu is None:
-        return _tiling_for(block, tilings) if dividing is None else None
-    cost = lambda t, padded: _tiling_cost(t, extents, k, elem_bytes, dtype_bytes(c_dtype) if padded else 0,
-                                          gpu)  # noqa: E731
-    best = min(tilings, key=lambda t: cost(t, True))
-    if dividing is None or cost(best, True) * PADDING_PAYS < cost(dividing, False):
+
+    def cost(candidate) -> float:
+        t, padded = candidate
+        return _tiling_cost(t, extents, k, elem_bytes, dtype_bytes(c_dtype) if padded else 0, gpu)
+
+    best = min(candidates, key=cost)
+    if first is None or cost(best) * PADDING_PAYS < cost((first, False)):
         return best
-    return None
+    return first, False
 
 
-# A product some tiling divides takes a padded one (through a shared tile of C) only where the
-# model (`_tiling_cost`) puts it this many times faster: the model knows no more than traffic.
+# The heuristic's tiling gives way to another (a padded one, through a shared tile of C) only
+# where the model (`_tiling_cost`) puts that one this many times faster: the heuristic's were
+# measured (2026-11-28, H200) and the model knows no more than traffic.
 PADDING_PAYS = 1.25
 
 
