@@ -16,7 +16,8 @@ import tvmscript as tvms
 from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.kernel_resources import resources_of
 from support.cuda_check import (
-    batch_matmul_src, conv2d_src, matmul_src, prim_funcs_of, relax_prim_funcs, scheduled_by, square_matmul_src,
+    batch_matmul_src, conv2d_src, matmul_src, nhwc_conv2d_src, prim_funcs_of, relax_prim_funcs, scheduled_by,
+    square_matmul_src,
 )
 from support.cuda_counters import count
 from support.cuda_emulator import compare_with_cpu
@@ -234,19 +235,6 @@ def test_small_dividing_tiles_give_way_to_padded_ones_where_the_model_says_so():
     assert "_pad_shared" not in text and "tvms_mma_m16n8k8" in text
 
 
-NHWC_CONV = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((2, 7, 7, 64), "{dtype}"), w: R.Tensor((3, 3, 64, 128), "{dtype}")):
-        with R.dataflow():
-            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="HWIO",
-                            out_dtype="float32")
-            R.output(y)
-        return y
-"""
-
-
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_a_padded_convolution_copies_its_input_with_cp_async(dtype):
     """resnet18's last stage in miniature: 98 output pixels (2 x 7 x 7), which no tiling
@@ -257,7 +245,8 @@ def test_a_padded_convolution_copies_its_input_with_cp_async(dtype):
     from tvmscript import relax
 
     target, tol = (SM90 + " -allow_tf32=1", 2e-2) if dtype == "float32" else (SM90, 1e-3)
-    funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(NHWC_CONV.format(dtype=dtype))))
+    src = nhwc_conv2d_src((2, 7, 7, 64), (3, 3, 64, 128), dtype)
+    funcs = prim_funcs_of(relax.transform.LegalizeOps()(tvms.parse(src)))
     text = build_cuda(funcs, target, kind="source").source
     assert "_pad_shared" in text and "tvms_cp_async16_zfill((PaddedInput_reindex_pad_shared" in text
     assert not re.search(r"PaddedInput_reindex_pad_shared\[[^\n]*\] = ", text)

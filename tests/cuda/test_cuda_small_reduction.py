@@ -60,8 +60,27 @@ def test_a_depthwise_convolution_is_one_thread_per_output_and_matches_the_cpu(ch
 
 
 def test_a_max_pool_is_one_thread_per_output_and_matches_the_cpu():
+    """A pooling window with no epilogue still accumulates in a register and stores each
+    output once (it was 9 reads and 10 writes of global memory per output: resnet18's max
+    pool at batch 32, estimated on an H200, 73 -> 29 us)."""
     funcs = max_pool(64, 64)                                           # 64 x 32 x 32 outputs
     assert applies(funcs)
+    source = build_cuda(funcs, SM90, kind="source").source
+    assert "pool_max_local[1]" in source and source.count("pool_max[") == 1, source
+    (result,) = compare_with_cpu(funcs, target=SM90).values()
+    assert result.ok, result
+
+
+def test_the_fallback_rule_accumulates_in_a_register():
+    """`Fallback` (a reduction no other rule takes: here, given alone) accumulates each
+    thread's output in a register and stores it once, and matches the CPU."""
+    from tvmscript.compiler import dlight as dl
+
+    ((name, func),) = max_pool(16, 16).items()
+    sch = dl.gpu.Fallback().apply(func, Target(SM90), False)
+    funcs = {name: sch.mod["main"]}
+    source = build_cuda(funcs, SM90, kind="source").source
+    assert "_local[1]" in source and source.count("pool_max[") == 1, source
     (result,) = compare_with_cpu(funcs, target=SM90).values()
     assert result.ok, result
 

@@ -19,7 +19,9 @@ from tvmscript.compiler.build_cuda import build_cuda
 from tvmscript.compiler.dlight.gpu.matmul_wgmma import WgmmaTiling
 from tvmscript.compiler.kernel_resources import resources_of
 from tvmscript.compiler.schedule_choices import INSTRUCTIONS, choice_points, with_choices
-from support.cuda_check import batch_matmul_src, matmul_src, prim_funcs_of, scheduled_by, square_matmul_src
+from support.cuda_check import (
+    batch_matmul_src, matmul_src, nhwc_conv2d_src, prim_funcs_of, scheduled_by, square_matmul_src,
+)
 from support.cuda_emulator import compare_with_cpu
 
 SM90 = "cuda -arch=sm_90"
@@ -130,19 +132,6 @@ def test_tf32_wgmma_ptx_and_where_it_does_not_apply():
     assert choice_points(func, SM90)[INSTRUCTIONS] == []
 
 
-NHWC_CONV = """
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((2, 16, 16, 64), "float16"), w: R.Tensor({w_shape}, "float16")):
-        with R.dataflow():
-            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="{layout}",
-                            out_dtype="float32")
-            R.output(y)
-        return y
-"""
-
-
 @pytest.mark.parametrize("layout, w_shape, dtype", [("HWIO", (3, 3, 64, 128), "float16"),
                                                      ("OHWI", (128, 3, 3, 64), "float16"),
                                                      ("OHWI", (128, 3, 3, 64), "float32")])
@@ -153,7 +142,7 @@ def test_an_nhwc_convolution_is_an_implicit_gemm_on_wgmma(layout, w_shape, dtype
     the CPU with each copy landing at its wait and at its issue."""
     from tvmscript import relax
 
-    src = NHWC_CONV.format(w_shape=w_shape, layout=layout).replace("float16", dtype)
+    src = nhwc_conv2d_src((2, 16, 16, 64), w_shape, dtype, layout)
     target, tol = (TF32, 1e-2) if dtype == "float32" else (SM90, 1e-3)
     mod = relax.transform.LegalizeOps()(tvms.parse(src))
     funcs = dict(scheduled_by(dl.gpu.MatmulTensorCore(instructions="wgmma"), mod, target))

@@ -154,6 +154,23 @@ class Module:
 """
 
 
+def nhwc_conv2d_src(x_shape: tuple, w_shape: tuple, dtype: str = "float16", layout: str = "HWIO") -> str:
+    """A Relax ``main``: a 3x3 convolution (padding 1) of an NHWC ``x_shape`` input by
+    ``layout`` weights of ``w_shape``, both ``dtype``, into float32: how the CUDA pipeline
+    lays out the convolutions it runs on tensor cores."""
+    return f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor({tuple(x_shape)}, "{dtype}"), w: R.Tensor({tuple(w_shape)}, "{dtype}")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="{layout}",
+                            out_dtype="float32")
+            R.output(y)
+        return y
+"""
+
+
 def conv2d_src(x_shape: tuple, w_shape: tuple, dtype: str = "float32", out_dtype: str = "") -> str:
     """A Relax ``main``: an NCHW 3x3 convolution (padding 1) of ``x_shape`` by ``w_shape``,
     both ``dtype``, into ``out_dtype`` (the input's type when empty)."""

@@ -5,17 +5,21 @@ Fallback inlines what it can (elementwise producers into their consumers, and co
 their producer), then for each remaining block fuses its spatial loops into one, splits it by
 the target's ``max_threads_per_block`` and binds the two halves to ``blockIdx.x`` and
 ``threadIdx.x``. A reduction keeps its reduce loops inside each thread (one thread computes
-one output element), its init split out of the reduce loop (`decompose_reduction`). It is
-slow for big reductions — that is what the other rules are for — but always correct.
+one output element), its init split out of the reduce loop (`decompose_reduction`), and
+accumulates in a register written to its buffer once (`accumulate_in_register`), not in
+global memory at every step.
+It is slow for big reductions — that is what the other rules are for — but always correct.
 """
 
 from __future__ import annotations
+
+from tvmscript.ir import tir
 
 from ...schedule import ScheduleError
 
 from ..analysis import has_thread_env, normalize_prim_func
 from ..base import max_threads_per_block, try_inline
-from .base import GPUScheduleRule
+from .base import GPUScheduleRule, accumulate_in_register
 
 
 class Fallback(GPUScheduleRule):
@@ -44,16 +48,22 @@ class Fallback(GPUScheduleRule):
             if not s_loops:
                 s_loops.append(sch.add_unit_loop(block))
             sch.reorder(*s_loops, *r_loops, *o_loops)
-            bx, tx = sch.split(sch.fuse(*s_loops), factors=[None, max_threads])
+            fused = sch.fuse(*s_loops)
+            extent = sch.get(fused).extent
+            bx, tx = sch.split(fused, factors=[None, max_threads])
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
             if r_loops:
-                reductions.append((block, r_loops[0]))
-        for block, r_loop in reductions:
+                exact = isinstance(extent, tir.IntImm) and extent.value % max_threads == 0
+                reductions.append((block, tx, exact))
+        for block, tx, exact in reductions:
+            accumulate_in_register(sch, block, tx, exact)
+            reduce_loops = [lp for lp in sch.get_loops(block) if sch.get(lp).kind != "thread_binding"]
             try:
-                sch.decompose_reduction(block, r_loop)
-            except ScheduleError:
+                sch.decompose_reduction(block, reduce_loops[0])
+            except (ScheduleError, IndexError):
                 # Keeping the init inside the reduce loop is correct too (it runs at the
                 # loop's first iteration); it only costs a branch.
                 pass
         return sch
+

@@ -16,8 +16,9 @@ with few outputs (a global pooling at batch 1) stays with the cooperative rules.
 What it does: inline what it can (the padding, elementwise producers), leaving one reduction
 block and at most one elementwise epilogue; fuse the reduction's spatial loops and split them
 over blocks of `THREADS` threads (neighbouring threads get neighbouring outputs: coalesced);
-keep the accumulator in a register ("local") and compute the epilogue at each thread, so the
-function stays one kernel that writes each output once.
+keep the accumulator in a register ("local") and compute the epilogue at each thread (or,
+without one, store the register once: `accumulate_in_register`), so the function stays one
+kernel that writes each output once.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from math import prod
 from ...schedule import ScheduleError
 from ..analysis import normalize_prim_func
 from ..base import split_epilogue, try_inline
-from .base import GPUScheduleRule
+from .base import GPUScheduleRule, accumulate_in_register
 
 MAX_REDUCED = 64        # elements per output (a 7x7 window is 49); a warp's worth of threads idles below
 MIN_OUTPUTS = 16384     # 64 blocks of 256 threads
@@ -63,6 +64,9 @@ class SmallReduction(GPUScheduleRule):
         if epilogue is not None:
             sch.set_scope(block, 0, "local")
             sch.reverse_compute_at(epilogue.block_rv, tx, preserve_unit_loops=True)
+        else:
+            outputs = prod(it.dom for it in info.iters if it.kind == "S")
+            accumulate_in_register(sch, block, tx, outputs % THREADS == 0)
         try:
             sch.decompose_reduction(block, r_loops[0])
         except ScheduleError:
