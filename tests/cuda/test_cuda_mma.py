@@ -208,7 +208,7 @@ def test_small_dividing_tiles_give_way_to_padded_ones_where_the_model_says_so():
     row is one for its 16 bytes); 4096^3 and the GPT block's 4096 x 2304 x 768, which 128x128
     divides, keep it and write C straight from the registers."""
     from tvmscript.compiler.dlight.gpu.matmul_tensor_core import (
-        MMA_TILINGS, PADDING_PAYS, Tiling, _gpu_model, _tiling_cost,
+        MMA_TILINGS, MODEL_MARGIN, Tiling, _gpu_model, _tiling_cost,
     )
     from tvmscript.target import Target
 
@@ -217,7 +217,7 @@ def test_small_dividing_tiles_give_way_to_padded_ones_where_the_model_says_so():
     small, padded = Tiling(2, 2, 1, 2), Tiling(2, 2, 2, 4)
     for elem_bytes, c_bytes in ((4, 4), (2, 4)):
         shape = ((1, 1568, 512), 4608, elem_bytes)
-        assert _tiling_cost(padded, *shape, c_bytes, h100) * PADDING_PAYS < _tiling_cost(small, *shape, 0, h100)
+        assert _tiling_cost(padded, *shape, c_bytes, h100) * MODEL_MARGIN < _tiling_cost(small, *shape, 0, h100)
     for target, dtype in ((SM90 + " -allow_tf32=1", "float32"), (SM90, "float16")):
         code = build_cuda(prim_funcs_of(tvms.parse(matmul_src(1568, 512, 4608, dtype=dtype, b_transposed=True))),
                           target, kind="source")

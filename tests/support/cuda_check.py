@@ -155,26 +155,19 @@ class Module:
 
 
 def nhwc_conv2d_src(x_shape: tuple, w_shape: tuple, dtype: str = "float16", layout: str = "HWIO") -> str:
-    """A Relax ``main``: a 3x3 convolution (padding 1) of an NHWC ``x_shape`` input by
-    ``layout`` weights of ``w_shape``, both ``dtype``, into float32: how the CUDA pipeline
-    lays out the convolutions it runs on tensor cores."""
-    return f"""
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor({tuple(x_shape)}, "{dtype}"), w: R.Tensor({tuple(w_shape)}, "{dtype}")):
-        with R.dataflow():
-            y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="{layout}",
-                            out_dtype="float32")
-            R.output(y)
-        return y
-"""
+    """`conv2d_src` of an NHWC ``x_shape`` input by ``layout`` weights of ``w_shape``, into
+    float32: how the CUDA pipeline lays out the convolutions it runs on tensor cores."""
+    return conv2d_src(x_shape, w_shape, dtype, "float32", ("NHWC", layout))
 
 
-def conv2d_src(x_shape: tuple, w_shape: tuple, dtype: str = "float32", out_dtype: str = "") -> str:
-    """A Relax ``main``: an NCHW 3x3 convolution (padding 1) of ``x_shape`` by ``w_shape``,
-    both ``dtype``, into ``out_dtype`` (the input's type when empty)."""
+def conv2d_src(x_shape: tuple, w_shape: tuple, dtype: str = "float32", out_dtype: str = "",
+               layouts: tuple = ()) -> str:
+    """A Relax ``main``: a 3x3 convolution (padding 1) of ``x_shape`` by ``w_shape``, both
+    ``dtype``, into ``out_dtype`` (the input's type when empty); NCHW and OIHW unless
+    ``layouts`` gives (data layout, kernel layout)."""
     out = f', out_dtype="{out_dtype}"' if out_dtype else ""
+    if layouts:
+        out += f', data_layout="{layouts[0]}", kernel_layout="{layouts[1]}"'
     return f"""
 @I.ir_module
 class Module:

@@ -7,8 +7,8 @@ the target's ``max_threads_per_block`` and binds the two halves to ``blockIdx.x`
 ``threadIdx.x``. A reduction keeps its reduce loops inside each thread (one thread computes
 one output element), its init split out of the reduce loop (`decompose_reduction`), and
 accumulates in a register written to its buffer once (`accumulate_in_register`), not in
-global memory at every step.
-It is slow for big reductions — that is what the other rules are for — but always correct.
+global memory at every step. It is slow for big reductions — that is what the other rules
+are for — but always correct.
 """
 
 from __future__ import annotations
@@ -55,15 +55,13 @@ class Fallback(GPUScheduleRule):
             sch.bind(tx, "threadIdx.x")
             if r_loops:
                 exact = isinstance(extent, tir.IntImm) and extent.value % max_threads == 0
-                reductions.append((block, tx, exact))
-        for block, tx, exact in reductions:
+                reductions.append((block, tx, r_loops[0], exact))
+        for block, tx, r_loop, exact in reductions:
             accumulate_in_register(sch, block, tx, exact)
-            reduce_loops = [lp for lp in sch.get_loops(block) if sch.get(lp).kind != "thread_binding"]
             try:
-                sch.decompose_reduction(block, reduce_loops[0])
-            except (ScheduleError, IndexError):
+                sch.decompose_reduction(block, r_loop)
+            except ScheduleError:
                 # Keeping the init inside the reduce loop is correct too (it runs at the
                 # loop's first iteration); it only costs a branch.
                 pass
         return sch
-

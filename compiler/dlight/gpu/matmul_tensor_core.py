@@ -3,12 +3,11 @@
 Two instruction sets, one schedule: on sm_80 and later ``mma.sync`` m16n8k16
 (`compiler.mma_tiles`): blocks of up to 128x128 with warps of 64x64 (`MMA_TILINGS`, the
 largest that divides I and J and still gives every multiprocessor a block), each lane's
-accumulators written straight to C with the epilogue (where no tiling divides I and J, or
-only small ones do, the padded tiling a roofline of the tiling picks, `_tiling_cost`, the
-accumulators stored into a shared tile of C whose rows are 8 elements longer, from which all
-threads write C with the epilogue, the padding skipped),
-the operands loaded by ``ldmatrix`` from
-shared tiles whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
+accumulators written straight to C with the epilogue (where no tiling divides I and J, or a
+roofline of the tiling, `_tiling_cost`, puts a padded one well ahead, the accumulators stored
+into a shared tile of C whose rows are 8 elements longer, from which all threads write C with
+the epilogue, the padding skipped), the operands loaded by ``ldmatrix`` from shared tiles
+whose 16-byte chunks are XOR-swizzled by row (TVM's ``permuted_layout``,
 `lower_gpu.permuted_layout`: no bank conflicts, no padding) and the K loop a 4-stage software
 pipeline (fewer where its tiles would outgrow the GPU's shared memory) whose copies are
 ``cp.async`` (TVM's ``software_pipeline_stage`` annotations, `lower_gpu.software_pipeline`).
@@ -55,6 +54,7 @@ from tvmscript.ir.tir_visitor import vars_in
 
 from ...lower_gpu.permuted_layout import PERMUTED_LAYOUT
 from ...lower_tir import dtype_bytes
+from ...roofline import GPUS, wave_factor
 from ...schedule_choices import (BLOCK_TILING, INSTRUCTIONS, PIPELINE_STAGES as STAGES_CHOICE, STEP_K as STEP_K_CHOICE,
                                  choose)
 from ...tensor_cores import MMA_ANN, MMA_SCOPES, TF32_K, WMMA_ANN, WMMA_SCOPES
@@ -426,7 +426,7 @@ def _tiling_by_model(block: tir.Block, fitting, padded_fitting, first, elem_byte
     product (through a shared tile of C). ``first`` is the heuristic's (`_mma_tiling_for`: the
     largest dividing tiling that fills the GPU); the tiling model (`_tiling_cost`, on the
     target's GPU) replaces it by a dividing tiling of ``fitting`` or a padded one of
-    ``padded_fitting`` only where it puts that one `PADDING_PAYS` times ahead, and picks the
+    ``padded_fitting`` only where it puts that one `MODEL_MARGIN` times ahead, and picks the
     padded one where none divides I and J (without a model of the GPU: the one that pads
     least, `_tiling_for`). ``(None, False)`` for a symbolic I (wmma's) or no tilings."""
     extents = _extents(block)
@@ -437,10 +437,10 @@ def _tiling_by_model(block: tir.Block, fitting, padded_fitting, first, elem_byte
     def divides(t) -> bool:
         return i % t.tile_i == 0 and j % t.tile_j == 0
 
-    candidates = [(t, False) for t in fitting if divides(t)] + [(t, True) for t in padded_fitting if not divides(t)]
+    padded = [t for t in padded_fitting if not divides(t)]
+    candidates = [(t, False) for t in fitting if divides(t)] + [(t, True) for t in padded]
     gpu = _gpu_model(target)
     if gpu is None or not candidates:
-        padded = [t for t in padded_fitting if not divides(t)]
         if first is not None or not padded:
             return first, False
         return _tiling_for(block, padded), True
@@ -451,7 +451,7 @@ def _tiling_by_model(block: tir.Block, fitting, padded_fitting, first, elem_byte
         return _tiling_cost(t, extents, k, elem_bytes, dtype_bytes(c_dtype) if padded else 0, gpu)
 
     best = min(candidates, key=cost)
-    if first is None or cost(best) * PADDING_PAYS < cost((first, False)):
+    if first is None or cost(best) * MODEL_MARGIN < cost((first, False)):
         return best
     return first, False
 
@@ -459,14 +459,12 @@ def _tiling_by_model(block: tir.Block, fitting, padded_fitting, first, elem_byte
 # The heuristic's tiling gives way to another (a padded one, through a shared tile of C) only
 # where the model (`_tiling_cost`) puts that one this many times faster: the heuristic's were
 # measured (2026-11-28, H200) and the model knows no more than traffic.
-PADDING_PAYS = 1.25
+MODEL_MARGIN = 1.25
 
 
 def _gpu_model(target):
     """The `roofline.GPUSpec` of the target's architecture (sm_90: an H100, sm_80: an A100), or
     None for another."""
-    from ...roofline import GPUS
-
     arch = f"sm_{_arch_number(target)}"
     return next((g for g in GPUS.values() if g.arch == arch), None)
 
@@ -483,8 +481,6 @@ def _tiling_cost(t: Tiling, extents: tuple, k: int, elem_bytes: int, c_bytes: in
 
     the last two over the blocks' waves (`roofline.wave_factor`). Small tiles read the
     operands many times; large ones pad the product and leave SMs idle."""
-    from ...roofline import wave_factor
-
     s, i, j = extents
     blocks = s * -(-i // t.tile_i) * -(-j // t.tile_j)
     waves = wave_factor(blocks, gpu.sms)
